@@ -1,0 +1,63 @@
+// Algorithm registry storage (see registry.h).
+#include "algorithms/registry.h"
+
+#include <mutex>
+
+namespace weft {
+namespace {
+std::vector<AlgorithmInfo>& Registry() {
+  static std::vector<AlgorithmInfo> registry;  // function-local: safe from init-order issues
+  return registry;
+}
+std::mutex& RegistryMutex() {
+  static std::mutex mu;
+  return mu;
+}
+}  // namespace
+
+bool RegisterAlgorithm(AlgorithmInfo info) {
+  std::lock_guard<std::mutex> lock(RegistryMutex());
+  Registry().push_back(std::move(info));
+  return true;
+}
+
+const std::vector<AlgorithmInfo>& AllAlgorithms() { return Registry(); }
+
+const AlgorithmInfo* FindAlgorithm(Collective collective, const std::string& name) {
+  for (const AlgorithmInfo& a : Registry())
+    if (a.collective == collective && a.name == name) return &a;
+  return nullptr;
+}
+
+const char* CollectiveName(Collective c) {
+  switch (c) {
+    case Collective::kAllReduce: return "allreduce";
+    case Collective::kAllGather: return "allgather";
+    case Collective::kReduceScatter: return "reducescatter";
+    case Collective::kBroadcast: return "broadcast";
+    case Collective::kReduce: return "reduce";
+    case Collective::kAllToAll: return "alltoall";
+    case Collective::kAllToAllv: return "alltoallv";
+    case Collective::kSendRecv: return "sendrecv";
+    case Collective::kBarrier: return "barrier";
+  }
+  return "unknown";
+}
+
+const char* StepOpName(StepOp op) {
+  switch (op) {
+    case StepOp::kSend: return "send";
+    case StepOp::kRecv: return "recv";
+    case StepOp::kRecvReduce: return "recv_reduce";
+    case StepOp::kCopy: return "copy";
+    case StepOp::kReduce: return "reduce";
+    case StepOp::kDirectRead: return "direct_read";
+    case StepOp::kDirectReduce: return "direct_reduce";
+    case StepOp::kSignal: return "signal";
+    case StepOp::kWait: return "wait";
+    case StepOp::kFinalize: return "finalize";
+  }
+  return "unknown";
+}
+
+}  // namespace weft

@@ -1,0 +1,56 @@
+// Algorithm registry: the menu the selector chooses from and WEFT_ALGO forces from.
+//
+// Each algorithm file (algorithms/<collective>_<name>.cc) defines one generator and registers
+// it with WEFT_REGISTER_ALGORITHM. Generators are pure: ScheduleRequest -> Schedule.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "algorithms/schedule.h"
+#include "common/status.h"
+
+namespace weft {
+
+// Everything a generator may depend on. No pointers, no dtype (schedules count elements).
+struct ScheduleRequest {
+  Collective collective = Collective::kAllReduce;
+  int nranks = 1;
+  size_t count = 0;  // API count (per rank)
+  int root = 0;      // broadcast / reduce
+  ChunkPolicy chunk;
+  // Grouping of ranks for hierarchical algorithms (e.g. by host): every rank in exactly one
+  // group; groups may be uneven. Empty = one group per rank... i.e. unknown (flat only).
+  std::vector<std::vector<int>> groups;
+  // Ranks whose memory this rank can map (same host) — direct algorithms need all of them.
+  bool all_ranks_mappable = false;
+  // all-to-allv: counts[src * nranks + dst] elements from src to dst, and per-rank
+  // displacements (elements) of each block in the sender's input / receiver's output.
+  std::vector<size_t> a2av_counts;
+  std::vector<size_t> a2av_send_displs;  // [src * nranks + dst]
+  std::vector<size_t> a2av_recv_displs;  // [dst * nranks + src]
+};
+
+struct AlgorithmInfo {
+  std::string name;  // WEFT_ALGO name: "ring", "tree", ...
+  Collective collective;
+  // Whether this algorithm can run the request (e.g. direct needs mappable peers).
+  std::function<bool(const ScheduleRequest&)> applicable;
+  std::function<StatusOr<Schedule>(const ScheduleRequest&)> build;
+};
+
+// All registered algorithms (for every collective), in registration order.
+const std::vector<AlgorithmInfo>& AllAlgorithms();
+// The algorithm `name` for `collective`, or nullptr.
+const AlgorithmInfo* FindAlgorithm(Collective collective, const std::string& name);
+// Used by WEFT_REGISTER_ALGORITHM; returns true.
+bool RegisterAlgorithm(AlgorithmInfo info);
+
+}  // namespace weft
+
+// Registers a generator at static-initialization time. The library is linked as a whole
+// archive / shared object, so registrations are never dropped.
+#define WEFT_REGISTER_ALGORITHM(collective, name, applicable_fn, build_fn)              \
+  static const bool WEFT_CONCAT(weft_registered_, __LINE__) = ::weft::RegisterAlgorithm( \
+      ::weft::AlgorithmInfo{name, collective, applicable_fn, build_fn})

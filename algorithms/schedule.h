@@ -1,0 +1,139 @@
+// Schedule: the intermediate representation between algorithms and the executor.
+//
+// An algorithm is a pure function (collective, layout, count, chunking) -> Schedule. A schedule
+// holds, for every rank, a list of steps over buffer regions. Regions name a buffer (the
+// caller's input or output, or a scratch buffer the executor allocates) plus an element offset
+// and count, so schedules know nothing about pointers, dtypes or transports.
+//
+// Matching rule (shared by the checker, the executor and every transport): the k-th send from
+// rank a to rank b on channel c is received by the k-th recv (or recv-reduce) at b from a on
+// channel c. Channels are independent FIFO streams (a transport may map them to separate
+// sockets or queues).
+//
+// Execution rule (the checker proves schedules under exactly this rule, the executor runs it):
+// each rank issues its steps in program order, at most `window` in flight; a step is issued
+// only once no earlier unfinished step touches a region it overlaps (write/read or read/write
+// or write/write). Sends are rendezvous: they may complete only once the matching recv is
+// posted. A schedule proved by the checker therefore cannot deadlock in the executor.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace weft {
+
+enum class Collective : uint8_t {
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kBroadcast,
+  kReduce,
+  kAllToAll,
+  kAllToAllv,
+  kSendRecv,
+  kBarrier,
+};
+const char* CollectiveName(Collective c);
+
+// Which of a rank's buffers a region lives in. In-place calls alias Input and Output the way
+// NCCL defines it (allreduce: same pointer; allgather: input = output + rank*count;
+// reduce-scatter: output = input + rank*count); the executor resolves the aliasing and the
+// checker proves schedules both in-place and out-of-place.
+enum class Buffer : uint8_t { kInput, kOutput, kScratch };
+
+struct Region {
+  Buffer buffer = Buffer::kInput;
+  size_t offset = 0;  // elements
+  size_t count = 0;   // elements
+};
+
+enum class StepOp : uint8_t {
+  kSend,          // send `src` to `peer`
+  kRecv,          // receive from `peer` into `dst`
+  kRecvReduce,    // receive from `peer`, dst = src (op) received   (src may equal dst)
+  kCopy,          // dst = src (local)
+  kReduce,        // dst = dst (op) src (local)
+  kDirectRead,    // dst = peer's `remote` region (peer memory mapped: same host)
+  kDirectReduce,  // dst = src (op) peer's `remote` region
+  kSignal,        // post a signal to `peer` (orders direct accesses)
+  kWait,          // wait for the next signal from `peer`
+  kFinalize,      // dst = finalize(dst): divides by nranks for weftAvg, no-op otherwise
+};
+const char* StepOpName(StepOp op);
+
+struct Step {
+  StepOp op = StepOp::kCopy;
+  int peer = -1;        // send/recv/direct/signal/wait; -1 for local steps
+  uint16_t channel = 0; // FIFO stream for send/recv matching
+  Region src;           // local operand read
+  Region dst;           // local operand written
+  Region remote;        // peer's region (direct ops only)
+};
+
+struct RankSchedule {
+  size_t input_count = 0;    // elements of Input this rank provides
+  size_t output_count = 0;   // elements of Output this rank owns
+  size_t scratch_count = 0;  // elements of Scratch the executor must allocate
+  std::vector<Step> steps;
+};
+
+struct Schedule {
+  Collective collective = Collective::kAllReduce;
+  std::string algorithm;  // e.g. "ring"
+  int nranks = 0;
+  size_t count = 0;  // the API's count argument (per-rank elements, as NCCL)
+  int root = -1;     // broadcast / reduce
+  int window = 8;    // max steps in flight per rank
+  std::vector<RankSchedule> ranks;
+};
+
+// Chunking choices handed to generators (the selector fills them in).
+struct ChunkPolicy {
+  size_t chunk_elems = 0;  // 0 = one chunk per segment (no pipelining)
+  int channels = 1;        // independent FIFO streams to spread across
+};
+
+// ---- helpers shared by generators (one place for chunk arithmetic) ----
+
+// Splits [0, total) into `parts` contiguous pieces, the first (total % parts) one longer.
+// Returns the offset and size of piece i.
+inline size_t PartOffset(size_t total, int parts, int i) {
+  size_t base = total / parts, extra = total % parts;
+  return base * i + (static_cast<size_t>(i) < extra ? i : extra);
+}
+inline size_t PartSize(size_t total, int parts, int i) {
+  return total / parts + (static_cast<size_t>(i) < total % parts ? 1 : 0);
+}
+// Number of chunks of at most `chunk` elements covering `n` (at least 1).
+inline size_t NumChunks(size_t n, size_t chunk) {
+  if (chunk == 0 || n <= chunk) return 1;
+  return (n + chunk - 1) / chunk;
+}
+
+inline Region In(size_t off, size_t n) { return Region{Buffer::kInput, off, n}; }
+inline Region Out(size_t off, size_t n) { return Region{Buffer::kOutput, off, n}; }
+inline Region Tmp(size_t off, size_t n) { return Region{Buffer::kScratch, off, n}; }
+
+inline Step SendStep(int peer, Region src, uint16_t ch = 0) {
+  Step s; s.op = StepOp::kSend; s.peer = peer; s.src = src; s.channel = ch; return s;
+}
+inline Step RecvStep(int peer, Region dst, uint16_t ch = 0) {
+  Step s; s.op = StepOp::kRecv; s.peer = peer; s.dst = dst; s.channel = ch; return s;
+}
+inline Step RecvReduceStep(int peer, Region src, Region dst, uint16_t ch = 0) {
+  Step s; s.op = StepOp::kRecvReduce; s.peer = peer; s.src = src; s.dst = dst; s.channel = ch;
+  return s;
+}
+inline Step CopyStep(Region src, Region dst) {
+  Step s; s.op = StepOp::kCopy; s.src = src; s.dst = dst; return s;
+}
+inline Step ReduceStep(Region src, Region dst) {
+  Step s; s.op = StepOp::kReduce; s.src = src; s.dst = dst; return s;
+}
+inline Step FinalizeStep(Region dst) {
+  Step s; s.op = StepOp::kFinalize; s.dst = dst; return s;
+}
+
+}  // namespace weft

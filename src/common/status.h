@@ -1,0 +1,85 @@
+// Status: the error type used everywhere inside weft (abseil-style).
+//
+// A Status carries a weftResult_t code and a message; each layer that passes an error upward
+// may add context ("allreduce ring step 3: recv from rank 2: connection reset"). Statuses cross
+// threads by value. They become weftResult_t + weftGetLastError() only at the API boundary.
+#pragma once
+
+#include <string>
+#include <utility>
+
+#include "weft/weft.h"
+
+namespace weft {
+
+class Status {
+ public:
+  Status() = default;  // success
+  Status(weftResult_t code, std::string message) : code_(code), message_(std::move(message)) {}
+
+  bool ok() const { return code_ == weftSuccess; }
+  weftResult_t code() const { return code_; }
+  const std::string& message() const { return message_; }
+
+  // Returns a copy with "context: " prepended to the message (no-op on success).
+  Status WithContext(const std::string& context) const {
+    if (ok()) return *this;
+    return Status(code_, context + ": " + message_);
+  }
+
+ private:
+  weftResult_t code_ = weftSuccess;
+  std::string message_;
+};
+
+inline Status OkStatus() { return Status(); }
+inline Status InvalidArgument(std::string m) { return Status(weftInvalidArgument, std::move(m)); }
+inline Status InvalidUsage(std::string m) { return Status(weftInvalidUsage, std::move(m)); }
+inline Status SystemError(std::string m) { return Status(weftSystemError, std::move(m)); }
+inline Status InternalError(std::string m) { return Status(weftInternalError, std::move(m)); }
+inline Status RemoteError(std::string m) { return Status(weftRemoteError, std::move(m)); }
+inline Status TimeoutError(std::string m) { return Status(weftTimeout, std::move(m)); }
+
+// A value or an error.
+template <typename T>
+class StatusOr {
+ public:
+  StatusOr(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  StatusOr(Status status) : status_(std::move(status)) {}  // NOLINT
+  bool ok() const { return status_.ok(); }
+  const Status& status() const { return status_; }
+  T& value() { return value_; }
+  const T& value() const { return value_; }
+  T& operator*() { return value_; }
+  T* operator->() { return &value_; }
+
+ private:
+  Status status_;
+  T value_{};
+};
+
+}  // namespace weft
+
+#define WEFT_CONCAT_INNER(a, b) a##b
+#define WEFT_CONCAT(a, b) WEFT_CONCAT_INNER(a, b)
+
+// Returns from the enclosing function when expr yields a non-ok Status.
+#define WEFT_RETURN_IF_ERROR(expr)                          \
+  do {                                                      \
+    ::weft::Status weft_status_ = (expr);                   \
+    if (!weft_status_.ok()) return weft_status_;            \
+  } while (0)
+
+// Same, adding context to the message.
+#define WEFT_RETURN_IF_ERROR_CTX(expr, ctx)                  \
+  do {                                                       \
+    ::weft::Status weft_status_ = (expr);                    \
+    if (!weft_status_.ok()) return weft_status_.WithContext(ctx); \
+  } while (0)
+
+// lhs = value of a StatusOr expression, or return its error.
+#define WEFT_ASSIGN_OR_RETURN(lhs, expr)                                    \
+  auto WEFT_CONCAT(weft_so_, __LINE__) = (expr);                            \
+  if (!WEFT_CONCAT(weft_so_, __LINE__).ok())                                \
+    return WEFT_CONCAT(weft_so_, __LINE__).status();                        \
+  lhs = std::move(WEFT_CONCAT(weft_so_, __LINE__).value())

@@ -1,0 +1,66 @@
+// Transport: the one interface every transport implements (tcp, inproc, shm, ucx, ...).
+//
+// Transports move bytes between two ranks and know nothing of collectives. The executor posts
+// non-blocking sends and receives and drives them with Progress() from the thread that waits
+// (no mandatory progress thread).
+//
+// Ordering: messages from rank a to rank b on one channel are delivered in the order they were
+// posted, and the k-th recv posted for (peer, channel) receives the k-th message sent there.
+// Each message carries the sender's 64-bit `tag` (the executor passes the operation sequence
+// number); a receiver whose recv has a different tag or size fails with an error naming both,
+// which catches ranks calling collectives in different orders instead of corrupting data.
+//
+// Completion: a request's `done` is set by the transport once the buffer may be reused (send)
+// or holds the data (recv). `status` is meaningful once done. Requests must stay valid until
+// done or until Abort().
+//
+// Threading: one thread at a time calls Post*/Progress on a transport instance; Abort() may be
+// called from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+
+namespace weft {
+
+struct TransportRequest {
+  std::atomic<bool> done{false};
+  Status status;  // valid once done
+  void Complete(Status s = Status()) {
+    status = std::move(s);
+    done.store(true, std::memory_order_release);
+  }
+  void Reset() {
+    done.store(false, std::memory_order_relaxed);
+    status = Status();
+  }
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char* name() const = 0;
+
+  // Starts sending `bytes` from `buf` to `peer`. Zero-byte messages are delivered too.
+  virtual Status PostSend(int peer, int channel, uint64_t tag, const void* buf, size_t bytes,
+                          TransportRequest* req) = 0;
+  // Starts receiving exactly `bytes` from `peer` into `buf`.
+  virtual Status PostRecv(int peer, int channel, uint64_t tag, void* buf, size_t bytes,
+                          TransportRequest* req) = 0;
+  // Moves data. Waits at most `timeout_us` microseconds for something to happen when nothing
+  // can be done right away (0 = never wait). Returns an error for failures that are not tied
+  // to one request (e.g. a peer's connection dropped while requests to it are pending: those
+  // requests also complete with the error).
+  virtual Status Progress(int timeout_us) = 0;
+  // True while any posted request is not yet done.
+  virtual bool HasPending() const = 0;
+  // Fails every pending request with `why` and closes connections. Idempotent.
+  virtual void Abort(const Status& why) = 0;
+};
+
+}  // namespace weft
