@@ -64,3 +64,31 @@ class Transport {
 };
 
 }  // namespace weft
+
+namespace weft {
+
+// A transport whose peers' memory this rank can map (same host): shm, cuda_ipc. Direct steps
+// of a schedule (kDirectRead/kDirectReduce on a peer's Scratch region, kSignal/kWait) use it.
+//
+// Windows: each rank's Scratch buffer for a direct schedule lives in a window that every
+// peer of the transport has mapped. Per operation, every rank calls PrepareWindow(bytes) with
+// the same size (schedules are symmetric); the executor then uses LocalWindow() as this rank's
+// Scratch and PeerWindow(p) to read peer p's Scratch. Accesses are ordered only by
+// Signal/Wait, exactly as the schedule says (the checker proves the ordering).
+class DirectTransport : public Transport {
+ public:
+  // Makes this rank's window at least `bytes` long (collective over the transport's peers
+  // only in the sense that every rank does it for the same operation; it must not block on
+  // peers). Growing may replace the mapping: pointers from earlier calls become invalid.
+  virtual Status PrepareWindow(size_t bytes) = 0;
+  virtual void* LocalWindow() = 0;
+  // Peer p's window (mapped on first use or after the peer grew it). Only valid to read
+  // after a Wait that the peer's matching Signal follows its window preparation.
+  virtual StatusOr<const void*> PeerWindow(int peer, size_t min_bytes) = 0;
+  // Posts the next signal to `peer` (non-blocking; signals are counted, never lost).
+  virtual Status Signal(int peer) = 0;
+  // Completes `req` once the next not-yet-consumed signal from `peer` has arrived.
+  virtual Status PostWait(int peer, TransportRequest* req) = 0;
+};
+
+}  // namespace weft
