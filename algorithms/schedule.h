@@ -15,6 +15,11 @@
 // only once no earlier unfinished step touches a region it overlaps (write/read or read/write
 // or write/write). Sends are rendezvous: they may complete only once the matching recv is
 // posted. A schedule proved by the checker therefore cannot deadlock in the executor.
+// Fences: kSignal and kWait touch no region but order direct (one-sided) accesses, so they
+// are fences: a kSignal issues only after every earlier step of the rank has completed
+// (release: the peer may read what we wrote), and no step after a kWait issues before the
+// wait completes (acquire: we may read what the peer wrote before its signal). Local steps
+// (copy, reduce, finalize, direct read/reduce, signal) complete when issued.
 #pragma once
 
 #include <cstddef>

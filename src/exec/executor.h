@@ -1,0 +1,51 @@
+// Executor: runs one rank's schedule over transports.
+//
+// Steps are issued in program order with at most `window` in flight; a step waits to issue
+// until no earlier unfinished step overlaps its memory with a write on either side (hazard
+// tracking on the resolved byte ranges, so in-place aliasing is handled for free). This is
+// exactly the execution rule the checker proves schedules under (algorithms/schedule.h).
+//
+// Progress: the calling thread drives the transports. When nothing moves, it backs off in
+// stages — spin (poll transports), then block inside the single busy transport's Progress()
+// (poll()/futex/condvar) — so oversubscribed ranks give their core away.
+//
+// Failure: a failed request, or no step completing for `timeout_s`, aborts the transports
+// that still hold requests (so nothing writes into the caller's buffers afterwards) and
+// returns an error naming the step, its op and peer.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "algorithms/schedule.h"
+#include "common/status.h"
+#include "transports/transport.h"
+#include "weft/weft.h"
+
+namespace weft {
+
+struct ExecBuffers {
+  const void* input = nullptr;
+  void* output = nullptr;
+};
+
+struct ExecContext {
+  int rank = 0;
+  int nranks = 1;
+  weftDataType_t dtype = weftFloat32;
+  weftRedOp_t op = weftSum;
+  uint64_t tag = 0;         // operation sequence number, carried by every message
+  double timeout_s = 300;   // no completion for this long -> weftTimeout (0 = never)
+  // Transport per peer rank (nullptr for self / unreachable).
+  const std::vector<Transport*>* peer_transport = nullptr;
+  DirectTransport* direct = nullptr;  // same-host window transport, if any
+  // Heap scratch owned by the caller (grown as needed) when the schedule has no direct steps.
+  std::vector<unsigned char>* heap_scratch = nullptr;
+  const char* what = "collective";  // for messages: "allreduce ring", ...
+};
+
+Status ExecuteSchedule(const RankSchedule& schedule, int window, const ExecContext& ctx,
+                       const ExecBuffers& buffers);
+
+}  // namespace weft
