@@ -1,0 +1,54 @@
+// Ring allgather: p-1 steps; at step s rank r forwards block (r - s) to the next rank and
+// receives block (r - s - 1) from the previous one. Each rank sends (p-1)/p of the output.
+//
+// Step 0 sends straight from the input, so the local copy of our own block into the output
+// (skipped by the executor when in-place: input == output + r*count) overlaps the transfer.
+// Blocks are cut into chunks (ChunkPolicy) so consecutive steps pipeline.
+#include <algorithm>
+
+#include "algorithms/registry.h"
+#include "algorithms/ring_pattern.h"
+
+namespace weft {
+namespace {
+
+StatusOr<Schedule> BuildAllGatherRing(const ScheduleRequest& req) {
+  Schedule sched;
+  sched.collective = Collective::kAllGather;
+  sched.algorithm = "ring";
+  sched.nranks = req.nranks;
+  sched.count = req.count;
+  const int p = req.nranks;
+  const size_t n = req.count;
+  // Blocks are exactly `n` long (not PartSize of a total), so chunk one block directly.
+  const size_t chunks = NumChunks(n, req.chunk.chunk_elems);
+  const int channels = std::max(1, req.chunk.channels);
+  sched.window = static_cast<int>(std::min<size_t>(4 * chunks + 2, 64));
+  sched.ranks.resize(p);
+  for (int r = 0; r < p; ++r) {
+    RankSchedule& rs = sched.ranks[r];
+    rs.input_count = n;
+    rs.output_count = n * p;
+    if (n == 0) continue;
+    rs.steps.push_back(CopyStep(In(0, n), Out(r * n, n)));
+    const int next = (r + 1) % p, prev = (r - 1 + p) % p;
+    for (int s = 0; s < p - 1; ++s) {
+      int send_blk = RingLayout::Mod(r - s, p), recv_blk = RingLayout::Mod(r - s - 1, p);
+      for (size_t j = 0; j < chunks; ++j) {
+        size_t off = PartOffset(n, static_cast<int>(chunks), static_cast<int>(j));
+        size_t len = PartSize(n, static_cast<int>(chunks), static_cast<int>(j));
+        uint16_t ch = static_cast<uint16_t>(j % channels);
+        Region src = s == 0 ? In(off, len) : Out(send_blk * n + off, len);
+        rs.steps.push_back(SendStep(next, src, ch));
+        rs.steps.push_back(RecvStep(prev, Out(recv_blk * n + off, len), ch));
+      }
+    }
+  }
+  return sched;
+}
+
+WEFT_REGISTER_ALGORITHM(Collective::kAllGather, "ring",
+                        [](const ScheduleRequest&) { return true; }, BuildAllGatherRing);
+
+}  // namespace
+}  // namespace weft

@@ -1,0 +1,62 @@
+// Ring reduce-scatter: p-1 steps; rank r ends with block r summed over all ranks.
+//
+// At step s rank r sends block (r - s - 1) and receives block (r - s - 2) from the previous
+// rank, reducing it with its own input block. Partial sums travel through two scratch blocks
+// used alternately (step s writes scratch[s % 2], step s+1 forwards it), because the input is
+// read-only and the output is a single block; the last step reduces straight into the output,
+// where it is finalized (avg divides once). Blocks are chunked so steps pipeline.
+#include <algorithm>
+
+#include "algorithms/registry.h"
+#include "algorithms/ring_pattern.h"
+
+namespace weft {
+namespace {
+
+StatusOr<Schedule> BuildReduceScatterRing(const ScheduleRequest& req) {
+  Schedule sched;
+  sched.collective = Collective::kReduceScatter;
+  sched.algorithm = "ring";
+  sched.nranks = req.nranks;
+  sched.count = req.count;
+  const int p = req.nranks;
+  const size_t n = req.count;
+  const size_t chunks = NumChunks(n, req.chunk.chunk_elems);
+  const int channels = std::max(1, req.chunk.channels);
+  sched.window = static_cast<int>(std::min<size_t>(4 * chunks + 2, 64));
+  sched.ranks.resize(p);
+  for (int r = 0; r < p; ++r) {
+    RankSchedule& rs = sched.ranks[r];
+    rs.input_count = n * p;
+    rs.output_count = n;
+    rs.scratch_count = p > 2 ? 2 * n : 0;
+    if (n == 0) continue;
+    if (p == 1) {
+      rs.steps.push_back(CopyStep(In(0, n), Out(0, n)));
+      rs.steps.push_back(FinalizeStep(Out(0, n)));
+      continue;
+    }
+    const int next = (r + 1) % p, prev = (r - 1 + p) % p;
+    for (int s = 0; s < p - 1; ++s) {
+      int send_blk = RingLayout::Mod(r - s - 1, p), recv_blk = RingLayout::Mod(r - s - 2, p);
+      bool last = s == p - 2;
+      for (size_t j = 0; j < chunks; ++j) {
+        size_t off = PartOffset(n, static_cast<int>(chunks), static_cast<int>(j));
+        size_t len = PartSize(n, static_cast<int>(chunks), static_cast<int>(j));
+        uint16_t ch = static_cast<uint16_t>(j % channels);
+        Region src = s == 0 ? In(send_blk * n + off, len) : Tmp(((s - 1) % 2) * n + off, len);
+        Region dst = last ? Out(off, len) : Tmp((s % 2) * n + off, len);
+        rs.steps.push_back(SendStep(next, src, ch));
+        rs.steps.push_back(RecvReduceStep(prev, In(recv_blk * n + off, len), dst, ch));
+      }
+    }
+    rs.steps.push_back(FinalizeStep(Out(0, n)));
+  }
+  return sched;
+}
+
+WEFT_REGISTER_ALGORITHM(Collective::kReduceScatter, "ring",
+                        [](const ScheduleRequest&) { return true; }, BuildReduceScatterRing);
+
+}  // namespace
+}  // namespace weft

@@ -1,0 +1,44 @@
+// Ring pattern shared by the ring reduce-scatter, allgather and allreduce generators.
+//
+// A ring over p ranks: rank r sends to (r+1) % p and receives from (r-1+p) % p. A buffer of
+// `total` elements is cut into p segments (PartOffset/PartSize) and every segment into the same
+// number of chunks, so that chunk j of every segment can be pipelined: step s of the ring moves
+// chunk j of some segment while chunk j+1 of the previous step is still in flight.
+#pragma once
+
+#include <algorithm>
+
+#include "algorithms/schedule.h"
+
+namespace weft {
+
+struct RingLayout {
+  int p = 1;
+  size_t total = 0;      // elements cut into p segments
+  size_t chunks = 1;     // chunks per segment
+  int channels = 1;
+
+  RingLayout(int nranks, size_t total_elems, const ChunkPolicy& policy)
+      : p(nranks), total(total_elems) {
+    size_t largest = PartSize(total, p, 0);
+    chunks = NumChunks(largest, policy.chunk_elems);
+    channels = std::max(1, policy.channels);
+  }
+  int Next(int r) const { return (r + 1) % p; }
+  int Prev(int r) const { return (r - 1 + p) % p; }
+  static int Mod(int a, int p) { return ((a % p) + p) % p; }
+  size_t SegOffset(int seg) const { return PartOffset(total, p, seg); }
+  size_t SegSize(int seg) const { return PartSize(total, p, seg); }
+  // Chunk j of segment seg: offset (relative to the whole buffer) and size.
+  size_t ChunkOffset(int seg, size_t j) const {
+    return SegOffset(seg) + PartOffset(SegSize(seg), static_cast<int>(chunks), static_cast<int>(j));
+  }
+  size_t ChunkSize(int seg, size_t j) const {
+    return PartSize(SegSize(seg), static_cast<int>(chunks), static_cast<int>(j));
+  }
+  uint16_t Channel(size_t j) const { return static_cast<uint16_t>(j % channels); }
+  // Steps in flight needed so every chunk of one ring step can overlap with the next.
+  int Window() const { return static_cast<int>(std::min<size_t>(4 * chunks + 2, 64)); }
+};
+
+}  // namespace weft

@@ -1,0 +1,62 @@
+// CPU reduction kernels: dst = a (op) b for every (dtype, op), the avg finalization, and copy.
+//
+// Semantics (user-visible: every collective's result is defined by them; the CUDA kernels in
+// reduce.cu implement the same definitions and are tested bitwise against these):
+//
+//  * Integers (int8, uint8, int32, uint32, int64, uint64): sum and prod wrap modulo 2^bits
+//    (computed in unsigned arithmetic, so there is no undefined behaviour on overflow); max/min
+//    compare as the signed or unsigned type. avg = the wrapped sum, then one integer division
+//    by the number of ranks truncating toward zero (-7 avg over 2 ranks -> -3).
+//  * float32 / float64: IEEE arithmetic in the type itself, round to nearest even. A collective
+//    adds contributions in the order its schedule dictates, so sums of more than two ranks may
+//    differ in the last bits between algorithms (as in NCCL); every rank of one call gets the
+//    same bits.
+//  * float16 / bfloat16: each pairwise Reduce converts both operands to float32, applies the op
+//    in float32 and rounds the result once, to nearest even (|x| too large -> +-inf). So a ring
+//    allreduce rounds once per hop, not once overall. avg divides in float32 and rounds once.
+//  * Floating max/min propagate NaN: if either operand is NaN the result is NaN. Zeros are
+//    ordered -0 < +0: max(-0, +0) = +0, min(-0, +0) = -0 (IEEE 754-2019 maximum/minimum).
+//  * avg reduces exactly as sum; the division by the number of ranks happens once, at the end
+//    of the collective, in Finalize. Floats divide (x / n), they do not multiply by 1/n.
+//  * Subnormal results assume the default floating-point environment (no FTZ/DAZ); a caller
+//    that sets FTZ/DAZ gets flushed float32/float64 subnormals.
+//
+// Preconditions (callers validate; the API layer reports errors): dtype and op valid
+// (IsValidDataType/IsValidRedOp; invalid ones make Reduce/Finalize do nothing), pointers aligned
+// to the element size, and dst either disjoint from a and b or exactly equal to one of them
+// (in-place). Partially overlapping buffers are not supported.
+//
+// Implementation: one dispatch table (dtype, op) -> function, instantiated from templates
+// (reduce_loops.h), once for baseline x86-64 and once for AVX2+F16C; the AVX2 table is chosen
+// at startup when the CPU has both. WEFT_KERNEL_ISA=generic forces the baseline table (for
+// testing and comparisons); default: the best the CPU supports.
+#pragma once
+
+#include <cstddef>
+
+#include "weft/weft.h"
+
+namespace weft::kernels {
+
+// dst[i] = a[i] (op) b[i], i < count. dst may alias a or b exactly (same pointer).
+// weftAvg reduces as weftSum (the division happens once, in Finalize).
+void Reduce(void* dst, const void* a, const void* b, size_t count, weftDataType_t dtype,
+            weftRedOp_t op);
+
+// For weftAvg: dst[i] = dst[i] / divisor, once, at the end of a collective. No-op for other ops
+// and for divisor <= 1 (divisor is the number of ranks; 1 leaves the values unchanged).
+void Finalize(void* dst, size_t count, weftDataType_t dtype, weftRedOp_t op, int divisor);
+
+// memcpy at full speed (large copies may use non-temporal stores where that measures faster).
+// dst and src must not overlap.
+void Copy(void* dst, const void* src, size_t bytes);
+
+// The function Reduce dispatches to for (dtype, op), or nullptr when either is invalid. Lets a
+// caller that reduces many chunks of one collective look the kernel up once.
+using ReduceFn = void (*)(void* dst, const void* a, const void* b, size_t count);
+ReduceFn GetReduceFn(weftDataType_t dtype, weftRedOp_t op);
+
+// Name of the instruction set the dispatch table uses: "avx2" or "generic".
+const char* KernelIsaName();
+
+}  // namespace weft::kernels

@@ -1,0 +1,344 @@
+// Executor (see executor.h): in-order issue, bounded window, hazard tracking, staged backoff.
+#include "exec/executor.h"
+
+#include <sched.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "common/log.h"
+#include "kernels/dtype.h"
+#include "kernels/reduce.h"
+
+namespace weft {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct ByteRange {
+  uintptr_t lo = 0, hi = 0;  // [lo, hi); empty when lo == hi
+  bool Overlaps(const ByteRange& o) const { return lo < o.hi && o.lo < hi; }
+  bool empty() const { return lo == hi; }
+};
+
+// Memory a step touches on this rank (peer memory of direct steps is ordered by fences).
+struct Access {
+  ByteRange read[2];
+  ByteRange write;
+};
+
+bool Conflicts(const Access& a, const Access& b) {
+  if (!a.write.empty()) {
+    if (a.write.Overlaps(b.write) || a.write.Overlaps(b.read[0]) || a.write.Overlaps(b.read[1]))
+      return true;
+  }
+  if (!b.write.empty()) {
+    if (b.write.Overlaps(a.read[0]) || b.write.Overlaps(a.read[1])) return true;
+  }
+  return false;
+}
+
+struct InFlight {
+  size_t index = 0;
+  const Step* step = nullptr;
+  Access access;
+  Transport* transport = nullptr;
+  TransportRequest req;
+  std::vector<unsigned char> staging;  // recv-reduce landing buffer
+  bool is_wait = false;
+};
+
+class Runner {
+ public:
+  Runner(const RankSchedule& s, int window, const ExecContext& ctx, const ExecBuffers& b)
+      : sched_(s), window_(window < 1 ? 1 : window), ctx_(ctx), bufs_(b),
+        elem_(TypeSize(ctx.dtype)) {}
+
+  Status Run();
+
+ private:
+  Status Prepare();
+  unsigned char* Resolve(const Region& r) const {
+    unsigned char* base = nullptr;
+    switch (r.buffer) {
+      case Buffer::kInput: base = static_cast<unsigned char*>(const_cast<void*>(bufs_.input)); break;
+      case Buffer::kOutput: base = static_cast<unsigned char*>(bufs_.output); break;
+      case Buffer::kScratch: base = scratch_; break;
+    }
+    return base + r.offset * elem_;
+  }
+  ByteRange RangeOf(const Region& r) const {
+    if (r.count == 0) return ByteRange{};
+    uintptr_t lo = reinterpret_cast<uintptr_t>(Resolve(r));
+    return ByteRange{lo, lo + r.count * elem_};
+  }
+  Access AccessOf(const Step& s) const;
+  Transport* TransportFor(const Step& s, Status* st) const;
+  Status Issue(size_t index);
+  Status Complete(InFlight& f);
+  Status WaitForProgress(int idle_rounds);
+  std::string Describe(const Step& s, size_t index) const;
+  Status Fail(Status st);
+
+  const RankSchedule& sched_;
+  int window_;
+  const ExecContext& ctx_;
+  const ExecBuffers& bufs_;
+  size_t elem_;
+  unsigned char* scratch_ = nullptr;
+  const void* peer_window_cache_ = nullptr;
+  std::vector<std::unique_ptr<InFlight>> inflight_;
+  std::vector<std::unique_ptr<InFlight>> free_;
+  bool fence_wait_ = false;  // a kWait is in flight: nothing issues after it
+  std::vector<Transport*> used_transports_;
+};
+
+std::string Runner::Describe(const Step& s, size_t index) const {
+  std::string d = std::string(ctx_.what) + " step " + std::to_string(index) + " (" +
+                  StepOpName(s.op);
+  if (s.peer >= 0) {
+    bool from = s.op == StepOp::kRecv || s.op == StepOp::kRecvReduce || s.op == StepOp::kWait ||
+                s.op == StepOp::kDirectRead || s.op == StepOp::kDirectReduce;
+    d += (from ? " from rank " : " to rank ") + std::to_string(s.peer);
+  }
+  return d + ")";
+}
+
+Access Runner::AccessOf(const Step& s) const {
+  Access a;
+  switch (s.op) {
+    case StepOp::kSend: a.read[0] = RangeOf(s.src); break;
+    case StepOp::kRecv: a.write = RangeOf(s.dst); break;
+    case StepOp::kRecvReduce:
+    case StepOp::kCopy:
+    case StepOp::kDirectReduce:
+      a.read[0] = RangeOf(s.src);
+      a.write = RangeOf(s.dst);
+      break;
+    case StepOp::kReduce:
+      a.read[0] = RangeOf(s.src);
+      a.read[1] = RangeOf(s.dst);
+      a.write = RangeOf(s.dst);
+      break;
+    case StepOp::kFinalize:
+    case StepOp::kDirectRead:
+      a.write = RangeOf(s.dst);
+      break;
+    case StepOp::kSignal:
+    case StepOp::kWait:
+      break;
+  }
+  return a;
+}
+
+Transport* Runner::TransportFor(const Step& s, Status* st) const {
+  if (s.peer < 0 || s.peer >= ctx_.nranks || s.peer == ctx_.rank) {
+    *st = InternalError(Describe(s, 0) + ": invalid peer " + std::to_string(s.peer));
+    return nullptr;
+  }
+  Transport* t = (*ctx_.peer_transport)[s.peer];
+  if (t == nullptr) *st = InternalError("no transport reaches rank " + std::to_string(s.peer));
+  return t;
+}
+
+Status Runner::Prepare() {
+  size_t scratch_bytes = sched_.scratch_count * elem_;
+  bool direct = false;
+  for (const Step& s : sched_.steps) {
+    if (s.op == StepOp::kDirectRead || s.op == StepOp::kDirectReduce ||
+        s.op == StepOp::kSignal || s.op == StepOp::kWait)
+      direct = true;
+  }
+  if (direct) {
+    if (ctx_.direct == nullptr)
+      return InternalError(std::string(ctx_.what) +
+                           ": schedule uses direct steps but no same-host window transport "
+                           "connects all ranks");
+    WEFT_RETURN_IF_ERROR(ctx_.direct->PrepareWindow(scratch_bytes));
+    scratch_ = static_cast<unsigned char*>(ctx_.direct->LocalWindow());
+  } else if (scratch_bytes > 0) {
+    if (ctx_.heap_scratch->size() < scratch_bytes) ctx_.heap_scratch->resize(scratch_bytes);
+    scratch_ = ctx_.heap_scratch->data();
+  }
+  return OkStatus();
+}
+
+Status Runner::Issue(size_t index) {
+  const Step& s = sched_.steps[index];
+  switch (s.op) {
+    case StepOp::kCopy: {
+      unsigned char* d = Resolve(s.dst);
+      const unsigned char* src = Resolve(s.src);
+      if (d != src && s.src.count > 0) kernels::Copy(d, src, s.src.count * elem_);
+      return OkStatus();
+    }
+    case StepOp::kReduce: {
+      unsigned char* d = Resolve(s.dst);
+      kernels::Reduce(d, d, Resolve(s.src), s.dst.count, ctx_.dtype, ctx_.op);
+      return OkStatus();
+    }
+    case StepOp::kFinalize:
+      kernels::Finalize(Resolve(s.dst), s.dst.count, ctx_.dtype, ctx_.op, ctx_.nranks);
+      return OkStatus();
+    case StepOp::kDirectRead:
+    case StepOp::kDirectReduce: {
+      size_t need = (s.remote.offset + s.remote.count) * elem_;
+      StatusOr<const void*> w = ctx_.direct->PeerWindow(s.peer, need);
+      if (!w.ok()) return w.status().WithContext(Describe(s, index));
+      const unsigned char* remote = static_cast<const unsigned char*>(*w) + s.remote.offset * elem_;
+      if (s.op == StepOp::kDirectRead)
+        kernels::Copy(Resolve(s.dst), remote, s.remote.count * elem_);
+      else
+        kernels::Reduce(Resolve(s.dst), Resolve(s.src), remote, s.dst.count, ctx_.dtype, ctx_.op);
+      return OkStatus();
+    }
+    case StepOp::kSignal:
+      return ctx_.direct->Signal(s.peer).WithContext(Describe(s, index));
+    default:
+      break;
+  }
+  // Asynchronous steps: send, recv, recv-reduce, wait.
+  std::unique_ptr<InFlight> f;
+  if (!free_.empty()) {
+    f = std::move(free_.back());
+    free_.pop_back();
+  } else {
+    f = std::make_unique<InFlight>();
+  }
+  f->index = index;
+  f->step = &s;
+  f->access = AccessOf(s);
+  f->is_wait = s.op == StepOp::kWait;
+  Status st;
+  if (s.op == StepOp::kWait) {
+    f->transport = ctx_.direct;
+    st = ctx_.direct->PostWait(s.peer, &f->req);
+  } else {
+    f->transport = TransportFor(s, &st);
+    if (!st.ok()) return st;
+    uint16_t ch = s.channel;
+    if (s.op == StepOp::kSend) {
+      st = f->transport->PostSend(s.peer, ch, ctx_.tag, Resolve(s.src), s.src.count * elem_, &f->req);
+    } else if (s.op == StepOp::kRecv) {
+      st = f->transport->PostRecv(s.peer, ch, ctx_.tag, Resolve(s.dst), s.dst.count * elem_, &f->req);
+    } else {  // recv-reduce lands in staging, reduced on completion
+      f->staging.resize(s.dst.count * elem_);
+      st = f->transport->PostRecv(s.peer, ch, ctx_.tag, f->staging.data(), f->staging.size(), &f->req);
+    }
+  }
+  if (!st.ok()) return st.WithContext(Describe(s, index));
+  bool known = false;
+  for (Transport* t : used_transports_) known |= (t == f->transport);
+  if (!known) used_transports_.push_back(f->transport);
+  if (f->is_wait) fence_wait_ = true;
+  inflight_.push_back(std::move(f));
+  return OkStatus();
+}
+
+Status Runner::Complete(InFlight& f) {
+  const Step& s = *f.step;
+  if (!f.req.status.ok()) return f.req.status.WithContext(Describe(s, f.index));
+  if (s.op == StepOp::kRecvReduce)
+    kernels::Reduce(Resolve(s.dst), Resolve(s.src), f.staging.data(), s.dst.count, ctx_.dtype, ctx_.op);
+  if (f.is_wait) fence_wait_ = false;
+  return OkStatus();
+}
+
+Status Runner::WaitForProgress(int idle_rounds) {
+  // Stage 1: a few rounds of polling only (cheap, catches replies already on their way).
+  // Stage 2: block in the transport that holds our requests; when several transports are
+  // busy, block briefly in each in turn so none is starved.
+  constexpr int kSpinRounds = 64;
+  if (idle_rounds < kSpinRounds) {
+    for (Transport* t : used_transports_) WEFT_RETURN_IF_ERROR(t->Progress(0));
+    return OkStatus();
+  }
+  int busy = 0;
+  for (Transport* t : used_transports_) busy += t->HasPending() ? 1 : 0;
+  int wait_us = busy <= 1 ? 2000 : 200;
+  for (Transport* t : used_transports_)
+    if (t->HasPending()) WEFT_RETURN_IF_ERROR(t->Progress(wait_us));
+  return OkStatus();
+}
+
+Status Runner::Fail(Status st) {
+  // Stop every transport that still holds one of our requests from touching the caller's
+  // buffers after we return.
+  for (Transport* t : used_transports_)
+    if (t->HasPending()) t->Abort(st);
+  inflight_.clear();
+  return st;
+}
+
+Status Runner::Run() {
+  WEFT_RETURN_IF_ERROR(Prepare());
+  const size_t n = sched_.steps.size();
+  size_t next = 0;
+  int idle_rounds = 0;
+  Clock::time_point last_completion = Clock::now();
+  while (next < n || !inflight_.empty()) {
+    bool progressed = false;
+    // Issue in program order while the window and hazards allow.
+    while (next < n && !fence_wait_ && static_cast<int>(inflight_.size()) < window_) {
+      const Step& s = sched_.steps[next];
+      if (s.op == StepOp::kSignal && !inflight_.empty()) break;  // release fence
+      Access a = AccessOf(s);
+      bool blocked = false;
+      for (const auto& f : inflight_)
+        if (Conflicts(a, f->access)) { blocked = true; break; }
+      if (blocked) break;
+      Status st = Issue(next);
+      if (!st.ok()) return Fail(st);
+      ++next;
+      progressed = true;
+    }
+    for (Transport* t : used_transports_) {
+      Status st = t->Progress(0);
+      if (!st.ok()) return Fail(st);
+    }
+    // Retire completed requests (any order: hazards were checked at issue).
+    for (size_t i = 0; i < inflight_.size();) {
+      InFlight& f = *inflight_[i];
+      if (!f.req.done.load(std::memory_order_acquire)) { ++i; continue; }
+      Status st = Complete(f);
+      if (!st.ok()) return Fail(st);
+      free_.push_back(std::move(inflight_[i]));
+      inflight_[i] = std::move(inflight_.back());
+      inflight_.pop_back();
+      progressed = true;
+    }
+    if (progressed) {
+      idle_rounds = 0;
+      last_completion = Clock::now();
+      continue;
+    }
+    if (ctx_.timeout_s > 0 && (idle_rounds & 63) == 63) {
+      double idle = std::chrono::duration<double>(Clock::now() - last_completion).count();
+      if (idle > ctx_.timeout_s) {
+        const InFlight& f = *inflight_.front();
+        return Fail(TimeoutError(Describe(*f.step, f.index) + " made no progress for " +
+                                 std::to_string(static_cast<int>(idle)) +
+                                 " s (WEFT_TIMEOUT / weftCommSetTimeout = " +
+                                 std::to_string(ctx_.timeout_s) + " s); rank " +
+                                 std::to_string(f.step->peer) +
+                                 " may be stuck, dead, or calling a different collective"));
+      }
+    }
+    Status st = WaitForProgress(idle_rounds);
+    if (!st.ok()) return Fail(st);
+    ++idle_rounds;
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+Status ExecuteSchedule(const RankSchedule& schedule, int window, const ExecContext& ctx,
+                       const ExecBuffers& buffers) {
+  Runner runner(schedule, window, ctx, buffers);
+  return runner.Run();
+}
+
+}  // namespace weft
