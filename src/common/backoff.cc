@@ -1,0 +1,96 @@
+// Backoff policy and futex helpers (see backoff.h).
+#include "common/backoff.h"
+
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+
+namespace weft {
+namespace {
+
+int EnvInt(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  long x = std::strtol(v, &end, 10);
+  if (end == v || *end != '\0' || x < 0 || x > INT_MAX) return fallback;  // bad value: default
+  return static_cast<int>(x);
+}
+
+}  // namespace
+
+int UsableCpuCount() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    int n = CPU_COUNT(&set);
+    if (n > 0) return n;
+  }
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
+BackoffPolicy BackoffPolicy::FromEnv(int ranks_per_host) {
+  BackoffPolicy p;
+  if (ranks_per_host > UsableCpuCount()) {
+    // Oversubscribed: the producer we wait for likely needs our core. Spinning only delays it.
+    p.spin_us = 0;
+    p.yield_us = 20;
+  }
+  p.spin_us = EnvInt("WEFT_SPIN_US", p.spin_us);
+  p.yield_us = EnvInt("WEFT_YIELD_US", p.yield_us);
+  if (p.yield_us < p.spin_us) p.yield_us = p.spin_us;
+  return p;
+}
+
+int64_t Backoff::IdleMicros() const {
+  if (!idle_) return 0;
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now() - idle_since_).count();
+}
+
+Backoff::Stage Backoff::CurrentStage() {
+  if (!idle_) {
+    idle_ = true;
+    idle_since_ = std::chrono::steady_clock::now();
+  }
+  int64_t us = IdleMicros();
+  if (us < policy_.spin_us) return Stage::kSpin;
+  if (us < policy_.yield_us) return Stage::kYield;
+  return Stage::kSleep;
+}
+
+Backoff::Stage Backoff::Pause() {
+  Stage s = CurrentStage();
+  if (s == Stage::kSpin) {
+    for (int i = 0; i < 32; ++i) CpuRelax();  // ~0.3-1 us: short enough to stay responsive
+  } else if (s == Stage::kYield) {
+    sched_yield();
+  }
+  return s;
+}
+
+void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_us) {
+  static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "futex word layout");
+  struct timespec ts;
+  struct timespec* tsp = nullptr;
+  if (timeout_us >= 0) {
+    ts.tv_sec = static_cast<time_t>(timeout_us / 1000000);
+    ts.tv_nsec = static_cast<long>((timeout_us % 1000000) * 1000);
+    tsp = &ts;
+  }
+  // Not FUTEX_WAIT_PRIVATE: the word may be in memory shared with other processes.
+  // EAGAIN (value changed), EINTR and ETIMEDOUT all just mean "go look again".
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, tsp, nullptr, 0);
+}
+
+void FutexWake(std::atomic<uint32_t>* word, int count) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, count, nullptr, nullptr, 0);
+}
+
+}  // namespace weft
