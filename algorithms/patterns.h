@@ -1,0 +1,206 @@
+// Patterns shared by the schedule generators: schedule set-up, chunk arithmetic, rank orders
+// (chain, binomial tree), and composition of sub-schedules (EmbedSchedule), so that
+// hierarchical algorithms are built from the flat generators applied to subgroups instead of
+// being written by hand per case.
+//
+// Everything here is header-only and pure (no I/O); generators stay pure functions.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "algorithms/registry.h"
+#include "algorithms/schedule.h"
+#include "common/status.h"
+
+namespace weft {
+
+// A schedule for `request` with every rank present and no steps yet.
+inline Schedule NewSchedule(const ScheduleRequest& request, const std::string& algorithm) {
+  Schedule s;
+  s.collective = request.collective;
+  s.algorithm = algorithm;
+  s.nranks = request.nranks;
+  s.count = request.count;
+  s.root = request.root;
+  s.ranks.resize(request.nranks > 0 ? request.nranks : 0);
+  return s;
+}
+
+// Common argument checks every generator does first.
+inline Status CheckRequestBasics(const ScheduleRequest& request) {
+  if (request.nranks < 1)
+    return InvalidArgument("nranks " + std::to_string(request.nranks) + " must be >= 1");
+  if ((request.collective == Collective::kBroadcast || request.collective == Collective::kReduce) &&
+      (request.root < 0 || request.root >= request.nranks))
+    return InvalidArgument("root " + std::to_string(request.root) + " out of range [0, " +
+                           std::to_string(request.nranks) + ")");
+  return OkStatus();
+}
+
+// One pipeline chunk of a segment: [offset, offset + count).
+struct Chunk {
+  size_t offset;
+  size_t count;
+};
+
+// Splits the segment [offset, offset + n) into pieces of at most `chunk_elems` (0 = one
+// piece). An empty segment gives no chunks: nothing is sent for it.
+inline std::vector<Chunk> SplitChunks(size_t offset, size_t n, size_t chunk_elems) {
+  std::vector<Chunk> chunks;
+  if (n == 0) return chunks;
+  size_t step = chunk_elems == 0 ? n : chunk_elems;
+  for (size_t o = 0; o < n; o += step) chunks.push_back(Chunk{offset + o, std::min(step, n - o)});
+  return chunks;
+}
+
+// Channel for the i-th chunk: round-robin over the policy's channels.
+inline uint16_t ChunkChannel(const ChunkPolicy& policy, size_t i) {
+  int channels = policy.channels < 1 ? 1 : policy.channels;
+  return static_cast<uint16_t>(i % static_cast<size_t>(channels));
+}
+
+inline int Mod(int a, int p) { return ((a % p) + p) % p; }
+
+// Binomial tree rooted at `root` over p ranks (relative rank v = r - root): the parent of v is
+// v with its lowest set bit cleared; children are v + 2^k for 2^k below v's lowest set bit.
+inline int BinomialParent(int rank, int root, int p) {
+  int v = Mod(rank - root, p);
+  if (v == 0) return -1;
+  return Mod((v & (v - 1)) + root, p);
+}
+// Children in the order a broadcast should serve them: largest subtree first.
+inline std::vector<int> BinomialChildren(int rank, int root, int p) {
+  int v = Mod(rank - root, p);
+  std::vector<int> children;
+  int limit = 1;
+  while (limit < p) limit <<= 1;
+  int low = v == 0 ? limit : (v & -v);
+  for (int mask = low >> 1; mask >= 1; mask >>= 1)
+    if (v + mask < p) children.push_back(Mod(v + mask + root, p));
+  return children;
+}
+
+inline int CeilLog2(int p) {
+  int k = 0;
+  while ((1 << k) < p) ++k;
+  return k;
+}
+inline int FloorPow2(int p) {
+  int q = 1;
+  while (q * 2 <= p) q *= 2;
+  return q;
+}
+
+// Grows each rank's scratch_count to cover every Scratch region its steps name, and each
+// peer's to cover the remote regions read from it (one place, so generators never get the
+// arithmetic wrong).
+inline void FitScratch(Schedule* s) {
+  auto grow = [](RankSchedule& rs, const Region& r) {
+    if (r.buffer == Buffer::kScratch && r.count > 0)
+      rs.scratch_count = std::max(rs.scratch_count, r.offset + r.count);
+  };
+  for (RankSchedule& rs : s->ranks) {
+    for (const Step& st : rs.steps) {
+      grow(rs, st.src);
+      grow(rs, st.dst);
+      if ((st.op == StepOp::kDirectRead || st.op == StepOp::kDirectReduce) && st.peer >= 0 &&
+          st.peer < static_cast<int>(s->ranks.size()))
+        grow(s->ranks[st.peer], st.remote);
+    }
+  }
+}
+
+// Where one buffer of a sub-schedule lands in the parent: `buffer` at element `base`.
+struct BufferPlacement {
+  Buffer buffer = Buffer::kInput;
+  size_t base = 0;
+};
+
+// How a sub-schedule over members[0..m) is placed into the parent schedule.
+struct Embedding {
+  std::vector<int> members;  // sub rank i -> parent rank members[i]
+  // Placement of sub rank i's buffer b in the parent; called per (sub rank, buffer).
+  std::function<BufferPlacement(int sub_rank, Buffer buffer)> place;
+  uint16_t channel_offset = 0;
+  // Sub-schedules of reductions end with kFinalize; inside a bigger reduction that is too
+  // early (only part of the ranks have contributed), so the parent drops them and adds its
+  // own where the element is complete.
+  bool drop_finalize = true;
+};
+
+inline Region PlaceRegion(const Embedding& e, int sub_rank, const Region& r) {
+  BufferPlacement p = e.place(sub_rank, r.buffer);
+  return Region{p.buffer, p.base + r.offset, r.count};
+}
+
+// Appends every step of `sub` to the parent ranks it maps to (program order kept per rank),
+// remapping peers, regions and channels. Scratch counts are refitted afterwards.
+inline void EmbedSchedule(const Schedule& sub, const Embedding& e, Schedule* parent) {
+  for (int i = 0; i < static_cast<int>(sub.ranks.size()); ++i) {
+    RankSchedule& dst = parent->ranks[e.members[i]];
+    for (const Step& st : sub.ranks[i].steps) {
+      if (e.drop_finalize && st.op == StepOp::kFinalize) continue;
+      Step out = st;
+      out.peer = st.peer >= 0 ? e.members[st.peer] : -1;
+      out.channel = static_cast<uint16_t>(st.channel + e.channel_offset);
+      out.src = PlaceRegion(e, i, st.src);
+      out.dst = PlaceRegion(e, i, st.dst);
+      if (st.peer >= 0) out.remote = PlaceRegion(e, st.peer, st.remote);
+      dst.steps.push_back(out);
+    }
+  }
+  FitScratch(parent);
+}
+
+// Builds the sub-schedule of `algorithm` for `collective` over `members` and embeds it.
+inline Status EmbedAlgorithm(Collective collective, const std::string& algorithm,
+                             ScheduleRequest sub_request, const Embedding& e, Schedule* parent) {
+  sub_request.collective = collective;
+  sub_request.nranks = static_cast<int>(e.members.size());
+  sub_request.groups.clear();
+  const AlgorithmInfo* info = FindAlgorithm(collective, algorithm);
+  if (info == nullptr)
+    return InternalError(std::string("sub-algorithm ") + CollectiveName(collective) + ":" +
+                         algorithm + " is not registered");
+  StatusOr<Schedule> sub = info->build(sub_request);
+  if (!sub.ok())
+    return sub.status().WithContext(std::string("sub-schedule ") + CollectiveName(collective) +
+                                    ":" + algorithm);
+  EmbedSchedule(*sub, e, parent);
+  return OkStatus();
+}
+
+// The groups of a request, validated: every rank in exactly one group. Empty request.groups
+// gives one group of all ranks.
+inline StatusOr<std::vector<std::vector<int>>> ValidGroups(const ScheduleRequest& request) {
+  std::vector<std::vector<int>> groups = request.groups;
+  if (groups.empty()) {
+    groups.emplace_back();
+    for (int r = 0; r < request.nranks; ++r) groups[0].push_back(r);
+    return groups;
+  }
+  std::vector<int> seen(request.nranks, 0);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    if (groups[g].empty()) return InvalidArgument("groups[" + std::to_string(g) + "] is empty");
+    for (int r : groups[g]) {
+      if (r < 0 || r >= request.nranks)
+        return InvalidArgument("groups[" + std::to_string(g) + "] holds rank " +
+                               std::to_string(r) + " outside [0, " +
+                               std::to_string(request.nranks) + ")");
+      if (seen[r]++)
+        return InvalidArgument("rank " + std::to_string(r) + " is in more than one group");
+    }
+  }
+  for (int r = 0; r < request.nranks; ++r)
+    if (!seen[r]) return InvalidArgument("rank " + std::to_string(r) + " is in no group");
+  return groups;
+}
+
+inline bool AlwaysApplicable(const ScheduleRequest&) { return true; }
+
+}  // namespace weft
