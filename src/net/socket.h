@@ -132,6 +132,12 @@ class Socket {
   // The remote address (connected sockets) or the bound address (listeners).
   const SockAddr& peer() const { return peer_; }
   void Close();
+  // Gives up ownership of the fd (returns it; the Socket becomes invalid).
+  int Release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
   // Wakes any thread blocked on this socket (poll returns, reads see EOF) without closing
   // the fd, so it is safe while another thread uses it. Used by Abort().
   void Shutdown();
@@ -232,7 +238,7 @@ class HandshakeServer {
  private:
   struct Pending {
     Socket sock;
-    uint8_t buf[kHelloWireBytes];
+    uint8_t buf[kHelloWireBytes] = {};
     size_t got = 0;
     std::chrono::steady_clock::time_point deadline;
   };
