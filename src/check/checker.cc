@@ -1,0 +1,757 @@
+// Symbolic schedule checker (see checker.h for the model).
+//
+// Phases: (1) layout: the user-visible buffers of each rank resolved into one "user" address
+// space per rank with NCCL's in-place aliasing, plus Scratch; (2) structure: peers, sizes,
+// regions inside declared and real buffer sizes, no writes to a read-only input; (3) symbolic
+// execution under the executor's issue rule, with happens-before tracking when the schedule
+// has direct steps or is a barrier; (4) the final comparison with the expected result.
+#include "check/checker.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <deque>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace weft {
+namespace {
+
+constexpr int kMaxRanks = 64;
+
+// One element's symbolic value. idx < 0: nothing was ever written.
+struct Val {
+  uint64_t mask = 0;  // ranks whose contribution it holds
+  int32_t idx = -1;   // element index in the contributors' input
+  uint8_t fin = 0;    // finalized (weftAvg division applied)
+};
+constexpr int32_t kDontCare = -2;  // expected-value marker: output element not checked
+
+enum Space : uint8_t { kUser = 0, kScr = 1 };
+
+// A resolved memory range of one rank.
+struct Range {
+  uint8_t space = kUser;
+  size_t lo = 0, hi = 0;
+  bool empty() const { return lo == hi; }
+  bool Overlaps(const Range& o) const { return space == o.space && lo < o.hi && o.lo < hi; }
+};
+struct Access {
+  Range read[2];
+  Range write;
+};
+bool Conflicts(const Access& a, const Access& b) {
+  if (!a.write.empty() &&
+      (a.write.Overlaps(b.write) || a.write.Overlaps(b.read[0]) || a.write.Overlaps(b.read[1])))
+    return true;
+  if (!b.write.empty() && (b.write.Overlaps(a.read[0]) || b.write.Overlaps(a.read[1])))
+    return true;
+  return false;
+}
+
+bool IsAsync(StepOp op) {
+  return op == StepOp::kSend || op == StepOp::kRecv || op == StepOp::kRecvReduce ||
+         op == StepOp::kWait;
+}
+bool IsPeerOp(StepOp op) { return op != StepOp::kCopy && op != StepOp::kReduce && op != StepOp::kFinalize; }
+bool IsReducing(Collective c) {
+  return c == Collective::kAllReduce || c == Collective::kReduceScatter || c == Collective::kReduce;
+}
+
+const char* BufName(Buffer b) {
+  switch (b) {
+    case Buffer::kInput: return "input";
+    case Buffer::kOutput: return "output";
+    case Buffer::kScratch: return "scratch";
+  }
+  return "?";
+}
+std::string RegionName(const Region& r) {
+  return std::string(BufName(r.buffer)) + "[" + std::to_string(r.offset) + ".." +
+         std::to_string(r.offset + r.count) + ")";
+}
+std::string StepName(int rank, size_t index, const Step& s) {
+  std::string d = "rank " + std::to_string(rank) + " step " + std::to_string(index) + " (" +
+                  StepOpName(s.op);
+  if (s.peer >= 0 && IsPeerOp(s.op)) {
+    bool from = s.op == StepOp::kRecv || s.op == StepOp::kRecvReduce || s.op == StepOp::kWait ||
+                s.op == StepOp::kDirectRead || s.op == StepOp::kDirectReduce;
+    d += (from ? " from " : " to ") + std::to_string(s.peer);
+  }
+  return d + ")";
+}
+std::string RankList(uint64_t mask) {
+  std::string s;
+  for (int r = 0; r < 64; ++r)
+    if (mask >> r & 1) s += (s.empty() ? "" : ",") + std::to_string(r);
+  return "{" + s + "}";
+}
+int LowestRank(uint64_t mask) {
+  for (int r = 0; r < 64; ++r)
+    if (mask >> r & 1) return r;
+  return -1;
+}
+
+// The user buffers of one rank after aliasing: input at in_base, output at out_base in one
+// address space of user_size elements; only [out_base, out_base + out_user) may be written.
+struct Layout {
+  size_t in_user = 0, out_user = 0;  // real sizes of the caller's buffers
+  size_t in_base = 0, out_base = 0, user_size = 0;
+};
+
+using VClock = std::vector<uint32_t>;
+void Join(VClock* a, const VClock& b) {
+  for (size_t i = 0; i < a->size(); ++i) (*a)[i] = std::max((*a)[i], b[i]);
+}
+
+struct RankState {
+  const RankSchedule* sched = nullptr;
+  Layout layout;
+  std::vector<Val> user, scratch;
+  size_t next = 0;
+  std::vector<size_t> inflight;           // async step indices
+  std::vector<Access> inflight_access;    // parallel to inflight
+  int waits_inflight = 0;
+  size_t completed_async = 0, total_async = 0;
+  // happens-before (only when tracking)
+  VClock clock;                           // knowledge of the issuing thread
+  std::unordered_map<size_t, VClock> issue_vc, done_vc;  // async steps
+  std::vector<size_t> unabsorbed;         // completed async steps not yet known to issue
+  std::vector<uint32_t> absorbed_at;      // per step: issue epoch that learned its completion
+  std::vector<int32_t> scratch_writer;    // per scratch element: last writing step, -1 none
+  std::vector<std::vector<std::pair<int, size_t>>> scratch_readers;  // (rank, step) since
+};
+
+struct Queue {
+  std::deque<std::pair<int, size_t>> sends, recvs;
+};
+
+class Checker {
+ public:
+  Checker(const Schedule& s, const ScheduleRequest& req, const CheckOptions& o, CheckStats* st)
+      : sched_(s), req_(req), opt_(o), stats_(st) {}
+  Status Run();
+
+ private:
+  Status Layouts();
+  Status Structure();
+  Status Initialize();
+  Status Simulate();
+  Status Verify();
+  Status TryIssue(int r, bool* progressed);
+  Status Issue(int r, size_t i, const Access& a);
+  Status Match(const std::pair<int, size_t>& send, const std::pair<int, size_t>& recv);
+  Status CompleteAsync(int r, size_t i, const VClock* peer_vc);
+  Status ApplyLocal(int r, size_t i);
+  Status Combine(int r, size_t i, const Region& dst_region, const Val* a, const Val* b, Val* out,
+                 size_t n, const char* what);
+  Status WriteScratchCheck(int r, size_t i, const Region& dst, const VClock& writer_vc);
+  Status ReadRemoteCheck(int r, size_t i, int peer, const Region& remote);
+  Range Resolve(int r, const Region& reg) const;
+  Val* Ptr(int r, const Region& reg) {
+    Range g = Resolve(r, reg);
+    return (g.space == kUser ? ranks_[r].user.data() : ranks_[r].scratch.data()) + g.lo;
+  }
+  Access AccessOf(int r, const Step& s) const;
+  std::string Where(int r, size_t i) const { return StepName(r, i, ranks_[r].sched->steps[i]); }
+
+  const Schedule& sched_;
+  const ScheduleRequest& req_;
+  const CheckOptions& opt_;
+  CheckStats* stats_;
+  int p_ = 0;
+  int window_ = 1;
+  bool track_values_ = true;
+  bool track_hb_ = false;
+  uint64_t full_ = 0;
+  std::vector<RankState> ranks_;
+  std::unordered_map<uint64_t, Queue> queues_;
+  // signals: per (src, dst) the VC of each issued signal, and waits posted in order.
+  std::unordered_map<uint64_t, std::vector<VClock>> signals_;
+  std::unordered_map<uint64_t, std::deque<size_t>> waits_;
+  std::unordered_map<uint64_t, size_t> waits_matched_;
+};
+
+Status Checker::Layouts() {
+  const size_t c = req_.count;
+  const size_t pc = static_cast<size_t>(p_) * c;
+  for (int r = 0; r < p_; ++r) {
+    Layout& L = ranks_[r].layout;
+    switch (req_.collective) {
+      case Collective::kAllReduce: L.in_user = c; L.out_user = c; break;
+      case Collective::kAllGather: L.in_user = c; L.out_user = pc; break;
+      case Collective::kReduceScatter: L.in_user = pc; L.out_user = c; break;
+      case Collective::kBroadcast: L.in_user = r == req_.root ? c : 0; L.out_user = c; break;
+      case Collective::kReduce: L.in_user = c; L.out_user = r == req_.root ? c : 0; break;
+      case Collective::kAllToAll: L.in_user = pc; L.out_user = pc; break;
+      case Collective::kAllToAllv: {
+        const size_t n = static_cast<size_t>(p_);
+        if (req_.a2av_counts.size() != n * n || req_.a2av_send_displs.size() != n * n ||
+            req_.a2av_recv_displs.size() != n * n)
+          return InvalidArgument("alltoallv request needs nranks^2 counts and displacements, got " +
+                                 std::to_string(req_.a2av_counts.size()));
+        for (int q = 0; q < p_; ++q) {
+          L.in_user = std::max(L.in_user, req_.a2av_send_displs[r * n + q] + req_.a2av_counts[r * n + q]);
+          L.out_user = std::max(L.out_user, req_.a2av_recv_displs[r * n + q] + req_.a2av_counts[q * n + r]);
+        }
+        break;
+      }
+      case Collective::kSendRecv:
+        return InvalidArgument("sendrecv is not scheduled; nothing to check");
+      case Collective::kBarrier: break;
+    }
+    if (!opt_.in_place || req_.collective == Collective::kBarrier) {
+      L.in_base = 0;
+      L.out_base = L.in_user;
+      L.user_size = L.in_user + L.out_user;
+      continue;
+    }
+    switch (req_.collective) {
+      case Collective::kAllGather: L.in_base = r * c; L.out_base = 0; L.user_size = pc; break;
+      case Collective::kReduceScatter: L.in_base = 0; L.out_base = r * c; L.user_size = pc; break;
+      case Collective::kAllToAllv:
+        return InvalidArgument("alltoallv has no in-place form");
+      default: L.in_base = 0; L.out_base = 0; L.user_size = std::max(L.in_user, L.out_user); break;
+    }
+  }
+  return OkStatus();
+}
+
+Range Checker::Resolve(int r, const Region& reg) const {
+  const Layout& L = ranks_[r].layout;
+  switch (reg.buffer) {
+    case Buffer::kInput: return Range{kUser, L.in_base + reg.offset, L.in_base + reg.offset + reg.count};
+    case Buffer::kOutput: return Range{kUser, L.out_base + reg.offset, L.out_base + reg.offset + reg.count};
+    case Buffer::kScratch: return Range{kScr, reg.offset, reg.offset + reg.count};
+  }
+  return Range{};
+}
+
+Access Checker::AccessOf(int r, const Step& s) const {
+  Access a;
+  auto R = [&](const Region& g) { return g.count == 0 ? Range{} : Resolve(r, g); };
+  switch (s.op) {
+    case StepOp::kSend: a.read[0] = R(s.src); break;
+    case StepOp::kRecv: a.write = R(s.dst); break;
+    case StepOp::kRecvReduce:
+    case StepOp::kCopy:
+    case StepOp::kDirectReduce: a.read[0] = R(s.src); a.write = R(s.dst); break;
+    case StepOp::kReduce: a.read[0] = R(s.src); a.read[1] = R(s.dst); a.write = R(s.dst); break;
+    case StepOp::kFinalize:
+    case StepOp::kDirectRead: a.write = R(s.dst); break;
+    case StepOp::kSignal:
+    case StepOp::kWait: break;
+  }
+  return a;
+}
+
+Status Checker::Structure() {
+  if (sched_.collective != req_.collective)
+    return InvalidArgument(std::string("schedule is for ") + CollectiveName(sched_.collective) +
+                           ", request for " + CollectiveName(req_.collective));
+  if (sched_.nranks != req_.nranks || static_cast<int>(sched_.ranks.size()) != req_.nranks)
+    return InvalidArgument("schedule has nranks " + std::to_string(sched_.nranks) + " and " +
+                           std::to_string(sched_.ranks.size()) + " rank schedules, request " +
+                           std::to_string(req_.nranks));
+  for (int r = 0; r < p_; ++r) {
+    const RankSchedule& rs = sched_.ranks[r];
+    const Layout& L = ranks_[r].layout;
+    const std::string who = "rank " + std::to_string(r);
+    if (rs.input_count > L.in_user)
+      return InvalidArgument(who + " declares input_count " + std::to_string(rs.input_count) +
+                             " but the caller's input holds " + std::to_string(L.in_user));
+    if (rs.output_count > L.out_user)
+      return InvalidArgument(who + " declares output_count " + std::to_string(rs.output_count) +
+                             " but the caller's output holds " + std::to_string(L.out_user));
+    for (size_t i = 0; i < rs.steps.size(); ++i) {
+      const Step& s = rs.steps[i];
+      const std::string at = StepName(r, i, s);
+      if (IsPeerOp(s.op)) {
+        if (s.peer < 0 || s.peer >= p_)
+          return InvalidArgument(at + ": peer " + std::to_string(s.peer) + " out of range [0, " +
+                                 std::to_string(p_) + ")");
+        if (s.peer == r) return InvalidArgument(at + ": peer is the rank itself");
+      }
+      auto in_bounds = [&](int rank, const Region& g, const char* role) -> Status {
+        const RankSchedule& t = sched_.ranks[rank];
+        size_t limit = g.buffer == Buffer::kInput ? t.input_count
+                       : g.buffer == Buffer::kOutput ? t.output_count : t.scratch_count;
+        if (g.offset + g.count > limit || g.offset + g.count < g.offset)
+          return InvalidArgument(at + ": " + role + " " + RegionName(g) + " exceeds rank " +
+                                 std::to_string(rank) + "'s " + BufName(g.buffer) + "_count " +
+                                 std::to_string(limit));
+        return OkStatus();
+      };
+      bool reads_src = s.op == StepOp::kSend || s.op == StepOp::kRecvReduce ||
+                       s.op == StepOp::kCopy || s.op == StepOp::kReduce ||
+                       s.op == StepOp::kDirectReduce;
+      bool writes_dst = s.op == StepOp::kRecv || s.op == StepOp::kRecvReduce ||
+                        s.op == StepOp::kCopy || s.op == StepOp::kReduce ||
+                        s.op == StepOp::kDirectRead || s.op == StepOp::kDirectReduce ||
+                        s.op == StepOp::kFinalize;
+      bool remote = s.op == StepOp::kDirectRead || s.op == StepOp::kDirectReduce;
+      if (reads_src) WEFT_RETURN_IF_ERROR(in_bounds(r, s.src, "src"));
+      if (writes_dst) WEFT_RETURN_IF_ERROR(in_bounds(r, s.dst, "dst"));
+      if (remote) {
+        if (s.remote.buffer != Buffer::kScratch)
+          return InvalidArgument(at + ": remote region " + RegionName(s.remote) +
+                                 " must be the peer's scratch (only windows are mapped)");
+        WEFT_RETURN_IF_ERROR(in_bounds(s.peer, s.remote, "remote"));
+        if (s.remote.count != s.dst.count)
+          return InvalidArgument(at + ": remote " + RegionName(s.remote) + " and dst " +
+                                 RegionName(s.dst) + " differ in size");
+      }
+      if ((s.op == StepOp::kRecvReduce || s.op == StepOp::kCopy || s.op == StepOp::kReduce ||
+           s.op == StepOp::kDirectReduce) && s.src.count != s.dst.count)
+        return InvalidArgument(at + ": src " + RegionName(s.src) + " and dst " +
+                               RegionName(s.dst) + " differ in size");
+      if (writes_dst && s.dst.count > 0) {
+        Range w = Resolve(r, s.dst);
+        if (w.space == kUser && (w.lo < L.out_base || w.hi > L.out_base + L.out_user))
+          return InvalidArgument(at + ": writes " + RegionName(s.dst) +
+                                 (s.dst.buffer == Buffer::kInput ? " (the caller's input is read-only)"
+                                                                 : " outside the caller's output") +
+                                 (opt_.in_place ? " in-place" : " out-of-place"));
+      }
+      if (s.op == StepOp::kFinalize && !IsReducing(req_.collective))
+        return InvalidArgument(at + ": finalize in " + CollectiveName(req_.collective) +
+                               ", which reduces nothing (it would divide data)");
+      if (s.op == StepOp::kCopy && s.dst.count > 0) {
+        Range a = Resolve(r, s.src), b = Resolve(r, s.dst);
+        if (a.Overlaps(b) && a.lo != b.lo)
+          return InvalidArgument(at + ": src " + RegionName(s.src) + " and dst " +
+                                 RegionName(s.dst) + " partially overlap");
+      }
+      if (remote || s.op == StepOp::kSignal || s.op == StepOp::kWait) track_hb_ = true;
+      if (IsAsync(s.op)) ++ranks_[r].total_async;
+    }
+  }
+  return OkStatus();
+}
+
+Status Checker::Initialize() {
+  for (int r = 0; r < p_; ++r) {
+    RankState& st = ranks_[r];
+    st.user.assign(st.layout.user_size, Val{});
+    st.scratch.assign(st.sched->scratch_count, Val{});
+    for (size_t j = 0; j < st.layout.in_user; ++j)
+      st.user[st.layout.in_base + j] = Val{uint64_t{1} << r, static_cast<int32_t>(j), 0};
+    if (track_hb_) {
+      st.clock.assign(p_, 0);
+      st.absorbed_at.assign(st.sched->steps.size(), 0);
+      st.scratch_writer.assign(st.sched->scratch_count, -1);
+      st.scratch_readers.assign(st.sched->scratch_count, {});
+    }
+  }
+  return OkStatus();
+}
+
+Status Checker::Combine(int r, size_t i, const Region& dst_region, const Val* a, const Val* b,
+                        Val* out, size_t n, const char* what) {
+  if (!track_values_) return OkStatus();
+  for (size_t e = 0; e < n; ++e) {
+    const Val& x = a[e];
+    const Val& y = b[e];
+    auto fail = [&](const std::string& why) {
+      return InvalidArgument(Where(r, i) + ": " + RegionName(dst_region) + " element " +
+                             std::to_string(dst_region.offset + e) + ": " + why);
+    };
+    if (x.idx < 0 || y.idx < 0) return fail(std::string(what) + " reads an element nothing wrote");
+    if (x.idx != y.idx)
+      return fail("reduces input element " + std::to_string(x.idx) + " with input element " +
+                  std::to_string(y.idx));
+    if (x.mask & y.mask)
+      return fail("already holds rank " + std::to_string(LowestRank(x.mask & y.mask)) +
+                  "'s contribution (double counting)");
+    if (x.fin || y.fin) return fail("reduces an already finalized value");
+    out[e] = Val{x.mask | y.mask, x.idx, 0};
+  }
+  return OkStatus();
+}
+
+// A write to this rank's scratch must happen-after every direct read of those elements by
+// peers since the previous write (otherwise the peer may read the new data).
+Status Checker::WriteScratchCheck(int r, size_t i, const Region& dst, const VClock& wvc) {
+  if (!track_hb_ || dst.buffer != Buffer::kScratch) return OkStatus();
+  RankState& st = ranks_[r];
+  for (size_t e = dst.offset; e < dst.offset + dst.count; ++e) {
+    for (const auto& rd : st.scratch_readers[e]) {
+      if (wvc[rd.first] < rd.second + 1)
+        return InvalidArgument(Where(r, i) + " writes scratch[" + std::to_string(e) +
+                               "] while " + Where(rd.first, rd.second) +
+                               " may still be reading it (race: no signal/wait orders them)");
+    }
+    st.scratch_readers[e].clear();
+    st.scratch_writer[e] = static_cast<int32_t>(i);
+  }
+  return OkStatus();
+}
+
+// A direct read of peer's scratch must happen-after the peer's last write of those elements.
+Status Checker::ReadRemoteCheck(int r, size_t i, int peer, const Region& remote) {
+  RankState& me = ranks_[r];
+  RankState& pst = ranks_[peer];
+  for (size_t e = remote.offset; e < remote.offset + remote.count; ++e) {
+    int32_t w = pst.scratch_writer[e];
+    if (w >= 0) {
+      const Step& ws = pst.sched->steps[w];
+      uint32_t epoch = IsAsync(ws.op) ? pst.absorbed_at[w] : static_cast<uint32_t>(w) + 1;
+      if (epoch == 0 || me.clock[peer] < epoch)
+        return InvalidArgument(Where(r, i) + " reads scratch[" + std::to_string(e) + "] of rank " +
+                               std::to_string(peer) + " written by " + Where(peer, w) +
+                               " with no happens-before (race: missing signal/wait)");
+    }
+    auto& readers = pst.scratch_readers[e];
+    bool found = false;
+    for (auto& rd : readers)
+      if (rd.first == r) { rd.second = std::max(rd.second, i); found = true; }
+    if (!found) readers.emplace_back(r, i);
+  }
+  return OkStatus();
+}
+
+Status Checker::ApplyLocal(int r, size_t i) {
+  RankState& st = ranks_[r];
+  const Step& s = st.sched->steps[i];
+  const size_t n = s.dst.count;
+  if (track_hb_ && (s.op == StepOp::kDirectRead || s.op == StepOp::kDirectReduce))
+    WEFT_RETURN_IF_ERROR(ReadRemoteCheck(r, i, s.peer, s.remote));
+  if (track_hb_ && s.dst.count > 0 && s.op != StepOp::kSignal)
+    WEFT_RETURN_IF_ERROR(WriteScratchCheck(r, i, s.dst, st.clock));
+  if (!track_values_ || n == 0) return OkStatus();
+  std::vector<Val> tmp(n);
+  switch (s.op) {
+    case StepOp::kCopy:
+    case StepOp::kDirectRead: {
+      const Val* src = s.op == StepOp::kCopy ? Ptr(r, s.src) : Ptr(s.peer, s.remote);
+      for (size_t e = 0; e < n; ++e) {
+        if (src[e].idx < 0)
+          return InvalidArgument(Where(r, i) + ": " +
+                                 (s.op == StepOp::kCopy ? RegionName(s.src) : "remote " + RegionName(s.remote)) +
+                                 " element " + std::to_string((s.op == StepOp::kCopy ? s.src : s.remote).offset + e) +
+                                 " is read before anything wrote it");
+        tmp[e] = src[e];
+      }
+      break;
+    }
+    case StepOp::kReduce:
+      WEFT_RETURN_IF_ERROR(Combine(r, i, s.dst, Ptr(r, s.dst), Ptr(r, s.src), tmp.data(), n, "reduce"));
+      break;
+    case StepOp::kDirectReduce:
+      WEFT_RETURN_IF_ERROR(Combine(r, i, s.dst, Ptr(r, s.src), Ptr(s.peer, s.remote), tmp.data(), n,
+                                   "direct_reduce"));
+      break;
+    case StepOp::kFinalize: {
+      const Val* d = Ptr(r, s.dst);
+      for (size_t e = 0; e < n; ++e) {
+        auto fail = [&](const std::string& why) {
+          return InvalidArgument(Where(r, i) + ": " + RegionName(s.dst) + " element " +
+                                 std::to_string(s.dst.offset + e) + ": " + why);
+        };
+        if (d[e].idx < 0) return fail("finalizes an element nothing wrote");
+        if (d[e].fin) return fail("finalized twice");
+        if (d[e].mask != full_)
+          return fail("finalized before it is complete (missing ranks " +
+                      RankList(full_ & ~d[e].mask) + ")");
+        tmp[e] = d[e];
+        tmp[e].fin = 1;
+      }
+      break;
+    }
+    default: return OkStatus();
+  }
+  std::copy(tmp.begin(), tmp.end(), Ptr(r, s.dst));
+  return OkStatus();
+}
+
+Status Checker::Issue(int r, size_t i, const Access& a) {
+  RankState& st = ranks_[r];
+  const Step& s = st.sched->steps[i];
+  if (stats_) ++stats_->steps;
+  if (track_hb_) {
+    // Completed asynchronous steps this issue is known to follow: conflicting ones (the
+    // executor waited for them), and all of them for a signal (release fence) or after a wait.
+    std::vector<size_t> keep;
+    for (size_t j : st.unabsorbed) {
+      const Step& sj = st.sched->steps[j];
+      bool follows = s.op == StepOp::kSignal || sj.op == StepOp::kWait ||
+                     Conflicts(a, AccessOf(r, sj));
+      if (follows) {
+        Join(&st.clock, st.done_vc[j]);
+        st.absorbed_at[j] = static_cast<uint32_t>(i) + 1;
+        st.done_vc.erase(j);
+      } else {
+        keep.push_back(j);
+      }
+    }
+    st.unabsorbed.swap(keep);
+    st.clock[r] = static_cast<uint32_t>(i) + 1;
+  }
+  if (!IsAsync(s.op)) {
+    if (s.op == StepOp::kSignal) {
+      uint64_t key = static_cast<uint64_t>(r) * kMaxRanks + s.peer;
+      signals_[key].push_back(track_hb_ ? st.clock : VClock());
+      // A wait already posted may now complete.
+      auto& q = waits_[key];
+      size_t& matched = waits_matched_[key];
+      while (!q.empty() && matched < signals_[key].size()) {
+        size_t w = q.front();
+        q.pop_front();
+        const VClock* vc = track_hb_ ? &signals_[key][matched] : nullptr;
+        ++matched;
+        WEFT_RETURN_IF_ERROR(CompleteAsync(s.peer, w, vc));
+      }
+      return OkStatus();
+    }
+    return ApplyLocal(r, i);
+  }
+  st.inflight.push_back(i);
+  st.inflight_access.push_back(a);
+  if (track_hb_) st.issue_vc[i] = st.clock;
+  if (s.op == StepOp::kWait) {
+    ++st.waits_inflight;
+    uint64_t key = static_cast<uint64_t>(s.peer) * kMaxRanks + r;
+    size_t& matched = waits_matched_[key];
+    auto& sig = signals_[key];
+    if (waits_[key].empty() && matched < sig.size()) {
+      const VClock* vc = track_hb_ ? &sig[matched] : nullptr;
+      ++matched;
+      return CompleteAsync(r, i, vc);
+    }
+    waits_[key].push_back(i);
+    return OkStatus();
+  }
+  const bool is_send = s.op == StepOp::kSend;
+  const int src = is_send ? r : s.peer, dst = is_send ? s.peer : r;
+  uint64_t key = (static_cast<uint64_t>(src) * kMaxRanks + dst) * 65536 + s.channel;
+  Queue& q = queues_[key];
+  (is_send ? q.sends : q.recvs).emplace_back(r, i);
+  if (!q.sends.empty() && !q.recvs.empty()) {
+    auto snd = q.sends.front(), rcv = q.recvs.front();
+    q.sends.pop_front();
+    q.recvs.pop_front();
+    return Match(snd, rcv);
+  }
+  return OkStatus();
+}
+
+Status Checker::Match(const std::pair<int, size_t>& snd, const std::pair<int, size_t>& rcv) {
+  const int a = snd.first, b = rcv.first;
+  const Step& ss = ranks_[a].sched->steps[snd.second];
+  const Step& rs = ranks_[b].sched->steps[rcv.second];
+  if (ss.src.count != rs.dst.count)
+    return InvalidArgument(Where(a, snd.second) + " sends " + std::to_string(ss.src.count) +
+                           " elements but the matching " + Where(b, rcv.second) + " expects " +
+                           std::to_string(rs.dst.count) + " (size mismatch)");
+  const size_t n = ss.src.count;
+  if (stats_) {
+    ++stats_->messages;
+    stats_->elements_moved += n;
+    stats_->elements_sent_by_rank[a] += n;
+  }
+  if (track_values_ && n > 0) {
+    // Data is captured at match time.
+    const Val* in = Ptr(a, ss.src);
+    for (size_t e = 0; e < n; ++e)
+      if (in[e].idx < 0)
+        return InvalidArgument(Where(a, snd.second) + ": " + RegionName(ss.src) + " element " +
+                               std::to_string(ss.src.offset + e) + " is sent before anything wrote it");
+    std::vector<Val> tmp(in, in + n);
+    if (rs.op == StepOp::kRecvReduce)
+      WEFT_RETURN_IF_ERROR(Combine(b, rcv.second, rs.dst, Ptr(b, rs.src), in, tmp.data(), n, "recv_reduce"));
+    std::copy(tmp.begin(), tmp.end(), Ptr(b, rs.dst));
+  }
+  VClock send_vc, recv_vc;
+  if (track_hb_) {
+    send_vc = ranks_[a].issue_vc[snd.second];
+    recv_vc = ranks_[b].issue_vc[rcv.second];
+  }
+  WEFT_RETURN_IF_ERROR(CompleteAsync(a, snd.second, track_hb_ ? &recv_vc : nullptr));
+  return CompleteAsync(b, rcv.second, track_hb_ ? &send_vc : nullptr);
+}
+
+Status Checker::CompleteAsync(int r, size_t i, const VClock* peer_vc) {
+  RankState& st = ranks_[r];
+  const Step& s = st.sched->steps[i];
+  for (size_t k = 0; k < st.inflight.size(); ++k) {
+    if (st.inflight[k] == i) {
+      st.inflight.erase(st.inflight.begin() + k);
+      st.inflight_access.erase(st.inflight_access.begin() + k);
+      break;
+    }
+  }
+  if (s.op == StepOp::kWait) --st.waits_inflight;
+  ++st.completed_async;
+  if (track_hb_) {
+    VClock vc = st.issue_vc[i];
+    st.issue_vc.erase(i);
+    if (peer_vc) Join(&vc, *peer_vc);
+    if ((s.op == StepOp::kRecv || s.op == StepOp::kRecvReduce) && s.dst.count > 0)
+      WEFT_RETURN_IF_ERROR(WriteScratchCheck(r, i, s.dst, vc));
+    st.done_vc[i] = vc;
+    st.unabsorbed.push_back(i);
+  }
+  return OkStatus();
+}
+
+Status Checker::TryIssue(int r, bool* progressed) {
+  RankState& st = ranks_[r];
+  const auto& steps = st.sched->steps;
+  while (st.next < steps.size() && st.waits_inflight == 0 &&
+         static_cast<int>(st.inflight.size()) < window_) {
+    const Step& s = steps[st.next];
+    if (s.op == StepOp::kSignal && !st.inflight.empty()) break;  // release fence
+    Access a = AccessOf(r, s);
+    bool blocked = false;
+    for (const Access& f : st.inflight_access)
+      if (Conflicts(a, f)) { blocked = true; break; }
+    if (blocked) break;
+    size_t i = st.next++;
+    *progressed = true;
+    WEFT_RETURN_IF_ERROR(Issue(r, i, a));
+  }
+  return OkStatus();
+}
+
+Status Checker::Simulate() {
+  bool progressed = true;
+  while (progressed) {
+    progressed = false;
+    for (int r = 0; r < p_; ++r) WEFT_RETURN_IF_ERROR(TryIssue(r, &progressed));
+  }
+  std::string blocked;
+  for (int r = 0; r < p_; ++r) {
+    const RankState& st = ranks_[r];
+    if (st.next == st.sched->steps.size() && st.inflight.empty()) continue;
+    size_t i = st.inflight.empty() ? st.next : *std::min_element(st.inflight.begin(), st.inflight.end());
+    blocked += (blocked.empty() ? "" : "; ") + Where(r, i) +
+               (st.inflight.empty() ? " cannot issue" : " never matched");
+  }
+  if (!blocked.empty()) return InvalidArgument("deadlock: " + blocked);
+  return OkStatus();
+}
+
+Status Checker::Verify() {
+  if (req_.collective == Collective::kBarrier) {
+    if (!track_hb_) return OkStatus();
+    // The barrier completes on rank r when all its steps have; that must follow every other
+    // rank's first step.
+    for (int r = 0; r < p_; ++r) {
+      VClock all = ranks_[r].clock;
+      for (const auto& kv : ranks_[r].done_vc) Join(&all, kv.second);
+      for (int q = 0; q < p_; ++q) {
+        if (q == r || ranks_[q].sched->steps.empty()) continue;
+        if (all[q] < 1)
+          return InvalidArgument("barrier: rank " + std::to_string(r) +
+                                 " can leave before rank " + std::to_string(q) + " entered");
+      }
+    }
+    return OkStatus();
+  }
+  const size_t c = req_.count;
+  const bool reducing = IsReducing(req_.collective);
+  for (int r = 0; r < p_; ++r) {
+    const RankState& st = ranks_[r];
+    const Layout& L = st.layout;
+    for (size_t i = 0; i < L.out_user; ++i) {
+      Val want;
+      switch (req_.collective) {
+        case Collective::kAllReduce: want = Val{full_, (int32_t)i, 0}; break;
+        case Collective::kAllGather: want = Val{uint64_t{1} << (i / c), (int32_t)(i % c), 0}; break;
+        case Collective::kReduceScatter: want = Val{full_, (int32_t)(r * c + i), 0}; break;
+        case Collective::kBroadcast: want = Val{uint64_t{1} << req_.root, (int32_t)i, 0}; break;
+        case Collective::kReduce: want = Val{full_, (int32_t)i, 0}; break;
+        case Collective::kAllToAll:
+          want = Val{uint64_t{1} << (i / c), (int32_t)(r * c + i % c), 0};
+          break;
+        case Collective::kAllToAllv: {
+          want.idx = kDontCare;
+          const size_t n = p_;
+          for (int q = 0; q < p_; ++q) {
+            size_t lo = req_.a2av_recv_displs[r * n + q], cnt = req_.a2av_counts[q * n + r];
+            if (i >= lo && i < lo + cnt)
+              want = Val{uint64_t{1} << q, (int32_t)(req_.a2av_send_displs[q * n + r] + (i - lo)), 0};
+          }
+          break;
+        }
+        default: want.idx = kDontCare; break;
+      }
+      if (want.idx == kDontCare) continue;
+      const Val& got = st.user[L.out_base + i];
+      const std::string at = "rank " + std::to_string(r) + " output[" + std::to_string(i) + "]";
+      if (got.idx < 0) return InvalidArgument(at + " is never written");
+      if (got.idx != want.idx || (!reducing && got.mask != want.mask))
+        return InvalidArgument(at + " holds input element " + std::to_string(got.idx) +
+                               " of ranks " + RankList(got.mask) + ", expected element " +
+                               std::to_string(want.idx) + " of ranks " + RankList(want.mask));
+      if (got.mask != want.mask)
+        return InvalidArgument(at + " is missing the contributions of ranks " +
+                               RankList(want.mask & ~got.mask) +
+                               (got.mask & ~want.mask ? " and holds extra " + RankList(got.mask & ~want.mask) : ""));
+      if (reducing && opt_.avg && !got.fin)
+        return InvalidArgument(at + " is never finalized (weftAvg would not divide)");
+    }
+  }
+  return OkStatus();
+}
+
+Status Checker::Run() {
+  p_ = req_.nranks;
+  if (p_ < 1 || p_ > kMaxRanks)
+    return InvalidArgument("nranks " + std::to_string(p_) + ": the checker handles 1.." +
+                           std::to_string(kMaxRanks));
+  if ((req_.collective == Collective::kBroadcast || req_.collective == Collective::kReduce) &&
+      (req_.root < 0 || req_.root >= p_))
+    return InvalidArgument("root " + std::to_string(req_.root) + " out of range");
+  if (req_.count > static_cast<size_t>(INT32_MAX) / kMaxRanks)
+    return InvalidArgument("count " + std::to_string(req_.count) + " too large to check");
+  window_ = opt_.window > 0 ? opt_.window : (sched_.window < 1 ? 1 : sched_.window);
+  full_ = p_ == 64 ? ~uint64_t{0} : ((uint64_t{1} << p_) - 1);
+  track_values_ = req_.collective != Collective::kBarrier;
+  track_hb_ = req_.collective == Collective::kBarrier;
+  ranks_.resize(p_);
+  for (int r = 0; r < p_ && r < static_cast<int>(sched_.ranks.size()); ++r)
+    ranks_[r].sched = &sched_.ranks[r];
+  if (stats_) stats_->elements_sent_by_rank.assign(p_, 0);
+  WEFT_RETURN_IF_ERROR(Layouts());
+  WEFT_RETURN_IF_ERROR(Structure());
+  WEFT_RETURN_IF_ERROR(Initialize());
+  WEFT_RETURN_IF_ERROR(Simulate());
+  return Verify();
+}
+
+}  // namespace
+
+Status CheckScheduleWithStats(const Schedule& schedule, const ScheduleRequest& request,
+                              const CheckOptions& options, CheckStats* stats) {
+  Checker c(schedule, request, options, stats);
+  std::ostringstream what;
+  what << CollectiveName(request.collective) << ":" << schedule.algorithm << " nranks "
+       << request.nranks << " count " << request.count << " chunk " << request.chunk.chunk_elems
+       << (options.in_place ? " in-place" : " out-of-place") << (options.avg ? " avg" : "");
+  return c.Run().WithContext(what.str());
+}
+
+Status CheckSchedule(const Schedule& schedule, const ScheduleRequest& request,
+                     const CheckOptions& options) {
+  return CheckScheduleWithStats(schedule, request, options, nullptr);
+}
+
+Status ProveAlgorithm(const AlgorithmInfo& info, const ScheduleRequest& request) {
+  StatusOr<Schedule> s = info.build(request);
+  if (!s.ok())
+    return s.status().WithContext(std::string("building ") + CollectiveName(info.collective) +
+                                  ":" + info.name);
+  const bool reducing = IsReducing(request.collective);
+  CheckOptions o;
+  o.avg = reducing;
+  WEFT_RETURN_IF_ERROR(CheckSchedule(*s, request, o));
+  if (request.collective != Collective::kAllToAllv && request.collective != Collective::kBarrier) {
+    o.in_place = true;
+    WEFT_RETURN_IF_ERROR(CheckSchedule(*s, request, o));
+  }
+  return OkStatus();
+}
+
+}  // namespace weft
