@@ -1,0 +1,428 @@
+// core/bootstrap.cc: unique id packing, the root rendezvous service and the ring of setup
+// collectives (see bootstrap.h for the phases).
+//
+// Wire formats (all integers big-endian):
+//   rank -> root:  Hello{kBootstrapRoot, secret, rank, nranks} + listener address (28 bytes)
+//   root -> rank:  u32 result code, u32 message length, message; when the code is success,
+//                  nranks listener addresses follow.
+//   ring:          Hello{kBootstrapRing, secret, rank} once, then per collective a 16-byte
+//                  call header {op, sequence, bytes, root} to next, then the data.
+#include "core/bootstrap.h"
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace weft {
+
+namespace {
+
+constexpr uint32_t kUniqueIdMagic = 0x57465455;  // "WFTU"
+constexpr uint16_t kUniqueIdVersion = 1;
+// After its own deadline a rank still listens this long for the root's verdict, which names
+// the missing ranks (the root's deadline usually expires first: it started earlier).
+constexpr double kVerdictGraceS = 1.0;
+// Replies to ranks and reading a rank's address right after its hello are bounded by this.
+constexpr double kRootIoTimeoutS = 5.0;
+
+void Put32(uint8_t* p, uint32_t v) {
+  p[0] = v >> 24; p[1] = (v >> 16) & 0xff; p[2] = (v >> 8) & 0xff; p[3] = v & 0xff;
+}
+uint32_t Get32(const uint8_t* p) {
+  return static_cast<uint32_t>(p[0]) << 24 | static_cast<uint32_t>(p[1]) << 16 |
+         static_cast<uint32_t>(p[2]) << 8 | p[3];
+}
+
+std::string RankList(const std::vector<int>& ranks) {
+  // "2, 5, 6" (at most 16 listed: with thousands of ranks the message must stay readable).
+  std::string s;
+  for (size_t i = 0; i < ranks.size() && i < 16; ++i) {
+    if (i) s += ", ";
+    s += std::to_string(ranks[i]);
+  }
+  if (ranks.size() > 16) s += ", ... (" + std::to_string(ranks.size()) + " in all)";
+  return s;
+}
+
+// Sends {code, message, [table]} to one rank; failures are ignored (the rank may be gone, and
+// it will time out on its own).
+void SendVerdict(net::Socket& sock, const Status& status, const std::vector<uint8_t>& table) {
+  std::vector<uint8_t> msg(8 + status.message().size());
+  Put32(msg.data(), static_cast<uint32_t>(status.code()));
+  Put32(msg.data() + 4, static_cast<uint32_t>(status.message().size()));
+  std::memcpy(msg.data() + 8, status.message().data(), status.message().size());
+  if (status.ok()) msg.insert(msg.end(), table.begin(), table.end());
+  (void)net::SendAll(sock, msg.data(), msg.size(), net::Deadline::After(kRootIoTimeoutS));
+}
+
+// The root service: one rendezvous, then return.
+void RunRoot(net::HandshakeServer server, double timeout_s) {
+  const std::string where = "bootstrap root " + server.address().ToString();
+  net::Deadline deadline = net::Deadline::After(timeout_s);
+  int nranks = -1;
+  int first_rank = -1;
+  std::vector<net::Socket> conns;
+  std::vector<std::string> from;  // peer address of each rank (for duplicate messages)
+  std::vector<uint8_t> table;
+  int arrived = 0;
+  Status verdict;
+
+  auto fail_all = [&](const Status& s, net::Socket* extra) {
+    for (net::Socket& c : conns) {
+      if (c.valid()) SendVerdict(c, s, table);
+    }
+    if (extra) SendVerdict(*extra, s, table);
+  };
+
+  while (nranks < 0 || arrived < nranks) {
+    std::vector<net::HandshakeServer::Accepted> accepted;
+    Status st = server.WaitStep(deadline, &accepted);
+    if (!st.ok()) {
+      fail_all(st.WithContext(where), nullptr);
+      return;
+    }
+    for (auto& a : accepted) {
+      uint8_t wire[net::kSockAddrWireBytes];
+      if (!net::RecvAll(a.sock, wire, sizeof(wire), net::Deadline::After(kRootIoTimeoutS)).ok()) {
+        continue;  // a rank that dies mid-hello will be reported missing
+      }
+      StatusOr<net::SockAddr> addr = net::DecodeSockAddr(wire);
+      int r = a.hello.rank, n = a.hello.nranks;
+      if (!addr.ok() || n <= 0 || r < 0 || r >= n) {
+        Status bad = InvalidArgument(where + ": connection from " + a.sock.peer().ToString() +
+                                     " says rank " + std::to_string(r) + " of nranks " +
+                                     std::to_string(n) + ", which is not a valid rank");
+        SendVerdict(a.sock, bad, table);
+        continue;
+      }
+      if (nranks < 0) {
+        nranks = n;
+        first_rank = r;
+        conns.resize(n);
+        from.resize(n);
+        table.assign(static_cast<size_t>(n) * net::kSockAddrWireBytes, 0);
+      } else if (n != nranks) {
+        Status bad = InvalidArgument(where + ": rank " + std::to_string(r) + " (from " +
+                                     a.sock.peer().ToString() + ") says nranks=" +
+                                     std::to_string(n) + " but rank " + std::to_string(first_rank) +
+                                     " said nranks=" + std::to_string(nranks));
+        fail_all(bad, &a.sock);
+        return;
+      }
+      if (conns[r].valid()) {
+        Status bad = InvalidArgument(where + ": rank " + std::to_string(r) + " joined twice (from " +
+                                     from[r] + " and from " + a.sock.peer().ToString() + ")");
+        fail_all(bad, &a.sock);
+        return;
+      }
+      std::memcpy(table.data() + static_cast<size_t>(r) * net::kSockAddrWireBytes, wire, sizeof(wire));
+      from[r] = a.sock.peer().ToString();
+      conns[r] = std::move(a.sock);
+      ++arrived;
+    }
+    if ((nranks < 0 || arrived < nranks) && deadline.expired()) {
+      std::vector<int> missing;
+      for (int r = 0; r < nranks; ++r) {
+        if (!conns[r].valid()) missing.push_back(r);
+      }
+      std::string msg = where + ": timed out after " + std::to_string(timeout_s) + " s waiting for ";
+      if (nranks < 0) msg += "any rank";
+      else msg += "rank(s) " + RankList(missing) + " (" + std::to_string(arrived) + " of " +
+                  std::to_string(nranks) + " joined)";
+      fail_all(TimeoutError(msg), nullptr);
+      return;
+    }
+  }
+  fail_all(OkStatus(), nullptr);  // success: everyone gets the table
+}
+
+}  // namespace
+
+Status PackUniqueId(const BootstrapId& id, weftUniqueId* out) {
+  if (out == nullptr) return InvalidArgument("PackUniqueId: out is NULL");
+  if (id.root.family() != AF_INET && id.root.family() != AF_INET6) {
+    return InvalidArgument("PackUniqueId: root address " + id.root.ToString() + " is not IPv4/IPv6");
+  }
+  std::memset(out->internal, 0, sizeof(out->internal));
+  uint8_t* p = reinterpret_cast<uint8_t*>(out->internal);
+  Put32(p, kUniqueIdMagic);
+  p[4] = kUniqueIdVersion >> 8;
+  p[5] = kUniqueIdVersion & 0xff;
+  net::EncodeSockAddr(id.root, p + 8);
+  std::memcpy(p + 8 + net::kSockAddrWireBytes, id.secret.bytes, sizeof(id.secret.bytes));
+  return OkStatus();
+}
+
+StatusOr<BootstrapId> UnpackUniqueId(const weftUniqueId& uid) {
+  const uint8_t* p = reinterpret_cast<const uint8_t*>(uid.internal);
+  uint32_t magic = Get32(p);
+  if (magic != kUniqueIdMagic) {
+    return InvalidArgument("unique id: magic 0x" + [&] {
+      char b[16];
+      snprintf(b, sizeof(b), "%08x", magic);
+      return std::string(b);
+    }() + " is not a weft unique id (was it made by weftGetUniqueId?)");
+  }
+  int version = p[4] << 8 | p[5];
+  if (version != kUniqueIdVersion) {
+    return InvalidArgument("unique id: version " + std::to_string(version) +
+                           ", this library reads version " + std::to_string(kUniqueIdVersion));
+  }
+  BootstrapId id;
+  StatusOr<net::SockAddr> addr = net::DecodeSockAddr(p + 8);
+  if (!addr.ok()) return addr.status().WithContext("unique id");
+  id.root = *addr;
+  std::memcpy(id.secret.bytes, p + 8 + net::kSockAddrWireBytes, sizeof(id.secret.bytes));
+  return id;
+}
+
+StatusOr<BootstrapId> StartBootstrapRoot(const net::SockAddr& listen_addr,
+                                         const net::Secret& secret, double timeout_s) {
+  StatusOr<net::Socket> listener = net::Listen(listen_addr);
+  BootstrapId id;
+  id.secret = secret;
+  if (!listener.ok()) {
+    if (listen_addr.is_wildcard()) return listener.status().WithContext("bootstrap root");
+    // Not an address of this host (a NAT or a name resolving elsewhere): listen on all
+    // addresses with the same port; ranks still use the address they were given.
+    StatusOr<net::Socket> any = net::Listen(net::SockAddr::Any(listen_addr.family(), listen_addr.port()));
+    if (!any.ok()) return listener.status().WithContext("bootstrap root");
+    listener = std::move(any);
+    id.root = listen_addr;
+    if (id.root.port() == 0) id.root.set_port(listener->peer().port());
+  } else {
+    id.root = listener->peer();
+  }
+  if (id.root.is_wildcard()) {
+    int port = id.root.port();
+    StatusOr<net::SockAddr> local = net::ChooseLocalAddress();
+    id.root = local.ok() && local->family() == listen_addr.family()
+                  ? *local : net::SockAddr::Loopback(listen_addr.family(), 0);
+    id.root.set_port(port);
+  }
+  net::HandshakeServer server(std::move(*listener), secret, net::ConnKind::kBootstrapRoot,
+                              kRootIoTimeoutS);
+  // Detached: the root serves one rendezvous and exits by itself (success, error or timeout);
+  // it owns everything it uses, so the caller may return and even finish first.
+  std::thread(RunRoot, std::move(server), timeout_s).detach();
+  return id;
+}
+
+// ---- Bootstrap ----
+
+StatusOr<std::unique_ptr<Bootstrap>> Bootstrap::Join(const BootstrapId& id, int rank, int nranks,
+                                                     double timeout_s) {
+  if (nranks <= 0) return InvalidArgument("bootstrap: nranks=" + std::to_string(nranks) + " must be >= 1");
+  if (rank < 0 || rank >= nranks) {
+    return InvalidArgument("bootstrap: rank=" + std::to_string(rank) + " is outside 0.." +
+                           std::to_string(nranks - 1));
+  }
+  const std::string me = "bootstrap rank " + std::to_string(rank) + "/" + std::to_string(nranks);
+  net::Deadline deadline = net::Deadline::After(timeout_s);
+  std::unique_ptr<Bootstrap> bs(new Bootstrap());
+  bs->rank_ = rank;
+  bs->nranks_ = nranks;
+  bs->secret_ = id.secret;
+  bs->timeout_s_ = timeout_s;
+
+  // 1. Reach the root (retrying: it may not be listening yet).
+  WEFT_ASSIGN_OR_RETURN(net::Socket root,
+                        [&]() -> StatusOr<net::Socket> {
+                          StatusOr<net::Socket> s = net::Connect(id.root, timeout_s > 0 ? deadline.RemainingSeconds() : 1e9);
+                          if (!s.ok()) return s.status().WithContext(me + ": reaching the root");
+                          return s;
+                        }());
+  // 2. Our ring listener, on the local address that routes to the root.
+  WEFT_ASSIGN_OR_RETURN(net::SockAddr local, root.LocalAddress());
+  local.set_port(0);
+  bs->local_address_ = local;
+  StatusOr<net::Socket> listener = net::Listen(local);
+  if (!listener.ok()) return listener.status().WithContext(me + ": ring listener");
+  net::SockAddr ring_addr = listener->peer();
+
+  net::Hello hello;
+  hello.kind = net::ConnKind::kBootstrapRoot;
+  hello.secret = id.secret;
+  hello.rank = rank;
+  hello.nranks = nranks;
+  uint8_t wire[net::kHelloWireBytes + net::kSockAddrWireBytes];
+  net::EncodeHello(hello, wire);
+  net::EncodeSockAddr(ring_addr, wire + net::kHelloWireBytes);
+  WEFT_RETURN_IF_ERROR_CTX(net::SendAll(root, wire, sizeof(wire), deadline), me + ": sending to the root");
+
+  // 3. The root's verdict: the address table, or why the rendezvous failed.
+  net::Deadline verdict_deadline =
+      timeout_s > 0 ? net::Deadline::After(deadline.RemainingSeconds() + kVerdictGraceS) : deadline;
+  uint8_t head[8];
+  Status st = net::RecvAll(root, head, sizeof(head), verdict_deadline);
+  if (!st.ok()) {
+    if (st.code() == weftTimeout) {
+      return TimeoutError(me + ": timed out after " + std::to_string(timeout_s) +
+                          " s waiting for the other ranks at root " + id.root.ToString() +
+                          " (the root did not say which are missing)");
+    }
+    return st.WithContext(me + ": waiting for the root " + id.root.ToString() +
+                          " (a root that closes without answering may have a different secret)");
+  }
+  uint32_t code = Get32(head), len = Get32(head + 4);
+  if (len > (1u << 20)) return InternalError(me + ": root sent a " + std::to_string(len) + "-byte message");
+  std::string message(len, '\0');
+  WEFT_RETURN_IF_ERROR_CTX(net::RecvAll(root, &message[0], len, verdict_deadline), me + ": root verdict");
+  if (code != weftSuccess) {
+    return Status(static_cast<weftResult_t>(code), me + ": " + message);
+  }
+  std::vector<uint8_t> table(static_cast<size_t>(nranks) * net::kSockAddrWireBytes);
+  WEFT_RETURN_IF_ERROR_CTX(net::RecvAll(root, table.data(), table.size(), verdict_deadline),
+                           me + ": address table from the root");
+  root.Close();
+  if (nranks == 1) return bs;
+
+  // 4. The ring: connect to next, accept prev (in that order: connecting never waits for the
+  // peer's accept, the kernel completes it from the listen backlog).
+  int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+  WEFT_ASSIGN_OR_RETURN(net::SockAddr next_addr,
+                        net::DecodeSockAddr(table.data() + static_cast<size_t>(next) * net::kSockAddrWireBytes));
+  StatusOr<net::Socket> to_next = net::Connect(next_addr, timeout_s > 0 ? std::max(deadline.RemainingSeconds(), 0.5) : 1e9);
+  if (!to_next.ok()) {
+    return to_next.status().WithContext(me + ": connecting to rank " + std::to_string(next));
+  }
+  hello.kind = net::ConnKind::kBootstrapRing;
+  WEFT_RETURN_IF_ERROR_CTX(net::SendHello(*to_next, hello, net::Deadline::After(kRootIoTimeoutS)),
+                           me + ": connecting to rank " + std::to_string(next));
+  to_next->SetNoDelay();
+  bs->next_ = std::move(*to_next);
+
+  net::HandshakeServer ring(std::move(*listener), id.secret, net::ConnKind::kBootstrapRing,
+                            kRootIoTimeoutS);
+  // Everyone is known to be alive (the root heard from all), so a bounded wait suffices even
+  // without a user timeout.
+  net::Deadline accept_deadline =
+      net::Deadline::After(timeout_s > 0 ? std::max(deadline.RemainingSeconds(), 0.0) + kRootIoTimeoutS : 60);
+  while (!bs->prev_.valid()) {
+    std::vector<net::HandshakeServer::Accepted> accepted;
+    WEFT_RETURN_IF_ERROR_CTX(ring.WaitStep(accept_deadline, &accepted), me + ": ring listener");
+    for (auto& a : accepted) {
+      if (a.hello.rank == prev && !bs->prev_.valid()) {
+        a.sock.SetNoDelay();
+        bs->prev_ = std::move(a.sock);
+      }
+      // Anything else (right secret, wrong rank) cannot happen in a correct job: drop it.
+    }
+    if (!bs->prev_.valid() && accept_deadline.expired()) {
+      return TimeoutError(me + ": rank " + std::to_string(prev) + " never connected to the ring listener " +
+                          ring_addr.ToString());
+    }
+  }
+  return bs;
+}
+
+Bootstrap::~Bootstrap() = default;
+
+void Bootstrap::Abort() {
+  aborted_.store(true);
+  // shutdown (not close): safe while another thread is blocked in poll/recv on these fds;
+  // it wakes them with EOF. The fds are closed by the destructor.
+  next_.Shutdown();
+  prev_.Shutdown();
+}
+
+Status Bootstrap::Fail(Status s) {
+  std::lock_guard<std::mutex> lock(error_mu_);
+  if (error_.ok()) error_ = s;
+  return s;
+}
+
+std::string Bootstrap::Name(const char* op) const {
+  return "bootstrap " + std::string(op) + " #" + std::to_string(sequence_) + " on rank " +
+         std::to_string(rank_) + "/" + std::to_string(nranks_);
+}
+
+Status Bootstrap::CheckCall(Op op, size_t bytes, int root) {
+  static const char* kNames[] = {"?", "allgather", "broadcast", "barrier"};
+  const char* name = kNames[static_cast<uint32_t>(op)];
+  if (aborted_.load()) return SystemError(Name(name) + ": the bootstrap was aborted");
+  {
+    std::lock_guard<std::mutex> lock(error_mu_);
+    if (!error_.ok()) return error_.WithContext(Name(name) + ": an earlier call failed");
+  }
+  ++sequence_;
+  if (nranks_ == 1) return OkStatus();
+  uint8_t mine[16], theirs[16];
+  Put32(mine, static_cast<uint32_t>(op));
+  Put32(mine + 4, sequence_);
+  Put32(mine + 8, static_cast<uint32_t>(bytes));
+  Put32(mine + 12, static_cast<uint32_t>(root));
+  Status st = net::SendRecvAll(next_, mine, 16, prev_, theirs, 16, net::Deadline::After(timeout_s_));
+  if (!st.ok()) {
+    if (aborted_.load()) return Fail(SystemError(Name(name) + ": the bootstrap was aborted"));
+    return Fail(st.WithContext(Name(name)));
+  }
+  if (std::memcmp(mine, theirs, 16) != 0) {
+    uint32_t top = Get32(theirs);
+    const char* their_name = top >= 1 && top <= 3 ? kNames[top] : "?";
+    int prev = (rank_ + nranks_ - 1) % nranks_;
+    return Fail(InvalidUsage(Name(name) + " with " + std::to_string(bytes) + " bytes, root " +
+                             std::to_string(root) + ": rank " + std::to_string(prev) + " called " +
+                             their_name + " #" + std::to_string(Get32(theirs + 4)) + " with " +
+                             std::to_string(Get32(theirs + 8)) + " bytes, root " +
+                             std::to_string(static_cast<int32_t>(Get32(theirs + 12)))));
+  }
+  return OkStatus();
+}
+
+Status Bootstrap::AllGather(const void* mine, size_t bytes, void* all) {
+  if (bytes > 0 && (mine == nullptr || all == nullptr)) {
+    return InvalidArgument("bootstrap allgather: NULL buffer for " + std::to_string(bytes) + " bytes");
+  }
+  WEFT_RETURN_IF_ERROR(CheckCall(Op::kAllGather, bytes, 0));
+  char* out = static_cast<char*>(all);
+  if (bytes > 0 && out + static_cast<size_t>(rank_) * bytes != mine) {
+    std::memmove(out + static_cast<size_t>(rank_) * bytes, mine, bytes);
+  }
+  // Ring allgather. Step s: send block (rank - s) to next, receive block (rank - s - 1) from
+  // prev; after nranks-1 steps every block has travelled around.
+  for (int s = 0; s < nranks_ - 1; ++s) {
+    int send_block = (rank_ - s + nranks_) % nranks_;
+    int recv_block = (rank_ - s - 1 + nranks_) % nranks_;
+    Status st = net::SendRecvAll(next_, out + static_cast<size_t>(send_block) * bytes, bytes, prev_,
+                                 out + static_cast<size_t>(recv_block) * bytes, bytes,
+                                 net::Deadline::After(timeout_s_));
+    if (!st.ok()) {
+      if (aborted_.load()) return Fail(SystemError(Name("allgather") + ": the bootstrap was aborted"));
+      return Fail(st.WithContext(Name("allgather") + " step " + std::to_string(s)));
+    }
+  }
+  return OkStatus();
+}
+
+Status Bootstrap::Broadcast(void* buf, size_t bytes, int root) {
+  if (root < 0 || root >= nranks_) {
+    return InvalidArgument("bootstrap broadcast: root=" + std::to_string(root) + " is outside 0.." +
+                           std::to_string(nranks_ - 1));
+  }
+  if (bytes > 0 && buf == nullptr) return InvalidArgument("bootstrap broadcast: buf is NULL");
+  WEFT_RETURN_IF_ERROR(CheckCall(Op::kBroadcast, bytes, root));
+  if (nranks_ == 1) return OkStatus();
+  // Pass along the ring from root: receive from prev (unless root), forward to next (unless
+  // next is root).
+  int next = (rank_ + 1) % nranks_;
+  Status st;
+  if (rank_ != root) st = net::RecvAll(prev_, buf, bytes, net::Deadline::After(timeout_s_));
+  if (st.ok() && next != root) st = net::SendAll(next_, buf, bytes, net::Deadline::After(timeout_s_));
+  if (!st.ok()) {
+    if (aborted_.load()) return Fail(SystemError(Name("broadcast") + ": the bootstrap was aborted"));
+    return Fail(st.WithContext(Name("broadcast") + " from root " + std::to_string(root)));
+  }
+  return OkStatus();
+}
+
+Status Bootstrap::Barrier() {
+  // An allgather of one byte: a rank's gather completes only once every rank contributed,
+  // i.e. entered the barrier.
+  std::vector<char> all(static_cast<size_t>(nranks_));
+  char mine = 1;
+  return AllGather(&mine, 1, all.data()).WithContext("barrier");
+}
+
+}  // namespace weft
