@@ -1,0 +1,133 @@
+// Fabric: the communicator's model of where its ranks are and how they are connected.
+//
+// Built from every rank's summary (DescribeLocalRank, allgathered by the communicator), from a
+// topology file (WEFT_TOPO_FILE replaces discovery) or from a preset (presets.h). It answers:
+//   - groupings: which ranks share a host, NUMA node, GPU, NIC, leaf switch;
+//   - typed links between ranks (LinkType) with bandwidth and latency (LinkTable);
+//   - routes: the shared resources (ports, memory buses, socket links, NIC ports, switch
+//     uplinks, a machine's TCP stack) a message from a to b occupies, which is what lets the
+//     cost model and the simulator make concurrent transfers contend.
+// A Fabric is immutable once built and identical on every rank (it is built from the same
+// allgathered bytes), so decisions derived from it are identical too.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "topo/host.h"
+#include "topo/link_table.h"
+#include "topo/records.h"
+
+namespace weft {
+
+// A shared capacity: one direction of a port, a memory bus, a switch uplink.
+struct FabricResource {
+  std::string name;  // "h0.gpu3.tx", "h1.nic0.rx", "leaf2.up", ...
+  double gbps = 1;   // capacity, GB/s
+};
+
+// What one message from rank a to rank b goes through.
+struct Route {
+  static constexpr int kMaxResources = 6;
+  LinkType type = LinkType::kSelf;
+  int nres = 0;
+  int res[kMaxResources] = {0};
+  double latency_us = 0;
+  double flow_gbps = 1;   // one stream's cap
+  double overhead_us = 0; // per message
+};
+
+// Network shape between hosts.
+struct NetworkConfig {
+  // Leaf->spine capacity = (sum of the leaf's NIC port bandwidth) / oversubscription.
+  double oversubscription = 1.0;
+};
+
+class Fabric {
+ public:
+  Fabric(std::vector<HostInfo> hosts, std::vector<RankPlacement> ranks, LinkTable table,
+         NetworkConfig network, std::string name);
+
+  int nranks() const { return static_cast<int>(ranks_.size()); }
+  int nhosts() const { return static_cast<int>(hosts_.size()); }
+  const std::string& name() const { return name_; }
+  const HostInfo& host(int h) const { return hosts_[h]; }
+  const RankPlacement& rank(int r) const { return ranks_[r]; }
+  const LinkTable& table() const { return table_; }
+  const NetworkConfig& network() const { return network_; }
+
+  // Ranks grouped by host, in order of each host's lowest rank; ranks ascending inside.
+  std::vector<std::vector<int>> HostGroups() const;
+  std::vector<std::vector<int>> NumaGroups() const;  // by (host, NUMA node)
+  bool SameHost(int a, int b) const { return ranks_[a].host == ranks_[b].host; }
+  bool SameNuma(int a, int b) const { return SameHost(a, b) && ranks_[a].numa == ranks_[b].numa; }
+  bool SameGpu(int a, int b) const {
+    return SameHost(a, b) && ranks_[a].gpu >= 0 && ranks_[a].gpu == ranks_[b].gpu;
+  }
+  bool IsGpu(int r) const { return ranks_[r].gpu >= 0; }
+  // Leaf switch (or rail) of the rank's NIC.
+  int Leaf(int r) const;
+  // True when all ranks are on one host and (for CPU ranks) shared memory is enabled or (for
+  // GPU ranks) every pair has NVLink/PCIe P2P: direct algorithms may map every peer.
+  bool AllRanksMappable(bool shm_enabled) const;
+
+  LinkType Link(int a, int b, bool shm_enabled) const;
+  // The route of one message from a to b (resources it occupies, latency, stream cap).
+  Route RouteOf(int a, int b, bool shm_enabled) const;
+  // The resource a rank's local copy / reduction runs on, with its rate for this op.
+  int ComputeResource(int r) const { return compute_res_[r]; }
+  const ComputeParams& Compute(int r) const { return IsGpu(r) ? table_.gpu() : table_.cpu(); }
+
+  int num_resources() const { return static_cast<int>(resources_.size()); }
+  const FabricResource& resource(int i) const { return resources_[i]; }
+
+  // Human-readable: hosts (like lstopo), ranks and their placement, groups, link classes.
+  std::string Describe() const;
+  // Records for a topology file: fabric, network, hosts (+caches/gpus/nics), ranks, links.
+  std::vector<Record> ToRecords() const;
+  // Stable digest of everything that influences decisions (for cross-rank checks).
+  uint64_t Digest() const;
+
+ private:
+  void BuildResources();
+  int AddResource(std::string name, double gbps);
+  int NicOf(int r) const;  // NIC index used by rank r (0 when the host lists none)
+
+  std::vector<HostInfo> hosts_;
+  std::vector<RankPlacement> ranks_;
+  LinkTable table_;
+  NetworkConfig network_;
+  std::string name_;
+
+  std::vector<FabricResource> resources_;
+  std::vector<std::vector<int>> port_tx_, port_rx_;   // [host][gpu] (GPU hosts)
+  std::vector<std::vector<int>> numa_bus_;            // [host][numa]
+  std::vector<int> socket_link_;                       // [host] (two ids: +0 up, +1 down)
+  std::vector<int> tcp_stack_;                         // [host] -> resource shared per machine
+  std::vector<std::vector<int>> nic_tx_, nic_rx_;     // [host][nic]
+  std::vector<int> leaf_up_, leaf_down_;               // [leaf]
+  std::vector<int> compute_res_;                       // [rank]
+};
+
+// ---- the interface the communicator calls ----
+
+// Serialized summary of this rank's host and placement (records text). Cheap enough to call
+// once per rank at init (discovery is cached per process).
+StatusOr<std::string> DescribeLocalRank(int local_rank);
+// Builds the fabric from all ranks' summaries (index = rank). WEFT_TOPO_FILE, when set,
+// replaces discovery: the file's fabric is used (its rank count must match). WEFT_LINK_TABLE
+// names a file of link/compute records applied on top of the defaults.
+StatusOr<std::shared_ptr<const Fabric>> BuildFabric(const std::vector<std::string>& summaries);
+
+// ---- topology files ----
+// Text records (see records.h); hosts may name an hwloc XML file (relative to the topology
+// file) holding their full tree. Save writes FILE and, when this host was discovered with
+// hwloc, FILE.host<i>.xml for the local host.
+Status SaveTopologyFile(const Fabric& fabric, const std::string& path);
+StatusOr<std::shared_ptr<const Fabric>> LoadTopologyFile(const std::string& path);
+StatusOr<std::shared_ptr<const Fabric>> FabricFromRecords(const std::vector<Record>& records,
+                                                         const std::string& origin);
+
+}  // namespace weft

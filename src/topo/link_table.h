@@ -1,0 +1,63 @@
+// LinkTable: bandwidth, latency and per-message costs of every link type and compute engine
+// the fabric models. Every default constant carries its unit and its source in link_table.cc;
+// a file of records (`link type=nvlink bw_gbps=400 ...`, `compute kind=cpu reduce_gbps=..`)
+// overrides any of them (WEFT_LINK_TABLE or a topology file's `link` records).
+//
+// Units everywhere: bandwidth in GB/s (1e9 bytes per second) per direction, times in
+// microseconds.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "topo/records.h"
+
+namespace weft {
+
+enum class LinkType : uint8_t {
+  kSelf,         // a rank to itself: local copy
+  kSameDevice,   // two ranks on one GPU: device-memory copy
+  kSameNuma,     // CPU ranks on one NUMA node via shared memory
+  kCrossSocket,  // CPU ranks on different NUMA nodes / sockets via shared memory
+  kLoopback,     // CPU ranks on one host over TCP loopback (shm disabled)
+  kNvlink,       // GPUs on one host through NVLink / NVSwitch
+  kPcie,         // GPUs on one host through PCIe peer-to-peer
+  kNetwork,      // different hosts below the same leaf switch (or same rail)
+  kNetworkSpine, // different hosts whose traffic crosses the spine tier
+  kNumLinkTypes,
+};
+const char* LinkTypeName(LinkType t);
+bool ParseLinkType(const std::string& name, LinkType* out);
+
+struct LinkParams {
+  double bw_gbps = 1;       // capacity of one port (per rank/device side) per direction, GB/s
+  double latency_us = 1;    // one-way wire + stack latency of a message, us
+  double flow_gbps = 1;     // what one stream (one schedule channel) can reach, GB/s
+  double overhead_us = 1;   // fixed software cost per message (post, progress, completion), us
+};
+
+struct ComputeParams {
+  double reduce_gbps = 1;   // local reduction rate, GB/s of destination written
+  double copy_gbps = 1;     // local copy rate, GB/s
+  double overhead_us = 0.2; // fixed cost per local step, us
+};
+
+class LinkTable {
+ public:
+  static LinkTable Defaults();
+  const LinkParams& link(LinkType t) const { return links_[static_cast<int>(t)]; }
+  LinkParams& mutable_link(LinkType t) { return links_[static_cast<int>(t)]; }
+  const ComputeParams& cpu() const { return cpu_; }
+  const ComputeParams& gpu() const { return gpu_; }
+  // Applies `link` / `compute` records; other kinds are ignored (topology files mix kinds).
+  Status Apply(const std::vector<Record>& records);
+  // Every entry as records (what Apply reads back).
+  std::vector<Record> ToRecords() const;
+
+ private:
+  LinkParams links_[static_cast<int>(LinkType::kNumLinkTypes)];
+  ComputeParams cpu_, gpu_;
+};
+
+}  // namespace weft
