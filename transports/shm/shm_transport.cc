@@ -1,0 +1,861 @@
+// ShmTransport implementation: segments, rings, windows, signals, waiting, dead peers.
+// The protocol and its reasons are described in shm_transport.h.
+#include "transports/shm/shm_transport.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace weft {
+namespace shm_detail {
+
+constexpr uint64_t kHeaderMagic = 0x7765667473686d31ULL;  // "weftshm1"
+constexpr uint32_t kMsgMagic = 0x6d736731;                 // "msg1"
+constexpr uint64_t kWindowMagic = 0x7765667477696e31ULL;   // "weftwin1"
+constexpr size_t kLine = 64;
+constexpr size_t kWindowHeaderBytes = 4096;  // keeps the window's data page-aligned
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared atomics must be lock-free");
+static_assert(std::atomic<uint32_t>::is_always_lock_free, "shared atomics must be lock-free");
+
+// Start of every control segment. Fields the owner writes once sit apart from the words that
+// peers hammer (doorbell) and those the owner changes per window growth.
+struct alignas(kLine) RankHeader {
+  uint64_t magic;
+  int32_t rank;
+  int32_t pid;
+  uint32_t nlocal;
+  uint32_t pad0;
+  uint64_t ring_bytes;
+  uint64_t ring_offset;  // bytes from the segment start to ring 0's data
+  alignas(kLine) std::atomic<uint32_t> doorbell;  // futex word: bumped by peers that wake us
+  std::atomic<uint32_t> sleeping;                 // 1 while the owner may block on doorbell
+  alignas(kLine) std::atomic<uint64_t> window_gen;
+  std::atomic<uint64_t> window_bytes;
+  std::atomic<uint32_t> closed;  // owner closed or aborted: waiting on it is pointless
+};
+
+// One per (sender -> owner) pair, in the owner's control segment. Each counter on its own
+// cache line: tail and signals are written by the sender, head by the owner.
+struct alignas(kLine) RingControl {
+  alignas(kLine) std::atomic<uint64_t> tail;     // bytes published by the sender
+  alignas(kLine) std::atomic<uint64_t> head;     // bytes consumed by the owner
+  alignas(kLine) std::atomic<uint64_t> signals;  // Signal() count from the sender
+};
+
+struct alignas(kLine) MsgHeader {
+  uint32_t magic;
+  uint16_t channel;
+  uint16_t pad0;
+  uint64_t tag;
+  uint64_t bytes;
+  unsigned char pad1[kLine - 24];
+};
+static_assert(sizeof(MsgHeader) == kLine, "message header is one cache line");
+
+struct alignas(kLine) WindowHeader {
+  uint64_t magic;
+  int32_t owner;
+  uint32_t pad0;
+  uint64_t gen;
+  uint64_t bytes;
+  std::atomic<uint32_t> mapped_by;  // peers that mapped it; the last one unlinks the name
+};
+
+}  // namespace shm_detail
+
+using shm_detail::kLine;
+using shm_detail::MsgHeader;
+using shm_detail::RankHeader;
+using shm_detail::RingControl;
+using shm_detail::WindowHeader;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+size_t RoundUp(size_t x, size_t to) { return (x + to - 1) / to * to; }
+
+// Parses "123", "64K", "4M", "1G". Returns false on anything else.
+bool ParseSize(const char* s, size_t* out) {
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long v = std::strtoull(s, &end, 10);
+  if (end == s || errno != 0 || *s == '-') return false;
+  unsigned long long mul = 1;
+  if (*end == 'k' || *end == 'K') mul = 1ULL << 10, ++end;
+  else if (*end == 'm' || *end == 'M') mul = 1ULL << 20, ++end;
+  else if (*end == 'g' || *end == 'G') mul = 1ULL << 30, ++end;
+  if (*end != '\0') return false;
+  *out = static_cast<size_t>(v * mul);
+  return true;
+}
+
+Status EnvSize(const char* name, size_t min, size_t* value) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return OkStatus();
+  size_t x = 0;
+  if (!ParseSize(v, &x) || x < min)
+    return InvalidArgument(std::string(name) + "=" + v + " is not a size >= " +
+                           std::to_string(min) + " (bytes, optionally with K/M/G)");
+  *value = x;
+  return OkStatus();
+}
+
+size_t ControlHeaderBytes(size_t nlocal) {
+  return RoundUp(sizeof(RankHeader) + nlocal * sizeof(RingControl), 4096);
+}
+
+// Record each rank contributes to the AllGather in Create.
+struct NameRecord {
+  char prefix[56];
+  uint32_t local;  // 1 when this rank created segments (has local peers or is alone)
+  uint32_t ok;     // second round: 1 when mapping every peer succeeded
+};
+
+}  // namespace
+
+StatusOr<ShmOptions> ShmOptionsFromEnv() {
+  ShmOptions o;
+  if (const char* d = std::getenv("WEFT_SHM_DISABLE")) o.disabled = (*d != '\0' && *d != '0');
+  WEFT_RETURN_IF_ERROR(EnvSize("WEFT_SHM_RING_BYTES", 4096, &o.ring_bytes_per_peer));
+  WEFT_RETURN_IF_ERROR(EnvSize("WEFT_SHM_SLICE_BYTES", 64, &o.slice_bytes));
+  WEFT_RETURN_IF_ERROR(EnvSize("WEFT_SHM_WINDOW_BYTES", 0, &o.initial_window_bytes));
+  WEFT_RETURN_IF_ERROR(EnvSize("WEFT_SHM_MAX_BYTES", 0, &o.max_bytes));
+  size_t ms = static_cast<size_t>(o.liveness_ms);
+  WEFT_RETURN_IF_ERROR(EnvSize("WEFT_SHM_LIVENESS_MS", 1, &ms));
+  o.liveness_ms = static_cast<int>(std::min<size_t>(ms, 60000));
+  return o;
+}
+
+// ---------------------------------------------------------------------------------------
+// Creation
+// ---------------------------------------------------------------------------------------
+
+StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::CreateWithOps(
+    const ShmBootstrapOps& ops, const std::vector<int>& local_ranks, const ShmOptions& options) {
+  std::unique_ptr<ShmTransport> t(new ShmTransport());
+  t->rank_ = ops.rank;
+  t->nranks_ = ops.nranks;
+  t->options_ = options;
+  t->options_.ring_bytes_per_peer = RoundUp(std::max<size_t>(options.ring_bytes_per_peer, 4096), 4096);
+  t->options_.slice_bytes = RoundUp(std::max<size_t>(options.slice_bytes, kLine), kLine);
+  t->budget_left_ = options.max_bytes == 0 ? SIZE_MAX : options.max_bytes;
+  t->local_ranks_ = local_ranks;
+  std::sort(t->local_ranks_.begin(), t->local_ranks_.end());
+
+  // Validate before touching anything, but still take part in the AllGather below so that
+  // the other ranks fail with a message instead of waiting for us.
+  Status invalid;
+  t->local_of_rank_.assign(std::max(ops.nranks, 0), -1);
+  for (size_t i = 0; i < t->local_ranks_.size(); ++i) {
+    int r = t->local_ranks_[i];
+    if (r < 0 || r >= ops.nranks) {
+      invalid = InvalidArgument("shm: local_ranks holds rank " + std::to_string(r) +
+                                ", outside [0, " + std::to_string(ops.nranks) + ")");
+      break;
+    }
+    if (t->local_of_rank_[r] != -1) {
+      invalid = InvalidArgument("shm: local_ranks lists rank " + std::to_string(r) + " twice");
+      break;
+    }
+    t->local_of_rank_[r] = static_cast<int>(i);
+  }
+  if (invalid.ok() && (ops.rank < 0 || ops.rank >= ops.nranks || t->local_of_rank_[ops.rank] < 0))
+    invalid = InvalidArgument("shm: local_ranks does not contain this rank " +
+                              std::to_string(ops.rank));
+  const size_t nlocal = t->local_ranks_.size();
+  const bool shared = invalid.ok() && nlocal > 1;  // alone: anonymous memory, no names
+
+  NameRecord mine;
+  std::memset(&mine, 0, sizeof(mine));
+  Status st = invalid;
+  if (st.ok()) {
+    t->local_index_ = t->local_of_rank_[ops.rank];
+    uint64_t id = 0;
+    if (getrandom(&id, sizeof(id), 0) != sizeof(id))
+      id = (static_cast<uint64_t>(getpid()) << 32) ^
+           static_cast<uint64_t>(Clock::now().time_since_epoch().count());
+    char prefix[56];
+    std::snprintf(prefix, sizeof(prefix), "weft-%016llx-r%d",
+                  static_cast<unsigned long long>(id), ops.rank);
+    t->prefix_ = prefix;
+    std::memcpy(mine.prefix, prefix, std::strlen(prefix) + 1);
+    mine.local = shared ? 1 : 0;
+
+    // Own control segment: header, ring controls, then one ring per local sender.
+    const size_t ring = t->options_.ring_bytes_per_peer;
+    const size_t ring_offset = ControlHeaderBytes(nlocal);
+    const size_t control_bytes = ring_offset + nlocal * ring;
+    StatusOr<std::unique_ptr<ShmSegment>> seg =
+        shared ? ShmSegment::Create(t->prefix_ + "-c", control_bytes, t->budget_left_)
+               : ShmSegment::Anonymous(control_bytes);
+    if (!seg.ok()) {
+      st = seg.status();
+    } else {
+      t->control_ = std::move(*seg);
+      if (shared && options.max_bytes != 0) t->budget_left_ -= control_bytes;
+      RankHeader* h = new (t->control_->data()) RankHeader();
+      h->magic = shm_detail::kHeaderMagic;
+      h->rank = ops.rank;
+      h->pid = static_cast<int32_t>(getpid());
+      h->nlocal = static_cast<uint32_t>(nlocal);
+      h->ring_bytes = ring;
+      h->ring_offset = ring_offset;
+      h->doorbell.store(0);
+      h->sleeping.store(0);
+      h->window_gen.store(0);
+      h->window_bytes.store(0);
+      h->closed.store(0);
+      for (size_t i = 0; i < nlocal; ++i) {
+        auto* rc = new (static_cast<unsigned char*>(t->control_->data()) + sizeof(RankHeader) +
+                        i * sizeof(RingControl)) RingControl();
+        rc->tail.store(0);
+        rc->head.store(0);
+        rc->signals.store(0);
+      }
+      t->header_ = h;
+      if (shared) {
+        // Liveness lock: held until this process closes the fd (exit included).
+        struct flock fl;
+        std::memset(&fl, 0, sizeof(fl));
+        fl.l_type = F_WRLCK;
+        fl.l_whence = SEEK_SET;
+        fl.l_start = 0;
+        fl.l_len = 1;
+        if (fcntl(t->control_->fd(), F_OFD_SETLK, &fl) != 0)
+          st = SystemError("shm: cannot lock " + t->control_->name() + ": " +
+                           std::strerror(errno));
+      }
+    }
+    if (st.ok()) st = t->PrepareWindow(options.initial_window_bytes);
+  }
+  if (!st.ok()) mine.prefix[0] = '\0';  // tells peers we failed
+
+  // Round 1: exchange names (every rank of the communicator, also those without peers).
+  std::vector<NameRecord> all(std::max(ops.nranks, 1));
+  Status ag = ops.all_gather(&mine, sizeof(mine), all.data());
+  if (!ag.ok()) {
+    if (t->control_) t->control_->Unlink();
+    if (t->window_) t->window_->Unlink();
+    return ag.WithContext("shm: exchanging segment names");
+  }
+
+  // Map every local peer's control segment and current window.
+  if (st.ok()) {
+    t->peers_.resize(nlocal);
+    for (size_t i = 0; i < nlocal && st.ok(); ++i) {
+      Peer& p = t->peers_[i];
+      p.rank = t->local_ranks_[i];
+      p.prefix = all[p.rank].prefix;
+      RankHeader* ph = nullptr;
+      unsigned char* pbase = nullptr;
+      if (p.rank == ops.rank) {
+        ph = t->header_;
+        pbase = static_cast<unsigned char*>(t->control_->data());
+      } else {
+        if (all[p.rank].prefix[0] == '\0' || all[p.rank].local != 1) {
+          st = RemoteError("shm: rank " + std::to_string(p.rank) +
+                           " failed to create its shared-memory segments (see its error)");
+          break;
+        }
+        StatusOr<std::unique_ptr<ShmSegment>> seg =
+            ShmSegment::Open(p.prefix + "-c", ControlHeaderBytes(nlocal));
+        if (!seg.ok()) { st = seg.status(); break; }
+        p.control = std::move(*seg);
+        pbase = static_cast<unsigned char*>(p.control->data());
+        ph = reinterpret_cast<RankHeader*>(pbase);
+        if (ph->magic != shm_detail::kHeaderMagic || ph->rank != p.rank ||
+            ph->nlocal != nlocal || ph->ring_bytes != t->options_.ring_bytes_per_peer) {
+          st = InvalidArgument(
+              "shm: rank " + std::to_string(p.rank) + "'s segment disagrees with ours (rank " +
+              std::to_string(ph->rank) + ", " + std::to_string(ph->nlocal) + " local ranks, ring " +
+              std::to_string(ph->ring_bytes) + " bytes vs ours " +
+              std::to_string(t->options_.ring_bytes_per_peer) +
+              "): every rank of a host needs the same local_ranks and WEFT_SHM_RING_BYTES");
+          break;
+        }
+        if (p.control->size() < ph->ring_offset + nlocal * ph->ring_bytes) {
+          st = InternalError("shm: rank " + std::to_string(p.rank) + "'s segment is truncated");
+          break;
+        }
+      }
+      p.header = ph;
+      unsigned char* mybase = static_cast<unsigned char*>(t->control_->data());
+      const size_t ring = t->options_.ring_bytes_per_peer;
+      const size_t off = t->header_->ring_offset;
+      // Ring me -> p: slot `my local index` in p's segment. Ring p -> me: slot i in ours.
+      p.out = reinterpret_cast<RingControl*>(pbase + sizeof(RankHeader) +
+                                             t->local_index_ * sizeof(RingControl));
+      p.out_data = pbase + ph->ring_offset + t->local_index_ * ring;
+      p.in = reinterpret_cast<RingControl*>(mybase + sizeof(RankHeader) + i * sizeof(RingControl));
+      p.in_data = mybase + off + i * ring;
+      if (p.rank != ops.rank) {
+        // Map the initial window now so that it can be unlinked right after the exchange.
+        uint64_t gen = ph->window_gen.load(std::memory_order_acquire);
+        if (gen != 0) {
+          StatusOr<std::unique_ptr<ShmSegment>> w =
+              ShmSegment::Open(t->WindowName(p.prefix, gen), shm_detail::kWindowHeaderBytes);
+          if (!w.ok()) { st = w.status(); break; }
+          p.window = std::move(*w);
+          p.window_gen = gen;
+        }
+      }
+    }
+  }
+
+  // Round 2: "mapped ok" flags. Doubles as the barrier after which names can go.
+  NameRecord done = mine;
+  done.ok = st.ok() ? 1 : 0;
+  std::vector<NameRecord> oks(std::max(ops.nranks, 1));
+  Status ag2 = ops.all_gather(&done, sizeof(done), oks.data());
+  if (t->control_) t->control_->Unlink();
+  if (t->window_) t->window_->Unlink();
+  if (!ag2.ok()) return ag2.WithContext("shm: confirming segment mappings");
+  if (!st.ok()) return st;
+  for (int r : t->local_ranks_)
+    if (oks[r].ok != 1)
+      return RemoteError("shm: rank " + std::to_string(r) +
+                         " could not map the shared-memory segments of its host (see its error)");
+
+  int nlocal_int = static_cast<int>(nlocal);
+  BackoffPolicy policy = BackoffPolicy::FromEnv(nlocal_int);
+  if (options.spin_us >= 0) policy.spin_us = options.spin_us;
+  if (options.yield_us >= 0) policy.yield_us = std::max(options.yield_us, policy.spin_us);
+  t->backoff_ = Backoff(policy);
+  t->last_liveness_check_ = Clock::now();
+  return t;
+}
+
+ShmTransport::~ShmTransport() {
+  if (header_ != nullptr) {
+    header_->closed.store(1, std::memory_order_seq_cst);
+    for (Peer& p : peers_)
+      if (p.rank != rank_ && p.header != nullptr) Wake(p);
+  }
+  if (window_) window_->Unlink();
+  // Segments unmap and the liveness lock drops when control_ closes.
+}
+
+std::string ShmTransport::WindowName(const std::string& prefix, uint64_t gen) const {
+  return prefix + "-w" + std::to_string(gen);
+}
+
+// ---------------------------------------------------------------------------------------
+// Posting
+// ---------------------------------------------------------------------------------------
+
+ShmTransport::Peer* ShmTransport::Find(int rank, Status* st) {
+  if (!aborted_.ok()) {
+    *st = aborted_;
+    return nullptr;
+  }
+  if (rank < 0 || rank >= nranks_ || local_of_rank_[rank] < 0) {
+    *st = InvalidArgument("shm: rank " + std::to_string(rank) +
+                          " is not on this host (local ranks of rank " + std::to_string(rank_) +
+                          ": " + std::to_string(local_ranks_.size()) + ")");
+    return nullptr;
+  }
+  Peer* p = &peers_[local_of_rank_[rank]];
+  if (!p->failed.ok()) {
+    *st = p->failed;
+    return nullptr;
+  }
+  return p;
+}
+
+void ShmTransport::Complete(TransportRequest* req, Status st) {
+  --pending_;
+  req->Complete(std::move(st));
+}
+
+Status ShmTransport::PostSend(int peer, int channel, uint64_t tag, const void* buf, size_t bytes,
+                              TransportRequest* req) {
+  Status st;
+  Peer* p = Find(peer, &st);
+  if (p == nullptr) return st;
+  if (channel < 0 || channel > 0xffff)
+    return InvalidArgument("shm: channel " + std::to_string(channel) + " outside [0, 65535]");
+  req->Reset();
+  ++pending_;
+  p->sends.push_back(SendOp{static_cast<const unsigned char*>(buf), bytes, tag,
+                            static_cast<uint16_t>(channel), req});
+  if (ProgressSends(*p)) backoff_.Reset();  // start copying right away: hides latency
+  return OkStatus();
+}
+
+Status ShmTransport::PostRecv(int peer, int channel, uint64_t tag, void* buf, size_t bytes,
+                              TransportRequest* req) {
+  Status st;
+  Peer* p = Find(peer, &st);
+  if (p == nullptr) return st;
+  if (channel < 0 || channel > 0xffff)
+    return InvalidArgument("shm: channel " + std::to_string(channel) + " outside [0, 65535]");
+  req->Reset();
+  ++pending_;
+  uint16_t ch = static_cast<uint16_t>(channel);
+  p->recvs[ch].push_back(RecvOp{static_cast<unsigned char*>(buf), bytes, tag, req});
+  ++p->posted_recvs;
+  MatchStash(*p, ch);
+  return OkStatus();
+}
+
+Status ShmTransport::Signal(int peer) {
+  Status st;
+  Peer* p = Find(peer, &st);
+  if (p == nullptr) return st;
+  // seq_cst: releases every write the executor finished before this step (the fence rule),
+  // and orders the increment before Wake's load of the peer's `sleeping` flag.
+  p->out->signals.fetch_add(1, std::memory_order_seq_cst);
+  if (p->rank != rank_) Wake(*p);
+  return OkStatus();
+}
+
+Status ShmTransport::PostWait(int peer, TransportRequest* req) {
+  Status st;
+  Peer* p = Find(peer, &st);
+  if (p == nullptr) return st;
+  req->Reset();
+  ++pending_;
+  p->waits.push_back(req);
+  ProgressWaits(*p);
+  return OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------
+// Windows
+// ---------------------------------------------------------------------------------------
+
+size_t ShmTransport::window_bytes() const {
+  return window_ ? window_->size() - shm_detail::kWindowHeaderBytes : 0;
+}
+
+Status ShmTransport::PrepareWindow(size_t bytes) {
+  if (!aborted_.ok()) return aborted_;
+  if (bytes <= window_bytes() && (window_ || bytes == 0)) return OkStatus();
+  if (bytes == 0 && !window_) return OkStatus();
+  // Grow: a new generation (peers remap in PeerWindow). Round to 1 MiB to grow rarely.
+  const bool shared = local_ranks_.size() > 1;
+  size_t data = RoundUp(bytes, size_t{1} << 20);
+  size_t total = shm_detail::kWindowHeaderBytes + data;
+  uint64_t gen = window_gen_ + 1;
+  std::string name = WindowName(prefix_, gen);
+  StatusOr<std::unique_ptr<ShmSegment>> seg =
+      shared ? ShmSegment::Create(name, total, budget_left_) : ShmSegment::Anonymous(total);
+  if (!seg.ok()) return seg.status().WithContext("shm: growing rank " + std::to_string(rank_) +
+                                                 "'s window to " + std::to_string(bytes) + " bytes");
+  // The old generation's pages stay charged: peers may keep them mapped until they remap.
+  if (shared && options_.max_bytes != 0) budget_left_ -= total;
+  if (window_) window_->Unlink();  // peers that never mapped the old generation need it no more
+  window_ = std::move(*seg);
+  auto* wh = new (window_->data()) WindowHeader();
+  wh->magic = shm_detail::kWindowMagic;
+  wh->owner = rank_;
+  wh->gen = gen;
+  wh->bytes = data;
+  wh->mapped_by.store(0);
+  window_gen_ = gen;
+  header_->window_bytes.store(data, std::memory_order_relaxed);
+  header_->window_gen.store(gen, std::memory_order_release);
+  return OkStatus();
+}
+
+void* ShmTransport::LocalWindow() {
+  if (!window_) return nullptr;
+  return static_cast<unsigned char*>(window_->data()) + shm_detail::kWindowHeaderBytes;
+}
+
+StatusOr<const void*> ShmTransport::PeerWindow(int peer, size_t min_bytes) {
+  Status st;
+  Peer* p = Find(peer, &st);
+  if (p == nullptr) return st;
+  if (p->rank == rank_) {
+    if (min_bytes > window_bytes())
+      return InternalError("shm: own window holds " + std::to_string(window_bytes()) +
+                           " bytes, a step reads " + std::to_string(min_bytes));
+    return static_cast<const void*>(LocalWindow());
+  }
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    uint64_t gen = p->header->window_gen.load(std::memory_order_acquire);
+    if (gen == 0)
+      return InternalError("shm: rank " + std::to_string(p->rank) + " has no window yet");
+    if (gen != p->window_gen || !p->window) {
+      std::string name = WindowName(p->prefix, gen);
+      StatusOr<std::unique_ptr<ShmSegment>> w =
+          ShmSegment::Open(name, shm_detail::kWindowHeaderBytes);
+      if (!w.ok()) continue;  // the owner moved on to a newer generation meanwhile: reload
+      auto* wh = static_cast<WindowHeader*>((*w)->data());
+      if (wh->magic != shm_detail::kWindowMagic || wh->gen != gen)
+        return InternalError("shm: rank " + std::to_string(p->rank) + "'s window " + name +
+                             " has a bad header");
+      // The last peer to map a generation removes its name (it is only needed for mapping).
+      if (wh->mapped_by.fetch_add(1) + 2 == local_ranks_.size()) ShmUnlinkName(name);
+      p->window = std::move(*w);
+      p->window_gen = gen;
+    }
+    size_t have = p->window->size() - shm_detail::kWindowHeaderBytes;
+    if (min_bytes > have)
+      return InternalError("shm: rank " + std::to_string(p->rank) + "'s window holds " +
+                           std::to_string(have) + " bytes, a step reads " +
+                           std::to_string(min_bytes) +
+                           " (peers prepared different window sizes for one operation?)");
+    return static_cast<const void*>(static_cast<unsigned char*>(p->window->data()) +
+                                    shm_detail::kWindowHeaderBytes);
+  }
+  return SystemError("shm: cannot map rank " + std::to_string(p->rank) + "'s window");
+}
+
+// ---------------------------------------------------------------------------------------
+// Progress: rings
+// ---------------------------------------------------------------------------------------
+
+void ShmTransport::Wake(Peer& p) {
+  // Pairs with the sleeper's `sleeping = 1; fence; read doorbell; re-check` (Progress): either
+  // it sees what we published, or we see it sleeping and change the doorbell it waits on.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (p.header->sleeping.load(std::memory_order_relaxed) != 0) {
+    p.header->doorbell.fetch_add(1, std::memory_order_seq_cst);
+    FutexWake(&p.header->doorbell, 1);
+  }
+}
+
+bool ShmTransport::ProgressSends(Peer& p) {
+  const size_t ring = options_.ring_bytes_per_peer;
+  bool progressed = false;
+  while (!p.sends.empty()) {
+    SendOp& op = p.sends.front();
+    if (!p.send_header_written) {
+      uint64_t pos = RoundUp(p.out_tail, kLine);
+      if (pos + kLine - p.out_head_seen > ring) {
+        p.out_head_seen = p.out->head.load(std::memory_order_acquire);
+        if (pos + kLine - p.out_head_seen > ring) break;  // ring full: receiver is behind
+      }
+      MsgHeader h;
+      std::memset(&h, 0, sizeof(h));
+      h.magic = shm_detail::kMsgMagic;
+      h.channel = op.channel;
+      h.tag = op.tag;
+      h.bytes = op.bytes;
+      std::memcpy(p.out_data + pos % ring, &h, sizeof(h));
+      p.out_tail = pos + kLine;
+      p.send_header_written = true;
+      p.send_done = 0;
+      if (op.bytes == 0) {
+        p.out->tail.store(p.out_tail, std::memory_order_release);
+        if (p.rank != rank_) Wake(p);
+      }
+      progressed = true;
+    }
+    while (p.send_done < op.bytes) {
+      size_t space = ring - (p.out_tail - p.out_head_seen);
+      if (space == 0) {
+        p.out_head_seen = p.out->head.load(std::memory_order_acquire);
+        space = ring - (p.out_tail - p.out_head_seen);
+        if (space == 0) break;
+      }
+      size_t n = std::min({space, op.bytes - p.send_done, ring - p.out_tail % ring,
+                           options_.slice_bytes});
+      std::memcpy(p.out_data + p.out_tail % ring, op.buf + p.send_done, n);
+      p.out_tail += n;
+      p.send_done += n;
+      // Publish each slice: the receiver drains it while we copy the next.
+      p.out->tail.store(p.out_tail, std::memory_order_release);
+      if (p.rank != rank_) Wake(p);
+      progressed = true;
+    }
+    if (p.send_done < op.bytes) break;
+    TransportRequest* req = op.req;
+    p.sends.pop_front();
+    p.send_header_written = false;
+    Complete(req, OkStatus());
+    progressed = true;
+  }
+  return progressed;
+}
+
+void ShmTransport::MatchStash(Peer& p, uint16_t channel) {
+  auto rit = p.recvs.find(channel);
+  auto sit = p.stash.find(channel);
+  if (rit == p.recvs.end() || sit == p.stash.end()) return;
+  auto& rq = rit->second;
+  auto& sq = sit->second;
+  while (!rq.empty() && !sq.empty() && sq.front()->complete) {
+    RecvOp r = rq.front();
+    rq.pop_front();
+    --p.posted_recvs;
+    std::unique_ptr<Stashed> s = std::move(sq.front());
+    sq.pop_front();
+    if (s->tag != r.tag || s->data.size() != r.bytes) {
+      Complete(r.req, InternalError("shm: message from rank " + std::to_string(p.rank) +
+                                    " on channel " + std::to_string(channel) + ": expected tag " +
+                                    std::to_string(r.tag) + " and " + std::to_string(r.bytes) +
+                                    " bytes, got tag " + std::to_string(s->tag) + " and " +
+                                    std::to_string(s->data.size()) +
+                                    " bytes (ranks called collectives in different orders?)"));
+      continue;
+    }
+    if (r.bytes > 0) std::memcpy(r.buf, s->data.data(), r.bytes);
+    Complete(r.req, OkStatus());
+  }
+  if (rq.empty()) p.recvs.erase(rit);
+  if (sq.empty()) p.stash.erase(sit);
+}
+
+bool ShmTransport::ProgressRecvs(Peer& p) {
+  const size_t ring = options_.ring_bytes_per_peer;
+  bool progressed = false;
+  while (true) {
+    if (!p.cur.active) {
+      // Only pull a new message when somebody waits for one from this peer; otherwise it
+      // stays in the ring (the sender then waits for room: rendezvous, as schedules assume).
+      if (p.posted_recvs == 0) break;
+      uint64_t pos = RoundUp(p.in_head, kLine);
+      if (p.in_tail_seen < pos + kLine) {
+        p.in_tail_seen = p.in->tail.load(std::memory_order_acquire);
+        if (p.in_tail_seen < pos + kLine) break;
+      }
+      MsgHeader h;
+      std::memcpy(&h, p.in_data + pos % ring, sizeof(h));
+      p.in_head = pos + kLine;
+      progressed = true;
+      if (h.magic != shm_detail::kMsgMagic) {
+        FailPeer(p, InternalError("shm: corrupt message header from rank " +
+                                  std::to_string(p.rank) + " (magic " + std::to_string(h.magic) +
+                                  ")"));
+        return true;
+      }
+      Incoming& c = p.cur;
+      c = Incoming();
+      c.active = true;
+      c.channel = h.channel;
+      c.bytes = h.bytes;
+      MatchStash(p, h.channel);
+      auto rit = p.recvs.find(h.channel);
+      bool stash_empty = p.stash.find(h.channel) == p.stash.end();
+      if (stash_empty && rit != p.recvs.end() && !rit->second.empty()) {
+        RecvOp r = rit->second.front();
+        rit->second.pop_front();
+        if (rit->second.empty()) p.recvs.erase(rit);
+        --p.posted_recvs;
+        c.req = r.req;
+        if (h.tag != r.tag || h.bytes != r.bytes) {
+          // Fail this recv, skip the payload: the stream stays in sync for what follows.
+          Complete(r.req, InternalError(
+              "shm: message from rank " + std::to_string(p.rank) + " on channel " +
+              std::to_string(h.channel) + ": expected tag " + std::to_string(r.tag) + " and " +
+              std::to_string(r.bytes) + " bytes, got tag " + std::to_string(h.tag) + " and " +
+              std::to_string(h.bytes) + " bytes (ranks called collectives in different orders?)"));
+          c.req = nullptr;
+          c.dst = nullptr;
+        } else {
+          c.dst = r.buf;
+        }
+      } else {
+        // Head-of-line message for a channel nobody waits on yet: stash it so that the
+        // channel that is waiting can get at its messages behind it.
+        auto s = std::make_unique<Stashed>();
+        s->tag = h.tag;
+        s->data.resize(h.bytes);
+        c.stash = s.get();
+        c.dst = s->data.data();
+        p.stash[h.channel].push_back(std::move(s));
+      }
+    }
+    Incoming& c = p.cur;
+    while (c.received < c.bytes) {
+      size_t avail = p.in_tail_seen - p.in_head;
+      if (avail == 0) {
+        p.in_tail_seen = p.in->tail.load(std::memory_order_acquire);
+        avail = p.in_tail_seen - p.in_head;
+        if (avail == 0) break;
+      }
+      size_t n = std::min({avail, c.bytes - c.received, ring - p.in_head % ring});
+      if (c.dst != nullptr) std::memcpy(c.dst + c.received, p.in_data + p.in_head % ring, n);
+      p.in_head += n;
+      c.received += n;
+      // Free the room at once: a sender blocked on a full ring resumes while we copy on.
+      p.in->head.store(p.in_head, std::memory_order_release);
+      if (p.rank != rank_) Wake(p);
+      progressed = true;
+    }
+    if (c.received < c.bytes) break;
+    // Message complete (zero-byte ones included: free their header's room too).
+    p.in->head.store(p.in_head, std::memory_order_release);
+    if (c.bytes == 0 && p.rank != rank_) Wake(p);
+    c.active = false;
+    if (c.stash != nullptr) {
+      c.stash->complete = true;
+      MatchStash(p, c.channel);
+    } else if (c.req != nullptr) {
+      Complete(c.req, OkStatus());
+    }
+    progressed = true;
+  }
+  return progressed;
+}
+
+bool ShmTransport::ProgressWaits(Peer& p) {
+  if (p.waits.empty()) return false;
+  uint64_t arrived = p.in->signals.load(std::memory_order_acquire);
+  bool progressed = false;
+  while (!p.waits.empty() && arrived > p.signals_consumed) {
+    ++p.signals_consumed;
+    TransportRequest* req = p.waits.front();
+    p.waits.pop_front();
+    Complete(req, OkStatus());
+    progressed = true;
+  }
+  return progressed;
+}
+
+bool ShmTransport::HasWork(const Peer& p) const {
+  return !p.sends.empty() || p.posted_recvs > 0 || p.cur.active || !p.waits.empty();
+}
+
+bool ShmTransport::PollPeer(Peer& p) {
+  bool any = false;
+  // Loop: for self-messages and full rings, each side's progress unblocks the other.
+  for (int i = 0; i < 64; ++i) {
+    bool moved = ProgressSends(p);
+    moved |= ProgressRecvs(p);
+    moved |= ProgressWaits(p);
+    if (!moved) break;
+    any = true;
+  }
+  return any;
+}
+
+bool ShmTransport::PollAll() {
+  bool any = false;
+  for (Peer& p : peers_)
+    if (p.failed.ok() && HasWork(p)) any |= PollPeer(p);
+  return any;
+}
+
+// ---------------------------------------------------------------------------------------
+// Waiting and dead peers
+// ---------------------------------------------------------------------------------------
+
+Status ShmTransport::PeerAlive(const Peer& p) const {
+  std::string who = "rank " + std::to_string(p.rank) + " (pid " + std::to_string(p.header->pid) + ")";
+  if (p.header->closed.load(std::memory_order_acquire) != 0)
+    return RemoteError("shm: " + who + " closed or aborted its communicator while this rank " +
+                       std::to_string(rank_) + " still waits on it");
+  if (kill(p.header->pid, 0) != 0 && errno == ESRCH)
+    return RemoteError("shm: " + who + " died (process gone) while rank " +
+                       std::to_string(rank_) + " waits on it");
+  if (p.control && p.control->fd() >= 0) {
+    struct flock fl;
+    std::memset(&fl, 0, sizeof(fl));
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = 0;
+    fl.l_len = 1;
+    if (fcntl(p.control->fd(), F_OFD_GETLK, &fl) == 0 && fl.l_type == F_UNLCK)
+      return RemoteError("shm: " + who + " died (its liveness lock was released) while rank " +
+                         std::to_string(rank_) + " waits on it");
+  }
+  return OkStatus();
+}
+
+void ShmTransport::FailPeer(Peer& p, const Status& st) {
+  if (p.failed.ok()) p.failed = st;
+  FailRequests(p, st);
+  // A dead owner cannot unlink its grown window any more: do it for it.
+  if (p.rank != rank_) {
+    uint64_t gen = p.header->window_gen.load(std::memory_order_acquire);
+    if (gen > 1) ShmUnlinkName(WindowName(p.prefix, gen));
+  }
+}
+
+void ShmTransport::FailRequests(Peer& p, const Status& st) {
+  for (SendOp& s : p.sends) Complete(s.req, st);
+  p.sends.clear();
+  for (auto& [ch, q] : p.recvs)
+    for (RecvOp& r : q) Complete(r.req, st);
+  p.recvs.clear();
+  p.posted_recvs = 0;
+  if (p.cur.active && p.cur.req != nullptr) Complete(p.cur.req, st);
+  p.cur = Incoming();
+  for (TransportRequest* w : p.waits) Complete(w, st);
+  p.waits.clear();
+}
+
+Status ShmTransport::CheckLiveness(bool force) {
+  Clock::time_point now = Clock::now();
+  if (!force && now - last_liveness_check_ < std::chrono::milliseconds(options_.liveness_ms))
+    return OkStatus();
+  last_liveness_check_ = now;
+  Status first;
+  for (Peer& p : peers_) {
+    if (p.rank == rank_ || !p.failed.ok() || !HasWork(p)) continue;
+    Status alive = PeerAlive(p);
+    if (alive.ok()) continue;
+    // What it published before dying/closing is still valid: take it first.
+    PollPeer(p);
+    if (!HasWork(p)) continue;
+    FailPeer(p, alive);
+    if (first.ok()) first = alive;
+  }
+  return first;
+}
+
+Status ShmTransport::Progress(int timeout_us) {
+  if (!aborted_.ok()) return aborted_;
+  if (PollAll()) {
+    backoff_.Reset();
+    return OkStatus();
+  }
+  if (pending_ == 0) return OkStatus();
+  WEFT_RETURN_IF_ERROR(CheckLiveness(false));
+  if (timeout_us <= 0) return OkStatus();
+  const Clock::time_point deadline = Clock::now() + std::chrono::microseconds(timeout_us);
+  while (true) {
+    Backoff::Stage stage = backoff_.Pause();
+    if (stage == Backoff::Stage::kSleep) {
+      header_->sleeping.store(1, std::memory_order_seq_cst);
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      uint32_t bell = header_->doorbell.load(std::memory_order_seq_cst);
+      if (!PollAll()) {
+        auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now());
+        int64_t us = std::min<int64_t>(left.count(), int64_t{options_.liveness_ms} * 1000);
+        if (us > 0) FutexWait(&header_->doorbell, bell, us);
+        header_->sleeping.store(0, std::memory_order_relaxed);
+      } else {
+        header_->sleeping.store(0, std::memory_order_relaxed);
+        backoff_.Reset();
+        return OkStatus();
+      }
+    }
+    if (PollAll()) {
+      backoff_.Reset();
+      return OkStatus();
+    }
+    WEFT_RETURN_IF_ERROR(CheckLiveness(false));
+    if (pending_ == 0 || Clock::now() >= deadline) return OkStatus();
+  }
+}
+
+void ShmTransport::Abort(const Status& why) {
+  Status st = why.ok() ? InternalError("shm: transport aborted") : why;
+  for (Peer& p : peers_) FailRequests(p, st);
+  if (aborted_.ok()) aborted_ = st;
+  if (header_ != nullptr) {
+    // The rings are now out of step with our peers: tell them not to wait for us.
+    header_->closed.store(1, std::memory_order_seq_cst);
+    for (Peer& p : peers_)
+      if (p.rank != rank_ && p.header != nullptr) Wake(p);
+  }
+}
+
+}  // namespace weft

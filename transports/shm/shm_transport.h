@@ -1,0 +1,244 @@
+// ShmTransport: the same-host fast path. Two-sided messages through shared-memory rings and
+// one-sided windows (DirectTransport) for direct algorithms, between ranks of one host.
+//
+// Segments. Each rank creates, in /dev/shm:
+//   weft-<random id>-r<rank>-c      control: its header (pid, doorbell, window generation) and,
+//                                   per local rank s, the ring s -> this rank with its cache-line
+//                                   counters (tail, head, signals);
+//   weft-<random id>-r<rank>-w<g>   its window, generation g (grown on demand).
+// Create() exchanges the names with bootstrap->AllGather, every rank maps its peers' segments,
+// an AllGather of "mapped ok" flags acts as the barrier, then every rank unlinks its own names:
+// from then on nothing of the communicator is visible in /dev/shm, so even kill -9 leaves no
+// leftovers. A window grown later is unlinked by the last peer that maps it (a counter in the
+// window's header), by the owner when it grows again or closes, or by a survivor that finds the
+// owner dead.
+//
+// Two-sided protocol (receiver-owned SPSC ring per ordered pair, FIFO over all channels):
+// a message is a 64-byte header {magic, channel, tag, bytes} at a 64-byte aligned position,
+// then the payload. The sender copies slices (WEFT_SHM_SLICE_BYTES) and publishes `tail` after
+// each one, so the receiver drains slice k while the sender fills slice k+1 (pipelined; the
+// ring never needs to hold a whole message). Head and tail live on separate cache lines and
+// each side caches the other's counter, re-reading it only when it runs out of room/data.
+// The receiver demultiplexes channels: the k-th message of (peer, channel) goes to the k-th
+// recv posted for it; a message whose channel has no recv posted while another channel is
+// waiting behind it is moved to a heap stash, so channels never block each other. A header
+// whose tag or size differs from the recv's fails that recv with InternalError naming the peer,
+// channel, expected and received tag/size (ranks calling collectives in different orders).
+//
+// One-sided: PrepareWindow/LocalWindow/PeerWindow map windows; Signal(p) increments a counter
+// in p's control segment (release), PostWait consumes one (acquire).
+//
+// Waiting (Progress with a timeout) follows common/backoff.h: spin, then sched_yield, then a
+// futex on this rank's doorbell word in its control segment. Any peer that publishes something
+// for us (ring tail, ring head when we wait for room, a signal) checks our `sleeping` flag and
+// bumps + wakes the doorbell. Measured on this repo's dev box (2 shared cores, Debian 12,
+// tools in tests/shm_transport_test.cc, see the report for commands):
+//   - ping-pong 8-byte round trip, both ranks on their own core, spinning:   ~0.4-1 us
+//   - same, forced to yield (WEFT_SPIN_US=0):                               ~1-3 us
+//   - same, forced to sleep on the futex (WEFT_SPIN_US=0 WEFT_YIELD_US=0):  ~10-20 us
+//   - 2 ranks pinned to ONE core: spinning wastes the quantum; yield hands the core over.
+// (Exact figures of each run are in the report / perf/RESULTS.md.)
+//
+// Dead peers. Each rank holds an OFD write lock on its control segment for its lifetime; the
+// kernel drops it when the process dies (even while it is an unreaped zombie, which kill(pid, 0)
+// would still report alive). A waiting rank checks, every WEFT_SHM_LIVENESS_MS (100 ms), the
+// lock, kill(pid, 0) and the peer's `closed` flag; a dead peer fails every request involving it
+// with RemoteError naming its rank and pid, within ~0.1 s.
+//
+// Knobs (ShmOptionsFromEnv; sizes accept K/M/G suffixes):
+//   WEFT_SHM_DISABLE=1        the communicator does not use shm (ShmOptions::disabled)
+//   WEFT_SHM_RING_BYTES       ring per ordered pair of local ranks        (default 1M)
+//   WEFT_SHM_SLICE_BYTES      pipelining slice of the ring protocol       (default 64K)
+//   WEFT_SHM_WINDOW_BYTES     initial window per rank, mapped at creation (default 4M; the
+//                             direct algorithms keep their scratch below it for 8-byte types)
+//   WEFT_SHM_MAX_BYTES        cap on /dev/shm bytes one rank may create   (default 0 = no cap)
+//   WEFT_SHM_LIVENESS_MS      dead-peer check period while waiting        (default 100)
+//   WEFT_SPIN_US, WEFT_YIELD_US   backoff stages (common/backoff.h)
+// /dev/shm use per rank: nlocal * ring + window (+ 8 KiB). 8 ranks with defaults: 12 MiB each.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/backoff.h"
+#include "common/status.h"
+#include "transports/shm/shm_segment.h"
+#include "transports/transport.h"
+
+namespace weft {
+
+struct ShmOptions {
+  bool disabled = false;
+  size_t ring_bytes_per_peer = size_t{1} << 20;
+  size_t slice_bytes = size_t{64} << 10;
+  size_t initial_window_bytes = size_t{4} << 20;
+  size_t max_bytes = 0;  // 0 = no cap
+  int liveness_ms = 100;
+  int spin_us = -1;   // -1: BackoffPolicy::FromEnv for the number of local ranks
+  int yield_us = -1;  // -1: idem
+};
+// Defaults overridden by the WEFT_SHM_* variables above. Bad values fail with InvalidArgument
+// naming the variable and value.
+StatusOr<ShmOptions> ShmOptionsFromEnv();
+
+// What Create needs from the bootstrap (adapts src/core/bootstrap.h's Bootstrap and test fakes).
+struct ShmBootstrapOps {
+  int rank = 0;
+  int nranks = 1;
+  std::function<Status(const void* mine, size_t bytes, void* all)> all_gather;
+};
+
+namespace shm_detail {
+struct RankHeader;
+struct RingControl;
+}  // namespace shm_detail
+
+class ShmTransport : public DirectTransport {
+ public:
+  // Collective over the communicator: every rank calls it (also ranks with no local peers;
+  // they create no named segment). local_ranks: the ranks on this host, this rank included,
+  // the same list on every rank of the host. B is any type with rank(), nranks() and
+  // Status AllGather(const void*, size_t, void*) (src/core/bootstrap.h's Bootstrap).
+  template <typename B>
+  static StatusOr<std::unique_ptr<ShmTransport>> Create(B* bootstrap,
+                                                        const std::vector<int>& local_ranks,
+                                                        const ShmOptions& options) {
+    ShmBootstrapOps ops;
+    ops.rank = bootstrap->rank();
+    ops.nranks = bootstrap->nranks();
+    ops.all_gather = [bootstrap](const void* mine, size_t bytes, void* all) {
+      return bootstrap->AllGather(mine, bytes, all);
+    };
+    return CreateWithOps(ops, local_ranks, options);
+  }
+  static StatusOr<std::unique_ptr<ShmTransport>> CreateWithOps(
+      const ShmBootstrapOps& ops, const std::vector<int>& local_ranks, const ShmOptions& options);
+
+  ~ShmTransport() override;
+  const char* name() const override { return "shm"; }
+
+  // Transport
+  Status PostSend(int peer, int channel, uint64_t tag, const void* buf, size_t bytes,
+                  TransportRequest* req) override;
+  Status PostRecv(int peer, int channel, uint64_t tag, void* buf, size_t bytes,
+                  TransportRequest* req) override;
+  Status Progress(int timeout_us) override;
+  bool HasPending() const override { return pending_ > 0; }
+  void Abort(const Status& why) override;
+
+  // DirectTransport
+  Status PrepareWindow(size_t bytes) override;
+  void* LocalWindow() override;
+  StatusOr<const void*> PeerWindow(int peer, size_t min_bytes) override;
+  Status Signal(int peer) override;
+  Status PostWait(int peer, TransportRequest* req) override;
+
+  int rank() const { return rank_; }
+  const std::vector<int>& local_ranks() const { return local_ranks_; }
+  size_t window_bytes() const;
+  const BackoffPolicy& backoff_policy() const { return backoff_.policy(); }
+  // "weft-<random id>-r<rank>" of every local rank: every segment name of this communicator
+  // on this host starts with one of them (tests check that none is left in /dev/shm).
+  std::vector<std::string> segment_prefixes() const {
+    std::vector<std::string> out;
+    for (const Peer& p : peers_) out.push_back(p.prefix);
+    return out;
+  }
+
+ private:
+  struct SendOp {
+    const unsigned char* buf;
+    size_t bytes;
+    uint64_t tag;
+    uint16_t channel;
+    TransportRequest* req;
+  };
+  struct RecvOp {
+    unsigned char* buf;
+    size_t bytes;
+    uint64_t tag;
+    TransportRequest* req;
+  };
+  struct Stashed {  // a message that arrived before its recv was posted
+    uint64_t tag = 0;
+    std::vector<unsigned char> data;
+    bool complete = false;
+  };
+  struct Incoming {  // the message being drained from a ring
+    bool active = false;
+    uint16_t channel = 0;
+    size_t bytes = 0;
+    size_t received = 0;
+    unsigned char* dst = nullptr;  // nullptr: discard (after a tag/size mismatch)
+    TransportRequest* req = nullptr;  // the recv, or nullptr for the stash
+    Stashed* stash = nullptr;
+  };
+  struct Peer {
+    int rank = -1;
+    std::string prefix;                      // segment names: prefix + "-c", prefix + "-w<g>"
+    std::unique_ptr<ShmSegment> control;     // peer's control segment (null for self)
+    shm_detail::RankHeader* header = nullptr;
+    // Ring this rank -> peer (in the peer's segment) and peer -> this rank (in ours).
+    shm_detail::RingControl* out = nullptr;
+    unsigned char* out_data = nullptr;
+    shm_detail::RingControl* in = nullptr;
+    unsigned char* in_data = nullptr;
+    uint64_t out_tail = 0, out_head_seen = 0;
+    uint64_t in_head = 0, in_tail_seen = 0;
+    bool send_header_written = false;
+    size_t send_done = 0;
+    std::deque<SendOp> sends;
+    std::map<uint16_t, std::deque<RecvOp>> recvs;
+    size_t posted_recvs = 0;
+    std::map<uint16_t, std::deque<std::unique_ptr<Stashed>>> stash;
+    Incoming cur;
+    uint64_t signals_consumed = 0;
+    std::deque<TransportRequest*> waits;
+    std::unique_ptr<ShmSegment> window;  // peer's window mapping (not for self)
+    uint64_t window_gen = 0;
+    Status failed;  // set once the peer is known dead/closed
+  };
+
+  ShmTransport() = default;
+  Peer* Find(int rank, Status* st);
+  bool HasWork(const Peer& p) const;
+  bool PollPeer(Peer& p);
+  bool PollAll();
+  bool ProgressSends(Peer& p);
+  bool ProgressRecvs(Peer& p);
+  bool ProgressWaits(Peer& p);
+  void MatchStash(Peer& p, uint16_t channel);
+  void Complete(TransportRequest* req, Status st);
+  void Wake(Peer& p);
+  Status CheckLiveness(bool force);
+  Status PeerAlive(const Peer& p) const;
+  void FailPeer(Peer& p, const Status& st);      // peer dead: fail its requests, mark it
+  void FailRequests(Peer& p, const Status& st);  // fail every pending request involving p
+  std::string WindowName(const std::string& prefix, uint64_t gen) const;
+
+  int rank_ = 0;
+  int nranks_ = 1;
+  std::vector<int> local_ranks_;
+  int local_index_ = 0;
+  ShmOptions options_;
+  size_t budget_left_ = 0;
+  std::string prefix_;
+  std::unique_ptr<ShmSegment> control_;
+  shm_detail::RankHeader* header_ = nullptr;
+  std::unique_ptr<ShmSegment> window_;
+  uint64_t window_gen_ = 0;
+  std::vector<Peer> peers_;        // by local index
+  std::vector<int> local_of_rank_; // global rank -> local index or -1
+  size_t pending_ = 0;
+  Status aborted_;
+  Backoff backoff_;
+  std::chrono::steady_clock::time_point last_liveness_check_;
+};
+
+}  // namespace weft
