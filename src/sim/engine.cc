@@ -1,0 +1,333 @@
+// Discrete-event schedule execution (see engine.h for the rules and the timing model).
+#include "sim/engine.h"
+
+#include <algorithm>
+#include <deque>
+#include <queue>
+#include <unordered_map>
+
+namespace weft {
+namespace {
+
+bool IsAsync(StepOp op) {
+  return op == StepOp::kSend || op == StepOp::kRecv || op == StepOp::kRecvReduce || op == StepOp::kWait;
+}
+
+bool Overlap(const Region& a, const Region& b) {
+  return a.count > 0 && b.count > 0 && a.buffer == b.buffer && a.offset < b.offset + b.count &&
+         b.offset < a.offset + a.count;
+}
+
+// Local regions a step reads and writes (peer regions are ordered by signal/wait instead).
+struct Access {
+  const Region* reads[2];
+  int nreads = 0;
+  const Region* write = nullptr;
+};
+Access AccessOf(const Step& s) {
+  Access a;
+  switch (s.op) {
+    case StepOp::kSend: a.reads[a.nreads++] = &s.src; break;
+    case StepOp::kRecv: a.write = &s.dst; break;
+    case StepOp::kRecvReduce:
+    case StepOp::kCopy:
+    case StepOp::kDirectReduce:
+      a.reads[a.nreads++] = &s.src;
+      a.write = &s.dst;
+      break;
+    case StepOp::kReduce:
+      a.reads[a.nreads++] = &s.src;
+      a.reads[a.nreads++] = &s.dst;
+      a.write = &s.dst;
+      break;
+    case StepOp::kDirectRead:
+    case StepOp::kFinalize:
+      a.write = &s.dst;
+      break;
+    case StepOp::kSignal:
+    case StepOp::kWait:
+      break;
+  }
+  return a;
+}
+
+bool Conflicts(const Step& earlier, const Step& later) {
+  Access e = AccessOf(earlier), l = AccessOf(later);
+  if (e.write) {
+    if (l.write && Overlap(*e.write, *l.write)) return true;
+    for (int i = 0; i < l.nreads; ++i)
+      if (Overlap(*e.write, *l.reads[i])) return true;
+  }
+  if (l.write)
+    for (int i = 0; i < e.nreads; ++i)
+      if (Overlap(*l.write, *e.reads[i])) return true;
+  return false;
+}
+
+struct Event {
+  double t;
+  uint64_t seq;
+  int rank;
+  int step;  // -1: resume issuing after a local step
+  bool operator>(const Event& o) const { return t != o.t ? t > o.t : seq > o.seq; }
+};
+
+struct Posted {
+  int rank;
+  int step;
+};
+
+struct RankState {
+  size_t next = 0;
+  std::vector<int> inflight;
+  int waits_inflight = 0;
+  double busy_until = 0;
+  double done = 0;
+};
+
+class Engine {
+ public:
+  Engine(const Schedule& s, const Fabric& f, size_t elem, const SimOptions& o)
+      : sched_(s), fabric_(f), elem_(static_cast<double>(elem)), opt_(o), ranks_(s.nranks),
+        backlog_(f.num_resources(), 0.0), busy_(f.num_resources(), 0.0) {
+    window_ = o.window > 0 ? o.window : std::max(1, s.window);
+  }
+
+  StatusOr<SimResult> Run() {
+    if (sched_.nranks != fabric_.nranks())
+      return InvalidArgument("simulate: schedule has nranks=" + std::to_string(sched_.nranks) + " but the fabric has " +
+                             std::to_string(fabric_.nranks()));
+    if (static_cast<int>(sched_.ranks.size()) != sched_.nranks)
+      return InvalidArgument("simulate: schedule lists " + std::to_string(sched_.ranks.size()) + " ranks, nranks=" +
+                             std::to_string(sched_.nranks));
+    for (int r = 0; r < sched_.nranks; ++r) WEFT_RETURN_IF_ERROR(Issue(r, 0.0));
+    while (!events_.empty()) {
+      Event ev = events_.top();
+      events_.pop();
+      RankState& rs = ranks_[ev.rank];
+      if (ev.step >= 0) {
+        auto it = std::find(rs.inflight.begin(), rs.inflight.end(), ev.step);
+        if (it != rs.inflight.end()) rs.inflight.erase(it);
+        if (sched_.ranks[ev.rank].steps[ev.step].op == StepOp::kWait) rs.waits_inflight--;
+        rs.done = std::max(rs.done, ev.t);
+      }
+      WEFT_RETURN_IF_ERROR(Issue(ev.rank, ev.t));
+    }
+    SimResult res;
+    for (int r = 0; r < sched_.nranks; ++r) {
+      const RankState& rs = ranks_[r];
+      const auto& steps = sched_.ranks[r].steps;
+      if (rs.next < steps.size() || !rs.inflight.empty()) {
+        size_t idx = !rs.inflight.empty() ? static_cast<size_t>(rs.inflight.front()) : rs.next;
+        const Step& st = steps[idx];
+        return InternalError("simulate " + sched_.algorithm + ": rank " + std::to_string(r) + " stuck at step " +
+                             std::to_string(idx) + " (" + StepOpName(st.op) + " peer " + std::to_string(st.peer) +
+                             " channel " + std::to_string(st.channel) + "): no matching step on the peer");
+      }
+      res.rank_done_us.push_back(rs.done);
+      res.time_us = std::max(res.time_us, rs.done);
+    }
+    res.steps = steps_;
+    res.messages = messages_;
+    res.bytes_moved = bytes_;
+    for (int i = 0; i < fabric_.num_resources(); ++i) {
+      if (busy_[i] > res.hottest_busy_us) {
+        res.hottest_busy_us = busy_[i];
+        res.hottest_resource = fabric_.resource(i).name;
+      }
+    }
+    return res;
+  }
+
+ private:
+  void Push(double t, int rank, int step) { events_.push(Event{t, seq_++, rank, step}); }
+
+  // Occupies the resource for `bytes`; returns when its backlog drains.
+  double Occupy(int res, double now, double bytes) {
+    double dt = bytes / (fabric_.resource(res).gbps * 1e3);  // GB/s -> bytes per us
+    backlog_[res] = std::max(now, backlog_[res]) + dt;
+    busy_[res] += dt;
+    return backlog_[res];
+  }
+
+  // Time at which a transfer of `bytes` along a->b on `channel`, started at `now`, is
+  // delivered. A (a, b, channel) stream is a FIFO (one socket / queue in a transport): its
+  // messages pay their fixed overhead and stream-rate time one after another; the route's
+  // shared resources add their backlog on top.
+  double Transfer(int a, int b, uint32_t channel, double now, double bytes) {
+    Route route = fabric_.RouteOf(a, b, opt_.shm_enabled);
+    double& stream = streams_[Key(a, b, sched_.nranks, channel)];
+    double start = std::max(now, stream);
+    double done = start + route.overhead_us * opt_.overhead_multiplier + bytes / (route.flow_gbps * 1e3);
+    stream = done;
+    for (int i = 0; i < route.nres; ++i) done = std::max(done, Occupy(route.res[i], start, bytes));
+    return done + route.latency_us;
+  }
+
+  double Compute(int r, double start, double bytes, bool reduce) {
+    const ComputeParams& c = fabric_.Compute(r);
+    int res = fabric_.ComputeResource(r);
+    double rate = reduce ? c.reduce_gbps : c.copy_gbps;
+    double dt = bytes / (rate * 1e3);
+    backlog_[res] = std::max(start, backlog_[res]) + dt;
+    busy_[res] += dt;
+    return backlog_[res] + c.overhead_us * opt_.overhead_multiplier;
+  }
+
+  static uint64_t Key(int from, int to, int n, uint32_t channel) {
+    return ((static_cast<uint64_t>(from) * static_cast<uint64_t>(n) + static_cast<uint64_t>(to)) << 17) | channel;
+  }
+
+  Status Match(const Posted& send, const Posted& recv, double now) {
+    const Step& s = sched_.ranks[send.rank].steps[send.step];
+    const Step& r = sched_.ranks[recv.rank].steps[recv.step];
+    size_t rcount = r.dst.count;
+    if (s.src.count != rcount)
+      return InvalidArgument("simulate " + sched_.algorithm + ": rank " + std::to_string(send.rank) + " step " +
+                             std::to_string(send.step) + " sends " + std::to_string(s.src.count) +
+                             " elements but rank " + std::to_string(recv.rank) + " step " + std::to_string(recv.step) +
+                             " receives " + std::to_string(rcount));
+    double bytes = static_cast<double>(s.src.count) * elem_;
+    double arrive = Transfer(send.rank, recv.rank, s.channel, now, bytes);
+    ++messages_;
+    bytes_ += bytes;
+    Push(arrive, send.rank, send.step);
+    double done = r.op == StepOp::kRecvReduce ? Compute(recv.rank, arrive, bytes, true) : arrive;
+    Push(done, recv.rank, recv.step);
+    return OkStatus();
+  }
+
+  Status Issue(int r, double now) {
+    RankState& rs = ranks_[r];
+    if (now < rs.busy_until) return OkStatus();  // a resume event is pending
+    const std::vector<Step>& steps = sched_.ranks[r].steps;
+    const int n = sched_.nranks;
+    while (rs.next < steps.size()) {
+      if (rs.waits_inflight > 0) break;  // acquire fence
+      const Step& st = steps[rs.next];
+      bool async = IsAsync(st.op);
+      if (async && static_cast<int>(rs.inflight.size()) >= window_) break;
+      if (st.op == StepOp::kSignal && !rs.inflight.empty()) break;  // release fence
+      bool blocked = false;
+      for (int idx : rs.inflight)
+        if (Conflicts(steps[idx], st)) { blocked = true; break; }
+      if (blocked) break;
+      int idx = static_cast<int>(rs.next++);
+      ++steps_;
+      if (st.peer >= n || (st.peer < 0 && (async || st.op == StepOp::kSignal || st.op == StepOp::kDirectRead ||
+                                            st.op == StepOp::kDirectReduce)))
+        return InvalidArgument("simulate " + sched_.algorithm + ": rank " + std::to_string(r) + " step " +
+                               std::to_string(idx) + " (" + StepOpName(st.op) + ") has peer " + std::to_string(st.peer) +
+                               " outside [0," + std::to_string(n) + ")");
+      if (async) {
+        rs.inflight.push_back(idx);
+        if (st.op == StepOp::kSend) {
+          auto& q = queues_[Key(r, st.peer, n, st.channel)];
+          if (!q.recvs.empty()) {
+            Posted rv = q.recvs.front();
+            q.recvs.pop_front();
+            WEFT_RETURN_IF_ERROR(Match(Posted{r, idx}, rv, now));
+          } else {
+            q.sends.push_back(Posted{r, idx});
+          }
+        } else if (st.op == StepOp::kWait) {
+          rs.waits_inflight++;
+          auto& q = signals_[Key(st.peer, r, n, 0)];
+          if (!q.arrivals.empty()) {
+            Push(std::max(now, q.arrivals.front()), r, idx);
+            q.arrivals.pop_front();
+          } else {
+            q.waits.push_back(Posted{r, idx});
+          }
+        } else {
+          auto& q = queues_[Key(st.peer, r, n, st.channel)];
+          if (!q.sends.empty()) {
+            Posted sd = q.sends.front();
+            q.sends.pop_front();
+            WEFT_RETURN_IF_ERROR(Match(sd, Posted{r, idx}, now));
+          } else {
+            q.recvs.push_back(Posted{r, idx});
+          }
+        }
+        continue;
+      }
+      // Local step: runs on the rank's thread; issuing resumes when it is done.
+      double end = now;
+      switch (st.op) {
+        case StepOp::kCopy:
+          end = Compute(r, now, static_cast<double>(st.dst.count) * elem_, false);
+          break;
+        case StepOp::kReduce:
+          end = Compute(r, now, static_cast<double>(st.dst.count) * elem_, true);
+          break;
+        case StepOp::kFinalize:
+          end = now + fabric_.Compute(r).overhead_us;
+          break;
+        case StepOp::kDirectRead:
+        case StepOp::kDirectReduce: {
+          double bytes = static_cast<double>(st.dst.count) * elem_;
+          end = Transfer(st.peer, r, kDirectChannel, now, bytes);
+          if (st.op == StepOp::kDirectReduce) end = Compute(r, end, bytes, true);
+          ++messages_;
+          bytes_ += bytes;
+          break;
+        }
+        case StepOp::kSignal: {
+          Route route = fabric_.RouteOf(r, st.peer, opt_.shm_enabled);
+          end = now + route.overhead_us;
+          double arrival = end + route.latency_us;
+          auto& q = signals_[Key(r, st.peer, n, 0)];
+          if (!q.waits.empty()) {
+            Posted w = q.waits.front();
+            q.waits.pop_front();
+            Push(arrival, w.rank, w.step);
+          } else {
+            q.arrivals.push_back(arrival);
+          }
+          break;
+        }
+        default:
+          break;
+      }
+      rs.busy_until = end;
+      rs.done = std::max(rs.done, end);
+      Push(end, r, -1);
+      return OkStatus();
+    }
+    return OkStatus();
+  }
+
+  struct Queue {
+    std::deque<Posted> sends, recvs;
+  };
+  struct SignalQueue {
+    std::deque<double> arrivals;
+    std::deque<Posted> waits;
+  };
+
+  const Schedule& sched_;
+  const Fabric& fabric_;
+  double elem_;
+  SimOptions opt_;
+  int window_;
+  std::vector<RankState> ranks_;
+  std::vector<double> backlog_, busy_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
+  std::unordered_map<uint64_t, Queue> queues_;
+  std::unordered_map<uint64_t, SignalQueue> signals_;
+  std::unordered_map<uint64_t, double> streams_;  // FIFO stream -> when it is free
+  static constexpr uint32_t kDirectChannel = 0x10000;  // direct reads: own stream per pair
+  uint64_t seq_ = 0;
+  size_t steps_ = 0, messages_ = 0;
+  double bytes_ = 0;
+};
+
+}  // namespace
+
+StatusOr<SimResult> SimulateSchedule(const Schedule& schedule, const Fabric& fabric, size_t elem_size,
+                                     const SimOptions& options) {
+  Engine engine(schedule, fabric, elem_size, options);
+  return engine.Run();
+}
+
+}  // namespace weft

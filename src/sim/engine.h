@@ -1,0 +1,55 @@
+// Discrete-event execution of a Schedule on a Fabric: the one timing engine behind both the
+// selector's cost model (src/tune) and weft-sim.
+//
+// It follows the executor's execution rule (algorithms/schedule.h, src/check/checker.h):
+// ranks issue steps in program order, at most `window` asynchronous steps (send, recv,
+// recv_reduce, wait) in flight, a step only once no in-flight step of the rank overlaps it;
+// signal is a release fence, an in-flight wait an acquire fence; sends are rendezvous (the
+// k-th send a->b on channel c meets the k-th recv at b from a on c). Local steps (copy,
+// reduce, finalize, direct read/reduce, signal) run synchronously on the rank's thread.
+//
+// Timing (alpha-beta with contention): a message starts when both sides have posted. Its
+// (sender, receiver, channel) stream is a FIFO that spends overhead + bytes / stream cap on
+// it (so more channels = more parallel streams), and every resource of its route (fabric.h:
+// ports, memory buses, NIC ports, switch uplinks, TCP stacks) keeps a fluid backlog,
+// backlog_end = max(start, backlog_end) + bytes / capacity; the message is delivered at
+//   max(stream done, backlogs drained) + latency.
+// Concurrent messages through one port thus share its capacity, a lone stream is limited by
+// its own cap. Reductions queue on the rank's compute resource; local steps block the rank's
+// issuing thread for their duration.
+// The model is deterministic (ties broken by event order), so every rank predicts the same.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "algorithms/schedule.h"
+#include "common/status.h"
+#include "topo/fabric.h"
+
+namespace weft {
+
+struct SimOptions {
+  bool shm_enabled = true;
+  // Fixed per-message and per-local-step costs are multiplied by this: a coarsened schedule
+  // (one simulated message standing for m real chunks) passes m (see cost_model.h).
+  double overhead_multiplier = 1.0;
+  int window = -1;  // -1: the schedule's own window
+};
+
+struct SimResult {
+  double time_us = 0;                 // makespan: last rank's last step
+  std::vector<double> rank_done_us;   // per rank
+  size_t steps = 0;
+  size_t messages = 0;
+  double bytes_moved = 0;             // sum of message sizes
+  std::string hottest_resource;       // resource with the most busy time
+  double hottest_busy_us = 0;
+};
+
+// Errors: a schedule that cannot finish (unmatched send/recv, wait without signal) is
+// reported naming the rank, step index, op and peer where it stuck.
+StatusOr<SimResult> SimulateSchedule(const Schedule& schedule, const Fabric& fabric, size_t elem_size,
+                                     const SimOptions& options);
+
+}  // namespace weft

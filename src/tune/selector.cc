@@ -1,0 +1,324 @@
+// Selector (see selector.h).
+#include "tune/selector.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <sstream>
+
+#include "common/log.h"
+
+namespace weft {
+namespace {
+
+constexpr size_t kChunkBytes[] = {64 << 10, 512 << 10, 4 << 20};
+constexpr int kChannels[] = {1, 2, 4};
+
+// Process-wide model decisions: thread-per-rank communicators in one process hold identical
+// fabrics and would otherwise each repeat the same simulations.
+std::mutex g_shared_mu;
+std::map<std::string, Decision>& SharedCache() {
+  static std::map<std::string, Decision> cache;
+  return cache;
+}
+
+std::string Fmt(const char* fmt, double v) {
+  char buf[64];
+  snprintf(buf, sizeof buf, fmt, v);
+  return buf;
+}
+
+bool Rooted(Collective c) { return c == Collective::kBroadcast || c == Collective::kReduce; }
+
+}  // namespace
+
+Selector::Selector(std::shared_ptr<const Fabric> fabric, AlgoOverrides overrides, bool shm_enabled)
+    : fabric_(std::move(fabric)), overrides_(std::move(overrides)), shm_(shm_enabled) {}
+
+int Selector::SizeBucket(size_t bytes) {
+  if (bytes == 0) return -1;
+  int b = 0;
+  while (bytes >>= 1) ++b;
+  return b;
+}
+
+void Selector::SetCandidatesForTesting(std::vector<AlgorithmInfo> algorithms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  test_candidates_ = std::move(algorithms);
+  use_test_candidates_ = true;
+  cache_.clear();
+}
+
+void Selector::SetTuningTable(TuningTable table) {
+  std::lock_guard<std::mutex> lock(mu_);
+  tuning_ = std::move(table);
+  tuning_loaded_ = true;
+  tuning_status_ = OkStatus();
+  cache_.clear();
+}
+
+Status Selector::LoadTuningOnce() {
+  if (tuning_loaded_) return tuning_status_;
+  tuning_loaded_ = true;
+  const char* path = getenv("WEFT_TUNING_FILE");
+  if (path && *path) {
+    StatusOr<TuningTable> t = LoadTuningFile(path);
+    if (t.ok()) tuning_ = std::move(t.value());
+    else tuning_status_ = Status(weftInvalidUsage, "WEFT_TUNING_FILE=" + std::string(path) + ": " + t.status().message());
+  }
+  return tuning_status_;
+}
+
+std::vector<const AlgorithmInfo*> Selector::Algorithms(Collective c) const {
+  std::vector<const AlgorithmInfo*> out;
+  if (use_test_candidates_) {
+    for (const AlgorithmInfo& a : test_candidates_)
+      if (a.collective == c) out.push_back(&a);
+  } else {
+    for (const AlgorithmInfo& a : AllAlgorithms())
+      if (a.collective == c) out.push_back(&a);
+  }
+  return out;
+}
+
+std::vector<Selector::Candidate> Selector::Grid(const AlgorithmInfo* a, size_t nccl_bytes, size_t elem) const {
+  std::vector<Candidate> out;
+  out.push_back(Candidate{a, ChunkPolicy{0, 1}, 0});
+  for (size_t cb : kChunkBytes) {
+    if (cb >= nccl_bytes) break;  // a single chunk: same as no chunking
+    for (int ch : kChannels) {
+      ChunkPolicy p;
+      p.chunk_elems = std::max<size_t>(1, cb / std::max<size_t>(1, elem));
+      p.channels = ch;
+      out.push_back(Candidate{a, p, cb});
+    }
+  }
+  return out;
+}
+
+Decision Selector::Best(const std::vector<Candidate>& candidates, const ScheduleRequest& req, size_t elem,
+                        std::vector<Decision>* all) const {
+  Decision best;
+  best.predicted_us = std::numeric_limits<double>::infinity();
+  std::string best_detail, runner_up;
+  double runner_up_us = std::numeric_limits<double>::infinity();
+  CostOptions co;
+  co.shm_enabled = shm_;
+  for (const Candidate& c : candidates) {
+    ScheduleRequest r = req;
+    r.chunk = c.chunk;
+    StatusOr<CostEstimate> est = PredictCost(*c.algorithm, r, elem, *fabric_, co);
+    Decision d;
+    d.algorithm = c.algorithm;
+    d.chunk = c.chunk;
+    std::string shape = c.algorithm->name + " chunk=" + (c.chunk_bytes ? FormatSize(c.chunk_bytes) : std::string("none")) +
+                        " channels=" + std::to_string(c.chunk.channels);
+    if (!est.ok()) {
+      d.predicted_us = std::numeric_limits<double>::infinity();
+      d.why = shape + ": " + est.status().message();
+    } else {
+      d.predicted_us = est->time_us;
+      d.why = shape + Fmt(": %.2f us", est->time_us) + " steps=" + std::to_string(est->sim.steps) +
+              " msgs=" + std::to_string(est->sim.messages) +
+              (est->multiplier > 1 ? Fmt(" (coarsened x%.0f)", est->multiplier) : std::string()) +
+              (est->sim.hottest_resource.empty() ? std::string() : " bottleneck=" + est->sim.hottest_resource);
+    }
+    if (all) all->push_back(d);
+    if (d.predicted_us < best.predicted_us) {
+      if (best.algorithm && best.algorithm != d.algorithm) { runner_up = best.algorithm->name; runner_up_us = best.predicted_us; }
+      best = d;
+    } else if (d.algorithm != best.algorithm && d.predicted_us < runner_up_us) {
+      runner_up = d.algorithm->name;
+      runner_up_us = d.predicted_us;
+    }
+  }
+  if (best.algorithm && std::isfinite(best.predicted_us)) {
+    best.why = "model: " + best.why;
+    if (!runner_up.empty() && std::isfinite(runner_up_us))
+      best.why += "; next best algorithm " + runner_up + Fmt(" %.2f us", runner_up_us);
+  } else {
+    best.algorithm = nullptr;
+  }
+  return best;
+}
+
+Decision Selector::ModelDecision(const ScheduleRequest& req, size_t elem, const AlgorithmInfo* only) const {
+  size_t bytes = NcclBytes(req, elem);
+  std::vector<const AlgorithmInfo*> algos;
+  if (only) algos.push_back(only);
+  else
+    for (const AlgorithmInfo* a : Algorithms(req.collective))
+      if (a->applicable(req)) algos.push_back(a);
+  // Stage 1: every algorithm unchunked; stage 2: the chunk x channel grid for the three
+  // fastest (and any within 2x of the best), which keeps 1000-rank selection affordable.
+  std::vector<Candidate> base;
+  for (const AlgorithmInfo* a : algos) base.push_back(Candidate{a, ChunkPolicy{0, 1}, 0});
+  std::vector<Decision> stage1;
+  Decision best = Best(base, req, elem, &stage1);
+  std::vector<std::pair<double, size_t>> order;
+  for (size_t i = 0; i < stage1.size(); ++i) order.emplace_back(stage1[i].predicted_us, i);
+  std::stable_sort(order.begin(), order.end(),
+                   [](const std::pair<double, size_t>& x, const std::pair<double, size_t>& y) { return x.first < y.first; });
+  std::vector<Candidate> refine;
+  for (size_t k = 0; k < order.size(); ++k) {
+    if (!std::isfinite(order[k].first)) break;
+    if (k >= 3 && order[k].first > 2 * order[0].first) break;
+    std::vector<Candidate> g = Grid(algos[order[k].second], bytes, elem);
+    refine.insert(refine.end(), g.begin() + 1, g.end());  // [0] is the stage-1 candidate
+  }
+  if (!refine.empty()) {
+    Decision refined = Best(refine, req, elem, nullptr);
+    if (refined.algorithm && refined.predicted_us < best.predicted_us) best = refined;
+  }
+  return best;
+}
+
+StatusOr<Decision> Selector::Choose(ScheduleRequest* request, size_t elem_size) {
+  if (request->nranks != fabric_->nranks())
+    return InvalidArgument("selector: request nranks=" + std::to_string(request->nranks) + " but the fabric has " +
+                           std::to_string(fabric_->nranks()) + " ranks");
+  if (elem_size == 0) return InvalidArgument("selector: elem_size=0");
+  request->groups = fabric_->HostGroups();
+  request->all_ranks_mappable = fabric_->AllRanksMappable(shm_);
+  const Collective c = request->collective;
+  const size_t bytes = NcclBytes(*request, elem_size);
+  std::lock_guard<std::mutex> lock(mu_);
+
+  const std::string* forced = overrides_.Lookup(c, bytes);
+  const AlgorithmInfo* only = nullptr;
+  std::string why_prefix;
+  if (forced) {
+    for (const AlgorithmInfo* a : Algorithms(c))
+      if (a->name == *forced) only = a;
+    if (!only)
+      return InvalidUsage("WEFT_ALGO forces '" + *forced + "' for " + CollectiveName(c) +
+                          ", which is not a registered algorithm for it");
+    if (!only->applicable(*request))
+      return InvalidUsage("WEFT_ALGO forces '" + *forced + "' for " + CollectiveName(c) + " of " +
+                          std::to_string(bytes) + " bytes, but it cannot run this call" +
+                          (request->all_ranks_mappable ? "" : " (ranks are not all mappable / on one host)"));
+    why_prefix = "WEFT_ALGO forces " + *forced + "; ";
+  } else {
+    WEFT_RETURN_IF_ERROR(LoadTuningOnce());
+    if (const TuningRule* rule = tuning_.Lookup(c, bytes)) {
+      const AlgorithmInfo* a = nullptr;
+      for (const AlgorithmInfo* x : Algorithms(c))
+        if (x->name == rule->algorithm) a = x;
+      if (!a)
+        return InvalidUsage(tuning_.origin + ":" + std::to_string(rule->line) + ": algorithm '" + rule->algorithm +
+                            "' is not registered for " + CollectiveName(c));
+      if (a->applicable(*request)) {
+        Decision d;
+        d.algorithm = a;
+        d.chunk.chunk_elems = rule->chunk_bytes ? std::max<size_t>(1, rule->chunk_bytes / elem_size) : 0;
+        d.chunk.channels = rule->channels;
+        d.predicted_us = 0;  // measured, not modelled
+        d.why = "tuning file " + tuning_.origin + ":" + std::to_string(rule->line) + ": " + a->name;
+        request->chunk = d.chunk;
+        return d;
+      }
+      why_prefix = "tuning rule " + tuning_.origin + ":" + std::to_string(rule->line) + " (" + rule->algorithm +
+                   ") cannot run this call; ";
+    }
+  }
+
+  // Model decision for the bucket, evaluated at the bucket's representative count.
+  ScheduleRequest rep = *request;
+  int bucket = SizeBucket(bytes);
+  std::string key = std::string(CollectiveName(c)) + "|e" + std::to_string(elem_size) + "|b" + std::to_string(bucket);
+  if (Rooted(c)) key += "|root" + std::to_string(request->root);
+  if (c == Collective::kAllToAllv) {
+    std::string counts;
+    for (size_t x : request->a2av_counts) counts += std::to_string(x) + ",";
+    key += "|a2av" + std::to_string(Fnv1a(counts));  // evaluated at its own counts
+  } else if (bucket >= 0) {
+    size_t rep_bytes = static_cast<size_t>(std::ldexp(1.4142135623730951, bucket));
+    size_t per = (c == Collective::kAllGather || c == Collective::kReduceScatter || c == Collective::kAllToAll)
+                     ? static_cast<size_t>(request->nranks) : 1;
+    rep.count = std::max<size_t>(1, rep_bytes / elem_size / per);
+  }
+  if (only) key += "|forced=" + only->name;
+
+  const std::string shared_key = std::to_string(fabric_->Digest()) + (shm_ ? "|shm|" : "|noshm|") + key;
+  auto it = cache_.find(key);
+  Decision d;
+  bool have = false;
+  if (it != cache_.end()) {
+    d = it->second;
+    have = true;
+  } else if (!use_test_candidates_) {
+    std::lock_guard<std::mutex> g(g_shared_mu);
+    auto s = SharedCache().find(shared_key);
+    if (s != SharedCache().end()) {
+      d = s->second;
+      have = true;
+      cache_[key] = d;
+    }
+  }
+  if (!have) {
+    d = ModelDecision(rep, elem_size, only);
+    if (!d.algorithm) {
+      std::string known;
+      for (const AlgorithmInfo* a : Algorithms(c)) known += " " + a->name;
+      return InternalError(std::string("selector: no registered algorithm can run ") + CollectiveName(c) + " of " +
+                           std::to_string(bytes) + " bytes on " + std::to_string(request->nranks) + " ranks (registered:" +
+                           (known.empty() ? " none" : known) + ")");
+    }
+    d.why = why_prefix + d.why;
+    cache_[key] = d;
+    if (!use_test_candidates_) {
+      std::lock_guard<std::mutex> g(g_shared_mu);
+      SharedCache()[shared_key] = d;
+    }
+    WEFT_INFO("decision %s (%zu bytes, bucket 2^%d): %s", CollectiveName(c), bytes, bucket, d.why.c_str());
+  }
+  if (!d.algorithm->applicable(*request)) {
+    // The bucket's choice cannot run this particular count: decide for the call itself.
+    d = ModelDecision(*request, elem_size, only);
+    if (!d.algorithm)
+      return InternalError(std::string("selector: no registered algorithm can run ") + CollectiveName(c) + " of " +
+                           std::to_string(bytes) + " bytes");
+    d.why = why_prefix + d.why + " (decided for this count)";
+  }
+  request->chunk = d.chunk;
+  return d;
+}
+
+std::vector<Decision> Selector::Explain(const ScheduleRequest& request, size_t elem_size) {
+  ScheduleRequest req = request;
+  req.groups = fabric_->HostGroups();
+  req.all_ranks_mappable = fabric_->AllRanksMappable(shm_);
+  std::vector<Decision> all;
+  if (req.nranks != fabric_->nranks()) return all;
+  std::vector<Candidate> cands;
+  size_t bytes = NcclBytes(req, elem_size);
+  for (const AlgorithmInfo* a : Algorithms(req.collective)) {
+    if (!a->applicable(req)) {
+      Decision d;
+      d.algorithm = a;
+      d.predicted_us = std::numeric_limits<double>::infinity();
+      d.why = a->name + ": not applicable to this call";
+      all.push_back(d);
+      continue;
+    }
+    std::vector<Candidate> g = Grid(a, bytes, elem_size);
+    cands.insert(cands.end(), g.begin(), g.end());
+  }
+  Best(cands, req, elem_size, &all);
+  std::stable_sort(all.begin(), all.end(),
+                   [](const Decision& x, const Decision& y) { return x.predicted_us < y.predicted_us; });
+  return all;
+}
+
+uint64_t Selector::DecisionDigest() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string s;
+  for (const auto& kv : cache_)  // std::map: sorted by key, independent of call order
+    s += kv.first + "=" + (kv.second.algorithm ? kv.second.algorithm->name : "-") + "/" +
+         std::to_string(kv.second.chunk.chunk_elems) + "/" + std::to_string(kv.second.chunk.channels) + ";";
+  return Fnv1a(s);
+}
+
+}  // namespace weft

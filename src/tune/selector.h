@@ -1,0 +1,97 @@
+// Selector: picks the algorithm, chunk size and channel count of every collective call.
+//
+// Order of authority: WEFT_ALGO (AlgoOverrides) > tuning file (WEFT_TUNING_FILE, measured
+// sweeps) > the cost model (cost_model.h: each candidate's schedule simulated on the fabric).
+// Candidates = every registered, applicable algorithm for the collective x chunk sizes
+// {none, 64K, 512K, 4M} x channels {1, 2, 4}; the minimum predicted time wins, ties to the
+// earlier candidate (registry order), so the decision is a pure function of (fabric,
+// registry, call shape) and identical on every rank. Decisions are cached per (collective,
+// dtype size, size bucket = floor(log2(nccl-tests bytes)), root); a bucket is evaluated at
+// its geometric middle, never at whatever count happened to come first, so the cache cannot
+// make ranks or runs diverge. DecisionDigest() lets the communicator compare ranks
+// (WEFT_CHECK_DECISIONS=1 / WEFT_DEBUG=TRACE).
+//
+// Thread safety: Choose/Explain may be called from several threads (one mutex).
+//
+// Example:
+//   Selector sel(fabric, overrides, /*shm_enabled=*/true);
+//   ScheduleRequest req; req.collective = Collective::kAllReduce; req.nranks = 8; req.count = n;
+//   StatusOr<Decision> d = sel.Choose(&req, sizeof(float));   // fills req.groups/.chunk
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "algorithms/algo_override.h"
+#include "algorithms/registry.h"
+#include "common/status.h"
+#include "topo/fabric.h"
+#include "tune/cost_model.h"
+#include "tune/tuning_file.h"
+
+namespace weft {
+
+struct Decision {
+  const AlgorithmInfo* algorithm = nullptr;
+  ChunkPolicy chunk;
+  double predicted_us = 0;
+  std::string why;  // "model: ...", "WEFT_ALGO: ...", "tuning file f:3: ..."
+};
+
+class Selector {
+ public:
+  Selector(std::shared_ptr<const Fabric> fabric, AlgoOverrides overrides, bool shm_enabled);
+
+  // `request` has collective, nranks, count, root (and a2av fields) filled; the selector
+  // fills groups / all_ranks_mappable / chunk from the fabric and the decision.
+  // elem_size = dtype bytes. Errors: a forced or tuned algorithm that is unknown or cannot
+  // run the call (weftInvalidUsage, naming it); nranks differing from the fabric's.
+  StatusOr<Decision> Choose(ScheduleRequest* request, size_t elem_size);
+  // Every candidate with its predicted time, fastest first (failed candidates last, with the
+  // error in `why` and predicted_us = +inf). Evaluated at the request's actual count.
+  std::vector<Decision> Explain(const ScheduleRequest& request, size_t elem_size);
+
+  // Digest of every decision made so far (ranks that made the same calls must agree).
+  uint64_t DecisionDigest() const;
+  // Restricts candidates to `algorithms` instead of the registry (unit tests' fake
+  // generators). Pointers in later decisions point into this selector's copy.
+  void SetCandidatesForTesting(std::vector<AlgorithmInfo> algorithms);
+  // Replaces WEFT_TUNING_FILE's table (tools, tests).
+  void SetTuningTable(TuningTable table);
+
+  const Fabric& fabric() const { return *fabric_; }
+  bool shm_enabled() const { return shm_; }
+  static int SizeBucket(size_t bytes);  // floor(log2(bytes)), -1 for 0
+
+ private:
+  struct Candidate {
+    const AlgorithmInfo* algorithm;
+    ChunkPolicy chunk;
+    size_t chunk_bytes;
+  };
+  std::vector<const AlgorithmInfo*> Algorithms(Collective c) const;
+  std::vector<Candidate> Grid(const AlgorithmInfo* a, size_t nccl_bytes, size_t elem) const;
+  // Evaluates `candidates` on `req`; returns the best (algorithm nullptr if none succeeded)
+  // and optionally every result.
+  Decision Best(const std::vector<Candidate>& candidates, const ScheduleRequest& req, size_t elem,
+                std::vector<Decision>* all) const;
+  Decision ModelDecision(const ScheduleRequest& req, size_t elem, const AlgorithmInfo* only) const;
+  Status LoadTuningOnce();
+
+  std::shared_ptr<const Fabric> fabric_;
+  AlgoOverrides overrides_;
+  bool shm_;
+  std::vector<AlgorithmInfo> test_candidates_;
+  bool use_test_candidates_ = false;
+
+  mutable std::mutex mu_;
+  bool tuning_loaded_ = false;
+  Status tuning_status_;
+  TuningTable tuning_;
+  std::map<std::string, Decision> cache_;  // key string -> decision
+};
+
+}  // namespace weft
