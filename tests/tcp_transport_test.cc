@@ -1,0 +1,495 @@
+// Tests for transports/tcp: threads as ranks (each with its own bootstrap and transport, all
+// over loopback) and fork()ed processes for killed peers. Covers ping-pong over many sizes,
+// all pairs for 1..8 ranks, per-channel ordering with several streams (recv posted before
+// and after the data arrived, and mid-message), zero-byte messages, 64 MiB exact, tag and
+// size mismatches, a killed peer, a normal shutdown, a wrong-secret connection, and Abort.
+#include "transports/tcp/tcp_transport.h"
+
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "core/bootstrap.h"
+
+namespace weft {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+TcpOptions LoopbackOptions(int streams = 1) {
+  TcpOptions o;
+  o.streams_per_peer = streams;
+  o.listen_addr = net::SockAddr::Loopback(AF_INET, 0);
+  return o;
+}
+
+// Drives Progress until every request is done or `timeout_s` passes.
+Status WaitAll(Transport* t, const std::vector<TransportRequest*>& reqs, double timeout_s = 30) {
+  auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
+  while (true) {
+    bool all = true;
+    for (TransportRequest* r : reqs) all = all && r->done.load(std::memory_order_acquire);
+    if (all) break;
+    if (Clock::now() > deadline) return TimeoutError("test: requests not done in time");
+    Status st = t->Progress(1000);
+    if (!st.ok()) return st;
+  }
+  for (TransportRequest* r : reqs) {
+    if (!r->status.ok()) return r->status;
+  }
+  return OkStatus();
+}
+
+struct Rank {
+  std::unique_ptr<Bootstrap> bootstrap;
+  std::unique_ptr<TcpTransport> tcp;
+};
+
+StatusOr<Rank> MakeRank(const BootstrapId& id, int rank, int nranks, const TcpOptions& opts) {
+  Rank r;
+  StatusOr<std::unique_ptr<Bootstrap>> bs = Bootstrap::Join(id, rank, nranks, 30);
+  if (!bs.ok()) return bs.status();
+  r.bootstrap = std::move(*bs);
+  StatusOr<std::unique_ptr<TcpTransport>> t = TcpTransport::Create(r.bootstrap.get(), opts);
+  if (!t.ok()) return t.status();
+  r.tcp = std::move(*t);
+  return r;
+}
+
+BootstrapId StartRoot() {
+  StatusOr<BootstrapId> id =
+      StartBootstrapRoot(net::SockAddr::Loopback(AF_INET, 0), net::Secret::Random(), 60);
+  EXPECT_TRUE(id.ok()) << id.status().message();
+  return *id;
+}
+
+// Runs fn(rank) on n threads, each with a connected Rank; fails the test on setup errors.
+void RunThreads(int n, const TcpOptions& opts, const std::function<void(int, Rank&)>& fn) {
+  BootstrapId id = StartRoot();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      StatusOr<Rank> rank = MakeRank(id, r, n, opts);
+      ASSERT_TRUE(rank.ok()) << "rank " << r << ": " << rank.status().message();
+      fn(r, *rank);
+      // Keep every transport alive until all ranks are done with theirs.
+      EXPECT_TRUE(rank->bootstrap->Barrier().ok());
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+uint8_t Pattern(int src, int dst, int channel, size_t k, size_t i) {
+  return static_cast<uint8_t>(src * 31 + dst * 17 + channel * 7 + k * 13 + i * 3 + (i >> 8));
+}
+
+TEST(TcpOptionsTest, FromEnv) {
+  setenv("WEFT_SOCKET_NSTREAMS", "3", 1);
+  setenv("WEFT_SOCKET_BUFFER", "1048576", 1);
+  setenv("WEFT_SOCKET_SPIN_US", "7", 1);
+  TcpOptions o = TcpOptionsFromEnv();
+  EXPECT_EQ(o.streams_per_peer, 3);
+  EXPECT_EQ(o.socket_buffer_bytes, 1048576u);
+  EXPECT_EQ(o.spin_us, 7);
+  setenv("WEFT_SOCKET_NSTREAMS", "0", 1);  // invalid: default kept
+  setenv("WEFT_SOCKET_BUFFER", "lots", 1);
+  TcpOptions d = TcpOptionsFromEnv();
+  EXPECT_EQ(d.streams_per_peer, TcpOptions().streams_per_peer);
+  EXPECT_EQ(d.socket_buffer_bytes, TcpOptions().socket_buffer_bytes);
+  unsetenv("WEFT_SOCKET_NSTREAMS");
+  unsetenv("WEFT_SOCKET_BUFFER");
+  unsetenv("WEFT_SOCKET_SPIN_US");
+}
+
+class TcpPingPongTest : public ::testing::TestWithParam<int> {};
+
+// Ping-pong over sizes 0, 1, 7, 1000, odd and large; checks every byte both ways.
+TEST_P(TcpPingPongTest, ExactBothWays) {
+  const int streams = GetParam();
+  const std::vector<size_t> sizes = {0, 1, 7, 1000, 4097, 65537, 1 << 20, 3 * (1 << 20) + 5};
+  RunThreads(2, LoopbackOptions(streams), [&](int r, Rank& rank) {
+    int peer = 1 - r;
+    uint64_t tag = 100;
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      size_t n = sizes[k];
+      int channel = static_cast<int>(k % 3);
+      std::vector<uint8_t> out(n), in(n, 0xEE);
+      for (size_t i = 0; i < n; ++i) out[i] = Pattern(r, peer, channel, k, i);
+      TransportRequest sreq, rreq;
+      if (r == 0) {
+        ASSERT_TRUE(rank.tcp->PostSend(peer, channel, tag, out.data(), n, &sreq).ok());
+        ASSERT_TRUE(rank.tcp->PostRecv(peer, channel, tag + 1, in.data(), n, &rreq).ok());
+      } else {
+        ASSERT_TRUE(rank.tcp->PostRecv(peer, channel, tag, in.data(), n, &rreq).ok());
+        Status st = WaitAll(rank.tcp.get(), {&rreq});
+        ASSERT_TRUE(st.ok()) << st.message();
+        ASSERT_TRUE(rank.tcp->PostSend(peer, channel, tag + 1, out.data(), n, &sreq).ok());
+      }
+      Status st = WaitAll(rank.tcp.get(), {&sreq, &rreq});
+      ASSERT_TRUE(st.ok()) << "size " << n << ": " << st.message();
+      for (size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(in[i], Pattern(peer, r, channel, k, i)) << "size " << n << " byte " << i;
+      }
+      tag += 2;
+    }
+    EXPECT_FALSE(rank.tcp->HasPending());
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Streams, TcpPingPongTest, ::testing::Values(1, 2, 4));
+
+class TcpAllPairsTest : public ::testing::TestWithParam<std::tuple<int, size_t>> {};
+
+// Every rank sends to and receives from every other rank (lazy connections in both roles).
+TEST_P(TcpAllPairsTest, EveryPairExact) {
+  const int n = std::get<0>(GetParam());
+  const size_t count = std::get<1>(GetParam());
+  RunThreads(n, LoopbackOptions(2), [&](int r, Rank& rank) {
+    std::vector<std::vector<uint8_t>> out(n), in(n);
+    std::vector<TransportRequest> reqs(2 * n);
+    std::vector<TransportRequest*> ptrs;
+    for (int p = 0; p < n; ++p) {
+      if (p == r) continue;
+      int channel = (r + p) % 3;  // same on both sides of the pair
+      out[p].resize(count);
+      in[p].assign(count, 0xEE);
+      for (size_t i = 0; i < count; ++i) out[p][i] = Pattern(r, p, channel, 0, i);
+      ASSERT_TRUE(rank.tcp->PostRecv(p, channel, 7, in[p].data(), count, &reqs[2 * p]).ok());
+      ASSERT_TRUE(rank.tcp->PostSend(p, channel, 7, out[p].data(), count, &reqs[2 * p + 1]).ok());
+      ptrs.push_back(&reqs[2 * p]);
+      ptrs.push_back(&reqs[2 * p + 1]);
+    }
+    Status st = WaitAll(rank.tcp.get(), ptrs);
+    ASSERT_TRUE(st.ok()) << "rank " << r << ": " << st.message();
+    for (int p = 0; p < n; ++p) {
+      if (p == r) continue;
+      int channel = (r + p) % 3;
+      for (size_t i = 0; i < count; ++i) ASSERT_EQ(in[p][i], Pattern(p, r, channel, 0, i));
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(RanksCounts, TcpAllPairsTest,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 5, 8),
+                                            ::testing::Values(size_t(0), size_t(1), size_t(7),
+                                                              size_t(1000), size_t(100003))));
+
+// Many messages on 8 channels over 3 streams: per-channel order holds whether the recvs are
+// posted before the data (zero-copy path) or only after it all arrived (unexpected path),
+// and in a different channel order than the sender used.
+TEST(TcpTransportTest, MultiChannelOrdering) {
+  constexpr int kChannels = 8, kMessages = 40;
+  for (bool post_late : {false, true}) {
+    RunThreads(2, LoopbackOptions(3), [&](int r, Rank& rank) {
+      auto size_of = [](int c, int k) { return size_t((c * 131 + k * 977) % 5000); };
+      if (r == 0) {
+        std::vector<std::vector<uint8_t>> bufs;
+        std::vector<TransportRequest> reqs(kChannels * kMessages);
+        std::vector<TransportRequest*> ptrs;
+        bufs.reserve(kChannels * kMessages);
+        for (int k = 0; k < kMessages; ++k) {
+          for (int c = 0; c < kChannels; ++c) {
+            bufs.emplace_back(size_of(c, k));
+            for (size_t i = 0; i < bufs.back().size(); ++i) bufs.back()[i] = Pattern(0, 1, c, k, i);
+            TransportRequest* req = &reqs[k * kChannels + c];
+            ASSERT_TRUE(rank.tcp->PostSend(1, c, 1000 + k, bufs.back().data(), bufs.back().size(), req).ok());
+            ptrs.push_back(req);
+          }
+        }
+        Status st = WaitAll(rank.tcp.get(), ptrs);
+        ASSERT_TRUE(st.ok()) << st.message();
+        EXPECT_TRUE(rank.bootstrap->Barrier().ok());  // receiver may now post late recvs
+      } else {
+        if (post_late) {
+          EXPECT_TRUE(rank.bootstrap->Barrier().ok());
+          // Let everything arrive before any recv is posted.
+          for (int i = 0; i < 50; ++i) ASSERT_TRUE(rank.tcp->Progress(1000).ok());
+        }
+        std::vector<std::vector<uint8_t>> bufs(kChannels * kMessages);
+        std::vector<TransportRequest> reqs(kChannels * kMessages);
+        std::vector<TransportRequest*> ptrs;
+        for (int c = kChannels - 1; c >= 0; --c) {  // reverse channel order
+          for (int k = 0; k < kMessages; ++k) {
+            auto& b = bufs[c * kMessages + k];
+            b.assign(size_of(c, k), 0xEE);
+            TransportRequest* req = &reqs[c * kMessages + k];
+            ASSERT_TRUE(rank.tcp->PostRecv(0, c, 1000 + k, b.data(), b.size(), req).ok());
+            ptrs.push_back(req);
+          }
+        }
+        Status st = WaitAll(rank.tcp.get(), ptrs);
+        ASSERT_TRUE(st.ok()) << st.message();
+        for (int c = 0; c < kChannels; ++c) {
+          for (int k = 0; k < kMessages; ++k) {
+            const auto& b = bufs[c * kMessages + k];
+            for (size_t i = 0; i < b.size(); ++i) ASSERT_EQ(b[i], Pattern(0, 1, c, k, i)) << c << "/" << k;
+          }
+        }
+        if (!post_late) {
+          EXPECT_TRUE(rank.bootstrap->Barrier().ok());
+        }
+      }
+    });
+  }
+}
+
+TEST(TcpTransportTest, ZeroByteMessagesInterleaved) {
+  RunThreads(2, LoopbackOptions(1), [&](int r, Rank& rank) {
+    const int kN = 100;
+    std::vector<TransportRequest> reqs(kN);
+    std::vector<TransportRequest*> ptrs;
+    std::vector<uint32_t> words(kN, 0);
+    for (int k = 0; k < kN; ++k) {
+      size_t bytes = k % 2 ? 4 : 0;  // alternate empty and 4-byte messages
+      words[k] = r == 0 ? 0xC0DE0000u + k : 0;
+      Status st = r == 0 ? rank.tcp->PostSend(1, 0, k, &words[k], bytes, &reqs[k])
+                         : rank.tcp->PostRecv(0, 0, k, bytes ? &words[k] : nullptr, bytes, &reqs[k]);
+      ASSERT_TRUE(st.ok()) << st.message();
+      ptrs.push_back(&reqs[k]);
+    }
+    Status st = WaitAll(rank.tcp.get(), ptrs);
+    ASSERT_TRUE(st.ok()) << st.message();
+    if (r == 1) {
+      for (int k = 1; k < kN; k += 2) EXPECT_EQ(words[k], 0xC0DE0000u + k);
+    }
+  });
+}
+
+TEST(TcpTransportTest, SixtyFourMiBExact) {
+  const size_t n = 64u << 20;
+  RunThreads(2, LoopbackOptions(TcpOptions().streams_per_peer), [&](int r, Rank& rank) {
+    std::vector<uint64_t> out(n / 8), in(n / 8, 0);
+    for (size_t i = 0; i < out.size(); ++i) out[i] = (uint64_t(r) << 60) ^ (i * 0x9E3779B97F4A7C15ull);
+    TransportRequest s, q;
+    ASSERT_TRUE(rank.tcp->PostRecv(1 - r, 0, 5, in.data(), n, &q).ok());
+    ASSERT_TRUE(rank.tcp->PostSend(1 - r, 0, 5, out.data(), n, &s).ok());
+    Status st = WaitAll(rank.tcp.get(), {&s, &q}, 120);
+    ASSERT_TRUE(st.ok()) << st.message();
+    uint64_t other = uint64_t(1 - r) << 60;
+    for (size_t i = 0; i < in.size(); ++i) {
+      if (in[i] != (other ^ (i * 0x9E3779B97F4A7C15ull))) FAIL() << "word " << i << " differs";
+    }
+  });
+}
+
+// The recv is posted while a large message is half-way in: the bytes so far are copied once,
+// the rest lands in place.
+TEST(TcpTransportTest, RecvPostedMidMessage) {
+  const size_t n = 24u << 20;
+  RunThreads(2, LoopbackOptions(1), [&](int r, Rank& rank) {
+    std::vector<uint8_t> buf(n);
+    TransportRequest req;
+    if (r == 0) {
+      for (size_t i = 0; i < n; ++i) buf[i] = Pattern(0, 1, 0, 0, i);
+      ASSERT_TRUE(rank.tcp->PostSend(1, 0, 9, buf.data(), n, &req).ok());
+      Status st = WaitAll(rank.tcp.get(), {&req});
+      ASSERT_TRUE(st.ok()) << st.message();
+    } else {
+      // A few progress rounds without a recv: some (not necessarily all) of it arrives.
+      for (int i = 0; i < 20; ++i) ASSERT_TRUE(rank.tcp->Progress(200).ok());
+      ASSERT_TRUE(rank.tcp->PostRecv(0, 0, 9, buf.data(), n, &req).ok());
+      Status st = WaitAll(rank.tcp.get(), {&req});
+      ASSERT_TRUE(st.ok()) << st.message();
+      for (size_t i = 0; i < n; ++i) ASSERT_EQ(buf[i], Pattern(0, 1, 0, 0, i)) << "byte " << i;
+    }
+  });
+}
+
+TEST(TcpTransportTest, TagAndSizeMismatchNameBoth) {
+  RunThreads(2, LoopbackOptions(1), [&](int r, Rank& rank) {
+    uint64_t a = 1, b = 0;
+    TransportRequest s1, s2, q1, q2;
+    if (r == 0) {
+      ASSERT_TRUE(rank.tcp->PostSend(1, 3, 42, &a, 8, &s1).ok());
+      ASSERT_TRUE(rank.tcp->PostSend(1, 3, 43, &a, 8, &s2).ok());
+      ASSERT_TRUE(WaitAll(rank.tcp.get(), {&s1, &s2}).ok());
+    } else {
+      // Posted first: the header meets the posted recv.
+      ASSERT_TRUE(rank.tcp->PostRecv(0, 3, 41, &b, 8, &q1).ok());
+      Status st = WaitAll(rank.tcp.get(), {&q1});
+      ASSERT_EQ(st.code(), weftInternalError) << st.message();
+      EXPECT_NE(st.message().find("rank 0"), std::string::npos) << st.message();
+      EXPECT_NE(st.message().find("channel 3"), std::string::npos) << st.message();
+      EXPECT_NE(st.message().find("expected tag 41"), std::string::npos) << st.message();
+      EXPECT_NE(st.message().find("received tag 42"), std::string::npos) << st.message();
+      // Arrived first (unexpected path), wrong size.
+      for (int i = 0; i < 20; ++i) ASSERT_TRUE(rank.tcp->Progress(1000).ok());
+      ASSERT_TRUE(rank.tcp->PostRecv(0, 3, 43, &b, 4, &q2).ok());
+      st = WaitAll(rank.tcp.get(), {&q2});
+      ASSERT_EQ(st.code(), weftInternalError) << st.message();
+      EXPECT_NE(st.message().find("(4 bytes)"), std::string::npos) << st.message();
+      EXPECT_NE(st.message().find("(8 bytes)"), std::string::npos) << st.message();
+    }
+  });
+}
+
+// A connection presenting a wrong secret is dropped unanswered; the transport keeps working.
+TEST(TcpTransportTest, WrongSecretConnectionRefused) {
+  RunThreads(2, LoopbackOptions(1), [&](int r, Rank& rank) {
+    if (r == 1) {
+      net::SockAddr addr = rank.tcp->listen_address();
+      StatusOr<net::Socket> c = net::Connect(addr, 5);
+      ASSERT_TRUE(c.ok()) << c.status().message();
+      net::Hello h;
+      h.kind = net::ConnKind::kTcpData;
+      h.secret = net::Secret::Random();
+      h.rank = 0;
+      h.nranks = 2;
+      ASSERT_TRUE(net::SendHello(*c, h, net::Deadline::After(5)).ok());
+      // Drive our own Progress (it hosts the listener) until the intruder is dropped.
+      auto deadline = Clock::now() + std::chrono::seconds(5);
+      while (rank.tcp->rejected_connections() == 0 && Clock::now() < deadline) {
+        ASSERT_TRUE(rank.tcp->Progress(1000).ok());
+      }
+      EXPECT_EQ(rank.tcp->rejected_connections(), 1);
+      char byte;
+      Status st = net::RecvAll(*c, &byte, 1, net::Deadline::After(5));
+      EXPECT_EQ(st.code(), weftRemoteError) << st.message();
+    }
+    EXPECT_TRUE(rank.bootstrap->Barrier().ok());
+    // Real traffic still flows afterwards.
+    uint32_t v = 77 + r, got = 0;
+    TransportRequest s, q;
+    ASSERT_TRUE(rank.tcp->PostSend(1 - r, 0, 1, &v, 4, &s).ok());
+    ASSERT_TRUE(rank.tcp->PostRecv(1 - r, 0, 1, &got, 4, &q).ok());
+    Status st = WaitAll(rank.tcp.get(), {&s, &q});
+    ASSERT_TRUE(st.ok()) << st.message();
+    EXPECT_EQ(got, uint32_t(77 + (1 - r)));
+  });
+}
+
+// A peer that finished and closed with nothing pending is not an error; asking it for more is.
+TEST(TcpTransportTest, NormalShutdownIsNotAnError) {
+  BootstrapId id = StartRoot();
+  std::atomic<bool> closed{false};
+  Status later_post, progress_status;
+  std::thread t1([&] {
+    StatusOr<Rank> rank = MakeRank(id, 1, 2, LoopbackOptions(1));
+    ASSERT_TRUE(rank.ok()) << rank.status().message();
+    uint32_t v = 5;
+    TransportRequest s;
+    ASSERT_TRUE(rank->tcp->PostSend(0, 0, 1, &v, 4, &s).ok());
+    ASSERT_TRUE(WaitAll(rank->tcp.get(), {&s}).ok());
+    ASSERT_TRUE(rank->bootstrap->Barrier().ok());  // rank 0 has received
+    rank->tcp.reset();                              // close all connections
+    closed = true;
+  });
+  StatusOr<Rank> rank = MakeRank(id, 0, 2, LoopbackOptions(1));
+  ASSERT_TRUE(rank.ok()) << rank.status().message();
+  uint32_t got = 0;
+  TransportRequest q;
+  ASSERT_TRUE(rank->tcp->PostRecv(1, 0, 1, &got, 4, &q).ok());
+  ASSERT_TRUE(WaitAll(rank->tcp.get(), {&q}).ok());
+  EXPECT_EQ(got, 5u);
+  ASSERT_TRUE(rank->bootstrap->Barrier().ok());
+  t1.join();
+  for (int i = 0; i < 20; ++i) {
+    Status st = rank->tcp->Progress(1000);
+    EXPECT_TRUE(st.ok()) << st.message();
+  }
+  TransportRequest q2;
+  Status st = rank->tcp->PostRecv(1, 0, 2, &got, 4, &q2);
+  EXPECT_EQ(st.code(), weftRemoteError) << st.message();
+  EXPECT_NE(st.message().find("rank 1"), std::string::npos) << st.message();
+}
+
+// fork()ed peer, killed with SIGKILL while our recv from it is pending: the recv and
+// Progress fail with RemoteError naming rank 1 within a few seconds.
+TEST(TcpTransportTest, KilledPeerFailsPendingRecv) {
+  BootstrapId id = StartRoot();
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    StatusOr<Rank> rank = MakeRank(id, 1, 2, LoopbackOptions(2));
+    if (!rank.ok()) _exit(2);
+    uint64_t v = 0;
+    TransportRequest q, s;
+    if (!rank->tcp->PostRecv(0, 1, 1, &v, 8, &q).ok()) _exit(3);
+    if (!WaitAll(rank->tcp.get(), {&q}).ok()) _exit(4);
+    if (!rank->tcp->PostSend(0, 1, 2, &v, 8, &s).ok()) _exit(5);
+    if (!WaitAll(rank->tcp.get(), {&s}).ok()) _exit(6);
+    // Now sit there until killed (bounded, in case the parent dies).
+    for (int i = 0; i < 600; ++i) sleep(1);
+    _exit(0);
+  }
+  StatusOr<Rank> rank = MakeRank(id, 0, 2, LoopbackOptions(2));
+  ASSERT_TRUE(rank.ok()) << rank.status().message();
+  uint64_t v = 11, back = 0;
+  TransportRequest s, q;
+  ASSERT_TRUE(rank->tcp->PostSend(1, 1, 1, &v, 8, &s).ok());
+  ASSERT_TRUE(rank->tcp->PostRecv(1, 1, 2, &back, 8, &q).ok());
+  ASSERT_TRUE(WaitAll(rank->tcp.get(), {&s, &q}).ok());
+  EXPECT_EQ(back, 11u);
+
+  TransportRequest pending;
+  uint64_t never = 0;
+  ASSERT_TRUE(rank->tcp->PostRecv(1, 0, 3, &never, 8, &pending).ok());
+  ASSERT_TRUE(rank->tcp->Progress(1000).ok());
+  auto t0 = Clock::now();
+  kill(child, SIGKILL);
+  Status st = WaitAll(rank->tcp.get(), {&pending}, 10);
+  double took = std::chrono::duration<double>(Clock::now() - t0).count();
+  int wstatus = 0;
+  waitpid(child, &wstatus, 0);
+  ASSERT_EQ(st.code(), weftRemoteError) << st.message();
+  EXPECT_NE(st.message().find("rank 1"), std::string::npos) << st.message();
+  EXPECT_TRUE(pending.done.load());
+  EXPECT_EQ(pending.status.code(), weftRemoteError);
+  EXPECT_LT(took, 3.0);
+  EXPECT_FALSE(rank->tcp->HasPending());
+  // Later requests to the dead peer fail right away.
+  TransportRequest again;
+  EXPECT_EQ(rank->tcp->PostSend(1, 0, 4, &v, 8, &again).code(), weftRemoteError);
+}
+
+// Abort from another thread wakes a Progress blocked on a recv that will never come.
+TEST(TcpTransportTest, AbortFromAnotherThread) {
+  RunThreads(2, LoopbackOptions(1), [&](int r, Rank& rank) {
+    if (r == 1) return;
+    uint64_t x;
+    TransportRequest q;
+    ASSERT_TRUE(rank.tcp->PostRecv(1, 0, 1, &x, 8, &q).ok());
+    std::thread aborter([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      rank.tcp->Abort(SystemError("test abort"));
+    });
+    auto t0 = Clock::now();
+    while (!q.done.load() && Clock::now() - t0 < std::chrono::seconds(10)) {
+      (void)rank.tcp->Progress(1000000);  // 1 s: the abort must cut it short
+    }
+    double took = std::chrono::duration<double>(Clock::now() - t0).count();
+    aborter.join();
+    ASSERT_TRUE(q.done.load());
+    EXPECT_EQ(q.status.message(), "test abort");
+    EXPECT_LT(took, 1.0);
+    EXPECT_FALSE(rank.tcp->HasPending());
+    TransportRequest s;
+    EXPECT_FALSE(rank.tcp->PostSend(1, 0, 2, &x, 8, &s).ok());
+    rank.tcp->Abort(SystemError("again"));  // idempotent
+  });
+}
+
+TEST(TcpTransportTest, BadArguments) {
+  RunThreads(2, LoopbackOptions(1), [&](int r, Rank& rank) {
+    TransportRequest req;
+    char b = 0;
+    EXPECT_EQ(rank.tcp->PostSend(r, 0, 0, &b, 1, &req).code(), weftInvalidArgument);  // self
+    EXPECT_EQ(rank.tcp->PostSend(2, 0, 0, &b, 1, &req).code(), weftInvalidArgument);
+    EXPECT_EQ(rank.tcp->PostRecv(-1, 0, 0, &b, 1, &req).code(), weftInvalidArgument);
+    EXPECT_EQ(rank.tcp->PostRecv(1 - r, -1, 0, &b, 1, &req).code(), weftInvalidArgument);
+    EXPECT_EQ(rank.tcp->PostRecv(1 - r, 0, 0, nullptr, 1, &req).code(), weftInvalidArgument);
+    EXPECT_FALSE(rank.tcp->HasPending());
+  });
+}
+
+}  // namespace
+}  // namespace weft

@@ -1,0 +1,705 @@
+// TcpTransport implementation (see tcp_transport.h for the design).
+//
+// All socket I/O is non-blocking and happens in Post* (an eager first write) and Progress.
+// EINTR from readv/sendmsg/ppoll is retried or treated as "nothing happened this round": a
+// signal must neither fail a transfer nor be mistaken for data.
+#include "transports/tcp/tcp_transport.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/bootstrap.h"
+
+namespace weft {
+
+namespace {
+
+constexpr uint32_t kHeaderMagic = 0x57544350;  // "WTCP"
+constexpr size_t kHeaderBytes = 24;
+// Channels are small integers chosen by the executor; a larger value in a header means the
+// byte stream is out of sync, not a real channel.
+constexpr int kMaxChannels = 1 << 16;
+constexpr int kMaxStreams = 64;
+// iovecs per sendmsg: enough to batch many small messages in one system call.
+constexpr int kMaxIov = 64;
+
+struct Header {
+  uint32_t magic;
+  uint32_t channel;
+  uint64_t tag;
+  uint64_t bytes;
+};
+
+void EncodeHeader(uint32_t channel, uint64_t tag, uint64_t bytes, uint8_t out[kHeaderBytes]) {
+  // Little-endian on the wire (a no-op on x86 and arm64).
+  uint32_t m = htole32(kHeaderMagic), c = htole32(channel);
+  uint64_t t = htole64(tag), b = htole64(bytes);
+  std::memcpy(out, &m, 4);
+  std::memcpy(out + 4, &c, 4);
+  std::memcpy(out + 8, &t, 8);
+  std::memcpy(out + 16, &b, 8);
+}
+
+Header DecodeHeader(const uint8_t in[kHeaderBytes]) {
+  Header h;
+  std::memcpy(&h.magic, in, 4);
+  std::memcpy(&h.channel, in + 4, 4);
+  std::memcpy(&h.tag, in + 8, 8);
+  std::memcpy(&h.bytes, in + 16, 8);
+  h.magic = le32toh(h.magic);
+  h.channel = le32toh(h.channel);
+  h.tag = le64toh(h.tag);
+  h.bytes = le64toh(h.bytes);
+  return h;
+}
+
+bool EnvInt(const char* name, long lo, long hi, long* out) {
+  const char* s = std::getenv(name);
+  if (!s || !*s) return false;
+  char* end = nullptr;
+  long v = std::strtol(s, &end, 10);
+  if (*end != '\0' || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+}  // namespace
+
+struct TcpTransport::Unexpected {
+  uint64_t tag = 0;
+  size_t bytes = 0;
+  std::vector<char> data;
+  bool complete = false;
+  Stream* stream = nullptr;  // the stream still receiving it (null once complete or broken)
+};
+
+TcpOptions TcpOptionsFromEnv() {
+  TcpOptions o;
+  long v;
+  if (EnvInt("WEFT_SOCKET_NSTREAMS", 1, kMaxStreams, &v)) o.streams_per_peer = static_cast<int>(v);
+  if (EnvInt("WEFT_SOCKET_BUFFER", 0, 1L << 30, &v)) o.socket_buffer_bytes = static_cast<size_t>(v);
+  if (EnvInt("WEFT_SOCKET_SPIN_US", 0, 1000000, &v)) o.spin_us = static_cast<int>(v);
+  return o;
+}
+
+StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(Bootstrap* bootstrap,
+                                                             const TcpOptions& options) {
+  if (bootstrap == nullptr) return InvalidArgument("TcpTransport::Create: bootstrap is NULL");
+  if (options.streams_per_peer < 1 || options.streams_per_peer > kMaxStreams) {
+    return InvalidArgument("TcpTransport: streams_per_peer=" + std::to_string(options.streams_per_peer) +
+                           " is outside 1.." + std::to_string(kMaxStreams));
+  }
+  std::unique_ptr<TcpTransport> t(new TcpTransport());
+  t->rank_ = bootstrap->rank();
+  t->nranks_ = bootstrap->nranks();
+  t->options_ = options;
+  t->secret_ = bootstrap->secret();
+  const std::string me = "tcp transport rank " + std::to_string(t->rank_);
+
+  // Listener address: explicit option, else the interface variables, else the address that
+  // already reached the bootstrap root (proven routable from this host).
+  Status listen_status;
+  net::SockAddr addr = options.listen_addr;
+  if (addr.empty()) {
+    if (std::getenv("WEFT_SOCKET_IFNAME") || std::getenv("WEFT_SOCKET_FAMILY") ||
+        bootstrap->local_address().empty()) {
+      StatusOr<net::SockAddr> chosen = net::ChooseLocalAddress();
+      if (chosen.ok()) addr = *chosen;
+      else listen_status = chosen.status();
+    } else {
+      addr = bootstrap->local_address();
+    }
+    addr.set_port(0);
+  }
+  net::Socket listener;
+  if (listen_status.ok()) {
+    StatusOr<net::Socket> l = net::Listen(addr);
+    if (l.ok()) {
+      listener = std::move(*l);
+      // Accepted sockets inherit buffer sizes from the listener (they must be set before the
+      // SYN exchange fixes the window scale).
+      listener.SetBufferSizes(static_cast<int>(options.socket_buffer_bytes));
+    } else {
+      listen_status = l.status();
+    }
+  }
+  // Exchange {address, streams}. A rank whose listener failed still takes part (with an
+  // empty address), so the others fail with a message instead of waiting for a timeout.
+  constexpr size_t kRecord = net::kSockAddrWireBytes + 4;
+  uint8_t mine[kRecord] = {};
+  if (listen_status.ok()) net::EncodeSockAddr(listener.peer(), mine);
+  uint32_t streams = static_cast<uint32_t>(options.streams_per_peer);
+  mine[kRecord - 4] = streams >> 24;
+  mine[kRecord - 3] = (streams >> 16) & 0xff;
+  mine[kRecord - 2] = (streams >> 8) & 0xff;
+  mine[kRecord - 1] = streams & 0xff;
+  std::vector<uint8_t> all(kRecord * static_cast<size_t>(t->nranks_));
+  WEFT_RETURN_IF_ERROR_CTX(bootstrap->AllGather(mine, kRecord, all.data()), me + ": exchanging addresses");
+  if (!listen_status.ok()) return listen_status.WithContext(me + ": opening the data listener");
+
+  t->peers_.resize(t->nranks_);
+  for (int r = 0; r < t->nranks_; ++r) {
+    const uint8_t* rec = all.data() + kRecord * static_cast<size_t>(r);
+    StatusOr<net::SockAddr> a = net::DecodeSockAddr(rec);
+    if (!a.ok()) {
+      return RemoteError(me + ": rank " + std::to_string(r) + " could not open its data listener");
+    }
+    uint32_t theirs = static_cast<uint32_t>(rec[kRecord - 4]) << 24 | rec[kRecord - 3] << 16 |
+                      rec[kRecord - 2] << 8 | rec[kRecord - 1];
+    Peer& p = t->peers_[r];
+    p.rank = r;
+    p.addr = *a;
+    // Both sides of a pair compute the same count: the smaller of their settings.
+    p.nstreams = static_cast<int>(std::max<uint32_t>(1, std::min<uint32_t>(theirs, streams)));
+    p.streams.resize(p.nstreams);
+    for (int i = 0; i < p.nstreams; ++i) p.streams[i].index = i;
+  }
+  t->server_ = net::HandshakeServer(std::move(listener), t->secret_, net::ConnKind::kTcpData,
+                                    options.handshake_timeout_s);
+  t->wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (t->wake_fd_ < 0) return SystemError(me + ": eventfd: " + net::ErrnoString(errno));
+  t->discard_.resize(64 << 10);
+  return t;
+}
+
+TcpTransport::~TcpTransport() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Peer& p : peers_) {
+    for (Stream& s : p.streams) s.sock.Close();
+  }
+  server_.Close();
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+std::string TcpTransport::PeerName(const Peer& p) const {
+  return "rank " + std::to_string(p.rank) + " (" + p.addr.ToString() + ")";
+}
+
+Status TcpTransport::CheckPeer(int peer, int channel, const char* what) const {
+  if (peer < 0 || peer >= nranks_ || peer == rank_) {
+    return InvalidArgument(std::string("tcp ") + what + ": peer=" + std::to_string(peer) +
+                           " is not another rank of 0.." + std::to_string(nranks_ - 1) +
+                           " (this is rank " + std::to_string(rank_) + ")");
+  }
+  if (channel < 0 || channel >= kMaxChannels) {
+    return InvalidArgument(std::string("tcp ") + what + ": channel=" + std::to_string(channel) +
+                           " is outside 0.." + std::to_string(kMaxChannels - 1));
+  }
+  return OkStatus();
+}
+
+TcpTransport::ChannelQueue& TcpTransport::Channel(Peer& p, int channel) {
+  if (static_cast<size_t>(channel) >= p.channels.size()) p.channels.resize(channel + 1);
+  return p.channels[channel];
+}
+
+void TcpTransport::Complete(Peer& p, TransportRequest* req, Status st) {
+  --p.pending;
+  pending_.fetch_sub(1, std::memory_order_acq_rel);
+  req->Complete(std::move(st));
+}
+
+Status TcpTransport::StartConnect(Peer& p) {
+  p.connect_started = true;
+  if (rank_ > p.rank) return OkStatus();  // the lower rank connects; we accept in Progress
+  for (Stream& s : p.streams) {
+    int fd = socket(p.addr.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      Status st = SystemError("tcp: socket() to connect to " + PeerName(p) + ": " + net::ErrnoString(errno));
+      FailPeer(p, st);
+      return st;
+    }
+    s.sock = net::Socket(fd, p.addr);
+    s.sock.SetNoDelay();
+    s.sock.SetBufferSizes(static_cast<int>(options_.socket_buffer_bytes));  // before connect
+    net::Hello hello;
+    hello.kind = net::ConnKind::kTcpData;
+    hello.secret = secret_;
+    hello.rank = rank_;
+    hello.nranks = nranks_;
+    hello.index = s.index;
+    uint8_t wire[net::kHelloWireBytes];
+    net::EncodeHello(hello, wire);
+    s.prefix.assign(reinterpret_cast<char*>(wire), sizeof(wire));
+    int rc = connect(fd, p.addr.get(), p.addr.len);
+    if (rc == 0) {
+      s.state = StreamState::kReady;
+    } else if (errno == EINPROGRESS || errno == EINTR) {
+      // EINTR leaves a non-blocking connect in progress, like EINPROGRESS: wait for POLLOUT.
+      s.state = StreamState::kConnecting;
+    } else {
+      Status st = RemoteError("tcp: connecting stream " + std::to_string(s.index) + " to " +
+                              PeerName(p) + ": " + net::ErrnoString(errno));
+      FailPeer(p, st);
+      return st;
+    }
+  }
+  return OkStatus();
+}
+
+bool TcpTransport::OnConnectDone(Peer& p, Stream& s) {
+  int err = 0;
+  socklen_t len = sizeof(err);
+  if (getsockopt(s.sock.fd(), SOL_SOCKET, SO_ERROR, &err, &len) < 0) err = errno;
+  if (err == EINPROGRESS || err == EALREADY) return true;  // spurious wake-up
+  if (err != 0) {
+    FailPeer(p, RemoteError("tcp: connecting stream " + std::to_string(s.index) + " to " +
+                            PeerName(p) + ": " + net::ErrnoString(err)));
+    return false;
+  }
+  s.state = StreamState::kReady;
+  return true;
+}
+
+void TcpTransport::OnAccepted(net::HandshakeServer::Accepted& a) {
+  int r = a.hello.rank, i = a.hello.index;
+  // Only lower ranks connect to us, each stream once; anything else is not from this job's
+  // correct peers (the secret matched, so it is a bug or a stale process): drop it.
+  if (r < 0 || r >= rank_ || a.hello.nranks != nranks_) return;
+  Peer& p = peers_[r];
+  if (i < 0 || i >= p.nstreams || !p.error.ok() || p.closed) return;
+  Stream& s = p.streams[i];
+  if (s.state != StreamState::kIdle) return;
+  s.sock = std::move(a.sock);
+  s.sock.SetNonBlocking(true);
+  s.sock.SetNoDelay();
+  s.state = StreamState::kReady;
+  p.connect_started = true;
+  bool moved = false;
+  WriteStream(p, s, &moved);  // sends queued before the peer connected can go now
+}
+
+Status TcpTransport::PostSend(int peer, int channel, uint64_t tag, const void* buf, size_t bytes,
+                              TransportRequest* req) {
+  WEFT_RETURN_IF_ERROR(CheckPeer(peer, channel, "send"));
+  if (req == nullptr) return InvalidArgument("tcp send: req is NULL");
+  if (bytes > 0 && buf == nullptr) {
+    return InvalidArgument("tcp send to rank " + std::to_string(peer) + ": buf is NULL for " +
+                           std::to_string(bytes) + " bytes");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (aborted_.load()) return abort_status_.ok() ? SystemError("tcp: transport aborted") : abort_status_;
+  Peer& p = peers_[peer];
+  if (!p.error.ok()) return p.error;
+  if (p.closed) return RemoteError("tcp send: " + PeerName(p) + " has closed its connections");
+  if (!p.connect_started) WEFT_RETURN_IF_ERROR(StartConnect(p));
+  Stream& s = p.streams[channel % p.nstreams];
+  req->Reset();
+  SendOp op;
+  EncodeHeader(static_cast<uint32_t>(channel), tag, bytes, op.header);
+  op.buf = static_cast<const char*>(buf);
+  op.bytes = bytes;
+  op.req = req;
+  s.sendq.push_back(op);
+  ++p.pending;
+  pending_.fetch_add(1, std::memory_order_acq_rel);
+  if (s.state == StreamState::kReady && s.sendq.size() == 1) {
+    // Eager first write: a small message leaves now instead of at the next Progress.
+    bool moved = false;
+    WriteStream(p, s, &moved);
+  }
+  return OkStatus();
+}
+
+Status TcpTransport::PostRecv(int peer, int channel, uint64_t tag, void* buf, size_t bytes,
+                              TransportRequest* req) {
+  WEFT_RETURN_IF_ERROR(CheckPeer(peer, channel, "recv"));
+  if (req == nullptr) return InvalidArgument("tcp recv: req is NULL");
+  if (bytes > 0 && buf == nullptr) {
+    return InvalidArgument("tcp recv from rank " + std::to_string(peer) + ": buf is NULL for " +
+                           std::to_string(bytes) + " bytes");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (aborted_.load()) return abort_status_.ok() ? SystemError("tcp: transport aborted") : abort_status_;
+  Peer& p = peers_[peer];
+  ChannelQueue& q = Channel(p, channel);
+  req->Reset();
+  // Messages that arrived before this recv was posted (possibly from a peer that has since
+  // closed normally) are matched first, in order.
+  if (!q.unexpected.empty()) {
+    std::shared_ptr<Unexpected> ux = q.unexpected.front();
+    if (ux->tag != tag || ux->bytes != bytes) {
+      q.unexpected.pop_front();
+      req->Complete(InternalError("tcp recv from " + PeerName(p) + " channel " + std::to_string(channel) +
+                                  ": expected tag " + std::to_string(tag) + " (" + std::to_string(bytes) +
+                                  " bytes), received tag " + std::to_string(ux->tag) + " (" +
+                                  std::to_string(ux->bytes) + " bytes)"));
+      return OkStatus();
+    }
+    if (ux->complete) {
+      q.unexpected.pop_front();
+      if (bytes > 0) std::memcpy(buf, ux->data.data(), bytes);
+      req->Complete();
+      return OkStatus();
+    }
+    if (ux->stream != nullptr) {
+      // Still arriving: copy what is here once, and receive the rest in place.
+      q.unexpected.pop_front();
+      Stream& s = *ux->stream;
+      size_t got = ux->bytes - s.rx_left;
+      if (got > 0) std::memcpy(buf, ux->data.data(), got);
+      s.rx = RxKind::kUser;
+      s.rx_dst = static_cast<char*>(buf) + got;
+      s.rx_req = req;
+      s.rx_unexpected.reset();
+      ux->stream = nullptr;
+      ++p.pending;
+      pending_.fetch_add(1, std::memory_order_acq_rel);
+      return OkStatus();
+    }
+    // Broken off when the peer failed: fall through to the peer's error.
+  }
+  if (!p.error.ok()) return p.error;
+  if (p.closed) return RemoteError("tcp recv: " + PeerName(p) + " has closed its connections");
+  if (!p.connect_started) WEFT_RETURN_IF_ERROR(StartConnect(p));
+  q.posted.push_back(RecvOp{tag, static_cast<char*>(buf), bytes, req});
+  ++p.pending;
+  pending_.fetch_add(1, std::memory_order_acq_rel);
+  return OkStatus();
+}
+
+bool TcpTransport::WriteStream(Peer& p, Stream& s, bool* moved) {
+  if (s.state != StreamState::kReady) return true;
+  while (!s.prefix.empty() || !s.sendq.empty()) {
+    iovec iov[kMaxIov];
+    int n = 0;
+    size_t total = 0;
+    if (!s.prefix.empty()) {
+      iov[n++] = {&s.prefix[0], s.prefix.size()};
+      total += s.prefix.size();
+    }
+    for (SendOp& op : s.sendq) {
+      if (n + 2 > kMaxIov) break;
+      if (op.done < kHeaderBytes) {
+        iov[n++] = {op.header + op.done, kHeaderBytes - op.done};
+        total += kHeaderBytes - op.done;
+      }
+      size_t payload_done = op.done > kHeaderBytes ? op.done - kHeaderBytes : 0;
+      if (op.bytes > payload_done) {
+        iov[n++] = {const_cast<char*>(op.buf) + payload_done, op.bytes - payload_done};
+        total += op.bytes - payload_done;
+      }
+    }
+    msghdr msg = {};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = n;
+    // MSG_NOSIGNAL: a peer that went away must give EPIPE here, not kill the process.
+    ssize_t w = sendmsg(s.sock.fd(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+      OnPeerGone(p, s, errno, "send");
+      return false;
+    }
+    *moved = true;
+    size_t left = static_cast<size_t>(w);
+    size_t take = std::min(left, s.prefix.size());
+    s.prefix.erase(0, take);
+    left -= take;
+    while (!s.sendq.empty()) {
+      SendOp& op = s.sendq.front();
+      size_t need = kHeaderBytes + op.bytes - op.done;
+      size_t step = std::min(left, need);
+      op.done += step;
+      left -= step;
+      if (op.done < kHeaderBytes + op.bytes) break;
+      TransportRequest* req = op.req;
+      s.sendq.pop_front();
+      Complete(p, req, OkStatus());
+    }
+    if (static_cast<size_t>(w) < total) return true;  // socket buffer full: wait for POLLOUT
+  }
+  return true;
+}
+
+bool TcpTransport::ReadStream(Peer& p, Stream& s, bool* moved) {
+  if (s.state != StreamState::kReady) return true;
+  while (true) {
+    iovec iov[2];
+    int n = 0;
+    if (s.rx == RxKind::kHeader) {
+      iov[n++] = {s.rx_header + s.rx_header_got, kHeaderBytes - s.rx_header_got};
+    } else {
+      bool discard = s.rx == RxKind::kDiscard;
+      size_t len = discard ? std::min(s.rx_left, discard_.size()) : s.rx_left;
+      iov[n++] = {discard ? discard_.data() : s.rx_dst, len};
+      // The next header in the same call, but only once this payload is fully covered.
+      if (len == s.rx_left) iov[n++] = {s.rx_header, kHeaderBytes};
+    }
+    size_t want = 0;
+    for (int i = 0; i < n; ++i) want += iov[i].iov_len;
+    ssize_t r = readv(s.sock.fd(), iov, n);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+      OnPeerGone(p, s, errno, "recv");
+      return false;
+    }
+    if (r == 0) {
+      OnPeerGone(p, s, 0, "recv");
+      return false;
+    }
+    *moved = true;
+    size_t left = static_cast<size_t>(r);
+    if (s.rx != RxKind::kHeader) {
+      size_t take = std::min(left, iov[0].iov_len);
+      if (s.rx != RxKind::kDiscard) s.rx_dst += take;
+      s.rx_left -= take;
+      left -= take;
+      if (s.rx_left == 0) OnPayloadDone(p, s);  // back to kHeader with rx_header_got == 0
+    }
+    s.rx_header_got += left;  // whatever remains landed in the header buffer
+    if (s.rx_header_got == kHeaderBytes && !OnHeader(p, s)) return false;
+    if (static_cast<size_t>(r) < want) return true;  // drained for now
+  }
+}
+
+bool TcpTransport::OnHeader(Peer& p, Stream& s) {
+  Header h = DecodeHeader(s.rx_header);
+  s.rx_header_got = 0;
+  if (h.magic != kHeaderMagic || h.channel >= static_cast<uint32_t>(kMaxChannels)) {
+    FailPeer(p, InternalError("tcp: stream " + std::to_string(s.index) + " from " + PeerName(p) +
+                              " is out of sync (bad message header: magic " + std::to_string(h.magic) +
+                              ", channel " + std::to_string(h.channel) + ")"));
+    return false;
+  }
+  ChannelQueue& q = Channel(p, static_cast<int>(h.channel));
+  s.rx_tag = h.tag;
+  s.rx_channel = static_cast<int>(h.channel);
+  s.rx_left = h.bytes;
+  if (!q.posted.empty()) {
+    RecvOp op = q.posted.front();
+    q.posted.pop_front();
+    if (op.tag != h.tag || op.bytes != h.bytes) {
+      Complete(p, op.req,
+               InternalError("tcp recv from " + PeerName(p) + " channel " + std::to_string(h.channel) +
+                             ": expected tag " + std::to_string(op.tag) + " (" + std::to_string(op.bytes) +
+                             " bytes), received tag " + std::to_string(h.tag) + " (" +
+                             std::to_string(h.bytes) + " bytes)"));
+      s.rx = RxKind::kDiscard;  // drop the payload; the stream stays usable
+    } else {
+      s.rx = RxKind::kUser;
+      s.rx_dst = op.buf;
+      s.rx_req = op.req;
+    }
+  } else {
+    auto ux = std::make_shared<Unexpected>();
+    ux->tag = h.tag;
+    ux->bytes = h.bytes;
+    ux->data.resize(h.bytes);
+    ux->stream = &s;
+    q.unexpected.push_back(ux);
+    s.rx = RxKind::kUnexpected;
+    s.rx_dst = ux->data.data();
+    s.rx_unexpected = std::move(ux);
+  }
+  if (h.bytes == 0) OnPayloadDone(p, s);
+  return true;
+}
+
+void TcpTransport::OnPayloadDone(Peer& p, Stream& s) {
+  switch (s.rx) {
+    case RxKind::kUser: {
+      TransportRequest* req = s.rx_req;
+      s.rx_req = nullptr;
+      Complete(p, req, OkStatus());
+      break;
+    }
+    case RxKind::kUnexpected:
+      s.rx_unexpected->complete = true;
+      s.rx_unexpected->stream = nullptr;
+      s.rx_unexpected.reset();
+      break;
+    case RxKind::kDiscard:
+    case RxKind::kHeader:
+      break;
+  }
+  s.rx = RxKind::kHeader;
+  s.rx_header_got = 0;
+  s.rx_dst = nullptr;
+  s.rx_left = 0;
+}
+
+void TcpTransport::OnPeerGone(Peer& p, Stream& s, int err, const char* during) {
+  bool mid_message = s.rx != RxKind::kHeader || s.rx_header_got > 0;
+  if (p.pending > 0 || mid_message) {
+    std::string why = err == 0 ? "closed the connection" : net::ErrnoString(err);
+    FailPeer(p, RemoteError("tcp: " + PeerName(p) + " " + why + " (stream " + std::to_string(s.index) +
+                            ", " + during + ") with " + std::to_string(p.pending) +
+                            " request(s) pending" + (mid_message ? " in the middle of a message" : "")));
+    return;
+  }
+  // Normal shutdown: the peer finished and closed. Not an error unless someone asks for more.
+  p.closed = true;
+  s.sock.Close();
+  s.state = StreamState::kClosed;
+}
+
+void TcpTransport::FailPeer(Peer& p, const Status& st) {
+  if (!p.error.ok()) return;
+  p.error = st;
+  if (round_error_.ok()) round_error_ = st;
+  for (Stream& s : p.streams) {
+    while (!s.sendq.empty()) {
+      TransportRequest* req = s.sendq.front().req;
+      s.sendq.pop_front();
+      Complete(p, req, st);
+    }
+    if (s.rx == RxKind::kUser && s.rx_req != nullptr) Complete(p, s.rx_req, st);
+    if (s.rx_unexpected) s.rx_unexpected->stream = nullptr;  // broken: never completes
+    s.rx_unexpected.reset();
+    s.rx_req = nullptr;
+    s.rx = RxKind::kHeader;
+    s.rx_header_got = 0;
+    s.prefix.clear();
+    s.sock.Close();
+    s.state = StreamState::kClosed;
+  }
+  for (ChannelQueue& q : p.channels) {
+    while (!q.posted.empty()) {
+      TransportRequest* req = q.posted.front().req;
+      q.posted.pop_front();
+      Complete(p, req, st);
+    }
+  }
+}
+
+bool TcpTransport::PollOnce(int64_t timeout_ns) {
+  fds_.clear();
+  owners_.clear();
+  if (timeout_ns > 0) {
+    // The wake fd only matters when we may block.
+    fds_.push_back({wake_fd_, POLLIN, 0});
+    owners_.push_back({-2, 0});
+  }
+  size_t before = fds_.size();
+  server_.AppendPollFds(&fds_);
+  owners_.resize(fds_.size(), FdOwner{-1, 0});
+  (void)before;
+  for (Peer& p : peers_) {
+    if (p.rank == rank_ || !p.error.ok()) continue;
+    for (Stream& s : p.streams) {
+      if (!s.sock.valid()) continue;
+      short events;
+      if (s.state == StreamState::kConnecting) {
+        events = POLLOUT;
+      } else if (s.state == StreamState::kReady) {
+        events = POLLIN;
+        if (!s.prefix.empty() || !s.sendq.empty()) events |= POLLOUT;
+      } else {
+        continue;
+      }
+      fds_.push_back({s.sock.fd(), events, 0});
+      owners_.push_back({p.rank, s.index});
+    }
+  }
+  timespec ts;
+  ts.tv_sec = timeout_ns / 1000000000;
+  ts.tv_nsec = timeout_ns % 1000000000;
+  int n = ppoll(fds_.data(), fds_.size(), &ts, nullptr);
+  if (n < 0) {
+    if (errno != EINTR && round_error_.ok()) round_error_ = SystemError("tcp: ppoll: " + net::ErrnoString(errno));
+    return false;
+  }
+  if (n == 0) return false;
+  bool moved = false, server_ready = false;
+  for (size_t i = 0; i < fds_.size(); ++i) {
+    short re = fds_[i].revents;
+    if (re == 0) continue;
+    const FdOwner& o = owners_[i];
+    if (o.peer == -2) {
+      uint64_t v;
+      while (read(wake_fd_, &v, sizeof(v)) < 0 && errno == EINTR) {
+      }
+      moved = true;  // return to the caller: Abort() wants the lock
+      continue;
+    }
+    if (o.peer == -1) {
+      server_ready = true;
+      continue;
+    }
+    Peer& p = peers_[o.peer];
+    Stream& s = p.streams[o.stream];
+    // The stream may have been closed earlier in this round (its peer failed).
+    if (!p.error.ok() || s.sock.fd() != fds_[i].fd) continue;
+    bool just_connected = false;
+    if (s.state == StreamState::kConnecting) {
+      if (!OnConnectDone(p, s)) { moved = true; continue; }
+      if (s.state != StreamState::kReady) continue;
+      just_connected = moved = true;
+    }
+    if ((re & (POLLIN | POLLHUP | POLLERR)) && !just_connected) {
+      if (!ReadStream(p, s, &moved)) { moved = true; continue; }
+    }
+    if (just_connected || (re & (POLLOUT | POLLERR))) {
+      if (!WriteStream(p, s, &moved)) { moved = true; continue; }
+    }
+  }
+  if (server_ready) {
+    std::vector<net::HandshakeServer::Accepted> accepted;
+    Status st = server_.Step(&accepted);
+    if (!st.ok() && round_error_.ok()) round_error_ = st.WithContext("tcp: data listener");
+    for (auto& a : accepted) OnAccepted(a);
+    if (!accepted.empty()) moved = true;
+  }
+  return moved;
+}
+
+Status TcpTransport::Progress(int timeout_us) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (aborted_.load()) return OkStatus();  // requests were failed by Abort
+  round_error_ = OkStatus();
+  bool moved = PollOnce(0);
+  if (!moved && timeout_us > 0 && pending_.load() > 0) {
+    using Clock = std::chrono::steady_clock;
+    Clock::time_point start = Clock::now();
+    Clock::time_point spin_end = start + std::chrono::microseconds(std::min(options_.spin_us, timeout_us));
+    // Spin: the reply to a small message usually arrives within microseconds, far sooner than
+    // a sleep/wake-up round trip through the scheduler.
+    while (!moved && !aborted_.load() && Clock::now() < spin_end) moved = PollOnce(0);
+    if (!moved && !aborted_.load()) {
+      int64_t left_ns = static_cast<int64_t>(timeout_us) * 1000 -
+                        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
+      if (left_ns > 0) PollOnce(left_ns);
+    }
+  }
+  Status st = round_error_;
+  round_error_ = OkStatus();
+  return st;
+}
+
+void TcpTransport::Abort(const Status& why) {
+  aborted_.store(true);
+  if (wake_fd_ >= 0) {
+    uint64_t one = 1;
+    ssize_t w = write(wake_fd_, &one, sizeof(one));
+    (void)w;  // a full counter already means "wake up"
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  AbortLocked(why);
+}
+
+void TcpTransport::AbortLocked(const Status& why) {
+  if (!abort_status_.ok()) return;  // idempotent
+  abort_status_ = why.ok() ? SystemError("tcp: transport aborted") : why;
+  for (Peer& p : peers_) {
+    if (p.rank == rank_) continue;
+    FailPeer(p, abort_status_);
+    for (Stream& s : p.streams) s.sock.Close();  // also streams of peers that failed earlier
+  }
+  server_.Close();
+  round_error_ = OkStatus();
+}
+
+}  // namespace weft

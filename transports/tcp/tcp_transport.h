@@ -1,0 +1,187 @@
+// TcpTransport: weft::Transport over TCP sockets, for ranks on different hosts (and the
+// fallback between any two ranks).
+//
+// Connections: Create() opens this rank's data listener and allgathers the listener addresses
+// through the bootstrap. A pair of ranks connects lazily, on the first request between them:
+// the lower rank opens `streams` non-blocking connections to the higher one, each starting
+// with the weft handshake (secret, rank, stream index); the higher rank accepts inside
+// Progress(), so neither side ever blocks, and drops connections with a wrong secret.
+// (Under rendezvous semantics — a send may complete only once its recv is posted, which the
+// schedule checker guarantees — the lower rank always touches the pair before the higher
+// rank's first send can be required to finish, so waiting for it cannot deadlock.)
+//
+// Data: channel c of a pair travels on stream c % streams, so messages of one channel stay
+// ordered, and several streams fill a fat link in parallel. Each message is a 24-byte header
+// {magic, channel, tag, bytes} followed by the payload. The receiver reads the payload
+// straight into the posted buffer (readv also pulls the next header in the same call). A
+// message whose recv is not posted yet is received into a temporary buffer; when the recv is
+// posted mid-message, what arrived so far is copied once and the rest goes to the user buffer.
+// A header whose tag or size differs from the posted recv fails that recv with
+// InternalError naming peer, channel, expected and received tag/bytes.
+//
+// Waiting: Progress(timeout_us) polls all sockets; when nothing can move it spins briefly
+// (spin_us of zero-timeout polls) and then blocks in ppoll() until data arrives, the timeout
+// passes, or Abort() wakes it through an eventfd — so waiting ranks give the CPU back.
+//
+// Failures: a peer that closes or resets while requests to it are pending fails them (and
+// Progress) with RemoteError naming its rank and address, as soon as the kernel reports it.
+// A peer that closes with nothing pending is a normal shutdown; later requests to it fail.
+//
+// Threading: one thread at a time calls Post*/Progress; Abort() may come from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "net/socket.h"
+#include "transports/transport.h"
+
+namespace weft {
+
+class Bootstrap;
+
+struct TcpOptions {
+  // Connections per peer pair. Measured on loopback (perf/RESULTS.md, 2-core VM): one stream
+  // is best when a single thread drives progress; more help only on links one TCP flow
+  // cannot fill. WEFT_SOCKET_NSTREAMS.
+  int streams_per_peer = 1;
+  // SO_SNDBUF/SO_RCVBUF; 0 leaves Linux's autotuning on (it grows to tcp_rmem/tcp_wmem max,
+  // which beat every fixed size we tried on loopback). WEFT_SOCKET_BUFFER (bytes).
+  size_t socket_buffer_bytes = 0;
+  // Zero-timeout polls before blocking in Progress: cheap wake-up for small messages, bounded
+  // so oversubscribed ranks still yield. WEFT_SOCKET_SPIN_US.
+  int spin_us = 20;
+  // How long a connection may take to present its handshake before it is dropped.
+  double handshake_timeout_s = 10.0;
+  // Where to listen. Empty: WEFT_SOCKET_IFNAME/WEFT_SOCKET_FAMILY when set (ChooseLocalAddress),
+  // else the local address through which this rank reached the bootstrap root.
+  net::SockAddr listen_addr;
+};
+
+// Defaults above, overridden by WEFT_SOCKET_NSTREAMS (1..64), WEFT_SOCKET_BUFFER (bytes, 0 =
+// autotune), WEFT_SOCKET_SPIN_US. Bad values are ignored (they keep the default).
+TcpOptions TcpOptionsFromEnv();
+
+class TcpTransport : public Transport {
+ public:
+  // Collective over the bootstrap's ranks: opens this rank's data listener and exchanges
+  // addresses (and stream counts: a pair uses the smaller of its two) through `bootstrap`.
+  // The bootstrap must outlive nothing here: only its rank, size and secret are kept.
+  static StatusOr<std::unique_ptr<TcpTransport>> Create(Bootstrap* bootstrap, const TcpOptions& options);
+  ~TcpTransport() override;
+
+  const char* name() const override { return "tcp"; }
+  Status PostSend(int peer, int channel, uint64_t tag, const void* buf, size_t bytes,
+                  TransportRequest* req) override;
+  Status PostRecv(int peer, int channel, uint64_t tag, void* buf, size_t bytes,
+                  TransportRequest* req) override;
+  Status Progress(int timeout_us) override;
+  bool HasPending() const override { return pending_.load(std::memory_order_acquire) > 0; }
+  void Abort(const Status& why) override;
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  const net::SockAddr& listen_address() const { return server_.address(); }
+  const net::SockAddr& peer_address(int peer) const { return peers_[peer].addr; }
+  // Connections dropped at the handshake (wrong secret, silent, garbage): for tests/logs.
+  int rejected_connections() const { return server_.rejected(); }
+  const TcpOptions& options() const { return options_; }
+
+ private:
+  struct Unexpected;
+  struct SendOp {
+    uint8_t header[24];
+    const char* buf;
+    size_t bytes;
+    size_t done = 0;  // bytes of header + payload handed to the kernel
+    TransportRequest* req;
+  };
+  struct RecvOp {
+    uint64_t tag;
+    char* buf;
+    size_t bytes;
+    TransportRequest* req;
+  };
+  enum class StreamState { kIdle, kConnecting, kReady, kClosed };
+  enum class RxKind { kHeader, kUser, kUnexpected, kDiscard };
+  struct Stream {
+    int index = 0;
+    net::Socket sock;
+    StreamState state = StreamState::kIdle;
+    std::string prefix;  // handshake bytes still to send (connector side)
+    std::deque<SendOp> sendq;
+    // Receive state machine.
+    RxKind rx = RxKind::kHeader;
+    uint8_t rx_header[24];
+    size_t rx_header_got = 0;
+    char* rx_dst = nullptr;
+    size_t rx_left = 0;
+    uint64_t rx_tag = 0;
+    int rx_channel = 0;
+    TransportRequest* rx_req = nullptr;
+    std::shared_ptr<Unexpected> rx_unexpected;
+  };
+  struct ChannelQueue {
+    std::deque<RecvOp> posted;
+    std::deque<std::shared_ptr<Unexpected>> unexpected;
+  };
+  struct Peer {
+    int rank = -1;
+    net::SockAddr addr;
+    int nstreams = 1;
+    bool connect_started = false;
+    bool closed = false;  // closed by the peer with nothing pending (normal shutdown)
+    Status error;         // sticky failure
+    std::vector<Stream> streams;
+    std::vector<ChannelQueue> channels;
+    int pending = 0;  // requests to/from this peer not yet done
+  };
+
+  TcpTransport() = default;
+  Status CheckPeer(int peer, int channel, const char* what) const;
+  Status StartConnect(Peer& p);
+  ChannelQueue& Channel(Peer& p, int channel);
+  void Complete(Peer& p, TransportRequest* req, Status st);
+  // Non-blocking I/O on one stream; return false when the peer failed.
+  bool WriteStream(Peer& p, Stream& s, bool* moved);
+  bool ReadStream(Peer& p, Stream& s, bool* moved);
+  bool OnHeader(Peer& p, Stream& s);
+  void OnPayloadDone(Peer& p, Stream& s);
+  bool OnConnectDone(Peer& p, Stream& s);
+  void OnAccepted(net::HandshakeServer::Accepted& a);
+  // The peer hung up or broke: fail (when anything is pending) or mark closed.
+  void OnPeerGone(Peer& p, Stream& s, int err, const char* during);
+  void FailPeer(Peer& p, const Status& st);
+  // One poll round over every socket, waiting up to timeout_ns; true if anything moved.
+  bool PollOnce(int64_t timeout_ns);
+  void AbortLocked(const Status& why);
+  std::string PeerName(const Peer& p) const;
+
+  int rank_ = 0;
+  int nranks_ = 1;
+  TcpOptions options_;
+  net::Secret secret_;
+  net::HandshakeServer server_;
+  std::vector<Peer> peers_;
+  std::atomic<int> pending_{0};
+  Status round_error_;  // a peer failure seen during the current Progress call
+  int wake_fd_ = -1;    // eventfd: Abort() wakes a blocked Progress
+  std::atomic<bool> aborted_{false};
+  Status abort_status_;
+  std::mutex mu_;  // serializes Post*/Progress against Abort from another thread
+  std::vector<char> discard_;  // sink for payloads nobody will read
+  std::vector<pollfd> fds_;
+  struct FdOwner {
+    int peer;     // -1: the handshake server, -2: the wake fd
+    int stream;
+  };
+  std::vector<FdOwner> owners_;
+};
+
+}  // namespace weft
