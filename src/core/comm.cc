@@ -1,0 +1,293 @@
+// Running operations on a communicator: choose the algorithm, build (or fetch) the schedule,
+// run this rank's part of it with the executor.
+#include "core/comm.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "common/log.h"
+#include "exec/executor.h"
+#include "kernels/dtype.h"
+#include "kernels/reduce.h"
+
+#if __has_include("tune/selector.h")
+#include "tune/selector.h"
+#define WEFT_HAVE_SELECTOR 1
+#endif
+
+namespace weft {
+
+Status CheckComm(const weftComm* comm) {
+  if (comm == nullptr) return InvalidArgument("comm is NULL");
+  if (comm->magic != kCommMagic)
+    return InvalidArgument("comm " + std::to_string(reinterpret_cast<uintptr_t>(comm)) +
+                           " is not a live communicator (destroyed, or never initialized)");
+  if (!comm->init_error.ok())
+    return InvalidUsage("communicator initialization failed: " + comm->init_error.message());
+  if (!comm->sticky_error.ok())
+    return Status(comm->sticky_error.code(),
+                  "communicator is unusable after an earlier failure (destroy or abort it): " +
+                      comm->sticky_error.message());
+  return OkStatus();
+}
+
+size_t ReportedBytes(Collective c, size_t count, size_t elem_size, int nranks) {
+  switch (c) {
+    case Collective::kAllGather:
+    case Collective::kReduceScatter:
+    case Collective::kAllToAll:
+    case Collective::kAllToAllv:
+      return count * elem_size * static_cast<size_t>(nranks);
+    default:
+      return count * elem_size;
+  }
+}
+
+namespace {
+
+// Default preference when neither WEFT_ALGO nor the selector decides (selector absent).
+const char* DefaultAlgorithm(Collective c) {
+  switch (c) {
+    case Collective::kAllReduce: return "ring";
+    case Collective::kAllGather: return "ring";
+    case Collective::kReduceScatter: return "ring";
+    case Collective::kBroadcast: return "chain";
+    case Collective::kReduce: return "chain";
+    case Collective::kAllToAll: return "pairwise";
+    case Collective::kAllToAllv: return "pairwise";
+    case Collective::kBarrier: return "dissemination";
+    default: return "";
+  }
+}
+
+// Default pipelining when the selector does not say: chunks of WEFT_CHUNK_BYTES (default
+// 1 MiB — large enough that per-message overhead (a few us) is small next to the transfer
+// time at several GB/s, small enough that a 64 MiB ring pipelines over many chunks).
+ChunkPolicy DefaultChunk(size_t elem_size) {
+  static const size_t chunk_bytes = [] {
+    const char* v = getenv("WEFT_CHUNK_BYTES");
+    long long b = v ? atoll(v) : 0;
+    return b > 0 ? static_cast<size_t>(b) : static_cast<size_t>(1) << 20;
+  }();
+  ChunkPolicy c;
+  c.chunk_elems = std::max<size_t>(1, chunk_bytes / std::max<size_t>(1, elem_size));
+  c.channels = 1;
+  return c;
+}
+
+std::string CacheKey(const ScheduleRequest& r, const std::string& algo) {
+  std::string k = std::string(CollectiveName(r.collective)) + "/" + algo + "/" +
+                  std::to_string(r.count) + "/" + std::to_string(r.root) + "/" +
+                  std::to_string(r.chunk.chunk_elems) + "/" + std::to_string(r.chunk.channels);
+  if (r.collective == Collective::kAllToAllv) {
+    for (size_t v : r.a2av_counts) k += "," + std::to_string(v);
+    for (size_t v : r.a2av_send_displs) k += ";" + std::to_string(v);
+    for (size_t v : r.a2av_recv_displs) k += ":" + std::to_string(v);
+  }
+  return k;
+}
+
+Status Execute(weftComm* comm, const RankSchedule& rs, int window, weftDataType_t dtype,
+               weftRedOp_t op, uint64_t tag, const void* in, void* out, const char* what) {
+  ExecContext ctx;
+  ctx.rank = comm->rank;
+  ctx.nranks = comm->nranks;
+  ctx.dtype = dtype;
+  ctx.op = op;
+  ctx.tag = tag;
+  ctx.timeout_s = comm->timeout_s;
+  ctx.peer_transport = &comm->peer_transport;
+  ctx.direct = comm->direct;
+  ctx.heap_scratch = &comm->heap_scratch;
+  ctx.what = what;
+  ExecBuffers bufs;
+  bufs.input = in;
+  bufs.output = out;
+  Status st = ExecuteSchedule(rs, window, ctx, bufs);
+  // A failed operation leaves messages half-sent on the transports: later operations could
+  // not be matched safely, so the communicator is unusable from here on (as NCCL's).
+  if (!st.ok()) comm->sticky_error = st;
+  return st;
+}
+
+}  // namespace
+
+StatusOr<const AlgorithmInfo*> ChooseAlgorithm(weftComm* comm, ScheduleRequest* request,
+                                               size_t elem_size, weftRedOp_t op) {
+  if (!comm->overrides_error.ok())
+    return InvalidUsage("WEFT_ALGO is invalid: " + comm->overrides_error.message());
+  request->groups = comm->host_groups;
+  request->all_ranks_mappable = comm->direct != nullptr;
+  size_t bytes = ReportedBytes(request->collective, request->count, elem_size, comm->nranks);
+  const std::string* forced = comm->overrides.Lookup(request->collective, bytes);
+  const AlgorithmInfo* chosen = nullptr;
+  request->chunk = DefaultChunk(elem_size);
+#ifdef WEFT_HAVE_SELECTOR
+  if (comm->selector != nullptr) {
+    // The selector applies WEFT_ALGO itself and fills the chunk policy.
+    StatusOr<Decision> d = comm->selector->Choose(request, elem_size);
+    if (!d.ok()) return d.status();
+    chosen = d->algorithm;
+    if (chosen != nullptr) {
+      request->chunk = d->chunk;
+      if (forced != nullptr && chosen->name != *forced)
+        return InternalError("selector ignored WEFT_ALGO's " + *forced);
+    }
+  }
+#endif
+  if (chosen == nullptr) {
+    std::string name = forced ? *forced : DefaultAlgorithm(request->collective);
+    chosen = FindAlgorithm(request->collective, name);
+    if (chosen == nullptr) {
+      if (forced) {
+        return InvalidUsage("WEFT_ALGO forces '" + name + "' for " +
+                            CollectiveName(request->collective) +
+                            ", which is not a registered algorithm for it");
+      }
+      // Default missing: take the first applicable registered one.
+      for (const AlgorithmInfo& a : AllAlgorithms())
+        if (a.collective == request->collective && a.applicable(*request)) { chosen = &a; break; }
+      if (chosen == nullptr)
+        return InternalError(std::string("no algorithm is registered for ") +
+                             CollectiveName(request->collective));
+    }
+  }
+  if (!chosen->applicable(*request)) {
+    return InvalidUsage(std::string("algorithm '") + chosen->name + "' cannot run " +
+                        CollectiveName(request->collective) + " on this communicator" +
+                        (forced ? " (forced by WEFT_ALGO)" : "") +
+                        (request->all_ranks_mappable ? "" : ": ranks are not all on one host"));
+  }
+  return chosen;
+}
+
+Status RunCollective(weftComm* comm, const CollectiveCall& call) {
+  std::lock_guard<std::mutex> lock(comm->exec_mu);
+  WEFT_RETURN_IF_ERROR(CheckComm(comm));
+  const size_t elem = TypeSize(call.dtype);
+  const uint64_t tag = ++comm->collective_seq;
+  ScheduleRequest req;
+  req.collective = call.collective;
+  req.nranks = comm->nranks;
+  req.count = call.count;
+  req.root = call.root;
+  if (call.collective == Collective::kAllToAllv) {
+    // Every rank needs every rank's counts to build the schedule: gather them once per call
+    // shape is not possible without communication, so alltoallv exchanges counts first.
+    const int p = comm->nranks;
+    std::vector<size_t> mine(3 * p);
+    for (int i = 0; i < p; ++i) {
+      mine[i] = call.sendcounts[i];
+      mine[p + i] = call.sdispls[i];
+      mine[2 * p + i] = call.rdispls[i];
+    }
+    std::vector<size_t> all(3 * static_cast<size_t>(p) * p);
+    ScheduleRequest gather;
+    // Allgather of the count table over the data path (ring), tagged like any collective.
+    gather.collective = Collective::kAllGather;
+    gather.nranks = p;
+    gather.count = mine.size() * sizeof(size_t);
+    gather.chunk = ChunkPolicy{};
+    const AlgorithmInfo* ring = FindAlgorithm(Collective::kAllGather, "ring");
+    if (ring == nullptr) return InternalError("ring allgather is not registered");
+    StatusOr<Schedule> gs = ring->build(gather);
+    if (!gs.ok()) return gs.status();
+    WEFT_RETURN_IF_ERROR(Execute(comm, gs->ranks[comm->rank], gs->window, weftUint8, weftSum,
+                                 tag, mine.data(), all.data(), "alltoallv count exchange"));
+    req.a2av_counts.resize(static_cast<size_t>(p) * p);
+    req.a2av_send_displs.resize(static_cast<size_t>(p) * p);
+    req.a2av_recv_displs.resize(static_cast<size_t>(p) * p);
+    for (int src = 0; src < p; ++src) {
+      const size_t* t = &all[static_cast<size_t>(src) * 3 * p];
+      for (int dst = 0; dst < p; ++dst) {
+        req.a2av_counts[src * p + dst] = t[dst];
+        req.a2av_send_displs[src * p + dst] = t[p + dst];
+        req.a2av_recv_displs[src * p + dst] = t[2 * p + dst];
+      }
+    }
+    // Our receive counts must agree with what the senders send.
+    for (int src = 0; src < p; ++src) {
+      if (req.a2av_counts[src * p + comm->rank] != call.recvcounts[src])
+        return InvalidUsage("alltoallv: recvcounts[" + std::to_string(src) + "] = " +
+                            std::to_string(call.recvcounts[src]) + " but rank " +
+                            std::to_string(src) + " sends " +
+                            std::to_string(req.a2av_counts[src * p + comm->rank]));
+    }
+  }
+  StatusOr<const AlgorithmInfo*> algo = ChooseAlgorithm(comm, &req, elem, call.op);
+  if (!algo.ok()) return algo.status();
+  const AlgorithmInfo* info = *algo;
+  comm->last_algorithm = info->name;
+  std::string key = CacheKey(req, info->name);
+  auto it = comm->schedule_cache.find(key);
+  std::shared_ptr<const Schedule> sched;
+  if (it != comm->schedule_cache.end()) {
+    sched = it->second;
+  } else {
+    StatusOr<Schedule> built = info->build(req);
+    if (!built.ok())
+      return built.status().WithContext(std::string(CollectiveName(req.collective)) + " " +
+                                        info->name);
+    if (static_cast<int>(built->ranks.size()) != comm->nranks)
+      return InternalError("algorithm " + info->name + " built a schedule for " +
+                           std::to_string(built->ranks.size()) + " ranks, not " +
+                           std::to_string(comm->nranks));
+    sched = std::make_shared<const Schedule>(std::move(built.value()));
+    // Bound the cache: alltoallv shapes vary per call.
+    if (comm->schedule_cache.size() > 256) comm->schedule_cache.clear();
+    comm->schedule_cache[key] = sched;
+    std::string bucket = std::string(CollectiveName(req.collective)) + "/" +
+                         std::to_string(req.count * elem);
+    if (comm->logged_decisions.emplace(bucket, info->name).second) {
+      WEFT_INFO("rank %d: %s count=%zu dtype=%s -> %s (chunk %zu elems, %d channels)",
+                comm->rank, CollectiveName(req.collective), req.count, DataTypeName(call.dtype),
+                info->name.c_str(), req.chunk.chunk_elems, req.chunk.channels);
+    }
+  }
+  std::string what = std::string(CollectiveName(req.collective)) + " " + info->name;
+  return Execute(comm, sched->ranks[comm->rank], sched->window, call.dtype, call.op, tag,
+                 call.sendbuff, call.recvbuff, what.c_str());
+}
+
+Status RunP2P(weftComm* comm, const std::vector<P2POp>& ops) {
+  std::lock_guard<std::mutex> lock(comm->exec_mu);
+  WEFT_RETURN_IF_ERROR(CheckComm(comm));
+  if (ops.empty()) return OkStatus();
+  // All ops of a group run as one schedule: every send/recv is posted up front (window =
+  // number of ops), so any matching order between ranks completes. Regions are byte offsets
+  // into one virtual address space: we pass base pointers through "input" = nullptr and
+  // encode each op's absolute address as its offset (elem size 1).
+  RankSchedule rs;
+  std::vector<std::pair<const P2POp*, const P2POp*>> self_pairs;
+  std::vector<const P2POp*> self_sends, self_recvs;
+  for (const P2POp& op : ops) {
+    size_t bytes = op.count * TypeSize(op.dtype);
+    if (op.peer == comm->rank) {
+      (op.is_send ? self_sends : self_recvs).push_back(&op);
+      continue;
+    }
+    uintptr_t addr = reinterpret_cast<uintptr_t>(op.buff);
+    if (op.is_send)
+      rs.steps.push_back(SendStep(op.peer, Region{Buffer::kInput, addr, bytes}));
+    else
+      rs.steps.push_back(RecvStep(op.peer, Region{Buffer::kOutput, addr, bytes}));
+  }
+  if (self_sends.size() != self_recvs.size())
+    return InvalidUsage("send/recv to self: " + std::to_string(self_sends.size()) +
+                        " sends but " + std::to_string(self_recvs.size()) +
+                        " receives in this group");
+  for (size_t i = 0; i < self_sends.size(); ++i) {
+    size_t sb = self_sends[i]->count * TypeSize(self_sends[i]->dtype);
+    size_t rb = self_recvs[i]->count * TypeSize(self_recvs[i]->dtype);
+    if (sb != rb)
+      return InvalidUsage("send/recv to self: sizes differ (" + std::to_string(sb) + " vs " +
+                          std::to_string(rb) + " bytes)");
+    if (sb > 0) kernels::Copy(self_recvs[i]->buff, self_sends[i]->buff, sb);
+  }
+  if (rs.steps.empty()) return OkStatus();
+  return Execute(comm, rs, static_cast<int>(rs.steps.size()), weftUint8, weftSum, kP2PTag,
+                 nullptr, nullptr, "send/recv");
+}
+
+}  // namespace weft

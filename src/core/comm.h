@@ -1,0 +1,107 @@
+// Communicator: rank, size, transports to every peer, algorithm choice, schedule cache, and
+// the sequence number that tags every operation's messages.
+//
+// Lifecycle: created by weftCommInitRank / weftCommInitAll / weftCommInitFromEnv /
+// weftCommSplit (src/core/init.cc); a communicator whose creation failed still exists as a
+// handle whose calls all fail with the initialization error, so that callers who ignore the
+// init result get a clear message instead of a crash. Destroy/Abort free it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "algorithms/algo_override.h"
+#include "algorithms/registry.h"
+#include "algorithms/schedule.h"
+#include "common/status.h"
+#include "transports/transport.h"
+#include "weft/weft.h"
+
+namespace weft {
+class Bootstrap;
+class InprocHub;
+class Fabric;
+class Selector;
+}  // namespace weft
+
+// The handle type of the C API (weftComm_t = weftComm*).
+struct weftComm {
+  uint64_t magic = 0;  // kCommMagic while alive
+  int rank = 0;
+  int nranks = 0;
+  int local_rank = 0;
+  weft::Status init_error;  // non-ok: init failed; every call reports it
+  weft::Status sticky_error;  // a failed collective left the transports unusable
+  double timeout_s = 300;
+
+  std::unique_ptr<weft::Bootstrap> bootstrap;  // null for weftCommInitAll
+  std::shared_ptr<weft::InprocHub> hub;
+  std::vector<std::unique_ptr<weft::Transport>> transports;  // owned, any kind
+  std::vector<weft::Transport*> peer_transport;               // index = peer rank
+  weft::DirectTransport* direct = nullptr;  // maps every rank's window (all on one host)
+  std::vector<std::vector<int>> host_groups;  // ranks grouped by host
+  std::shared_ptr<const weft::Fabric> fabric;
+  std::shared_ptr<weft::Selector> selector;
+
+  weft::AlgoOverrides overrides;
+  weft::Status overrides_error;  // WEFT_ALGO was set but invalid
+
+  uint64_t collective_seq = 0;  // identical on every rank: tags collective messages
+  std::vector<unsigned char> heap_scratch;
+  std::map<std::string, std::shared_ptr<const weft::Schedule>> schedule_cache;
+  std::map<std::string, std::string> logged_decisions;  // WEFT_DEBUG=INFO: first-time choices
+  std::string last_algorithm;  // of the last collective (weft-perf shows it)
+
+  std::mutex exec_mu;  // one operation at a time; Abort waits for it
+};
+
+namespace weft {
+
+constexpr uint64_t kCommMagic = 0x77656674636f6d6dULL;  // "weftcomm"
+constexpr uint64_t kP2PTag = 0xfffffffffffffff0ULL;       // tag of send/recv messages
+
+// Checks that `comm` is a live communicator that can run operations.
+Status CheckComm(const weftComm* comm);
+
+// Everything one collective call needs after argument checking.
+struct CollectiveCall {
+  Collective collective = Collective::kAllReduce;
+  const void* sendbuff = nullptr;
+  void* recvbuff = nullptr;
+  size_t count = 0;
+  weftDataType_t dtype = weftFloat32;
+  weftRedOp_t op = weftSum;
+  int root = 0;
+  // all-to-allv (copied: the call may run later on a stream)
+  std::vector<size_t> sendcounts, sdispls, recvcounts, rdispls;
+};
+
+// Runs a collective to completion on the calling thread.
+Status RunCollective(weftComm* comm, const CollectiveCall& call);
+
+// One point-to-point operation (weftSend / weftRecv).
+struct P2POp {
+  bool is_send = true;
+  void* buff = nullptr;
+  size_t count = 0;
+  weftDataType_t dtype = weftFloat32;
+  int peer = 0;
+};
+// Runs a batch of point-to-point operations together (a group), so that matched pairs cannot
+// deadlock whatever their order.
+Status RunP2P(weftComm* comm, const std::vector<P2POp>& ops);
+
+// Chooses the algorithm for a request (WEFT_ALGO, then the selector, then defaults) and fills
+// request->chunk. Exposed for tools and tests.
+StatusOr<const AlgorithmInfo*> ChooseAlgorithm(weftComm* comm, ScheduleRequest* request,
+                                               size_t elem_size, weftRedOp_t op);
+
+// Bytes as nccl-tests' "size" column reports them for this call (WEFT_ALGO ranges use it).
+size_t ReportedBytes(Collective c, size_t count, size_t elem_size, int nranks);
+
+}  // namespace weft

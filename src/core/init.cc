@@ -1,0 +1,356 @@
+// Creating communicators: from a unique id (bootstrap + TCP + shm), from the launcher's
+// environment, as threads of one process (inproc), and by splitting another communicator.
+#include "core/init.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include "common/log.h"
+#include "core/bootstrap.h"
+#include "net/socket.h"
+#include "transports/inproc/inproc_transport.h"
+#if __has_include("transports/tcp/tcp_transport.h")
+#include "transports/tcp/tcp_transport.h"
+#define WEFT_HAVE_TCP 1
+#endif
+
+#if __has_include("transports/shm/shm_transport.h")
+#include "transports/shm/shm_transport.h"
+#define WEFT_HAVE_SHM 1
+#endif
+#if __has_include("topo/fabric.h") && __has_include("tune/selector.h")
+#include "topo/fabric.h"
+#include "tune/selector.h"
+#define WEFT_HAVE_TOPO 1
+#endif
+
+namespace weft {
+namespace {
+
+double EnvSeconds(const char* name, double fallback) {
+  const char* v = getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  double d = strtod(v, &end);
+  return (end && *end == '\0' && d >= 0) ? d : fallback;
+}
+
+bool EnvFlag(const char* name) {
+  const char* v = getenv(name);
+  return v != nullptr && *v != '\0' && strcmp(v, "0") != 0;
+}
+
+std::string ReadFirstLine(const char* path) {
+  std::ifstream f(path);
+  std::string line;
+  std::getline(f, line);
+  return line;
+}
+
+}  // namespace
+
+double DefaultTimeoutSeconds() { return EnvSeconds("WEFT_TIMEOUT", 300); }
+
+std::string LocalHostId() {
+  // Ranks share memory only when they share hostname, kernel boot and network namespace: the
+  // test harness runs "hosts" as network namespaces of one machine, which must count as
+  // different hosts.
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  struct stat st {};
+  unsigned long long netns = 0;
+  if (stat("/proc/self/ns/net", &st) == 0) netns = static_cast<unsigned long long>(st.st_ino);
+  return std::string(host) + "|" + ReadFirstLine("/proc/sys/kernel/random/boot_id") + "|" +
+         std::to_string(netns);
+}
+
+void InitCommon(weftComm* comm) {
+  comm->magic = kCommMagic;
+  comm->timeout_s = DefaultTimeoutSeconds();
+  const char* algo = getenv("WEFT_ALGO");
+  if (algo != nullptr && *algo != '\0') {
+    StatusOr<AlgoOverrides> parsed = ParseAlgoOverrides(algo);
+    if (parsed.ok())
+      comm->overrides = std::move(parsed.value());
+    else
+      comm->overrides_error = parsed.status();
+  }
+}
+
+// Exchanges host ids, groups ranks by host, and sets up the selector (fabric) when built.
+static Status SetupTopology(weftComm* comm, const std::vector<std::string>& host_ids) {
+  comm->host_groups.clear();
+  std::vector<std::string> seen;
+  for (int r = 0; r < comm->nranks; ++r) {
+    auto it = std::find(seen.begin(), seen.end(), host_ids[r]);
+    if (it == seen.end()) {
+      seen.push_back(host_ids[r]);
+      comm->host_groups.push_back({r});
+    } else {
+      comm->host_groups[it - seen.begin()].push_back(r);
+    }
+  }
+  return OkStatus();
+}
+
+Status InitOverBootstrap(weftComm* comm, std::unique_ptr<Bootstrap> bootstrap) {
+  comm->bootstrap = std::move(bootstrap);
+  Bootstrap* bs = comm->bootstrap.get();
+  comm->rank = bs->rank();
+  comm->nranks = bs->nranks();
+  SetLogRank(comm->rank);
+  // Host ids, fixed-size records for the setup allgather.
+  constexpr size_t kIdBytes = 256;
+  std::string my_id = LocalHostId();
+  my_id.resize(kIdBytes, '\0');
+  std::vector<char> all(kIdBytes * comm->nranks);
+  WEFT_RETURN_IF_ERROR_CTX(bs->AllGather(my_id.data(), kIdBytes, all.data()),
+                           "exchanging host ids");
+  std::vector<std::string> ids(comm->nranks);
+  for (int r = 0; r < comm->nranks; ++r)
+    ids[r] = std::string(all.data() + r * kIdBytes, strnlen(all.data() + r * kIdBytes, kIdBytes));
+  WEFT_RETURN_IF_ERROR(SetupTopology(comm, ids));
+  std::vector<int> local;
+  for (const auto& g : comm->host_groups)
+    if (std::find(g.begin(), g.end(), comm->rank) != g.end()) local = g;
+  comm->local_rank = static_cast<int>(std::find(local.begin(), local.end(), comm->rank) - local.begin());
+
+#ifdef WEFT_HAVE_TCP
+  StatusOr<std::unique_ptr<TcpTransport>> tcp = TcpTransport::Create(bs, TcpOptionsFromEnv());
+  if (!tcp.ok()) return tcp.status().WithContext("creating the TCP transport");
+  Transport* tcp_ptr = tcp->get();
+  comm->transports.push_back(std::move(tcp.value()));
+  comm->peer_transport.assign(comm->nranks, tcp_ptr);
+  comm->peer_transport[comm->rank] = nullptr;
+#else
+  comm->peer_transport.assign(comm->nranks, nullptr);
+#endif
+
+#ifdef WEFT_HAVE_SHM
+  // Collective: every rank calls Create, also those with no local peer.
+  bool shm_disabled = EnvFlag("WEFT_SHM_DISABLE");
+  std::vector<int> shm_ranks = shm_disabled ? std::vector<int>{comm->rank} : local;
+  StatusOr<ShmOptions> shm_options = ShmOptionsFromEnv();
+  if (!shm_options.ok()) return shm_options.status();
+  StatusOr<std::unique_ptr<ShmTransport>> shm = ShmTransport::Create(bs, shm_ranks, *shm_options);
+  if (!shm.ok()) return shm.status().WithContext("creating the shared-memory transport");
+  if (shm_ranks.size() > 1) {
+    ShmTransport* s = shm->get();
+    for (int r : shm_ranks)
+      if (r != comm->rank) comm->peer_transport[r] = s;
+    if (static_cast<int>(shm_ranks.size()) == comm->nranks) comm->direct = s;
+    comm->transports.push_back(std::move(shm.value()));
+  }
+  WEFT_INFO("rank %d/%d: %zu host(s), %zu local rank(s), shm %s", comm->rank, comm->nranks,
+            comm->host_groups.size(), local.size(),
+            shm_disabled ? "disabled (WEFT_SHM_DISABLE)" : "enabled");
+#endif
+#ifdef WEFT_HAVE_TOPO
+  {
+    StatusOr<std::string> mine = DescribeLocalRank(comm->local_rank);
+    if (!mine.ok()) return mine.status().WithContext("describing this rank's topology");
+    uint64_t len = mine->size(), maxlen = 0;
+    std::vector<uint64_t> lens(comm->nranks);
+    WEFT_RETURN_IF_ERROR(bs->AllGather(&len, sizeof(len), lens.data()));
+    for (uint64_t l : lens) maxlen = std::max(maxlen, l);
+    std::string padded = *mine;
+    padded.resize(maxlen, '\0');
+    std::vector<char> blob(maxlen * comm->nranks);
+    if (maxlen > 0) WEFT_RETURN_IF_ERROR(bs->AllGather(padded.data(), maxlen, blob.data()));
+    std::vector<std::string> summaries(comm->nranks);
+    for (int r = 0; r < comm->nranks; ++r) summaries[r] = std::string(blob.data() + r * maxlen, lens[r]);
+    StatusOr<std::shared_ptr<const Fabric>> fabric = BuildFabric(summaries);
+    if (!fabric.ok()) return fabric.status().WithContext("building the fabric");
+    comm->fabric = *fabric;
+    comm->selector = std::make_shared<Selector>(comm->fabric, comm->overrides, comm->direct != nullptr);
+    if (comm->rank == 0) WEFT_INFO("fabric:\n%s", comm->fabric->Describe().c_str());
+  }
+#endif
+  return OkStatus();
+}
+
+Status InitInproc(weftComm* comm, std::shared_ptr<InprocHub> hub, int rank) {
+  comm->rank = rank;
+  comm->nranks = hub->nranks();
+  comm->hub = hub;
+  auto t = std::make_unique<InprocTransport>(hub, rank);
+  comm->peer_transport.assign(comm->nranks, t.get());
+  comm->peer_transport[rank] = nullptr;
+  comm->transports.push_back(std::move(t));
+  std::vector<std::string> ids(comm->nranks, LocalHostId());
+  comm->local_rank = rank;
+  return SetupTopology(comm, ids);
+}
+
+StatusOr<BootstrapId> CreateUniqueId() {
+  StatusOr<net::SockAddr> addr = net::ChooseLocalAddress();
+  if (!addr.ok()) return addr.status().WithContext("choosing the bootstrap address");
+  net::SockAddr listen = *addr;
+  listen.set_port(0);
+  return StartBootstrapRoot(listen, net::Secret::Random(), EnvSeconds("WEFT_INIT_TIMEOUT", 600));
+}
+
+Status JoinAndInit(weftComm* comm, const BootstrapId& id, int nranks, int rank) {
+  StatusOr<std::unique_ptr<Bootstrap>> bs =
+      Bootstrap::Join(id, rank, nranks, EnvSeconds("WEFT_INIT_TIMEOUT", 120));
+  if (!bs.ok()) return bs.status().WithContext("bootstrap");
+  return InitOverBootstrap(comm, std::move(bs.value()));
+}
+
+// ---- environment ----
+
+namespace {
+
+struct LaunchEnv {
+  int rank = -1, size = -1, local_rank = 0;
+  std::string root;    // host:port
+  std::string source;  // which launcher's variables
+  std::string job;     // something every rank of the job shares, for a derived secret
+};
+
+bool GetInt(const char* name, int* out) {
+  const char* v = getenv(name);
+  if (v == nullptr || *v == '\0') return false;
+  char* end = nullptr;
+  long x = strtol(v, &end, 10);
+  if (*end != '\0') return false;
+  *out = static_cast<int>(x);
+  return true;
+}
+
+std::string Env(const char* name) {
+  const char* v = getenv(name);
+  return v ? v : "";
+}
+
+// First host of a Slurm node list: "node[03-05,9],other" -> "node03".
+std::string FirstSlurmHost(const std::string& list) {
+  std::string first;
+  int depth = 0;
+  for (char c : list) {
+    if (c == '[') depth++;
+    if (c == ']') depth--;
+    if (c == ',' && depth == 0) break;
+    first += c;
+  }
+  size_t lb = first.find('[');
+  if (lb == std::string::npos) return first;
+  std::string prefix = first.substr(0, lb), range = first.substr(lb + 1);
+  size_t end = range.find_first_of(",-]");
+  return prefix + range.substr(0, end);
+}
+
+std::string RootFromMasterVars() {
+  std::string addr = Env("MASTER_ADDR"), port = Env("MASTER_PORT");
+  if (addr.empty() || port.empty()) return "";
+  if (addr.find(':') != std::string::npos && addr.front() != '[') addr = "[" + addr + "]";
+  return addr + ":" + port;
+}
+
+Status ReadLaunchEnv(LaunchEnv* e) {
+  std::string root = Env("WEFT_ROOT");
+  if (root.empty()) root = RootFromMasterVars();
+  if (GetInt("WEFT_RANK", &e->rank) && GetInt("WEFT_WORLD_SIZE", &e->size)) {
+    GetInt("WEFT_LOCAL_RANK", &e->local_rank);
+    e->source = "WEFT_*";
+  } else if (GetInt("RANK", &e->rank) && GetInt("WORLD_SIZE", &e->size)) {
+    GetInt("LOCAL_RANK", &e->local_rank);
+    e->source = "torchrun (RANK/WORLD_SIZE)";
+  } else if (GetInt("SLURM_PROCID", &e->rank) && GetInt("SLURM_NTASKS", &e->size)) {
+    GetInt("SLURM_LOCALID", &e->local_rank);
+    e->source = "Slurm (SLURM_PROCID/SLURM_NTASKS)";
+    e->job = "slurm:" + Env("SLURM_JOB_ID") + "." + Env("SLURM_STEP_ID");
+    if (root.empty() && !Env("SLURM_JOB_NODELIST").empty()) {
+      // Rank 0 runs on the first node of the allocation; the port is derived from the job id
+      // so every rank computes the same one without talking.
+      int jobid = atoi(Env("SLURM_JOB_ID").c_str());
+      root = FirstSlurmHost(Env("SLURM_JOB_NODELIST")) + ":" + std::to_string(29500 + jobid % 20000);
+    }
+  } else if (GetInt("OMPI_COMM_WORLD_RANK", &e->rank) && GetInt("OMPI_COMM_WORLD_SIZE", &e->size)) {
+    GetInt("OMPI_COMM_WORLD_LOCAL_RANK", &e->local_rank);
+    e->source = "Open MPI (OMPI_COMM_WORLD_*)";
+    e->job = "ompi:" + Env("PMIX_NAMESPACE") + Env("OMPI_MCA_ess_base_jobid");
+    int local_size = 0;
+    if (root.empty() && GetInt("OMPI_COMM_WORLD_LOCAL_SIZE", &local_size) && local_size == e->size) {
+      // Single-host job: rank 0 is on this host; derive the port from the job's namespace.
+      uint32_t h = 2166136261u;
+      for (char c : e->job) h = (h ^ static_cast<unsigned char>(c)) * 16777619u;
+      root = "127.0.0.1:" + std::to_string(29500 + h % 20000);
+    }
+  } else {
+    return InvalidUsage(
+        "weftCommInitFromEnv: no launcher environment found: set WEFT_RANK, WEFT_WORLD_SIZE, "
+        "WEFT_ROOT (host:port) — or run under weftrun, torchrun (RANK, WORLD_SIZE, "
+        "MASTER_ADDR, MASTER_PORT), srun or mpirun");
+  }
+  if (e->size < 1)
+    return InvalidArgument("weftCommInitFromEnv: world size " + std::to_string(e->size) +
+                           " from " + e->source + " must be >= 1");
+  if (e->rank < 0 || e->rank >= e->size)
+    return InvalidArgument("weftCommInitFromEnv: rank " + std::to_string(e->rank) + " from " +
+                           e->source + " is outside [0, " + std::to_string(e->size) + ")");
+  if (root.empty())
+    return InvalidUsage("weftCommInitFromEnv: rank/size come from " + e->source +
+                        " but no rendezvous address: set WEFT_ROOT=host:port (or MASTER_ADDR "
+                        "and MASTER_PORT)");
+  e->root = root;
+  return OkStatus();
+}
+
+// 128 bits from a string (two FNV-1a 64-bit hashes with different offsets).
+net::Secret DerivedSecret(const std::string& s) {
+  uint64_t a = 1469598103934665603ULL, b = 7809847782465536322ULL;
+  for (char c : s) {
+    a = (a ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+    b = (b ^ static_cast<unsigned char>(c)) * 1099511628211ULL + 0x9e3779b97f4a7c15ULL;
+  }
+  net::Secret sec;
+  memcpy(sec.bytes, &a, 8);
+  memcpy(sec.bytes + 8, &b, 8);
+  return sec;
+}
+
+}  // namespace
+
+Status InitFromEnvironment(weftComm* comm) {
+  LaunchEnv e;
+  WEFT_RETURN_IF_ERROR(ReadLaunchEnv(&e));
+  StatusOr<net::SockAddr> root = net::ParseHostPort(e.root);
+  if (!root.ok()) return root.status().WithContext("WEFT_ROOT/MASTER_ADDR:MASTER_PORT");
+  net::Secret secret;
+  std::string hex = Env("WEFT_SECRET");
+  if (!hex.empty()) {
+    StatusOr<net::Secret> s = net::Secret::FromHex(hex);
+    if (!s.ok()) return s.status().WithContext("WEFT_SECRET");
+    secret = *s;
+  } else {
+    // No shared secret was handed out: derive one from what every rank of the job knows.
+    // It keeps stray connections from other jobs out, but is not a secret: set WEFT_SECRET.
+    secret = DerivedSecret(e.root + "|" + std::to_string(e.size) + "|" + e.job);
+    if (e.rank == 0)
+      WEFT_WARN("WEFT_SECRET is not set: using a secret derived from the job's public "
+                "parameters (%s)", e.source.c_str());
+  }
+  BootstrapId id;
+  id.root = *root;
+  id.secret = secret;
+  if (e.rank == 0) {
+    // Rank 0 serves the rendezvous on WEFT_ROOT's port, on every address of that family.
+    net::SockAddr listen = net::SockAddr::Any(root->family(), root->port());
+    StatusOr<BootstrapId> served =
+        StartBootstrapRoot(listen, secret, EnvSeconds("WEFT_INIT_TIMEOUT", 120));
+    if (!served.ok())
+      return served.status().WithContext("starting the rendezvous on " + e.root + " (rank 0)");
+  }
+  comm->local_rank = e.local_rank;
+  return JoinAndInit(comm, id, e.size, e.rank);
+}
+
+}  // namespace weft

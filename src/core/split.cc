@@ -1,0 +1,97 @@
+// weftCommSplit: NCCL semantics. Ranks passing the same color form a new communicator,
+// ordered by (key, old rank); WEFT_SPLIT_NOCOLOR yields NULL. Collective over the parent.
+//
+// Round 1 allgathers (color, key) over the parent's data path, so every rank knows every
+// group. Round 2 allgathers, from each group's new rank 0 (its leader), what the members need
+// to join: a fresh bootstrap unique id (network communicators) or the address of a new
+// in-process hub (thread-per-rank communicators). Members then initialize as usual.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "core/bootstrap.h"
+#include "core/comm.h"
+#include "core/init.h"
+#include "transports/inproc/inproc_transport.h"
+
+namespace weft {
+namespace {
+
+Status AllGatherBytes(weftComm* comm, const void* mine, size_t bytes, void* all) {
+  CollectiveCall c;
+  c.collective = Collective::kAllGather;
+  c.sendbuff = mine;
+  c.recvbuff = all;
+  c.count = bytes;
+  c.dtype = weftUint8;
+  return RunCollective(comm, c);
+}
+
+}  // namespace
+
+Status SplitComm(weftComm* parent, int color, int key, weftComm* child, bool* joined) {
+  *joined = false;
+  const int p = parent->nranks;
+  int32_t mine[2] = {color, key};
+  std::vector<int32_t> all(2 * p);
+  WEFT_RETURN_IF_ERROR_CTX(AllGatherBytes(parent, mine, sizeof(mine), all.data()),
+                           "weftCommSplit exchanging colors");
+  std::vector<int> members;  // parent ranks of our group, in new-rank order
+  if (color != WEFT_SPLIT_NOCOLOR) {
+    for (int r = 0; r < p; ++r)
+      if (all[2 * r] == color) members.push_back(r);
+    std::stable_sort(members.begin(), members.end(), [&](int a, int b) {
+      return all[2 * a + 1] != all[2 * b + 1] ? all[2 * a + 1] < all[2 * b + 1] : a < b;
+    });
+  }
+  const bool leader = !members.empty() && members[0] == parent->rank;
+  const bool inproc = parent->bootstrap == nullptr;
+  // Round 2: leaders publish how to join.
+  weftUniqueId offer;
+  memset(&offer, 0, sizeof(offer));
+  std::shared_ptr<InprocHub>* holder = nullptr;
+  if (leader) {
+    if (inproc) {
+      holder = new std::shared_ptr<InprocHub>(std::make_shared<InprocHub>(members.size()));
+      memcpy(offer.internal, &holder, sizeof(holder));
+    } else {
+      StatusOr<BootstrapId> id = CreateUniqueId();
+      if (!id.ok()) return id.status().WithContext("weftCommSplit");
+      WEFT_RETURN_IF_ERROR(PackUniqueId(*id, &offer));
+    }
+  }
+  std::vector<weftUniqueId> offers(p);
+  Status st = AllGatherBytes(parent, &offer, sizeof(offer), offers.data());
+  if (!st.ok()) {
+    delete holder;
+    return st.WithContext("weftCommSplit exchanging rendezvous ids");
+  }
+  Status init;
+  if (!members.empty()) {
+    int new_rank = static_cast<int>(std::find(members.begin(), members.end(), parent->rank) -
+                                    members.begin());
+    const weftUniqueId& id = offers[members[0]];
+    if (inproc) {
+      std::shared_ptr<InprocHub>* h = nullptr;
+      memcpy(&h, id.internal, sizeof(h));
+      init = InitInproc(child, *h, new_rank);
+    } else {
+      StatusOr<BootstrapId> bid = UnpackUniqueId(id);
+      init = bid.ok() ? JoinAndInit(child, *bid, static_cast<int>(members.size()), new_rank)
+                      : bid.status();
+    }
+    *joined = true;
+  }
+  if (inproc) {
+    // Round 3: everyone has copied the hub pointer; leaders drop their holder.
+    char dummy = 0;
+    std::vector<char> sink(p);
+    Status b = AllGatherBytes(parent, &dummy, 1, sink.data());
+    delete holder;
+    if (!b.ok()) return b.WithContext("weftCommSplit");
+  }
+  return init.WithContext("weftCommSplit");
+}
+
+}  // namespace weft

@@ -1,0 +1,253 @@
+// weftrun: launches N local ranks of a program with the weft environment set.
+//
+//   weftrun -n N [--no-prefix] [--timeout SECONDS] PROGRAM [ARGS...]
+//
+// Every rank gets WEFT_RANK, WEFT_WORLD_SIZE, WEFT_LOCAL_RANK, WEFT_LOCAL_SIZE, WEFT_ROOT
+// (127.0.0.1:<free port>, served by rank 0) and a random WEFT_SECRET, so programs call
+// weftCommInitFromEnv(). Each output line is prefixed with "[rank] ". As soon as one rank
+// fails (non-zero exit or a signal) the others are stopped (SIGTERM, then SIGKILL after 3 s)
+// and weftrun exits with that rank's status (128 + signal for a signal). With --timeout,
+// ranks still running after SECONDS are stopped and weftrun exits 124.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Rank {
+  pid_t pid = -1;
+  int out_fd = -1, err_fd = -1;
+  std::string out_buf, err_buf;
+  bool exited = false;
+  int status = 0;
+};
+
+volatile sig_atomic_t g_signal = 0;
+void OnSignal(int sig) { g_signal = sig; }
+
+int FreePort() {
+  // Bind to port 0 to let the kernel pick a free port, then release it for rank 0. The small
+  // window where another process could take it is acceptable for a local launcher.
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof(a);
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  int port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
+std::string RandomHex(int bytes) {
+  std::random_device rd;
+  std::string s;
+  char buf[3];
+  for (int i = 0; i < bytes; ++i) {
+    snprintf(buf, sizeof(buf), "%02x", static_cast<unsigned>(rd() & 0xff));
+    s += buf;
+  }
+  return s;
+}
+
+void Emit(FILE* to, int rank, std::string* buf, bool prefix, bool flush_partial) {
+  size_t pos;
+  while ((pos = buf->find('\n')) != std::string::npos) {
+    if (prefix) fprintf(to, "[%d] ", rank);
+    fwrite(buf->data(), 1, pos + 1, to);
+    buf->erase(0, pos + 1);
+  }
+  if (flush_partial && !buf->empty()) {
+    if (prefix) fprintf(to, "[%d] ", rank);
+    fwrite(buf->data(), 1, buf->size(), to);
+    fputc('\n', to);
+    buf->clear();
+  }
+  fflush(to);
+}
+
+int Usage() {
+  fprintf(stderr, "usage: weftrun -n N [--no-prefix] [--timeout SECONDS] PROGRAM [ARGS...]\n");
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int n = -1;
+  bool prefix = true;
+  double timeout_s = 0;
+  int i = 1;
+  for (; i < argc; ++i) {
+    std::string a = argv[i];
+    if ((a == "-n" || a == "-np") && i + 1 < argc) {
+      char* end = nullptr;
+      n = static_cast<int>(strtol(argv[++i], &end, 10));
+      if (*end != '\0' || n < 1) {
+        fprintf(stderr, "weftrun: -n %s: expected a positive number of ranks\n", argv[i]);
+        return 2;
+      }
+    } else if (a == "--no-prefix") {
+      prefix = false;
+    } else if (a == "--timeout" && i + 1 < argc) {
+      timeout_s = atof(argv[++i]);
+    } else if (a == "-h" || a == "--help") {
+      Usage();
+      return 0;
+    } else if (a == "--") {
+      ++i;
+      break;
+    } else {
+      break;
+    }
+  }
+  if (n < 1 || i >= argc) return Usage();
+
+  int port = FreePort();
+  if (port < 0) {
+    fprintf(stderr, "weftrun: cannot find a free TCP port on 127.0.0.1: %s\n", strerror(errno));
+    return 1;
+  }
+  std::string root = "127.0.0.1:" + std::to_string(port);
+  std::string secret = RandomHex(16);
+  signal(SIGINT, OnSignal);
+  signal(SIGTERM, OnSignal);
+  signal(SIGPIPE, SIG_IGN);
+
+  std::vector<Rank> ranks(n);
+  for (int r = 0; r < n; ++r) {
+    int out[2], err[2];
+    if (pipe(out) != 0 || pipe(err) != 0) {
+      fprintf(stderr, "weftrun: pipe: %s\n", strerror(errno));
+      return 1;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+      fprintf(stderr, "weftrun: fork: %s\n", strerror(errno));
+      return 1;
+    }
+    if (pid == 0) {
+      dup2(out[1], 1);
+      dup2(err[1], 2);
+      close(out[0]); close(out[1]); close(err[0]); close(err[1]);
+      setenv("WEFT_RANK", std::to_string(r).c_str(), 1);
+      setenv("WEFT_WORLD_SIZE", std::to_string(n).c_str(), 1);
+      setenv("WEFT_LOCAL_RANK", std::to_string(r).c_str(), 1);
+      setenv("WEFT_LOCAL_SIZE", std::to_string(n).c_str(), 1);
+      setenv("WEFT_ROOT", root.c_str(), 1);
+      setenv("WEFT_SECRET", secret.c_str(), 1);
+      signal(SIGINT, SIG_DFL);
+      signal(SIGTERM, SIG_DFL);
+      signal(SIGPIPE, SIG_DFL);
+      execvp(argv[i], argv + i);
+      fprintf(stderr, "weftrun: cannot run %s: %s\n", argv[i], strerror(errno));
+      _exit(127);
+    }
+    close(out[1]);
+    close(err[1]);
+    ranks[r].pid = pid;
+    ranks[r].out_fd = out[0];
+    ranks[r].err_fd = err[0];
+  }
+
+  auto start = std::chrono::steady_clock::now();
+  int exit_code = 0;
+  int failed_rank = -1;
+  bool stopping = false;
+  std::chrono::steady_clock::time_point stop_time;
+  auto stop_all = [&](int sig) {
+    for (Rank& k : ranks)
+      if (!k.exited) kill(k.pid, sig);
+  };
+  for (;;) {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<int, bool>> who;  // rank, is_stderr
+    for (int r = 0; r < n; ++r) {
+      if (ranks[r].out_fd >= 0) { fds.push_back({ranks[r].out_fd, POLLIN, 0}); who.push_back({r, false}); }
+      if (ranks[r].err_fd >= 0) { fds.push_back({ranks[r].err_fd, POLLIN, 0}); who.push_back({r, true}); }
+    }
+    poll(fds.data(), fds.size(), 100);
+    for (size_t k = 0; k < fds.size(); ++k) {
+      if (!(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      Rank& rk = ranks[who[k].first];
+      char buf[65536];
+      ssize_t got = read(fds[k].fd, buf, sizeof(buf));
+      std::string& b = who[k].second ? rk.err_buf : rk.out_buf;
+      FILE* to = who[k].second ? stderr : stdout;
+      if (got > 0) {
+        b.append(buf, got);
+        Emit(to, who[k].first, &b, prefix, false);
+      } else if (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN)) {
+        Emit(to, who[k].first, &b, prefix, true);
+        close(fds[k].fd);
+        (who[k].second ? rk.err_fd : rk.out_fd) = -1;
+      }
+    }
+    // Reap.
+    int status;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+      for (int r = 0; r < n; ++r) {
+        if (ranks[r].pid != pid) continue;
+        ranks[r].exited = true;
+        ranks[r].status = status;
+        int code = WIFEXITED(status) ? WEXITSTATUS(status)
+                                     : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+        if (code != 0 && failed_rank < 0 && !stopping) {
+          failed_rank = r;
+          exit_code = code;
+          if (WIFSIGNALED(status))
+            fprintf(stderr, "weftrun: rank %d was killed by signal %d (%s); stopping the other ranks\n",
+                    r, WTERMSIG(status), strsignal(WTERMSIG(status)));
+          else
+            fprintf(stderr, "weftrun: rank %d exited with status %d; stopping the other ranks\n", r, code);
+          stopping = true;
+          stop_time = std::chrono::steady_clock::now();
+          stop_all(SIGTERM);
+        }
+      }
+    }
+    bool all_done = true;
+    for (const Rank& k : ranks) all_done &= k.exited && k.out_fd < 0 && k.err_fd < 0;
+    if (all_done) break;
+    auto now = std::chrono::steady_clock::now();
+    if (g_signal && !stopping) {
+      fprintf(stderr, "weftrun: received signal %d; stopping the ranks\n", static_cast<int>(g_signal));
+      exit_code = 128 + g_signal;
+      stopping = true;
+      stop_time = now;
+      stop_all(SIGTERM);
+    }
+    if (timeout_s > 0 && !stopping &&
+        std::chrono::duration<double>(now - start).count() > timeout_s) {
+      fprintf(stderr, "weftrun: ranks still running after --timeout %.0f s; stopping them\n", timeout_s);
+      exit_code = 124;
+      stopping = true;
+      stop_time = now;
+      stop_all(SIGTERM);
+    }
+    if (stopping && std::chrono::duration<double>(now - stop_time).count() > 3) {
+      stop_all(SIGKILL);
+      stop_time = now + std::chrono::hours(1);  // once
+    }
+  }
+  return exit_code;
+}
