@@ -1,0 +1,85 @@
+// Direct allgather (same host, every peer's window mapped): each rank reads every peer's
+// block straight from the peer's window into its output.
+//
+// One signal round trip per round, each rank reads (p-1) * n elements (the minimum).
+// Per round k of at most C elements at offset o of the per-rank block (double-buffered
+// Scratch slots k % 2):
+//   1. copy input[o, c) into the slot, signal every peer "ready k";
+//   2. from each peer: wait "done k-1" (counted signals: consumed in the order they were
+//      sent), then "ready k";
+//   3. output[q * n + o, c) = peer q's slot for every q (our own from our slot, which also
+//      makes in-place calls, input = output + r * n, a no-op copy);
+//   4. signal every peer "done k".
+// After the last round: wait every peer's last "done" (our window is free for the next call).
+#include <algorithm>
+
+#include "algorithms/patterns.h"
+#include "algorithms/registry.h"
+
+namespace weft {
+namespace {
+
+constexpr size_t kDirectScratchElems = size_t{512} << 10;  // window budget per rank, elements
+
+void SignalAll(RankSchedule& rs, int r, int p) {
+  for (int q = 0; q < p; ++q)
+    if (q != r) { Step s; s.op = StepOp::kSignal; s.peer = q; rs.steps.push_back(s); }
+}
+void WaitOne(RankSchedule& rs, int q) {
+  Step s; s.op = StepOp::kWait; s.peer = q; rs.steps.push_back(s);
+}
+
+StatusOr<Schedule> BuildAllGatherDirect(const ScheduleRequest& req) {
+  WEFT_RETURN_IF_ERROR(CheckRequestBasics(req));
+  Schedule sched = NewSchedule(req, "direct");
+  const int p = req.nranks;
+  const size_t n = req.count;
+  size_t c_max = kDirectScratchElems / 2;
+  if (req.chunk.chunk_elems > 0) c_max = std::min(c_max, req.chunk.chunk_elems);
+  c_max = std::min(c_max, n);
+  const size_t rounds = n == 0 ? 0 : NumChunks(n, c_max);
+  for (int r = 0; r < p; ++r) {
+    RankSchedule& rs = sched.ranks[r];
+    rs.input_count = n;
+    rs.output_count = n * p;
+    if (n == 0) continue;
+    if (p == 1) {
+      rs.steps.push_back(CopyStep(In(0, n), Out(0, n)));
+      continue;
+    }
+    rs.scratch_count = 2 * c_max;
+    for (size_t k = 0; k < rounds; ++k) {
+      const size_t o = k * c_max, c = std::min(c_max, n - o), slot = (k % 2) * c_max;
+      rs.steps.push_back(CopyStep(In(o, c), Tmp(slot, c)));
+      SignalAll(rs, r, p);  // ready k
+      for (int q = 0; q < p; ++q) {
+        if (q == r) continue;
+        if (k > 0) WaitOne(rs, q);  // done k-1
+        WaitOne(rs, q);             // ready k
+      }
+      for (int q = 0; q < p; ++q) {
+        if (q == r) {
+          rs.steps.push_back(CopyStep(Tmp(slot, c), Out(r * n + o, c)));
+          continue;
+        }
+        Step s;
+        s.op = StepOp::kDirectRead;
+        s.peer = q;
+        s.dst = Out(q * n + o, c);
+        s.remote = Tmp(slot, c);
+        rs.steps.push_back(s);
+      }
+      SignalAll(rs, r, p);  // done k
+    }
+    for (int q = 0; q < p; ++q)
+      if (q != r) WaitOne(rs, q);
+  }
+  return sched;
+}
+
+WEFT_REGISTER_ALGORITHM(Collective::kAllGather, "direct",
+                        [](const ScheduleRequest& req) { return req.all_ranks_mappable; },
+                        BuildAllGatherDirect);
+
+}  // namespace
+}  // namespace weft

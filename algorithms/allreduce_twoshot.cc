@@ -1,0 +1,119 @@
+// Two-shot direct allreduce (same host, every peer's window mapped): a direct reduce-scatter
+// followed by a direct allgather, through the windows.
+//
+// Each rank reads 2 (p-1)/p * n elements instead of oneshot's (p-1) * n: the choice for large
+// messages; it costs one more signal round per round than oneshot.
+// Per round k of at most C elements at offset o, with parts PartOffset/PartSize(c, p, q) and
+// double-buffered Scratch slots (slot k % 2 = [A: c_max elements | B: ceil(c_max / p)]):
+//   1. copy input[o, c) into A, signal every peer "ready k";
+//   2. from each peer: wait "done k-1" (consumed in order; see below), wait "ready k";
+//   3. B[0, part r) = A_0[part r] (op) A_1[part r] (op) ... read from every peer's A in rank
+//      order (bit-identical on every rank), finalize it, signal every peer "reduced k";
+//   4. wait every peer's "reduced k"; output[o + part q] = peer q's B for every q;
+//      signal every peer "done k".
+// After the last round: wait every peer's last "done". Slot reuse in round k + 2 is safe: A_k
+// was last read before the peers' "reduced k" (consumed in round k), B_k before their
+// "done k" (consumed in round k + 1).
+#include <algorithm>
+
+#include "algorithms/patterns.h"
+#include "algorithms/registry.h"
+
+namespace weft {
+namespace {
+
+constexpr size_t kDirectScratchElems = size_t{512} << 10;  // window budget per rank, elements
+
+void SignalAll(RankSchedule& rs, int r, int p) {
+  for (int q = 0; q < p; ++q)
+    if (q != r) { Step s; s.op = StepOp::kSignal; s.peer = q; rs.steps.push_back(s); }
+}
+void WaitOne(RankSchedule& rs, int q) {
+  Step s; s.op = StepOp::kWait; s.peer = q; rs.steps.push_back(s);
+}
+
+StatusOr<Schedule> BuildAllReduceTwoshot(const ScheduleRequest& req) {
+  WEFT_RETURN_IF_ERROR(CheckRequestBasics(req));
+  Schedule sched = NewSchedule(req, "twoshot");
+  const int p = req.nranks;
+  const size_t n = req.count;
+  // A + B of one slot stay within half the budget.
+  size_t c_max = (kDirectScratchElems / 2 - 1) * p / (p + 1);
+  if (req.chunk.chunk_elems > 0) c_max = std::min(c_max, req.chunk.chunk_elems);
+  c_max = std::max<size_t>(1, std::min(c_max, n));
+  const size_t b_max = (c_max + p - 1) / p;
+  const size_t slot_elems = c_max + b_max;
+  const size_t rounds = n == 0 ? 0 : NumChunks(n, c_max);
+  for (int r = 0; r < p; ++r) {
+    RankSchedule& rs = sched.ranks[r];
+    rs.input_count = n;
+    rs.output_count = n;
+    if (n == 0) continue;
+    if (p == 1) {
+      rs.steps.push_back(CopyStep(In(0, n), Out(0, n)));
+      rs.steps.push_back(FinalizeStep(Out(0, n)));
+      continue;
+    }
+    rs.scratch_count = 2 * slot_elems;
+    for (size_t k = 0; k < rounds; ++k) {
+      const size_t o = k * c_max, c = std::min(c_max, n - o);
+      const size_t a = (k % 2) * slot_elems, b = a + c_max;
+      // 1. publish our contribution
+      rs.steps.push_back(CopyStep(In(o, c), Tmp(a, c)));
+      SignalAll(rs, r, p);
+      // 2. everyone's contribution is ready
+      for (int q = 0; q < p; ++q) {
+        if (q == r) continue;
+        if (k > 0) WaitOne(rs, q);  // done k-1
+        WaitOne(rs, q);             // ready k
+      }
+      // 3. reduce our part, in rank order
+      const size_t po = PartOffset(c, p, r), ps = PartSize(c, p, r);
+      if (ps > 0) {
+        for (int q = 0; q < p; ++q) {
+          Step s;
+          if (q == r) {
+            s = q == 0 ? CopyStep(Tmp(a + po, ps), Tmp(b, ps)) : ReduceStep(Tmp(a + po, ps), Tmp(b, ps));
+          } else {
+            s.op = q == 0 ? StepOp::kDirectRead : StepOp::kDirectReduce;
+            s.peer = q;
+            if (q != 0) s.src = Tmp(b, ps);
+            s.dst = Tmp(b, ps);
+            s.remote = Tmp(a + po, ps);
+          }
+          rs.steps.push_back(s);
+        }
+        rs.steps.push_back(FinalizeStep(Tmp(b, ps)));
+      }
+      SignalAll(rs, r, p);  // reduced k
+      for (int q = 0; q < p; ++q)
+        if (q != r) WaitOne(rs, q);
+      // 4. gather every part
+      for (int q = 0; q < p; ++q) {
+        const size_t qo = PartOffset(c, p, q), qs = PartSize(c, p, q);
+        if (qs == 0) continue;
+        if (q == r) {
+          rs.steps.push_back(CopyStep(Tmp(b, qs), Out(o + qo, qs)));
+        } else {
+          Step s;
+          s.op = StepOp::kDirectRead;
+          s.peer = q;
+          s.dst = Out(o + qo, qs);
+          s.remote = Tmp(b, qs);
+          rs.steps.push_back(s);
+        }
+      }
+      SignalAll(rs, r, p);  // done k
+    }
+    for (int q = 0; q < p; ++q)
+      if (q != r) WaitOne(rs, q);  // last "done": our window is free again
+  }
+  return sched;
+}
+
+WEFT_REGISTER_ALGORITHM(Collective::kAllReduce, "twoshot",
+                        [](const ScheduleRequest& req) { return req.all_ranks_mappable; },
+                        BuildAllReduceTwoshot);
+
+}  // namespace
+}  // namespace weft

@@ -1,0 +1,89 @@
+// Direct all-to-all (same host, every peer's window mapped): rank r reads block r of every
+// peer's input straight from the peer's window.
+//
+// One signal round trip per round; each rank reads (p-1) * n elements (the minimum).
+// Per round k of at most C elements at offset o of each block (double-buffered Scratch slots
+// k % 2, each p * C elements: the block for rank q at q * C):
+//   1. copy input[q * n + o, c) into the slot for every q != r, and our own block straight to
+//      output[r * n + o, c); signal every peer "ready k";
+//   2. from each peer: wait "done k-1" (consumed in order), then "ready k";
+//   3. output[q * n + o, c) = block r of peer q's slot, for every q != r;
+//   4. signal every peer "done k".
+// In-place calls are safe: every block of the round is copied out of the input before the
+// signal, and the output writes of step 3 only touch this round's blocks.
+// After the last round: wait every peer's last "done".
+#include <algorithm>
+
+#include "algorithms/patterns.h"
+#include "algorithms/registry.h"
+
+namespace weft {
+namespace {
+
+constexpr size_t kDirectScratchElems = size_t{512} << 10;  // window budget per rank, elements
+
+void SignalAll(RankSchedule& rs, int r, int p) {
+  for (int q = 0; q < p; ++q)
+    if (q != r) { Step s; s.op = StepOp::kSignal; s.peer = q; rs.steps.push_back(s); }
+}
+void WaitOne(RankSchedule& rs, int q) {
+  Step s; s.op = StepOp::kWait; s.peer = q; rs.steps.push_back(s);
+}
+
+StatusOr<Schedule> BuildAllToAllDirect(const ScheduleRequest& req) {
+  WEFT_RETURN_IF_ERROR(CheckRequestBasics(req));
+  Schedule sched = NewSchedule(req, "direct");
+  const int p = req.nranks;
+  const size_t n = req.count;
+  size_t c_max = std::max<size_t>(1, kDirectScratchElems / 2 / p);
+  if (req.chunk.chunk_elems > 0) c_max = std::min(c_max, req.chunk.chunk_elems);
+  c_max = std::min(c_max, n);
+  const size_t rounds = n == 0 ? 0 : NumChunks(n, c_max);
+  const size_t slot_elems = p * c_max;
+  for (int r = 0; r < p; ++r) {
+    RankSchedule& rs = sched.ranks[r];
+    rs.input_count = n * p;
+    rs.output_count = n * p;
+    if (n == 0) continue;
+    if (p == 1) {
+      rs.steps.push_back(CopyStep(In(0, n), Out(0, n)));
+      continue;
+    }
+    rs.scratch_count = 2 * slot_elems;
+    for (size_t k = 0; k < rounds; ++k) {
+      const size_t o = k * c_max, c = std::min(c_max, n - o), slot = (k % 2) * slot_elems;
+      for (int q = 0; q < p; ++q) {
+        if (q == r)
+          rs.steps.push_back(CopyStep(In(r * n + o, c), Out(r * n + o, c)));
+        else
+          rs.steps.push_back(CopyStep(In(q * n + o, c), Tmp(slot + q * c_max, c)));
+      }
+      SignalAll(rs, r, p);  // ready k
+      for (int q = 0; q < p; ++q) {
+        if (q == r) continue;
+        if (k > 0) WaitOne(rs, q);  // done k-1
+        WaitOne(rs, q);             // ready k
+      }
+      for (int q = 0; q < p; ++q) {
+        if (q == r) continue;
+        Step s;
+        s.op = StepOp::kDirectRead;
+        s.peer = q;
+        s.dst = Out(q * n + o, c);
+        s.remote = Tmp(slot + r * c_max, c);
+        rs.steps.push_back(s);
+      }
+      SignalAll(rs, r, p);  // done k
+    }
+    for (int q = 0; q < p; ++q)
+      if (q != r) WaitOne(rs, q);
+  }
+  return sched;
+}
+
+WEFT_REGISTER_ALGORITHM(Collective::kAllToAll, "direct",
+                        [](const ScheduleRequest& req) { return req.all_ranks_mappable; },
+                        BuildAllToAllDirect);
+
+}  // namespace
+}  // namespace weft

@@ -1,0 +1,91 @@
+// Direct reduce-scatter (same host, every peer's window mapped): rank r reduces block r of
+// every peer's input, read straight from the peers' windows.
+//
+// One signal round trip per round; each rank reads (p-1) * n elements (the minimum).
+// Per round k of at most C elements at offset o of each block (double-buffered Scratch slots
+// k % 2, each p * C elements: block q of this round at q * C):
+//   1. copy input[q * n + o, c) into the slot for every q (our own block too: in-place calls
+//      alias output with input block r, which step 3 overwrites), signal every peer "ready k";
+//   2. from each peer: wait "done k-1" (consumed in order), then "ready k";
+//   3. output[o, c) = block r of rank 0's slot (op) block r of rank 1's slot (op) ... in rank
+//      order (bit-identical whichever rank computes it), finalize;
+//   4. signal every peer "done k".
+// After the last round: wait every peer's last "done".
+#include <algorithm>
+
+#include "algorithms/patterns.h"
+#include "algorithms/registry.h"
+
+namespace weft {
+namespace {
+
+constexpr size_t kDirectScratchElems = size_t{512} << 10;  // window budget per rank, elements
+
+void SignalAll(RankSchedule& rs, int r, int p) {
+  for (int q = 0; q < p; ++q)
+    if (q != r) { Step s; s.op = StepOp::kSignal; s.peer = q; rs.steps.push_back(s); }
+}
+void WaitOne(RankSchedule& rs, int q) {
+  Step s; s.op = StepOp::kWait; s.peer = q; rs.steps.push_back(s);
+}
+
+StatusOr<Schedule> BuildReduceScatterDirect(const ScheduleRequest& req) {
+  WEFT_RETURN_IF_ERROR(CheckRequestBasics(req));
+  Schedule sched = NewSchedule(req, "direct");
+  const int p = req.nranks;
+  const size_t n = req.count;
+  size_t c_max = std::max<size_t>(1, kDirectScratchElems / 2 / p);
+  if (req.chunk.chunk_elems > 0) c_max = std::min(c_max, req.chunk.chunk_elems);
+  c_max = std::min(c_max, n);
+  const size_t rounds = n == 0 ? 0 : NumChunks(n, c_max);
+  const size_t slot_elems = p * c_max;
+  for (int r = 0; r < p; ++r) {
+    RankSchedule& rs = sched.ranks[r];
+    rs.input_count = n * p;
+    rs.output_count = n;
+    if (n == 0) continue;
+    if (p == 1) {
+      rs.steps.push_back(CopyStep(In(0, n), Out(0, n)));
+      rs.steps.push_back(FinalizeStep(Out(0, n)));
+      continue;
+    }
+    rs.scratch_count = 2 * slot_elems;
+    for (size_t k = 0; k < rounds; ++k) {
+      const size_t o = k * c_max, c = std::min(c_max, n - o), slot = (k % 2) * slot_elems;
+      for (int q = 0; q < p; ++q)
+        rs.steps.push_back(CopyStep(In(q * n + o, c), Tmp(slot + q * c_max, c)));
+      SignalAll(rs, r, p);  // ready k
+      for (int q = 0; q < p; ++q) {
+        if (q == r) continue;
+        if (k > 0) WaitOne(rs, q);  // done k-1
+        WaitOne(rs, q);             // ready k
+      }
+      const Region mine = Tmp(slot + r * c_max, c);  // block r in every rank's slot
+      for (int q = 0; q < p; ++q) {
+        Step s;
+        if (q == r) {
+          s = q == 0 ? CopyStep(mine, Out(o, c)) : ReduceStep(mine, Out(o, c));
+        } else {
+          s.op = q == 0 ? StepOp::kDirectRead : StepOp::kDirectReduce;
+          s.peer = q;
+          if (q != 0) s.src = Out(o, c);
+          s.dst = Out(o, c);
+          s.remote = mine;
+        }
+        rs.steps.push_back(s);
+      }
+      rs.steps.push_back(FinalizeStep(Out(o, c)));
+      SignalAll(rs, r, p);  // done k
+    }
+    for (int q = 0; q < p; ++q)
+      if (q != r) WaitOne(rs, q);
+  }
+  return sched;
+}
+
+WEFT_REGISTER_ALGORITHM(Collective::kReduceScatter, "direct",
+                        [](const ScheduleRequest& req) { return req.all_ranks_mappable; },
+                        BuildReduceScatterDirect);
+
+}  // namespace
+}  // namespace weft
