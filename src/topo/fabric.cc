@@ -464,7 +464,7 @@ static std::string DirOf(const std::string& path) {
 
 Status SaveTopologyFile(const Fabric& fabric, const std::string& path) {
   std::vector<Record> recs = fabric.ToRecords();
-  std::string local_id = LocalHostId();
+  std::string local_id = TopoHostIdentity();
   for (Record& r : recs) {
     if (r.kind != "host") continue;
     if (r.Get("id") != local_id || r.Get("source") != "hwloc") continue;

@@ -296,7 +296,7 @@ void FillFromHwloc(hwloc_topology_t topo, HostInfo* h, bool local) {
 
 }  // namespace
 
-std::string LocalHostId() {
+std::string TopoHostIdentity() {
   char name[256] = {0};
   gethostname(name, sizeof name - 1);
   std::string boot = ReadLine("/proc/sys/kernel/random/boot_id");
@@ -325,7 +325,7 @@ StatusOr<HostInfo> DiscoverLocalHost(bool force_sysfs) {
     WEFT_ASSIGN_OR_RETURN(h, DiscoverSysfs());
   }
   (void)force_sysfs;
-  h.id = LocalHostId();
+  h.id = TopoHostIdentity();
   char name[256] = {0};
   gethostname(name, sizeof name - 1);
   h.hostname = name;

@@ -80,7 +80,7 @@ StatusOr<HostInfo> HostFromRecords(const std::vector<Record>& records, int host_
 StatusOr<RankPlacement> PlacementFromRecord(const Record& r);
 
 // The identity string of this process's host (hostname|boot_id|netns inode).
-std::string LocalHostId();
+std::string TopoHostIdentity();
 // Discovers this host (hwloc when available, /proc + /sys otherwise; `force_sysfs` for tests).
 StatusOr<HostInfo> DiscoverLocalHost(bool force_sysfs = false);
 // Chooses this rank's NUMA node (from its CPU affinity), GPU and nearest NIC.

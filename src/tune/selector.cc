@@ -35,7 +35,8 @@ bool Rooted(Collective c) { return c == Collective::kBroadcast || c == Collectiv
 }  // namespace
 
 Selector::Selector(std::shared_ptr<const Fabric> fabric, AlgoOverrides overrides, bool shm_enabled)
-    : fabric_(std::move(fabric)), overrides_(std::move(overrides)), shm_(shm_enabled) {}
+    : fabric_(std::move(fabric)), overrides_(std::move(overrides)), shm_(shm_enabled),
+      fabric_digest_(fabric_->Digest()) {}
 
 int Selector::SizeBucket(size_t bytes) {
   if (bytes == 0) return -1;
@@ -241,7 +242,7 @@ StatusOr<Decision> Selector::Choose(ScheduleRequest* request, size_t elem_size) 
   }
   if (only) key += "|forced=" + only->name;
 
-  const std::string shared_key = std::to_string(fabric_->Digest()) + (shm_ ? "|shm|" : "|noshm|") + key;
+  const std::string shared_key = std::to_string(fabric_digest_) + (shm_ ? "|shm|" : "|noshm|") + key;
   auto it = cache_.find(key);
   Decision d;
   bool have = false;

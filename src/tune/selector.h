@@ -84,6 +84,7 @@ class Selector {
   std::shared_ptr<const Fabric> fabric_;
   AlgoOverrides overrides_;
   bool shm_;
+  uint64_t fabric_digest_;  // keys the process-wide decision cache
   std::vector<AlgorithmInfo> test_candidates_;
   bool use_test_candidates_ = false;
 

@@ -1,0 +1,308 @@
+// Tests of topology discovery, fabrics, presets, link tables and topology files (src/topo).
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "topo/fabric.h"
+#include "topo/presets.h"
+#include "topo/records.h"
+
+namespace weft {
+namespace {
+
+std::string TempPath(const std::string& name) {
+  return "/tmp/weft_topo_test_" + std::to_string(getpid()) + "_" + name;
+}
+
+TEST(Records, RoundTripWithAwkwardValues) {
+  Record r("host");
+  r.Set("name", std::string("a b=c#d%e\n")).Set("n", static_cast<int64_t>(-3)).Set("x", 0.125);
+  auto parsed = ParseRecords("# comment\n\n" + r.ToLine() + "\n", "mem");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  ASSERT_EQ(parsed->size(), 1u);
+  EXPECT_EQ((*parsed)[0].Get("name"), "a b=c#d%e\n");
+  EXPECT_EQ((*parsed)[0].GetInt("n", 0).value(), -3);
+  EXPECT_EQ((*parsed)[0].GetDouble("x", 0).value(), 0.125);
+}
+
+TEST(Records, ErrorsNameLineAndField) {
+  auto bad = ParseRecords("host a=1\nhost oops\n", "f.txt");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("f.txt:2"), std::string::npos) << bad.status().message();
+  Record r("nic");
+  r.Set("gbps", std::string("fast"));
+  auto v = r.GetDouble("gbps", 0);
+  ASSERT_FALSE(v.ok());
+  EXPECT_NE(v.status().message().find("gbps='fast'"), std::string::npos) << v.status().message();
+}
+
+TEST(Records, Sizes) {
+  EXPECT_EQ(ParseSize("0").value(), 0u);
+  EXPECT_EQ(ParseSize("64K").value(), 65536u);
+  EXPECT_EQ(ParseSize("1M").value(), 1u << 20);
+  EXPECT_EQ(ParseSize("2G").value(), 2ull << 30);
+  EXPECT_EQ(ParseSize("inf").value(), static_cast<size_t>(-1));
+  EXPECT_FALSE(ParseSize("12Q").ok());
+  EXPECT_FALSE(ParseSize("-1").ok());
+  EXPECT_EQ(FormatSize(1 << 20), "1M");
+  EXPECT_EQ(FormatSize(1536), "1536");
+}
+
+class Discovery : public ::testing::TestWithParam<bool> {};
+
+TEST_P(Discovery, FindsThisMachinesCoresAndNic) {
+  bool force_sysfs = GetParam();
+  auto h = DiscoverLocalHost(force_sysfs);
+  ASSERT_TRUE(h.ok()) << h.status().message();
+  long online = sysconf(_SC_NPROCESSORS_ONLN);
+  EXPECT_EQ(h->pus, online);
+  EXPECT_GE(h->cores, 1);
+  EXPECT_LE(h->cores, h->pus);
+  EXPECT_GE(h->numa_nodes(), 1);
+  int numa_cores = 0;
+  for (int c : h->numa_cores) numa_cores += c;
+  EXPECT_EQ(numa_cores, h->cores);
+  EXPECT_FALSE(h->caches.empty());
+  EXPECT_NE(h->id.find('|'), std::string::npos);
+  // Every non-loopback interface that is up must be listed (eth0 on the dev VM).
+  std::ifstream eth0("/sys/class/net/eth0/operstate");
+  std::string state;
+  if (!(eth0 >> state) || state != "up") GTEST_SKIP() << "no eth0 that is up on this machine";
+  bool found = false;
+  for (const NicInfo& n : h->nics) found |= n.name == "eth0";
+  EXPECT_TRUE(found) << h->Describe();
+}
+
+INSTANTIATE_TEST_SUITE_P(HwlocAndSysfs, Discovery, ::testing::Values(false, true));
+
+TEST(Discovery, SysfsAndDefaultAgreeOnCounts) {
+  auto a = DiscoverLocalHost(false), b = DiscoverLocalHost(true);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->pus, b->pus);
+  EXPECT_EQ(a->cores, b->cores);
+  EXPECT_EQ(a->numa_nodes(), b->numa_nodes());
+  EXPECT_EQ(a->gpus.size(), b->gpus.size());
+}
+
+TEST(Discovery, NetworkNamespaceIsAnotherHost) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    close(fds[0]);
+    std::string id = unshare(CLONE_NEWNET) == 0 ? TopoHostIdentity() : std::string("unshare-failed");
+    ssize_t w = write(fds[1], id.data(), id.size());
+    _exit(w == static_cast<ssize_t>(id.size()) ? 0 : 1);
+  }
+  close(fds[1]);
+  char buf[512];
+  ssize_t n = read(fds[0], buf, sizeof buf);
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_GT(n, 0);
+  std::string child(buf, n);
+  if (child == "unshare-failed") GTEST_SKIP() << "unshare(CLONE_NEWNET) not permitted here";
+  std::string mine = TopoHostIdentity();
+  EXPECT_NE(child, mine);
+  // Same machine: hostname|boot_id agree, only the namespace inode differs.
+  EXPECT_EQ(child.substr(0, child.rfind('|')), mine.substr(0, mine.rfind('|')));
+}
+
+class LocalFabric : public ::testing::TestWithParam<int> {};
+
+TEST_P(LocalFabric, SummariesOfOneHostMakeOneGroup) {
+  const int n = GetParam();
+  std::vector<std::string> summaries;
+  for (int r = 0; r < n; ++r) {
+    auto s = DescribeLocalRank(r);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    summaries.push_back(s.value());
+  }
+  auto f = BuildFabric(summaries);
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  EXPECT_EQ((*f)->nranks(), n);
+  EXPECT_EQ((*f)->nhosts(), 1);
+  ASSERT_EQ((*f)->HostGroups().size(), 1u);
+  EXPECT_EQ((*f)->HostGroups()[0].size(), static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    EXPECT_TRUE((*f)->SameHost(0, r));
+    EXPECT_EQ((*f)->rank(r).local_rank, r);
+  }
+  if (n > 1) {
+    LinkType t = (*f)->Link(0, 1, true);
+    EXPECT_TRUE(t == LinkType::kSameNuma || t == LinkType::kCrossSocket) << LinkTypeName(t);
+    EXPECT_EQ((*f)->Link(0, 1, false), LinkType::kLoopback);
+  }
+  EXPECT_NE((*f)->Describe().find("rank"), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, LocalFabric, ::testing::Values(1, 2, 3, 4, 5, 8));
+
+TEST(Fabric, DistinctHostIdsMakeDistinctHosts) {
+  auto s = DescribeLocalRank(0);
+  ASSERT_TRUE(s.ok());
+  // Ranks 0,2 claim host A, ranks 1,3 host B (as two namespaces would).
+  auto recs = ParseRecords(s.value(), "summary").value();
+  std::vector<std::string> summaries;
+  for (int r = 0; r < 4; ++r) {
+    std::vector<Record> copy = recs;
+    for (Record& rec : copy)
+      if (rec.kind == "host") rec.Set("id", rec.Get("id") + (r % 2 ? "-B" : "-A"));
+    summaries.push_back(FormatRecords(copy));
+  }
+  auto f = BuildFabric(summaries);
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  auto groups = (*f)->HostGroups();
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[0], (std::vector<int>{0, 2}));
+  EXPECT_EQ(groups[1], (std::vector<int>{1, 3}));
+  EXPECT_FALSE((*f)->SameHost(0, 1));
+  LinkType t = (*f)->Link(0, 1, true);
+  EXPECT_TRUE(t == LinkType::kNetwork || t == LinkType::kNetworkSpine);
+  EXPECT_FALSE((*f)->AllRanksMappable(true));
+}
+
+TEST(Fabric, BadSummaryIsAnError) {
+  auto f = BuildFabric({"host host=0 id=x cores=zero\nrank rank=-1\n"});
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("cores='zero'"), std::string::npos) << f.status().message();
+}
+
+TEST(Presets, DgxH100) {
+  auto f = MakePreset("dgx-h100");
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  EXPECT_EQ((*f)->nranks(), 8);
+  EXPECT_EQ((*f)->nhosts(), 1);
+  EXPECT_EQ((*f)->Link(0, 7, true), LinkType::kNvlink);
+  Route r = (*f)->RouteOf(0, 7, true);
+  ASSERT_EQ(r.nres, 2);
+  EXPECT_DOUBLE_EQ((*f)->resource(r.res[0]).gbps, 450.0);
+  EXPECT_TRUE((*f)->AllRanksMappable(false));  // GPUs map peers through NVLink regardless of shm
+}
+
+TEST(Presets, DgxH100RailOptimized) {
+  auto f = MakePreset("dgx-h100:4");
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  EXPECT_EQ((*f)->nranks(), 32);
+  EXPECT_EQ((*f)->HostGroups().size(), 4u);
+  EXPECT_EQ((*f)->Link(0, 8, true), LinkType::kNetwork);        // GPU0 -> GPU0: same rail
+  EXPECT_EQ((*f)->Link(0, 9, true), LinkType::kNetworkSpine);   // GPU0 -> GPU1: crosses rails
+  EXPECT_EQ((*f)->Link(8, 15, true), LinkType::kNvlink);
+  // A different rank count resizes by whole nodes.
+  auto g = MakePreset("dgx-h100", 20);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ((*g)->nhosts(), 3);
+}
+
+TEST(Presets, FatTreeAndNetns) {
+  auto f = MakePreset("dgx-h100-fattree:8:2");
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  EXPECT_EQ((*f)->nranks(), 64);
+  EXPECT_EQ((*f)->Link(0, 8, true), LinkType::kNetwork);         // nodes 0,1 share a leaf
+  EXPECT_EQ((*f)->Link(0, 32, true), LinkType::kNetworkSpine);   // node 4 is on the next leaf
+  EXPECT_DOUBLE_EQ((*f)->network().oversubscription, 2.0);
+  auto n = MakePreset("netns:3x2@10");
+  ASSERT_TRUE(n.ok()) << n.status().message();
+  EXPECT_EQ((*n)->nranks(), 6);
+  EXPECT_EQ((*n)->HostGroups().size(), 3u);
+  EXPECT_EQ((*n)->Link(0, 1, true), LinkType::kSameNuma);
+  EXPECT_EQ((*n)->Link(0, 2, true), LinkType::kNetwork);
+  EXPECT_DOUBLE_EQ((*n)->host(0).nics[0].gbps, 1.25);
+  for (const char* bad : {"netns:3", "netns:0x2", "dgx-h100:x", "nope", "netns:2x2@fast"}) {
+    auto b = MakePreset(bad);
+    ASSERT_FALSE(b.ok()) << bad;
+    EXPECT_NE(b.status().message().find(bad), std::string::npos) << b.status().message();
+  }
+  EXPECT_FALSE(MakePreset("netns:2x2", 5).ok());
+}
+
+TEST(LinkTable, OverridesApplyAndRejectNonsense) {
+  LinkTable t = LinkTable::Defaults();
+  auto recs = ParseRecords("link type=nvlink bw_gbps=400 latency_us=3\ncompute kind=cpu reduce_gbps=7\n", "o").value();
+  ASSERT_TRUE(t.Apply(recs).ok());
+  EXPECT_DOUBLE_EQ(t.link(LinkType::kNvlink).bw_gbps, 400);
+  EXPECT_DOUBLE_EQ(t.link(LinkType::kNvlink).latency_us, 3);
+  EXPECT_DOUBLE_EQ(t.cpu().reduce_gbps, 7);
+  auto bad = ParseRecords("link type=warp bw_gbps=1\n", "o").value();
+  Status st = t.Apply(bad);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("warp"), std::string::npos);
+  auto neg = ParseRecords("link type=pcie bw_gbps=-1\n", "o").value();
+  EXPECT_FALSE(t.Apply(neg).ok());
+}
+
+class TopologyFiles : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TopologyFiles, RoundTrip) {
+  std::shared_ptr<const Fabric> f;
+  if (GetParam() == "discovered") {
+    std::vector<std::string> summaries;
+    for (int r = 0; r < 3; ++r) summaries.push_back(DescribeLocalRank(r).value());
+    auto b = BuildFabric(summaries);
+    ASSERT_TRUE(b.ok()) << b.status().message();
+    f = b.value();
+  } else {
+    auto p = MakePreset(GetParam());
+    ASSERT_TRUE(p.ok()) << p.status().message();
+    f = p.value();
+  }
+  std::string path = TempPath("rt.topo");
+  ASSERT_TRUE(SaveTopologyFile(*f, path).ok());
+  auto g = LoadTopologyFile(path);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_EQ((*g)->Digest(), f->Digest());
+  EXPECT_EQ((*g)->nranks(), f->nranks());
+  EXPECT_EQ((*g)->HostGroups(), f->HostGroups());
+  for (int a = 0; a < f->nranks(); a += 3)
+    for (int b = 0; b < f->nranks(); b += 5) EXPECT_EQ((*g)->Link(a, b, true), f->Link(a, b, true));
+  // WEFT_TOPO_FILE replaces discovery for a communicator of the same size...
+  setenv("WEFT_TOPO_FILE", path.c_str(), 1);
+  std::vector<std::string> dummy(f->nranks(), "garbage that is never parsed");
+  auto h = BuildFabric(dummy);
+  EXPECT_TRUE(h.ok()) << h.status().message();
+  if (h.ok()) {
+    EXPECT_EQ((*h)->Digest(), f->Digest());
+  }
+  // ...and refuses one of another size.
+  dummy.push_back("x");
+  auto wrong = BuildFabric(dummy);
+  EXPECT_FALSE(wrong.ok());
+  unsetenv("WEFT_TOPO_FILE");
+  remove(path.c_str());
+  remove((path + ".host0.xml").c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(Fabrics, TopologyFiles,
+                         ::testing::Values("discovered", "dgx-h100", "dgx-h100:2", "dgx-h100-fattree:8:2",
+                                           "netns:2x3", "host:5"),
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                           std::string s = i.param;
+                           for (char& c : s)
+                             if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return s;
+                         });
+
+TEST(TopologyFiles, ErrorsNameFileAndProblem) {
+  std::string path = TempPath("bad.topo");
+  {
+    std::ofstream o(path);
+    o << "fabric version=1 nhosts=1 nranks=2\nhost host=0 id=x cores=2\nrank rank=0 host=0\nrank rank=1 host=3\n";
+  }
+  auto f = LoadTopologyFile(path);
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find(path), std::string::npos) << f.status().message();
+  EXPECT_NE(f.status().message().find("rank 1 host=3"), std::string::npos) << f.status().message();
+  remove(path.c_str());
+  auto missing = LoadTopologyFile(path);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find(path), std::string::npos);
+}
+
+}  // namespace
+}  // namespace weft

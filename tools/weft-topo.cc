@@ -1,0 +1,195 @@
+// weft-topo: shows the fabric weft sees (like lstopo, for ranks) and the selector's decisions.
+//
+//   weft-topo [-n RANKS] [--preset NAME | --topo-file FILE] [--no-shm] [-C COLLECTIVE]
+//             [--explain COLLECTIVE BYTES] [--save FILE] [-d DTYPE]
+// Without --preset/--topo-file it discovers this machine (WEFT_TOPO_FILE honoured) and
+// places RANKS ranks on it (default: its core count), exactly as a communicator would.
+// Per collective it prints size -> algorithm, chunk, channels, predicted time and busbw;
+// --explain lists every candidate for one call with its predicted time.
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "algorithms/algo_override.h"
+#include "algorithms/registry.h"
+#include "topo/fabric.h"
+#include "topo/presets.h"
+#include "tune/cost_model.h"
+#include "tune/selector.h"
+#include "tune/tuning_file.h"
+
+using namespace weft;
+
+namespace {
+
+int Usage(const char* msg) {
+  if (msg) fprintf(stderr, "weft-topo: %s\n", msg);
+  fprintf(stderr,
+          "usage: weft-topo [-n RANKS] [--preset NAME | --topo-file FILE] [--no-shm] [-C COLLECTIVE]\n"
+          "                 [--explain COLLECTIVE BYTES] [--save FILE] [-d DTYPE]\n"
+          "presets: dgx-h100, dgx-h100:N, dgx-h100-fattree:N[:OVERSUB], netns:KxR[@GBIT], host:R\n");
+  return 2;
+}
+
+size_t DtypeSize(const std::string& d) {
+  if (d == "int8" || d == "uint8" || d == "char") return 1;
+  if (d == "half" || d == "float16" || d == "bfloat16" || d == "bf16") return 2;
+  if (d == "float" || d == "float32" || d == "int32" || d == "uint32" || d == "int") return 4;
+  if (d == "double" || d == "float64" || d == "int64" || d == "uint64") return 8;
+  return 0;
+}
+
+ScheduleRequest Request(Collective c, int n, size_t bytes, size_t elem) {
+  ScheduleRequest req;
+  req.collective = c;
+  req.nranks = n;
+  size_t per = (c == Collective::kAllGather || c == Collective::kReduceScatter || c == Collective::kAllToAll)
+                   ? static_cast<size_t>(n) : 1;
+  req.count = bytes / elem / per;
+  return req;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string preset, topo_file, save, only_coll, explain_coll, dtype = "float";
+  size_t explain_bytes = 0;
+  int nranks = 0;
+  bool shm = true;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
+    const char* v = nullptr;
+    if (a == "-h" || a == "--help") return Usage(nullptr);
+    if (a == "--no-shm") { shm = false; continue; }
+    if (!(v = next())) return Usage(("missing value after " + a).c_str());
+    if (a == "--preset") preset = v;
+    else if (a == "--topo-file") topo_file = v;
+    else if (a == "-n") nranks = atoi(v);
+    else if (a == "--save") save = v;
+    else if (a == "-C") only_coll = v;
+    else if (a == "-d") dtype = v;
+    else if (a == "--explain") {
+      explain_coll = v;
+      const char* b = next();
+      if (!b) return Usage("--explain needs COLLECTIVE BYTES");
+      StatusOr<size_t> s = ParseSize(b);
+      if (!s.ok()) return Usage(s.status().message().c_str());
+      explain_bytes = s.value();
+    } else {
+      return Usage(("unknown option " + a).c_str());
+    }
+  }
+  size_t elem = DtypeSize(dtype);
+  if (elem == 0) return Usage(("unknown dtype " + dtype).c_str());
+  StatusOr<std::shared_ptr<const Fabric>> fabric = InvalidArgument("no fabric");
+  if (!preset.empty()) {
+    fabric = MakePreset(preset, nranks);
+  } else if (!topo_file.empty()) {
+    fabric = LoadTopologyFile(topo_file);
+  } else {
+    int n = nranks > 0 ? nranks : static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+    std::vector<std::string> summaries;
+    for (int r = 0; r < n; ++r) {
+      StatusOr<std::string> s = DescribeLocalRank(r);
+      if (!s.ok()) {
+        fprintf(stderr, "weft-topo: %s\n", s.status().message().c_str());
+        return 1;
+      }
+      summaries.push_back(s.value());
+    }
+    fabric = BuildFabric(summaries);
+  }
+  if (!fabric.ok()) {
+    fprintf(stderr, "weft-topo: %s\n", fabric.status().message().c_str());
+    return 1;
+  }
+  const Fabric& f = *fabric.value();
+  if (!save.empty()) {
+    Status st = SaveTopologyFile(f, save);
+    if (!st.ok()) {
+      fprintf(stderr, "weft-topo: %s\n", st.message().c_str());
+      return 1;
+    }
+    printf("saved %s\n", save.c_str());
+  }
+  AlgoOverrides overrides;
+  if (const char* env = getenv("WEFT_ALGO")) {
+    if (*env) {
+      StatusOr<AlgoOverrides> o = ParseAlgoOverrides(env);
+      if (!o.ok()) {
+        fprintf(stderr, "weft-topo: WEFT_ALGO: %s\n", o.status().message().c_str());
+        return 1;
+      }
+      overrides = o.value();
+    }
+  }
+  Selector selector(fabric.value(), overrides, shm);
+  const int n = f.nranks();
+
+  if (!explain_coll.empty()) {
+    Collective c;
+    if (!ParseCollectiveName(explain_coll, &c)) return Usage(("unknown collective " + explain_coll).c_str());
+    ScheduleRequest req = Request(c, n, explain_bytes, elem);
+    printf("Candidates for %s of %zu bytes (%s) on %d ranks, fastest first:\n", explain_coll.c_str(), explain_bytes,
+           dtype.c_str(), n);
+    std::vector<Decision> all = selector.Explain(req, elem);
+    if (all.empty()) printf("  (no registered algorithm for %s)\n", explain_coll.c_str());
+    for (const Decision& d : all) printf("  %s\n", d.why.c_str());
+    StatusOr<Decision> chosen = selector.Choose(&req, elem);
+    if (chosen.ok()) printf("Decision: %s\n", chosen->why.c_str());
+    else printf("Decision: error: %s\n", chosen.status().message().c_str());
+    return 0;
+  }
+
+  printf("%s", f.Describe().c_str());
+  std::vector<std::vector<int>> groups = f.HostGroups();
+  printf("Groups by host:\n");
+  for (size_t g = 0; g < groups.size() && g < 8; ++g) {
+    printf("  host %zu:", g);
+    for (int r : groups[g]) printf(" %d", r);
+    printf("\n");
+  }
+  if (groups.size() > 8) printf("  ... %zu more\n", groups.size() - 8);
+
+  const Collective colls[] = {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter,
+                              Collective::kBroadcast, Collective::kReduce, Collective::kAllToAll};
+  for (Collective c : colls) {
+    if (!only_coll.empty() && only_coll != CollectiveName(c)) continue;
+    bool any = false;
+    for (const AlgorithmInfo& a : AllAlgorithms()) any |= a.collective == c;
+    printf("\n%s (%s, shm %s):\n", CollectiveName(c), dtype.c_str(), shm ? "on" : "off");
+    if (!any) {
+      printf("  no registered algorithm\n");
+      continue;
+    }
+    printf("  %12s  %-20s %8s %3s %12s %11s\n", "size", "algorithm", "chunk", "ch", "time(us)", "busbw(GB/s)");
+    size_t per = (c == Collective::kAllGather || c == Collective::kReduceScatter || c == Collective::kAllToAll)
+                     ? static_cast<size_t>(n) : 1;
+    for (size_t bytes = 8; bytes <= (1ull << 30); bytes *= 8) {
+      if (bytes < elem * per) continue;
+      ScheduleRequest req = Request(c, n, bytes, elem);
+      StatusOr<Decision> d = selector.Choose(&req, elem);
+      if (!d.ok()) {
+        printf("  %12zu  error: %s\n", bytes, d.status().message().c_str());
+        continue;
+      }
+      // The decision was made for the size bucket; report this size's own prediction.
+      CostOptions co;
+      co.shm_enabled = shm;
+      StatusOr<CostEstimate> est = PredictCost(*d->algorithm, req, elem, f, co);
+      double us = est.ok() ? est->time_us : NAN;
+      double busbw = us > 0 ? bytes / (us * 1e3) * BusBandwidthFactor(c, n) : 0;
+      std::string chunk = d->chunk.chunk_elems ? FormatSize(d->chunk.chunk_elems * elem) : "none";
+      printf("  %12zu  %-20s %8s %3d %12.2f %11.2f\n", bytes, d->algorithm->name.c_str(), chunk.c_str(),
+             d->chunk.channels, us, busbw);
+    }
+  }
+  printf("\ndecision digest: %016llx  fabric digest: %016llx\n", static_cast<unsigned long long>(selector.DecisionDigest()),
+         static_cast<unsigned long long>(f.Digest()));
+  return 0;
+}
