@@ -2,6 +2,7 @@
 #include "sim/engine.h"
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <queue>
 #include <unordered_map>
@@ -158,10 +159,17 @@ class Engine {
     Route route = fabric_.RouteOf(a, b, opt_.shm_enabled);
     double& stream = streams_[Key(a, b, sched_.nranks, channel)];
     double start = std::max(now, stream);
-    double done = start + route.overhead_us * opt_.overhead_multiplier + bytes / (route.flow_gbps * 1e3);
+    double done = start + route.overhead_us * Multiplicity(bytes) + bytes / (route.flow_gbps * 1e3);
     stream = done;
     for (int i = 0; i < route.nres; ++i) done = std::max(done, Occupy(route.res[i], start, bytes));
     return done + route.latency_us;
+  }
+
+  // How many real messages a simulated one of `bytes` stands for (see SimOptions).
+  double Multiplicity(double bytes) const {
+    if (opt_.overhead_multiplier <= 1 || opt_.real_chunk_elems == 0) return 1;
+    double m = bytes / elem_ / static_cast<double>(opt_.real_chunk_elems);
+    return std::max(1.0, std::min(opt_.overhead_multiplier, std::ceil(m)));
   }
 
   double Compute(int r, double start, double bytes, bool reduce) {
@@ -171,7 +179,7 @@ class Engine {
     double dt = bytes / (rate * 1e3);
     backlog_[res] = std::max(start, backlog_[res]) + dt;
     busy_[res] += dt;
-    return backlog_[res] + c.overhead_us * opt_.overhead_multiplier;
+    return backlog_[res] + c.overhead_us * Multiplicity(bytes);
   }
 
   static uint64_t Key(int from, int to, int n, uint32_t channel) {

@@ -31,9 +31,12 @@ namespace weft {
 
 struct SimOptions {
   bool shm_enabled = true;
-  // Fixed per-message and per-local-step costs are multiplied by this: a coarsened schedule
-  // (one simulated message standing for m real chunks) passes m (see cost_model.h).
+  // Coarsened schedules (cost_model.h): a simulated message of S elements stands for
+  // clamp(S / real_chunk_elems, 1, overhead_multiplier) real ones, whose fixed per-message
+  // overheads are all paid. Messages no larger than the real chunk (generators that ignore
+  // the chunk policy) count once.
   double overhead_multiplier = 1.0;
+  size_t real_chunk_elems = 0;
   int window = -1;  // -1: the schedule's own window
 };
 

@@ -57,10 +57,11 @@ LinkTable LinkTable::Defaults() {
   // 2 cores limit the aggregate to about one stream's worth.
   t.mutable_link(LinkType::kLoopback) = {4.6, 27.0, 4.6, 2.0};
   // nvlink (H100 SXM via NVSwitch): 900 GB/s bidirectional = 450 GB/s per direction per GPU
-  // (NVIDIA H100 datasheet, NVLink 4, 18 links x 25 GB/s). Latency 1.9 us per step is NCCL's
-  // own model (src/graph/tuning.cc hwLat, NVLINK ring LL128); one schedule channel on a GPU
-  // is a kernel that can fill the links, so the stream cap equals the port.
-  t.mutable_link(LinkType::kNvlink) = {450.0, 1.9, 450.0, 1.0};
+  // (NVIDIA H100 datasheet, NVLink 4, 18 links x 25 GB/s). Latency 1.0 us per message lies
+  // between NCCL's own per-hop model for NVLink (src/graph/tuning.cc hwLat: LL 0.6 us, LL128
+  // 1.9 us); 0.5 us per message for the in-kernel flag handling (estimate). One schedule
+  // channel on a GPU is a kernel that can fill the links, so the stream cap equals the port.
+  t.mutable_link(LinkType::kNvlink) = {450.0, 1.0, 450.0, 0.5};
   // pcie (GPU P2P): PCIe 5.0 x16 = 32 GT/s x 16 lanes x 128/130 = 63 GB/s raw per direction;
   // ~50 GB/s achievable after TLP overhead (PCI-SIG spec; typical p2pBandwidthLatencyTest).
   t.mutable_link(LinkType::kPcie) = {50.0, 2.0, 50.0, 1.0};
@@ -78,8 +79,10 @@ LinkTable LinkTable::Defaults() {
   // copy = memcpy above. Overhead 0.2 us per local step (estimate: dispatch + loop setup).
   t.cpu_ = {14.0, 16.0, 0.2};
   // GPU compute: a reduction reads 2 and writes 1 byte per byte of output: 3.35 TB/s / 3 ~
-  // 1.1 TB/s (H100 HBM3 datasheet); copy 1.6 TB/s as same_device; 2 us kernel launch.
-  t.gpu_ = {1100.0, 1600.0, 2.0};
+  // 1.1 TB/s (H100 HBM3 datasheet); copy 1.6 TB/s as same_device. Steps of one collective run
+  // inside one persistent kernel (as NCCL's do), so a local step costs a loop iteration and a
+  // block-wide sync, not a launch: 0.5 us (estimate).
+  t.gpu_ = {1100.0, 1600.0, 0.5};
   return t;
 }
 

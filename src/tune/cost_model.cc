@@ -49,6 +49,7 @@ StatusOr<CostEstimate> PredictCost(const AlgorithmInfo& algorithm, const Schedul
   size_t elem = std::max<size_t>(1, elem_size);
   size_t seg_elems = NcclBytes(request, elem) / elem / static_cast<size_t>(std::max(1, request.nranks));
   size_t min_chunk = (seg_elems + static_cast<size_t>(k) - 1) / static_cast<size_t>(k);
+  const size_t real_chunk = req.chunk.chunk_elems;
   if (req.chunk.chunk_elems > 0 && req.chunk.chunk_elems < min_chunk) {
     est.multiplier = static_cast<double>(min_chunk) / static_cast<double>(req.chunk.chunk_elems);
     req.chunk.chunk_elems = min_chunk;
@@ -59,6 +60,7 @@ StatusOr<CostEstimate> PredictCost(const AlgorithmInfo& algorithm, const Schedul
   SimOptions so;
   so.shm_enabled = options.shm_enabled;
   so.overhead_multiplier = est.multiplier;
+  so.real_chunk_elems = real_chunk;
   StatusOr<SimResult> sim = SimulateSchedule(sched.value(), fabric, elem, so);
   if (!sim.ok()) return sim.status().WithContext("cost model: " + algorithm.name);
   est.sim = std::move(sim.value());

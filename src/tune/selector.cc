@@ -99,49 +99,45 @@ std::vector<Selector::Candidate> Selector::Grid(const AlgorithmInfo* a, size_t n
   return out;
 }
 
-Decision Selector::Best(const std::vector<Candidate>& candidates, const ScheduleRequest& req, size_t elem,
-                        std::vector<Decision>* all) const {
-  Decision best;
-  best.predicted_us = std::numeric_limits<double>::infinity();
-  std::string best_detail, runner_up;
-  double runner_up_us = std::numeric_limits<double>::infinity();
+Selector::Evaluated Selector::Evaluate(const Candidate& c, const ScheduleRequest& req, size_t elem) const {
   CostOptions co;
   co.shm_enabled = shm_;
-  for (const Candidate& c : candidates) {
-    ScheduleRequest r = req;
-    r.chunk = c.chunk;
-    StatusOr<CostEstimate> est = PredictCost(*c.algorithm, r, elem, *fabric_, co);
-    Decision d;
-    d.algorithm = c.algorithm;
-    d.chunk = c.chunk;
-    std::string shape = c.algorithm->name + " chunk=" + (c.chunk_bytes ? FormatSize(c.chunk_bytes) : std::string("none")) +
-                        " channels=" + std::to_string(c.chunk.channels);
-    if (!est.ok()) {
-      d.predicted_us = std::numeric_limits<double>::infinity();
-      d.why = shape + ": " + est.status().message();
-    } else {
-      d.predicted_us = est->time_us;
-      d.why = shape + Fmt(": %.2f us", est->time_us) + " steps=" + std::to_string(est->sim.steps) +
-              " msgs=" + std::to_string(est->sim.messages) +
-              (est->multiplier > 1 ? Fmt(" (coarsened x%.0f)", est->multiplier) : std::string()) +
-              (est->sim.hottest_resource.empty() ? std::string() : " bottleneck=" + est->sim.hottest_resource);
-    }
-    if (all) all->push_back(d);
-    if (d.predicted_us < best.predicted_us) {
-      if (best.algorithm && best.algorithm != d.algorithm) { runner_up = best.algorithm->name; runner_up_us = best.predicted_us; }
-      best = d;
-    } else if (d.algorithm != best.algorithm && d.predicted_us < runner_up_us) {
-      runner_up = d.algorithm->name;
-      runner_up_us = d.predicted_us;
-    }
+  ScheduleRequest r = req;
+  r.chunk = c.chunk;
+  StatusOr<CostEstimate> est = PredictCost(*c.algorithm, r, elem, *fabric_, co);
+  Evaluated e;
+  e.decision.algorithm = c.algorithm;
+  e.decision.chunk = c.chunk;
+  std::string shape = c.algorithm->name + " chunk=" + (c.chunk_bytes ? FormatSize(c.chunk_bytes) : std::string("none")) +
+                      " channels=" + std::to_string(c.chunk.channels);
+  if (!est.ok()) {
+    e.decision.predicted_us = std::numeric_limits<double>::infinity();
+    e.decision.why = shape + ": " + est.status().message();
+    return e;
   }
-  if (best.algorithm && std::isfinite(best.predicted_us)) {
-    best.why = "model: " + best.why;
-    if (!runner_up.empty() && std::isfinite(runner_up_us))
-      best.why += "; next best algorithm " + runner_up + Fmt(" %.2f us", runner_up_us);
-  } else {
-    best.algorithm = nullptr;
-  }
+  e.steps = est->sim.steps;
+  e.decision.predicted_us = est->time_us;
+  e.decision.why = shape + Fmt(": %.2f us", est->time_us) + " steps=" + std::to_string(est->sim.steps) +
+                   " msgs=" + std::to_string(est->sim.messages) +
+                   (est->multiplier > 1 ? Fmt(" (coarsened up to x%.0f)", est->multiplier) : std::string()) +
+                   (est->sim.hottest_resource.empty() ? std::string() : " bottleneck=" + est->sim.hottest_resource);
+  return e;
+}
+
+Decision Selector::Pick(const std::vector<Decision>& evaluated) const {
+  // First strictly fastest wins (candidate order is deterministic); the runner-up algorithm
+  // goes into `why` so that the decision explains itself.
+  Decision best;
+  best.predicted_us = std::numeric_limits<double>::infinity();
+  for (const Decision& d : evaluated)
+    if (d.predicted_us < best.predicted_us) best = d;
+  if (!best.algorithm || !std::isfinite(best.predicted_us)) return Decision();
+  const Decision* runner = nullptr;
+  for (const Decision& d : evaluated)
+    if (d.algorithm != best.algorithm && std::isfinite(d.predicted_us) && (!runner || d.predicted_us < runner->predicted_us))
+      runner = &d;
+  best.why = "model: " + best.why;
+  if (runner) best.why += "; next best algorithm " + runner->algorithm->name + Fmt(" %.2f us", runner->predicted_us);
   return best;
 }
 
@@ -152,28 +148,33 @@ Decision Selector::ModelDecision(const ScheduleRequest& req, size_t elem, const 
   else
     for (const AlgorithmInfo* a : Algorithms(req.collective))
       if (a->applicable(req)) algos.push_back(a);
-  // Stage 1: every algorithm unchunked; stage 2: the chunk x channel grid for the three
-  // fastest (and any within 2x of the best), which keeps 1000-rank selection affordable.
-  std::vector<Candidate> base;
-  for (const AlgorithmInfo* a : algos) base.push_back(Candidate{a, ChunkPolicy{0, 1}, 0});
-  std::vector<Decision> stage1;
-  Decision best = Best(base, req, elem, &stage1);
-  std::vector<std::pair<double, size_t>> order;
-  for (size_t i = 0; i < stage1.size(); ++i) order.emplace_back(stage1[i].predicted_us, i);
-  std::stable_sort(order.begin(), order.end(),
-                   [](const std::pair<double, size_t>& x, const std::pair<double, size_t>& y) { return x.first < y.first; });
-  std::vector<Candidate> refine;
+  // Stage 1: every algorithm unchunked. Stage 2: the chunk x channel grid for the three
+  // fastest (and any within 2x of the best), which keeps 1000-rank selection affordable; an
+  // algorithm whose first chunked schedule has as many steps as its unchunked one ignores
+  // the chunk policy, and its grid is skipped.
+  std::vector<Decision> all;
+  std::vector<Evaluated> base;
+  for (const AlgorithmInfo* a : algos) {
+    base.push_back(Evaluate(Candidate{a, ChunkPolicy{0, 1}, 0}, req, elem));
+    all.push_back(base.back().decision);
+  }
+  std::vector<size_t> order(base.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+    return base[x].decision.predicted_us < base[y].decision.predicted_us;
+  });
   for (size_t k = 0; k < order.size(); ++k) {
-    if (!std::isfinite(order[k].first)) break;
-    if (k >= 3 && order[k].first > 2 * order[0].first) break;
-    std::vector<Candidate> g = Grid(algos[order[k].second], bytes, elem);
-    refine.insert(refine.end(), g.begin() + 1, g.end());  // [0] is the stage-1 candidate
+    const Evaluated& b = base[order[k]];
+    if (!std::isfinite(b.decision.predicted_us)) break;
+    if (k >= 3 && b.decision.predicted_us > 2 * base[order[0]].decision.predicted_us) break;
+    std::vector<Candidate> g = Grid(algos[order[k]], bytes, elem);
+    for (size_t i = 1; i < g.size(); ++i) {  // [0] is the stage-1 candidate
+      Evaluated e = Evaluate(g[i], req, elem);
+      all.push_back(e.decision);
+      if (i == 1 && e.steps == b.steps) break;
+    }
   }
-  if (!refine.empty()) {
-    Decision refined = Best(refine, req, elem, nullptr);
-    if (refined.algorithm && refined.predicted_us < best.predicted_us) best = refined;
-  }
-  return best;
+  return Pick(all);
 }
 
 StatusOr<Decision> Selector::Choose(ScheduleRequest* request, size_t elem_size) {
@@ -307,7 +308,7 @@ std::vector<Decision> Selector::Explain(const ScheduleRequest& request, size_t e
     std::vector<Candidate> g = Grid(a, bytes, elem_size);
     cands.insert(cands.end(), g.begin(), g.end());
   }
-  Best(cands, req, elem_size, &all);
+  for (const Candidate& c : cands) all.push_back(Evaluate(c, req, elem_size).decision);
   std::stable_sort(all.begin(), all.end(),
                    [](const Decision& x, const Decision& y) { return x.predicted_us < y.predicted_us; });
   return all;

@@ -74,10 +74,13 @@ class Selector {
   };
   std::vector<const AlgorithmInfo*> Algorithms(Collective c) const;
   std::vector<Candidate> Grid(const AlgorithmInfo* a, size_t nccl_bytes, size_t elem) const;
-  // Evaluates `candidates` on `req`; returns the best (algorithm nullptr if none succeeded)
-  // and optionally every result.
-  Decision Best(const std::vector<Candidate>& candidates, const ScheduleRequest& req, size_t elem,
-                std::vector<Decision>* all) const;
+  struct Evaluated {
+    Decision decision;  // predicted_us = +inf when the candidate failed (error in why)
+    size_t steps = 0;
+  };
+  Evaluated Evaluate(const Candidate& c, const ScheduleRequest& req, size_t elem) const;
+  // The fastest of `evaluated` (algorithm nullptr if none succeeded), with its runner-up.
+  Decision Pick(const std::vector<Decision>& evaluated) const;
   Decision ModelDecision(const ScheduleRequest& req, size_t elem, const AlgorithmInfo* only) const;
   Status LoadTuningOnce();
 
