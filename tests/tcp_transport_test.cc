@@ -11,7 +11,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -489,6 +492,145 @@ TEST(TcpTransportTest, BadArguments) {
     EXPECT_EQ(rank.tcp->PostRecv(1 - r, 0, 0, nullptr, 1, &req).code(), weftInvalidArgument);
     EXPECT_FALSE(rank.tcp->HasPending());
   });
+}
+
+// ---- benchmark (not a test: run with --gtest_also_run_disabled_tests --gtest_filter=*Bench*) ----
+// Two fork()ed processes over loopback. Prints one line per configuration:
+//   streams, buffer, 8-byte ping-pong round trip (median, us), 64 MiB one-way GB/s,
+//   64 MiB ping-pong GB/s (bytes / half round trip).
+// WEFT_BENCH_STREAMS="1,2,4" and WEFT_BENCH_BUFFERS="0,4194304" choose the sweep.
+namespace bench {
+
+// Waits like the executor does: `g_spin_rounds` non-blocking rounds (the executor uses 64),
+// then blocking rounds. WEFT_BENCH_SPIN_ROUNDS sets it.
+int g_spin_rounds = 64;
+void Wait(Transport* t, std::initializer_list<TransportRequest*> reqs) {
+  for (int round = 0;; ++round) {
+    bool all = true;
+    for (TransportRequest* r : reqs) all = all && r->done.load(std::memory_order_acquire);
+    if (all) return;
+    Status st = t->Progress(round < g_spin_rounds ? 0 : 2000);
+    if (!st.ok()) {
+      fprintf(stderr, "bench: %s\n", st.message().c_str());
+      _exit(1);
+    }
+  }
+}
+
+std::vector<long> ParseList(const char* env, std::vector<long> dflt) {
+  const char* s = std::getenv(env);
+  if (!s) return dflt;
+  std::vector<long> v;
+  for (const char* p = s; *p;) {
+    v.push_back(std::strtol(p, const_cast<char**>(&p), 10));
+    if (*p == ',') ++p;
+  }
+  return v;
+}
+
+// Runs the three measurements as `rank`; rank 0 returns the figures.
+void RunRank(Rank& rk, int rank, double out[3]) {
+  Transport* t = rk.tcp.get();
+  int peer = 1 - rank;
+  uint64_t tag = 0;
+  // Latency: 8-byte ping-pong.
+  {
+    uint64_t v = 0;
+    const int kWarm = 200, kIters = 5000;
+    std::vector<double> rtt;
+    for (int i = 0; i < kWarm + kIters; ++i) {
+      TransportRequest s, q;
+      auto t0 = Clock::now();
+      if (rank == 0) {
+        t->PostSend(peer, 0, ++tag, &v, 8, &s);
+        t->PostRecv(peer, 0, ++tag, &v, 8, &q);
+        Wait(t, {&s, &q});
+      } else {
+        t->PostRecv(peer, 0, ++tag, &v, 8, &q);
+        Wait(t, {&q});
+        t->PostSend(peer, 0, ++tag, &v, 8, &s);
+        Wait(t, {&s});
+      }
+      if (i >= kWarm) rtt.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    }
+    std::sort(rtt.begin(), rtt.end());
+    out[0] = rtt[rtt.size() / 2];
+  }
+  const size_t kBytes = 64u << 20;
+  std::vector<char> buf(kBytes, 1), buf2(kBytes, 2);
+  // One-way: rank 0 sends kReps messages, rank 1 acknowledges the last.
+  {
+    const int kReps = 8;
+    uint64_t ack = 0;
+    auto t0 = Clock::now();
+    for (int i = 0; i < kReps; ++i) {
+      TransportRequest r;
+      if (rank == 0) t->PostSend(peer, 0, ++tag, buf.data(), kBytes, &r);
+      else t->PostRecv(peer, 0, ++tag, buf.data(), kBytes, &r);
+      Wait(t, {&r});
+    }
+    TransportRequest a;
+    if (rank == 0) t->PostRecv(peer, 0, ++tag, &ack, 8, &a);
+    else t->PostSend(peer, 0, ++tag, &ack, 8, &a);
+    Wait(t, {&a});
+    out[1] = kReps * double(kBytes) / std::chrono::duration<double>(Clock::now() - t0).count() / 1e9;
+  }
+  // Ping-pong of 64 MiB.
+  {
+    const int kReps = 4;
+    auto t0 = Clock::now();
+    for (int i = 0; i < kReps; ++i) {
+      TransportRequest s, q;
+      if (rank == 0) {
+        t->PostSend(peer, 0, ++tag, buf.data(), kBytes, &s);
+        t->PostRecv(peer, 0, ++tag, buf2.data(), kBytes, &q);
+        Wait(t, {&s, &q});
+      } else {
+        t->PostRecv(peer, 0, ++tag, buf2.data(), kBytes, &q);
+        Wait(t, {&q});
+        t->PostSend(peer, 0, ++tag, buf2.data(), kBytes, &s);
+        Wait(t, {&s});
+      }
+    }
+    double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    out[2] = 2.0 * kReps * double(kBytes) / secs / 1e9;
+  }
+}
+
+}  // namespace bench
+
+TEST(TcpBenchmark, DISABLED_LoopbackTwoProcesses) {
+  if (const char* r = std::getenv("WEFT_BENCH_SPIN_ROUNDS")) bench::g_spin_rounds = std::atoi(r);
+  for (long streams : bench::ParseList("WEFT_BENCH_STREAMS", {1, 2, 4})) {
+    for (long buffer : bench::ParseList("WEFT_BENCH_BUFFERS", {0, 4 << 20})) {
+      TcpOptions opts = LoopbackOptions(static_cast<int>(streams));
+      opts.socket_buffer_bytes = static_cast<size_t>(buffer);
+      if (const char* spin = std::getenv("WEFT_SOCKET_SPIN_US")) opts.spin_us = std::atoi(spin);
+      BootstrapId id = StartRoot();
+      pid_t child = fork();
+      ASSERT_GE(child, 0);
+      if (child == 0) {
+        StatusOr<Rank> rk = MakeRank(id, 1, 2, opts);
+        if (!rk.ok()) _exit(2);
+        double unused[3];
+        bench::RunRank(*rk, 1, unused);
+        rk->bootstrap->Barrier();
+        _exit(0);
+      }
+      StatusOr<Rank> rk = MakeRank(id, 0, 2, opts);
+      ASSERT_TRUE(rk.ok()) << rk.status().message();
+      double fig[3];
+      bench::RunRank(*rk, 0, fig);
+      rk->bootstrap->Barrier();
+      int ws = 0;
+      waitpid(child, &ws, 0);
+      ASSERT_TRUE(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+      printf("tcp loopback 2 procs: streams=%ld buffer=%ld spin_us=%d spin_rounds=%d | 8B ping-pong RTT median %.1f us"
+             " | 64MiB one-way %.2f GB/s | 64MiB ping-pong %.2f GB/s\n",
+             streams, buffer, opts.spin_us, bench::g_spin_rounds, fig[0], fig[1], fig[2]);
+      fflush(stdout);
+    }
+  }
 }
 
 }  // namespace

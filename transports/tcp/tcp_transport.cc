@@ -660,18 +660,27 @@ Status TcpTransport::Progress(int timeout_us) {
   std::lock_guard<std::mutex> lock(mu_);
   if (aborted_.load()) return OkStatus();  // requests were failed by Abort
   round_error_ = OkStatus();
-  bool moved = PollOnce(0);
-  if (!moved && timeout_us > 0 && pending_.load() > 0) {
+  if (timeout_us <= 0 || pending_.load() == 0) {
+    PollOnce(0);
+  } else {
     using Clock = std::chrono::steady_clock;
     Clock::time_point start = Clock::now();
-    Clock::time_point spin_end = start + std::chrono::microseconds(std::min(options_.spin_us, timeout_us));
-    // Spin: the reply to a small message usually arrives within microseconds, far sooner than
-    // a sleep/wake-up round trip through the scheduler.
-    while (!moved && !aborted_.load() && Clock::now() < spin_end) moved = PollOnce(0);
+    bool moved = false;
+    if (options_.spin_us > 0) {
+      // Spin: the reply to a small message often arrives within microseconds, sooner than a
+      // sleep/wake-up round trip through the scheduler. Off by default: the executor already
+      // spins with Progress(0) before it asks us to block.
+      Clock::time_point spin_end = start + std::chrono::microseconds(std::min(options_.spin_us, timeout_us));
+      do {
+        moved = PollOnce(0);
+      } while (!moved && !aborted_.load() && Clock::now() < spin_end);
+    }
     if (!moved && !aborted_.load()) {
+      // One blocking ppoll: it returns at once when something is ready, so no separate
+      // non-blocking pass is needed first.
       int64_t left_ns = static_cast<int64_t>(timeout_us) * 1000 -
                         std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
-      if (left_ns > 0) PollOnce(left_ns);
+      PollOnce(std::max<int64_t>(left_ns, 0));
     }
   }
   Status st = round_error_;
