@@ -79,7 +79,9 @@ bool EnvInt(const char* name, long lo, long hi, long* out) {
 struct TcpTransport::Unexpected {
   uint64_t tag = 0;
   size_t bytes = 0;
-  std::vector<char> data;
+  // Not a vector: resize() would zero (and fault in) every page up front, while a recv posted
+  // mid-message means only the part received so far is ever touched.
+  std::unique_ptr<char[]> data;
   bool complete = false;
   Stream* stream = nullptr;  // the stream still receiving it (null once complete or broken)
 };
@@ -339,7 +341,7 @@ Status TcpTransport::PostRecv(int peer, int channel, uint64_t tag, void* buf, si
     }
     if (ux->complete) {
       q.unexpected.pop_front();
-      if (bytes > 0) std::memcpy(buf, ux->data.data(), bytes);
+      if (bytes > 0) std::memcpy(buf, ux->data.get(), bytes);
       req->Complete();
       return OkStatus();
     }
@@ -348,7 +350,8 @@ Status TcpTransport::PostRecv(int peer, int channel, uint64_t tag, void* buf, si
       q.unexpected.pop_front();
       Stream& s = *ux->stream;
       size_t got = ux->bytes - s.rx_left;
-      if (got > 0) std::memcpy(buf, ux->data.data(), got);
+      if (got > 0) std::memcpy(buf, ux->data.get(), got);
+      ux->data.reset();
       s.rx = RxKind::kUser;
       s.rx_dst = static_cast<char*>(buf) + got;
       s.rx_req = req;
@@ -497,11 +500,11 @@ bool TcpTransport::OnHeader(Peer& p, Stream& s) {
     auto ux = std::make_shared<Unexpected>();
     ux->tag = h.tag;
     ux->bytes = h.bytes;
-    ux->data.resize(h.bytes);
+    ux->data.reset(new char[h.bytes > 0 ? h.bytes : 1]);
     ux->stream = &s;
     q.unexpected.push_back(ux);
     s.rx = RxKind::kUnexpected;
-    s.rx_dst = ux->data.data();
+    s.rx_dst = ux->data.get();
     s.rx_unexpected = std::move(ux);
   }
   if (h.bytes == 0) OnPayloadDone(p, s);
