@@ -145,6 +145,9 @@ int main(int argc, char** argv) {
       return 1;
     }
     if (pid == 0) {
+      // Own process group: stopping a rank also stops what it started (a shell's children
+      // would otherwise keep the output pipes open after the rank itself died).
+      setpgid(0, 0);
       dup2(out[1], 1);
       dup2(err[1], 2);
       close(out[0]); close(out[1]); close(err[0]); close(err[1]);
@@ -163,6 +166,7 @@ int main(int argc, char** argv) {
     }
     close(out[1]);
     close(err[1]);
+    setpgid(pid, pid);  // also here: no race with the child's own call
     ranks[r].pid = pid;
     ranks[r].out_fd = out[0];
     ranks[r].err_fd = err[0];
@@ -174,8 +178,7 @@ int main(int argc, char** argv) {
   bool stopping = false;
   std::chrono::steady_clock::time_point stop_time;
   auto stop_all = [&](int sig) {
-    for (Rank& k : ranks)
-      if (!k.exited) kill(k.pid, sig);
+    for (Rank& k : ranks) kill(-k.pid, sig);  // the whole group, even if the leader exited
   };
   for (;;) {
     std::vector<pollfd> fds;
@@ -225,9 +228,17 @@ int main(int argc, char** argv) {
         }
       }
     }
-    bool all_done = true;
-    for (const Rank& k : ranks) all_done &= k.exited && k.out_fd < 0 && k.err_fd < 0;
-    if (all_done) break;
+    bool all_exited = true, all_closed = true;
+    for (const Rank& k : ranks) {
+      all_exited &= k.exited;
+      all_closed &= k.out_fd < 0 && k.err_fd < 0;
+    }
+    if (all_exited && all_closed) break;
+    // Ranks gone but something they started still holds the pipes: stop waiting for it.
+    if (all_exited && stopping &&
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - stop_time).count() > 4) {
+      break;
+    }
     auto now = std::chrono::steady_clock::now();
     if (g_signal && !stopping) {
       fprintf(stderr, "weftrun: received signal %d; stopping the ranks\n", static_cast<int>(g_signal));

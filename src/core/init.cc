@@ -2,19 +2,18 @@
 // environment, as threads of one process (inproc), and by splitting another communicator.
 #include "core/init.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <mutex>
 #include <sstream>
 
 #include "common/log.h"
 #include "core/bootstrap.h"
 #include "net/socket.h"
+#include "topo/host.h"
 #include "transports/inproc/inproc_transport.h"
 #if __has_include("transports/tcp/tcp_transport.h")
 #include "transports/tcp/tcp_transport.h"
@@ -47,29 +46,10 @@ bool EnvFlag(const char* name) {
   return v != nullptr && *v != '\0' && strcmp(v, "0") != 0;
 }
 
-std::string ReadFirstLine(const char* path) {
-  std::ifstream f(path);
-  std::string line;
-  std::getline(f, line);
-  return line;
-}
 
 }  // namespace
 
 double DefaultTimeoutSeconds() { return EnvSeconds("WEFT_TIMEOUT", 300); }
-
-std::string LocalHostId() {
-  // Ranks share memory only when they share hostname, kernel boot and network namespace: the
-  // test harness runs "hosts" as network namespaces of one machine, which must count as
-  // different hosts.
-  char host[256] = {0};
-  gethostname(host, sizeof(host) - 1);
-  struct stat st {};
-  unsigned long long netns = 0;
-  if (stat("/proc/self/ns/net", &st) == 0) netns = static_cast<unsigned long long>(st.st_ino);
-  return std::string(host) + "|" + ReadFirstLine("/proc/sys/kernel/random/boot_id") + "|" +
-         std::to_string(netns);
-}
 
 void InitCommon(weftComm* comm) {
   comm->magic = kCommMagic;
@@ -108,7 +88,7 @@ Status InitOverBootstrap(weftComm* comm, std::unique_ptr<Bootstrap> bootstrap) {
   SetLogRank(comm->rank);
   // Host ids, fixed-size records for the setup allgather.
   constexpr size_t kIdBytes = 256;
-  std::string my_id = LocalHostId();
+  std::string my_id = TopoHostIdentity();
   my_id.resize(kIdBytes, '\0');
   std::vector<char> all(kIdBytes * comm->nranks);
   WEFT_RETURN_IF_ERROR_CTX(bs->AllGather(my_id.data(), kIdBytes, all.data()),
@@ -184,7 +164,7 @@ Status InitInproc(weftComm* comm, std::shared_ptr<InprocHub> hub, int rank) {
   comm->peer_transport.assign(comm->nranks, t.get());
   comm->peer_transport[rank] = nullptr;
   comm->transports.push_back(std::move(t));
-  std::vector<std::string> ids(comm->nranks, LocalHostId());
+  std::vector<std::string> ids(comm->nranks, TopoHostIdentity());
   comm->local_rank = rank;
   return SetupTopology(comm, ids);
 }

@@ -12,8 +12,6 @@ struct BootstrapId;
 class Bootstrap;
 
 double DefaultTimeoutSeconds();
-// hostname | boot id | network namespace inode: ranks with equal ids share memory.
-std::string LocalHostId();
 // Magic, timeout, WEFT_ALGO: what every communicator starts with.
 void InitCommon(weftComm* comm);
 // Starts a rendezvous service in this process and returns its id (weftGetUniqueId).

@@ -1,0 +1,173 @@
+// A rank program for the multi-process tests (launched by weftrun). Uses only weft.h.
+//
+//   weft_test_worker kill-mid      rank 1 SIGKILLs itself during the 4th allreduce; the others
+//                                  must get an error (not hang); prints "ERROR <code> after <s>"
+//   weft_test_worker hang-mid      rank 1 stops calling collectives (sleeps); the others must time
+//                                  out (WEFT_TIMEOUT) with an error naming a peer
+//   weft_test_worker wrong-secret  rank 1 replaces WEFT_SECRET before init; it must not get in
+//   weft_test_worker badargs       bad arguments on a real communicator: codes and messages
+//   weft_test_worker sweep         every collective once with exact checks, prints "OK"
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "weft/weft.h"
+
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+int Fail(const char* what) {
+  printf("FAIL %s: %s\n", what, weftGetLastError(nullptr));
+  return 1;
+}
+
+int KillMid(weftComm_t comm, int rank, bool hang) {
+  const size_t count = 16 << 20;  // 64 MiB of float: long enough to be mid-transfer
+  std::vector<float> buf(count, 1.0f);
+  double last_ok = Now();
+  for (int it = 0; it < 1000; ++it) {
+    if (rank == 1 && it == 3) {
+      if (hang) {
+        sleep(60);
+        return 0;
+      }
+      // Die while peers are inside the collective: start a few ms after they entered.
+      usleep(20000);
+      raise(SIGKILL);
+    }
+    weftResult_t r = weftAllReduce(buf.data(), buf.data(), count, weftFloat32, weftSum, comm, nullptr);
+    if (r != weftSuccess) {
+      printf("ERROR %d after %.2f s: %s\n", static_cast<int>(r), Now() - last_ok, weftGetLastError(comm));
+      return 0;
+    }
+    last_ok = Now();
+  }
+  printf("FAIL no error after 1000 iterations\n");
+  return 1;
+}
+
+int BadArgs(weftComm_t comm, int rank, int size) {
+  float x = 0;
+  struct Case {
+    const char* name;
+    weftResult_t got;
+    weftResult_t want;
+    const char* must_mention;
+  };
+  std::vector<Case> cases;
+  auto add = [&](const char* name, weftResult_t got, weftResult_t want, const char* mention) {
+    cases.push_back({name, got, want, mention});
+    std::string msg = weftGetLastError(comm);
+    if (got != want || msg.find(mention) == std::string::npos) {
+      printf("FAIL %s: code %d (want %d), message '%s' must mention '%s'\n", name,
+             static_cast<int>(got), static_cast<int>(want), msg.c_str(), mention);
+      return false;
+    }
+    return true;
+  };
+  bool ok = true;
+  ok &= add("null sendbuff", weftAllReduce(nullptr, &x, 1, weftFloat32, weftSum, comm, nullptr),
+            weftInvalidArgument, "sendbuff");
+  ok &= add("null recvbuff", weftAllReduce(&x, nullptr, 5, weftFloat32, weftSum, comm, nullptr),
+            weftInvalidArgument, "recvbuff");
+  ok &= add("overflow", weftAllReduce(&x, &x, SIZE_MAX / 2, weftFloat32, weftSum, comm, nullptr),
+            weftInvalidArgument, "count=");
+  ok &= add("bad dtype", weftAllReduce(&x, &x, 1, static_cast<weftDataType_t>(42), weftSum, comm, nullptr),
+            weftInvalidArgument, "datatype=42");
+  ok &= add("fp8 reserved", weftAllReduce(&x, &x, 1, weftFloat8e4m3, weftSum, comm, nullptr),
+            weftInvalidArgument, "reserved");
+  ok &= add("bad op", weftAllReduce(&x, &x, 1, weftFloat32, static_cast<weftRedOp_t>(9), comm, nullptr),
+            weftInvalidArgument, "op=9");
+  ok &= add("bad root", weftBroadcast(&x, &x, 1, weftFloat32, size, comm, nullptr),
+            weftInvalidArgument, ("root=" + std::to_string(size)).c_str());
+  ok &= add("bad peer", weftSend(&x, 1, weftFloat32, -1, comm, nullptr), weftInvalidArgument, "peer=-1");
+  ok &= add("null comm", weftAllReduce(&x, &x, 1, weftFloat32, weftSum, nullptr, nullptr),
+            weftInvalidArgument, "comm is NULL");
+  ok &= add("bad stream", weftAllReduce(&x, &x, 1, weftFloat32, weftSum, comm, reinterpret_cast<weftStream_t>(&x)),
+            weftInvalidArgument, "stream=");
+  // The communicator still works after rejected calls.
+  float v = static_cast<float>(rank), sum = 0;
+  if (weftAllReduce(&v, &sum, 1, weftFloat32, weftSum, comm, nullptr) != weftSuccess) return Fail("allreduce after bad args");
+  if (sum != static_cast<float>(size * (size - 1) / 2)) {
+    printf("FAIL sum %g\n", sum);
+    return 1;
+  }
+  // A communicator whose init failed: a bogus unique id.
+  weftUniqueId bogus;
+  memset(&bogus, 0x5a, sizeof(bogus));
+  weftComm_t broken = nullptr;
+  weftResult_t r = weftCommInitRank(&broken, 2, bogus, 0);
+  ok &= add("bogus unique id", r, weftInvalidArgument, "commId");
+  ok &= add("call on failed-init comm", weftAllReduce(&x, &x, 1, weftFloat32, weftSum, broken, nullptr),
+            weftInvalidUsage, "initialization failed");
+  weftCommDestroy(broken);
+  ok &= add("destroyed comm", weftAllReduce(&x, &x, 1, weftFloat32, weftSum, broken, nullptr),
+            weftInvalidArgument, "not a live communicator");
+  if (ok) printf("OK %zu cases\n", cases.size());
+  return ok ? 0 : 1;
+}
+
+int Sweep(weftComm_t comm, int rank, int size) {
+  const size_t n = 100003;
+  std::vector<int32_t> in(n * size), out(n * size);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<int32_t>((rank + 1) * (i % 7));
+  if (weftAllReduce(in.data(), out.data(), n, weftInt32, weftSum, comm, nullptr)) return Fail("allreduce");
+  for (size_t i = 0; i < n; ++i)
+    if (out[i] != static_cast<int32_t>(size * (size + 1) / 2 * (i % 7))) return Fail("allreduce value");
+  if (weftAllGather(in.data(), out.data(), n, weftInt32, comm, nullptr)) return Fail("allgather");
+  for (int r = 0; r < size; ++r)
+    for (size_t i = 0; i < n; i += 97)
+      if (out[r * n + i] != static_cast<int32_t>((r + 1) * (i % 7))) return Fail("allgather value");
+  if (weftReduceScatter(in.data(), out.data(), n, weftInt32, weftSum, comm, nullptr)) return Fail("reducescatter");
+  for (size_t i = 0; i < n; ++i)
+    if (out[i] != static_cast<int32_t>(size * (size + 1) / 2 * ((rank * n + i) % 7))) return Fail("reducescatter value");
+  if (weftBroadcast(in.data(), out.data(), n, weftInt32, size - 1, comm, nullptr)) return Fail("broadcast");
+  for (size_t i = 0; i < n; i += 13)
+    if (out[i] != static_cast<int32_t>(size * (i % 7))) return Fail("broadcast value");
+  if (weftBarrier(comm, nullptr)) return Fail("barrier");
+  printf("OK\n");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: weft_test_worker kill-mid|hang-mid|wrong-secret|badargs|sweep\n");
+    return 2;
+  }
+  std::string mode = argv[1];
+  const char* rank_env = getenv("WEFT_RANK");
+  int env_rank = rank_env ? atoi(rank_env) : 0;
+  if (mode == "wrong-secret" && env_rank == 1) setenv("WEFT_SECRET", "00112233445566778899aabbccddeeff", 1);
+  setvbuf(stdout, nullptr, _IOLBF, 0);
+  weftComm_t comm = nullptr;
+  weftResult_t r = weftCommInitFromEnv(&comm);
+  if (mode == "wrong-secret") {
+    printf("INIT %d: %s\n", static_cast<int>(r), r == weftSuccess ? "joined" : weftGetLastError(comm));
+    weftCommDestroy(comm);
+    // Rank 1 must not get in; the others must fail init (rank 1 never arrives), not hang.
+    return r == weftSuccess ? 1 : 0;
+  }
+  if (r != weftSuccess) return Fail("init");
+  int rank = 0, size = 0;
+  weftCommUserRank(comm, &rank);
+  weftCommCount(comm, &size);
+  int rc = 2;
+  if (mode == "kill-mid") rc = KillMid(comm, rank, false);
+  else if (mode == "hang-mid") rc = KillMid(comm, rank, true);
+  else if (mode == "badargs") rc = BadArgs(comm, rank, size);
+  else if (mode == "sweep") rc = Sweep(comm, rank, size);
+  if (mode == "kill-mid" || mode == "hang-mid") weftCommAbort(comm);
+  else weftCommDestroy(comm);
+  return rc;
+}

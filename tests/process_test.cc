@@ -1,0 +1,230 @@
+// Multi-process tests over real transports (TCP on loopback, shared memory): weftrun, the
+// example program, a rank killed or hung mid-collective, a wrong secret, bad arguments.
+// Each case bounds its own run time, so a hang fails the test instead of stalling CI.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+
+using namespace weft_test;
+
+namespace {
+
+struct Outcome {
+  std::vector<int> status;  // raw wait status per process
+  std::vector<std::string> output;
+  double seconds = 0;
+  bool timed_out = false;
+};
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// Starts `n` processes (argv) with the weft environment plus `env`, waits at most
+// `timeout_s`, kills what is left, returns statuses and outputs (stdout+stderr).
+// With `must_finish` non-empty, the others are killed as soon as those ranks have exited.
+Outcome Launch(int n, const std::vector<std::string>& argv,
+               const std::vector<std::pair<std::string, std::string>>& env, double timeout_s,
+               const std::vector<int>& must_finish = {}) {
+  Outcome o;
+  o.status.assign(n, -1);
+  o.output.assign(n, "");
+  std::string root = "127.0.0.1:" + std::to_string(FreePort());
+  std::vector<pid_t> pids(n);
+  std::vector<std::string> files(n);
+  auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < n; ++r) {
+    files[r] = "/tmp/weft_process_test_" + std::to_string(getpid()) + "_" + std::to_string(r);
+    pid_t pid = fork();
+    if (pid == 0) {
+      int fd = open(files[r].c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      setenv("WEFT_RANK", std::to_string(r).c_str(), 1);
+      setenv("WEFT_WORLD_SIZE", std::to_string(n).c_str(), 1);
+      setenv("WEFT_LOCAL_RANK", std::to_string(r).c_str(), 1);
+      setenv("WEFT_ROOT", root.c_str(), 1);
+      setenv("WEFT_SECRET", "0123456789abcdef0123456789abcdef", 1);
+      for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+      std::vector<char*> args;
+      for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+    pids[r] = pid;
+  }
+  int left = n;
+  while (left > 0) {
+    int st;
+    pid_t pid = waitpid(-1, &st, WNOHANG);
+    if (pid > 0) {
+      for (int r = 0; r < n; ++r)
+        if (pids[r] == pid) o.status[r] = st;
+      --left;
+      continue;
+    }
+    double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    bool finished = !must_finish.empty();
+    for (int r : must_finish) finished &= o.status[r] != -1;
+    if (el > timeout_s || finished) {
+      o.timed_out = !finished;
+      for (int r = 0; r < n; ++r)
+        if (o.status[r] == -1) kill(pids[r], SIGKILL);
+      while (left > 0 && (pid = waitpid(-1, &st, 0)) > 0) --left;
+      break;
+    }
+    usleep(20000);
+  }
+  o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (int r = 0; r < n; ++r) {
+    std::ifstream f(files[r]);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    o.output[r] = ss.str();
+    unlink(files[r].c_str());
+  }
+  return o;
+}
+
+// Runs a shell command with a time limit; returns exit code (124 on timeout) and output.
+int Shell(const std::string& cmd, std::string* out, int timeout_s = 60) {
+  std::string full = "timeout -k 5 " + std::to_string(timeout_s) + " " + cmd + " 2>&1";
+  FILE* p = popen(full.c_str(), "r");
+  char buf[4096];
+  while (fgets(buf, sizeof(buf), p)) *out += buf;
+  int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+int Count(const std::string& s, const std::string& what) {
+  int c = 0;
+  for (size_t pos = 0; (pos = s.find(what, pos)) != std::string::npos; pos += what.size()) ++c;
+  return c;
+}
+
+std::string Worker() { return BinPath("weft_test_worker"); }
+
+TEST(Weftrun, RunsTheExampleOnFourRanks) {
+  std::string out;
+  int rc = Shell(BinPath("weftrun") + " -n 4 " + BinPath("hello_allreduce"), &out);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(Count(out, "allreduce ok: 10 (expected 10)"), 4) << out;
+  for (int r = 0; r < 4; ++r) EXPECT_NE(out.find("[" + std::to_string(r) + "] allreduce ok"), std::string::npos) << out;
+}
+
+TEST(Weftrun, PropagatesAFailingRankAndStopsTheOthers) {
+  std::string out;
+  auto start = std::chrono::steady_clock::now();
+  int rc = Shell(BinPath("weftrun") + " -n 3 sh -c 'if [ $WEFT_RANK = 1 ]; then exit 3; fi; sleep 60'", &out);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(rc, 3) << out;
+  EXPECT_LT(s, 15) << "weftrun waited for the other ranks instead of stopping them";
+  EXPECT_NE(out.find("rank 1 exited with status 3"), std::string::npos) << out;
+}
+
+TEST(Weftrun, RejectsBadArguments) {
+  std::string out;
+  EXPECT_EQ(Shell(BinPath("weftrun") + " -n 0 true", &out), 2);
+  EXPECT_NE(out.find("-n 0"), std::string::npos) << out;
+}
+
+class Transports : public testing::TestWithParam<bool> {
+ protected:
+  std::vector<std::pair<std::string, std::string>> Env() const {
+    if (GetParam()) return {{"WEFT_SHM_DISABLE", "1"}};
+    return {};
+  }
+};
+
+TEST_P(Transports, EveryCollectiveExactAcrossProcesses) {
+  for (int n : {2, 3, 4}) {
+    Outcome o = Launch(n, {Worker(), "sweep"}, Env(), 120);
+    ASSERT_FALSE(o.timed_out) << "timed out with " << n << " ranks";
+    for (int r = 0; r < n; ++r) {
+      EXPECT_TRUE(WIFEXITED(o.status[r]) && WEXITSTATUS(o.status[r]) == 0) << o.output[r];
+      EXPECT_NE(o.output[r].find("OK"), std::string::npos) << o.output[r];
+    }
+  }
+}
+
+TEST_P(Transports, KilledRankGivesErrorsNotHangs) {
+  Outcome o = Launch(3, {Worker(), "kill-mid"}, Env(), 60);
+  ASSERT_FALSE(o.timed_out) << "survivors hung after a peer died:\n" << o.output[0] << o.output[2];
+  EXPECT_TRUE(WIFSIGNALED(o.status[1]) && WTERMSIG(o.status[1]) == SIGKILL);
+  std::regex re("ERROR ([0-9]+) after ([0-9.]+) s");
+  for (int r : {0, 2}) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(o.output[r], m, re)) << "rank " << r << ": " << o.output[r];
+    int code = std::stoi(m[1]);
+    EXPECT_TRUE(code == 6 || code == 8) << "want weftRemoteError (6) or weftTimeout (8): " << o.output[r];
+    EXPECT_LT(std::stod(m[2]), 10.0) << "error came too late: " << o.output[r];
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(ShmAndTcp, Transports, testing::Values(false, true),
+                         [](const testing::TestParamInfo<bool>& i) { return i.param ? "tcp" : "shm"; });
+
+// Rank 1 stops calling collectives. The first survivor to notice times out (weftTimeout,
+// naming the step and the peer it waits for) and tears its connections down, so the other
+// survivor may see that as weftRemoteError instead; nobody may hang.
+TEST(Faults, HungRankTimesOutNamingAPeer) {
+  Outcome o = Launch(3, {Worker(), "hang-mid"}, {{"WEFT_TIMEOUT", "3"}, {"WEFT_SHM_DISABLE", "1"}},
+                     60, {0, 2});
+  ASSERT_FALSE(o.timed_out) << o.output[0] << o.output[2];
+  int timeouts = 0;
+  for (int r : {0, 2}) {
+    std::string& out = o.output[r];
+    bool timeout = out.find("ERROR 8") != std::string::npos;
+    bool remote = out.find("ERROR 6") != std::string::npos;
+    EXPECT_TRUE(timeout || remote) << "rank " << r << ": " << out;
+    if (timeout) {
+      ++timeouts;
+      EXPECT_NE(out.find("step"), std::string::npos) << out;
+      EXPECT_NE(out.find("rank"), std::string::npos) << out;
+    }
+  }
+  EXPECT_GE(timeouts, 1) << "nobody reported weftTimeout:\n" << o.output[0] << o.output[2];
+}
+
+TEST(Faults, WrongSecretIsRefused) {
+  Outcome o = Launch(3, {Worker(), "wrong-secret"}, {{"WEFT_INIT_TIMEOUT", "5"}}, 60);
+  ASSERT_FALSE(o.timed_out) << "init hung";
+  for (int r = 0; r < 3; ++r)
+    EXPECT_TRUE(WIFEXITED(o.status[r]) && WEXITSTATUS(o.status[r]) == 0)
+        << "rank " << r << " joined or crashed: " << o.output[r];
+}
+
+TEST(Errors, BadArgumentsGetCodesAndMessages) {
+  Outcome o = Launch(2, {Worker(), "badargs"}, {}, 60);
+  ASSERT_FALSE(o.timed_out);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(WIFEXITED(o.status[r]) && WEXITSTATUS(o.status[r]) == 0) << o.output[r];
+    EXPECT_NE(o.output[r].find("OK"), std::string::npos) << o.output[r];
+  }
+}
+
+}  // namespace
