@@ -4,12 +4,12 @@
 //   1. spin      (< spin_us):   poll with a CPU pause hint. Cheapest wake-up (the data is seen
 //                               within ~100 ns of arriving) but burns the core.
 //   2. yield     (< yield_us):  poll + sched_yield(). Lets another runnable rank on the same
-//                               core go first; a wake-up costs about one scheduler quantum slice
-//                               on an oversubscribed core, ~1 us on an idle one.
+//                               core go first, so the producer we wait for gets to run.
 //   3. sleep     (afterwards):  block in the kernel (futex for shm, poll() for sockets) until a
 //                               peer wakes us or the sleep budget passes. Wake-up costs a futex
-//                               wake + context switch, ~5-20 us (measured figures for the shm
-//                               transport are in transports/shm/shm_transport.h).
+//                               wake + context switch on each side.
+// Measured cost of each stage (shm ping-pong, own cores vs one shared core): see the table in
+// transports/shm/shm_transport.h.
 // On oversubscribed hosts (more ranks than cores) spinning only steals the core from the rank
 // that would produce our data, so the policy drops the spin stage and shortens the yield one.
 //

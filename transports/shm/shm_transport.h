@@ -31,14 +31,18 @@
 // Waiting (Progress with a timeout) follows common/backoff.h: spin, then sched_yield, then a
 // futex on this rank's doorbell word in its control segment. Any peer that publishes something
 // for us (ring tail, ring head when we wait for room, a signal) checks our `sleeping` flag and
-// bumps + wakes the doorbell. Measured on this repo's dev box (2 shared cores, Debian 12,
-// tools in tests/shm_transport_test.cc, see the report for commands):
-//   - ping-pong 8-byte round trip, both ranks on their own core, spinning:   ~0.4-1 us
-//   - same, forced to yield (WEFT_SPIN_US=0):                               ~1-3 us
-//   - same, forced to sleep on the futex (WEFT_SPIN_US=0 WEFT_YIELD_US=0):  ~10-20 us
-//   - 2 ranks pinned to ONE core: spinning wastes the quantum; yield hands the core over.
-// (Exact figures of each run are in the report / perf/RESULTS.md.)
-//
+// bumps + wakes the doorbell. What each stage costs, measured with ShmPerf.* in
+// tests/shm_transport_test.cc (8-byte ping-pong round trip between 2 processes, `nice -n -20`)
+// on the dev box: a 2-vCPU VM shared with other builds (load average ~10), where even two
+// threads bouncing one atomic take 22-360 us per round trip, so these are upper bounds:
+//   own cores, spin only:   34-39 us      (spinning competes with the other load)
+//   own cores, yield only:  13-14 us
+//   own cores, futex only:  58-183 us     (futex wake + context switch each way)
+//   ONE core, spin only:    23,000 us     (each spinner burns its whole time slice)
+//   ONE core, yield only:   14-15 us;  ONE core, default policy (auto: no spin): 13-14 us
+// 8 processes on 2 cores, 200 x (ring exchange + signal barrier): 39-56 ms in all.
+// On an idle many-core host the spin stage is what keeps small-message latency near the
+// hardware's cache-line round trip (~0.2-0.5 us); re-measure there with the same test.
 // Dead peers. Each rank holds an OFD write lock on its control segment for its lifetime; the
 // kernel drops it when the process dies (even while it is an unreaped zombie, which kill(pid, 0)
 // would still report alive). A waiting rank checks, every WEFT_SHM_LIVENESS_MS (100 ms), the
