@@ -782,8 +782,10 @@ TEST(FinalizeTest, NoOpForOtherOpsAndDivisorOne) {
 
 TEST(CopyTest, SizesAndUnalignedPointers) {
   std::mt19937 rng(4);
+  // 16 MiB + 5 takes the non-temporal path (default WEFT_COPY_NT_THRESHOLD) with an unaligned
+  // head and a tail.
   for (size_t bytes : {size_t{0}, size_t{1}, size_t{7}, size_t{1000}, size_t{4096 + 3},
-                       (size_t{8} << 20) + 5}) {
+                       (size_t{8} << 20) + 5, (size_t{16} << 20) + 5}) {
     for (size_t offset : {size_t{0}, size_t{1}, size_t{3}}) {
       std::vector<uint8_t> src(bytes + 8), dst(bytes + 8, 0xEE);
       for (auto& byte : src) byte = static_cast<uint8_t>(rng());
