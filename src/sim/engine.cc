@@ -155,8 +155,11 @@ class Engine {
   // delivered. A (a, b, channel) stream is a FIFO (one socket / queue in a transport): its
   // messages pay their fixed overhead and stream-rate time one after another; the route's
   // shared resources add their backlog on top.
-  double Transfer(int a, int b, uint32_t channel, double now, double bytes) {
+  double Transfer(int a, int b, uint32_t channel, double now, double bytes, bool direct = false) {
     Route route = fabric_.RouteOf(a, b, opt_.shm_enabled);
+    // A direct read is a load from mapped memory: no transport post/poll/complete path, only
+    // the local step's own cost.
+    if (direct) route.overhead_us = fabric_.Compute(b).overhead_us;
     double& stream = streams_[Key(a, b, sched_.nranks, channel)];
     double start = std::max(now, stream);
     double done = start + route.overhead_us * Multiplicity(bytes) + bytes / (route.flow_gbps * 1e3);
@@ -274,15 +277,17 @@ class Engine {
         case StepOp::kDirectRead:
         case StepOp::kDirectReduce: {
           double bytes = static_cast<double>(st.dst.count) * elem_;
-          end = Transfer(st.peer, r, kDirectChannel, now, bytes);
+          end = Transfer(st.peer, r, kDirectChannel, now, bytes, /*direct=*/true);
           if (st.op == StepOp::kDirectReduce) end = Compute(r, end, bytes, true);
           ++messages_;
           bytes_ += bytes;
           break;
         }
         case StepOp::kSignal: {
+          // A signal is a flag store into the peer's mapped memory: a local step's cost,
+          // visible after the link's latency.
           Route route = fabric_.RouteOf(r, st.peer, opt_.shm_enabled);
-          end = now + route.overhead_us;
+          end = now + fabric_.Compute(r).overhead_us;
           double arrival = end + route.latency_us;
           auto& q = signals_[Key(r, st.peer, n, 0)];
           if (!q.waits.empty()) {

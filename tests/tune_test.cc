@@ -1,0 +1,337 @@
+// Tests of the selector, the cost model's use in it, WEFT_ALGO precedence, tuning files and
+// cross-rank determinism (src/tune). Fake generators test the machinery independently of
+// the real algorithms; family tests use the registry and skip naming what is missing.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "algorithms/algo_override.h"
+#include "algorithms/registry.h"
+#include "topo/presets.h"
+#include "tune/selector.h"
+#include "tune/tuning_file.h"
+
+namespace weft {
+namespace {
+
+Schedule Empty(int n, const char* name) {
+  Schedule s;
+  s.algorithm = name;
+  s.nranks = n;
+  s.window = 8;
+  s.ranks.resize(n);
+  return s;
+}
+
+StatusOr<Schedule> FakeRing(const ScheduleRequest& req) {
+  const int p = req.nranks;
+  const size_t n = req.count;
+  Schedule s = Empty(p, "fake_ring");
+  for (int r = 0; r < p; ++r) {
+    auto& st = s.ranks[r].steps;
+    if (n == 0) continue;
+    st.push_back(CopyStep(In(0, n), Out(0, n)));
+    int next = (r + 1) % p, prev = (r + p - 1) % p;
+    auto seg = [&](int k) { k = ((k % p) + p) % p; return Out(PartOffset(n, p, k), PartSize(n, p, k)); };
+    for (int k = 0; k < p - 1; ++k) {
+      if (seg(r - k).count) st.push_back(SendStep(next, seg(r - k)));
+      if (seg(r - k - 1).count) st.push_back(RecvReduceStep(prev, seg(r - k - 1), seg(r - k - 1)));
+    }
+    for (int k = 0; k < p - 1; ++k) {
+      if (seg(r + 1 - k).count) st.push_back(SendStep(next, seg(r + 1 - k)));
+      if (seg(r - k).count) st.push_back(RecvStep(prev, seg(r - k)));
+    }
+  }
+  return s;
+}
+
+StatusOr<Schedule> FakeFlat(const ScheduleRequest& req) {
+  const int p = req.nranks;
+  const size_t n = req.count;
+  Schedule s = Empty(p, "fake_flat");
+  s.window = 2 * p + 2;
+  for (int r = 0; r < p; ++r) {
+    auto& st = s.ranks[r].steps;
+    if (n == 0) continue;
+    st.push_back(CopyStep(In(0, n), Out(0, n)));
+    for (int q = 0; q < p; ++q)
+      if (q != r) st.push_back(SendStep(q, In(0, n)));
+    for (int q = 0; q < p; ++q)
+      if (q != r) st.push_back(RecvStep(q, Tmp(q * n, n)));
+    for (int q = 0; q < p; ++q)
+      if (q != r) st.push_back(ReduceStep(Tmp(q * n, n), Out(0, n)));
+  }
+  return s;
+}
+
+std::vector<AlgorithmInfo> Fakes() {
+  auto always = [](const ScheduleRequest&) { return true; };
+  // fake_direct only runs where every peer is mappable (one host, shm on).
+  auto mappable = [](const ScheduleRequest& r) { return r.all_ranks_mappable; };
+  return {AlgorithmInfo{"fake_ring", Collective::kAllReduce, always, FakeRing},
+          AlgorithmInfo{"fake_flat", Collective::kAllReduce, always, FakeFlat},
+          AlgorithmInfo{"fake_direct", Collective::kAllReduce, mappable, FakeFlat}};
+}
+
+std::shared_ptr<const Fabric> Preset(const std::string& name, int n = 0) {
+  auto f = MakePreset(name, n);
+  EXPECT_TRUE(f.ok()) << f.status().message();
+  return f.value();
+}
+
+ScheduleRequest AllReduce(int n, size_t count) {
+  ScheduleRequest r;
+  r.collective = Collective::kAllReduce;
+  r.nranks = n;
+  r.count = count;
+  return r;
+}
+
+TEST(Selector, FakesSmallFlatLargeRing) {
+  Selector sel(Preset("netns:2x4"), AlgoOverrides(), true);
+  sel.SetCandidatesForTesting(Fakes());
+  ScheduleRequest small = AllReduce(8, 2);
+  auto d = sel.Choose(&small, 4);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->algorithm->name, "fake_flat") << d->why;
+  EXPECT_EQ(small.groups.size(), 2u);
+  EXPECT_FALSE(small.all_ranks_mappable);
+  EXPECT_GT(d->predicted_us, 0);
+  EXPECT_NE(d->why.find("model:"), std::string::npos);
+  ScheduleRequest large = AllReduce(8, 32 << 20);
+  d = sel.Choose(&large, 4);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->algorithm->name, "fake_ring") << d->why;
+  EXPECT_EQ(large.chunk.chunk_elems, d->chunk.chunk_elems);
+}
+
+TEST(Selector, ApplicabilityFollowsTheFabric) {
+  for (bool shm : {true, false}) {
+    Selector sel(Preset("host:4"), AlgoOverrides(), shm);
+    sel.SetCandidatesForTesting(Fakes());
+    std::vector<Decision> all = sel.Explain(AllReduce(4, 100), 4);
+    bool direct_ran = false;
+    for (const Decision& d : all)
+      if (d.algorithm->name == "fake_direct") direct_ran |= std::isfinite(d.predicted_us);
+    EXPECT_EQ(direct_ran, shm) << "fake_direct needs mappable peers (shm " << shm << ")";
+  }
+}
+
+class SameDecisions : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SameDecisions, EveryRankDecidesAlike) {
+  // Every rank builds its own fabric from the same allgathered summaries and its own selector;
+  // ranks query sizes in different orders. Digests and decisions must agree.
+  auto proto = Preset(GetParam());
+  const int n = proto->nranks();
+  std::vector<size_t> counts = {0, 1, 7, 1000, 1001, 65536, 3 << 20};
+  std::vector<uint64_t> digests;
+  std::vector<std::vector<std::string>> names;
+  for (int rank = 0; rank < std::min(n, 5); ++rank) {
+    auto copy = FabricFromRecords(proto->ToRecords(), "allgathered");
+    ASSERT_TRUE(copy.ok()) << copy.status().message();
+    Selector sel(copy.value(), AlgoOverrides(), true);
+    sel.SetCandidatesForTesting(Fakes());
+    std::vector<size_t> order = counts;
+    if (rank % 2) std::reverse(order.begin(), order.end());
+    std::map<size_t, std::string> by_count;
+    for (size_t c : order) {
+      ScheduleRequest r = AllReduce(n, c);
+      auto d = sel.Choose(&r, 4);
+      ASSERT_TRUE(d.ok()) << d.status().message();
+      by_count[c] = d->algorithm->name + "/" + std::to_string(d->chunk.chunk_elems) + "/" +
+                    std::to_string(d->chunk.channels);
+    }
+    std::vector<std::string> v;
+    for (auto& kv : by_count) v.push_back(kv.second);
+    names.push_back(v);
+    digests.push_back(sel.DecisionDigest());
+  }
+  for (size_t i = 1; i < digests.size(); ++i) {
+    EXPECT_EQ(digests[i], digests[0]) << "rank " << i;
+    EXPECT_EQ(names[i], names[0]) << "rank " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fabrics, SameDecisions,
+                         ::testing::Values("host:1", "host:2", "host:3", "netns:2x2", "netns:1x5", "dgx-h100"),
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                           std::string s = i.param;
+                           for (char& c : s)
+                             if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return s;
+                         });
+
+TEST(Selector, BucketDecisionIndependentOfCallHistory) {
+  auto f = Preset("netns:2x2");
+  Selector a(f, AlgoOverrides(), true), b(f, AlgoOverrides(), true);
+  a.SetCandidatesForTesting(Fakes());
+  b.SetCandidatesForTesting(Fakes());
+  // 5000 and 7000 floats share a size bucket (2^14 bytes).
+  ScheduleRequest r1 = AllReduce(4, 5000), r2 = AllReduce(4, 7000);
+  auto a1 = a.Choose(&r1, 4), a2 = a.Choose(&r2, 4);
+  ScheduleRequest r3 = AllReduce(4, 7000), r4 = AllReduce(4, 5000);
+  auto b1 = b.Choose(&r3, 4), b2 = b.Choose(&r4, 4);
+  ASSERT_TRUE(a1.ok() && a2.ok() && b1.ok() && b2.ok());
+  EXPECT_EQ(a.DecisionDigest(), b.DecisionDigest());
+  EXPECT_EQ(a1->algorithm->name, b2->algorithm->name);
+}
+
+TEST(Selector, OverridesWin) {
+  AlgoOverrides o;
+  AlgoRule rule;
+  rule.collective = Collective::kAllReduce;
+  rule.algorithm = "fake_ring";
+  o.rules.push_back(rule);
+  Selector sel(Preset("host:4"), o, true);
+  sel.SetCandidatesForTesting(Fakes());
+  ScheduleRequest r = AllReduce(4, 1);
+  auto d = sel.Choose(&r, 4);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->algorithm->name, "fake_ring");
+  EXPECT_NE(d->why.find("WEFT_ALGO"), std::string::npos) << d->why;
+
+  o.rules[0].algorithm = "no_such_algo";
+  Selector bad(Preset("host:4"), o, true);
+  bad.SetCandidatesForTesting(Fakes());
+  auto e = bad.Choose(&r, 4);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), weftInvalidUsage);
+  EXPECT_NE(e.status().message().find("no_such_algo"), std::string::npos);
+
+  o.rules[0].algorithm = "fake_direct";  // needs one host with shm
+  Selector inapplicable(Preset("netns:2x2"), o, true);
+  inapplicable.SetCandidatesForTesting(Fakes());
+  auto g = inapplicable.Choose(&r, 4);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), weftInvalidUsage);
+  EXPECT_NE(g.status().message().find("fake_direct"), std::string::npos);
+}
+
+TEST(Selector, WrongRankCountIsAnError) {
+  Selector sel(Preset("host:4"), AlgoOverrides(), true);
+  ScheduleRequest r = AllReduce(5, 10);
+  auto d = sel.Choose(&r, 4);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("nranks=5"), std::string::npos);
+}
+
+TEST(TuningFile, ParsesAndRejects) {
+  auto t = ParseTuningTable("# measured\nallreduce 0-64K fake_flat 0 1\nallreduce 64K-inf fake_ring 512K 2\n",
+                            "t.txt", false);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ASSERT_EQ(t->rules.size(), 2u);
+  EXPECT_EQ(t->Lookup(Collective::kAllReduce, 100)->algorithm, "fake_flat");
+  EXPECT_EQ(t->Lookup(Collective::kAllReduce, 65536)->algorithm, "fake_ring");
+  EXPECT_EQ(t->Lookup(Collective::kAllGather, 100), nullptr);
+  struct Bad { const char* text; const char* needle; };
+  for (Bad b : {Bad{"allreduce 0-64K ring 0\n", "t.txt:1"}, Bad{"allfoo 0-1K ring 0 1\n", "allfoo"},
+                Bad{"allreduce 64K-1K ring 0 1\n", "64K-1K"}, Bad{"allreduce 0-1K ring 0 99\n", "99"},
+                Bad{"\nallreduce 0-1Q ring 0 1\n", "t.txt:2"}}) {
+    auto r = ParseTuningTable(b.text, "t.txt", false);
+    ASSERT_FALSE(r.ok()) << b.text;
+    EXPECT_NE(r.status().message().find(b.needle), std::string::npos) << r.status().message();
+  }
+  auto unknown = ParseTuningTable("allreduce 0-inf surely_not_registered 0 1\n", "t.txt", true);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("surely_not_registered"), std::string::npos);
+}
+
+TEST(TuningFile, ReplacesModelButNotOverrides) {
+  auto t = ParseTuningTable("allreduce 0-inf fake_ring 64K 2\n", "t.txt", false);
+  ASSERT_TRUE(t.ok());
+  Selector sel(Preset("host:4"), AlgoOverrides(), true);
+  sel.SetCandidatesForTesting(Fakes());
+  sel.SetTuningTable(t.value());
+  ScheduleRequest r = AllReduce(4, 1);
+  auto d = sel.Choose(&r, 4);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->algorithm->name, "fake_ring");
+  EXPECT_EQ(d->chunk.chunk_elems, 16384u);
+  EXPECT_EQ(d->chunk.channels, 2);
+  EXPECT_NE(d->why.find("t.txt:1"), std::string::npos) << d->why;
+  AlgoOverrides o;
+  AlgoRule rule;
+  rule.collective = Collective::kAllReduce;
+  rule.algorithm = "fake_flat";
+  o.rules.push_back(rule);
+  Selector forced(Preset("host:4"), o, true);
+  forced.SetCandidatesForTesting(Fakes());
+  forced.SetTuningTable(t.value());
+  auto f = forced.Choose(&r, 4);
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->algorithm->name, "fake_flat");
+}
+
+// ---- families with the real registry ----
+
+std::string Chosen(const std::string& preset, Collective c, size_t bytes, bool shm = true) {
+  auto f = Preset(preset);
+  Selector sel(f, AlgoOverrides(), shm);
+  ScheduleRequest r;
+  r.collective = c;
+  r.nranks = f->nranks();
+  r.count = std::max<size_t>(1, bytes / 4);
+  auto d = sel.Choose(&r, 4);
+  EXPECT_TRUE(d.ok()) << d.status().message();
+  return d.ok() ? d->algorithm->name : "";
+}
+
+bool AnyRegistered(Collective c, const std::vector<std::string>& names, std::string* missing) {
+  for (const std::string& n : names)
+    if (FindAlgorithm(c, n)) return true;
+  *missing = "";
+  for (const std::string& n : names) *missing += (missing->empty() ? "" : " / ") + n;
+  return false;
+}
+
+TEST(Families, MultiNodeLargeAllreduceIsHierarchical) {
+  std::string missing;
+  std::vector<std::string> family = {"hierarchical", "hierarchical_leader"};
+  if (!AnyRegistered(Collective::kAllReduce, family, &missing))
+    GTEST_SKIP() << "allreduce " << missing << " not registered yet";
+  std::string got = Chosen("dgx-h100:4", Collective::kAllReduce, 256 << 20);
+  EXPECT_TRUE(got.rfind("hierarchical", 0) == 0) << "chose " << got;
+}
+
+TEST(Families, MultiNodeSmallAllreduceIsTreeOrDoubling) {
+  std::string missing;
+  std::vector<std::string> family = {"tree", "recursive_doubling"};
+  if (!AnyRegistered(Collective::kAllReduce, family, &missing))
+    GTEST_SKIP() << "allreduce " << missing << " not registered yet";
+  std::string got = Chosen("dgx-h100:4", Collective::kAllReduce, 8);
+  EXPECT_TRUE(std::find(family.begin(), family.end(), got) != family.end() || got.rfind("hierarchical", 0) == 0)
+      << "chose " << got;
+}
+
+TEST(Families, OneHostTinyAllreduceIsOneShot) {
+  if (!FindAlgorithm(Collective::kAllReduce, "oneshot")) GTEST_SKIP() << "allreduce oneshot not registered yet";
+  EXPECT_EQ(Chosen("host:4", Collective::kAllReduce, 8), "oneshot");
+  EXPECT_EQ(Chosen("dgx-h100", Collective::kAllReduce, 8), "oneshot");
+  // Without shm (CPU ranks) peers are not mappable: oneshot must not be picked.
+  EXPECT_NE(Chosen("host:4", Collective::kAllReduce, 8, /*shm=*/false), "oneshot");
+}
+
+TEST(Families, OneNodeLargeAllreduceIsBandwidthOptimal) {
+  std::string missing;
+  std::vector<std::string> family = {"ring", "twoshot", "halving_doubling"};
+  if (!AnyRegistered(Collective::kAllReduce, family, &missing))
+    GTEST_SKIP() << "allreduce " << missing << " not registered yet";
+  std::string got = Chosen("dgx-h100", Collective::kAllReduce, 256 << 20);
+  EXPECT_TRUE(std::find(family.begin(), family.end(), got) != family.end()) << "chose " << got;
+}
+
+TEST(Families, ExplainListsEveryRegisteredAllreduce) {
+  auto f = Preset("host:4");
+  Selector sel(f, AlgoOverrides(), true);
+  std::vector<Decision> all = sel.Explain(AllReduce(4, 1000), 4);
+  std::set<std::string> seen;
+  for (const Decision& d : all) seen.insert(d.algorithm->name);
+  for (const AlgorithmInfo& a : AllAlgorithms())
+    if (a.collective == Collective::kAllReduce) EXPECT_TRUE(seen.count(a.name)) << a.name;
+  for (size_t i = 1; i < all.size(); ++i) EXPECT_LE(all[i - 1].predicted_us, all[i].predicted_us);
+}
+
+}  // namespace
+}  // namespace weft
