@@ -101,9 +101,6 @@ struct Layout {
 };
 
 using VClock = std::vector<uint32_t>;
-void Join(VClock* a, const VClock& b) {
-  for (size_t i = 0; i < a->size(); ++i) (*a)[i] = std::max((*a)[i], b[i]);
-}
 
 struct RankState {
   const RankSchedule* sched = nullptr;
@@ -116,11 +113,18 @@ struct RankState {
   size_t completed_async = 0, total_async = 0;
   // happens-before (only when tracking)
   VClock clock;                           // knowledge of the issuing thread
-  std::unordered_map<size_t, VClock> issue_vc, done_vc;  // async steps
-  std::vector<size_t> unabsorbed;         // completed async steps not yet known to issue
+  // Flat [step * p + rank] clocks of asynchronous steps: at issue, and at completion.
+  std::vector<uint32_t> issue_vc, done_vc;
+  std::vector<size_t> unabsorbed;         // completed recvs/waits not yet known to issue
   std::vector<uint32_t> absorbed_at;      // per step: issue epoch that learned its completion
   std::vector<int32_t> scratch_writer;    // per scratch element: last writing step, -1 none
-  std::vector<std::vector<std::pair<int, size_t>>> scratch_readers;  // (rank, step) since
+  // Direct reads of this rank's scratch since the last write of those elements.
+  struct ReadRecord {
+    int reader;
+    size_t step;
+    size_t lo, hi;
+  };
+  std::vector<ReadRecord> scratch_reads;
 };
 
 struct Queue {
@@ -146,7 +150,7 @@ class Checker {
   Status ApplyLocal(int r, size_t i);
   Status Combine(int r, size_t i, const Region& dst_region, const Val* a, const Val* b, Val* out,
                  size_t n, const char* what);
-  Status WriteScratchCheck(int r, size_t i, const Region& dst, const VClock& writer_vc);
+  Status WriteScratchCheck(int r, size_t i, const Region& dst, const uint32_t* writer_vc);
   Status ReadRemoteCheck(int r, size_t i, int peer, const Region& remote);
   Range Resolve(int r, const Region& reg) const;
   Val* Ptr(int r, const Region& reg) {
@@ -171,6 +175,8 @@ class Checker {
   std::unordered_map<uint64_t, std::vector<VClock>> signals_;
   std::unordered_map<uint64_t, std::deque<size_t>> waits_;
   std::unordered_map<uint64_t, size_t> waits_matched_;
+  std::deque<int> work_;      // ranks to retry
+  std::vector<char> dirty_;   // queued in work_
 };
 
 Status Checker::Layouts() {
@@ -266,19 +272,19 @@ Status Checker::Structure() {
                              " but the caller's output holds " + std::to_string(L.out_user));
     for (size_t i = 0; i < rs.steps.size(); ++i) {
       const Step& s = rs.steps[i];
-      const std::string at = StepName(r, i, s);
+      // The step's name is built only on error (StepName): this loop is hot in the sweeps.
       if (IsPeerOp(s.op)) {
         if (s.peer < 0 || s.peer >= p_)
-          return InvalidArgument(at + ": peer " + std::to_string(s.peer) + " out of range [0, " +
+          return InvalidArgument(StepName(r, i, s) + ": peer " + std::to_string(s.peer) + " out of range [0, " +
                                  std::to_string(p_) + ")");
-        if (s.peer == r) return InvalidArgument(at + ": peer is the rank itself");
+        if (s.peer == r) return InvalidArgument(StepName(r, i, s) + ": peer is the rank itself");
       }
       auto in_bounds = [&](int rank, const Region& g, const char* role) -> Status {
         const RankSchedule& t = sched_.ranks[rank];
         size_t limit = g.buffer == Buffer::kInput ? t.input_count
                        : g.buffer == Buffer::kOutput ? t.output_count : t.scratch_count;
         if (g.offset + g.count > limit || g.offset + g.count < g.offset)
-          return InvalidArgument(at + ": " + role + " " + RegionName(g) + " exceeds rank " +
+          return InvalidArgument(StepName(r, i, s) + ": " + role + " " + RegionName(g) + " exceeds rank " +
                                  std::to_string(rank) + "'s " + BufName(g.buffer) + "_count " +
                                  std::to_string(limit));
         return OkStatus();
@@ -295,32 +301,32 @@ Status Checker::Structure() {
       if (writes_dst) WEFT_RETURN_IF_ERROR(in_bounds(r, s.dst, "dst"));
       if (remote) {
         if (s.remote.buffer != Buffer::kScratch)
-          return InvalidArgument(at + ": remote region " + RegionName(s.remote) +
+          return InvalidArgument(StepName(r, i, s) + ": remote region " + RegionName(s.remote) +
                                  " must be the peer's scratch (only windows are mapped)");
         WEFT_RETURN_IF_ERROR(in_bounds(s.peer, s.remote, "remote"));
         if (s.remote.count != s.dst.count)
-          return InvalidArgument(at + ": remote " + RegionName(s.remote) + " and dst " +
+          return InvalidArgument(StepName(r, i, s) + ": remote " + RegionName(s.remote) + " and dst " +
                                  RegionName(s.dst) + " differ in size");
       }
       if ((s.op == StepOp::kRecvReduce || s.op == StepOp::kCopy || s.op == StepOp::kReduce ||
            s.op == StepOp::kDirectReduce) && s.src.count != s.dst.count)
-        return InvalidArgument(at + ": src " + RegionName(s.src) + " and dst " +
+        return InvalidArgument(StepName(r, i, s) + ": src " + RegionName(s.src) + " and dst " +
                                RegionName(s.dst) + " differ in size");
       if (writes_dst && s.dst.count > 0) {
         Range w = Resolve(r, s.dst);
         if (w.space == kUser && (w.lo < L.out_base || w.hi > L.out_base + L.out_user))
-          return InvalidArgument(at + ": writes " + RegionName(s.dst) +
+          return InvalidArgument(StepName(r, i, s) + ": writes " + RegionName(s.dst) +
                                  (s.dst.buffer == Buffer::kInput ? " (the caller's input is read-only)"
                                                                  : " outside the caller's output") +
                                  (opt_.in_place ? " in-place" : " out-of-place"));
       }
       if (s.op == StepOp::kFinalize && !IsReducing(req_.collective))
-        return InvalidArgument(at + ": finalize in " + CollectiveName(req_.collective) +
+        return InvalidArgument(StepName(r, i, s) + ": finalize in " + CollectiveName(req_.collective) +
                                ", which reduces nothing (it would divide data)");
       if (s.op == StepOp::kCopy && s.dst.count > 0) {
         Range a = Resolve(r, s.src), b = Resolve(r, s.dst);
         if (a.Overlaps(b) && a.lo != b.lo)
-          return InvalidArgument(at + ": src " + RegionName(s.src) + " and dst " +
+          return InvalidArgument(StepName(r, i, s) + ": src " + RegionName(s.src) + " and dst " +
                                  RegionName(s.dst) + " partially overlap");
       }
       if (remote || s.op == StepOp::kSignal || s.op == StepOp::kWait) track_hb_ = true;
@@ -341,7 +347,8 @@ Status Checker::Initialize() {
       st.clock.assign(p_, 0);
       st.absorbed_at.assign(st.sched->steps.size(), 0);
       st.scratch_writer.assign(st.sched->scratch_count, -1);
-      st.scratch_readers.assign(st.sched->scratch_count, {});
+      st.issue_vc.assign(st.sched->steps.size() * p_, 0);
+      st.done_vc.assign(st.sched->steps.size() * p_, 0);
     }
   }
   return OkStatus();
@@ -372,19 +379,26 @@ Status Checker::Combine(int r, size_t i, const Region& dst_region, const Val* a,
 
 // A write to this rank's scratch must happen-after every direct read of those elements by
 // peers since the previous write (otherwise the peer may read the new data).
-Status Checker::WriteScratchCheck(int r, size_t i, const Region& dst, const VClock& wvc) {
-  if (!track_hb_ || dst.buffer != Buffer::kScratch) return OkStatus();
+Status Checker::WriteScratchCheck(int r, size_t i, const Region& dst, const uint32_t* wvc) {
+  if (!track_hb_ || dst.buffer != Buffer::kScratch || dst.count == 0) return OkStatus();
   RankState& st = ranks_[r];
-  for (size_t e = dst.offset; e < dst.offset + dst.count; ++e) {
-    for (const auto& rd : st.scratch_readers[e]) {
-      if (wvc[rd.first] < rd.second + 1)
-        return InvalidArgument(Where(r, i) + " writes scratch[" + std::to_string(e) +
-                               "] while " + Where(rd.first, rd.second) +
-                               " may still be reading it (race: no signal/wait orders them)");
+  const size_t lo = dst.offset, hi = dst.offset + dst.count;
+  std::vector<RankState::ReadRecord> keep;
+  for (const auto& rd : st.scratch_reads) {
+    if (rd.hi <= lo || hi <= rd.lo) {
+      keep.push_back(rd);
+      continue;
     }
-    st.scratch_readers[e].clear();
-    st.scratch_writer[e] = static_cast<int32_t>(i);
+    if (wvc[rd.reader] < rd.step + 1)
+      return InvalidArgument(Where(r, i) + " writes scratch[" + std::to_string(std::max(lo, rd.lo)) +
+                             "] while " + Where(rd.reader, rd.step) +
+                             " may still be reading it (race: no signal/wait orders them)");
+    // The parts of the read this write does not cover stay recorded.
+    if (rd.lo < lo) keep.push_back({rd.reader, rd.step, rd.lo, lo});
+    if (hi < rd.hi) keep.push_back({rd.reader, rd.step, hi, rd.hi});
   }
+  st.scratch_reads.swap(keep);
+  for (size_t e = lo; e < hi; ++e) st.scratch_writer[e] = static_cast<int32_t>(i);
   return OkStatus();
 }
 
@@ -402,12 +416,9 @@ Status Checker::ReadRemoteCheck(int r, size_t i, int peer, const Region& remote)
                                std::to_string(peer) + " written by " + Where(peer, w) +
                                " with no happens-before (race: missing signal/wait)");
     }
-    auto& readers = pst.scratch_readers[e];
-    bool found = false;
-    for (auto& rd : readers)
-      if (rd.first == r) { rd.second = std::max(rd.second, i); found = true; }
-    if (!found) readers.emplace_back(r, i);
   }
+  if (remote.count > 0)
+    pst.scratch_reads.push_back({r, i, remote.offset, remote.offset + remote.count});
   return OkStatus();
 }
 
@@ -418,7 +429,7 @@ Status Checker::ApplyLocal(int r, size_t i) {
   if (track_hb_ && (s.op == StepOp::kDirectRead || s.op == StepOp::kDirectReduce))
     WEFT_RETURN_IF_ERROR(ReadRemoteCheck(r, i, s.peer, s.remote));
   if (track_hb_ && s.dst.count > 0 && s.op != StepOp::kSignal)
-    WEFT_RETURN_IF_ERROR(WriteScratchCheck(r, i, s.dst, st.clock));
+    WEFT_RETURN_IF_ERROR(WriteScratchCheck(r, i, s.dst, st.clock.data()));
   if (!track_values_ || n == 0) return OkStatus();
   std::vector<Val> tmp(n);
   switch (s.op) {
@@ -478,9 +489,9 @@ Status Checker::Issue(int r, size_t i, const Access& a) {
       bool follows = s.op == StepOp::kSignal || sj.op == StepOp::kWait ||
                      Conflicts(a, AccessOf(r, sj));
       if (follows) {
-        Join(&st.clock, st.done_vc[j]);
+        const uint32_t* d = &st.done_vc[j * p_];
+        for (int q = 0; q < p_; ++q) st.clock[q] = std::max(st.clock[q], d[q]);
         st.absorbed_at[j] = static_cast<uint32_t>(i) + 1;
-        st.done_vc.erase(j);
       } else {
         keep.push_back(j);
       }
@@ -508,7 +519,7 @@ Status Checker::Issue(int r, size_t i, const Access& a) {
   }
   st.inflight.push_back(i);
   st.inflight_access.push_back(a);
-  if (track_hb_) st.issue_vc[i] = st.clock;
+  if (track_hb_) std::copy(st.clock.begin(), st.clock.end(), st.issue_vc.begin() + i * p_);
   if (s.op == StepOp::kWait) {
     ++st.waits_inflight;
     uint64_t key = static_cast<uint64_t>(s.peer) * kMaxRanks + r;
@@ -562,12 +573,14 @@ Status Checker::Match(const std::pair<int, size_t>& snd, const std::pair<int, si
       WEFT_RETURN_IF_ERROR(Combine(b, rcv.second, rs.dst, Ptr(b, rs.src), in, tmp.data(), n, "recv_reduce"));
     std::copy(tmp.begin(), tmp.end(), Ptr(b, rs.dst));
   }
-  VClock send_vc, recv_vc;
+  VClock send_vc;
   if (track_hb_) {
-    send_vc = ranks_[a].issue_vc[snd.second];
-    recv_vc = ranks_[b].issue_vc[rcv.second];
+    const uint32_t* v = &ranks_[a].issue_vc[snd.second * p_];
+    send_vc.assign(v, v + p_);
   }
-  WEFT_RETURN_IF_ERROR(CompleteAsync(a, snd.second, track_hb_ ? &recv_vc : nullptr));
+  // A send's completion teaches its rank nothing about the receiver: transports may complete
+  // sends eagerly (buffered) before the peer posts its recv, so only the receiver learns.
+  WEFT_RETURN_IF_ERROR(CompleteAsync(a, snd.second, nullptr));
   return CompleteAsync(b, rcv.second, track_hb_ ? &send_vc : nullptr);
 }
 
@@ -583,14 +596,18 @@ Status Checker::CompleteAsync(int r, size_t i, const VClock* peer_vc) {
   }
   if (s.op == StepOp::kWait) --st.waits_inflight;
   ++st.completed_async;
+  if (!dirty_[r]) {
+    dirty_[r] = 1;
+    work_.push_back(r);
+  }
   if (track_hb_) {
-    VClock vc = st.issue_vc[i];
-    st.issue_vc.erase(i);
-    if (peer_vc) Join(&vc, *peer_vc);
+    uint32_t* vc = &st.done_vc[i * p_];
+    const uint32_t* iv = &st.issue_vc[i * p_];
+    for (int q = 0; q < p_; ++q) vc[q] = peer_vc ? std::max(iv[q], (*peer_vc)[q]) : iv[q];
     if ((s.op == StepOp::kRecv || s.op == StepOp::kRecvReduce) && s.dst.count > 0)
       WEFT_RETURN_IF_ERROR(WriteScratchCheck(r, i, s.dst, vc));
-    st.done_vc[i] = vc;
-    st.unabsorbed.push_back(i);
+    // A send's completion carries no knowledge (see Match), so only recvs and waits matter.
+    if (s.op != StepOp::kSend) st.unabsorbed.push_back(i);
   }
   return OkStatus();
 }
@@ -615,10 +632,17 @@ Status Checker::TryIssue(int r, bool* progressed) {
 }
 
 Status Checker::Simulate() {
-  bool progressed = true;
-  while (progressed) {
-    progressed = false;
-    for (int r = 0; r < p_; ++r) WEFT_RETURN_IF_ERROR(TryIssue(r, &progressed));
+  // Worklist: a rank is retried only when one of its steps completed (nothing else can unblock
+  // it), so the cost is proportional to the steps, not to rounds x ranks.
+  dirty_.assign(p_, 1);
+  work_.clear();
+  for (int r = 0; r < p_; ++r) work_.push_back(r);
+  while (!work_.empty()) {
+    int r = work_.front();
+    work_.pop_front();
+    dirty_[r] = 0;
+    bool progressed = false;
+    WEFT_RETURN_IF_ERROR(TryIssue(r, &progressed));
   }
   std::string blocked;
   for (int r = 0; r < p_; ++r) {
@@ -639,7 +663,8 @@ Status Checker::Verify() {
     // rank's first step.
     for (int r = 0; r < p_; ++r) {
       VClock all = ranks_[r].clock;
-      for (const auto& kv : ranks_[r].done_vc) Join(&all, kv.second);
+      for (size_t j : ranks_[r].unabsorbed)
+        for (int q = 0; q < p_; ++q) all[q] = std::max(all[q], ranks_[r].done_vc[j * p_ + q]);
       for (int q = 0; q < p_; ++q) {
         if (q == r || ranks_[q].sched->steps.empty()) continue;
         if (all[q] < 1)
@@ -679,18 +704,18 @@ Status Checker::Verify() {
       }
       if (want.idx == kDontCare) continue;
       const Val& got = st.user[L.out_base + i];
-      const std::string at = "rank " + std::to_string(r) + " output[" + std::to_string(i) + "]";
-      if (got.idx < 0) return InvalidArgument(at + " is never written");
+      auto at = [&] { return "rank " + std::to_string(r) + " output[" + std::to_string(i) + "]"; };
+      if (got.idx < 0) return InvalidArgument(at() + " is never written");
       if (got.idx != want.idx || (!reducing && got.mask != want.mask))
-        return InvalidArgument(at + " holds input element " + std::to_string(got.idx) +
+        return InvalidArgument(at() + " holds input element " + std::to_string(got.idx) +
                                " of ranks " + RankList(got.mask) + ", expected element " +
                                std::to_string(want.idx) + " of ranks " + RankList(want.mask));
       if (got.mask != want.mask)
-        return InvalidArgument(at + " is missing the contributions of ranks " +
+        return InvalidArgument(at() + " is missing the contributions of ranks " +
                                RankList(want.mask & ~got.mask) +
                                (got.mask & ~want.mask ? " and holds extra " + RankList(got.mask & ~want.mask) : ""));
       if (reducing && opt_.avg && !got.fin)
-        return InvalidArgument(at + " is never finalized (weftAvg would not divide)");
+        return InvalidArgument(at() + " is never finalized (weftAvg would not divide)");
     }
   }
   return OkStatus();
