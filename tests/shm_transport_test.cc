@@ -307,6 +307,35 @@ TEST(ShmTransport, PostingToARankNotOnThisHostIsInvalidArgument) {
   FreeHub(hub);
 }
 
+TEST(ShmTransport, AbortFromAnotherThreadWakesTheWaiterAndReachesThePeer) {
+  RunThreads(2, TestOptions(), [&](int r, ShmTransport& t) {
+    unsigned char b[8];
+    TransportRequest q;
+    ASSERT_TRUE(t.PostRecv(1 - r, 0, 1, b, 8, &q).ok());  // never sent by either side
+    std::thread aborter;
+    if (r == 0) {
+      aborter = std::thread([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));  // waiter is asleep by now
+        t.Abort(InternalError("test abort"));
+      });
+    }
+    Clock::time_point start = Clock::now();
+    Status st = WaitAll(&t, {&q}, 20);
+    double s = Seconds(start);
+    if (aborter.joinable()) aborter.join();
+    ASSERT_FALSE(st.ok());
+    if (r == 0) {
+      EXPECT_NE(st.message().find("test abort"), std::string::npos) << st.message();
+    } else {
+      // The peer sees rank 0 closed within a liveness period.
+      EXPECT_EQ(st.code(), weftRemoteError) << st.message();
+      EXPECT_NE(st.message().find("rank 0"), std::string::npos) << st.message();
+    }
+    EXPECT_LT(s, 5.0);
+    EXPECT_FALSE(t.HasPending());
+  });
+}
+
 // ---- windows and signals ----
 class ShmWindows : public ::testing::TestWithParam<int> {};
 

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 namespace weft {
 namespace shm_detail {
@@ -238,7 +239,7 @@ StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::CreateWithOps(
                            std::strerror(errno));
       }
     }
-    if (st.ok()) st = t->PrepareWindow(options.initial_window_bytes);
+    if (st.ok()) st = t->PrepareWindowLocked(options.initial_window_bytes);
   }
   if (!st.ok()) mine.prefix[0] = '\0';  // tells peers we failed
 
@@ -381,6 +382,7 @@ void ShmTransport::Complete(TransportRequest* req, Status st) {
 
 Status ShmTransport::PostSend(int peer, int channel, uint64_t tag, const void* buf, size_t bytes,
                               TransportRequest* req) {
+  std::lock_guard<std::mutex> lock(mu_);
   Status st;
   Peer* p = Find(peer, &st);
   if (p == nullptr) return st;
@@ -396,6 +398,7 @@ Status ShmTransport::PostSend(int peer, int channel, uint64_t tag, const void* b
 
 Status ShmTransport::PostRecv(int peer, int channel, uint64_t tag, void* buf, size_t bytes,
                               TransportRequest* req) {
+  std::lock_guard<std::mutex> lock(mu_);
   Status st;
   Peer* p = Find(peer, &st);
   if (p == nullptr) return st;
@@ -411,6 +414,7 @@ Status ShmTransport::PostRecv(int peer, int channel, uint64_t tag, void* buf, si
 }
 
 Status ShmTransport::Signal(int peer) {
+  std::lock_guard<std::mutex> lock(mu_);
   Status st;
   Peer* p = Find(peer, &st);
   if (p == nullptr) return st;
@@ -422,6 +426,7 @@ Status ShmTransport::Signal(int peer) {
 }
 
 Status ShmTransport::PostWait(int peer, TransportRequest* req) {
+  std::lock_guard<std::mutex> lock(mu_);
   Status st;
   Peer* p = Find(peer, &st);
   if (p == nullptr) return st;
@@ -441,6 +446,11 @@ size_t ShmTransport::window_bytes() const {
 }
 
 Status ShmTransport::PrepareWindow(size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return PrepareWindowLocked(bytes);
+}
+
+Status ShmTransport::PrepareWindowLocked(size_t bytes) {
   if (!aborted_.ok()) return aborted_;
   if (bytes <= window_bytes() && (window_ || bytes == 0)) return OkStatus();
   if (bytes == 0 && !window_) return OkStatus();
@@ -476,6 +486,7 @@ void* ShmTransport::LocalWindow() {
 }
 
 StatusOr<const void*> ShmTransport::PeerWindow(int peer, size_t min_bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
   Status st;
   Peer* p = Find(peer, &st);
   if (p == nullptr) return st;
@@ -811,6 +822,7 @@ Status ShmTransport::CheckLiveness(bool force) {
 }
 
 Status ShmTransport::Progress(int timeout_us) {
+  std::unique_lock<std::mutex> lock(mu_);
   if (!aborted_.ok()) return aborted_;
   if (PollAll()) {
     backoff_.Reset();
@@ -821,7 +833,11 @@ Status ShmTransport::Progress(int timeout_us) {
   if (timeout_us <= 0) return OkStatus();
   const Clock::time_point deadline = Clock::now() + std::chrono::microseconds(timeout_us);
   while (true) {
+    // The lock is dropped while pausing/sleeping so that Abort() from another thread gets in.
+    lock.unlock();
     Backoff::Stage stage = backoff_.Pause();
+    lock.lock();
+    if (!aborted_.ok()) return aborted_;
     if (stage == Backoff::Stage::kSleep) {
       header_->sleeping.store(1, std::memory_order_seq_cst);
       std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -829,8 +845,11 @@ Status ShmTransport::Progress(int timeout_us) {
       if (!PollAll()) {
         auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now());
         int64_t us = std::min<int64_t>(left.count(), int64_t{options_.liveness_ms} * 1000);
+        lock.unlock();
         if (us > 0) FutexWait(&header_->doorbell, bell, us);
+        lock.lock();
         header_->sleeping.store(0, std::memory_order_relaxed);
+        if (!aborted_.ok()) return aborted_;
       } else {
         header_->sleeping.store(0, std::memory_order_relaxed);
         backoff_.Reset();
@@ -847,6 +866,7 @@ Status ShmTransport::Progress(int timeout_us) {
 }
 
 void ShmTransport::Abort(const Status& why) {
+  std::lock_guard<std::mutex> lock(mu_);
   Status st = why.ok() ? InternalError("shm: transport aborted") : why;
   for (Peer& p : peers_) FailRequests(p, st);
   if (aborted_.ok()) aborted_ = st;
@@ -855,6 +875,9 @@ void ShmTransport::Abort(const Status& why) {
     header_->closed.store(1, std::memory_order_seq_cst);
     for (Peer& p : peers_)
       if (p.rank != rank_ && p.header != nullptr) Wake(p);
+    // And wake our own thread if it sleeps in Progress (Abort may come from another thread).
+    header_->doorbell.fetch_add(1, std::memory_order_seq_cst);
+    FutexWake(&header_->doorbell, 1);
   }
 }
 

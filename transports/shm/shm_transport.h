@@ -49,6 +49,10 @@
 // lock, kill(pid, 0) and the peer's `closed` flag; a dead peer fails every request involving it
 // with RemoteError naming its rank and pid, within ~0.1 s.
 //
+// Threading: as transport.h says, one thread at a time posts and progresses; Abort() may come
+// from any thread: it fails every pending request, marks this rank closed for its peers, and
+// wakes the owner thread if it sleeps in Progress.
+//
 // Knobs (ShmOptionsFromEnv; sizes accept K/M/G suffixes):
 //   WEFT_SHM_DISABLE=1        the communicator does not use shm (ShmOptions::disabled)
 //   WEFT_SHM_RING_BYTES       ring per ordered pair of local ranks        (default 1M)
@@ -66,6 +70,9 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <mutex>
+#include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -133,7 +140,7 @@ class ShmTransport : public DirectTransport {
   Status PostRecv(int peer, int channel, uint64_t tag, void* buf, size_t bytes,
                   TransportRequest* req) override;
   Status Progress(int timeout_us) override;
-  bool HasPending() const override { return pending_ > 0; }
+  bool HasPending() const override { return pending_.load(std::memory_order_acquire) > 0; }
   void Abort(const Status& why) override;
 
   // DirectTransport
@@ -210,6 +217,7 @@ class ShmTransport : public DirectTransport {
   };
 
   ShmTransport() = default;
+  Status PrepareWindowLocked(size_t bytes);
   Peer* Find(int rank, Status* st);
   bool HasWork(const Peer& p) const;
   bool PollPeer(Peer& p);
@@ -239,7 +247,10 @@ class ShmTransport : public DirectTransport {
   uint64_t window_gen_ = 0;
   std::vector<Peer> peers_;        // by local index
   std::vector<int> local_of_rank_; // global rank -> local index or -1
-  size_t pending_ = 0;
+  std::atomic<size_t> pending_{0};
+  // Guards all state above against Abort() from another thread (the owner thread's calls
+  // never contend with each other; an uncontended lock costs ~20 ns per call).
+  std::mutex mu_;
   Status aborted_;
   Backoff backoff_;
   std::chrono::steady_clock::time_point last_liveness_check_;
