@@ -1,8 +1,9 @@
 // The AVX2 + F16C kernel table: reduce_loops.h compiled with `target("avx2,f16c")`, plus
 // hand-written loops for float16 (F16C: the vectorizer does not turn the integer fp16
 // conversion into vcvtph2ps/vcvtps2ph by itself) and bfloat16 (the auto-vectorized version
-// spends most of its time repacking 16-bit lanes; these measured 3.9x faster at 256 KiB). Selected at startup when the CPU has both
-// extensions; other architectures compile this file to a stub returning nullptr.
+// spends most of its time repacking 16-bit lanes; these measured 3.9x faster at 256 KiB).
+// Selected at startup when the CPU has both extensions; other architectures compile this file
+// to a stub returning nullptr.
 //
 // Every header that reduce_loops.h (transitively) includes is included *before* the target
 // pragma: inline functions defined under the pragma would be AVX2 code, and the linker could
