@@ -58,6 +58,20 @@ inline std::vector<Chunk> SplitChunks(size_t offset, size_t n, size_t chunk_elem
   return chunks;
 }
 
+// Sends `send` and receives into `recv` chunk by chunk, interleaved (send chunk j, recv chunk
+// j, ...), so that with in-order issue and a bounded window both directions progress; the two
+// regions may differ in size by a few elements (uneven parts).
+template <typename EmitSend, typename EmitRecv>
+void InterleaveChunks(const Region& send, const Region& recv, size_t chunk_elems,
+                      EmitSend emit_send, EmitRecv emit_recv) {
+  std::vector<Chunk> a = SplitChunks(send.offset, send.count, chunk_elems);
+  std::vector<Chunk> b = SplitChunks(recv.offset, recv.count, chunk_elems);
+  for (size_t j = 0; j < std::max(a.size(), b.size()); ++j) {
+    if (j < a.size()) emit_send(Region{send.buffer, a[j].offset, a[j].count}, j);
+    if (j < b.size()) emit_recv(Region{recv.buffer, b[j].offset, b[j].count}, j);
+  }
+}
+
 // Channel for the i-th chunk: round-robin over the policy's channels.
 inline uint16_t ChunkChannel(const ChunkPolicy& policy, size_t i) {
   int channels = policy.channels < 1 ? 1 : policy.channels;
