@@ -110,6 +110,18 @@ inline int FloorPow2(int p) {
   return q;
 }
 
+// Folding p ranks onto the largest power of two p2 <= p (recursive doubling/halving for
+// non-powers of two): the first 2*rem ranks pair up (even r hands its data to r+1 and sits
+// out), the rest take part directly. Participant v stands for the contiguous ranks
+// [FirstRank(v), FirstRank(v+1)).
+struct Fold {
+  int p2 = 1, rem = 0;
+  explicit Fold(int p) : p2(FloorPow2(p)), rem(p - FloorPow2(p)) {}
+  int Participant(int r) const { return r < 2 * rem ? (r % 2 ? r / 2 : -1) : r - rem; }
+  int RankOf(int v) const { return v < rem ? 2 * v + 1 : v + rem; }
+  int FirstRank(int v) const { return v < rem ? 2 * v : v + rem; }
+};
+
 // Grows each rank's scratch_count to cover every Scratch region its steps name, and each
 // peer's to cover the remote regions read from it (one place, so generators never get the
 // arithmetic wrong).

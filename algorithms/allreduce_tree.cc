@@ -1,0 +1,88 @@
+// Allreduce, double binary tree (as NCCL builds it): two binary trees over the ranks, the
+// second the mirror (even p) or the shift by one (odd p) of the first, so that most ranks are
+// a leaf in one tree and an inner node in the other. Each tree carries half of the vector:
+// pipelined reduce up the tree, then broadcast down, chunk by chunk. log2(p) depth with
+// bandwidth close to a ring's: the choice for large rank counts.
+//
+// Tree 0 is NCCL's ncclGetBtree: for rank r with lowest set bit b, the parent is
+// (r ^ b) | (b << 1), or r ^ b when that is out of range; rank 0 is the root.
+#include "algorithms/patterns.h"
+
+namespace weft {
+namespace {
+
+int BtreeParent(int r, int p) {
+  if (r == 0) return -1;
+  int bit = 1;
+  while (!(r & bit)) bit <<= 1;
+  int up = (r ^ bit) | (bit << 1);
+  if (up >= p) up = r ^ bit;
+  return up;
+}
+
+// Parent of rank r in tree t (t = 1: mirrored or shifted copy of tree 0).
+int TreeParent(int t, int r, int p) {
+  if (t == 0) return BtreeParent(r, p);
+  if (p % 2 == 0) {
+    int u = BtreeParent(p - 1 - r, p);
+    return u < 0 ? -1 : p - 1 - u;
+  }
+  int u = BtreeParent(Mod(r - 1, p), p);
+  return u < 0 ? -1 : Mod(u + 1, p);
+}
+
+StatusOr<Schedule> BuildAllReduceTree(const ScheduleRequest& request) {
+  WEFT_RETURN_IF_ERROR(CheckRequestBasics(request));
+  Schedule s = NewSchedule(request, "tree");
+  const int p = request.nranks;
+  const size_t n = request.count;
+  // children lists derived from the parent function, so the two always agree.
+  std::vector<std::vector<int>> parent(2, std::vector<int>(p));
+  std::vector<std::vector<std::vector<int>>> children(2, std::vector<std::vector<int>>(p));
+  for (int t = 0; t < 2; ++t)
+    for (int r = 0; r < p; ++r) {
+      parent[t][r] = TreeParent(t, r, p);
+      if (parent[t][r] >= 0) children[t][parent[t][r]].push_back(r);
+    }
+  const size_t half = n / 2;
+  const std::vector<Chunk> halves[2] = {SplitChunks(0, half, request.chunk.chunk_elems),
+                                        SplitChunks(half, n - half, request.chunk.chunk_elems)};
+  const size_t nchunks = std::max(halves[0].size(), halves[1].size());
+  for (int r = 0; r < p; ++r) {
+    RankSchedule& rs = s.ranks[r];
+    rs.input_count = n;
+    rs.output_count = n;
+    for (size_t c = 0; c < nchunks; ++c) {
+      for (int t = 0; t < 2; ++t) {
+        if (c >= halves[t].size()) continue;
+        const Chunk k = halves[t][c];
+        // Tree t uses channels [t*C, t*C + C): the trees are independent streams.
+        const uint16_t ch = static_cast<uint16_t>(t * std::max(1, request.chunk.channels) +
+                                                  ChunkChannel(request.chunk, c));
+        Region in = In(k.offset, k.count), out = Out(k.offset, k.count);
+        // up: out = input + every child's partial sum; send it to the parent.
+        Region cur = in;
+        for (int child : children[t][r]) {
+          rs.steps.push_back(RecvReduceStep(child, cur, out, ch));
+          cur = out;
+        }
+        if (parent[t][r] >= 0) {
+          rs.steps.push_back(SendStep(parent[t][r], cur, ch));
+          // down: the complete, finalized chunk comes back from the parent.
+          rs.steps.push_back(RecvStep(parent[t][r], out, ch));
+        } else {
+          if (children[t][r].empty()) rs.steps.push_back(CopyStep(in, out));
+          rs.steps.push_back(FinalizeStep(out));
+        }
+        for (int child : children[t][r]) rs.steps.push_back(SendStep(child, out, ch));
+      }
+    }
+  }
+  s.window = 32;
+  return s;
+}
+
+WEFT_REGISTER_ALGORITHM(Collective::kAllReduce, "tree", AlwaysApplicable, BuildAllReduceTree);
+
+}  // namespace
+}  // namespace weft
