@@ -135,6 +135,13 @@ WEFT_API weftResult_t weftCommGetAsyncError(weftComm_t comm, weftResult_t* async
 /** Per-communicator timeout in seconds (0 = never); defaults to WEFT_TIMEOUT or 300 s. */
 WEFT_API weftResult_t weftCommSetTimeout(weftComm_t comm, double seconds);
 
+/**
+ * weft extension: the algorithm the last collective on comm ran (e.g. "ring", "oneshot"),
+ * as chosen by WEFT_ALGO or the selector. "" before the first collective. The string stays
+ * valid until the next collective on comm.
+ */
+WEFT_API weftResult_t weftCommGetLastAlgorithm(weftComm_t comm, const char** name);
+
 /* ---- collectives (count = elements per rank, as NCCL) ---- */
 
 WEFT_API weftResult_t weftAllReduce(const void* sendbuff, void* recvbuff, size_t count,

@@ -403,6 +403,14 @@ weftResult_t weftCommGetAsyncError(weftComm_t comm, weftResult_t* asyncError) {
   return weftSuccess;
 }
 
+weftResult_t weftCommGetLastAlgorithm(weftComm_t comm, const char** name) {
+  if (name == nullptr) return Report(InvalidArgument("name is NULL"));
+  Status st = CheckLiveComm(comm);
+  if (!st.ok() && st.code() != weftInvalidUsage) return Report(st);
+  *name = comm->last_algorithm.c_str();
+  return weftSuccess;
+}
+
 weftResult_t weftCommSetTimeout(weftComm_t comm, double seconds) {
   Status st = CheckLiveComm(comm);
   if (!st.ok()) return Report(st);
