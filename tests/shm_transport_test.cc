@@ -258,6 +258,53 @@ TEST(ShmTransport, FifoPerChannelAndChannelsIndependent) {
   });
 }
 
+class ShmSingleCopy : public ::testing::TestWithParam<bool> {};
+
+TEST_P(ShmSingleCopy, MixedSizesKeepFifoAcrossBothPaths) {
+  // Sizes straddle the single-copy threshold (4096 here); channel 1 is received first so the
+  // channel-0 messages ahead of it (single-copy ones included) go through the stash.
+  const bool single_copy = GetParam();
+  ShmOptions o = TestOptions();
+  o.single_copy = single_copy;
+  o.single_copy_min_bytes = 4096;
+  const std::vector<size_t> sizes = {0, 100, 5000, 300000, 7, 4096, 4095, 70000};
+  RunThreads(2, o, [&](int r, ShmTransport& t) {
+    if (single_copy && !t.SingleCopyTo(1 - r))
+      fprintf(stderr, "[shm] process_vm_readv not permitted here: ring path only\n");
+    if (!single_copy) {
+      EXPECT_FALSE(t.SingleCopyTo(1 - r));
+    }
+    if (r == 0) {
+      std::vector<std::vector<unsigned char>> bufs;
+      for (size_t i = 0; i < sizes.size(); ++i)
+        bufs.emplace_back(sizes[i], static_cast<unsigned char>(i + 1));
+      std::vector<TransportRequest> reqs(2 * sizes.size());
+      std::vector<TransportRequest*> all;
+      for (size_t i = 0; i < sizes.size(); ++i)
+        for (int ch = 0; ch < 2; ++ch) {
+          TransportRequest* q = &reqs[2 * i + ch];
+          ASSERT_TRUE(t.PostSend(1, ch, 100 + i, bufs[i].data(), sizes[i], q).ok());
+          all.push_back(q);
+        }
+      Status st = WaitAll(&t, all);
+      ASSERT_TRUE(st.ok()) << st.message();
+    } else {
+      for (int ch : {1, 0})
+        for (size_t i = 0; i < sizes.size(); ++i) {
+          std::vector<unsigned char> b(sizes[i] + 1, 0xee);
+          TransportRequest q;
+          ASSERT_TRUE(t.PostRecv(0, ch, 100 + i, b.data(), sizes[i], &q).ok());
+          Status st = WaitAll(&t, {&q});
+          ASSERT_TRUE(st.ok()) << "channel " << ch << " message " << i << ": " << st.message();
+          for (size_t k = 0; k < sizes[i]; ++k)
+            ASSERT_EQ(b[k], i + 1) << "channel " << ch << " message " << i << " byte " << k;
+          ASSERT_EQ(b[sizes[i]], 0xee) << "wrote past the end";
+        }
+    }
+  });
+}
+INSTANTIATE_TEST_SUITE_P(OnOff, ShmSingleCopy, ::testing::Bool());
+
 TEST(ShmTransport, TagAndSizeMismatchNamePeerAndBothSides) {
   RunThreads(2, TestOptions(), [&](int r, ShmTransport& t) {
     std::vector<unsigned char> b(64, 1);
@@ -382,11 +429,16 @@ TEST_P(ShmWindows, SignalWaitOrdersReadsAndGrowthRemaps) {
 INSTANTIATE_TEST_SUITE_P(Ranks, ShmWindows, ::testing::Values(1, 2, 3, 5, 8));
 
 // ---- processes ----
-TEST(ShmProcesses, SixtyFourMiBExactAndOneWayBandwidth) {
+class ShmBig : public ::testing::TestWithParam<bool> {};
+
+TEST_P(ShmBig, SixtyFourMiBExactAndOneWayBandwidth) {
   const size_t bytes = size_t{64} << 20;
+  const bool single_copy = GetParam();
   std::vector<int> codes = RunProcesses(2, [&](int r, Hub* hub) -> int {
     FakeBootstrap boot(hub, r);
-    auto t = ShmTransport::Create(&boot, Iota(2), ShmOptions());
+    ShmOptions o;
+    o.single_copy = single_copy;
+    auto t = ShmTransport::Create(&boot, Iota(2), o);
     if (!t.ok()) { fprintf(stderr, "%s\n", t.status().message().c_str()); return 1; }
     std::vector<uint64_t> buf(bytes / 8);
     double best = 1e9;
@@ -415,12 +467,14 @@ TEST(ShmProcesses, SixtyFourMiBExactAndOneWayBandwidth) {
       }
     }
     if (r == 0)
-      fprintf(stderr, "[shm perf] 64 MiB one-way (incl. 8-byte ack): best %.2f ms = %.2f GB/s\n",
-              best * 1e3, bytes / best / 1e9);
+      fprintf(stderr, "[shm perf] 64 MiB one-way (incl. 8-byte ack), %s: best %.2f ms = %.2f GB/s\n",
+              (*t)->SingleCopyTo(1) ? "single-copy (CMA)" : "two-copy ring", best * 1e3,
+              bytes / best / 1e9);
     return 0;
   });
   EXPECT_EQ(codes, (std::vector<int>{0, 0}));
 }
+INSTANTIATE_TEST_SUITE_P(SingleCopyOnOff, ShmBig, ::testing::Bool());
 
 // 2-process ping-pong; `cpus` pins both to those CPUs (empty: no pinning).
 double PingPongMicros(const std::vector<int>& cpus, int spin_us, int yield_us, int iters) {

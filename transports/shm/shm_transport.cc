@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/random.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -44,6 +45,11 @@ struct alignas(kLine) RankHeader {
   alignas(kLine) std::atomic<uint64_t> window_gen;
   std::atomic<uint64_t> window_bytes;
   std::atomic<uint32_t> closed;  // owner closed or aborted: waiting on it is pointless
+  // Single-copy (CMA) probe: the owner's address of cma_probe in its own address space, and
+  // the bit mask of local senders this owner can read from with process_vm_readv.
+  alignas(kLine) uint64_t cma_probe;
+  uint64_t cma_probe_addr;
+  std::atomic<uint64_t> cma_from_mask;
 };
 
 // One per (sender -> owner) pair, in the owner's control segment. Each counter on its own
@@ -52,15 +58,19 @@ struct alignas(kLine) RingControl {
   alignas(kLine) std::atomic<uint64_t> tail;     // bytes published by the sender
   alignas(kLine) std::atomic<uint64_t> head;     // bytes consumed by the owner
   alignas(kLine) std::atomic<uint64_t> signals;  // Signal() count from the sender
+  alignas(kLine) std::atomic<uint64_t> cma_acks;  // single-copy messages the owner has read
 };
+
+constexpr uint16_t kMsgSingleCopy = 1;  // payload not in the ring: read it at `address`
 
 struct alignas(kLine) MsgHeader {
   uint32_t magic;
   uint16_t channel;
-  uint16_t pad0;
+  uint16_t flags;
   uint64_t tag;
   uint64_t bytes;
-  unsigned char pad1[kLine - 24];
+  uint64_t address;  // kMsgSingleCopy: the payload in the sender's address space
+  unsigned char pad1[kLine - 32];
 };
 static_assert(sizeof(MsgHeader) == kLine, "message header is one cache line");
 
@@ -133,6 +143,8 @@ StatusOr<ShmOptions> ShmOptionsFromEnv() {
   WEFT_RETURN_IF_ERROR(EnvSize("WEFT_SHM_SLICE_BYTES", 64, &o.slice_bytes));
   WEFT_RETURN_IF_ERROR(EnvSize("WEFT_SHM_WINDOW_BYTES", 0, &o.initial_window_bytes));
   WEFT_RETURN_IF_ERROR(EnvSize("WEFT_SHM_MAX_BYTES", 0, &o.max_bytes));
+  WEFT_RETURN_IF_ERROR(EnvSize("WEFT_SHM_CMA_MIN_BYTES", 0, &o.single_copy_min_bytes));
+  if (const char* c = std::getenv("WEFT_SHM_CMA")) o.single_copy = !(*c == '0');
   size_t ms = static_cast<size_t>(o.liveness_ms);
   WEFT_RETURN_IF_ERROR(EnvSize("WEFT_SHM_LIVENESS_MS", 1, &ms));
   o.liveness_ms = static_cast<int>(std::min<size_t>(ms, 60000));
@@ -218,12 +230,16 @@ StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::CreateWithOps(
       h->window_gen.store(0);
       h->window_bytes.store(0);
       h->closed.store(0);
+      h->cma_probe = 0x5eed0000cafe0000ULL ^ static_cast<uint64_t>(getpid());
+      h->cma_probe_addr = reinterpret_cast<uint64_t>(&h->cma_probe);
+      h->cma_from_mask.store(0);
       for (size_t i = 0; i < nlocal; ++i) {
         auto* rc = new (static_cast<unsigned char*>(t->control_->data()) + sizeof(RankHeader) +
                         i * sizeof(RingControl)) RingControl();
         rc->tail.store(0);
         rc->head.store(0);
         rc->signals.store(0);
+        rc->cma_acks.store(0);
       }
       t->header_ = h;
       if (shared) {
@@ -315,6 +331,23 @@ StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::CreateWithOps(
     }
   }
 
+  // Single-copy probe: can we read each local sender's memory with process_vm_readv (same
+  // user, no ptrace restriction / seccomp filter in the way)? Published before the barrier
+  // below, so every sender knows before its first message whether we can take single-copy.
+  if (st.ok() && options.single_copy && nlocal > 1 && nlocal <= 64) {
+    uint64_t mask = 0;
+    for (size_t i = 0; i < nlocal; ++i) {
+      const Peer& p = t->peers_[i];
+      uint64_t got = 0;
+      struct iovec local_iov = {&got, sizeof(got)};
+      struct iovec remote_iov = {reinterpret_cast<void*>(p.header->cma_probe_addr), sizeof(got)};
+      if (process_vm_readv(p.header->pid, &local_iov, 1, &remote_iov, 1, 0) == sizeof(got) &&
+          got == p.header->cma_probe)
+        mask |= uint64_t{1} << i;
+    }
+    t->header_->cma_from_mask.store(mask, std::memory_order_release);
+  }
+
   // Round 2: "mapped ok" flags. Doubles as the barrier after which names can go.
   NameRecord done = mine;
   done.ok = st.ok() ? 1 : 0;
@@ -329,6 +362,10 @@ StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::CreateWithOps(
       return RemoteError("shm: rank " + std::to_string(r) +
                          " could not map the shared-memory segments of its host (see its error)");
 
+  for (Peer& p : t->peers_) {
+    uint64_t mask = p.header->cma_from_mask.load(std::memory_order_acquire);
+    p.single_copy = options.single_copy && ((mask >> t->local_index_) & 1) != 0;
+  }
   int nlocal_int = static_cast<int>(nlocal);
   BackoffPolicy policy = BackoffPolicy::FromEnv(nlocal_int);
   if (options.spin_us >= 0) policy.spin_us = options.spin_us;
@@ -543,6 +580,16 @@ void ShmTransport::Wake(Peer& p) {
 bool ShmTransport::ProgressSends(Peer& p) {
   const size_t ring = options_.ring_bytes_per_peer;
   bool progressed = false;
+  if (!p.cma_inflight.empty()) {
+    uint64_t acks = p.out->cma_acks.load(std::memory_order_acquire);
+    while (p.cma_acked < acks && !p.cma_inflight.empty()) {
+      ++p.cma_acked;
+      TransportRequest* req = p.cma_inflight.front();
+      p.cma_inflight.pop_front();
+      Complete(req, OkStatus());
+      progressed = true;
+    }
+  }
   while (!p.sends.empty()) {
     SendOp& op = p.sends.front();
     if (!p.send_header_written) {
@@ -557,10 +604,26 @@ bool ShmTransport::ProgressSends(Peer& p) {
       h.channel = op.channel;
       h.tag = op.tag;
       h.bytes = op.bytes;
+      const bool single_copy = p.single_copy && op.bytes >= options_.single_copy_min_bytes &&
+                               op.bytes > 0;
+      if (single_copy) {
+        h.flags = shm_detail::kMsgSingleCopy;
+        h.address = reinterpret_cast<uint64_t>(op.buf);
+      }
       std::memcpy(p.out_data + pos % ring, &h, sizeof(h));
       p.out_tail = pos + kLine;
       p.send_header_written = true;
       p.send_done = 0;
+      if (single_copy) {
+        // The receiver copies straight from our buffer; the send completes on its ack.
+        p.out->tail.store(p.out_tail, std::memory_order_release);
+        if (p.rank != rank_) Wake(p);
+        p.cma_inflight.push_back(op.req);
+        p.sends.pop_front();
+        p.send_header_written = false;
+        progressed = true;
+        continue;
+      }
       if (op.bytes == 0) {
         p.out->tail.store(p.out_tail, std::memory_order_release);
         if (p.rank != rank_) Wake(p);
@@ -622,6 +685,29 @@ void ShmTransport::MatchStash(Peer& p, uint16_t channel) {
   if (sq.empty()) p.stash.erase(sit);
 }
 
+Status ShmTransport::ReadSingleCopy(Peer& p, Incoming& c) {
+  // One process_vm_readv per slice-sized piece keeps a dead sender from stalling us long, and
+  // a partial read (EFAULT past a bad page) reports which byte.
+  const size_t piece = size_t{4} << 20;
+  while (c.received < c.bytes) {
+    size_t n = std::min(piece, c.bytes - c.received);
+    if (c.dst == nullptr) {  // discarding after a mismatch: nothing to read
+      c.received = c.bytes;
+      break;
+    }
+    struct iovec local_iov = {c.dst + c.received, n};
+    struct iovec remote_iov = {reinterpret_cast<void*>(c.address + c.received), n};
+    ssize_t got = process_vm_readv(p.header->pid, &local_iov, 1, &remote_iov, 1, 0);
+    if (got <= 0)
+      return RemoteError("shm: single-copy read of " + std::to_string(n) + " bytes from rank " +
+                         std::to_string(p.rank) + " (pid " + std::to_string(p.header->pid) +
+                         ") failed: " + std::strerror(errno) +
+                         " (the sender died, or set WEFT_SHM_CMA=0)");
+    c.received += static_cast<size_t>(got);
+  }
+  return OkStatus();
+}
+
 bool ShmTransport::ProgressRecvs(Peer& p) {
   const size_t ring = options_.ring_bytes_per_peer;
   bool progressed = false;
@@ -650,6 +736,8 @@ bool ShmTransport::ProgressRecvs(Peer& p) {
       c.active = true;
       c.channel = h.channel;
       c.bytes = h.bytes;
+      c.single_copy = (h.flags & shm_detail::kMsgSingleCopy) != 0;
+      c.address = h.address;
       MatchStash(p, h.channel);
       auto rit = p.recvs.find(h.channel);
       bool stash_empty = p.stash.find(h.channel) == p.stash.end();
@@ -683,6 +771,14 @@ bool ShmTransport::ProgressRecvs(Peer& p) {
       }
     }
     Incoming& c = p.cur;
+    if (c.single_copy && c.received < c.bytes) {
+      Status st = ReadSingleCopy(p, c);
+      if (!st.ok()) {
+        FailPeer(p, st);
+        return true;
+      }
+      progressed = true;
+    }
     while (c.received < c.bytes) {
       size_t avail = p.in_tail_seen - p.in_head;
       if (avail == 0) {
@@ -702,6 +798,10 @@ bool ShmTransport::ProgressRecvs(Peer& p) {
     if (c.received < c.bytes) break;
     // Message complete (zero-byte ones included: free their header's room too).
     p.in->head.store(p.in_head, std::memory_order_release);
+    if (c.single_copy) {
+      p.in->cma_acks.fetch_add(1, std::memory_order_seq_cst);  // the sender may reuse its buffer
+      if (p.rank != rank_) Wake(p);
+    }
     if (c.bytes == 0 && p.rank != rank_) Wake(p);
     c.active = false;
     if (c.stash != nullptr) {
@@ -730,7 +830,8 @@ bool ShmTransport::ProgressWaits(Peer& p) {
 }
 
 bool ShmTransport::HasWork(const Peer& p) const {
-  return !p.sends.empty() || p.posted_recvs > 0 || p.cur.active || !p.waits.empty();
+  return !p.sends.empty() || p.posted_recvs > 0 || p.cur.active || !p.waits.empty() ||
+         !p.cma_inflight.empty();
 }
 
 bool ShmTransport::PollPeer(Peer& p) {
@@ -792,6 +893,8 @@ void ShmTransport::FailPeer(Peer& p, const Status& st) {
 void ShmTransport::FailRequests(Peer& p, const Status& st) {
   for (SendOp& s : p.sends) Complete(s.req, st);
   p.sends.clear();
+  for (TransportRequest* r : p.cma_inflight) Complete(r, st);
+  p.cma_inflight.clear();
   for (auto& [ch, q] : p.recvs)
     for (RecvOp& r : q) Complete(r.req, st);
   p.recvs.clear();

@@ -25,6 +25,14 @@
 // whose tag or size differs from the recv's fails that recv with InternalError naming the peer,
 // channel, expected and received tag/size (ranks calling collectives in different orders).
 //
+// Large messages (>= WEFT_SHM_CMA_MIN_BYTES, 256K) take a single-copy path when the receiver
+// can read the sender's memory (Linux CMA, process_vm_readv; probed at creation because
+// ptrace restrictions or a container's seccomp profile may forbid it): the ring carries only
+// the header with the payload's address, the receiver copies straight from the sender's buffer
+// into its own and acks through a counter; the send completes on the ack. Half the memory
+// traffic of the two-copy ring; FIFO order is kept because the header still goes through the
+// ring. WEFT_SHM_CMA=0 forces the ring for everything.
+//
 // One-sided: PrepareWindow/LocalWindow/PeerWindow map windows; Signal(p) increments a counter
 // in p's control segment (release), PostWait consumes one (acquire).
 //
@@ -61,6 +69,8 @@
 //                             direct algorithms keep their scratch below it for 8-byte types)
 //   WEFT_SHM_MAX_BYTES        cap on /dev/shm bytes one rank may create   (default 0 = no cap)
 //   WEFT_SHM_LIVENESS_MS      dead-peer check period while waiting        (default 100)
+//   WEFT_SHM_CMA=0            no single-copy path (default: on where the probe succeeds)
+//   WEFT_SHM_CMA_MIN_BYTES    smallest message sent single-copy           (default 256K)
 //   WEFT_SPIN_US, WEFT_YIELD_US   backoff stages (common/backoff.h)
 // /dev/shm use per rank: nlocal * ring + window (+ 8 KiB). 8 ranks with defaults: 12 MiB each.
 #pragma once
@@ -91,6 +101,8 @@ struct ShmOptions {
   size_t initial_window_bytes = size_t{4} << 20;
   size_t max_bytes = 0;  // 0 = no cap
   int liveness_ms = 100;
+  bool single_copy = true;                         // WEFT_SHM_CMA=0 turns it off
+  size_t single_copy_min_bytes = size_t{256} << 10;  // WEFT_SHM_CMA_MIN_BYTES
   int spin_us = -1;   // -1: BackoffPolicy::FromEnv for the number of local ranks
   int yield_us = -1;  // -1: idem
 };
@@ -154,6 +166,11 @@ class ShmTransport : public DirectTransport {
   const std::vector<int>& local_ranks() const { return local_ranks_; }
   size_t window_bytes() const;
   const BackoffPolicy& backoff_policy() const { return backoff_.policy(); }
+  // Whether large messages to `rank` take the single-copy path (the CMA probe succeeded).
+  bool SingleCopyTo(int rank) const {
+    return rank >= 0 && rank < nranks_ && local_of_rank_[rank] >= 0 &&
+           peers_[local_of_rank_[rank]].single_copy;
+  }
   // "weft-<random id>-r<rank>" of every local rank: every segment name of this communicator
   // on this host starts with one of them (tests check that none is left in /dev/shm).
   std::vector<std::string> segment_prefixes() const {
@@ -189,6 +206,8 @@ class ShmTransport : public DirectTransport {
     unsigned char* dst = nullptr;  // nullptr: discard (after a tag/size mismatch)
     TransportRequest* req = nullptr;  // the recv, or nullptr for the stash
     Stashed* stash = nullptr;
+    bool single_copy = false;  // payload read from the sender's memory at `address`
+    uint64_t address = 0;
   };
   struct Peer {
     int rank = -1;
@@ -205,6 +224,9 @@ class ShmTransport : public DirectTransport {
     bool send_header_written = false;
     size_t send_done = 0;
     std::deque<SendOp> sends;
+    bool single_copy = false;                  // the peer can read our memory (CMA probe)
+    std::deque<TransportRequest*> cma_inflight;  // single-copy sends waiting for the ack
+    uint64_t cma_acked = 0;
     std::map<uint16_t, std::deque<RecvOp>> recvs;
     size_t posted_recvs = 0;
     std::map<uint16_t, std::deque<std::unique_ptr<Stashed>>> stash;
@@ -225,6 +247,7 @@ class ShmTransport : public DirectTransport {
   bool ProgressSends(Peer& p);
   bool ProgressRecvs(Peer& p);
   bool ProgressWaits(Peer& p);
+  Status ReadSingleCopy(Peer& p, Incoming& c);
   void MatchStash(Peer& p, uint16_t channel);
   void Complete(TransportRequest* req, Status st);
   void Wake(Peer& p);
