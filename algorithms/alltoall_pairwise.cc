@@ -1,0 +1,52 @@
+// All-to-all, pairwise exchange: in round k (1..p-1) rank r sends its block for r+k and
+// receives the block from r-k. Every pair talks once, nothing is forwarded: the bandwidth
+// choice (the MoE dispatch/combine default on flat networks).
+//
+// In-place (one buffer) the block received from s may only be written after our own block for
+// s has left. The send of block s happens in round p-j when it arrives in round j, so blocks
+// arriving in rounds j <= p/2 (before or with their send) are staged in scratch and copied in
+// after round p-j; later ones are received in place (the issue rule makes the recv wait for
+// the earlier send of the same region).
+#include "algorithms/patterns.h"
+
+namespace weft {
+namespace {
+
+StatusOr<Schedule> BuildAllToAllPairwise(const ScheduleRequest& request) {
+  WEFT_RETURN_IF_ERROR(CheckRequestBasics(request));
+  Schedule s = NewSchedule(request, "pairwise");
+  const int p = request.nranks;
+  const size_t c = request.count;
+  for (int r = 0; r < p; ++r) {
+    RankSchedule& rs = s.ranks[r];
+    rs.input_count = static_cast<size_t>(p) * c;
+    rs.output_count = static_cast<size_t>(p) * c;
+    if (c == 0) continue;
+    rs.steps.push_back(CopyStep(In(r * c, c), Out(r * c, c)));
+    auto staged = [&](int j) { return 2 * j <= p; };  // arrives no later than its send
+    for (int k = 1; k < p; ++k) {
+      const int to = Mod(r + k, p), from = Mod(r - k, p);
+      const uint16_t ch = ChunkChannel(request.chunk, static_cast<size_t>(k));
+      Region dst = staged(k) ? Tmp((k - 1) * c, c) : Out(from * c, c);
+      // round k: block for `to` out, block from `from` in.
+      InterleaveChunks(
+          In(to * c, c), dst, request.chunk.chunk_elems,
+          [&](Region g, size_t) { rs.steps.push_back(SendStep(to, g, ch)); },
+          [&](Region g, size_t) { rs.steps.push_back(RecvStep(from, g, ch)); });
+      // The staged block that arrived in round j = p-k can go in place now that its own
+      // block (sent this round) has left.
+      const int j = p - k;
+      if (j >= 1 && staged(j))
+        rs.steps.push_back(CopyStep(Tmp((j - 1) * c, c), Out(Mod(r - j, p) * c, c)));
+    }
+  }
+  FitScratch(&s);
+  s.window = 16;
+  return s;
+}
+
+WEFT_REGISTER_ALGORITHM(Collective::kAllToAll, "pairwise", AlwaysApplicable,
+                        BuildAllToAllPairwise);
+
+}  // namespace
+}  // namespace weft
