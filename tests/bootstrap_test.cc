@@ -126,6 +126,26 @@ TEST_P(BootstrapRanksTest, AllGatherBroadcastBarrierExact) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, BootstrapRanksTest, ::testing::Values(1, 2, 3, 5, 8));
 
+TEST(BootstrapTest, WorksOverIPv6) {
+  StatusOr<BootstrapId> id =
+      StartBootstrapRoot(net::SockAddr::Loopback(AF_INET6, 0), net::Secret::Random(), 20);
+  if (!id.ok()) GTEST_SKIP() << "no IPv6 loopback: " << id.status().message();
+  EXPECT_EQ(id->root.family(), AF_INET6);
+  const int n = 3;
+  std::vector<std::vector<int>> all(n, std::vector<int>(n, -1));
+  std::vector<Status> st(n);
+  std::vector<Status> joins = RunRanks(*id, n, 20, [&](int r, Bootstrap* bs) {
+    EXPECT_EQ(bs->local_address().family(), AF_INET6);
+    int mine = 10 * r + 1;
+    st[r] = bs->AllGather(&mine, sizeof(mine), all[r].data());
+  });
+  for (int r = 0; r < n; ++r) {
+    ASSERT_TRUE(joins[r].ok()) << joins[r].message();
+    ASSERT_TRUE(st[r].ok()) << st[r].message();
+    for (int p = 0; p < n; ++p) EXPECT_EQ(all[r][p], 10 * p + 1);
+  }
+}
+
 TEST(BootstrapTest, RankJoiningFirstWaitsForLateRoot) {
   // Rank 1 starts before the root listens: Join retries until the root appears.
   net::Secret secret = net::Secret::Random();

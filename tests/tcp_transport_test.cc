@@ -151,6 +151,51 @@ TEST_P(TcpPingPongTest, ExactBothWays) {
 
 INSTANTIATE_TEST_SUITE_P(Streams, TcpPingPongTest, ::testing::Values(1, 2, 4));
 
+TEST(TcpTransportTest, WorksOverIPv6) {
+  {
+    StatusOr<net::Socket> probe = net::Listen(net::SockAddr::Loopback(AF_INET6, 0));
+    if (!probe.ok()) GTEST_SKIP() << "no IPv6 loopback: " << probe.status().message();
+  }
+  TcpOptions opts = LoopbackOptions(2);
+  opts.listen_addr = net::SockAddr::Loopback(AF_INET6, 0);
+  RunThreads(3, opts, [&](int r, Rank& rank) {
+    EXPECT_EQ(rank.tcp->listen_address().family(), AF_INET6);
+    std::vector<uint32_t> out(1001), in(1001 * 3, 0);
+    for (size_t i = 0; i < out.size(); ++i) out[i] = uint32_t(r * 100000 + i);
+    std::vector<TransportRequest> reqs(6);
+    std::vector<TransportRequest*> ptrs;
+    for (int p = 0; p < 3; ++p) {
+      if (p == r) continue;
+      ASSERT_TRUE(rank.tcp->PostRecv(p, 1, 3, &in[p * 1001], 1001 * 4, &reqs[2 * p]).ok());
+      ASSERT_TRUE(rank.tcp->PostSend(p, 1, 3, out.data(), 1001 * 4, &reqs[2 * p + 1]).ok());
+      ptrs.push_back(&reqs[2 * p]);
+      ptrs.push_back(&reqs[2 * p + 1]);
+    }
+    Status st = WaitAll(rank.tcp.get(), ptrs);
+    ASSERT_TRUE(st.ok()) << st.message();
+    for (int p = 0; p < 3; ++p) {
+      if (p == r) continue;
+      for (size_t i = 0; i < 1001; ++i) ASSERT_EQ(in[p * 1001 + i], uint32_t(p * 100000 + i));
+    }
+  });
+}
+
+// Without listen_addr the transport listens where the bootstrap reached the root (loopback
+// here), so peers can reach it the same way.
+TEST(TcpTransportTest, DefaultListenAddressFollowsBootstrap) {
+  TcpOptions opts;
+  opts.streams_per_peer = 1;
+  RunThreads(2, opts, [&](int r, Rank& rank) {
+    EXPECT_TRUE(rank.tcp->listen_address().is_loopback()) << rank.tcp->listen_address().ToString();
+    uint64_t v = 9 + r, got = 0;
+    TransportRequest s, q;
+    ASSERT_TRUE(rank.tcp->PostSend(1 - r, 0, 1, &v, 8, &s).ok());
+    ASSERT_TRUE(rank.tcp->PostRecv(1 - r, 0, 1, &got, 8, &q).ok());
+    ASSERT_TRUE(WaitAll(rank.tcp.get(), {&s, &q}).ok());
+    EXPECT_EQ(got, uint64_t(9 + 1 - r));
+  });
+}
+
 class TcpAllPairsTest : public ::testing::TestWithParam<std::tuple<int, size_t>> {};
 
 // Every rank sends to and receives from every other rank (lazy connections in both roles).
