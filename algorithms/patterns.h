@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -181,6 +182,30 @@ inline void EmbedSchedule(const Schedule& sub, const Embedding& e, Schedule* par
     }
   }
   FitScratch(parent);
+}
+
+// The largest scratch_count over `ranks`: a fresh scratch base for the next embedded
+// sub-schedule, so that concurrently running subs never share scratch (no false hazards).
+inline size_t ScratchTop(const Schedule& s, const std::vector<int>& ranks) {
+  size_t top = 0;
+  for (int r : ranks) top = std::max(top, s.ranks[r].scratch_count);
+  return top;
+}
+
+// The usual placement: every sub buffer maps to (parent buffer, base) the same on all members.
+inline std::function<BufferPlacement(int, Buffer)> SamePlacement(BufferPlacement input,
+                                                                 BufferPlacement output,
+                                                                 BufferPlacement scratch) {
+  return [=](int, Buffer b) {
+    return b == Buffer::kInput ? input : b == Buffer::kOutput ? output : scratch;
+  };
+}
+
+// The first registered of `names` for `collective` (sub-algorithm choice with fallbacks).
+inline std::string FirstRegistered(Collective collective, std::initializer_list<const char*> names) {
+  for (const char* n : names)
+    if (FindAlgorithm(collective, n) != nullptr) return n;
+  return *names.begin();
 }
 
 // Builds the sub-schedule of `algorithm` for `collective` over `members` and embeds it.

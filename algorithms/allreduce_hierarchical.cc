@@ -1,0 +1,78 @@
+// Allreduce, hierarchical split-rail (groups = hosts): with K = the smallest group size and
+// the vector cut into K slices,
+//   1. inside each group, slice l is reduced to the group's local rank l (a reduce-scatter
+//      built from K flat reduces);
+//   2. across groups, the local ranks l (one "rail") allreduce slice l, in place;
+//   3. inside each group, local rank l broadcasts slice l (an allgather built from K flat
+//      broadcasts).
+// Only K/p of the data crosses the slow tier per rank, on K rails in parallel. Uneven groups
+// work: ranks beyond the K-th of a larger group contribute in step 1 and receive in step 3.
+// Every phase is a flat generator applied to a subgroup and embedded (patterns.h).
+#include "algorithms/patterns.h"
+
+namespace weft {
+namespace {
+
+StatusOr<Schedule> BuildAllReduceHierarchical(const ScheduleRequest& request) {
+  WEFT_RETURN_IF_ERROR(CheckRequestBasics(request));
+  WEFT_ASSIGN_OR_RETURN(std::vector<std::vector<int>> groups, ValidGroups(request));
+  Schedule s = NewSchedule(request, "hierarchical");
+  const size_t n = request.count;
+  for (RankSchedule& rs : s.ranks) rs.input_count = rs.output_count = n;
+  if (n == 0) return s;
+  size_t k_slices = groups[0].size();
+  for (const auto& g : groups) k_slices = std::min(k_slices, g.size());
+  const int K = static_cast<int>(k_slices);
+  const std::string reduce_algo = FirstRegistered(Collective::kReduce, {"chain", "binomial"});
+  const std::string rail_algo =
+      FirstRegistered(Collective::kAllReduce, {"ring", "halving_doubling", "recursive_doubling"});
+  const std::string bcast_algo = FirstRegistered(Collective::kBroadcast, {"chain", "binomial"});
+  std::vector<int> all(request.nranks);
+  for (int r = 0; r < request.nranks; ++r) all[r] = r;
+  ScheduleRequest sub = request;
+  for (int l = 0; l < K; ++l) {
+    const size_t off = PartOffset(n, K, l), cnt = PartSize(n, K, l);
+    if (cnt == 0) continue;
+    sub.count = cnt;
+    // 1. reduce slice l to local rank l of every group.
+    for (const auto& g : groups) {
+      Embedding e;
+      e.members = g;
+      e.place = SamePlacement({Buffer::kInput, off}, {Buffer::kOutput, off},
+                              {Buffer::kScratch, ScratchTop(s, g)});
+      sub.root = l;
+      WEFT_RETURN_IF_ERROR(EmbedAlgorithm(Collective::kReduce, reduce_algo, sub, e, &s));
+    }
+    // 2. rail l: allreduce of slice l across groups, in place in the output; then finalize.
+    Embedding rail;
+    for (const auto& g : groups) rail.members.push_back(g[l]);
+    rail.place = SamePlacement({Buffer::kOutput, off}, {Buffer::kOutput, off},
+                               {Buffer::kScratch, ScratchTop(s, rail.members)});
+    sub.root = 0;
+    WEFT_RETURN_IF_ERROR(EmbedAlgorithm(Collective::kAllReduce, rail_algo, sub, rail, &s));
+    for (int r : rail.members) s.ranks[r].steps.push_back(FinalizeStep(Out(off, cnt)));
+  }
+  for (int l = 0; l < K; ++l) {
+    const size_t off = PartOffset(n, K, l), cnt = PartSize(n, K, l);
+    if (cnt == 0) continue;
+    sub.count = cnt;
+    // 3. local rank l broadcasts the finished slice l inside its group.
+    for (const auto& g : groups) {
+      if (g.size() == 1) continue;
+      Embedding e;
+      e.members = g;
+      e.place = SamePlacement({Buffer::kOutput, off}, {Buffer::kOutput, off},
+                              {Buffer::kScratch, ScratchTop(s, g)});
+      sub.root = l;
+      WEFT_RETURN_IF_ERROR(EmbedAlgorithm(Collective::kBroadcast, bcast_algo, sub, e, &s));
+    }
+  }
+  s.window = 32;
+  return s;
+}
+
+WEFT_REGISTER_ALGORITHM(Collective::kAllReduce, "hierarchical", AlwaysApplicable,
+                        BuildAllReduceHierarchical);
+
+}  // namespace
+}  // namespace weft
