@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs the build into a temporary prefix, builds a C program that uses only weft.h with
+# `pkg-config --cflags --libs weft` and a CMake project with find_package(weft), and runs the
+# C program on 2 ranks with the installed weftrun. Usage: install_test.sh BUILD_DIR SOURCE_DIR
+set -euo pipefail
+build=$1; src=$2
+prefix=$(mktemp -d /tmp/weft-install.XXXXXX)
+trap 'rm -rf "$prefix"' EXIT
+cmake --install "$build" --prefix "$prefix" >/dev/null
+test -f "$prefix/include/weft/weft.h"
+test -x "$prefix/bin/weftrun"
+libdir=$(ls -d "$prefix"/lib*/ | head -1)
+# Only the public API is exported from libweft.so.
+if nm -D --defined-only "$libdir/libweft.so" | awk '{print $3}' | grep -v '^weft' | grep -q .; then
+  echo "libweft.so exports non-API symbols:"; nm -D --defined-only "$libdir/libweft.so" | awk '{print $3}' | grep -v '^weft' | head; exit 1
+fi
+export PKG_CONFIG_PATH="$libdir/pkgconfig"
+cc -std=c99 -Wall -o "$prefix/hello" "$src/examples/hello_allreduce.c" $(pkg-config --cflags --libs weft)
+LD_LIBRARY_PATH="$libdir" "$prefix/bin/weftrun" -n 2 "$prefix/hello" | tee "$prefix/out.txt"
+test "$(grep -c 'allreduce ok' "$prefix/out.txt")" = 2
+# CMake consumers.
+mkdir -p "$prefix/cmake-app"
+cat > "$prefix/cmake-app/CMakeLists.txt" <<'CMAKE'
+cmake_minimum_required(VERSION 3.25)
+project(app C)
+find_package(weft REQUIRED)
+add_executable(app main.c)
+target_link_libraries(app PRIVATE weft::weft)
+CMAKE
+cp "$src/examples/hello_allreduce.c" "$prefix/cmake-app/main.c"
+cmake -S "$prefix/cmake-app" -B "$prefix/cmake-app/build" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build "$prefix/cmake-app/build" >/dev/null
+echo "install test: OK"
