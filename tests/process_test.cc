@@ -218,6 +218,24 @@ TEST(Faults, WrongSecretIsRefused) {
         << "rank " << r << " joined or crashed: " << o.output[r];
 }
 
+TEST(Weftrun, CommSplitAcrossProcesses) {
+  std::string out;
+  int rc = Shell(BinPath("weftrun") + " -n 5 " + Worker() + " split", &out, 120);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(Count(out, "OK split"), 5) << out;
+}
+
+TEST(Weftrun, WeftAlgoForcesAlgorithmsInAUserProgram) {
+  for (std::string spec : {"allreduce:tree;allgather:bruck;reducescatter:pairwise;broadcast:binomial",
+                           "allreduce:halving_doubling;broadcast:scatter_allgather",
+                           "allreduce:twoshot;allgather:direct;reducescatter:direct"}) {
+    std::string out;
+    int rc = Shell("env WEFT_ALGO='" + spec + "' " + BinPath("weftrun") + " -n 3 " + Worker() + " sweep", &out, 120);
+    EXPECT_EQ(rc, 0) << spec << "\n" << out;
+    EXPECT_EQ(Count(out, "OK"), 3) << spec << "\n" << out;
+  }
+}
+
 TEST(Errors, BadArgumentsGetCodesAndMessages) {
   Outcome o = Launch(2, {Worker(), "badargs"}, {}, 60);
   ASSERT_FALSE(o.timed_out);

@@ -7,6 +7,7 @@
 //   weft_test_worker wrong-secret  rank 1 replaces WEFT_SECRET before init; it must not get in
 //   weft_test_worker badargs       bad arguments on a real communicator: codes and messages
 //   weft_test_worker sweep         every collective once with exact checks, prints "OK"
+//   weft_test_worker split         weftCommSplit into even/odd ranks, allreduce in each
 #include <signal.h>
 #include <unistd.h>
 
@@ -138,6 +139,31 @@ int Sweep(weftComm_t comm, int rank, int size) {
   return 0;
 }
 
+// Splits into even/odd ranks (reversed by key) and allreduces inside each half.
+int SplitRun(weftComm_t comm, int rank, int size) {
+  weftComm_t sub = nullptr;
+  if (weftCommSplit(comm, rank % 2, size - rank, &sub) != weftSuccess) return Fail("split");
+  int n = 0, r = 0;
+  weftCommCount(sub, &n);
+  weftCommUserRank(sub, &r);
+  int want_n = (size + 1 - rank % 2) / 2;
+  int want_r = want_n - 1 - rank / 2;
+  if (n != want_n || r != want_r) {
+    printf("FAIL split: size %d rank %d, want %d %d\n", n, r, want_n, want_r);
+    return 1;
+  }
+  int v = rank, sum = 0, want = 0;
+  for (int q = rank % 2; q < size; q += 2) want += q;
+  if (weftAllReduce(&v, &sum, 1, weftInt32, weftSum, sub, nullptr) != weftSuccess) return Fail("allreduce on split");
+  weftCommDestroy(sub);
+  if (sum != want) {
+    printf("FAIL split sum %d want %d\n", sum, want);
+    return 1;
+  }
+  printf("OK split\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -167,6 +193,7 @@ int main(int argc, char** argv) {
   else if (mode == "hang-mid") rc = KillMid(comm, rank, true);
   else if (mode == "badargs") rc = BadArgs(comm, rank, size);
   else if (mode == "sweep") rc = Sweep(comm, rank, size);
+  else if (mode == "split") rc = SplitRun(comm, rank, size);
   if (mode == "kill-mid" || mode == "hang-mid") weftCommAbort(comm);
   else weftCommDestroy(comm);
   return rc;
