@@ -12,6 +12,7 @@
 #include <emmintrin.h>  // SSE2 (baseline x86-64): streaming stores
 #endif
 
+#include "common/log.h"
 #include "kernels/dtype.h"
 #include "kernels/reduce_table.h"
 
@@ -21,12 +22,21 @@ namespace {
 
 const KernelTable& ChooseTable() {
   const KernelTable* avx2 = Avx2KernelTable();
+  const KernelTable* chosen = avx2 != nullptr ? avx2 : &GenericKernelTable();
   const char* forced = std::getenv("WEFT_KERNEL_ISA");
-  // An unknown value or an unavailable ISA falls back to the default choice rather than
-  // failing: this knob is for testing and measurements, never needed for correctness.
-  if (forced != nullptr && std::strcmp(forced, "generic") == 0) return GenericKernelTable();
-  if (avx2 != nullptr) return *avx2;
-  return GenericKernelTable();
+  // An unknown value or an unavailable ISA keeps the default choice rather than failing:
+  // this knob is for testing and measurements, never needed for correctness.
+  if (forced != nullptr && *forced != '\0') {
+    if (std::strcmp(forced, "generic") == 0) {
+      chosen = &GenericKernelTable();
+    } else if (std::strcmp(forced, "avx2") != 0 || avx2 == nullptr) {
+      WEFT_WARN("WEFT_KERNEL_ISA=%s is not available here (generic%s); using %s", forced,
+                avx2 != nullptr ? ", avx2" : "", chosen->isa);
+    }
+  }
+  WEFT_INFO("reduction kernels: %s (%s)", chosen->isa,
+            avx2 != nullptr ? "CPU has AVX2+F16C" : "no AVX2+F16C on this CPU/build");
+  return *chosen;
 }
 
 }  // namespace

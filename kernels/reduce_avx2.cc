@@ -182,8 +182,12 @@ const KernelTable* Avx2KernelTable() {
 #if WEFT_KERNELS_AVX2
   // Built only after the CPU check: constructing the table runs no AVX2 code, but keeping the
   // order obvious costs nothing.
-  static const bool supported =
-      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  // __builtin_cpu_init: this may run from another translation unit's static initializer,
+  // before libgcc's own constructor has filled in the CPU features.
+  static const bool supported = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  }();
   if (!supported) return nullptr;
   static const KernelTable table = MakeAvx2Table();
   return &table;
