@@ -171,6 +171,17 @@ TEST_P(Transports, EveryCollectiveExactAcrossProcesses) {
   }
 }
 
+// Ranks {2,3,4,8} (8 oversubscribes the 2 cores), every dtype x op, in-place and not, with the
+// selector's choices (direct shared-memory algorithms for small sizes on shm).
+TEST_P(Transports, DtypeOpMatrixAcrossProcesses) {
+  for (int n : {2, 3, 4, 8}) {
+    Outcome o = Launch(n, {Worker(), "matrix"}, Env(), 240);
+    ASSERT_FALSE(o.timed_out) << "timed out with " << n << " ranks: " << o.output[0];
+    for (int r = 0; r < n; ++r)
+      EXPECT_NE(o.output[r].find("OK matrix"), std::string::npos) << n << " ranks, rank " << r << ": " << o.output[r];
+  }
+}
+
 TEST_P(Transports, KilledRankGivesErrorsNotHangs) {
   Outcome o = Launch(3, {Worker(), "kill-mid"}, Env(), 60);
   ASSERT_FALSE(o.timed_out) << "survivors hung after a peer died:\n" << o.output[0] << o.output[2];

@@ -7,6 +7,7 @@
 //   weft_test_worker wrong-secret  rank 1 replaces WEFT_SECRET before init; it must not get in
 //   weft_test_worker badargs       bad arguments on a real communicator: codes and messages
 //   weft_test_worker sweep         every collective once with exact checks, prints "OK"
+//   weft_test_worker matrix        every dtype x op x collective, in-place and not, exact
 //   weft_test_worker split         weftCommSplit into even/odd ranks, allreduce in each
 #include <signal.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "test_util.h"
 #include "weft/weft.h"
 
 namespace {
@@ -164,6 +166,62 @@ int SplitRun(weftComm_t comm, int rank, int size) {
   return 0;
 }
 
+// Every dtype x op for the reducing collectives, in-place and out-of-place, exact values;
+// allgather / broadcast / alltoall per dtype. Counts straddle the selector's size buckets.
+int Matrix(weftComm_t comm, int rank, int n) {
+  using namespace weft_test;
+  for (size_t count : {size_t{1}, size_t{1001}, size_t{70001}}) {
+    for (weftDataType_t t : AllTypes()) {
+      size_t es = weftTypeSize(t);
+      std::vector<unsigned char> a(count * n * es + 8), b(count * n * es + 8);
+      for (weftRedOp_t op : AllOps()) {
+        for (bool ip : {false, true}) {
+          FillInputs(a.data(), t, op, rank, count);
+          void* dst = ip ? a.data() : b.data();
+          if (weftAllReduce(a.data(), dst, count, t, op, comm, nullptr)) return Fail("allreduce");
+          std::string e = CheckReduced(dst, t, op, n, count);
+          if (!e.empty()) { printf("FAIL allreduce %s %s\n", ip ? "in-place" : "", e.c_str()); return 1; }
+          FillInputs(a.data(), t, op, rank, count * n);
+          dst = ip ? a.data() + rank * count * es : b.data();
+          if (weftReduceScatter(a.data(), dst, count, t, op, comm, nullptr)) return Fail("reducescatter");
+          e = CheckReduced(dst, t, op, n, count, rank * count);
+          if (!e.empty()) { printf("FAIL reducescatter %s\n", e.c_str()); return 1; }
+          FillInputs(a.data(), t, op, rank, count);
+          dst = ip ? a.data() : b.data();
+          if (weftReduce(a.data(), dst, count, t, op, n - 1, comm, nullptr)) return Fail("reduce");
+          e = rank == n - 1 ? CheckReduced(dst, t, op, n, count) : "";
+          if (!e.empty()) { printf("FAIL reduce %s\n", e.c_str()); return 1; }
+        }
+      }
+      for (bool ip : {false, true}) {
+        void* src = ip ? b.data() + rank * count * es : a.data();
+        FillInputs(src, t, weftSum, rank, count);
+        if (weftAllGather(src, b.data(), count, t, comm, nullptr)) return Fail("allgather");
+        for (int r = 0; r < n; ++r)
+          for (size_t i = 0; i < count; i += 7)
+            if (Load(b.data(), t, r * count + i) != InputValue(weftSum, r, i)) { printf("FAIL allgather\n"); return 1; }
+        FillInputs(a.data(), t, weftSum, rank, count);
+        void* dst = ip ? a.data() : b.data();
+        if (weftBroadcast(a.data(), dst, count, t, 0, comm, nullptr)) return Fail("broadcast");
+        for (size_t i = 0; i < count; i += 7)
+          if (Load(dst, t, i) != InputValue(weftSum, 0, i)) { printf("FAIL broadcast\n"); return 1; }
+        for (int q = 0; q < n; ++q)
+          for (size_t i = 0; i < count; ++i) Store(a.data(), t, q * count + i, (rank * 13 + q * 5 + i) % 100);
+        dst = ip ? a.data() : b.data();
+        if (weftAllToAll(a.data(), dst, count, t, comm, nullptr)) return Fail("alltoall");
+        for (int q = 0; q < n; ++q)
+          for (size_t i = 0; i < count; i += 5)
+            if (Load(dst, t, q * count + i) != static_cast<double>((q * 13 + rank * 5 + i) % 100)) {
+              printf("FAIL alltoall\n");
+              return 1;
+            }
+      }
+    }
+  }
+  printf("OK matrix\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -194,6 +252,7 @@ int main(int argc, char** argv) {
   else if (mode == "badargs") rc = BadArgs(comm, rank, size);
   else if (mode == "sweep") rc = Sweep(comm, rank, size);
   else if (mode == "split") rc = SplitRun(comm, rank, size);
+  else if (mode == "matrix") rc = Matrix(comm, rank, size);
   if (mode == "kill-mid" || mode == "hang-mid") weftCommAbort(comm);
   else weftCommDestroy(comm);
   return rc;
