@@ -674,6 +674,24 @@ void RunRank(Rank& rk, int rank, int nchan, double out[4]) {
 
 }  // namespace bench
 
+// Cost of one Progress(0) call with a recv pending and nothing arriving (what the
+// executor's spin rounds pay per round).
+TEST(TcpBenchmark, DISABLED_IdleProgressCost) {
+  RunThreads(2, LoopbackOptions(1), [&](int r, Rank& rank) {
+    if (r == 1) return;
+    uint64_t x;
+    TransportRequest q;
+    ASSERT_TRUE(rank.tcp->PostRecv(1, 0, 1, &x, 8, &q).ok());
+    ASSERT_TRUE(rank.tcp->Progress(1000).ok());  // connections are up
+    const int kCalls = 200000;
+    auto t0 = Clock::now();
+    for (int i = 0; i < kCalls; ++i) (void)rank.tcp->Progress(0);
+    double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / kCalls;
+    printf("tcp idle Progress(0): %.2f us per call\n", us);
+    rank.tcp->Abort(SystemError("bench done"));
+  });
+}
+
 TEST(TcpBenchmark, DISABLED_LoopbackTwoProcesses) {
   if (const char* r = std::getenv("WEFT_BENCH_SPIN_ROUNDS")) bench::g_spin_rounds = std::atoi(r);
   for (long streams : bench::ParseList("WEFT_BENCH_STREAMS", {1, 2, 4})) {

@@ -46,18 +46,31 @@ namespace weft {
 
 class Bootstrap;
 
+// Measured with the benchmark in tests/tcp_transport_test.cc (two processes over loopback on
+// the shared 2-core build VM, load average ~10, so wall-clock figures mostly measure the other
+// tenants; "per CPU-second" = bytes / max CPU time of either side, i.e. one core per rank):
+//   streams  buffer      8 B RTT   64 MiB one-way          blocking-socket baseline
+//   1        autotune    20 us     0.75-1.24 GB/s, 4.9-5.2 GB/s per CPU-s   13 us, 0.77-0.91 GB/s, 3.2-3.5
+//   2        autotune    21 us     0.8-1.25 GB/s,  4.2-4.5 GB/s per CPU-s
+//   4        autotune    22-28 us  0.55-1.1 GB/s,  2.8-3.4 GB/s per CPU-s
+//   1        4 MiB       20 us     0.78-1.1 GB/s,  4.6 GB/s per CPU-s
+// (RTT when the waiter blocks at once; the executor's 64 Progress(0) rounds first make it
+// ~81 us on this loaded host, one Progress(0) costing ~1.9 us.) Command:
+//   WEFT_BENCH_SPIN_ROUNDS=0 WEFT_BENCH_STREAMS=1,2,4 WEFT_BENCH_BUFFERS=0,4194304 \
+//   bin/tcp_transport_test --gtest_also_run_disabled_tests --gtest_filter='*Bench*'
 struct TcpOptions {
-  // Connections per peer pair. Measured on loopback (perf/RESULTS.md, 2-core VM): one stream
-  // is best when a single thread drives progress; more help only on links one TCP flow
-  // cannot fill. WEFT_SOCKET_NSTREAMS.
+  // Connections per peer pair. One is the most CPU-efficient on loopback with a single thread
+  // driving progress (table above); more help only on links one TCP flow cannot fill, and
+  // only when the executor spreads work over that many channels. WEFT_SOCKET_NSTREAMS.
   int streams_per_peer = 1;
-  // SO_SNDBUF/SO_RCVBUF; 0 leaves Linux's autotuning on (it grows to tcp_rmem/tcp_wmem max,
-  // which beat every fixed size we tried on loopback). WEFT_SOCKET_BUFFER (bytes).
+  // SO_SNDBUF/SO_RCVBUF; 0 leaves Linux's autotuning on (it grows to tcp_rmem/tcp_wmem max;
+  // a fixed 4 MiB was no better, table above). WEFT_SOCKET_BUFFER (bytes).
   size_t socket_buffer_bytes = 0;
   // Microseconds of zero-timeout polls before blocking in Progress(timeout > 0). 0 by default:
   // the executor spins with Progress(0) before it asks to block, and on oversubscribed cores
-  // extra spinning only delays the peer we wait for (measured: 8-byte round trip 62-81 us
-  // with 0 vs 124 us with 20 on the loaded 2-core VM). WEFT_SOCKET_SPIN_US.
+  // extra spinning only delays the peer we wait for (measured, waiting like the executor:
+  // 8-byte round trip 62-81 us with 0 vs 124 us with 20 on the loaded 2-core VM; 20 us when
+  // blocking at once). WEFT_SOCKET_SPIN_US.
   int spin_us = 0;
   // How long a connection may take to present its handshake before it is dropped.
   double handshake_timeout_s = 10.0;
