@@ -56,7 +56,7 @@ class Bootstrap;
 //   1        4 MiB       20 us     0.78-1.1 GB/s,  4.6 GB/s per CPU-s
 // (RTT when the waiter blocks at once; the executor's 64 Progress(0) rounds first make it
 // ~81 us on this loaded host, one Progress(0) costing ~1.9 us.) Command:
-//   WEFT_BENCH_SPIN_ROUNDS=0 WEFT_BENCH_STREAMS=1,2,4 WEFT_BENCH_BUFFERS=0,4194304 \
+//   WEFT_BENCH_SPIN_ROUNDS=0 WEFT_BENCH_STREAMS=1,2,4 WEFT_BENCH_BUFFERS=0,4194304
 //   bin/tcp_transport_test --gtest_also_run_disabled_tests --gtest_filter='*Bench*'
 struct TcpOptions {
   // Connections per peer pair. One is the most CPU-efficient on loopback with a single thread
