@@ -12,7 +12,7 @@
 //                  in-place algorithm classes; out of place = copy + in place, timed)
 //   allgather      gloo::allgather          alltoall   gloo::alltoall
 //   reducescatter  gloo::ReduceScatterHalvingDoubling (in place on the full buffer;
-//                  out of place = copy in + run + copy my slice out, timed)
+//                  result at the buffer start; out of place = copy in + run + copy out, timed)
 //   broadcast      gloo::broadcast          reduce     gloo::reduce
 //   sendrecv       unbound buffers, ring (to rank+1, from rank-1)
 // Gloo has no avg: sum, then a local division inside the timed call.
@@ -102,6 +102,9 @@ void RunTyped(perf_backend_t* b, perf_coll_t coll, const void* send_, void* recv
   T* send = static_cast<T*>(const_cast<void*>(send_));
   T* recv = static_cast<T*>(recv_);
   const bool inplace = send_ == recv_;
+  // Gloo divides by the element count in places (allgather raises SIGFPE on 0): nothing to
+  // move is nothing to do.
+  if (count == 0) return;
   switch (coll) {
     case PERF_ALLREDUCE: {
       if (st->allreduce_algo == "ring" || st->allreduce_algo == "bcube") {
@@ -159,8 +162,9 @@ void RunTyped(perf_backend_t* b, perf_coll_t coll, const void* send_, void* recv
         st->cached_count = count;
       }
       st->cached->run();
-      // The result for rank r sits at its own slice of the full buffer.
-      if (!ip) memcpy(static_cast<void*>(recv), full + static_cast<size_t>(rank) * count, count * sizeof(T));
+      // Gloo leaves every rank's result at the start of the full buffer (as MPI's in place
+      // does): move it to this rank's slice (in place) or to the output.
+      if (recv != full) memmove(static_cast<void*>(recv), full, count * sizeof(T));
       if (op == PERF_AVG) DivideBy<T>(recv, count, n);
       return;
     }
@@ -194,7 +198,10 @@ void RunTyped(perf_backend_t* b, perf_coll_t coll, const void* send_, void* recv
       return;
     }
     case PERF_SENDRECV: {
-      if (count == 0) return;
+      if (n == 1) {  // Gloo has no pair to itself
+        memcpy(static_cast<void*>(recv), send, count * sizeof(T));
+        return;
+      }
       auto sbuf = ctx->createUnboundBuffer(send, count * sizeof(T));
       auto rbuf = ctx->createUnboundBuffer(recv, count * sizeof(T));
       const uint64_t slot = gloo::Slot::build(0x70, st->tag);
