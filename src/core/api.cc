@@ -251,6 +251,43 @@ Status SubmitCollective(weftComm* comm, CollectiveCall call, weftStream_t stream
   return Submit(comm, std::move(call), stream);
 }
 
+// What differs between the entry points of the regular collectives.
+struct EntrySpec {
+  const char* fn;          // API name, prefixed to messages
+  Collective collective;
+  const char* count_name;  // the count argument's name in weft.h
+  bool per_rank_blocks;    // a buffer holds nranks * count elements
+  bool has_op;
+  bool has_root;           // broadcast: only root's sendbuff is read; reduce: only root's recvbuff is written
+};
+
+// Argument checks shared by the regular collectives, then submission.
+weftResult_t Entry(const EntrySpec& spec, const void* sendbuff, void* recvbuff, size_t count,
+                   weftDataType_t datatype, weftRedOp_t op, int root, weftComm_t comm,
+                   weftStream_t stream) {
+  Status st = CheckLiveComm(comm);
+  if (st.ok()) st = CheckType(datatype);
+  if (st.ok() && spec.has_op) st = CheckOp(op);
+  if (st.ok() && spec.has_root) st = CheckRank("root", root, comm);
+  if (st.ok())
+    st = CheckCount(spec.count_name, count, spec.per_rank_blocks ? comm->nranks : 1, TypeSize(datatype));
+  bool reads_send = !(spec.collective == Collective::kBroadcast && comm != nullptr && comm->rank != root);
+  bool writes_recv = !(spec.collective == Collective::kReduce && comm != nullptr && comm->rank != root);
+  if (st.ok() && reads_send) st = CheckBuffer("sendbuff", sendbuff, count);
+  if (st.ok() && writes_recv) st = CheckBuffer("recvbuff", recvbuff, count);
+  if (!st.ok()) return Report(st.WithContext(spec.fn));
+  if (count == 0) return weftSuccess;  // as NCCL: nothing to do, no synchronization
+  CollectiveCall c;
+  c.collective = spec.collective;
+  c.sendbuff = sendbuff;
+  c.recvbuff = recvbuff;
+  c.count = count;
+  c.dtype = datatype;
+  c.op = op;
+  c.root = root;
+  return Report(SubmitCollective(comm, std::move(c), stream).WithContext(spec.fn));
+}
+
 }  // namespace
 }  // namespace weft
 
@@ -423,123 +460,41 @@ weftResult_t weftCommSetTimeout(weftComm_t comm, double seconds) {
 weftResult_t weftAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                            weftDataType_t datatype, weftRedOp_t op, weftComm_t comm,
                            weftStream_t stream) {
-  Status st = CheckLiveComm(comm);
-  if (st.ok()) st = CheckType(datatype);
-  if (st.ok()) st = CheckOp(op);
-  if (st.ok()) st = CheckCount("count", count, 1, TypeSize(datatype));
-  if (st.ok()) st = CheckBuffer("sendbuff", sendbuff, count);
-  if (st.ok()) st = CheckBuffer("recvbuff", recvbuff, count);
-  if (!st.ok()) return Report(st.WithContext("weftAllReduce"));
-  if (count == 0) return weftSuccess;
-  CollectiveCall c;
-  c.collective = Collective::kAllReduce;
-  c.sendbuff = sendbuff;
-  c.recvbuff = recvbuff;
-  c.count = count;
-  c.dtype = datatype;
-  c.op = op;
-  return Report(SubmitCollective(comm, std::move(c), stream).WithContext("weftAllReduce"));
+  static const EntrySpec spec{"weftAllReduce", Collective::kAllReduce, "count", false, true, false};
+  return Entry(spec, sendbuff, recvbuff, count, datatype, op, 0, comm, stream);
 }
 
 weftResult_t weftAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                            weftDataType_t datatype, weftComm_t comm, weftStream_t stream) {
-  Status st = CheckLiveComm(comm);
-  if (st.ok()) st = CheckType(datatype);
-  if (st.ok()) st = CheckCount("sendcount", sendcount, comm->nranks, TypeSize(datatype));
-  if (st.ok()) st = CheckBuffer("sendbuff", sendbuff, sendcount);
-  if (st.ok()) st = CheckBuffer("recvbuff", recvbuff, sendcount);
-  if (!st.ok()) return Report(st.WithContext("weftAllGather"));
-  if (sendcount == 0) return weftSuccess;
-  CollectiveCall c;
-  c.collective = Collective::kAllGather;
-  c.sendbuff = sendbuff;
-  c.recvbuff = recvbuff;
-  c.count = sendcount;
-  c.dtype = datatype;
-  return Report(SubmitCollective(comm, std::move(c), stream).WithContext("weftAllGather"));
+  static const EntrySpec spec{"weftAllGather", Collective::kAllGather, "sendcount", true, false, false};
+  return Entry(spec, sendbuff, recvbuff, sendcount, datatype, weftSum, 0, comm, stream);
 }
 
 weftResult_t weftReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                weftDataType_t datatype, weftRedOp_t op, weftComm_t comm,
                                weftStream_t stream) {
-  Status st = CheckLiveComm(comm);
-  if (st.ok()) st = CheckType(datatype);
-  if (st.ok()) st = CheckOp(op);
-  if (st.ok()) st = CheckCount("recvcount", recvcount, comm->nranks, TypeSize(datatype));
-  if (st.ok()) st = CheckBuffer("sendbuff", sendbuff, recvcount);
-  if (st.ok()) st = CheckBuffer("recvbuff", recvbuff, recvcount);
-  if (!st.ok()) return Report(st.WithContext("weftReduceScatter"));
-  if (recvcount == 0) return weftSuccess;
-  CollectiveCall c;
-  c.collective = Collective::kReduceScatter;
-  c.sendbuff = sendbuff;
-  c.recvbuff = recvbuff;
-  c.count = recvcount;
-  c.dtype = datatype;
-  c.op = op;
-  return Report(SubmitCollective(comm, std::move(c), stream).WithContext("weftReduceScatter"));
+  static const EntrySpec spec{"weftReduceScatter", Collective::kReduceScatter, "recvcount", true, true, false};
+  return Entry(spec, sendbuff, recvbuff, recvcount, datatype, op, 0, comm, stream);
 }
 
 weftResult_t weftBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                            weftDataType_t datatype, int root, weftComm_t comm,
                            weftStream_t stream) {
-  Status st = CheckLiveComm(comm);
-  if (st.ok()) st = CheckType(datatype);
-  if (st.ok()) st = CheckRank("root", root, comm);
-  if (st.ok()) st = CheckCount("count", count, 1, TypeSize(datatype));
-  if (st.ok() && comm->rank == root) st = CheckBuffer("sendbuff", sendbuff, count);
-  if (st.ok()) st = CheckBuffer("recvbuff", recvbuff, count);
-  if (!st.ok()) return Report(st.WithContext("weftBroadcast"));
-  if (count == 0) return weftSuccess;
-  CollectiveCall c;
-  c.collective = Collective::kBroadcast;
-  c.sendbuff = sendbuff;
-  c.recvbuff = recvbuff;
-  c.count = count;
-  c.dtype = datatype;
-  c.root = root;
-  return Report(SubmitCollective(comm, std::move(c), stream).WithContext("weftBroadcast"));
+  static const EntrySpec spec{"weftBroadcast", Collective::kBroadcast, "count", false, false, true};
+  return Entry(spec, sendbuff, recvbuff, count, datatype, weftSum, root, comm, stream);
 }
 
 weftResult_t weftReduce(const void* sendbuff, void* recvbuff, size_t count,
                         weftDataType_t datatype, weftRedOp_t op, int root, weftComm_t comm,
                         weftStream_t stream) {
-  Status st = CheckLiveComm(comm);
-  if (st.ok()) st = CheckType(datatype);
-  if (st.ok()) st = CheckOp(op);
-  if (st.ok()) st = CheckRank("root", root, comm);
-  if (st.ok()) st = CheckCount("count", count, 1, TypeSize(datatype));
-  if (st.ok()) st = CheckBuffer("sendbuff", sendbuff, count);
-  if (st.ok() && comm->rank == root) st = CheckBuffer("recvbuff", recvbuff, count);
-  if (!st.ok()) return Report(st.WithContext("weftReduce"));
-  if (count == 0) return weftSuccess;
-  CollectiveCall c;
-  c.collective = Collective::kReduce;
-  c.sendbuff = sendbuff;
-  c.recvbuff = recvbuff;
-  c.count = count;
-  c.dtype = datatype;
-  c.op = op;
-  c.root = root;
-  return Report(SubmitCollective(comm, std::move(c), stream).WithContext("weftReduce"));
+  static const EntrySpec spec{"weftReduce", Collective::kReduce, "count", false, true, true};
+  return Entry(spec, sendbuff, recvbuff, count, datatype, op, root, comm, stream);
 }
 
 weftResult_t weftAllToAll(const void* sendbuff, void* recvbuff, size_t count,
                           weftDataType_t datatype, weftComm_t comm, weftStream_t stream) {
-  Status st = CheckLiveComm(comm);
-  if (st.ok()) st = CheckType(datatype);
-  if (st.ok()) st = CheckCount("count", count, comm->nranks, TypeSize(datatype));
-  if (st.ok()) st = CheckBuffer("sendbuff", sendbuff, count);
-  if (st.ok()) st = CheckBuffer("recvbuff", recvbuff, count);
-  if (!st.ok()) return Report(st.WithContext("weftAllToAll"));
-  if (count == 0) return weftSuccess;
-  CollectiveCall c;
-  c.collective = Collective::kAllToAll;
-  c.sendbuff = sendbuff;
-  c.recvbuff = recvbuff;
-  c.count = count;
-  c.dtype = datatype;
-  return Report(SubmitCollective(comm, std::move(c), stream).WithContext("weftAllToAll"));
+  static const EntrySpec spec{"weftAllToAll", Collective::kAllToAll, "count", true, false, false};
+  return Entry(spec, sendbuff, recvbuff, count, datatype, weftSum, 0, comm, stream);
 }
 
 weftResult_t weftAllToAllv(const void* sendbuff, const size_t* sendcounts, const size_t* sdispls,
