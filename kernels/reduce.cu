@@ -37,15 +37,21 @@ struct HalfTraits {
 struct Bfloat16Traits {
   using Storage = uint16_t;
   using Compute = float;
-  __device__ static float Load(uint16_t x) { return __uint_as_float(static_cast<uint32_t>(x) << 16); }
+  __device__ static float Load(uint16_t x) {
+    return __uint_as_float(static_cast<uint32_t>(x) << 16);
+  }
   __device__ static uint16_t Store(float x) {
     return __bfloat16_as_ushort(__float2bfloat16_rn(x));
   }
 };
 
 // ---- element operations: the same definitions as kernels/reduce_loops.h ----
-__device__ inline float BitAnd(float a, float b) { return __int_as_float(__float_as_int(a) & __float_as_int(b)); }
-__device__ inline float BitOr(float a, float b) { return __int_as_float(__float_as_int(a) | __float_as_int(b)); }
+__device__ inline float BitAnd(float a, float b) {
+  return __int_as_float(__float_as_int(a) & __float_as_int(b));
+}
+__device__ inline float BitOr(float a, float b) {
+  return __int_as_float(__float_as_int(a) | __float_as_int(b));
+}
 __device__ inline double BitAnd(double a, double b) {
   return __longlong_as_double(__double_as_longlong(a) & __double_as_longlong(b));
 }
@@ -238,7 +244,9 @@ bool ValidType(weftDataType_t dtype) {
          Table().finalize_avg[dtype] != nullptr;  // reserved (fp8) rows are empty
 }
 
-bool ValidOp(weftRedOp_t op) { return static_cast<int>(op) >= 0 && static_cast<int>(op) < weftNumOps; }
+bool ValidOp(weftRedOp_t op) {
+  return static_cast<int>(op) >= 0 && static_cast<int>(op) < weftNumOps;
+}
 
 }  // namespace
 

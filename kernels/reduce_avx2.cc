@@ -66,7 +66,8 @@ struct HalfCodec {  // IEEE fp16 through F16C
 
 struct Bfloat16Codec {  // bf16: the top half of a float32; integer rounding as in half.h
   static __m256 Load(const uint16_t* p) {
-    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const __m256i wide =
+        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
   }
   // The 8 rounded values in the low 16 bits of each 32-bit lane (FloatToBfloat16, vectorized).

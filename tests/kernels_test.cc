@@ -260,8 +260,16 @@ TEST(Bfloat16Test, MatchesDirectedReference) {
 // storage bytes per dtype.
 void StoreDouble(weftDataType_t t, void* p, double v) {
   switch (t) {
-    case weftFloat16: { uint16_t h = FloatToHalf(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
-    case weftBfloat16: { uint16_t h = FloatToBfloat16(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
+    case weftFloat16: {
+      const uint16_t h = FloatToHalf(static_cast<float>(v));
+      std::memcpy(p, &h, 2);
+      break;
+    }
+    case weftBfloat16: {
+      const uint16_t h = FloatToBfloat16(static_cast<float>(v));
+      std::memcpy(p, &h, 2);
+      break;
+    }
     case weftFloat32: { float f = static_cast<float>(v); std::memcpy(p, &f, 4); break; }
     case weftFloat64: std::memcpy(p, &v, 8); break;
     default: break;
@@ -437,16 +445,17 @@ class ReduceTest : public ::testing::TestWithParam<ReduceParam> {
       if (!SameResult(t, pd + i * size, &expected[i * size])) {
         ++mismatches;
         ADD_FAILURE() << DataTypeName(t) << " " << RedOpName(op) << " element " << i << ": "
-                      << Hex(pa == pd ? &a_before[(element_offset + i) * size] : pa + i * size, size)
-                      << " (op) "
-                      << Hex(pb == pd ? &b_before[(element_offset + i) * size] : pb + i * size, size)
+                      << Hex(&a_before[(element_offset + i) * size], size) << " (op) "
+                      << Hex(&b_before[(element_offset + i) * size], size)
                       << " = " << Hex(pd + i * size, size) << ", expected "
                       << Hex(&expected[i * size], size);
       }
     }
     // Nothing outside dst[0, count) changed; the operands that are not dst are untouched.
     const std::vector<uint8_t>& dst_before =
-        aliasing == Aliasing::kDstIsA ? a_before : aliasing == Aliasing::kDstIsB ? b_before : out_before;
+        aliasing == Aliasing::kDstIsA   ? a_before
+        : aliasing == Aliasing::kDstIsB ? b_before
+                                        : out_before;
     const std::vector<uint8_t>& dst_buf =
         aliasing == Aliasing::kDstIsA ? a : aliasing == Aliasing::kDstIsB ? b : out;
     EXPECT_EQ(std::memcmp(dst_buf.data(), dst_before.data(), element_offset * size), 0);
@@ -581,14 +590,19 @@ void CheckNativeFloatSpecials(SpecialValuesTest& test, weftDataType_t t) {
   EXPECT_TRUE(std::signbit(test.Apply<F>(t, weftMin, F(0.0), F(-0.0))));
   EXPECT_TRUE(std::signbit(test.Apply<F>(t, weftMin, F(-0.0), F(0.0))));
   EXPECT_FALSE(std::signbit(test.Apply<F>(t, weftMin, F(0.0), F(0.0))));
-  EXPECT_EQ(test.Apply<F>(t, weftSum, std::numeric_limits<F>::max(), std::numeric_limits<F>::max()), inf);
+  const F largest = std::numeric_limits<F>::max();
+  EXPECT_EQ(test.Apply<F>(t, weftSum, largest, largest), inf);
   // A subnormal result is kept (default floating-point environment).
   const F tiny = std::numeric_limits<F>::denorm_min();
   EXPECT_EQ(test.Apply<F>(t, weftSum, tiny, tiny), tiny * 2);
 }
 
-TEST_P(SpecialValuesTest, Float32NanInfAndSignedZeros) { CheckNativeFloatSpecials<float>(*this, weftFloat32); }
-TEST_P(SpecialValuesTest, Float64NanInfAndSignedZeros) { CheckNativeFloatSpecials<double>(*this, weftFloat64); }
+TEST_P(SpecialValuesTest, Float32NanInfAndSignedZeros) {
+  CheckNativeFloatSpecials<float>(*this, weftFloat32);
+}
+TEST_P(SpecialValuesTest, Float64NanInfAndSignedZeros) {
+  CheckNativeFloatSpecials<double>(*this, weftFloat64);
+}
 
 TEST_P(SpecialValuesTest, IntegerWrapAround) {
   EXPECT_EQ(Apply<int32_t>(weftInt32, weftSum, INT32_MAX, 1), INT32_MIN);
@@ -652,7 +666,8 @@ TEST(ReduceApiTest, DispatchesThroughActiveTable) {
   EXPECT_EQ(d, (std::vector<float>{11, 22, 33}));
   kernels::Reduce(a.data(), a.data(), b.data(), 3, weftFloat32, weftAvg);  // avg reduces as sum
   EXPECT_EQ(a, (std::vector<float>{11, 22, 33}));
-  EXPECT_EQ(kernels::GetReduceFn(weftFloat32, weftMax), kernels::ActiveKernelTable().reduce[weftFloat32][weftMax]);
+  EXPECT_EQ(kernels::GetReduceFn(weftFloat32, weftMax),
+            kernels::ActiveKernelTable().reduce[weftFloat32][weftMax]);
 }
 
 TEST(ReduceApiTest, InvalidTypeOrOpIsNoOp) {
@@ -729,17 +744,18 @@ TEST(FinalizeTest, EveryTypeAgainstReferenceOnBothTables) {
         const size_t size = TypeSize(t), n = 1000;
         std::mt19937_64 rng(static_cast<uint64_t>(divisor) * 131 + t);
         std::vector<uint8_t> buf(n * size);
-        std::vector<uint8_t> a_dummy(n * size);
         FillOperand(t, weftSum, buf, 0, n, rng);
         std::vector<uint8_t> expected(n * size);
         for (size_t i = 0; i < n; ++i) {
           const uint8_t* p = &buf[i * size];
           uint8_t* e = &expected[i * size];
           if (t == weftFloat16) {
-            uint16_t v = FloatToHalf(static_cast<float>(LoadDouble(t, p)) / static_cast<float>(divisor));
+            const float q = static_cast<float>(LoadDouble(t, p)) / static_cast<float>(divisor);
+            const uint16_t v = FloatToHalf(q);
             std::memcpy(e, &v, 2);
           } else if (t == weftBfloat16) {
-            uint16_t v = FloatToBfloat16(static_cast<float>(LoadDouble(t, p)) / static_cast<float>(divisor));
+            const float q = static_cast<float>(LoadDouble(t, p)) / static_cast<float>(divisor);
+            const uint16_t v = FloatToBfloat16(q);
             std::memcpy(e, &v, 2);
           } else if (t == weftFloat32) {
             // float division is correctly rounded; so is the double quotient rounded to float

@@ -60,7 +60,8 @@ void SetRates(benchmark::State& state, int64_t buffer_bytes, int traffic_multipl
 void BM_Reduce(benchmark::State& state, weftDataType_t dtype, weftRedOp_t op, bool generic) {
   const size_t bytes = static_cast<size_t>(state.range(0));
   const size_t count = bytes / weft::TypeSize(dtype);
-  auto a = MakeBuffer(dtype, bytes, 1), b = MakeBuffer(dtype, bytes, 2), d = MakeBuffer(dtype, bytes, 3);
+  auto a = MakeBuffer(dtype, bytes, 1), b = MakeBuffer(dtype, bytes, 2);
+  auto d = MakeBuffer(dtype, bytes, 3);
   const weft::kernels::ReduceFn fn =
       generic ? weft::kernels::GenericKernelTable().reduce[dtype][op]
               : weft::kernels::GetReduceFn(dtype, op);
