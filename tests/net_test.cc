@@ -140,6 +140,12 @@ TEST(ChooseLocalAddressTest, DefaultIsUsableAndExcludeWorks) {
   // Whatever the default picks must be listenable.
   StatusOr<Socket> l = Listen(*a);
   EXPECT_TRUE(l.ok()) << a->ToString() << ": " << l.status().message();
+  // IPv4 is preferred when an interface has both families.
+  StatusOr<SockAddr> any_family = ChooseLocalAddress("^lo", "");
+  StatusOr<SockAddr> v4 = ChooseLocalAddress("^lo", "AF_INET");
+  if (any_family.ok() && v4.ok()) {
+    EXPECT_EQ(any_family->family(), AF_INET) << any_family->ToString();
+  }
   // Excluding everything but loopback's name prefix gives a non-loopback address or nothing.
   StatusOr<SockAddr> ex = ChooseLocalAddress("^lo", "AF_INET");
   if (ex.ok()) {

@@ -126,7 +126,7 @@ void RunRoot(net::HandshakeServer server, double timeout_s) {
       for (int r = 0; r < nranks; ++r) {
         if (!conns[r].valid()) missing.push_back(r);
       }
-      std::string msg = where + ": timed out after " + std::to_string(timeout_s) + " s waiting for ";
+      std::string msg = where + ": timed out after " + net::SecondsString(timeout_s) + " waiting for ";
       if (nranks < 0) msg += "any rank";
       else msg += "rank(s) " + RankList(missing) + " (" + std::to_string(arrived) + " of " +
                   std::to_string(nranks) + " joined)";
@@ -258,8 +258,8 @@ StatusOr<std::unique_ptr<Bootstrap>> Bootstrap::Join(const BootstrapId& id, int 
   Status st = net::RecvAll(root, head, sizeof(head), verdict_deadline);
   if (!st.ok()) {
     if (st.code() == weftTimeout) {
-      return TimeoutError(me + ": timed out after " + std::to_string(timeout_s) +
-                          " s waiting for the other ranks at root " + id.root.ToString() +
+      return TimeoutError(me + ": timed out after " + net::SecondsString(timeout_s) +
+                          " waiting for the other ranks at root " + id.root.ToString() +
                           " (the root did not say which are missing)");
     }
     return st.WithContext(me + ": waiting for the root " + id.root.ToString() +

@@ -18,9 +18,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+
+#include "common/log.h"
 
 namespace weft {
 namespace net {
@@ -30,6 +33,12 @@ std::string ErrnoString(int err) {
   // GNU strerror_r returns the message pointer (not necessarily buf).
   const char* msg = strerror_r(err, buf, sizeof(buf));
   return std::string(msg) + " (errno " + std::to_string(err) + ")";
+}
+
+std::string SecondsString(double seconds) {
+  char buf[32];
+  snprintf(buf, sizeof(buf), "%.3g s", seconds);
+  return buf;
 }
 
 // ---- secret ----
@@ -411,7 +420,8 @@ StatusOr<SockAddr> ChooseLocalAddress(const std::string& ifname_spec,
 
   // Candidates in interface order; link-local IPv6 only as a last resort (needs a scope and
   // rarely routes between hosts).
-  const ifaddrs* best = nullptr;
+  const ifaddrs* best = nullptr;     // first IPv4 (routes most simply between hosts)
+  const ifaddrs* best_v6 = nullptr;  // first global IPv6
   const ifaddrs* fallback_link_local = nullptr;
   const ifaddrs* loopback = nullptr;
   for (const ifaddrs* ifa = ifs; ifa; ifa = ifa->ifa_next) {
@@ -435,10 +445,10 @@ StatusOr<SockAddr> ChooseLocalAddress(const std::string& ifname_spec,
       if (!fallback_link_local) fallback_link_local = ifa;
       continue;
     }
-    // Prefer IPv4 when no family was asked for and both exist on the chosen interface order.
-    if (!best) best = ifa;
+    if (fam == AF_INET && !best) best = ifa;
+    if (fam == AF_INET6 && !best_v6) best_v6 = ifa;
   }
-  const ifaddrs* pick = best ? best : (fallback_link_local ? fallback_link_local : loopback);
+  const ifaddrs* pick = best ? best : best_v6 ? best_v6 : fallback_link_local ? fallback_link_local : loopback;
   if (!pick) {
     freeifaddrs(ifs);
     return InvalidArgument("no usable network interface matches WEFT_SOCKET_IFNAME=\"" +
@@ -615,7 +625,7 @@ StatusOr<Socket> Connect(const SockAddr& addr, double timeout_s) {
     }
     if (deadline.expired()) {
       return TimeoutError("connect to " + addr.ToString() + ": still failing after " +
-                          std::to_string(timeout_s) + " s: " + last_error);
+                          SecondsString(timeout_s) + ": " + last_error);
     }
     // Back off exponentially up to 100 ms: quick when the peer is about to listen, gentle on
     // the CPU when it is late.
@@ -760,6 +770,9 @@ void HandshakeServer::Reject(Pending& p, const std::string& why) {
   ++rejected_;
   last_rejection_ = "connection from " + p.sock.peer().ToString() + " dropped: " + why;
   p.sock.Close();  // no reply: a wrong-secret client learns nothing
+  // A warning, not an error: the server keeps serving, but a user whose job hangs at setup
+  // wants to see that a connection (another job? a stale secret?) was turned away.
+  WEFT_WARN("%s", last_rejection_.c_str());
 }
 
 Status HandshakeServer::Step(std::vector<Accepted>* out) {
@@ -795,7 +808,7 @@ Status HandshakeServer::Step(std::vector<Accepted>* out) {
     }
     if (!p.sock.valid()) continue;
     if (p.got < kHelloWireBytes) {
-      if (now >= p.deadline) Reject(p, "no handshake within " + std::to_string(handshake_timeout_s_) + " s");
+      if (now >= p.deadline) Reject(p, "no handshake within " + SecondsString(handshake_timeout_s_));
       continue;
     }
     StatusOr<Hello> hello = DecodeHello(p.buf);

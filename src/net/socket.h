@@ -255,6 +255,8 @@ class HandshakeServer {
 
 // "errno text (errno N)".
 std::string ErrnoString(int err);
+// "1.5 s", "0.3 s", "120 s" (for messages).
+std::string SecondsString(double seconds);
 
 }  // namespace net
 }  // namespace weft
