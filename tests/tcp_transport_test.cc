@@ -419,20 +419,19 @@ TEST(TcpTransportTest, WrongSecretConnectionRefused) {
 // A peer that finished and closed with nothing pending is not an error; asking it for more is.
 TEST(TcpTransportTest, NormalShutdownIsNotAnError) {
   BootstrapId id = StartRoot();
-  std::atomic<bool> closed{false};
   Status later_post, progress_status;
   std::thread t1([&] {
-    StatusOr<Rank> rank = MakeRank(id, 1, 2, LoopbackOptions(1));
+    StatusOr<Rank> rank = MakeRank(id, 1, 2, LoopbackOptions(2));
     ASSERT_TRUE(rank.ok()) << rank.status().message();
-    uint32_t v = 5;
-    TransportRequest s;
+    uint32_t v = 5, w = 6;
+    TransportRequest s, s2;
     ASSERT_TRUE(rank->tcp->PostSend(0, 0, 1, &v, 4, &s).ok());
-    ASSERT_TRUE(WaitAll(rank->tcp.get(), {&s}).ok());
-    ASSERT_TRUE(rank->bootstrap->Barrier().ok());  // rank 0 has received
+    ASSERT_TRUE(rank->tcp->PostSend(0, 1, 1, &w, 4, &s2).ok());  // received after we close
+    ASSERT_TRUE(WaitAll(rank->tcp.get(), {&s, &s2}).ok());
+    ASSERT_TRUE(rank->bootstrap->Barrier().ok());  // rank 0 has received the first
     rank->tcp.reset();                              // close all connections
-    closed = true;
   });
-  StatusOr<Rank> rank = MakeRank(id, 0, 2, LoopbackOptions(1));
+  StatusOr<Rank> rank = MakeRank(id, 0, 2, LoopbackOptions(2));
   ASSERT_TRUE(rank.ok()) << rank.status().message();
   uint32_t got = 0;
   TransportRequest q;
@@ -445,10 +444,19 @@ TEST(TcpTransportTest, NormalShutdownIsNotAnError) {
     Status st = rank->tcp->Progress(1000);
     EXPECT_TRUE(st.ok()) << st.message();
   }
+  // A message that arrived before the peer closed is still delivered.
+  TransportRequest q1;
+  ASSERT_TRUE(rank->tcp->PostRecv(1, 1, 1, &got, 4, &q1).ok());
+  ASSERT_TRUE(WaitAll(rank->tcp.get(), {&q1}).ok());
+  EXPECT_EQ(got, 6u);
+  // Asking the closed peer for more is an error naming it.
   TransportRequest q2;
   Status st = rank->tcp->PostRecv(1, 0, 2, &got, 4, &q2);
   EXPECT_EQ(st.code(), weftRemoteError) << st.message();
   EXPECT_NE(st.message().find("rank 1"), std::string::npos) << st.message();
+  TransportRequest s3;
+  st = rank->tcp->PostSend(1, 1, 3, &got, 4, &s3);
+  EXPECT_EQ(st.code(), weftRemoteError) << st.message();
 }
 
 // fork()ed peer, killed with SIGKILL while our recv from it is pending: the recv and

@@ -270,7 +270,7 @@ void TcpTransport::OnAccepted(net::HandshakeServer::Accepted& a) {
   // correct peers (the secret matched, so it is a bug or a stale process): drop it.
   if (r < 0 || r >= rank_ || a.hello.nranks != nranks_) return;
   Peer& p = peers_[r];
-  if (i < 0 || i >= p.nstreams || !p.error.ok() || p.closed) return;
+  if (i < 0 || i >= p.nstreams || !p.error.ok()) return;
   Stream& s = p.streams[i];
   if (s.state != StreamState::kIdle) return;
   s.sock = std::move(a.sock);
@@ -294,7 +294,10 @@ Status TcpTransport::PostSend(int peer, int channel, uint64_t tag, const void* b
   if (aborted_.load()) return abort_status_.ok() ? SystemError("tcp: transport aborted") : abort_status_;
   Peer& p = peers_[peer];
   if (!p.error.ok()) return p.error;
-  if (p.closed) return RemoteError("tcp send: " + PeerName(p) + " has closed its connections");
+  // Channel c travels on stream c % nstreams only: that stream's state decides.
+  if (p.streams[channel % p.nstreams].state == StreamState::kClosed) {
+    return RemoteError("tcp send: " + PeerName(p) + " has closed its connections");
+  }
   if (!p.connect_started) WEFT_RETURN_IF_ERROR(StartConnect(p));
   Stream& s = p.streams[channel % p.nstreams];
   req->Reset();
@@ -364,7 +367,11 @@ Status TcpTransport::PostRecv(int peer, int channel, uint64_t tag, void* buf, si
     // Broken off when the peer failed: fall through to the peer's error.
   }
   if (!p.error.ok()) return p.error;
-  if (p.closed) return RemoteError("tcp recv: " + PeerName(p) + " has closed its connections");
+  // Only this channel's stream matters: another stream's EOF may come first while data for
+  // this channel is still queued behind it.
+  if (p.streams[channel % p.nstreams].state == StreamState::kClosed) {
+    return RemoteError("tcp recv: " + PeerName(p) + " has closed its connections");
+  }
   if (!p.connect_started) WEFT_RETURN_IF_ERROR(StartConnect(p));
   q.posted.push_back(RecvOp{tag, static_cast<char*>(buf), bytes, req});
   ++p.pending;
@@ -544,7 +551,6 @@ void TcpTransport::OnPeerGone(Peer& p, Stream& s, int err, const char* during) {
     return;
   }
   // Normal shutdown: the peer finished and closed. Not an error unless someone asks for more.
-  p.closed = true;
   s.sock.Close();
   s.state = StreamState::kClosed;
 }

@@ -123,6 +123,8 @@ class TcpTransport : public Transport {
     size_t bytes;
     TransportRequest* req;
   };
+  // kIdle: not connected yet (the higher rank waits for the lower one to connect).
+  // kClosed: the peer closed it with nothing pending (normal shutdown), or it failed.
   enum class StreamState { kIdle, kConnecting, kReady, kClosed };
   enum class RxKind { kHeader, kUser, kUnexpected, kDiscard };
   struct Stream {
@@ -151,7 +153,6 @@ class TcpTransport : public Transport {
     net::SockAddr addr;
     int nstreams = 1;
     bool connect_started = false;
-    bool closed = false;  // closed by the peer with nothing pending (normal shutdown)
     Status error;         // sticky failure
     std::vector<Stream> streams;
     std::vector<ChannelQueue> channels;
