@@ -215,39 +215,51 @@ Status RunCollective(weftComm* comm, const CollectiveCall& call) {
                             std::to_string(req.a2av_counts[src * p + comm->rank]));
     }
   }
-  StatusOr<const AlgorithmInfo*> algo = ChooseAlgorithm(comm, &req, elem, call.op);
-  if (!algo.ok()) return algo.status();
-  const AlgorithmInfo* info = *algo;
-  comm->last_algorithm = info->name;
-  std::string key = CacheKey(req, info->name);
-  auto it = comm->schedule_cache.find(key);
-  std::shared_ptr<const Schedule> sched;
-  if (it != comm->schedule_cache.end()) {
-    sched = it->second;
-  } else {
-    StatusOr<Schedule> built = info->build(req);
-    if (!built.ok())
-      return built.status().WithContext(std::string(CollectiveName(req.collective)) + " " +
-                                        info->name);
-    if (static_cast<int>(built->ranks.size()) != comm->nranks)
-      return InternalError("algorithm " + info->name + " built a schedule for " +
-                           std::to_string(built->ranks.size()) + " ranks, not " +
-                           std::to_string(comm->nranks));
-    sched = std::make_shared<const Schedule>(std::move(built.value()));
-    // Bound the cache: alltoallv shapes vary per call.
-    if (comm->schedule_cache.size() > 256) comm->schedule_cache.clear();
-    comm->schedule_cache[key] = sched;
-    std::string bucket = std::string(CollectiveName(req.collective)) + "/" +
-                         std::to_string(req.count * elem);
-    if (comm->logged_decisions.emplace(bucket, info->name).second) {
+  const Plan* plan = nullptr;
+  Plan fresh;
+  const bool cacheable = call.collective != Collective::kAllToAllv;
+  PlanKey key{call.collective, call.count, elem, call.root};
+  if (cacheable) {
+    auto it = comm->plans.find(key);
+    if (it != comm->plans.end()) plan = &it->second;
+  }
+  if (plan == nullptr) {
+    StatusOr<const AlgorithmInfo*> algo = ChooseAlgorithm(comm, &req, elem, call.op);
+    if (!algo.ok()) return algo.status();
+    fresh.algorithm = *algo;
+    fresh.what = std::string(CollectiveName(req.collective)) + " " + fresh.algorithm->name;
+    std::string skey = cacheable ? "" : CacheKey(req, fresh.algorithm->name);
+    auto sit = cacheable ? comm->schedule_cache.end() : comm->schedule_cache.find(skey);
+    if (sit != comm->schedule_cache.end()) {
+      fresh.schedule = sit->second;
+    } else {
+      StatusOr<Schedule> built = fresh.algorithm->build(req);
+      if (!built.ok()) return built.status().WithContext(fresh.what);
+      if (static_cast<int>(built->ranks.size()) != comm->nranks)
+        return InternalError("algorithm " + fresh.algorithm->name + " built a schedule for " +
+                             std::to_string(built->ranks.size()) + " ranks, not " +
+                             std::to_string(comm->nranks));
+      fresh.schedule = std::make_shared<const Schedule>(std::move(built.value()));
       WEFT_INFO("rank %d: %s count=%zu dtype=%s -> %s (chunk %zu elems, %d channels)",
                 comm->rank, CollectiveName(req.collective), req.count, DataTypeName(call.dtype),
-                info->name.c_str(), req.chunk.chunk_elems, req.chunk.channels);
+                fresh.algorithm->name.c_str(), req.chunk.chunk_elems, req.chunk.channels);
+      if (!cacheable) {
+        // alltoallv shapes vary per call: keep a bounded cache of recent ones.
+        if (comm->schedule_cache.size() > 64) comm->schedule_cache.clear();
+        comm->schedule_cache[skey] = fresh.schedule;
+      }
+    }
+    if (cacheable) {
+      // Bound memory for workloads with ever-changing sizes.
+      if (comm->plans.size() > 1024) comm->plans.clear();
+      plan = &comm->plans.emplace(key, std::move(fresh)).first->second;
+    } else {
+      plan = &fresh;
     }
   }
-  std::string what = std::string(CollectiveName(req.collective)) + " " + info->name;
-  return Execute(comm, sched->ranks[comm->rank], sched->window, call.dtype, call.op, tag,
-                 call.sendbuff, call.recvbuff, what.c_str());
+  comm->last_algorithm = plan->algorithm->name;
+  return Execute(comm, plan->schedule->ranks[comm->rank], plan->schedule->window, call.dtype,
+                 call.op, tag, call.sendbuff, call.recvbuff, plan->what.c_str());
 }
 
 Status RunP2P(weftComm* comm, const std::vector<P2POp>& ops) {

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "algorithms/algo_override.h"
@@ -27,6 +28,32 @@ class Bootstrap;
 class InprocHub;
 class Fabric;
 class Selector;
+}  // namespace weft
+
+namespace weft {
+// The shape of a call that determines its plan (the reduction op does not: schedules are
+// op-agnostic and kFinalize is a no-op unless the op is avg).
+struct PlanKey {
+  Collective collective;
+  size_t count;
+  size_t elem_size;
+  int root;
+  bool operator==(const PlanKey& o) const {
+    return collective == o.collective && count == o.count && elem_size == o.elem_size && root == o.root;
+  }
+};
+struct PlanKeyHash {
+  size_t operator()(const PlanKey& k) const {
+    size_t h = std::hash<size_t>()(k.count);
+    h ^= (static_cast<size_t>(k.collective) << 48) ^ (k.elem_size << 40) ^ (static_cast<size_t>(k.root) << 20);
+    return h;
+  }
+};
+struct Plan {
+  const AlgorithmInfo* algorithm = nullptr;
+  std::shared_ptr<const Schedule> schedule;
+  std::string what;  // "allreduce ring", for messages
+};
 }  // namespace weft
 
 // The handle type of the C API (weftComm_t = weftComm*).
@@ -53,8 +80,10 @@ struct weftComm {
 
   uint64_t collective_seq = 0;  // identical on every rank: tags collective messages
   std::vector<unsigned char> heap_scratch;
-  std::map<std::string, std::shared_ptr<const weft::Schedule>> schedule_cache;
-  std::map<std::string, std::string> logged_decisions;  // WEFT_DEBUG=INFO: first-time choices
+  // Decided plans (algorithm + built schedule) per call shape, so a repeated call costs a hash
+  // lookup: tiny collectives have a latency budget of a few hundred nanoseconds.
+  std::unordered_map<weft::PlanKey, weft::Plan, weft::PlanKeyHash> plans;
+  std::map<std::string, std::shared_ptr<const weft::Schedule>> schedule_cache;  // alltoallv
   std::string last_algorithm;  // of the last collective (weft-perf shows it)
 
   std::mutex exec_mu;  // one operation at a time; Abort waits for it
