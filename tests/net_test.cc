@@ -153,6 +153,23 @@ TEST(ChooseLocalAddressTest, DefaultIsUsableAndExcludeWorks) {
   }
 }
 
+TEST(ChooseLocalAddressTest, PrefixExactAndExclude) {
+  // "l" is a prefix of "lo"; "=l" names no interface exactly.
+  StatusOr<SockAddr> prefix = ChooseLocalAddress("l", "AF_INET");
+  ASSERT_TRUE(prefix.ok()) << prefix.status().message();
+  EXPECT_TRUE(prefix->is_loopback());
+  EXPECT_FALSE(ChooseLocalAddress("=l", "AF_INET").ok());
+  // A list: the first listed that exists matches ("nosuch" does not).
+  StatusOr<SockAddr> list = ChooseLocalAddress("nosuch,lo", "AF_INET");
+  ASSERT_TRUE(list.ok());
+  EXPECT_TRUE(list->is_loopback());
+  // Excluding exactly "lo" leaves only other interfaces (or none).
+  StatusOr<SockAddr> ex = ChooseLocalAddress("^=lo", "AF_INET");
+  if (ex.ok()) {
+    EXPECT_FALSE(ex->is_loopback()) << ex->ToString();
+  }
+}
+
 TEST(ChooseLocalAddressTest, BadSpecsAreErrors) {
   StatusOr<SockAddr> a = ChooseLocalAddress("=no_such_if0", "");
   ASSERT_FALSE(a.ok());
