@@ -33,13 +33,14 @@ struct WeftContext {
 
 weftComm_t Comm(perf_backend_t* b) { return static_cast<WeftContext*>(b->ctx)->comm; }
 
-// The algorithm weft ran for (collective, bytes). The one place to fill in once the
-// communicator exposes its selector's decision; until then "-" (nccl-tests has no column).
+// The algorithm weft ran for the last call (WEFT_ALGO or the selector's choice).
 const char* WeftAlgorithmName(perf_backend_t* b, perf_coll_t coll, size_t bytes) {
-  (void)b;
   (void)coll;
   (void)bytes;
-  return "-";
+  const char* name = nullptr;
+  if (weftCommGetLastAlgorithm(Comm(b), &name) != weftSuccess || name == nullptr || *name == '\0')
+    return "-";
+  return name;
 }
 
 int Fail(weftResult_t r, weftComm_t comm, const char* what, char* err, size_t errlen) {
