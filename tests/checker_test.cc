@@ -58,8 +58,15 @@ void FillAllToAllv(ScheduleRequest* r) {
   }
 }
 
-std::vector<size_t> CountsFor(int p, bool many) {
-  std::vector<size_t> c = {0, 1, static_cast<size_t>(p) + 1, many ? 1000u : 300u};
+// Buffers of allgather, reduce-scatter and all-to-all(v) grow with p*count: at large p they
+// get a smaller "large" count so the sweep stays fast (the chunk edges are still crossed).
+bool ScalesWithRanks(Collective c) {
+  return c == Collective::kAllGather || c == Collective::kReduceScatter ||
+         c == Collective::kAllToAll || c == Collective::kAllToAllv;
+}
+
+std::vector<size_t> CountsFor(int p, bool many, bool scales) {
+  std::vector<size_t> c = {0, 1, static_cast<size_t>(p) + 1, many ? 1000u : scales ? 37u : 300u};
   if (many) {
     c.push_back(2);
     c.push_back(static_cast<size_t>(p > 1 ? p - 1 : 3));
@@ -85,7 +92,7 @@ int ProveSweep(const AlgorithmInfo& a, int p, bool many_counts) {
                                      return rest;
                                    }()});
   std::vector<size_t> chunks = many_counts ? std::vector<size_t>{0, 3, 64} : std::vector<size_t>{0, 5};
-  for (size_t count : CountsFor(p, many_counts)) {
+  for (size_t count : CountsFor(p, many_counts, ScalesWithRanks(a.collective))) {
     for (size_t chunk : chunks) {
       for (size_t g = 0; g < groupings.size(); ++g) {
         // Groupings only matter to hierarchical algorithms; flat ones are proved once.
