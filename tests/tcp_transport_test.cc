@@ -553,7 +553,8 @@ TEST(TcpTransportTest, BadArguments) {
 //   streams, buffer, 8-byte ping-pong round trip (median, us), 64 MiB one-way GB/s,
 //   64 MiB ping-pong GB/s (bytes / half round trip). 64 MiB transfers are split over as many
 //   channels as there are streams.
-// WEFT_BENCH_STREAMS="1,2,4" and WEFT_BENCH_BUFFERS="0,4194304" choose the sweep.
+// WEFT_BENCH_STREAMS="1,2,4" and WEFT_BENCH_BUFFERS="0,4194304" choose the sweep;
+// WEFT_BENCH_BYTES the size of the bandwidth messages (default 64 MiB).
 namespace bench {
 
 // Waits like the executor does: `g_spin_rounds` non-blocking rounds (the executor uses 64),
@@ -584,6 +585,11 @@ std::vector<long> ParseList(const char* env, std::vector<long> dflt) {
 }
 
 // Runs the three measurements as `rank`; rank 0 returns the figures.
+size_t BenchBytes() {
+  const char* e = std::getenv("WEFT_BENCH_BYTES");
+  return e ? std::strtoull(e, nullptr, 10) : (64u << 20);
+}
+
 double CpuSeconds() {
   rusage u;
   getrusage(RUSAGE_SELF, &u);
@@ -617,7 +623,8 @@ void RunRank(Rank& rk, int rank, int nchan, double out[4]) {
     std::sort(rtt.begin(), rtt.end());
     out[0] = rtt[rtt.size() / 2];
   }
-  const size_t kBytes = 64u << 20;
+  const char* bytes_env = std::getenv("WEFT_BENCH_BYTES");  // default 64 MiB
+  const size_t kBytes = bytes_env ? std::strtoull(bytes_env, nullptr, 10) : (64u << 20);
   std::vector<char> buf(kBytes, 1), buf2(kBytes, 2);
   // Large transfers are split over `nchan` channels (one per stream, as the executor's
   // channels would be), each chunk a message.
@@ -636,7 +643,7 @@ void RunRank(Rank& rk, int rank, int nchan, double out[4]) {
   // spent. On a shared, oversubscribed host wall-clock figures mostly measure the other
   // tenants; bytes / max(CPU seconds of either side) is what one core per rank would give.
   {
-    const int kReps = 8;
+    const int kReps = kBytes >= (16u << 20) ? 8 : 2000;
     double ack = 0;
     auto t0 = Clock::now();
     double cpu0 = CpuSeconds();
@@ -659,7 +666,7 @@ void RunRank(Rank& rk, int rank, int nchan, double out[4]) {
   }
   // Ping-pong of 64 MiB.
   {
-    const int kReps = 4;
+    const int kReps = kBytes >= (16u << 20) ? 4 : 1000;
     auto t0 = Clock::now();
     for (int i = 0; i < kReps; ++i) {
       std::vector<TransportRequest> s(nchan), q(nchan);
@@ -727,8 +734,8 @@ TEST(TcpBenchmark, DISABLED_LoopbackTwoProcesses) {
       waitpid(child, &ws, 0);
       ASSERT_TRUE(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
       printf("tcp loopback 2 procs: streams=%ld buffer=%ld spin_us=%d spin_rounds=%d | 8B ping-pong RTT median %.1f us"
-             " | 64MiB one-way %.2f GB/s (%.2f GB/s per CPU-second) | 64MiB ping-pong %.2f GB/s\n",
-             streams, buffer, opts.spin_us, bench::g_spin_rounds, fig[0], fig[1], fig[3], fig[2]);
+             " | %zu B one-way %.2f GB/s (%.2f GB/s per CPU-second) | ping-pong %.2f GB/s\n",
+             streams, buffer, opts.spin_us, bench::g_spin_rounds, fig[0], bench::BenchBytes(), fig[1], fig[3], fig[2]);
       fflush(stdout);
     }
   }

