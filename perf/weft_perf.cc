@@ -29,18 +29,23 @@ static_assert(static_cast<int>(PERF_AVG) == static_cast<int>(weftAvg) &&
 
 struct WeftContext {
   weftComm_t comm = nullptr;
+  std::string last_algorithm = "-";  // of the last measured collective (not of bookkeeping calls)
 };
 
 weftComm_t Comm(perf_backend_t* b) { return static_cast<WeftContext*>(b->ctx)->comm; }
 
-// The algorithm weft ran for the last call (WEFT_ALGO or the selector's choice).
+// The algorithm weft ran for the row's collective (WEFT_ALGO or the selector's choice),
+// recorded right after the measured call: the driver's own timing reductions run later.
 const char* WeftAlgorithmName(perf_backend_t* b, perf_coll_t coll, size_t bytes) {
   (void)coll;
   (void)bytes;
+  return static_cast<WeftContext*>(b->ctx)->last_algorithm.c_str();
+}
+
+void RecordAlgorithm(perf_backend_t* b) {
   const char* name = nullptr;
-  if (weftCommGetLastAlgorithm(Comm(b), &name) != weftSuccess || name == nullptr || *name == '\0')
-    return "-";
-  return name;
+  if (weftCommGetLastAlgorithm(Comm(b), &name) == weftSuccess && name != nullptr && *name != '\0')
+    static_cast<WeftContext*>(b->ctx)->last_algorithm = name;
 }
 
 int Fail(weftResult_t r, weftComm_t comm, const char* what, char* err, size_t errlen) {
@@ -49,8 +54,9 @@ int Fail(weftResult_t r, weftComm_t comm, const char* what, char* err, size_t er
   return 1;
 }
 
-int WeftRun(perf_backend_t* b, perf_coll_t coll, const void* send, void* recv, size_t count,
-            perf_dtype_t dtype, perf_op_t op, int root, char* err, size_t errlen) {
+int WeftRunCollective(perf_backend_t* b, perf_coll_t coll, const void* send, void* recv,
+                      size_t count, perf_dtype_t dtype, perf_op_t op, int root, char* err,
+                      size_t errlen) {
   weftComm_t comm = Comm(b);
   auto t = static_cast<weftDataType_t>(dtype);
   auto o = static_cast<weftRedOp_t>(op);
@@ -89,6 +95,13 @@ int WeftRun(perf_backend_t* b, perf_coll_t coll, const void* send, void* recv, s
       snprintf(err, errlen, "unknown collective %d", static_cast<int>(coll));
       return 1;
   }
+}
+
+int WeftRun(perf_backend_t* b, perf_coll_t coll, const void* send, void* recv, size_t count,
+            perf_dtype_t dtype, perf_op_t op, int root, char* err, size_t errlen) {
+  int rc = WeftRunCollective(b, coll, send, recv, count, dtype, op, root, err, errlen);
+  if (rc == 0 && coll != PERF_SENDRECV) RecordAlgorithm(b);
+  return rc;
 }
 
 int WeftBarrier(perf_backend_t* b) { return weftBarrier(Comm(b), nullptr) != weftSuccess; }

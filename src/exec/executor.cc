@@ -251,19 +251,24 @@ Status Runner::Complete(InFlight& f) {
 }
 
 Status Runner::WaitForProgress(int idle_rounds) {
-  // Stage 1: a few rounds of polling only (cheap, catches replies already on their way).
-  // Stage 2: block in the transport that holds our requests; when several transports are
-  // busy, block briefly in each in turn so none is starved.
-  constexpr int kSpinRounds = 64;
-  if (idle_rounds < kSpinRounds) {
-    for (Transport* t : used_transports_) WEFT_RETURN_IF_ERROR(t->Progress(0));
-    return OkStatus();
-  }
+  // One busy transport: wait inside it. Its Progress() owns the waiting policy (shm: spin,
+  // then yield, then futex; tcp: ppoll), which knows best how to give the core away when
+  // ranks outnumber cores and how to wake fast when the peer answers.
+  // Several busy transports (e.g. shm inside a host + tcp across hosts): poll each without
+  // blocking and yield for a while, then wait briefly in each in turn so none is starved.
+  Transport* busy_one = nullptr;
   int busy = 0;
-  for (Transport* t : used_transports_) busy += t->HasPending() ? 1 : 0;
-  int wait_us = busy <= 1 ? 2000 : 200;
   for (Transport* t : used_transports_)
-    if (t->HasPending()) WEFT_RETURN_IF_ERROR(t->Progress(wait_us));
+    if (t->HasPending()) {
+      ++busy;
+      busy_one = t;
+    }
+  if (busy == 1) return busy_one->Progress(2000);
+  if (busy == 0) return OkStatus();
+  constexpr int kYieldRounds = 64;
+  for (Transport* t : used_transports_)
+    if (t->HasPending()) WEFT_RETURN_IF_ERROR(t->Progress(idle_rounds < kYieldRounds ? 0 : 50));
+  if (idle_rounds < kYieldRounds) sched_yield();
   return OkStatus();
 }
 
@@ -283,7 +288,10 @@ Status Runner::Run() {
   const size_t n = sched_.steps.size();
   size_t next = 0;
   int idle_rounds = 0;
-  Clock::time_point last_completion = Clock::now();
+  // The clock is read only while idle (it costs tens of ns per call; a tiny collective
+  // completes in a few hundred): the first check of an idle stretch starts its timer.
+  bool idle_timer_running = false;
+  Clock::time_point idle_since;
   while (next < n || !inflight_.empty()) {
     bool progressed = false;
     // Issue in program order while the window and hazards allow.
@@ -317,11 +325,15 @@ Status Runner::Run() {
     }
     if (progressed) {
       idle_rounds = 0;
-      last_completion = Clock::now();
+      idle_timer_running = false;
       continue;
     }
     if (ctx_.timeout_s > 0 && (idle_rounds & 63) == 63) {
-      double idle = std::chrono::duration<double>(Clock::now() - last_completion).count();
+      if (!idle_timer_running) {
+        idle_timer_running = true;
+        idle_since = Clock::now();
+      }
+      double idle = std::chrono::duration<double>(Clock::now() - idle_since).count();
       if (idle > ctx_.timeout_s) {
         const InFlight& f = *inflight_.front();
         return Fail(TimeoutError(Describe(*f.step, f.index) + " made no progress for " +

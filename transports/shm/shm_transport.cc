@@ -906,6 +906,8 @@ void ShmTransport::FailRequests(Peer& p, const Status& st) {
 }
 
 Status ShmTransport::CheckLiveness(bool force) {
+  // Reading the clock costs more than a poll of the rings; look at it every 64th call only.
+  if (!force && (++liveness_calls_ & 63) != 0) return OkStatus();
   Clock::time_point now = Clock::now();
   if (!force && now - last_liveness_check_ < std::chrono::milliseconds(options_.liveness_ms))
     return OkStatus();

@@ -282,6 +282,7 @@ class ShmTransport : public DirectTransport {
   Status aborted_;
   Backoff backoff_;
   std::chrono::steady_clock::time_point last_liveness_check_;
+  uint64_t liveness_calls_ = 0;
 };
 
 }  // namespace weft
