@@ -13,21 +13,12 @@
 // After the last round: wait every peer's last "done".
 #include <algorithm>
 
+#include "algorithms/direct_pattern.h"
 #include "algorithms/patterns.h"
 #include "algorithms/registry.h"
 
 namespace weft {
 namespace {
-
-constexpr size_t kDirectScratchElems = size_t{512} << 10;  // window budget per rank, elements
-
-void SignalAll(RankSchedule& rs, int r, int p) {
-  for (int q = 0; q < p; ++q)
-    if (q != r) { Step s; s.op = StepOp::kSignal; s.peer = q; rs.steps.push_back(s); }
-}
-void WaitOne(RankSchedule& rs, int q) {
-  Step s; s.op = StepOp::kWait; s.peer = q; rs.steps.push_back(s);
-}
 
 StatusOr<Schedule> BuildReduceScatterDirect(const ScheduleRequest& req) {
   WEFT_RETURN_IF_ERROR(CheckRequestBasics(req));
