@@ -20,10 +20,8 @@ StatusOr<Schedule> BuildAllGatherRing(const ScheduleRequest& req) {
   sched.count = req.count;
   const int p = req.nranks;
   const size_t n = req.count;
-  // Blocks are exactly `n` long (not PartSize of a total), so chunk one block directly.
-  const size_t chunks = NumChunks(n, req.chunk.chunk_elems);
-  const int channels = std::max(1, req.chunk.channels);
-  sched.window = static_cast<int>(std::min<size_t>(4 * chunks + 2, 64));
+  const BlockChunks blk(n, req.chunk);
+  sched.window = blk.Window();
   sched.ranks.resize(p);
   for (int r = 0; r < p; ++r) {
     RankSchedule& rs = sched.ranks[r];
@@ -34,10 +32,9 @@ StatusOr<Schedule> BuildAllGatherRing(const ScheduleRequest& req) {
     const int next = (r + 1) % p, prev = (r - 1 + p) % p;
     for (int s = 0; s < p - 1; ++s) {
       int send_blk = RingLayout::Mod(r - s, p), recv_blk = RingLayout::Mod(r - s - 1, p);
-      for (size_t j = 0; j < chunks; ++j) {
-        size_t off = PartOffset(n, static_cast<int>(chunks), static_cast<int>(j));
-        size_t len = PartSize(n, static_cast<int>(chunks), static_cast<int>(j));
-        uint16_t ch = static_cast<uint16_t>(j % channels);
+      for (size_t j = 0; j < blk.chunks; ++j) {
+        const size_t off = blk.Offset(j), len = blk.Size(j);
+        const uint16_t ch = blk.Channel(j);
         Region src = s == 0 ? In(off, len) : Out(send_blk * n + off, len);
         rs.steps.push_back(SendStep(next, src, ch));
         rs.steps.push_back(RecvStep(prev, Out(recv_blk * n + off, len), ch));

@@ -41,4 +41,19 @@ struct RingLayout {
   int Window() const { return static_cast<int>(std::min<size_t>(4 * chunks + 2, 64)); }
 };
 
+// Chunking of one block of `n` elements (allgather / reduce-scatter blocks are exactly the
+// API count long), shared by the ring allgather and reduce-scatter generators.
+struct BlockChunks {
+  size_t n = 0;
+  size_t chunks = 1;
+  int channels = 1;
+  BlockChunks(size_t block_elems, const ChunkPolicy& policy)
+      : n(block_elems), chunks(NumChunks(block_elems, policy.chunk_elems)),
+        channels(std::max(1, policy.channels)) {}
+  size_t Offset(size_t j) const { return PartOffset(n, static_cast<int>(chunks), static_cast<int>(j)); }
+  size_t Size(size_t j) const { return PartSize(n, static_cast<int>(chunks), static_cast<int>(j)); }
+  uint16_t Channel(size_t j) const { return static_cast<uint16_t>(j % channels); }
+  int Window() const { return static_cast<int>(std::min<size_t>(4 * chunks + 2, 64)); }
+};
+
 }  // namespace weft
