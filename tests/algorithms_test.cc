@@ -68,6 +68,7 @@ TEST(AlgorithmLibrary, RegistryHasTheNamesWeftAlgoUses) {
       {Collective::kAllToAll, "bruck"},
       {Collective::kAllToAll, "hierarchical"},
       {Collective::kAllToAllv, "pairwise"},
+      {Collective::kAllToAllv, "hierarchical"},
       {Collective::kBroadcast, "chain"},
       {Collective::kBroadcast, "binomial"},
       {Collective::kBroadcast, "scatter_allgather"},
