@@ -8,12 +8,21 @@
 // Only K/p of the data crosses the slow tier per rank, on K rails in parallel. Uneven groups
 // work: ranks beyond the K-th of a larger group contribute in step 1 and receive in step 3.
 // Every phase is a flat generator applied to a subgroup and embedded (patterns.h).
+//
+// Pipelining: the three phases run one after another on a given element, so for large
+// messages the vector is cut into parts (about one chunk per rail slice each) and the whole
+// three-phase schedule is laid out once per part. Parts touch disjoint elements and scratch,
+// so the executor's window overlaps part i's cross-group phase (the slow tier) with part
+// i+1's in-group reduce and part i-1's in-group broadcast.
+#include <algorithm>
+
 #include "algorithms/patterns.h"
 
 namespace weft {
 namespace {
 
-StatusOr<Schedule> BuildAllReduceHierarchical(const ScheduleRequest& request) {
+// The three phases over the whole of `request` (one pipeline part).
+StatusOr<Schedule> BuildOnePart(const ScheduleRequest& request) {
   WEFT_RETURN_IF_ERROR(CheckRequestBasics(request));
   WEFT_ASSIGN_OR_RETURN(std::vector<std::vector<int>> groups, ValidGroups(request));
   Schedule s = NewSchedule(request, "hierarchical");
@@ -68,6 +77,37 @@ StatusOr<Schedule> BuildAllReduceHierarchical(const ScheduleRequest& request) {
     }
   }
   s.window = 32;
+  return s;
+}
+
+constexpr size_t kMaxParts = 32;  // bounds schedule size; more parts add little overlap
+
+StatusOr<Schedule> BuildAllReduceHierarchical(const ScheduleRequest& request) {
+  WEFT_ASSIGN_OR_RETURN(std::vector<std::vector<int>> groups, ValidGroups(request));
+  size_t k = groups[0].size();
+  for (const auto& g : groups) k = std::min(k, g.size());
+  const size_t n = request.count;
+  const size_t parts =
+      request.chunk.chunk_elems == 0 ? 1 : std::min(kMaxParts, NumChunks(n, request.chunk.chunk_elems * k));
+  if (parts <= 1) return BuildOnePart(request);
+  Schedule s = NewSchedule(request, "hierarchical");
+  for (RankSchedule& rs : s.ranks) rs.input_count = rs.output_count = n;
+  std::vector<int> all(request.nranks);
+  for (int r = 0; r < request.nranks; ++r) all[r] = r;
+  ScheduleRequest sub = request;
+  for (size_t i = 0; i < parts; ++i) {
+    const size_t off = PartOffset(n, static_cast<int>(parts), static_cast<int>(i));
+    sub.count = PartSize(n, static_cast<int>(parts), static_cast<int>(i));
+    if (sub.count == 0) continue;
+    WEFT_ASSIGN_OR_RETURN(Schedule part, BuildOnePart(sub));
+    Embedding e;
+    e.members = all;
+    e.drop_finalize = false;  // each part is a complete allreduce of its elements
+    e.place = SamePlacement({Buffer::kInput, off}, {Buffer::kOutput, off},
+                            {Buffer::kScratch, ScratchTop(s, all)});
+    EmbedSchedule(part, e, &s);
+  }
+  s.window = 64;
   return s;
 }
 
