@@ -56,7 +56,7 @@ if [ "$QUICK" = 1 ]; then
   SIZES_OTHER="-b 1K -e 1M -f 32"
 else
   COLLS="allreduce allgather reducescatter alltoall broadcast"
-  SIZES_ALLREDUCE="-b 8 -e 64M -f 4"
+  SIZES_ALLREDUCE="-b 8 -e 64M -f 2"  # every power of two: 8 B (latency) .. 64 MiB (bandwidth)
   SIZES_OTHER="-b 1K -e 16M -f 8"
 fi
 SWEEP_LIMIT=240
@@ -97,14 +97,31 @@ for n in 2 4; do
   done
 done
 
+# TCP only (issue: weft's TCP transport against Gloo's, 2 ranks over loopback).
+args="-C allreduce $SIZES_ALLREDUCE $ITERS"
+# shellcheck disable=SC2086
+{
+  run_sweep "tcp-allreduce-2-weft" weft env WEFT_SHM_DISABLE=1 "$BIN/weftrun" -n 2 --no-prefix "$BIN/weft-perf" $args
+  [ -x "$BIN/gloo-perf" ] &&
+    run_sweep "tcp-allreduce-2-gloo" gloo "$BIN/weftrun" -n 2 --no-prefix "$BIN/gloo-perf" $args
+}
+
+# This machine's topology file, for the predicted-vs-measured table (the memory-bandwidth
+# bounds are measured while writing RESULTS.md, per size of the same-host sweeps).
+for n in 2 4; do "$BIN/weft-topo" -n "$n" --save "$WORK/this$n.topo" >/dev/null 2>&1 || true; done
+
 NETNS_NOTE=""
 if [ "$NETNS" = 1 ] && [ "$(id -u)" = 0 ]; then
   for r in 2 4; do
     args="-C allreduce $SIZES_ALLREDUCE $ITERS"
     for b in weft gloo; do
       [ -x "$BIN/$b-perf" ] || continue
+      # weft is told the shaped link through a topology file (tbf is invisible to discovery:
+      # veth reports 10 Gbit/s), exactly as a user fixes a misreported VM/container topology.
+      topo=()
+      [ "$b" = weft ] && topo=(env "WEFT_TOPO_FILE=preset:netns:2x$r@2")
       # shellcheck disable=SC2086
-      run_sweep "netns-allreduce-2x$r-$b" "$b" bash "$REPO/perf/netns/run.sh" --hosts 2 \
+      run_sweep "netns-allreduce-2x$r-$b" "$b" "${topo[@]}" bash "$REPO/perf/netns/run.sh" --hosts 2 \
         --ranks-per-host "$r" --rate 2gbit --timeout "$SWEEP_LIMIT" -- "$BIN/$b-perf" $args
     done
   done
@@ -140,7 +157,7 @@ done
 
 # ---- RESULTS.md ----
 log "writing $MD"
-python3 - "$WORK" "$MD" "$REPO" "$(( $(date +%s) - START ))" "$NETNS_NOTE" <<'EOF'
+WEFT_RESULTS_BIN="$BIN" python3 - "$WORK" "$MD" "$REPO" "$(( $(date +%s) - START ))" "$NETNS_NOTE" <<'EOF'
 import glob, json, os, platform, subprocess, sys
 sys.path.insert(0, os.path.join(sys.argv[3], "perf"))
 import compare
@@ -214,12 +231,14 @@ for cmdfile in sorted(glob.glob(os.path.join(work, "*.cmd"))):
         groups.append(group)
 
 def order(g):
-    kind = 0 if g.startswith("local") else 1
+    kind = {"local": 0, "tcp": 1}.get(g.split("-")[0], 2)
     return (kind, g)
 
 for group in sorted(groups, key=order):
     parts = group.split("-")
-    where = "this machine" if parts[0] == "local" else "2 namespaces joined by 2 Gbit/s tbf links"
+    where = {"local": "this machine (shared memory between ranks)",
+             "tcp": "this machine, TCP over loopback only (weft with WEFT_SHM_DISABLE=1)"}.get(
+        parts[0], "2 namespaces joined by 2 Gbit/s tbf links (weft given WEFT_TOPO_FILE=preset:netns:2xR@2)")
     w(f"## {group}: {parts[1]}, {parts[2]} ranks, {where}\n")
     png = os.path.join("plots", group + ".png")
     if os.path.exists(os.path.join(repo, "perf", png)):
@@ -267,6 +286,87 @@ for group in sorted(groups, key=order):
     w("```")
     w(read(os.path.join(work, f"{group}-{base['backend']}.txt")).strip())
     w("```\n</details>\n")
+
+# ---- same-host allreduce against the memory-bandwidth bound ----
+def bound_us(n, size):
+    if not os.environ.get("WEFT_RESULTS_BIN"):
+        return None
+    txt = sh(f"{os.environ['WEFT_RESULTS_BIN']}/membound {size} {n}").split()
+    try:
+        return float(txt[txt.index("bound_us") + 1])
+    except (ValueError, IndexError):
+        return None
+
+rows = []
+for n in (2, 4):
+    d = load(os.path.join(work, f"local-allreduce-{n}-weft.json"))
+    if not d:
+        continue
+    for r in d["rows"]:
+        if r["size"] < (1 << 20):
+            continue
+        b = bound_us(n, r["size"])
+        if b is None:
+            continue
+        o, i = r["out_of_place"]["time_us"], r["in_place"]["time_us"]
+        rows.append(f"| {n} | {r['size']} | {r.get('algo', '-')} | {o:.0f} | {i:.0f} | {b:.0f} | "
+                    f"{b / o:.2f} | {b / i:.2f} |")
+if rows:
+    w("## Same-host allreduce against the memory-bandwidth bound\n")
+    w("Bound = the time this machine needs for the minimum memory traffic of the call: every "
+      "rank's input read once and every rank's output written once, i.e. RANKS concurrent "
+      "copies of SIZE bytes (`perf/membound.cc`, weft's fastest copy), measured in this run: "
+      "`bin/membound SIZE RANKS`. Fraction = bound / weft time (1.0 = at the bound).\n")
+    w("| ranks | size (B) | weft algorithm | weft out-of-place (us) | weft in-place (us) | bound (us) | fraction oop | fraction in-place |")
+    w("|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        w(row)
+    w("")
+
+# ---- predicted (selector's model / weft-sim) vs measured ----
+def predicted(args):
+    txt = sh(args)
+    for line in txt.splitlines():
+        f = line.split()
+        if len(f) >= 8 and f[0].isdigit():
+            return f[3], float(f[6])
+    return None, None
+
+bin_dir = os.environ.get("WEFT_RESULTS_BIN", "")
+vrows = []
+cases = [("local-allreduce-2", f"--topo-file {work}/this2.topo", "shm, 2 ranks"),
+         ("local-allreduce-4", f"--topo-file {work}/this4.topo", "shm, 4 ranks"),
+         ("tcp-allreduce-2", f"--topo-file {work}/this2.topo --no-shm", "TCP loopback, 2 ranks"),
+         ("netns-allreduce-2x2", "--preset netns:2x2@2", "2x2 namespaces, 2 Gbit/s"),
+         ("netns-allreduce-2x4", "--preset netns:2x4@2", "2x4 namespaces, 2 Gbit/s")]
+for group, topo, label in cases:
+    d = load(os.path.join(work, f"{group}-weft.json"))
+    if not d or not bin_dir:
+        continue
+    for r in d["rows"]:
+        if r["size"] < (1 << 20):
+            continue
+        algo = r.get("algo", "-")
+        meas = r["out_of_place"]["time_us"]
+        cmd = (f"{bin_dir}/weft-sim {topo} -C allreduce -b {r['size']} -e {r['size']}"
+               + (f" -a {algo}" if algo not in ("-", "") else ""))
+        palgo, pt = predicted(cmd)
+        if pt is None:
+            continue
+        err = (pt - meas) / meas * 100
+        vrows.append(f"| {label} | {r['size']} | {algo} | {meas:.0f} | {pt:.0f} | {err:+.0f}% |")
+if vrows:
+    w("## Predicted (cost model) vs measured\n")
+    w("Predicted = `weft-sim` (the selector's discrete-event model) for the algorithm weft ran "
+      "in the sweep above, on this machine's discovered fabric (`weft-topo -n RANKS --save thisRANKS.topo`) or the "
+      "namespace preset; measured = weft-perf out-of-place time from this run. Goal: within "
+      "20% for messages >= 1 MiB. Command per row: `weft-sim --topo-file thisRANKS.topo "
+      "-C allreduce -b SIZE -e SIZE -a ALGORITHM` (`--no-shm` for TCP, `--preset netns:2xR@2`).\n")
+    w("| setup | size (B) | algorithm | measured (us) | predicted (us) | error |")
+    w("|---|---|---|---|---|---|")
+    for row in vrows:
+        w(row)
+    w("")
 
 mb = read(os.path.join(work, "microbench.txt"))
 if mb:
