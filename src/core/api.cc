@@ -235,6 +235,9 @@ Status Dispatch(weftComm* comm, std::vector<std::variant<CollectiveCall, P2POp>>
 }
 
 Status Submit(weftComm* comm, std::variant<CollectiveCall, P2POp> op, weftStream_t stream) {
+  // Fast path: a blocking collective outside a group runs right here, with no queueing.
+  if (stream == nullptr && t_group_depth == 0 && std::holds_alternative<CollectiveCall>(op))
+    return RunCollective(comm, std::get<CollectiveCall>(op));
   if (stream != nullptr && LookupStream(stream) == nullptr)
     return InvalidArgument("stream=" + PtrStr(stream) +
                            " is not a weft host stream (use NULL or weftStreamCreate)");
@@ -444,7 +447,7 @@ weftResult_t weftCommGetLastAlgorithm(weftComm_t comm, const char** name) {
   if (name == nullptr) return Report(InvalidArgument("name is NULL"));
   Status st = CheckLiveComm(comm);
   if (!st.ok() && st.code() != weftInvalidUsage) return Report(st);
-  *name = comm->last_algorithm.c_str();
+  *name = comm->last_algorithm ? comm->last_algorithm->c_str() : "";
   return weftSuccess;
 }
 

@@ -257,7 +257,7 @@ Status RunCollective(weftComm* comm, const CollectiveCall& call) {
       plan = &fresh;
     }
   }
-  comm->last_algorithm = plan->algorithm->name;
+  comm->last_algorithm = &plan->algorithm->name;  // registry entries live for the process
   return Execute(comm, plan->schedule->ranks[comm->rank], plan->schedule->window, call.dtype,
                  call.op, tag, call.sendbuff, call.recvbuff, plan->what.c_str());
 }

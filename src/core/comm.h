@@ -84,7 +84,7 @@ struct weftComm {
   // lookup: tiny collectives have a latency budget of a few hundred nanoseconds.
   std::unordered_map<weft::PlanKey, weft::Plan, weft::PlanKeyHash> plans;
   std::map<std::string, std::shared_ptr<const weft::Schedule>> schedule_cache;  // alltoallv
-  std::string last_algorithm;  // of the last collective (weft-perf shows it)
+  const std::string* last_algorithm = nullptr;  // name of the last collective's algorithm
 
   std::mutex exec_mu;  // one operation at a time; Abort waits for it
 };

@@ -199,7 +199,11 @@ Status Runner::Issue(size_t index) {
       return OkStatus();
     }
     case StepOp::kSignal:
-      return ctx_.direct->Signal(s.peer).WithContext(Describe(s, index));
+    {
+      // Describe() builds strings: only on the error path (this is the tiny-message hot path).
+      Status st = ctx_.direct->Signal(s.peer);
+      return st.ok() ? st : st.WithContext(Describe(s, index));
+    }
     default:
       break;
   }
