@@ -8,6 +8,7 @@
 //     After it, rank r holds the full sum of segment (r + 1): finalize it (avg divides once).
 //   allgather, step s = 0..p-2: send segment (r + 1 - s), receive segment (r - s) into output.
 // Every segment is cut into chunks (ChunkPolicy) so consecutive ring steps pipeline.
+#include "algorithms/patterns.h"
 #include "algorithms/registry.h"
 #include "algorithms/ring_pattern.h"
 
@@ -15,16 +16,12 @@ namespace weft {
 namespace {
 
 StatusOr<Schedule> BuildAllReduceRing(const ScheduleRequest& req) {
-  Schedule sched;
-  sched.collective = Collective::kAllReduce;
-  sched.algorithm = "ring";
-  sched.nranks = req.nranks;
-  sched.count = req.count;
+  WEFT_RETURN_IF_ERROR(CheckRequestBasics(req));
+  Schedule sched = NewSchedule(req, "ring");
   const int p = req.nranks;
   const size_t n = req.count;
   RingLayout ring(p, n, req.chunk);
   sched.window = ring.Window();
-  sched.ranks.resize(p);
   for (int r = 0; r < p; ++r) {
     RankSchedule& rs = sched.ranks[r];
     rs.input_count = n;

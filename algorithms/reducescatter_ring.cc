@@ -7,6 +7,7 @@
 // where it is finalized (avg divides once). Blocks are chunked so steps pipeline.
 #include <algorithm>
 
+#include "algorithms/patterns.h"
 #include "algorithms/registry.h"
 #include "algorithms/ring_pattern.h"
 
@@ -14,16 +15,12 @@ namespace weft {
 namespace {
 
 StatusOr<Schedule> BuildReduceScatterRing(const ScheduleRequest& req) {
-  Schedule sched;
-  sched.collective = Collective::kReduceScatter;
-  sched.algorithm = "ring";
-  sched.nranks = req.nranks;
-  sched.count = req.count;
+  WEFT_RETURN_IF_ERROR(CheckRequestBasics(req));
+  Schedule sched = NewSchedule(req, "ring");
   const int p = req.nranks;
   const size_t n = req.count;
   const BlockChunks blk(n, req.chunk);
   sched.window = blk.Window();
-  sched.ranks.resize(p);
   for (int r = 0; r < p; ++r) {
     RankSchedule& rs = sched.ranks[r];
     rs.input_count = n * p;
