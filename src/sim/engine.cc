@@ -92,6 +92,7 @@ class Engine {
       : sched_(s), fabric_(f), elem_(static_cast<double>(elem)), opt_(o), ranks_(s.nranks),
         backlog_(f.num_resources(), 0.0), busy_(f.num_resources(), 0.0) {
     window_ = o.window > 0 ? o.window : std::max(1, s.window);
+    ClassifyWorkingSet();
   }
 
   StatusOr<SimResult> Run() {
@@ -129,6 +130,7 @@ class Engine {
       res.time_us = std::max(res.time_us, rs.done);
     }
     res.steps = steps_;
+    res.dram_resident = std::find(dram_host_.begin(), dram_host_.end(), 1) != dram_host_.end();
     res.messages = messages_;
     res.bytes_moved = bytes_;
     for (int i = 0; i < fabric_.num_resources(); ++i) {
@@ -143,9 +145,44 @@ class Engine {
  private:
   void Push(double t, int rank, int step) { events_.push(Event{t, seq_++, rank, step}); }
 
+  // Working-set switch (engine.h): per host, the bytes the call touches on every CPU rank
+  // (input + output + scratch, plus the staging buffer a recv-reduce lands in) against the
+  // host's last-level cache. Over it, the host's memory resources run at their DRAM rates.
+  void ClassifyWorkingSet() {
+    dram_host_.assign(fabric_.nhosts(), 0);
+    cap_.resize(fabric_.num_resources());
+    for (int i = 0; i < fabric_.num_resources(); ++i) cap_[i] = fabric_.resource(i).gbps;
+    if (sched_.nranks != fabric_.nranks() || static_cast<int>(sched_.ranks.size()) != sched_.nranks) return;
+    std::vector<double> ws(fabric_.nhosts(), 0.0);
+    for (int r = 0; r < sched_.nranks; ++r) {
+      if (fabric_.IsGpu(r)) continue;
+      const RankSchedule& rs = sched_.ranks[r];
+      size_t staging = 0;
+      for (const Step& st : rs.steps)
+        if (st.op == StepOp::kRecvReduce) staging = std::max(staging, st.dst.count);
+      ws[fabric_.rank(r).host] +=
+          static_cast<double>(rs.input_count + rs.output_count + rs.scratch_count + staging) * elem_;
+    }
+    for (int h = 0; h < fabric_.nhosts(); ++h) {
+      int64_t llc = fabric_.LlcBytes(h);
+      dram_host_[h] = llc > 0 && ws[h] > static_cast<double>(llc) ? 1 : 0;
+    }
+    for (int i = 0; i < fabric_.num_resources(); ++i) {
+      const FabricResource& fr = fabric_.resource(i);
+      cap_[i] = fr.host >= 0 && dram_host_[fr.host] && fr.dram_gbps > 0 ? fr.dram_gbps : fr.gbps;
+    }
+  }
+  bool Dram(int r) const { return !fabric_.IsGpu(r) && dram_host_[fabric_.rank(r).host]; }
+  static bool MemoryLink(LinkType t) {
+    return t == LinkType::kSelf || t == LinkType::kSameNuma || t == LinkType::kCrossSocket;
+  }
+
   // Occupies the resource for `bytes`; returns when its backlog drains.
-  double Occupy(int res, double now, double bytes) {
-    double dt = bytes / (fabric_.resource(res).gbps * 1e3);  // GB/s -> bytes per us
+  // `cached`: the bytes come from a cache-resident window, so they cost the resource's cache
+  // capacity even when the call is DRAM-bound.
+  double Occupy(int res, double now, double bytes, bool cached = false) {
+    double gbps = cached ? fabric_.resource(res).gbps : cap_[res];
+    double dt = bytes / (gbps * 1e3);  // GB/s -> bytes per us
     backlog_[res] = std::max(now, backlog_[res]) + dt;
     busy_[res] += dt;
     return backlog_[res];
@@ -160,11 +197,27 @@ class Engine {
     // A direct read is a load from mapped memory: no transport post/poll/complete path, only
     // the local step's own cost.
     if (direct) route.overhead_us = fabric_.Compute(b).overhead_us;
+    // DRAM-resident two-sided shm message: one stream runs at the DRAM path's rate, and the
+    // receiver's thread does the copy (single-copy CMA or draining the ring), so the copy
+    // occupies its core and queues with its reductions. Direct reads come from the peer's
+    // window (bounded scratch that stays cache-resident) and keep the cache figures.
+    const bool dram_msg = !direct && MemoryLink(route.type) && Dram(b);
+    if (dram_msg) {
+      double f = fabric_.table().link(route.type).dram_flow_gbps;
+      if (f > 0) route.flow_gbps = f;
+    }
     double& stream = streams_[Key(a, b, sched_.nranks, channel)];
     double start = std::max(now, stream);
-    double done = start + route.overhead_us * Multiplicity(bytes) + bytes / (route.flow_gbps * 1e3);
+    double xfer = bytes / (route.flow_gbps * 1e3);
+    double done = start + route.overhead_us * Multiplicity(bytes) + xfer;
     stream = done;
-    for (int i = 0; i < route.nres; ++i) done = std::max(done, Occupy(route.res[i], start, bytes));
+    for (int i = 0; i < route.nres; ++i) done = std::max(done, Occupy(route.res[i], start, bytes, direct));
+    if (dram_msg) {
+      int core = fabric_.ComputeResource(b);
+      backlog_[core] = std::max(start, backlog_[core]) + xfer;
+      busy_[core] += xfer;
+      done = std::max(done, backlog_[core]);
+    }
     return done + route.latency_us;
   }
 
@@ -175,14 +228,26 @@ class Engine {
     return std::max(1.0, std::min(opt_.overhead_multiplier, std::ceil(m)));
   }
 
-  double Compute(int r, double start, double bytes, bool reduce) {
+  double Compute(int r, double start, double bytes, bool reduce, bool staging = false) {
     const ComputeParams& c = fabric_.Compute(r);
     int res = fabric_.ComputeResource(r);
     double rate = reduce ? c.reduce_gbps : c.copy_gbps;
+    const bool dram = Dram(r);
+    if (dram) {
+      double d = reduce ? c.dram_reduce_gbps : c.dram_copy_gbps;
+      if (d > 0) rate = d;
+    }
     double dt = bytes / (rate * 1e3);
     backlog_[res] = std::max(start, backlog_[res]) + dt;
     busy_[res] += dt;
-    return backlog_[res] + c.overhead_us * Multiplicity(bytes);
+    double end = backlog_[res];
+    // Recv-reduce staging: the message landed in a staging buffer, and reducing it re-reads
+    // it and writes the DRAM-resident result: an extra pass over the memory bus, shared with
+    // the host's other ranks. (Plain local steps of direct algorithms work next to a
+    // cache-resident window; their cost is the core rate.)
+    int bus = fabric_.MemoryResource(r);
+    if (dram && staging && bus >= 0) end = std::max(end, Occupy(bus, start, bytes));
+    return end + c.overhead_us * Multiplicity(bytes);
   }
 
   static uint64_t Key(int from, int to, int n, uint32_t channel) {
@@ -203,7 +268,7 @@ class Engine {
     ++messages_;
     bytes_ += bytes;
     Push(arrive, send.rank, send.step);
-    double done = r.op == StepOp::kRecvReduce ? Compute(recv.rank, arrive, bytes, true) : arrive;
+    double done = r.op == StepOp::kRecvReduce ? Compute(recv.rank, arrive, bytes, true, /*staging=*/true) : arrive;
     Push(done, recv.rank, recv.step);
     return OkStatus();
   }
@@ -325,6 +390,8 @@ class Engine {
   int window_;
   std::vector<RankState> ranks_;
   std::vector<double> backlog_, busy_;
+  std::vector<double> cap_;        // resource capacity for this call (cache or DRAM rate)
+  std::vector<char> dram_host_;    // [host] working set exceeds the LLC
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
   std::unordered_map<uint64_t, Queue> queues_;
   std::unordered_map<uint64_t, SignalQueue> signals_;

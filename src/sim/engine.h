@@ -17,6 +17,15 @@
 // Concurrent messages through one port thus share its capacity, a lone stream is limited by
 // its own cap. Reductions queue on the rank's compute resource; local steps block the rank's
 // issuing thread for their duration.
+// Working set (same-host memory): per host, the bytes the call touches on its CPU ranks
+// (each rank's input + output + scratch, plus the staging buffer a recv-reduce lands in) are
+// compared with the host's last-level cache (Fabric::LlcBytes). Within it, the table's cache
+// figures apply (the measured small/medium-message rates). Beyond it the host is DRAM-bound:
+// memory buses and CPU cores take their dram_* capacities, two-sided same-host messages run
+// at the link's dram_flow_gbps and occupy the receiver's core (the receiver does the copy),
+// and local copies/reductions - including the reduction of a recv-reduce's staging buffer,
+// an extra read + write - also occupy the memory bus. Direct reads keep the cache figures:
+// they read a peer's bounded window, which stays cache-resident.
 // The model is deterministic (ties broken by event order), so every rank predicts the same.
 #pragma once
 
@@ -44,6 +53,7 @@ struct SimResult {
   double time_us = 0;                 // makespan: last rank's last step
   std::vector<double> rank_done_us;   // per rank
   size_t steps = 0;
+  bool dram_resident = false;         // some host's working set exceeded its LLC (see above)
   size_t messages = 0;
   double bytes_moved = 0;             // sum of message sizes
   std::string hottest_resource;       // resource with the most busy time

@@ -19,8 +19,8 @@ Fabric::Fabric(std::vector<HostInfo> hosts, std::vector<RankPlacement> ranks, Li
   BuildResources();
 }
 
-int Fabric::AddResource(std::string name, double gbps) {
-  resources_.push_back(FabricResource{std::move(name), gbps});
+int Fabric::AddResource(std::string name, double gbps, double dram_gbps, int host) {
+  resources_.push_back(FabricResource{std::move(name), gbps, dram_gbps, host});
   return static_cast<int>(resources_.size()) - 1;
 }
 
@@ -55,7 +55,8 @@ void Fabric::BuildResources() {
     }
     for (int n = 0; n < host.numa_nodes(); ++n)
       numa_bus_[h].push_back(AddResource(p + "numa" + std::to_string(n) + ".membus",
-                                         table_.link(LinkType::kSameNuma).bw_gbps));
+                                         table_.link(LinkType::kSameNuma).bw_gbps,
+                                         table_.link(LinkType::kSameNuma).dram_bw_gbps, h));
     socket_link_[h] = AddResource(p + "socketlink.up", table_.link(LinkType::kCrossSocket).bw_gbps);
     AddResource(p + "socketlink.down", table_.link(LinkType::kCrossSocket).bw_gbps);
     // Namespaces of one machine share its kernel's TCP stack (and its cores): one resource
@@ -95,7 +96,20 @@ void Fabric::BuildResources() {
                                                   table_.gpu().reduce_gbps)).first;
       compute_res_[r] = it->second;
     } else {
-      compute_res_[r] = AddResource("rank" + std::to_string(r) + ".core", table_.cpu().reduce_gbps);
+      compute_res_[r] = AddResource("rank" + std::to_string(r) + ".core", table_.cpu().reduce_gbps,
+                                    table_.cpu().dram_reduce_gbps, pl.host);
+    }
+  }
+  // Last-level cache per host: the highest level that holds data (unified or data), all its
+  // instances: ranks of the host share them.
+  llc_bytes_.assign(H, 0);
+  for (int h = 0; h < H; ++h) {
+    int level = 0;
+    for (const CacheInfo& c : hosts_[h].caches) {
+      if (c.type == "instruction" || c.size_bytes <= 0) continue;
+      int64_t total = c.size_bytes * std::max(1, c.count);
+      if (c.level > level) { level = c.level; llc_bytes_[h] = total; }
+      else if (c.level == level) llc_bytes_[h] += total;
     }
   }
 }

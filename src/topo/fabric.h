@@ -26,6 +26,10 @@ namespace weft {
 struct FabricResource {
   std::string name;  // "h0.gpu3.tx", "h1.nic0.rx", "leaf2.up", ...
   double gbps = 1;   // capacity, GB/s
+  // Capacity when the call's working set on `host` exceeds its last-level cache (memory buses,
+  // CPU cores: see engine.h); 0 = not memory-bound, `gbps` always applies.
+  double dram_gbps = 0;
+  int host = -1;     // host whose memory this resource is, -1 for network resources
 };
 
 // What one message from rank a to rank b goes through.
@@ -79,6 +83,12 @@ class Fabric {
   // The resource a rank's local copy / reduction runs on, with its rate for this op.
   int ComputeResource(int r) const { return compute_res_[r]; }
   const ComputeParams& Compute(int r) const { return IsGpu(r) ? table_.gpu() : table_.cpu(); }
+  // The memory bus a CPU rank's local traffic uses (its NUMA node's); -1 for GPU ranks.
+  int MemoryResource(int r) const { return IsGpu(r) ? -1 : numa_bus_[ranks_[r].host][ranks_[r].numa]; }
+  // Last-level cache of host h in bytes (all instances together: the share its ranks split),
+  // from discovery / the topology file's cache records; 0 = unknown (the cost model then
+  // assumes cache-resident data, the behaviour before working-set awareness).
+  int64_t LlcBytes(int h) const { return llc_bytes_[h]; }
 
   int num_resources() const { return static_cast<int>(resources_.size()); }
   const FabricResource& resource(int i) const { return resources_[i]; }
@@ -92,7 +102,7 @@ class Fabric {
 
  private:
   void BuildResources();
-  int AddResource(std::string name, double gbps);
+  int AddResource(std::string name, double gbps, double dram_gbps = 0, int host = -1);
   int NicOf(int r) const;  // NIC index used by rank r (0 when the host lists none)
 
   std::vector<HostInfo> hosts_;
@@ -109,6 +119,7 @@ class Fabric {
   std::vector<std::vector<int>> nic_tx_, nic_rx_;     // [host][nic]
   std::vector<int> leaf_up_, leaf_down_;               // [leaf]
   std::vector<int> compute_res_;                       // [rank]
+  std::vector<int64_t> llc_bytes_;                     // [host]
 };
 
 // ---- the interface the communicator calls ----

@@ -48,6 +48,19 @@ LinkTable LinkTable::Defaults() {
   // measured cache-line ping-pong between the 2 cores here; overhead 1 us per message is an
   // estimate of the executor's post/poll/complete path (to be validated by weft-perf).
   t.mutable_link(LinkType::kSameNuma) = {16.0, 0.07, 16.0, 1.0};
+  // DRAM-resident calls (working set > LLC share, engine.h). Memory bus 22 GB/s of copied
+  // bytes: measured here, `bin/membound 67108864 2` (2 threads each copying 64 MiB at once):
+  // 6141 us for 2 x 64 MiB = 21.9 GB/s aggregate. One two-sided shm stream 3.6 GB/s: measured
+  // here, `weftrun -n 2 weft-perf -C allreduce --algo allreduce:ring` at 64 MiB takes
+  // 21455-22780 us, i.e. per rank two 32 MiB messages plus one 32 MiB reduction (~2.4 ms at
+  // 14 GB/s) serialized on the receiving thread: 2 x 33.5 MB / ~19.5 ms = 3.4-3.6 GB/s
+  // (the CMA/ring path from cold pages; at 4 MiB the same path runs at the 16 GB/s above).
+  t.mutable_link(LinkType::kSameNuma).dram_bw_gbps = 22.0;
+  t.mutable_link(LinkType::kSameNuma).dram_flow_gbps = 3.6;
+  // cross_socket: no measurement on this 1-socket VM; same DRAM stream figure (the remote
+  // side's memory bus also carries the bytes), socket link unchanged.
+  t.mutable_link(LinkType::kCrossSocket).dram_bw_gbps = 22.0;
+  t.mutable_link(LinkType::kCrossSocket).dram_flow_gbps = 3.6;
   // cross_socket (shm over UPI/xGMI): one UPI 2.0 link = 16 GT/s x 2 B = 32 GB/s per direction
   // (Intel Xeon Scalable 4th gen datasheet); remote DRAM adds ~0.1 us (Intel MLC typical
   // local 80-90 ns vs remote 140-150 ns); single-core memcpy caps one stream.
@@ -78,6 +91,12 @@ LinkTable LinkTable::Defaults() {
   // CPU compute: float sum dst += src over 64 MiB measured here 13-16 GB/s of destination;
   // copy = memcpy above. Overhead 0.2 us per local step (estimate: dispatch + loop setup).
   t.cpu_ = {14.0, 16.0, 0.2};
+  // DRAM-resident copies/reductions: the figures above already come from 64 MiB runs
+  // (single-thread memcpy 64 MiB 16-18 GB/s quiet, measured here with topo/constants_bench),
+  // so the DRAM rates are the same; what changes beyond the LLC is the shared memory bus
+  // and the two-sided shm path (same_numa dram_* above).
+  t.cpu_.dram_reduce_gbps = 14.0;
+  t.cpu_.dram_copy_gbps = 16.0;
   // GPU compute: a reduction reads 2 and writes 1 byte per byte of output: 3.35 TB/s / 3 ~
   // 1.1 TB/s (H100 HBM3 datasheet); copy 1.6 TB/s as same_device. Steps of one collective run
   // inside one persistent kernel (as NCCL's do), so a local step costs a loop iteration and a
@@ -99,7 +118,10 @@ Status LinkTable::Apply(const std::vector<Record>& records) {
       WEFT_ASSIGN_OR_RETURN(p.latency_us, r.GetDouble("latency_us", p.latency_us));
       WEFT_ASSIGN_OR_RETURN(p.flow_gbps, r.GetDouble("flow_gbps", p.flow_gbps));
       WEFT_ASSIGN_OR_RETURN(p.overhead_us, r.GetDouble("overhead_us", p.overhead_us));
-      if (p.bw_gbps <= 0 || p.flow_gbps <= 0 || p.latency_us < 0 || p.overhead_us < 0)
+      WEFT_ASSIGN_OR_RETURN(p.dram_bw_gbps, r.GetDouble("dram_bw_gbps", p.dram_bw_gbps));
+      WEFT_ASSIGN_OR_RETURN(p.dram_flow_gbps, r.GetDouble("dram_flow_gbps", p.dram_flow_gbps));
+      if (p.bw_gbps <= 0 || p.flow_gbps <= 0 || p.latency_us < 0 || p.overhead_us < 0 || p.dram_bw_gbps < 0 ||
+          p.dram_flow_gbps < 0)
         return InvalidArgument("link record type=" + r.Get("type") +
                                ": bandwidths must be > 0 and times >= 0");
     } else if (r.kind == "compute") {
@@ -109,7 +131,10 @@ Status LinkTable::Apply(const std::vector<Record>& records) {
       WEFT_ASSIGN_OR_RETURN(c->reduce_gbps, r.GetDouble("reduce_gbps", c->reduce_gbps));
       WEFT_ASSIGN_OR_RETURN(c->copy_gbps, r.GetDouble("copy_gbps", c->copy_gbps));
       WEFT_ASSIGN_OR_RETURN(c->overhead_us, r.GetDouble("overhead_us", c->overhead_us));
-      if (c->reduce_gbps <= 0 || c->copy_gbps <= 0 || c->overhead_us < 0)
+      WEFT_ASSIGN_OR_RETURN(c->dram_reduce_gbps, r.GetDouble("dram_reduce_gbps", c->dram_reduce_gbps));
+      WEFT_ASSIGN_OR_RETURN(c->dram_copy_gbps, r.GetDouble("dram_copy_gbps", c->dram_copy_gbps));
+      if (c->reduce_gbps <= 0 || c->copy_gbps <= 0 || c->overhead_us < 0 || c->dram_reduce_gbps < 0 ||
+          c->dram_copy_gbps < 0)
         return InvalidArgument("compute record kind=" + kind + ": rates must be > 0");
     }
   }
@@ -124,6 +149,8 @@ std::vector<Record> LinkTable::ToRecords() const {
     r.Set("type", std::string(LinkTypeName(static_cast<LinkType>(i))));
     r.Set("bw_gbps", p.bw_gbps).Set("latency_us", p.latency_us);
     r.Set("flow_gbps", p.flow_gbps).Set("overhead_us", p.overhead_us);
+    if (p.dram_bw_gbps > 0) r.Set("dram_bw_gbps", p.dram_bw_gbps);
+    if (p.dram_flow_gbps > 0) r.Set("dram_flow_gbps", p.dram_flow_gbps);
     out.push_back(r);
   }
   for (int g = 0; g < 2; ++g) {
@@ -131,6 +158,8 @@ std::vector<Record> LinkTable::ToRecords() const {
     Record r("compute");
     r.Set("kind", std::string(g ? "gpu" : "cpu"));
     r.Set("reduce_gbps", c.reduce_gbps).Set("copy_gbps", c.copy_gbps).Set("overhead_us", c.overhead_us);
+    if (c.dram_reduce_gbps > 0) r.Set("dram_reduce_gbps", c.dram_reduce_gbps);
+    if (c.dram_copy_gbps > 0) r.Set("dram_copy_gbps", c.dram_copy_gbps);
     out.push_back(r);
   }
   return out;

@@ -35,12 +35,21 @@ struct LinkParams {
   double latency_us = 1;    // one-way wire + stack latency of a message, us
   double flow_gbps = 1;     // what one stream (one schedule channel) can reach, GB/s
   double overhead_us = 1;   // fixed software cost per message (post, progress, completion), us
+  // Same-host memory links (self, same_numa, cross_socket) when the call's working set spills
+  // out of the last-level cache (engine.h): the memory bus capacity and one two-sided stream's
+  // rate from DRAM. 0 = no separate DRAM figure (links that do not go through host memory).
+  double dram_bw_gbps = 0;
+  double dram_flow_gbps = 0;
 };
 
 struct ComputeParams {
   double reduce_gbps = 1;   // local reduction rate, GB/s of destination written
   double copy_gbps = 1;     // local copy rate, GB/s
   double overhead_us = 0.2; // fixed cost per local step, us
+  // The same rates when the operands are DRAM-resident (working set > LLC share); 0 = same
+  // as above (GPU: HBM has no such cliff at collective sizes).
+  double dram_reduce_gbps = 0;
+  double dram_copy_gbps = 0;
 };
 
 class LinkTable {
