@@ -70,6 +70,56 @@ TEST(SimEngine, TwoSendersToOnePortContend) {
   EXPECT_NEAR(b->time_us - a->time_us, xfer, 0.05 * xfer) << "second message should wait for the shared rx port";
 }
 
+// Working-set switch: the same two-rank recv-reduce exchange over shm costs the cache rate per
+// byte while both ranks' buffers fit the host's LLC and the DRAM rate (slower shm stream,
+// staging pass over the memory bus) once they do not; a host without cache info keeps the
+// cache rate at every size (nothing discovered, nothing assumed).
+Schedule ExchangeReduce(size_t count) {
+  Schedule s = Empty(2, "exchange_reduce");
+  for (int r = 0; r < 2; ++r) {
+    s.ranks[r].input_count = count;
+    s.ranks[r].output_count = count;
+    s.ranks[r].steps.push_back(SendStep(1 - r, In(0, count)));
+    s.ranks[r].steps.push_back(RecvReduceStep(1 - r, In(0, count), Out(0, count)));
+  }
+  return s;
+}
+
+TEST(SimEngine, WorkingSetBeyondLlcUsesDramRates) {
+  auto base = Preset("host:2");
+  std::vector<HostInfo> hosts{base->host(0)};
+  hosts[0].caches = {{2, "unified", 1 << 20, 2}, {3, "unified", 32 << 20, 1}};
+  std::vector<RankPlacement> ranks{base->rank(0), base->rank(1)};
+  Fabric f(hosts, ranks, LinkTable::Defaults(), NetworkConfig(), "llc32m");
+  ASSERT_EQ(f.LlcBytes(0), int64_t{32} << 20);
+  ASSERT_EQ(base->LlcBytes(0), 0);
+  for (size_t small : {size_t{1} << 10, size_t{1} << 18}) {     // 4 KiB, 1 MiB per rank: in cache
+    const size_t large = size_t{16} << 20;                       // 64 MiB per rank: DRAM
+    auto s = SimulateSchedule(ExchangeReduce(small), f, 4, SimOptions());
+    auto l = SimulateSchedule(ExchangeReduce(large), f, 4, SimOptions());
+    ASSERT_TRUE(s.ok() && l.ok()) << s.status().message() << l.status().message();
+    EXPECT_FALSE(s->dram_resident);
+    EXPECT_TRUE(l->dram_resident);
+    // Per-byte cost beyond the fixed per-message costs (latency + overheads, the same both
+    // times since both are one message each way).
+    auto fixed = SimulateSchedule(ExchangeReduce(1), f, 4, SimOptions());
+    ASSERT_TRUE(fixed.ok());
+    double per_byte_small = (s->time_us - fixed->time_us) / (small * 4.0);
+    double per_byte_large = (l->time_us - fixed->time_us) / (large * 4.0);
+    const LinkTable& t = f.table();
+    // Cache: the two concurrent messages share the memory bus (2 x bytes at bw), then reduce.
+    double cache_expect = 2 / (t.link(LinkType::kSameNuma).bw_gbps * 1e3) + 1 / (t.cpu().reduce_gbps * 1e3);
+    double dram_expect = 1 / (t.link(LinkType::kSameNuma).dram_flow_gbps * 1e3) + 1 / (t.cpu().dram_reduce_gbps * 1e3);
+    EXPECT_LT(per_byte_small, 1.05 * cache_expect) << "small=" << small;
+    EXPECT_GT(per_byte_large, 0.95 * dram_expect);
+    EXPECT_GT(per_byte_large, 2 * per_byte_small);
+  }
+  // Unknown LLC: no switch.
+  auto l = SimulateSchedule(ExchangeReduce(size_t{16} << 20), *base, 4, SimOptions());
+  ASSERT_TRUE(l.ok());
+  EXPECT_FALSE(l->dram_resident);
+}
+
 TEST(SimEngine, ChannelsAddStreamsUpToThePort) {
   // Cross-socket shm: one stream is capped at 12 GB/s, the socket link at 32 GB/s.
   auto base = Preset("host:2");
