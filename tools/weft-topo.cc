@@ -21,6 +21,7 @@
 #include "tune/cost_model.h"
 #include "tune/selector.h"
 #include "tune/tuning_file.h"
+#include "tools/tool_util.h"
 
 using namespace weft;
 
@@ -33,14 +34,6 @@ int Usage(const char* msg) {
           "                 [--explain COLLECTIVE BYTES] [--save FILE] [-d DTYPE]\n"
           "presets: dgx-h100, dgx-h100:N, dgx-h100-fattree:N[:OVERSUB], netns:KxR[@GBIT], host:R\n");
   return 2;
-}
-
-size_t DtypeSize(const std::string& d) {
-  if (d == "int8" || d == "uint8" || d == "char") return 1;
-  if (d == "half" || d == "float16" || d == "bfloat16" || d == "bf16") return 2;
-  if (d == "float" || d == "float32" || d == "int32" || d == "uint32" || d == "int") return 4;
-  if (d == "double" || d == "float64" || d == "int64" || d == "uint64") return 8;
-  return 0;
 }
 
 ScheduleRequest Request(Collective c, int n, size_t bytes, size_t elem) {
@@ -84,7 +77,7 @@ int main(int argc, char** argv) {
       return Usage(("unknown option " + a).c_str());
     }
   }
-  size_t elem = DtypeSize(dtype);
+  size_t elem = DtypeSizeByName(dtype);
   if (elem == 0) return Usage(("unknown dtype " + dtype).c_str());
   StatusOr<std::shared_ptr<const Fabric>> fabric = InvalidArgument("no fabric");
   if (!preset.empty()) {
