@@ -31,18 +31,15 @@ StatusOr<Schedule> BuildAllReduceOneshot(const ScheduleRequest& req) {
   Schedule sched = NewSchedule(req, "oneshot");
   const int p = req.nranks;
   const size_t n = req.count;
-  size_t c_max = kDirectScratchElems / 2;
-  if (req.chunk.chunk_elems > 0) c_max = std::min(c_max, req.chunk.chunk_elems);
-  c_max = std::min(c_max, n);
-  const size_t rounds = n == 0 ? 0 : NumChunks(n, c_max);
+  const DirectRounds plan(req, n, kDirectScratchElems / 2);
+  const size_t c_max = plan.per_round, rounds = plan.rounds;
   for (int r = 0; r < p; ++r) {
     RankSchedule& rs = sched.ranks[r];
     rs.input_count = n;
     rs.output_count = n;
     if (n == 0) continue;
     if (p == 1) {
-      rs.steps.push_back(CopyStep(In(0, n), Out(0, n)));
-      rs.steps.push_back(FinalizeStep(Out(0, n)));
+      SingleRankResult(rs, n, /*reduction=*/true);
       continue;
     }
     rs.scratch_count = 2 * c_max;

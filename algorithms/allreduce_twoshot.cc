@@ -29,20 +29,17 @@ StatusOr<Schedule> BuildAllReduceTwoshot(const ScheduleRequest& req) {
   const int p = req.nranks;
   const size_t n = req.count;
   // A + B of one slot stay within half the budget.
-  size_t c_max = (kDirectScratchElems / 2 - 1) * p / (p + 1);
-  if (req.chunk.chunk_elems > 0) c_max = std::min(c_max, req.chunk.chunk_elems);
-  c_max = std::max<size_t>(1, std::min(c_max, n));
+  const DirectRounds plan(req, n, (kDirectScratchElems / 2 - 1) * p / (p + 1));
+  const size_t c_max = plan.per_round, rounds = plan.rounds;
   const size_t b_max = (c_max + p - 1) / p;
   const size_t slot_elems = c_max + b_max;
-  const size_t rounds = n == 0 ? 0 : NumChunks(n, c_max);
   for (int r = 0; r < p; ++r) {
     RankSchedule& rs = sched.ranks[r];
     rs.input_count = n;
     rs.output_count = n;
     if (n == 0) continue;
     if (p == 1) {
-      rs.steps.push_back(CopyStep(In(0, n), Out(0, n)));
-      rs.steps.push_back(FinalizeStep(Out(0, n)));
+      SingleRankResult(rs, n, /*reduction=*/true);
       continue;
     }
     rs.scratch_count = 2 * slot_elems;

@@ -26,10 +26,8 @@ StatusOr<Schedule> BuildAllToAllDirect(const ScheduleRequest& req) {
   Schedule sched = NewSchedule(req, "direct");
   const int p = req.nranks;
   const size_t n = req.count;
-  size_t c_max = std::max<size_t>(1, kDirectScratchElems / 2 / p);
-  if (req.chunk.chunk_elems > 0) c_max = std::min(c_max, req.chunk.chunk_elems);
-  c_max = std::min(c_max, n);
-  const size_t rounds = n == 0 ? 0 : NumChunks(n, c_max);
+  const DirectRounds plan(req, n, std::max<size_t>(1, kDirectScratchElems / 2 / p));
+  const size_t c_max = plan.per_round, rounds = plan.rounds;
   const size_t slot_elems = p * c_max;
   for (int r = 0; r < p; ++r) {
     RankSchedule& rs = sched.ranks[r];
@@ -37,7 +35,7 @@ StatusOr<Schedule> BuildAllToAllDirect(const ScheduleRequest& req) {
     rs.output_count = n * p;
     if (n == 0) continue;
     if (p == 1) {
-      rs.steps.push_back(CopyStep(In(0, n), Out(0, n)));
+      SingleRankResult(rs, n, /*reduction=*/false);
       continue;
     }
     rs.scratch_count = 2 * slot_elems;

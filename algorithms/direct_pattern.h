@@ -3,6 +3,9 @@
 // counted signal/wait fences (see algorithms/schedule.h).
 #pragma once
 
+#include <algorithm>
+
+#include "algorithms/registry.h"
 #include "algorithms/schedule.h"
 
 namespace weft {
@@ -28,6 +31,25 @@ inline void WaitOne(RankSchedule& rs, int q) {
   s.op = StepOp::kWait;
   s.peer = q;
   rs.steps.push_back(s);
+}
+
+// Elements handled per round: at most `budget` (what fits the window), at most the request's
+// chunk when one is set, at most the whole count; and the number of rounds for `n` elements.
+struct DirectRounds {
+  size_t per_round = 0;
+  size_t rounds = 0;
+  DirectRounds(const ScheduleRequest& req, size_t n, size_t budget) {
+    per_round = budget;
+    if (req.chunk.chunk_elems > 0) per_round = std::min(per_round, req.chunk.chunk_elems);
+    per_round = std::max<size_t>(1, std::min(per_round, n));
+    rounds = n == 0 ? 0 : NumChunks(n, per_round);
+  }
+};
+
+// One rank: its result is its own input (reductions also finalize, for avg).
+inline void SingleRankResult(RankSchedule& rs, size_t n, bool reduction) {
+  rs.steps.push_back(CopyStep(In(0, n), Out(0, n)));
+  if (reduction) rs.steps.push_back(FinalizeStep(Out(0, n)));
 }
 
 }  // namespace weft

@@ -25,10 +25,8 @@ StatusOr<Schedule> BuildReduceScatterDirect(const ScheduleRequest& req) {
   Schedule sched = NewSchedule(req, "direct");
   const int p = req.nranks;
   const size_t n = req.count;
-  size_t c_max = std::max<size_t>(1, kDirectScratchElems / 2 / p);
-  if (req.chunk.chunk_elems > 0) c_max = std::min(c_max, req.chunk.chunk_elems);
-  c_max = std::min(c_max, n);
-  const size_t rounds = n == 0 ? 0 : NumChunks(n, c_max);
+  const DirectRounds plan(req, n, std::max<size_t>(1, kDirectScratchElems / 2 / p));
+  const size_t c_max = plan.per_round, rounds = plan.rounds;
   const size_t slot_elems = p * c_max;
   for (int r = 0; r < p; ++r) {
     RankSchedule& rs = sched.ranks[r];
@@ -36,8 +34,7 @@ StatusOr<Schedule> BuildReduceScatterDirect(const ScheduleRequest& req) {
     rs.output_count = n;
     if (n == 0) continue;
     if (p == 1) {
-      rs.steps.push_back(CopyStep(In(0, n), Out(0, n)));
-      rs.steps.push_back(FinalizeStep(Out(0, n)));
+      SingleRankResult(rs, n, /*reduction=*/true);
       continue;
     }
     rs.scratch_count = 2 * slot_elems;
