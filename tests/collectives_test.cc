@@ -168,9 +168,11 @@ TEST_P(Collectives, Reduce) {
 
 TEST_P(Collectives, AllToAll) {
   const Param p = GetParam();
-  if (p.count == kBig) GTEST_SKIP() << "alltoall of 1M elements per peer x 8 ranks is covered at 1000";
+  // At the largest count (1M elements per peer) one dtype keeps the run short.
+  const std::vector<weftDataType_t> types = p.count == kBig ? std::vector<weftDataType_t>{weftFloat32}
+                                                             : std::vector<weftDataType_t>{weftFloat32, weftInt8, weftFloat64};
   std::string err = RunRanks(p.ranks, [&](weftComm_t comm, int rank) -> std::string {
-    for (weftDataType_t t : {weftFloat32, weftInt8, weftFloat64}) {
+    for (weftDataType_t t : types) {
       size_t es = weftTypeSize(t);
       size_t total = p.count * p.ranks;
       std::vector<unsigned char> in(total * es + 1), out(total * es + 1, 0xAB);
