@@ -15,8 +15,11 @@
 //
 // Knobs (environment, read by BackoffPolicy::FromEnv):
 //   WEFT_SPIN_US   spin stage length, microseconds (default 5; 0 when oversubscribed)
-//   WEFT_YIELD_US  end of the yield stage, microseconds since idle (default 50; 20 when
-//                  oversubscribed)
+//   WEFT_YIELD_US  end of the yield stage, microseconds since idle (default 1000; 20 when
+//                  oversubscribed). A rank with a core of its own loses nothing by yielding
+//                  for a millisecond, while sleeping in the middle of a pipelined transfer
+//                  risks a convoy in which both ranks pay a futex wake-up per chunk (suspected
+//                  cause of 3-5x slower runs of 1-64 MiB allreduce seen in perf/results.sh).
 //
 // Also here: futex helpers on a 32-bit word (process-shared: the word may live in a shared
 // memory segment, so the non-private futex ops are used).
@@ -30,7 +33,7 @@ namespace weft {
 
 struct BackoffPolicy {
   int spin_us = 5;
-  int yield_us = 50;
+  int yield_us = 1000;
   // The defaults above, adjusted for `ranks_per_host` ranks sharing this host's usable CPUs
   // (sched_getaffinity), then overridden by WEFT_SPIN_US / WEFT_YIELD_US when set.
   static BackoffPolicy FromEnv(int ranks_per_host);
