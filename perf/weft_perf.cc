@@ -44,8 +44,8 @@ const char* WeftAlgorithmName(perf_backend_t* b, perf_coll_t coll, size_t bytes)
 
 void RecordAlgorithm(perf_backend_t* b) {
   const char* name = nullptr;
-  if (weftCommGetLastAlgorithm(Comm(b), &name) == weftSuccess && name != nullptr && *name != '\0')
-    static_cast<WeftContext*>(b->ctx)->last_algorithm = name;
+  bool known = weftCommGetLastAlgorithm(Comm(b), &name) == weftSuccess && name != nullptr && *name != '\0';
+  static_cast<WeftContext*>(b->ctx)->last_algorithm = known ? name : "-";  // "-": nothing ran (count 0)
 }
 
 int Fail(weftResult_t r, weftComm_t comm, const char* what, char* err, size_t errlen) {

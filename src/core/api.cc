@@ -279,7 +279,10 @@ weftResult_t Entry(const EntrySpec& spec, const void* sendbuff, void* recvbuff, 
   if (st.ok() && reads_send) st = CheckBuffer("sendbuff", sendbuff, count);
   if (st.ok() && writes_recv) st = CheckBuffer("recvbuff", recvbuff, count);
   if (!st.ok()) return Report(st.WithContext(spec.fn));
-  if (count == 0) return weftSuccess;  // as NCCL: nothing to do, no synchronization
+  if (count == 0) {  // as NCCL: nothing to do, no synchronization
+    comm->last_algorithm = nullptr;  // no algorithm ran
+    return weftSuccess;
+  }
   CollectiveCall c;
   c.collective = spec.collective;
   c.sendbuff = sendbuff;
