@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 
 #include "algorithms/registry.h"
 
@@ -141,6 +142,12 @@ StatusOr<AlgoOverrides> ParseAlgoOverrides(const std::string& spec) {
     out.rules.insert(out.rules.end(), mine.begin(), mine.end());
   }
   return out;
+}
+
+StatusOr<AlgoOverrides> AlgoOverridesFromEnv() {
+  const char* spec = getenv("WEFT_ALGO");
+  if (spec == nullptr || *spec == '\0') return AlgoOverrides();
+  return ParseAlgoOverrides(spec);
 }
 
 }  // namespace weft

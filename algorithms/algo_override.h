@@ -38,5 +38,7 @@ struct AlgoOverrides {
 // Parses a WEFT_ALGO string; names are checked against the registry (unknown name -> error
 // listing the known ones for that collective).
 StatusOr<AlgoOverrides> ParseAlgoOverrides(const std::string& spec);
+// The overrides of the WEFT_ALGO environment variable (none when unset or empty).
+StatusOr<AlgoOverrides> AlgoOverridesFromEnv();
 
 }  // namespace weft

@@ -72,14 +72,13 @@ StatusOr<Schedule> BuildAllReduceOneshot(const ScheduleRequest& req) {
       // 4. done reading this round's slots
       SignalAll(rs, r, p);
     }
-    for (int q = 0; q < p; ++q)
-      if (q != r) WaitOne(rs, q);  // last "done": our window is free again
+    WaitAll(rs, r, p);  // last "done": our window is free again
   }
   return sched;
 }
 
 WEFT_REGISTER_ALGORITHM(Collective::kAllReduce, "oneshot",
-                        [](const ScheduleRequest& req) { return req.all_ranks_mappable; },
+                        AllRanksMappable,
                         BuildAllReduceOneshot);
 
 }  // namespace

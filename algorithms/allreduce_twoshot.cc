@@ -74,8 +74,7 @@ StatusOr<Schedule> BuildAllReduceTwoshot(const ScheduleRequest& req) {
         rs.steps.push_back(FinalizeStep(Tmp(b, ps)));
       }
       SignalAll(rs, r, p);  // reduced k
-      for (int q = 0; q < p; ++q)
-        if (q != r) WaitOne(rs, q);
+      WaitAll(rs, r, p);
       // 4. gather every part
       for (int q = 0; q < p; ++q) {
         const size_t qo = PartOffset(c, p, q), qs = PartSize(c, p, q);
@@ -93,14 +92,13 @@ StatusOr<Schedule> BuildAllReduceTwoshot(const ScheduleRequest& req) {
       }
       SignalAll(rs, r, p);  // done k
     }
-    for (int q = 0; q < p; ++q)
-      if (q != r) WaitOne(rs, q);  // last "done": our window is free again
+    WaitAll(rs, r, p);  // last "done": our window is free again
   }
   return sched;
 }
 
 WEFT_REGISTER_ALGORITHM(Collective::kAllReduce, "twoshot",
-                        [](const ScheduleRequest& req) { return req.all_ranks_mappable; },
+                        AllRanksMappable,
                         BuildAllReduceTwoshot);
 
 }  // namespace

@@ -64,14 +64,13 @@ StatusOr<Schedule> BuildAllToAllDirect(const ScheduleRequest& req) {
       }
       SignalAll(rs, r, p);  // done k
     }
-    for (int q = 0; q < p; ++q)
-      if (q != r) WaitOne(rs, q);
+    WaitAll(rs, r, p);
   }
   return sched;
 }
 
 WEFT_REGISTER_ALGORITHM(Collective::kAllToAll, "direct",
-                        [](const ScheduleRequest& req) { return req.all_ranks_mappable; },
+                        AllRanksMappable,
                         BuildAllToAllDirect);
 
 }  // namespace

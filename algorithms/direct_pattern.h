@@ -33,6 +33,15 @@ inline void WaitOne(RankSchedule& rs, int q) {
   rs.steps.push_back(s);
 }
 
+// Waits for the next signal from every peer of rank r.
+inline void WaitAll(RankSchedule& rs, int r, int p) {
+  for (int q = 0; q < p; ++q)
+    if (q != r) WaitOne(rs, q);
+}
+
+// Direct algorithms need every rank's window mapped (all ranks on one host, shm enabled).
+inline bool AllRanksMappable(const ScheduleRequest& req) { return req.all_ranks_mappable; }
+
 // Elements handled per round: at most `budget` (what fits the window), at most the request's
 // chunk when one is set, at most the whole count; and the number of rounds for `n` elements.
 struct DirectRounds {

@@ -65,14 +65,13 @@ StatusOr<Schedule> BuildReduceScatterDirect(const ScheduleRequest& req) {
       rs.steps.push_back(FinalizeStep(Out(o, c)));
       SignalAll(rs, r, p);  // done k
     }
-    for (int q = 0; q < p; ++q)
-      if (q != r) WaitOne(rs, q);
+    WaitAll(rs, r, p);
   }
   return sched;
 }
 
 WEFT_REGISTER_ALGORITHM(Collective::kReduceScatter, "direct",
-                        [](const ScheduleRequest& req) { return req.all_ranks_mappable; },
+                        AllRanksMappable,
                         BuildReduceScatterDirect);
 
 }  // namespace

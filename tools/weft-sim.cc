@@ -92,18 +92,12 @@ int main(int argc, char** argv) {
   }
   const Fabric& f = *fabric.value();
   const int n = f.nranks();
-  AlgoOverrides overrides;
-  if (const char* env = getenv("WEFT_ALGO")) {
-    if (*env) {
-      StatusOr<AlgoOverrides> o = ParseAlgoOverrides(env);
-      if (!o.ok()) {
-        fprintf(stderr, "weft-sim: WEFT_ALGO: %s\n", o.status().message().c_str());
-        return 1;
-      }
-      overrides = o.value();
-    }
+  StatusOr<AlgoOverrides> overrides = AlgoOverridesFromEnv();
+  if (!overrides.ok()) {
+    fprintf(stderr, "weft-sim: WEFT_ALGO: %s\n", overrides.status().message().c_str());
+    return 1;
   }
-  Selector selector(fabric.value(), overrides, shm);
+  Selector selector(fabric.value(), overrides.value(), shm);
   const AlgorithmInfo* forced = nullptr;
   if (!algo.empty()) {
     forced = FindAlgorithm(coll, algo);

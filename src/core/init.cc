@@ -54,14 +54,11 @@ double DefaultTimeoutSeconds() { return EnvSeconds("WEFT_TIMEOUT", 300); }
 void InitCommon(weftComm* comm) {
   comm->magic = kCommMagic;
   comm->timeout_s = DefaultTimeoutSeconds();
-  const char* algo = getenv("WEFT_ALGO");
-  if (algo != nullptr && *algo != '\0') {
-    StatusOr<AlgoOverrides> parsed = ParseAlgoOverrides(algo);
-    if (parsed.ok())
-      comm->overrides = std::move(parsed.value());
-    else
-      comm->overrides_error = parsed.status();
-  }
+  StatusOr<AlgoOverrides> parsed = AlgoOverridesFromEnv();
+  if (parsed.ok())
+    comm->overrides = std::move(parsed.value());
+  else
+    comm->overrides_error = parsed.status();
 }
 
 // Exchanges host ids, groups ranks by host, and sets up the selector (fabric) when built.
