@@ -9,7 +9,8 @@ JOBS=${JOBS:-$(nproc)}
 
 PACKAGES=(build-essential cmake pkg-config python3 iproute2
           libgtest-dev libgmock-dev libbenchmark-dev libhwloc-dev hwloc libucx-dev libibverbs-dev librdmacm-dev
-          libopenmpi-dev openmpi-bin libmpich-dev mpich libgloo-dev gnuplot-nox)
+          libopenmpi-dev openmpi-bin libmpich-dev mpich libgloo-dev gnuplot-nox
+          libopenblas-dev fortunes python3-venv clang libclang-rt-14-dev)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
