@@ -83,6 +83,32 @@ Status CheckRank(const char* name, int value, const weftComm* comm) {
   return OkStatus();
 }
 
+// One side of an all-to-allv: counts[p] elements at displs[p]. Every block's end
+// (displs[p] + counts[p]) and its size in bytes, and the sum of all counts, are computed
+// without wrap-around: an unchecked unsigned sum lets (SIZE_MAX - 1) + 2 == 0 pass and the
+// copy then reads or writes before the buffer. *extent = elements the buffer must hold.
+Status CheckBlockTable(const char* side, const size_t* counts, const size_t* displs, int nranks,
+                       size_t elem, size_t* extent) {
+  const std::string cname = std::string(side) + "counts", dname = side[0] == 's' ? "sdispls" : "rdispls";
+  size_t total = 0;
+  *extent = 0;
+  for (int p = 0; p < nranks; ++p) {
+    const std::string at = "[" + std::to_string(p) + "]";
+    WEFT_RETURN_IF_ERROR(CheckCount((cname + at).c_str(), counts[p], 1, elem));
+    size_t end = 0;
+    if (__builtin_add_overflow(displs[p], counts[p], &end))
+      return InvalidArgument(dname + at + "=" + std::to_string(displs[p]) + " + " + cname + at +
+                             "=" + std::to_string(counts[p]) + " overflows size_t");
+    Status fits = CheckCount((dname + at + " + " + cname + at).c_str(), end, 1, elem);
+    if (!fits.ok()) return fits;
+    if (__builtin_add_overflow(total, counts[p], &total))
+      return InvalidArgument("the sum of " + cname + " overflows size_t (at " + cname + at + "=" +
+                             std::to_string(counts[p]) + ")");
+    if (counts[p] > 0) *extent = std::max(*extent, end);
+  }
+  return CheckCount(("sum of " + cname).c_str(), total, 1, elem);
+}
+
 // ---- host streams ----
 
 class HostStream {
@@ -512,19 +538,11 @@ weftResult_t weftAllToAllv(const void* sendbuff, const size_t* sendcounts, const
   if (st.ok() && sdispls == nullptr) st = InvalidArgument("sdispls is NULL");
   if (st.ok() && recvcounts == nullptr) st = InvalidArgument("recvcounts is NULL");
   if (st.ok() && rdispls == nullptr) st = InvalidArgument("rdispls is NULL");
-  size_t send_total = 0, recv_total = 0;
-  const size_t elem = TypeSize(datatype);
-  for (int p = 0; st.ok() && p < comm->nranks; ++p) {
-    std::string i = "[" + std::to_string(p) + "]";
-    st = CheckCount(("sendcounts" + i).c_str(), sendcounts[p], 1, elem);
-    if (st.ok()) st = CheckCount(("recvcounts" + i).c_str(), recvcounts[p], 1, elem);
-    if (st.ok()) st = CheckCount(("sdispls" + i).c_str(), sdispls[p] + sendcounts[p], 1, elem);
-    if (st.ok()) st = CheckCount(("rdispls" + i).c_str(), rdispls[p] + recvcounts[p], 1, elem);
-    send_total += sendcounts[p];
-    recv_total += recvcounts[p];
-  }
-  if (st.ok()) st = CheckBuffer("sendbuff", sendbuff, send_total);
-  if (st.ok()) st = CheckBuffer("recvbuff", recvbuff, recv_total);
+  size_t send_extent = 0, recv_extent = 0;
+  if (st.ok()) st = CheckBlockTable("send", sendcounts, sdispls, comm->nranks, TypeSize(datatype), &send_extent);
+  if (st.ok()) st = CheckBlockTable("recv", recvcounts, rdispls, comm->nranks, TypeSize(datatype), &recv_extent);
+  if (st.ok()) st = CheckBuffer("sendbuff", sendbuff, send_extent);
+  if (st.ok()) st = CheckBuffer("recvbuff", recvbuff, recv_extent);
   if (!st.ok()) return Report(st.WithContext("weftAllToAllv"));
   CollectiveCall c;
   c.collective = Collective::kAllToAllv;
