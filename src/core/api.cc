@@ -300,9 +300,11 @@ weftResult_t Entry(const EntrySpec& spec, const void* sendbuff, void* recvbuff, 
   if (st.ok() && spec.has_root) st = CheckRank("root", root, comm);
   if (st.ok())
     st = CheckCount(spec.count_name, count, spec.per_rank_blocks ? comm->nranks : 1, TypeSize(datatype));
-  bool reads_send = !(spec.collective == Collective::kBroadcast && comm != nullptr && comm->rank != root);
-  bool writes_recv = !(spec.collective == Collective::kReduce && comm != nullptr && comm->rank != root);
-  if (st.ok() && reads_send) st = CheckBuffer("sendbuff", sendbuff, count);
+  if (!st.ok()) return Report(st.WithContext(spec.fn));
+  // comm is known live only from here: its rank may be read.
+  bool reads_send = !(spec.collective == Collective::kBroadcast && comm->rank != root);
+  bool writes_recv = !(spec.collective == Collective::kReduce && comm->rank != root);
+  if (reads_send) st = CheckBuffer("sendbuff", sendbuff, count);
   if (st.ok() && writes_recv) st = CheckBuffer("recvbuff", recvbuff, count);
   if (!st.ok()) return Report(st.WithContext(spec.fn));
   if (count == 0) {  // as NCCL: nothing to do, no synchronization
