@@ -1,0 +1,20 @@
+// blas.h: the one place matrix products happen. Row-major C = op(A) * op(B) through OpenBLAS's
+// cblas_sgemm, so a CUDA backend can later replace this file's implementation.
+#ifndef MOE_TRAINER_BLAS_H_
+#define MOE_TRAINER_BLAS_H_
+
+namespace moe {
+
+enum class Trans { kNo, kYes };
+
+// C[M,N] = op(A)[M,K] * op(B)[K,N] (+ C when accumulate). op(A) = A ([M,K]) or A^T (A is [K,M]).
+void Matmul(const float* a, Trans trans_a, const float* b, Trans trans_b, float* c, int m, int n,
+            int k, bool accumulate);
+
+// Threads for BLAS and for the trainer's own parallel loops.
+void SetComputeThreads(int threads);
+int ComputeThreads();
+
+}  // namespace moe
+
+#endif  // MOE_TRAINER_BLAS_H_

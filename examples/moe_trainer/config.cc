@@ -1,0 +1,192 @@
+// config.cc: presets, "--name value" parsing and validation of a TrainConfig.
+#include "config.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <sstream>
+
+namespace moe {
+
+const char* RouterName(RouterKind kind) {
+  return kind == RouterKind::kSoftmax ? "softmax" : "sigmoid";
+}
+
+int ModelConfig::Capacity() const {
+  if (capacity_factor <= 0.0f) return 0;
+  return static_cast<int>(std::ceil(capacity_factor * seq_len * top_k / experts));
+}
+
+namespace {
+
+// The tiny preset is what the tests run: small enough for 2 ranks x 20 steps in seconds.
+void ApplyPreset(const std::string& name, TrainConfig* c) {
+  if (name == "tiny") {
+    ModelConfig& m = c->model;
+    m.dim = 32, m.layers = 2, m.heads = 4, m.seq_len = 32, m.experts = 8, m.top_k = 2;
+    m.expert_hidden = 16, m.shared_experts = 1;
+    c->batch = 8, c->steps = 20, c->warmup = 5, c->lr = 1e-2f;
+    c->log_every = 5, c->val_every = 10, c->val_batches = 2;
+  }
+  // "default" is the struct's defaults.
+}
+
+using Setter = std::function<Status(const std::string&, TrainConfig*)>;
+
+Status ParseInt(const std::string& name, const std::string& v, int* out) {
+  char* end = nullptr;
+  long x = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0') return Status::Error("--" + name + ": '" + v + "' is not an integer");
+  *out = static_cast<int>(x);
+  return Status();
+}
+
+Status ParseFloat(const std::string& name, const std::string& v, float* out) {
+  char* end = nullptr;
+  double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0') return Status::Error("--" + name + ": '" + v + "' is not a number");
+  *out = static_cast<float>(x);
+  return Status();
+}
+
+#define INT_OPT(name, field) \
+  {name, [](const std::string& v, TrainConfig* c) { return ParseInt(name, v, &c->field); }}
+#define FLOAT_OPT(name, field) \
+  {name, [](const std::string& v, TrainConfig* c) { return ParseFloat(name, v, &c->field); }}
+#define STRING_OPT(name, field) \
+  {name, [](const std::string& v, TrainConfig* c) { c->field = v; return Status(); }}
+
+const std::map<std::string, Setter>& Options() {
+  static const std::map<std::string, Setter> options = {
+      INT_OPT("dim", model.dim), INT_OPT("layers", model.layers), INT_OPT("heads", model.heads),
+      INT_OPT("seq-len", model.seq_len), INT_OPT("experts", model.experts),
+      INT_OPT("top-k", model.top_k), INT_OPT("expert-hidden", model.expert_hidden),
+      INT_OPT("shared-experts", model.shared_experts),
+      FLOAT_OPT("capacity-factor", model.capacity_factor),
+      FLOAT_OPT("aux-loss", model.aux_loss_coeff), FLOAT_OPT("z-loss", model.z_loss_coeff),
+      FLOAT_OPT("bias-gamma", model.bias_gamma), INT_OPT("batch", batch), INT_OPT("steps", steps),
+      INT_OPT("warmup", warmup), FLOAT_OPT("lr", lr), FLOAT_OPT("min-lr-ratio", min_lr_ratio),
+      FLOAT_OPT("weight-decay", weight_decay), FLOAT_OPT("grad-clip", grad_clip),
+      INT_OPT("ep", ep), INT_OPT("threads", threads), INT_OPT("log-every", log_every),
+      INT_OPT("val-every", val_every), INT_OPT("val-batches", val_batches),
+      INT_OPT("checkpoint-every", checkpoint_every), INT_OPT("stop-after", stop_after),
+      STRING_OPT("data", data_dir), STRING_OPT("checkpoint-dir", checkpoint_dir),
+      STRING_OPT("loss-file", loss_file), STRING_OPT("plot", plot_png),
+      STRING_OPT("compress", compress),
+      {"router",
+       [](const std::string& v, TrainConfig* c) {
+         if (v == "softmax") c->model.router = RouterKind::kSoftmax;
+         else if (v == "sigmoid") c->model.router = RouterKind::kSigmoid;
+         else return Status::Error("--router: '" + v + "' is not softmax or sigmoid");
+         return Status();
+       }},
+      {"seed",
+       [](const std::string& v, TrainConfig* c) {
+         int s = 0;
+         MOE_RETURN_IF_ERROR(ParseInt("seed", v, &s));
+         c->seed = static_cast<uint64_t>(s);
+         return Status();
+       }},
+  };
+  return options;
+}
+
+const std::map<std::string, bool TrainConfig::*>& Flags() {
+  static const std::map<std::string, bool TrainConfig::*> flags = {
+      {"zero1", &TrainConfig::zero1}, {"resume", &TrainConfig::resume},
+      {"quiet", &TrainConfig::quiet}};
+  return flags;
+}
+
+}  // namespace
+
+Status ParseArgs(int argc, char** argv, TrainConfig* config) {
+  for (int i = 1; i + 1 < argc; ++i)  // the preset first, so other options override it
+    if (std::string(argv[i]) == "--config") config->preset = argv[i + 1];
+  if (config->preset != "tiny" && config->preset != "default")
+    return Status::Error("--config: unknown preset '" + config->preset + "' (tiny, default)");
+  ApplyPreset(config->preset, config);
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("--", 0) != 0) return Status::Error("unexpected argument '" + arg + "'");
+    std::string name = arg.substr(2);
+    if (name == "config") { ++i; continue; }
+    if (name == "no-overlap") { config->overlap = false; continue; }
+    auto flag = Flags().find(name);
+    if (flag != Flags().end()) { config->*(flag->second) = true; continue; }
+    auto option = Options().find(name);
+    if (option == Options().end()) return Status::Error("unknown option '" + arg + "'");
+    if (i + 1 >= argc) return Status::Error("option '" + arg + "' needs a value");
+    MOE_RETURN_IF_ERROR(option->second(argv[++i], config));
+  }
+  return Status();
+}
+
+namespace {
+Status Require(bool ok, const std::string& message) {
+  return ok ? Status() : Status::Error(message);
+}
+}  // namespace
+
+Status Validate(const TrainConfig& c, int world_size) {
+  const ModelConfig& m = c.model;
+  auto s = [](auto v) { return std::to_string(v); };
+  if (!c.compress.empty())
+    return Status::Error("--compress " + c.compress +
+                         ": gradient compression is not available yet (it needs weft's "
+                         "compressed collectives, which have not landed)");
+  MOE_RETURN_IF_ERROR(Require(m.dim > 0 && m.layers > 0 && m.heads > 0 && m.seq_len > 1,
+                              "--dim, --layers, --heads must be > 0 and --seq-len > 1"));
+  MOE_RETURN_IF_ERROR(Require(m.dim % m.heads == 0 && m.HeadDim() % 2 == 0,
+      "--dim " + s(m.dim) + " must be a multiple of --heads " + s(m.heads) +
+      " with an even head size (RoPE rotates pairs)"));
+  MOE_RETURN_IF_ERROR(Require(m.experts > 0 && m.expert_hidden > 0 && m.shared_experts >= 0,
+      "--experts and --expert-hidden must be > 0, --shared-experts >= 0"));
+  MOE_RETURN_IF_ERROR(Require(m.top_k >= 1 && m.top_k <= m.experts,
+      "--top-k " + s(m.top_k) + " must be between 1 and --experts " + s(m.experts)));
+  MOE_RETURN_IF_ERROR(Require(m.capacity_factor >= 0.0f,
+      "--capacity-factor " + s(m.capacity_factor) + " must be >= 0 (0 = dropless)"));
+  MOE_RETURN_IF_ERROR(Require(c.ep >= 1 && world_size % c.ep == 0,
+      "--ep " + s(c.ep) + " must divide the number of ranks " + s(world_size)));
+  MOE_RETURN_IF_ERROR(Require(m.experts % c.ep == 0,
+      "--experts " + s(m.experts) + " is not divisible by --ep " + s(c.ep)));
+  MOE_RETURN_IF_ERROR(Require(c.batch > 0 && c.batch % world_size == 0,
+      "--batch " + s(c.batch) + " (global sequences per step) must be a positive multiple of the "
+      "number of ranks " + s(world_size)));
+  MOE_RETURN_IF_ERROR(Require(c.steps > 0 && c.warmup >= 0 && c.warmup <= c.steps,
+      "--steps must be > 0 and 0 <= --warmup <= --steps"));
+  MOE_RETURN_IF_ERROR(Require(c.lr > 0 && c.min_lr_ratio >= 0 && c.min_lr_ratio <= 1,
+      "--lr must be > 0 and --min-lr-ratio in [0, 1]"));
+  MOE_RETURN_IF_ERROR(Require(c.threads >= 0, "--threads " + s(c.threads) + " must be >= 0"));
+  MOE_RETURN_IF_ERROR(Require(c.log_every > 0 && c.val_every >= 0 && c.val_batches >= 0,
+      "--log-every must be > 0, --val-every and --val-batches >= 0"));
+  MOE_RETURN_IF_ERROR(Require(!c.resume || !c.checkpoint_dir.empty(),
+      "--resume needs --checkpoint-dir"));
+  return Status();
+}
+
+std::string Describe(const TrainConfig& c) {
+  const ModelConfig& m = c.model;
+  std::ostringstream o;
+  o << "dim=" << m.dim << " layers=" << m.layers << " heads=" << m.heads
+    << " seq_len=" << m.seq_len << " experts=" << m.experts << " top_k=" << m.top_k
+    << " expert_hidden=" << m.expert_hidden << " shared=" << m.shared_experts
+    << " router=" << RouterName(m.router) << " capacity_factor=" << m.capacity_factor
+    << " batch=" << c.batch << " steps=" << c.steps << " warmup=" << c.warmup << " lr=" << c.lr
+    << " ep=" << c.ep << " zero1=" << c.zero1 << " seed=" << c.seed;
+  return o.str();
+}
+
+std::string UsageText() {
+  return "usage: moe_train [--config tiny|default] [--router softmax|sigmoid] [--ep N] [--zero1]\n"
+         "  model: --dim --layers --heads --seq-len --experts --top-k --expert-hidden\n"
+         "         --shared-experts --capacity-factor (0 = dropless) --aux-loss --z-loss --bias-gamma\n"
+         "  train: --batch (global) --steps --warmup --lr --min-lr-ratio --weight-decay --grad-clip\n"
+         "         --seed --threads --no-overlap\n"
+         "  ops:   --log-every --val-every --val-batches --data DIR --checkpoint-dir DIR\n"
+         "         --checkpoint-every N --resume --stop-after N --loss-file F --plot F.png --quiet\n"
+         "  launch N ranks with: weftrun -n N moe_train ...\n";
+}
+
+}  // namespace moe

@@ -1,0 +1,80 @@
+// config.h: model and training configuration, the named presets, command-line parsing and the
+// checks that turn a bad configuration into a clear error before any work starts.
+#ifndef MOE_TRAINER_CONFIG_H_
+#define MOE_TRAINER_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "status.h"
+
+namespace moe {
+
+enum class RouterKind { kSoftmax, kSigmoid };
+const char* RouterName(RouterKind kind);
+
+struct ModelConfig {
+  int vocab = 256;  // byte tokens
+  int dim = 128;
+  int layers = 4;
+  int heads = 4;
+  int seq_len = 128;
+  int experts = 8;         // fine-grained routed experts per block
+  int top_k = 2;
+  int expert_hidden = 128;  // hidden width of one routed expert (SwiGLU)
+  int shared_experts = 1;   // always-on experts, fused into one SwiGLU of shared*expert_hidden
+  RouterKind router = RouterKind::kSoftmax;
+  float capacity_factor = 0.0f;  // 0 = dropless; else capacity per expert per sequence
+  float aux_loss_coeff = 1e-2f;  // softmax router: load-balancing loss (Megatron-Core)
+  float z_loss_coeff = 1e-3f;    // softmax router: router z-loss
+  float bias_gamma = 1e-3f;      // sigmoid router: aux-loss-free bias step (DeepSeek-V3)
+  float rope_base = 10000.0f;
+  float norm_eps = 1e-5f;
+  int HeadDim() const { return dim / heads; }
+  int SharedHidden() const { return shared_experts * expert_hidden; }
+  // Tokens one expert accepts from one sequence; 0 = unlimited (dropless).
+  int Capacity() const;
+};
+
+struct TrainConfig {
+  ModelConfig model;
+  std::string preset = "default";
+  int batch = 16;  // global sequences per step, split over all ranks
+  int steps = 2000;
+  int warmup = 100;
+  float lr = 3e-3f;
+  float min_lr_ratio = 0.1f;
+  float weight_decay = 0.1f;
+  float beta1 = 0.9f, beta2 = 0.95f, adam_eps = 1e-8f;
+  float grad_clip = 1.0f;
+  uint64_t seed = 1337;
+  int ep = 1;            // expert-parallel group size
+  bool zero1 = false;    // shard optimizer state over data-parallel ranks
+  bool overlap = true;   // all-reduce gradient buckets while backward continues
+  int threads = 0;       // 0 = cores / local ranks
+  int log_every = 10;
+  int val_every = 200;
+  int val_batches = 8;
+  std::string data_dir = "/usr/share/games/fortunes";
+  std::string checkpoint_dir;  // empty = no checkpoints
+  int checkpoint_every = 0;
+  bool resume = false;
+  int stop_after = 0;  // stop after this many steps (tests resume); 0 = run all
+  std::string loss_file;  // per-step losses (rank 0)
+  std::string plot_png;   // loss curve, drawn with gnuplot at the end
+  std::string compress;   // not available yet: rejected with an error
+  bool quiet = false;
+};
+
+// Fills config from argv ("--name value"); --config PRESET is applied first.
+Status ParseArgs(int argc, char** argv, TrainConfig* config);
+// Checks the configuration against the number of ranks.
+Status Validate(const TrainConfig& config, int world_size);
+std::string UsageText();
+// One line describing the configuration (printed at start, stored in checkpoints).
+std::string Describe(const TrainConfig& config);
+
+}  // namespace moe
+
+#endif  // MOE_TRAINER_CONFIG_H_

@@ -1,0 +1,64 @@
+// optimizer.cc: AdamW, clipping and the schedule.
+#include "optimizer.h"
+
+#include <cmath>
+
+namespace moe {
+
+float LearningRate(const TrainConfig& c, int step) {
+  if (step < c.warmup) return c.lr * static_cast<float>(step + 1) / c.warmup;
+  const double span = std::max(1, c.steps - c.warmup);
+  const double progress = std::min(1.0, (step - c.warmup) / span);
+  const double cosine = 0.5 * (1.0 + std::cos(M_PI * progress));
+  return static_cast<float>(c.lr * (c.min_lr_ratio + (1.0 - c.min_lr_ratio) * cosine));
+}
+
+float ClipScale(double grad_norm, float max_norm) {
+  if (max_norm <= 0.0f) return 1.0f;
+  const double coef = max_norm / (grad_norm + 1e-6);
+  return static_cast<float>(std::min(1.0, coef));
+}
+
+void AdamW::Init(const ParamLayout& layout, std::vector<Segment> segments) {
+  segments_ = std::move(segments);
+  size_t total = 0;
+  for (const Segment& s : segments_) total += s.count;
+  m.assign(total, 0.0f);
+  v.assign(total, 0.0f);
+  // Per-element decay flags: shards cut across tensors. Padding is never decayed (stays 0).
+  decay_dense_.assign(layout.dense_size(), 0);
+  decay_expert_.assign(layout.expert_size(), 0);
+  for (const TensorInfo& t : layout.tensors()) {
+    auto& mask = t.expert ? decay_expert_ : decay_dense_;
+    std::fill(mask.begin() + t.offset, mask.begin() + t.offset + t.size, t.decay ? 1 : 0);
+  }
+}
+
+void AdamW::Step(const TrainConfig& c, int step, float lr, float grad_scale,
+                 const ParamBuffers& grads, ParamBuffers* params) {
+  const double bias1 = 1.0 - std::pow(static_cast<double>(c.beta1), step);
+  const double bias2 = 1.0 - std::pow(static_cast<double>(c.beta2), step);
+  const float step_size = static_cast<float>(lr / bias1);
+  const float bias2_sqrt = static_cast<float>(std::sqrt(bias2));
+  const float decay_factor = 1.0f - lr * c.weight_decay;
+  size_t state = 0;
+  for (const Segment& s : segments_) {
+    float* p = (s.expert ? params->expert.data() : params->dense.data()) + s.begin;
+    const float* g = (s.expert ? grads.expert.data() : grads.dense.data()) + s.begin;
+    const unsigned char* decay = (s.expert ? decay_expert_.data() : decay_dense_.data()) + s.begin;
+    float* ms = m.data() + state;
+    float* vs = v.data() + state;
+#pragma omp parallel for schedule(static) if (s.count > 65536)
+    for (size_t i = 0; i < s.count; ++i) {
+      const float grad = g[i] * grad_scale;
+      if (decay[i]) p[i] *= decay_factor;
+      ms[i] = ms[i] + (grad - ms[i]) * (1.0f - c.beta1);  // torch: exp_avg.lerp_(grad, 1-b1)
+      vs[i] = vs[i] * c.beta2 + (1.0f - c.beta2) * grad * grad;
+      const float denom = std::sqrt(vs[i]) / bias2_sqrt + c.adam_eps;
+      p[i] -= step_size * (ms[i] / denom);
+    }
+    state += s.count;
+  }
+}
+
+}  // namespace moe

@@ -1,0 +1,278 @@
+// parallel.cc: communicators, gradient bucket reduction, ZeRO-1 sharding and the EP exchange,
+// all through weft's public C API.
+#include "parallel.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+
+namespace moe {
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+bool LauncherEnvironment() {
+  for (const char* name : {"WEFT_WORLD_SIZE", "WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE"})
+    if (std::getenv(name) != nullptr) return true;
+  return false;
+}
+
+// Adds the time of a blocking weft call to the communication counter.
+class CommTimer {
+ public:
+  explicit CommTimer(double* total) : total_(total), start_(Now()) {}
+  ~CommTimer() { *total_ += Now() - start_; }
+
+ private:
+  double* total_;
+  double start_;
+};
+
+}  // namespace
+
+// Dispatch and combine over the EP communicator with weftAllToAllv.
+class WeftExpertExchange : public ExpertExchange {
+ public:
+  WeftExpertExchange(Parallel* parallel, weftComm_t comm, int size, int rank)
+      : parallel_(parallel), comm_(comm), size_(size), rank_(rank) {}
+  int size() const override { return size_; }
+  int rank() const override { return rank_; }
+
+  Status ExchangeCounts(const std::vector<size_t>& send, std::vector<size_t>* recv) override {
+    std::vector<uint64_t> out(send.begin(), send.end()), in(send.size());
+    CommTimer timer(&parallel_->comm_seconds_);
+    MOE_RETURN_IF_ERROR(parallel_->Check(
+        weftAllToAll(out.data(), in.data(), send.size() / size_, weftUint64, comm_, nullptr),
+        comm_, "expert dispatch counts (weftAllToAll)"));
+    recv->assign(in.begin(), in.end());
+    return Status();
+  }
+
+  Status ExchangeRows(const float* send, const std::vector<size_t>& send_rows, float* recv,
+                      const std::vector<size_t>& recv_rows, int width) override {
+    std::vector<size_t> send_counts(size_), send_displs(size_), recv_counts(size_),
+        recv_displs(size_);
+    size_t s = 0, r = 0;
+    for (int p = 0; p < size_; ++p) {
+      send_counts[p] = send_rows[p] * width, send_displs[p] = s, s += send_counts[p];
+      recv_counts[p] = recv_rows[p] * width, recv_displs[p] = r, r += recv_counts[p];
+    }
+    static float dummy;  // weft wants valid pointers even for empty buffers
+    CommTimer timer(&parallel_->comm_seconds_);
+    return parallel_->Check(
+        weftAllToAllv(s ? send : &dummy, send_counts.data(), send_displs.data(),
+                      r ? recv : &dummy, recv_counts.data(), recv_displs.data(), weftFloat32,
+                      comm_, nullptr),
+        comm_, "expert rows (weftAllToAllv)");
+  }
+
+ private:
+  Parallel* parallel_;
+  weftComm_t comm_;
+  int size_, rank_;
+};
+
+Status Parallel::Check(weftResult_t result, weftComm_t comm, const char* what) {
+  if (result == weftSuccess) return Status();
+  return Status::Error(std::string(what) + " failed on rank " + std::to_string(world_rank_) +
+                       ": " + weftGetErrorString(result) + ": " + weftGetLastError(comm));
+}
+
+Status Parallel::Create(const TrainConfig& config, std::unique_ptr<Parallel>* out) {
+  std::unique_ptr<Parallel> p(new Parallel());
+  p->config_ = config;
+  if (LauncherEnvironment()) {
+    MOE_RETURN_IF_ERROR(p->Check(weftCommInitFromEnv(&p->world_), nullptr, "weftCommInitFromEnv"));
+    weftCommCount(p->world_, &p->world_size_);
+    weftCommUserRank(p->world_, &p->world_rank_);
+  }
+  MOE_RETURN_IF_ERROR(Validate(config, p->world_size_));
+  p->ep_size_ = config.ep;
+  const int rank = p->world_rank_, ep = p->ep_size_;
+  if (ep > 1) {
+    MOE_RETURN_IF_ERROR(p->Check(weftCommSplit(p->world_, rank / ep, rank, &p->ep_comm_),
+                                 p->world_, "weftCommSplit (EP group)"));
+    p->exchange_.reset(new WeftExpertExchange(p.get(), p->ep_comm_, ep, rank % ep));
+    if (p->world_size_ / ep > 1)
+      MOE_RETURN_IF_ERROR(p->Check(weftCommSplit(p->world_, rank % ep, rank, &p->expert_dp_comm_),
+                                   p->world_, "weftCommSplit (expert data-parallel group)"));
+  } else {
+    p->exchange_.reset(new LocalExpertExchange());
+  }
+  if (p->world_size_ > 1)
+    MOE_RETURN_IF_ERROR(p->Check(weftStreamCreate(&p->world_stream_), p->world_, "weftStreamCreate"));
+  if (p->expert_dp_comm_ != nullptr)
+    MOE_RETURN_IF_ERROR(p->Check(weftStreamCreate(&p->expert_stream_), p->world_, "weftStreamCreate"));
+  *out = std::move(p);
+  return Status();
+}
+
+Parallel::~Parallel() {
+  if (world_stream_) weftStreamDestroy(world_stream_);
+  if (expert_stream_) weftStreamDestroy(expert_stream_);
+  exchange_.reset();
+  weftCommDestroy(expert_dp_comm_);
+  weftCommDestroy(ep_comm_);
+  weftCommDestroy(world_);
+}
+
+weftComm_t Parallel::BucketComm(const Bucket& b) const {
+  if (!b.expert) return world_size_ > 1 ? world_ : nullptr;
+  if (ep_size_ == 1) return world_size_ > 1 ? world_ : nullptr;
+  return expert_dp_comm_;  // null when every rank holds its own experts
+}
+
+weftStream_t Parallel::BucketStream(const Bucket& b) const {
+  return (!b.expert || ep_size_ == 1) ? world_stream_ : expert_stream_;
+}
+
+int Parallel::BucketGroupSize(const Bucket& b) const {
+  if (BucketComm(b) == nullptr) return 1;
+  return b.expert && ep_size_ > 1 ? expert_dp_size() : world_size_;
+}
+
+int Parallel::BucketGroupRank(const Bucket& b) const {
+  if (BucketComm(b) == nullptr) return 0;
+  return b.expert && ep_size_ > 1 ? expert_dp_rank() : world_rank_;
+}
+
+std::vector<Segment> Parallel::OptimizerSegments(const ParamLayout& layout) const {
+  std::vector<Segment> segments;
+  if (!config_.zero1) {
+    if (layout.dense_size() > 0) segments.push_back(Segment{false, 0, layout.dense_size()});
+    if (layout.expert_size() > 0) segments.push_back(Segment{true, 0, layout.expert_size()});
+    return segments;
+  }
+  for (const Bucket& b : layout.buckets()) {
+    const size_t shard = b.count / BucketGroupSize(b);
+    if (shard > 0) segments.push_back(Segment{b.expert, b.offset + BucketGroupRank(b) * shard, shard});
+  }
+  return segments;
+}
+
+Status Parallel::ReduceBucket(const Bucket& b, ParamBuffers* grads, weftStream_t stream) {
+  weftComm_t comm = BucketComm(b);
+  if (comm == nullptr || b.count == 0) return Status();
+  float* data = grads->BucketPtr(b);
+  if (config_.zero1) {  // in place: rank r's reduced shard lands at r * shard
+    const size_t shard = b.count / BucketGroupSize(b);
+    return Check(weftReduceScatter(data, data + BucketGroupRank(b) * shard, shard, weftFloat32,
+                                   weftSum, comm, stream),
+                 comm, "gradient reduce-scatter");
+  }
+  return Check(weftAllReduce(data, data, b.count, weftFloat32, weftSum, comm, stream), comm,
+               "gradient all-reduce");
+}
+
+Status Parallel::BucketDone(const ParamLayout& layout, int bucket, ParamBuffers* grads) {
+  if (!config_.overlap) return Status();
+  const Bucket& b = layout.buckets()[bucket];
+  return ReduceBucket(b, grads, BucketStream(b));
+}
+
+Status Parallel::FinishGradients(const ParamLayout& layout, ParamBuffers* grads) {
+  CommTimer timer(&comm_seconds_);
+  if (!config_.overlap) {
+    for (const Bucket& b : layout.buckets()) MOE_RETURN_IF_ERROR(ReduceBucket(b, grads, nullptr));
+    return Status();
+  }
+  if (world_stream_)
+    MOE_RETURN_IF_ERROR(Check(weftStreamSynchronize(world_stream_), world_, "gradient stream"));
+  if (expert_stream_)
+    MOE_RETURN_IF_ERROR(Check(weftStreamSynchronize(expert_stream_), expert_dp_comm_,
+                              "expert gradient stream"));
+  return Status();
+}
+
+Status Parallel::GatherParams(const ParamLayout& layout, ParamBuffers* params) {
+  if (!config_.zero1) return Status();
+  CommTimer timer(&comm_seconds_);
+  for (const Bucket& b : layout.buckets()) {
+    weftComm_t comm = BucketComm(b);
+    if (comm == nullptr || b.count == 0) continue;
+    const size_t shard = b.count / BucketGroupSize(b);
+    float* data = params->BucketPtr(b);
+    MOE_RETURN_IF_ERROR(Check(weftAllGather(data + BucketGroupRank(b) * shard, data, shard,
+                                            weftFloat32, comm, BucketStream(b)),
+                              comm, "parameter all-gather"));
+  }
+  if (world_stream_)
+    MOE_RETURN_IF_ERROR(Check(weftStreamSynchronize(world_stream_), world_, "parameter stream"));
+  if (expert_stream_)
+    MOE_RETURN_IF_ERROR(Check(weftStreamSynchronize(expert_stream_), expert_dp_comm_,
+                              "expert parameter stream"));
+  return Status();
+}
+
+namespace {
+double SumSquares(const float* x, size_t n) {
+  double s = 0.0;
+  for (size_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+  return s;
+}
+}  // namespace
+
+Status Parallel::GradNormSquared(const ParamLayout& layout, const ParamBuffers& grads,
+                                 double* out) {
+  if (config_.zero1) {  // every element of the global gradient is in exactly one shard
+    std::vector<double> total(1, 0.0);
+    for (const Segment& s : OptimizerSegments(layout))
+      total[0] += SumSquares((s.expert ? grads.expert.data() : grads.dense.data()) + s.begin, s.count);
+    MOE_RETURN_IF_ERROR(SumOverWorld(&total));
+    *out = total[0];
+    return Status();
+  }
+  // Dense gradients are identical everywhere. Experts: one sum per (layer, expert), gathered
+  // over the EP group and added in global expert order, so every layout adds the same numbers
+  // in the same order.
+  double total = SumSquares(grads.dense.data(), grads.dense.size());
+  const int layers = static_cast<int>(layout.buckets().size());  // upper bound, filtered below
+  (void)layers;
+  std::vector<double> local;
+  for (const TensorInfo& t : layout.tensors())
+    if (t.expert && t.name.find("expert_w1") != std::string::npos) {
+      const std::string prefix = t.name.substr(0, t.name.find('.') + 1);
+      const size_t per_expert = t.size / t.shape[0];
+      for (int e = 0; e < t.shape[0]; ++e) {
+        double s = 0.0;
+        for (const char* w : {"expert_w1", "expert_w3", "expert_w2"})
+          s += SumSquares(grads.Ptr(layout.Get(prefix + w)) + e * per_expert, per_expert);
+        local.push_back(s);
+      }
+    }
+  std::vector<double> all(local.size() * ep_size_);
+  if (ep_size_ > 1) {
+    CommTimer timer(&comm_seconds_);
+    MOE_RETURN_IF_ERROR(Check(weftAllGather(local.data(), all.data(), local.size(), weftFloat64,
+                                            ep_comm_, nullptr),
+                              ep_comm_, "gradient norm all-gather"));
+  } else {
+    all = local;
+  }
+  const int experts_local = layout.local_experts();
+  const size_t per_rank = local.size(), layer_count = per_rank / experts_local;
+  for (size_t l = 0; l < layer_count; ++l)
+    for (int r = 0; r < ep_size_; ++r)
+      for (int e = 0; e < experts_local; ++e) total += all[r * per_rank + l * experts_local + e];
+  *out = total;
+  return Status();
+}
+
+Status Parallel::SumOverWorld(std::vector<double>* values) {
+  if (world_size_ == 1 || values->empty()) return Status();
+  CommTimer timer(&comm_seconds_);
+  return Check(weftAllReduce(values->data(), values->data(), values->size(), weftFloat64, weftSum,
+                             world_, nullptr),
+               world_, "all-reduce of step statistics");
+}
+
+Status Parallel::Barrier() {
+  if (world_size_ == 1) return Status();
+  CommTimer timer(&comm_seconds_);
+  return Check(weftBarrier(world_, nullptr), world_, "barrier");
+}
+
+}  // namespace moe

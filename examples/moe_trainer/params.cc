@@ -1,0 +1,122 @@
+// params.cc: building the parameter layout (tensors, buckets, padding) and initializing values.
+#include "params.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "rng.h"
+
+namespace moe {
+
+void ParamLayout::Add(const std::string& name, std::vector<int> shape, bool expert,
+                      float init_std) {
+  TensorInfo t;
+  t.name = name;
+  t.shape = std::move(shape);
+  t.expert = expert;
+  t.init_std = init_std;
+  t.decay = init_std != 0.0f;
+  t.size = 1;
+  for (int d : t.shape) t.size *= static_cast<size_t>(d);
+  size_t& end = expert ? expert_size_ : dense_size_;
+  t.offset = end;
+  end += t.size;
+  t.bucket = static_cast<int>(buckets_.size());  // the bucket being filled
+  tensors_.push_back(t);
+}
+
+// Ends the bucket being filled in one buffer: pads it to a multiple of pad_multiple * 16 floats
+// (64-byte aligned shards) so ZeRO-1 splits it evenly.
+void ParamLayout::CloseBucket(bool expert, int pad_multiple) {
+  size_t& end = expert ? expert_size_ : dense_size_;
+  size_t start = 0;
+  for (const Bucket& b : buckets_)
+    if (b.expert == expert) start = b.offset + b.count;
+  const size_t unit = static_cast<size_t>(pad_multiple) * 16;
+  size_t count = end - start;
+  count = (count + unit - 1) / unit * unit;
+  end = start + count;
+  buckets_.push_back(Bucket{expert, start, count});
+}
+
+ParamLayout ParamLayout::Build(const ModelConfig& m, int ep_size, int ep_rank, int dense_group,
+                               int expert_group) {
+  ParamLayout p;
+  p.local_experts_ = m.experts / ep_size;
+  p.first_local_expert_ = ep_rank * p.local_experts_;
+  const int C = m.dim, F = m.expert_hidden, Fs = m.SharedHidden(), E = p.local_experts_;
+  const float out_std = 0.02f / std::sqrt(2.0f * m.layers);  // residual projections (GPT-2)
+  p.Add("embed", {m.vocab, C}, false, 0.02f);
+  p.embed_bucket_ = 0;
+  p.CloseBucket(false, dense_group);
+  for (int l = 0; l < m.layers; ++l) {
+    const std::string pre = "l" + std::to_string(l) + ".";
+    p.Add(pre + "attn_norm", {C}, false, 0.0f);
+    p.Add(pre + "wqkv", {C, 3 * C}, false, 0.02f);
+    p.Add(pre + "wo", {C, C}, false, out_std);
+    p.Add(pre + "moe_norm", {C}, false, 0.0f);
+    p.Add(pre + "router", {C, m.experts}, false, 0.02f);
+    if (Fs > 0) {
+      p.Add(pre + "shared_w1", {C, Fs}, false, 0.02f);
+      p.Add(pre + "shared_w3", {C, Fs}, false, 0.02f);
+      p.Add(pre + "shared_w2", {Fs, C}, false, out_std);
+    }
+    p.layer_dense_bucket_.push_back(static_cast<int>(p.buckets_.size()));
+    p.CloseBucket(false, dense_group);
+    p.Add(pre + "expert_w1", {E, C, F}, true, 0.02f);
+    p.Add(pre + "expert_w3", {E, C, F}, true, 0.02f);
+    p.Add(pre + "expert_w2", {E, F, C}, true, out_std);
+    p.layer_expert_bucket_.push_back(static_cast<int>(p.buckets_.size()));
+    p.CloseBucket(true, expert_group);
+  }
+  p.Add("final_norm", {C}, false, 0.0f);
+  p.Add("lm_head", {C, m.vocab}, false, 0.02f);
+  p.head_bucket_ = static_cast<int>(p.buckets_.size());
+  p.CloseBucket(false, dense_group);
+  return p;
+}
+
+const TensorInfo* ParamLayout::Find(const std::string& name) const {
+  for (const TensorInfo& t : tensors_)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+const TensorInfo& ParamLayout::Get(const std::string& name) const {
+  const TensorInfo* t = Find(name);
+  if (t == nullptr) throw std::logic_error("no parameter named " + name);  // a programming error
+  return *t;
+}
+
+void ParamBuffers::Allocate(const ParamLayout& layout) {
+  dense.assign(layout.dense_size(), 0.0f);
+  expert.assign(layout.expert_size(), 0.0f);
+}
+
+void ParamBuffers::Zero() {
+  std::fill(dense.begin(), dense.end(), 0.0f);
+  std::fill(expert.begin(), expert.end(), 0.0f);
+}
+
+void InitParams(const ParamLayout& layout, uint64_t seed, ParamBuffers* params) {
+  params->Zero();  // padding stays zero
+  for (const TensorInfo& t : layout.tensors()) {
+    float* p = params->Ptr(t);
+    if (t.init_std == 0.0f) {
+      std::fill(p, p + t.size, 1.0f);
+      continue;
+    }
+    // Expert tensors: one random stream per global expert, so sharding does not matter.
+    const size_t experts = t.expert ? static_cast<size_t>(t.shape[0]) : 1;
+    const size_t per_expert = t.size / experts;
+    for (size_t e = 0; e < experts; ++e) {
+      std::string stream_name = t.name;
+      if (t.expert) stream_name += "#" + std::to_string(layout.first_local_expert() + e);
+      const uint64_t stream = HashString(stream_name);
+      for (size_t i = 0; i < per_expert; ++i)
+        p[e * per_expert + i] = static_cast<float>(t.init_std * Normal(seed, stream, i));
+    }
+  }
+}
+
+}  // namespace moe

@@ -1,0 +1,198 @@
+// train.cc: the MoE trainer program. Parses the configuration, joins the weft job (or runs
+// alone), loads the fortunes, then trains: a progress line every --log-every steps, validation
+// every --val-every, checkpoints every --checkpoint-every, and at the end a loss-curve PNG.
+// Every error comes back here as a Status and ends the program with a message and exit 1.
+//
+//   weftrun -n 2 build/bin/moe_train --config default --plot loss.png
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "blas.h"
+#include "checkpoint.h"
+#include "data.h"
+#include "trainer.h"
+
+namespace moe {
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+int DefaultThreads() {
+  int local_ranks = 1;
+  for (const char* name : {"WEFT_LOCAL_SIZE", "LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE"})
+    if (const char* v = std::getenv(name)) {
+      local_ranks = std::max(1, std::atoi(v));
+      break;
+    }
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / local_ranks);
+}
+
+struct Curve {
+  std::vector<std::pair<int, double>> train, val;
+};
+
+Status WritePlot(const std::string& png, const Curve& curve) {
+  const std::string data = png + ".dat";
+  {
+    std::ofstream out(data);
+    if (!out) return Status::Error("--plot " + png + ": cannot write " + data);
+    out << "# step train_loss\n";
+    for (auto& p : curve.train) out << p.first << " " << p.second << "\n";
+    out << "\n\n# step val_loss\n";
+    for (auto& p : curve.val) out << p.first << " " << p.second << "\n";
+  }
+  FILE* gp = popen("gnuplot 2>&1", "w");
+  if (gp == nullptr) return Status::Error("--plot: cannot run gnuplot");
+  std::fprintf(gp,
+               "set terminal png size 900,560\nset output '%s'\nset xlabel 'step'\n"
+               "set ylabel 'loss (nats/byte)'\nset grid\nset title 'MoE trainer on fortunes'\n"
+               "plot '%s' index 0 with lines title 'train', '%s' index 1 with linespoints "
+               "title 'validation'\n",
+               png.c_str(), data.c_str(), data.c_str());
+  if (pclose(gp) != 0)
+    return Status::Error("--plot: gnuplot failed (is the 'gnuplot' package installed?)");
+  return Status();
+}
+
+class Run {
+ public:
+  Status Main(int argc, char** argv);
+
+ private:
+  Status Setup(int argc, char** argv);
+  Status Validation(int step);
+  void Progress(int step, const StepStats& s, double seconds, double comm_seconds, int steps);
+  bool Leader() const { return parallel_->world_rank() == 0; }
+
+  TrainConfig config_;
+  std::unique_ptr<Parallel> parallel_;
+  std::unique_ptr<Trainer> trainer_;
+  FortunesData data_;
+  std::vector<Batch> val_batches_;
+  Curve curve_;
+  FILE* loss_file_ = nullptr;
+  double total_seconds_ = 0.0, total_comm_ = 0.0;
+  long total_tokens_ = 0;
+  double last_val_ = 0.0;
+};
+
+Status Run::Setup(int argc, char** argv) {
+  MOE_RETURN_IF_ERROR(ParseArgs(argc, argv, &config_));
+  MOE_RETURN_IF_ERROR(Parallel::Create(config_, &parallel_));
+  SetComputeThreads(config_.threads > 0 ? config_.threads : DefaultThreads());
+  MOE_RETURN_IF_ERROR(data_.Load(config_.data_dir));
+  trainer_.reset(new Trainer(config_, parallel_.get()));
+  MOE_RETURN_IF_ERROR(trainer_->Init());
+  const int rank = parallel_->world_rank(), world = parallel_->world_size();
+  for (int i = 0; i < config_.val_batches; ++i) {
+    Batch b;
+    data_.ValBatch(config_.seed, i, config_.batch, config_.model.seq_len, rank, world, &b);
+    val_batches_.push_back(std::move(b));
+  }
+  if (Leader() && !config_.quiet)
+    std::printf("moe_train: %d ranks (ep %d x dp %d), %d threads each, %s\n"
+                "data: %zu fortunes, %zu train / %zu val bytes; params: %zu dense + %zu expert "
+                "per rank\n",
+                world, config_.ep, world / config_.ep, ComputeThreads(),
+                Describe(config_).c_str(), data_.fortunes(), data_.train_bytes(),
+                data_.val_bytes(), trainer_->model().layout().dense_size(),
+                trainer_->model().layout().expert_size());
+  return Status();
+}
+
+void Run::Progress(int step, const StepStats& s, double seconds, double comm, int steps) {
+  if (!Leader() || config_.quiet) return;
+  const double tokens = static_cast<double>(config_.batch) * config_.model.seq_len * steps;
+  std::printf("step %5d | loss %.4f (ce %.4f aux %.2e z %.2e) | lr %.2e | norm %.3f | "
+              "%7.0f tok/s | compute %6.1f ms comm %5.1f ms | max load %.2fx mean\n",
+              step, s.loss, s.ce, s.aux, s.z, s.lr, s.grad_norm, tokens / seconds,
+              1000.0 * (seconds - comm) / steps, 1000.0 * comm / steps, s.max_load);
+  std::fflush(stdout);
+}
+
+Status Run::Validation(int step) {
+  if (val_batches_.empty()) return Status();
+  MOE_RETURN_IF_ERROR(trainer_->Evaluate(val_batches_, &last_val_));
+  curve_.val.push_back({step, last_val_});
+  if (Leader() && !config_.quiet) std::printf("step %5d | val loss %.4f\n", step, last_val_);
+  if (loss_file_) std::fprintf(loss_file_, "val %d %.17g\n", step, last_val_);
+  return Status();
+}
+
+Status Run::Main(int argc, char** argv) {
+  MOE_RETURN_IF_ERROR(Setup(argc, argv));
+  const int rank = parallel_->world_rank(), world = parallel_->world_size();
+  int start = 0;
+  if (config_.resume)
+    MOE_RETURN_IF_ERROR(LoadCheckpoint(config_.checkpoint_dir, rank, world, &start, trainer_.get()));
+  if (Leader() && !config_.loss_file.empty()) {
+    loss_file_ = std::fopen(config_.loss_file.c_str(), config_.resume ? "a" : "w");
+    if (!loss_file_) return Status::Error("--loss-file " + config_.loss_file + ": cannot write");
+  }
+  const int end = config_.stop_after > 0 ? std::min(config_.steps, start + config_.stop_after)
+                                         : config_.steps;
+  double window_seconds = 0.0, window_comm = 0.0;
+  int window_steps = 0;
+  Batch batch;
+  for (int step = start; step < end; ++step) {
+    data_.TrainBatch(config_.seed, step, config_.batch, config_.model.seq_len, rank, world, &batch);
+    const double t0 = Now(), c0 = parallel_->comm_seconds();
+    StepStats stats;
+    MOE_RETURN_IF_ERROR(trainer_->TrainStep(step, batch, &stats));
+    const double dt = Now() - t0, dc = parallel_->comm_seconds() - c0;
+    window_seconds += dt, window_comm += dc, ++window_steps;
+    if (step > start) total_seconds_ += dt, total_comm_ += dc, total_tokens_ += config_.batch * config_.model.seq_len;
+    curve_.train.push_back({step, stats.loss});
+    if (loss_file_) std::fprintf(loss_file_, "train %d %.17g %.17g\n", step, stats.loss, stats.ce);
+    if (step % config_.log_every == 0 || step + 1 == config_.steps) {
+      Progress(step, stats, window_seconds, window_comm, window_steps);
+      window_seconds = window_comm = 0.0, window_steps = 0;
+    }
+    if (config_.val_every > 0 && ((step + 1) % config_.val_every == 0 || step + 1 == config_.steps))
+      MOE_RETURN_IF_ERROR(Validation(step + 1));
+    const bool save = !config_.checkpoint_dir.empty() &&
+                      ((config_.checkpoint_every > 0 && (step + 1) % config_.checkpoint_every == 0) ||
+                       step + 1 == end);
+    if (save) {
+      MOE_RETURN_IF_ERROR(SaveCheckpoint(config_.checkpoint_dir, rank, world, step + 1, trainer_.get()));
+      MOE_RETURN_IF_ERROR(parallel_->Barrier());
+    }
+  }
+  if (loss_file_) std::fclose(loss_file_);
+  if (Leader() && !config_.quiet && total_seconds_ > 0)
+    std::printf("done: steps %d-%d | last val loss %.4f | %.1f s | %.0f tok/s | comm %.1f%% of "
+                "step time\n",
+                start, end - 1, last_val_, total_seconds_, total_tokens_ / total_seconds_,
+                100.0 * total_comm_ / total_seconds_);
+  if (Leader() && !config_.plot_png.empty()) {
+    MOE_RETURN_IF_ERROR(WritePlot(config_.plot_png, curve_));
+    if (!config_.quiet) std::printf("loss curve: %s\n", config_.plot_png.c_str());
+  }
+  return Status();
+}
+
+}  // namespace
+}  // namespace moe
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
+      std::printf("%s", moe::UsageText().c_str());
+      return 0;
+    }
+  moe::Run run;
+  moe::Status status = run.Main(argc, argv);
+  if (!status.ok()) {
+    std::fprintf(stderr, "moe_train: error: %s\n", status.message().c_str());
+    return 1;
+  }
+  return 0;
+}
