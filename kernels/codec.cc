@@ -1,0 +1,201 @@
+// The codec entry points: spec validation, exact encoded sizes, the block framing (scales
+// first, then each block's codes; Hadamard rotation and padding around the block kernels), and
+// the one dispatch point that picks the kernel table (AVX2+F16C when the CPU has both, else
+// generic; WEFT_KERNEL_ISA=generic forces generic).
+#include "kernels/codec.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "common/log.h"
+#include "kernels/codec_ref.h"
+#include "kernels/codec_table.h"
+#include "kernels/codec_topk.h"
+
+namespace weft::codec {
+namespace {
+
+const CodecKernels& ChooseKernels() {
+  const CodecKernels* avx2 = Avx2CodecKernels();
+  const char* forced = std::getenv("WEFT_KERNEL_ISA");
+  const bool generic = forced != nullptr && std::strcmp(forced, "generic") == 0;
+  const CodecKernels& chosen = (avx2 != nullptr && !generic) ? *avx2 : GenericCodecKernels();
+  WEFT_INFO("codec kernels: %s", chosen.isa);
+  return chosen;
+}
+
+bool IsPowerOfTwo(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+// Bytes of one block's codes for n values.
+size_t PayloadBytes(weftCodec_t codec, size_t n) {
+  switch (codec) {
+    case weftCodecInt4: return (n + 1) / 2;
+    case weftCodecSign1: return (n + 7) / 8;
+    default: return n;  // fp8, int8
+  }
+}
+
+size_t BlockCount(size_t count, size_t block) { return (count + block - 1) / block; }
+
+bool Rotates(const weftCompression& spec) { return (spec.flags & WEFT_COMPRESS_HADAMARD) != 0; }
+
+std::vector<float>& RotationScratch(size_t block) {
+  thread_local std::vector<float> scratch;
+  if (scratch.size() < block) scratch.resize(block);
+  return scratch;
+}
+
+void EncodeBlocks(const weftCompression& spec, const float* src, size_t count, uint8_t* dst,
+                  uint64_t stream) {
+  const CodecKernels& k = ActiveCodecKernels();
+  const EncodeBlockFn encode = k.encode_block[spec.codec];
+  const size_t block = spec.block, blocks = BlockCount(count, block);
+  const size_t stride = PayloadBytes(spec.codec, block);
+  uint8_t* payload = dst + 4 * blocks;
+  BlockOptions options;
+  options.stochastic = (spec.flags & WEFT_COMPRESS_STOCHASTIC) != 0;
+  options.key = StochasticKey(spec.seed, stream);
+  const uint32_t rotation_key = RotationKey(spec.seed);
+  float* rotated = Rotates(spec) ? RotationScratch(block).data() : nullptr;
+  for (size_t b = 0; b < blocks; ++b) {
+    const float* values = src + b * block;
+    size_t n = std::min(block, count - b * block);
+    if (rotated != nullptr) {
+      RotateForward(values, n, block, rotation_key, rotated);
+      values = rotated;
+      n = block;
+    }
+    options.first_index = static_cast<uint32_t>(b * block);
+    const float scale = encode(values, n, payload + b * stride, options);
+    std::memcpy(dst + 4 * b, &scale, 4);
+  }
+}
+
+void DecodeBlocks(const weftCompression& spec, const uint8_t* src, size_t count, float* dst) {
+  const DecodeBlockFn decode = ActiveCodecKernels().decode_block[spec.codec];
+  const size_t block = spec.block, blocks = BlockCount(count, block);
+  const size_t stride = PayloadBytes(spec.codec, block);
+  const uint8_t* payload = src + 4 * blocks;
+  const uint32_t rotation_key = RotationKey(spec.seed);
+  float* rotated = Rotates(spec) ? RotationScratch(block).data() : nullptr;
+  for (size_t b = 0; b < blocks; ++b) {
+    float scale;
+    std::memcpy(&scale, src + 4 * b, 4);
+    const size_t n = std::min(block, count - b * block);
+    if (rotated == nullptr) {
+      decode(payload + b * stride, n, scale, dst + b * block);
+      continue;
+    }
+    decode(payload + b * stride, block, scale, rotated);
+    RotateInverse(rotated, block, rotation_key);
+    std::memcpy(dst + b * block, rotated, n * sizeof(float));
+  }
+}
+
+}  // namespace
+
+const CodecKernels& ActiveCodecKernels() {
+  static const CodecKernels& kernels = ChooseKernels();
+  return kernels;
+}
+
+const char* ActiveCodecIsa() { return ActiveCodecKernels().isa; }
+
+const char* CodecName(weftCodec_t codec) {
+  switch (codec) {
+    case weftCodecBf16: return "bf16";
+    case weftCodecFp16: return "fp16";
+    case weftCodecFp8E4M3: return "fp8e4m3";
+    case weftCodecFp8E5M2: return "fp8e5m2";
+    case weftCodecInt8: return "int8";
+    case weftCodecInt4: return "int4";
+    case weftCodecTopK: return "topk";
+    case weftCodecSign1: return "sign1";
+    default: return "unknown";
+  }
+}
+
+bool IsBlockCodec(weftCodec_t codec) {
+  return codec == weftCodecFp8E4M3 || codec == weftCodecFp8E5M2 || codec == weftCodecInt8 ||
+         codec == weftCodecInt4 || codec == weftCodecSign1;
+}
+
+std::string ValidateSpec(const weftCompression& spec) {
+  const int id = static_cast<int>(spec.codec);
+  if (id <= weftCodecNone || id >= weftNumCodecs)
+    return "spec->codec=" + std::to_string(id) + " is not a weftCodec_t (1.." +
+           std::to_string(weftNumCodecs - 1) + ")";
+  if (spec.block == 0 || spec.block > WEFT_COMPRESS_MAX_BLOCK)
+    return "spec->block=" + std::to_string(spec.block) + " is outside [1, " +
+           std::to_string(WEFT_COMPRESS_MAX_BLOCK) + "]";
+  if (spec.codec == weftCodecTopK && !(spec.ratio > 0.0f && spec.ratio <= 1.0f))
+    return "spec->ratio=" + std::to_string(spec.ratio) + " is outside (0, 1] (top-k)";
+  if ((spec.flags & ~(WEFT_COMPRESS_STOCHASTIC | WEFT_COMPRESS_HADAMARD)) != 0)
+    return "spec->flags=" + std::to_string(spec.flags) + " has unknown bits";
+  if ((spec.flags & WEFT_COMPRESS_STOCHASTIC) && spec.codec != weftCodecInt8 &&
+      spec.codec != weftCodecInt4)
+    return std::string("spec->flags: stochastic rounding applies to int8/int4, not ") +
+           CodecName(spec.codec);
+  if (Rotates(spec) && !IsBlockCodec(spec.codec))
+    return std::string("spec->flags: Hadamard rotation applies to block codecs, not ") +
+           CodecName(spec.codec);
+  if (Rotates(spec) && !IsPowerOfTwo(spec.block))
+    return "spec->block=" + std::to_string(spec.block) +
+           " must be a power of two with WEFT_COMPRESS_HADAMARD";
+  return "";
+}
+
+size_t TopKCount(float ratio, size_t count) {
+  if (count == 0) return 0;
+  // Rounded, not truncated: 0.01f is slightly below 1/100, and 1% of 1000 must keep 10.
+  const size_t k = static_cast<size_t>(std::llround(static_cast<double>(ratio) * static_cast<double>(count)));
+  return std::min(count, std::max<size_t>(1, k));
+}
+
+size_t EncodedBytes(const weftCompression& spec, size_t count) {
+  if (count == 0) return 0;
+  if (spec.codec == weftCodecBf16 || spec.codec == weftCodecFp16) return 2 * count;
+  if (spec.codec == weftCodecTopK) return 8 * TopKCount(spec.ratio, count);
+  const size_t block = spec.block, blocks = BlockCount(count, block);
+  const size_t last = Rotates(spec) ? block : count - (blocks - 1) * block;
+  return 4 * blocks + (blocks - 1) * PayloadBytes(spec.codec, block) +
+         PayloadBytes(spec.codec, last);
+}
+
+void Encode(const weftCompression& spec, const float* src, size_t count, uint8_t* dst,
+            uint64_t stream) {
+  if (count == 0) return;
+  const CodecKernels& k = ActiveCodecKernels();
+  if (k.to_cast[spec.codec] != nullptr) {
+    k.to_cast[spec.codec](src, count, reinterpret_cast<uint16_t*>(dst));
+  } else if (spec.codec == weftCodecTopK) {
+    EncodeTopK(src, count, TopKCount(spec.ratio, count), dst);
+  } else {
+    EncodeBlocks(spec, src, count, dst, stream);
+  }
+}
+
+void Decode(const weftCompression& spec, const uint8_t* src, size_t count, float* dst) {
+  if (count == 0) return;
+  const CodecKernels& k = ActiveCodecKernels();
+  if (k.from_cast[spec.codec] != nullptr) {
+    k.from_cast[spec.codec](reinterpret_cast<const uint16_t*>(src), count, dst);
+  } else if (spec.codec == weftCodecTopK) {
+    DecodeTopK(src, count, TopKCount(spec.ratio, count), dst);
+  } else {
+    DecodeBlocks(spec, src, count, dst);
+  }
+}
+
+void DecodeWithDropped(const weftCompression& spec, const uint8_t* encoded, size_t count,
+                       const float* src_values, float* dst, float* dropped) {
+  Decode(spec, encoded, count, dst);
+  for (size_t i = 0; i < count; ++i) {
+    const float d = src_values[i] - dst[i];
+    dropped[i] = std::isfinite(dst[i]) && std::isfinite(d) ? d : 0.0f;
+  }
+}
+
+}  // namespace weft::codec

@@ -1,0 +1,47 @@
+// CPU compression codecs: encode float32 values into a codec's bytes and back.
+//
+// The semantics (and each codec's worst-case error) are defined once, in kernels/codec_ref.h;
+// this is the entry point that frames them (block loop, scale layout, Hadamard padding) and
+// dispatches to the active kernel table (codec_table.h: AVX2 when the CPU has it, else the
+// generic one; WEFT_KERNEL_ISA=generic forces the generic one, as for reductions).
+//
+// Preconditions: spec passed ValidateSpec; buffers hold EncodedBytes / count elements.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "weft/weft_compress.h"
+
+namespace weft::codec {
+
+// "" when spec is usable, else a message naming the bad field and its value.
+std::string ValidateSpec(const weftCompression& spec);
+
+// Whether the codec has a per-block scale (fp8, int8, int4, sign1).
+bool IsBlockCodec(weftCodec_t codec);
+
+// Kept elements of top-k: max(1, round(ratio * count)), at most count (0 for count 0).
+size_t TopKCount(float ratio, size_t count);
+
+// Exact size of the encoding of count values: a pure function of (spec, count).
+size_t EncodedBytes(const weftCompression& spec, size_t count);
+
+// Encodes src[0..count) into dst. `stream` selects the stochastic-rounding stream (ignored
+// without WEFT_COMPRESS_STOCHASTIC). top-k needs count < 2^32.
+void Encode(const weftCompression& spec, const float* src, size_t count, uint8_t* dst,
+            uint64_t stream);
+// Decodes count values from src (as written by Encode with the same spec) into dst.
+void Decode(const weftCompression& spec, const uint8_t* src, size_t count, float* dst);
+
+// Decodes into dst and, in the same pass over the data, stores dropped[i] = src_values[i] -
+// dst[i] (0 where dst[i] is not finite): what error feedback carries into the next call.
+void DecodeWithDropped(const weftCompression& spec, const uint8_t* encoded, size_t count,
+                       const float* src_values, float* dst, float* dropped);
+
+const char* CodecName(weftCodec_t codec);
+// Name of the kernel table in use ("avx2" or "generic").
+const char* ActiveCodecIsa();
+
+}  // namespace weft::codec

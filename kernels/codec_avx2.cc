@@ -1,0 +1,344 @@
+// The AVX2 + F16C codec kernel table: codec_portable.h compiled with `target("avx2,f16c")`
+// (stochastic rounding falls back to it), plus hand-written loops for the deterministic block
+// codecs and the casts. Each loop handles whole groups of 8 (or 16) values with intrinsics and
+// the remainder with the reference functions, and computes bit for bit what codec_ref.h
+// defines (same float operations in the same order; no FMA: "fma" is deliberately not in the
+// target, so nothing can be contracted). Selected at startup when the CPU has AVX2 and F16C;
+// elsewhere this file compiles to a stub returning nullptr.
+//
+// Standard headers come before the target pragma (see reduce_avx2.cc for why).
+#include <cfloat>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/codec_table.h"
+#include "kernels/half.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define WEFT_CODEC_AVX2 1
+#include <immintrin.h>
+#endif
+
+#if WEFT_CODEC_AVX2
+#pragma GCC push_options
+#pragma GCC target("avx2,f16c")
+#include "kernels/codec_portable.h"
+
+namespace weft::codec {
+namespace {
+
+// ---- shared vector pieces ----
+
+uint32_t VectorAbsMaxBits(const float* x, size_t n) {
+  const __m256i magnitude = _mm256_set1_epi32(0x7FFFFFFF);
+  __m256i m = _mm256_setzero_si256();
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i));
+    m = _mm256_max_epu32(m, _mm256_and_si256(v, magnitude));
+  }
+  alignas(32) uint32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), m);
+  uint32_t result = AbsMaxBits(x + i, n - i);
+  for (uint32_t lane : lanes) result = lane > result ? lane : result;
+  return result;
+}
+
+// Round to nearest even, clamp to +-qmax, as IntCode (deterministic). min/max match the
+// reference's comparisons for the finite values that reach here.
+__m256i VectorIntCodes(__m256 x, __m256 inv, __m256 qmax) {
+  const __m256 magic = _mm256_set1_ps(12582912.0f);
+  __m256 r = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(x, inv), magic), magic);
+  r = _mm256_min_ps(r, qmax);
+  r = _mm256_max_ps(r, _mm256_sub_ps(_mm256_setzero_ps(), qmax));
+  return _mm256_cvttps_epi32(r);
+}
+
+// 32 int32 lanes (each in [-128, 127] or [0, 255] for unsigned) -> 32 bytes in order.
+__m256i PackToBytes(__m256i a, __m256i b, __m256i c, __m256i d, bool is_unsigned) {
+  const __m256i ab = _mm256_packs_epi32(a, b);  // int16, lanes interleaved by 128-bit halves
+  const __m256i cd = _mm256_packs_epi32(c, d);
+  const __m256i bytes = is_unsigned ? _mm256_packus_epi16(ab, cd) : _mm256_packs_epi16(ab, cd);
+  return _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+// ---- int8 ----
+
+float Avx2EncodeInt8(const float* x, size_t n, uint8_t* p, const BlockOptions& o) {
+  if (o.stochastic) return PortableEncodeInt8(x, n, p, o);
+  const float scale = BlockScale(VectorAbsMaxBits(x, n), kInt8Max);
+  if (std::isnan(scale)) {
+    std::memset(p, 0, n);
+    return scale;
+  }
+  const __m256 inv = _mm256_set1_ps(1.0f / scale), qmax = _mm256_set1_ps(kInt8Max);
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m256i q[4];
+    for (int j = 0; j < 4; ++j) q[j] = VectorIntCodes(_mm256_loadu_ps(x + i + 8 * j), inv, qmax);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p + i), PackToBytes(q[0], q[1], q[2], q[3], false));
+  }
+  BlockContext c;
+  for (; i < n; ++i)
+    p[i] = static_cast<uint8_t>(IntCode(x[i] * (1.0f / scale), kInt8Max, false, c.key, 0));
+  return scale;
+}
+
+void Avx2DecodeInt8(const uint8_t* p, size_t n, float scale, float* out) {
+  const __m256 s = _mm256_set1_ps(scale);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + i));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes)), s));
+  }
+  PortableDecodeInt8(p + i, n - i, scale, out + i);
+}
+
+// ---- int4: 16 codes -> 8 bytes, element 2j in the low nibble ----
+
+float Avx2EncodeInt4(const float* x, size_t n, uint8_t* p, const BlockOptions& o) {
+  if (o.stochastic || n % 2 != 0) return PortableEncodeInt4(x, n, p, o);
+  const float scale = BlockScale(VectorAbsMaxBits(x, n), kInt4Max);
+  if (std::isnan(scale)) {
+    std::memset(p, 0, (n + 1) / 2);
+    return scale;
+  }
+  const float inv_scalar = 1.0f / scale;
+  const __m256 inv = _mm256_set1_ps(inv_scalar), qmax = _mm256_set1_ps(kInt4Max);
+  const __m128i low_nibble = _mm_set1_epi16(0x000F), high_nibble = _mm_set1_epi16(0x00F0);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i a = VectorIntCodes(_mm256_loadu_ps(x + i), inv, qmax);
+    const __m256i b = VectorIntCodes(_mm256_loadu_ps(x + i + 8), inv, qmax);
+    const __m256i words = _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xD8);  // 16 x int16
+    // Two int16 codes per 32 bits -> bytes: pack to int8 pairs, then fold each pair.
+    const __m128i bytes = _mm_packs_epi16(_mm256_castsi256_si128(words),
+                                          _mm256_extracti128_si256(words, 1));  // 16 x int8
+    const __m128i folded = _mm_or_si128(_mm_and_si128(bytes, low_nibble),
+                                        _mm_and_si128(_mm_srli_epi16(bytes, 4), high_nibble));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(p + i / 2), _mm_packus_epi16(folded, folded));
+  }
+  for (; i < n; i += 2) {
+    const int q0 = IntCode(x[i] * inv_scalar, kInt4Max, false, 0, 0);
+    const int q1 = IntCode(x[i + 1] * inv_scalar, kInt4Max, false, 0, 0);
+    p[i / 2] = static_cast<uint8_t>((q0 & 0xF) | ((q1 & 0xF) << 4));
+  }
+  return scale;
+}
+
+void Avx2DecodeInt4(const uint8_t* p, size_t n, float scale, float* out) {
+  const __m256 s = _mm256_set1_ps(scale);
+  const __m128i mask = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m128i packed = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + i / 2));
+    const __m128i lo = _mm_and_si128(packed, mask);
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(packed, 4), mask);
+    // Interleave to element order, then sign-extend the nibbles: (v ^ 8) - 8.
+    const __m128i codes = _mm_sub_epi8(_mm_xor_si128(_mm_unpacklo_epi8(lo, hi), eight), eight);
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(codes)), s));
+    _mm256_storeu_ps(out + i + 8, _mm256_mul_ps(
+        _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(codes, 8))), s));
+  }
+  DecodeInt4Block(p + i / 2, n - i, scale, out + i);  // i is even: the rest starts on a byte
+}
+
+// ---- fp8: the reference's two rounding paths, both computed, then blended ----
+
+template <int kMantBits, int kBias, int kMinNormalExp>
+__m256i VectorFp8Codes(__m256 v, __m256 max_value) {
+  const __m256 sign_mask = _mm256_set1_ps(-0.0f);
+  const __m256i sign = _mm256_srli_epi32(_mm256_castps_si256(_mm256_and_ps(v, sign_mask)), 24);
+  const __m256 a = _mm256_min_ps(_mm256_andnot_ps(sign_mask, v), max_value);
+  // Subnormal path: round to multiples of the smallest step by a magic add.
+  const __m256 magic = _mm256_set1_ps(Pow2(23 + kMinNormalExp - kMantBits));
+  const __m256 rounded = _mm256_sub_ps(_mm256_add_ps(a, magic), magic);
+  const __m256i sub = _mm256_cvttps_epi32(
+      _mm256_mul_ps(rounded, _mm256_set1_ps(Pow2(kMantBits - kMinNormalExp))));
+  // Normal path: integer round-to-nearest-even of the float's mantissa.
+  constexpr int kDrop = 23 - kMantBits;
+  const __m256i bits = _mm256_castps_si256(a);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(bits, kDrop), _mm256_set1_epi32(1));
+  const __m256i biased = _mm256_add_epi32(
+      bits, _mm256_add_epi32(_mm256_set1_epi32((1 << (kDrop - 1)) - 1), lsb));
+  const __m256i normal = _mm256_sub_epi32(_mm256_srli_epi32(biased, kDrop),
+                                          _mm256_set1_epi32((127 - kBias) << kMantBits));
+  const __m256 is_sub = _mm256_cmp_ps(a, _mm256_set1_ps(Pow2(kMinNormalExp)), _CMP_LT_OQ);
+  const __m256i code = _mm256_castps_si256(_mm256_blendv_ps(
+      _mm256_castsi256_ps(normal), _mm256_castsi256_ps(sub), is_sub));
+  return _mm256_or_si256(code, sign);
+}
+
+template <bool kE4m3>
+float Avx2EncodeFp8(const float* x, size_t n, uint8_t* p, const BlockOptions& o) {
+  const float qmax_scalar = kE4m3 ? kE4m3Max : kE5m2Max;
+  const float scale = BlockScale(VectorAbsMaxBits(x, n), qmax_scalar);
+  if (std::isnan(scale)) {
+    std::memset(p, 0, n);
+    return scale;
+  }
+  const float inv_scalar = 1.0f / scale;
+  const __m256 inv = _mm256_set1_ps(inv_scalar), qmax = _mm256_set1_ps(qmax_scalar);
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m256i q[4];
+    for (int j = 0; j < 4; ++j) {
+      const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i + 8 * j), inv);
+      q[j] = kE4m3 ? VectorFp8Codes<3, 7, -6>(v, qmax) : VectorFp8Codes<2, 15, -14>(v, qmax);
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p + i), PackToBytes(q[0], q[1], q[2], q[3], true));
+  }
+  for (; i < n; ++i) p[i] = kE4m3 ? FloatToE4m3(x[i] * inv_scalar) : FloatToE5m2(x[i] * inv_scalar);
+  return scale;
+}
+
+template <bool kE4m3>
+struct Fp8Table {  // value(code) for every code, from the reference conversion
+  float value[256];
+  Fp8Table() {
+    for (int c = 0; c < 256; ++c)
+      value[c] = kE4m3 ? E4m3ToFloat(static_cast<uint8_t>(c)) : E5m2ToFloat(static_cast<uint8_t>(c));
+  }
+};
+
+template <bool kE4m3>
+void Avx2DecodeFp8(const uint8_t* p, size_t n, float scale, float* out) {
+  static const Fp8Table<kE4m3> table;
+  const __m256 s = _mm256_set1_ps(scale);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i codes = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + i)));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_i32gather_ps(table.value, codes, 4), s));
+  }
+  for (; i < n; ++i) out[i] = table.value[p[i]] * scale;
+}
+
+// ---- sign1 ----
+
+float Avx2MeanAbs(const float* x, size_t n) {
+  const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  __m256d low = _mm256_setzero_pd(), high = _mm256_setzero_pd();  // sums of lanes 0-3, 4-7
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 a = _mm256_and_ps(_mm256_loadu_ps(x + i), magnitude);
+    low = _mm256_add_pd(low, _mm256_cvtps_pd(_mm256_castps256_ps128(a)));
+    high = _mm256_add_pd(high, _mm256_cvtps_pd(_mm256_extractf128_ps(a, 1)));
+  }
+  double s[8];
+  _mm256_storeu_pd(s, low);
+  _mm256_storeu_pd(s + 4, high);
+  for (; i < n; ++i) s[i % 8] += static_cast<double>(std::fabs(x[i]));
+  const double total = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+  return n == 0 ? 0.0f : static_cast<float>(total / static_cast<double>(n));
+}
+
+float Avx2EncodeSign(const float* x, size_t n, uint8_t* p, const BlockOptions&) {
+  std::memset(p, 0, (n + 7) / 8);
+  if (VectorAbsMaxBits(x, n) >= kNonFiniteBits) return NAN;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) p[i / 8] = static_cast<uint8_t>(_mm256_movemask_ps(_mm256_loadu_ps(x + i)));
+  for (; i < n; ++i) p[i / 8] |= static_cast<uint8_t>((FloatBits(x[i]) >> 31) << (i % 8));
+  return Avx2MeanAbs(x, n);
+}
+
+void Avx2DecodeSign(const uint8_t* p, size_t n, float scale, float* out) {
+  const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  const __m256 positive = _mm256_set1_ps(scale), negative = _mm256_set1_ps(-scale);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i set = _mm256_and_si256(_mm256_set1_epi32(p[i / 8]), bit);
+    const __m256 is_negative = _mm256_castsi256_ps(_mm256_cmpeq_epi32(set, bit));
+    _mm256_storeu_ps(out + i, _mm256_blendv_ps(positive, negative, is_negative));
+  }
+  for (; i < n; ++i) out[i] = ((p[i / 8] >> (i % 8)) & 1u) ? -scale : scale;
+}
+
+// ---- casts ----
+
+void Avx2ToBf16(const float* s, size_t n, uint16_t* d) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m256i r[2];
+    for (int j = 0; j < 2; ++j) {
+      const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 8 * j));
+      const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
+      const __m256i rounded = _mm256_srli_epi32(
+          _mm256_add_epi32(bits, _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), lsb)), 16);
+      const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(0x40));
+      const __m256i is_nan = _mm256_cmpgt_epi32(
+          _mm256_and_si256(bits, _mm256_set1_epi32(0x7FFFFFFF)), _mm256_set1_epi32(0x7F800000));
+      r[j] = _mm256_blendv_epi8(rounded, quiet, is_nan);
+    }
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r[0], r[1]), 0xD8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), packed);
+  }
+  PortableToBf16(s + i, n - i, d + i);
+}
+
+void Avx2FromBf16(const uint16_t* s, size_t n, float* d) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), _mm256_slli_epi32(wide, 16));
+  }
+  PortableFromBf16(s + i, n - i, d + i);
+}
+
+void Avx2ToFp16(const float* s, size_t n, uint16_t* d) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  PortableToFp16(s + i, n - i, d + i);
+}
+
+void Avx2FromFp16(const uint16_t* s, size_t n, float* d) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))));
+  PortableFromFp16(s + i, n - i, d + i);
+}
+
+CodecKernels MakeAvx2CodecKernels() {
+  CodecKernels k = MakePortableCodecKernels("avx2");
+  k.to_cast[weftCodecBf16] = &Avx2ToBf16;
+  k.from_cast[weftCodecBf16] = &Avx2FromBf16;
+  k.to_cast[weftCodecFp16] = &Avx2ToFp16;
+  k.from_cast[weftCodecFp16] = &Avx2FromFp16;
+  k.encode_block[weftCodecInt8] = &Avx2EncodeInt8;
+  k.decode_block[weftCodecInt8] = &Avx2DecodeInt8;
+  k.encode_block[weftCodecInt4] = &Avx2EncodeInt4;
+  k.decode_block[weftCodecInt4] = &Avx2DecodeInt4;
+  k.encode_block[weftCodecFp8E4M3] = &Avx2EncodeFp8<true>;
+  k.decode_block[weftCodecFp8E4M3] = &Avx2DecodeFp8<true>;
+  k.encode_block[weftCodecFp8E5M2] = &Avx2EncodeFp8<false>;
+  k.decode_block[weftCodecFp8E5M2] = &Avx2DecodeFp8<false>;
+  k.encode_block[weftCodecSign1] = &Avx2EncodeSign;
+  k.decode_block[weftCodecSign1] = &Avx2DecodeSign;
+  return k;
+}
+
+}  // namespace
+}  // namespace weft::codec
+#pragma GCC pop_options
+#endif  // WEFT_CODEC_AVX2
+
+namespace weft::codec {
+
+const CodecKernels* Avx2CodecKernels() {
+#if WEFT_CODEC_AVX2
+  static const bool supported = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  }();
+  if (!supported) return nullptr;
+  static const CodecKernels kernels = MakeAvx2CodecKernels();
+  return &kernels;
+#else
+  return nullptr;
+#endif
+}
+
+}  // namespace weft::codec

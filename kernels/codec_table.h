@@ -1,0 +1,41 @@
+// Internal: the per-instruction-set codec kernels behind kernels/codec.h.
+//
+// codec_generic.cc and codec_avx2.cc each fill one CodecKernels; codec.cc picks one at startup
+// (the one dispatch point). Every entry computes exactly what codec_ref.h defines, bit for bit;
+// tests run every table the CPU supports against the reference.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "weft/weft_compress.h"
+
+namespace weft::codec {
+
+// What a block encoder needs beyond the values: stochastic rounding's stream.
+struct BlockOptions {
+  bool stochastic = false;
+  uint32_t key = 0;
+  uint32_t first_index = 0;  // index of the block's first value within the encode call
+};
+
+// Encodes n values (n <= block) into payload, returns the block's scale.
+using EncodeBlockFn = float (*)(const float* x, size_t n, uint8_t* payload, const BlockOptions& o);
+// Decodes n values of one block.
+using DecodeBlockFn = void (*)(const uint8_t* payload, size_t n, float scale, float* out);
+using CastToFn = void (*)(const float* src, size_t n, uint16_t* dst);
+using CastFromFn = void (*)(const uint16_t* src, size_t n, float* dst);
+
+struct CodecKernels {
+  const char* isa = "";
+  CastToFn to_cast[weftNumCodecs] = {};      // bf16, fp16
+  CastFromFn from_cast[weftNumCodecs] = {};
+  EncodeBlockFn encode_block[weftNumCodecs] = {};  // fp8 e4m3/e5m2, int8, int4, sign1
+  DecodeBlockFn decode_block[weftNumCodecs] = {};
+};
+
+const CodecKernels& GenericCodecKernels();
+const CodecKernels* Avx2CodecKernels();  // nullptr when the build or the CPU lacks AVX2+F16C
+const CodecKernels& ActiveCodecKernels();
+
+}  // namespace weft::codec

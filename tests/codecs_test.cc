@@ -1,0 +1,468 @@
+// Compression codecs (kernels/codec*.h): every codec's stated worst-case error on adversarial
+// inputs, NaN/inf handling, exact encoded sizes, every CPU kernel table bitwise equal to the
+// reference definitions in codec_ref.h, fp8 conversions exhaustively, top-k selection,
+// stochastic rounding's bias, Hadamard rotation, and spec validation.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/codec.h"
+#include "kernels/codec_ref.h"
+#include "kernels/codec_table.h"
+#include "weft/weft_compress.h"
+
+namespace weft::codec {
+namespace {
+
+weftCompression Spec(weftCodec_t codec, uint32_t block = 128, uint32_t flags = 0,
+                     float ratio = 0.01f) {
+  weftCompression s;
+  weftCompressionDefault(codec, &s);
+  s.block = block;
+  s.flags = flags;
+  s.ratio = ratio;
+  s.seed = 1234;
+  return s;
+}
+
+// Encodes into a buffer with guard bytes after EncodedBytes, checks the guard, decodes.
+std::vector<float> RoundTrip(const weftCompression& spec, const std::vector<float>& x,
+                             uint64_t stream = 0) {
+  const size_t bytes = EncodedBytes(spec, x.size());
+  std::vector<uint8_t> encoded(bytes + 64, 0xA5);
+  Encode(spec, x.data(), x.size(), encoded.data(), stream);
+  for (size_t i = bytes; i < encoded.size(); ++i)
+    EXPECT_EQ(encoded[i], 0xA5) << CodecName(spec.codec) << " wrote past EncodedBytes";
+  std::vector<float> out(x.size(), -12345.0f);
+  Decode(spec, encoded.data(), x.size(), out.data());
+  return out;
+}
+
+// Adversarial inputs, each a multiple of blocks plus a partial block.
+std::vector<std::pair<std::string, std::vector<float>>> AdversarialInputs() {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const size_t n = 128 * 5 + 37;
+  std::vector<std::pair<std::string, std::vector<float>>> inputs;
+  inputs.push_back({"zeros", std::vector<float>(n, 0.0f)});
+  std::vector<float> negzero(n, -0.0f);
+  inputs.push_back({"negative zeros", negzero});
+  std::vector<float> denormals(n);
+  for (size_t i = 0; i < n; ++i) denormals[i] = FloatFromBits(static_cast<uint32_t>(1 + i * 977) & 0x7FFFFFu) * (i % 2 ? -1.f : 1.f);
+  inputs.push_back({"denormals", denormals});
+  std::vector<float> gaussian(n);
+  for (auto& v : gaussian) v = normal(rng);
+  inputs.push_back({"gaussian", gaussian});
+  std::vector<float> outlier = gaussian;
+  for (size_t b = 0; b < n; b += 128) outlier[b + (b / 128 * 31) % std::min<size_t>(128, n - b)] = 1e6f;
+  inputs.push_back({"one huge outlier per block", outlier});
+  std::vector<float> wide(n);
+  for (size_t i = 0; i < n; ++i) wide[i] = std::ldexp(normal(rng), static_cast<int>(i % 200) - 100);
+  inputs.push_back({"magnitudes 2^-100..2^100", wide});
+  std::vector<float> huge(n);
+  for (size_t i = 0; i < n; ++i) huge[i] = (i % 3 ? 3.0e38f : -1.0e38f) * (0.5f + 0.001f * (i % 97));
+  inputs.push_back({"near float max", huge});
+  std::vector<float> ties(n);
+  for (size_t i = 0; i < n; ++i) ties[i] = static_cast<float>(static_cast<int>(i % 255) - 127) + 0.5f;
+  inputs.push_back({"halves (rounding ties)", ties});
+  return inputs;
+}
+
+// The header's bound for element i (codec_ref.h), in double.
+double Bound(const weftCompression& spec, const std::vector<float>& x, size_t i) {
+  const size_t b0 = i / spec.block * spec.block, b1 = std::min(x.size(), b0 + spec.block);
+  double absmax = 0, norm2 = 0;
+  for (size_t j = b0; j < b1; ++j) {
+    absmax = std::max(absmax, std::fabs(static_cast<double>(x[j])));
+    norm2 += static_cast<double>(x[j]) * x[j];
+  }
+  const double ax = std::fabs(static_cast<double>(x[i])), slack = 1 + std::ldexp(1.0, -12);
+  const bool stochastic = spec.flags & WEFT_COMPRESS_STOCHASTIC;
+  double step = 0;  // relative step for the Hadamard bound
+  switch (spec.codec) {
+    case weftCodecBf16:
+      return ax >= std::ldexp(1.0, -126) ? std::ldexp(ax, -8) : std::ldexp(1.0, -134);
+    case weftCodecFp16:
+      return ax >= std::ldexp(1.0, -14) ? std::ldexp(ax, -11) : std::ldexp(1.0, -25);
+    case weftCodecFp8E4M3:
+      step = std::ldexp(1.0, -4);
+      if (!(spec.flags & WEFT_COMPRESS_HADAMARD))
+        return std::ldexp(ax, -4) * slack + std::ldexp(absmax, -18) + std::ldexp(1.0, -127);
+      break;
+    case weftCodecFp8E5M2:
+      step = std::ldexp(1.0, -3);
+      if (!(spec.flags & WEFT_COMPRESS_HADAMARD))
+        return std::ldexp(ax, -3) * slack + std::ldexp(absmax, -30) + std::ldexp(1.0, -127);
+      break;
+    case weftCodecInt8:
+      step = stochastic ? 1.0 / 127 : 1.0 / 254;
+      if (!(spec.flags & WEFT_COMPRESS_HADAMARD)) return absmax * step * slack + std::ldexp(1.0, -126);
+      break;
+    case weftCodecInt4:
+      step = stochastic ? 1.0 / 7 : 1.0 / 14;
+      if (!(spec.flags & WEFT_COMPRESS_HADAMARD)) return absmax * step * slack + std::ldexp(1.0, -126);
+      break;
+    case weftCodecSign1:
+      step = 1.0;
+      if (!(spec.flags & WEFT_COMPRESS_HADAMARD)) return absmax * (1 + std::ldexp(1.0, -20));
+      break;
+    default: return 0;
+  }
+  return std::sqrt(static_cast<double>(spec.block)) * std::sqrt(norm2) * (step + std::ldexp(1.0, -18)) +
+         std::ldexp(1.0, -120);
+}
+
+bool Finite(const std::vector<float>& x) {
+  return std::all_of(x.begin(), x.end(), [](float v) { return std::isfinite(v); });
+}
+
+void ExpectWithinBound(const weftCompression& spec) {
+  for (const auto& [name, x] : AdversarialInputs()) {
+    const std::vector<float> y = RoundTrip(spec, x, 3);
+    bool overflow_expected = false;
+    for (size_t i = 0; i < x.size(); ++i) {
+      // fp16 cannot hold values near float max: documented overflow to inf.
+      if (spec.codec == weftCodecFp16 && std::fabs(x[i]) >= 65520.0f) {
+        EXPECT_TRUE(std::isinf(y[i]) && std::signbit(y[i]) == std::signbit(x[i])) << name << " i=" << i;
+        overflow_expected = true;
+        continue;
+      }
+      // Documented limit of the rotation: a block whose values could sum past FLT_MAX
+      // overflows inside the transform and decodes to NaN (never to wrong finite values).
+      if ((spec.flags & WEFT_COMPRESS_HADAMARD) && std::isnan(y[i])) {
+        const size_t b0 = i / spec.block * spec.block;
+        float absmax = 0;
+        for (size_t j = b0; j < std::min(x.size(), b0 + spec.block); ++j) absmax = std::max(absmax, std::fabs(x[j]));
+        EXPECT_GT(static_cast<double>(absmax) * spec.block, std::ldexp(1.0, 127)) << name << " i=" << i;
+        continue;
+      }
+      ASSERT_TRUE(std::isfinite(y[i])) << CodecName(spec.codec) << " " << name << " i=" << i;
+      const double err = std::fabs(static_cast<double>(x[i]) - y[i]);
+      ASSERT_LE(err, Bound(spec, x, i))
+          << CodecName(spec.codec) << " flags=" << spec.flags << " on " << name << " i=" << i
+          << " x=" << x[i] << " decoded=" << y[i];
+    }
+    (void)overflow_expected;
+  }
+}
+
+TEST(CodecBounds, CastsAndBlockCodecs) {
+  for (weftCodec_t c : {weftCodecBf16, weftCodecFp16, weftCodecFp8E4M3, weftCodecFp8E5M2,
+                        weftCodecInt8, weftCodecInt4, weftCodecSign1})
+    ExpectWithinBound(Spec(c));
+}
+
+TEST(CodecBounds, OtherBlockSizes) {
+  for (uint32_t block : {1u, 7u, 64u, 1000u})
+    for (weftCodec_t c : {weftCodecFp8E4M3, weftCodecInt8, weftCodecInt4, weftCodecSign1})
+      ExpectWithinBound(Spec(c, block));
+}
+
+TEST(CodecBounds, StochasticRounding) {
+  ExpectWithinBound(Spec(weftCodecInt8, 128, WEFT_COMPRESS_STOCHASTIC));
+  ExpectWithinBound(Spec(weftCodecInt4, 128, WEFT_COMPRESS_STOCHASTIC));
+}
+
+TEST(CodecBounds, HadamardRotation) {
+  for (weftCodec_t c : {weftCodecFp8E4M3, weftCodecFp8E5M2, weftCodecInt8, weftCodecInt4, weftCodecSign1})
+    ExpectWithinBound(Spec(c, 128, WEFT_COMPRESS_HADAMARD));
+  ExpectWithinBound(Spec(weftCodecInt4, 64, WEFT_COMPRESS_HADAMARD | WEFT_COMPRESS_STOCHASTIC));
+}
+
+// The point of the rotation: a block with one outlier loses far less of the rest.
+TEST(CodecBounds, HadamardReducesErrorAroundOutliers) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(128 * 64);
+  for (auto& v : x) v = normal(rng);
+  for (size_t b = 0; b < x.size(); b += 128) x[b + 5] = 200.0f;
+  auto rms = [&](const weftCompression& s) {
+    const std::vector<float> y = RoundTrip(s, x);
+    double e = 0;
+    for (size_t i = 0; i < x.size(); ++i) e += (x[i] - y[i]) * static_cast<double>(x[i] - y[i]);
+    return std::sqrt(e / x.size());
+  };
+  // int8: the outlier sets a step of 200/127 for the whole block; rotated, the step is ~8x
+  // smaller (the outlier's energy is spread over 128 values).
+  const double plain = rms(Spec(weftCodecInt8)), rotated = rms(Spec(weftCodecInt8, 128, WEFT_COMPRESS_HADAMARD));
+  EXPECT_LT(rotated, plain / 4) << "plain " << plain << " rotated " << rotated;
+}
+
+TEST(CodecBounds, TopK) {
+  for (float ratio : {0.01f, 0.1f, 0.5f, 1.0f}) {
+    const weftCompression spec = Spec(weftCodecTopK, 128, 0, ratio);
+    for (const auto& [name, x] : AdversarialInputs()) {
+      const std::vector<float> y = RoundTrip(spec, x);
+      const size_t k = TopKCount(ratio, x.size());
+      size_t kept = 0;
+      float smallest_kept = INFINITY;
+      for (size_t i = 0; i < x.size(); ++i) {
+        if (y[i] != 0.0f || (std::signbit(y[i]) && x[i] == 0.0f)) {
+          ASSERT_EQ(FloatBits(y[i]), FloatBits(x[i])) << name << " kept values are exact";
+          ++kept;
+          smallest_kept = std::min(smallest_kept, std::fabs(x[i]));
+        }
+      }
+      EXPECT_LE(kept, k) << name;
+      for (size_t i = 0; i < x.size(); ++i)
+        if (y[i] == 0.0f && x[i] != 0.0f) EXPECT_LE(std::fabs(x[i]), smallest_kept) << name << " i=" << i;
+    }
+  }
+}
+
+TEST(CodecBounds, TopKTiesGoToLowerIndices) {
+  const std::vector<float> x = {1, 5, -5, 5, 2, -5};
+  const std::vector<float> y = RoundTrip(Spec(weftCodecTopK, 128, 0, 0.5f), x);  // k = 3
+  EXPECT_EQ(y, (std::vector<float>{0, 5, -5, 5, 0, 0}));
+}
+
+// ---- NaN and inf ----
+
+TEST(CodecNonFinite, BlockCodecsPoisonTheBlockOnly) {
+  for (weftCodec_t c : {weftCodecFp8E4M3, weftCodecFp8E5M2, weftCodecInt8, weftCodecInt4, weftCodecSign1}) {
+    for (float bad : {NAN, INFINITY, -INFINITY}) {
+      std::vector<float> x(300, 1.5f);
+      x[130] = bad;  // block 1
+      const std::vector<float> y = RoundTrip(Spec(c), x);
+      for (size_t i = 0; i < x.size(); ++i) {
+        if (i >= 128 && i < 256) {
+          EXPECT_TRUE(std::isnan(y[i])) << CodecName(c) << " i=" << i;
+        } else {
+          EXPECT_TRUE(std::isfinite(y[i])) << CodecName(c) << " i=" << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(CodecNonFinite, CastsAndTopKKeepThem) {
+  const std::vector<float> x = {NAN, INFINITY, -INFINITY, 1.0f, -2.0f, 0.0f};
+  for (weftCodec_t c : {weftCodecBf16, weftCodecFp16}) {
+    const std::vector<float> y = RoundTrip(Spec(c), x);
+    EXPECT_TRUE(std::isnan(y[0])) << CodecName(c);
+    EXPECT_EQ(y[1], INFINITY);
+    EXPECT_EQ(y[2], -INFINITY);
+    EXPECT_EQ(y[3], 1.0f);
+  }
+  const std::vector<float> y = RoundTrip(Spec(weftCodecTopK, 128, 0, 0.5f), x);  // k = 3
+  EXPECT_TRUE(std::isnan(y[0]));
+  EXPECT_EQ(y[1], INFINITY);
+  EXPECT_EQ(y[2], -INFINITY);
+  EXPECT_EQ(y[3], 0.0f);
+}
+
+TEST(CodecNonFinite, DroppedIsZeroWhereDecodedIsNotFinite) {
+  std::vector<float> x(256, 0.3f);
+  x[3] = NAN;
+  const weftCompression spec = Spec(weftCodecInt8);
+  std::vector<uint8_t> enc(EncodedBytes(spec, x.size()));
+  Encode(spec, x.data(), x.size(), enc.data(), 0);
+  std::vector<float> y(x.size()), dropped(x.size());
+  DecodeWithDropped(spec, enc.data(), x.size(), x.data(), y.data(), dropped.data());
+  EXPECT_EQ(dropped[3], 0.0f);
+  EXPECT_EQ(dropped[100], 0.0f);
+  EXPECT_EQ(dropped[200], x[200] - y[200]);
+  EXPECT_TRUE(std::isfinite(y[200]));
+}
+
+// ---- sizes ----
+
+TEST(CodecSizes, PureFunctionOfSpecAndCount) {
+  EXPECT_EQ(EncodedBytes(Spec(weftCodecBf16), 1000), 2000u);
+  EXPECT_EQ(EncodedBytes(Spec(weftCodecInt8), 1000), 8 * 4 + 1000u);
+  EXPECT_EQ(EncodedBytes(Spec(weftCodecInt4), 1000), 8 * 4 + 7 * 64 + 52u);  // last block 104
+  EXPECT_EQ(EncodedBytes(Spec(weftCodecInt4, 128, WEFT_COMPRESS_HADAMARD), 1000), 8 * 4 + 8 * 64u);
+  EXPECT_EQ(EncodedBytes(Spec(weftCodecSign1), 1000), 8 * 4 + 7 * 16 + 13u);
+  EXPECT_EQ(EncodedBytes(Spec(weftCodecFp8E4M3), 1), 5u);
+  EXPECT_EQ(EncodedBytes(Spec(weftCodecTopK, 128, 0, 0.01f), 1000), 8 * 10u);
+  EXPECT_EQ(EncodedBytes(Spec(weftCodecTopK, 128, 0, 0.01f), 10), 8u);  // at least one kept
+  EXPECT_EQ(EncodedBytes(Spec(weftCodecTopK, 128, 0, 0.5f), 5), 8 * 3u);  // 2.5: halves round up
+  EXPECT_EQ(EncodedBytes(Spec(weftCodecInt8), 0), 0u);
+  size_t bytes = 0;
+  const weftCompression s = Spec(weftCodecInt8);
+  EXPECT_EQ(weftCompressedSize(&s, 1000, &bytes), weftSuccess);
+  EXPECT_EQ(bytes, 1032u);
+}
+
+// ---- every kernel table bitwise equal to the reference definitions ----
+
+std::vector<const CodecKernels*> Tables() {
+  std::vector<const CodecKernels*> t = {&GenericCodecKernels()};
+  if (Avx2CodecKernels() != nullptr) t.push_back(Avx2CodecKernels());
+  return t;
+}
+
+float RefEncode(weftCodec_t c, const float* x, size_t n, uint8_t* p, const BlockOptions& o) {
+  BlockContext ctx;
+  ctx.stochastic = o.stochastic;
+  ctx.key = o.key;
+  ctx.first_index = o.first_index;
+  switch (c) {
+    case weftCodecInt8: return EncodeInt8Block(x, n, reinterpret_cast<int8_t*>(p), ctx);
+    case weftCodecInt4: return EncodeInt4Block(x, n, p, ctx);
+    case weftCodecFp8E4M3: return EncodeFp8Block<true>(x, n, p);
+    case weftCodecFp8E5M2: return EncodeFp8Block<false>(x, n, p);
+    default: return EncodeSignBlock(x, n, p);
+  }
+}
+
+TEST(CodecKernelTables, BitwiseEqualToReference) {
+  std::printf("kernel tables: generic%s (active: %s)\n", Avx2CodecKernels() ? ", avx2" : " only",
+              ActiveCodecIsa());
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const CodecKernels* table : Tables()) {
+    for (weftCodec_t c : {weftCodecInt8, weftCodecInt4, weftCodecFp8E4M3, weftCodecFp8E5M2, weftCodecSign1}) {
+      for (size_t n : {0u, 1u, 7u, 8u, 15u, 16u, 31u, 32u, 33u, 100u, 128u, 257u}) {
+        for (const auto& [name, input] : AdversarialInputs()) {
+          std::vector<float> x(input.begin(), input.begin() + n);
+          for (bool stochastic : {false, true}) {
+            if (stochastic && c != weftCodecInt8 && c != weftCodecInt4) continue;
+            BlockOptions o;
+            o.stochastic = stochastic;
+            o.key = 99;
+            o.first_index = 17;
+            std::vector<uint8_t> want(n + 8, 0), got(n + 8, 0);
+            const float ws = RefEncode(c, x.data(), n, want.data(), o);
+            const float gs = table->encode_block[c](x.data(), n, got.data(), o);
+            ASSERT_EQ(FloatBits(ws), FloatBits(gs)) << table->isa << " " << CodecName(c) << " n=" << n << " " << name;
+            ASSERT_EQ(want, got) << table->isa << " " << CodecName(c) << " n=" << n << " " << name;
+            std::vector<float> wd(n), gd(n);
+            GenericCodecKernels().decode_block[c](want.data(), n, ws, wd.data());
+            table->decode_block[c](got.data(), n, gs, gd.data());
+            for (size_t i = 0; i < n; ++i)
+              ASSERT_EQ(FloatBits(wd[i]), FloatBits(gd[i])) << table->isa << " " << CodecName(c) << " i=" << i;
+          }
+        }
+      }
+    }
+    // Casts: every bf16/fp16 pattern back and forth, plus the adversarial floats.
+    for (weftCodec_t c : {weftCodecBf16, weftCodecFp16}) {
+      std::vector<uint16_t> all(65536);
+      for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);
+      std::vector<float> f(65536), g(65536);
+      GenericCodecKernels().from_cast[c](all.data(), all.size(), f.data());
+      table->from_cast[c](all.data(), all.size(), g.data());
+      ASSERT_EQ(0, std::memcmp(f.data(), g.data(), f.size() * 4)) << table->isa << " " << CodecName(c);
+      std::vector<float> floats;
+      for (const auto& [name, x] : AdversarialInputs()) floats.insert(floats.end(), x.begin(), x.end());
+      for (uint32_t i = 0; i < 200000; ++i) floats.push_back(FloatFromBits(Hash32(i)));
+      std::vector<uint16_t> a(floats.size()), b(floats.size());
+      GenericCodecKernels().to_cast[c](floats.data(), floats.size(), a.data());
+      table->to_cast[c](floats.data(), floats.size(), b.data());
+      ASSERT_EQ(a, b) << table->isa << " " << CodecName(c);
+    }
+  }
+}
+
+// The reference casts against independent conversions (the compiler's/hardware's).
+TEST(CodecKernelTables, ReferenceCastsMatchHardwareRounding) {
+  for (uint32_t i = 0; i < 100000; ++i) {
+    const float f = FloatFromBits(Hash32(i * 7 + 1));
+    if (std::isnan(f)) continue;
+    const float bf = Bfloat16ToFloat(FloatToBfloat16(f));
+    // bf16 RNE == rounding to 8 significant bits: compare with double arithmetic.
+    if (std::isfinite(bf) && std::fabs(f) >= FLT_MIN) {
+      int e;
+      std::frexp(static_cast<double>(f), &e);
+      const double ulp = std::ldexp(1.0, e - 8);
+      EXPECT_LE(std::fabs(static_cast<double>(f) - bf), ulp / 2) << f;
+    }
+  }
+}
+
+// ---- fp8 conversions ----
+
+TEST(Fp8, EveryFiniteCodeRoundTripsAndOrderIsMonotonic) {
+  for (int c = 0; c < 256; ++c) {
+    const uint8_t code = static_cast<uint8_t>(c);
+    if ((c & 0x7F) != 0x7F) EXPECT_EQ(FloatToE4m3(E4m3ToFloat(code)), code) << c;
+    if ((c & 0x7F) < 0x7C) EXPECT_EQ(FloatToE5m2(E5m2ToFloat(code)), code) << c;
+  }
+  EXPECT_EQ(E4m3ToFloat(0x7E), 448.0f);
+  EXPECT_EQ(E4m3ToFloat(0x01), std::ldexp(1.0f, -9));
+  EXPECT_EQ(E5m2ToFloat(0x7B), 57344.0f);
+  EXPECT_EQ(E5m2ToFloat(0x01), std::ldexp(1.0f, -16));
+  for (int c = 0; c + 1 < 0x7E; ++c) EXPECT_LT(E4m3ToFloat(c), E4m3ToFloat(c + 1));
+  for (int c = 0; c + 1 < 0x7C; ++c) EXPECT_LT(E5m2ToFloat(c), E5m2ToFloat(c + 1));
+}
+
+TEST(Fp8, TiesRoundToEvenAndLargeValuesSaturate) {
+  for (int c = 0; c + 1 < 0x7E; ++c) {
+    const float lo = E4m3ToFloat(c), hi = E4m3ToFloat(c + 1);
+    const float mid = lo + (hi - lo) / 2;  // exact in float
+    EXPECT_EQ(FloatToE4m3(mid), (c % 2 == 0) ? c : c + 1) << "between codes " << c << " and " << c + 1;
+  }
+  EXPECT_EQ(FloatToE4m3(1e9f), 0x7E);
+  EXPECT_EQ(FloatToE4m3(-1e9f), 0xFE);
+  EXPECT_EQ(FloatToE5m2(1e9f), 0x7B);
+}
+
+// ---- stochastic rounding ----
+
+TEST(StochasticRounding, UnbiasedOnAverageAndSeeded) {
+  const weftCompression spec = Spec(weftCodecInt8, 128, WEFT_COMPRESS_STOCHASTIC);
+  std::vector<float> x(128, 0.3f);
+  x[0] = 127.0f;  // scale 1: 0.3 sits between codes 0 and 1
+  double mean = 0;
+  const int trials = 400;
+  for (int t = 0; t < trials; ++t) {
+    const std::vector<float> y = RoundTrip(spec, x, static_cast<uint64_t>(t));
+    for (size_t i = 1; i < x.size(); ++i) mean += y[i];
+  }
+  mean /= trials * 127.0;
+  EXPECT_NEAR(mean, 0.3, 0.01);  // RNE would give exactly 0
+  EXPECT_EQ(RoundTrip(spec, x, 5), RoundTrip(spec, x, 5));
+  EXPECT_NE(RoundTrip(spec, x, 5), RoundTrip(spec, x, 6));
+}
+
+// ---- validation and parsing ----
+
+TEST(CodecSpec, BadSpecsNameTheField) {
+  weftCompression s = Spec(weftCodecInt8);
+  s.codec = static_cast<weftCodec_t>(42);
+  EXPECT_NE(ValidateSpec(s).find("spec->codec=42"), std::string::npos);
+  s = Spec(weftCodecInt8, 0);
+  EXPECT_NE(ValidateSpec(s).find("spec->block=0"), std::string::npos);
+  for (float r : {0.0f, -0.5f, 1.5f, NAN}) {
+    s = Spec(weftCodecTopK, 128, 0, r);
+    EXPECT_NE(ValidateSpec(s).find("spec->ratio="), std::string::npos) << r;
+  }
+  s = Spec(weftCodecInt8, 100, WEFT_COMPRESS_HADAMARD);
+  EXPECT_NE(ValidateSpec(s).find("spec->block=100"), std::string::npos);
+  s = Spec(weftCodecBf16, 128, WEFT_COMPRESS_STOCHASTIC);
+  EXPECT_NE(ValidateSpec(s).find("stochastic"), std::string::npos);
+  s = Spec(weftCodecInt8, 128, 0x80);
+  EXPECT_NE(ValidateSpec(s).find("spec->flags=128"), std::string::npos);
+  EXPECT_EQ(ValidateSpec(Spec(weftCodecTopK, 128, 0, 1.0f)), "");
+}
+
+TEST(CodecSpec, Parse) {
+  weftCompression s;
+  ASSERT_EQ(weftCompressionParse("int4:block=64,hadamard,seed=9", &s), weftSuccess);
+  EXPECT_EQ(s.codec, weftCodecInt4);
+  EXPECT_EQ(s.block, 64u);
+  EXPECT_EQ(s.flags, WEFT_COMPRESS_HADAMARD);
+  EXPECT_EQ(s.seed, 9u);
+  ASSERT_EQ(weftCompressionParse("topk:0.05", &s), weftSuccess);
+  EXPECT_EQ(s.codec, weftCodecTopK);
+  EXPECT_FLOAT_EQ(s.ratio, 0.05f);
+  ASSERT_EQ(weftCompressionParse("fp8", &s), weftSuccess);
+  EXPECT_EQ(s.codec, weftCodecFp8E4M3);
+  ASSERT_EQ(weftCompressionParse("1bit", &s), weftSuccess);
+  EXPECT_EQ(s.codec, weftCodecSign1);
+  EXPECT_EQ(weftCompressionParse("int3", &s), weftInvalidArgument);
+  EXPECT_EQ(weftCompressionParse("int8:block=0", &s), weftInvalidArgument);
+  EXPECT_EQ(weftCompressionParse("int8:colour=red", &s), weftInvalidArgument);
+  EXPECT_EQ(weftCompressionParse("topk:ratio=2", &s), weftInvalidArgument);
+  EXPECT_EQ(weftCompressionParse(nullptr, &s), weftInvalidArgument);
+}
+
+}  // namespace
+}  // namespace weft::codec
