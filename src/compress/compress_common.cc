@@ -1,0 +1,104 @@
+// Shared pieces of the compressed collectives: see compress_common.h.
+#include "compress/compress_common.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "kernels/codec.h"
+#include "kernels/codec_table.h"
+#include "kernels/half.h"
+
+namespace weft::compress {
+
+Status CheckCompressedCall(weftComm_t comm, weftDataType_t datatype, bool has_op, weftRedOp_t op,
+                           const weftCompression* spec, const void* sendbuff, size_t send_elements,
+                           const void* recvbuff, size_t recv_elements) {
+  if (comm == nullptr) return InvalidArgument("comm is NULL");
+  if (datatype != weftFloat32 && datatype != weftBfloat16)
+    return InvalidArgument("datatype=" + std::to_string(static_cast<int>(datatype)) +
+                           " is not supported by compressed collectives (weftFloat32 or "
+                           "weftBfloat16 only)");
+  if (has_op && op != weftSum && op != weftAvg)
+    return InvalidArgument("op=" + std::to_string(static_cast<int>(op)) +
+                           " is not supported by compressed collectives (weftSum or weftAvg only)");
+  if (spec == nullptr) return InvalidArgument("spec is NULL");
+  const std::string problem = codec::ValidateSpec(*spec);
+  if (!problem.empty()) return InvalidArgument(problem);
+  if (sendbuff == nullptr && send_elements > 0)
+    return InvalidArgument("sendbuff is NULL with count=" + std::to_string(send_elements));
+  if (recvbuff == nullptr && recv_elements > 0)
+    return InvalidArgument("recvbuff is NULL with count=" + std::to_string(recv_elements));
+  if (spec->codec == weftCodecTopK && send_elements > 0xFFFFFFFFull)
+    return InvalidArgument("count=" + std::to_string(send_elements) +
+                           " exceeds top-k's 32-bit indices");
+  return OkStatus();
+}
+
+Status FromResult(weftResult_t result, const char* what, weftComm_t comm) {
+  if (result == weftSuccess) return OkStatus();
+  return Status(result, std::string(what) + ": " + weftGetLastError(comm));
+}
+
+Status CommShape(weftComm_t comm, int* nranks, int* rank) {
+  WEFT_RETURN_IF_ERROR(FromResult(weftCommCount(comm, nranks), "weftCommCount", comm));
+  return FromResult(weftCommUserRank(comm, rank), "weftCommUserRank", comm);
+}
+
+Status WaitForStream(weftStream_t stream) {
+  if (stream == nullptr) return OkStatus();
+  return FromResult(weftStreamSynchronize(stream), "waiting for the stream's earlier work", nullptr);
+}
+
+size_t ElementBytes(weftDataType_t datatype) { return datatype == weftBfloat16 ? 2 : 4; }
+
+void LoadWithResidual(const void* in, weftDataType_t datatype, size_t count,
+                      const float* residual, float* out) {
+  if (datatype == weftBfloat16) {
+    codec::ActiveCodecKernels().from_cast[weftCodecBf16](static_cast<const uint16_t*>(in), count, out);
+  } else if (in != out) {
+    std::memcpy(out, in, count * sizeof(float));
+  }
+  if (residual != nullptr)
+    for (size_t i = 0; i < count; ++i) out[i] += residual[i];
+}
+
+void StoreAs(const float* values, size_t count, weftDataType_t datatype, void* out) {
+  if (datatype == weftBfloat16) {
+    codec::ActiveCodecKernels().to_cast[weftCodecBf16](values, count, static_cast<uint16_t*>(out));
+  } else if (values != out) {
+    std::memcpy(out, values, count * sizeof(float));
+  }
+}
+
+size_t SliceCount(size_t count, int nranks, int r) {
+  const size_t n = static_cast<size_t>(nranks);
+  return count / n + (static_cast<size_t>(r) < count % n ? 1 : 0);
+}
+
+size_t SliceOffset(size_t count, int nranks, int r) {
+  const size_t n = static_cast<size_t>(nranks), i = static_cast<size_t>(r);
+  return i * (count / n) + std::min(i, count % n);
+}
+
+float* ScratchFloats(int slot, size_t count) {
+  thread_local std::vector<float> buffers[4];
+  if (buffers[slot].size() < count) buffers[slot].resize(count);
+  return buffers[slot].data();
+}
+
+uint8_t* ScratchBytes(int slot, size_t count) {
+  thread_local std::vector<uint8_t> buffers[4];
+  if (buffers[slot].size() < count) buffers[slot].resize(count);
+  return buffers[slot].data();
+}
+
+void EncodeWithFeedback(const weftCompression& spec, const float* values, size_t count,
+                        uint8_t* encoded, uint64_t stream, float* residual) {
+  codec::Encode(spec, values, count, encoded, stream);
+  if (residual == nullptr) return;
+  float* decoded = ScratchFloats(3, count);
+  codec::DecodeWithDropped(spec, encoded, count, values, decoded, residual);
+}
+
+}  // namespace weft::compress

@@ -1,0 +1,55 @@
+// Shared pieces of the compressed collectives (src/compress/compressed_*.cc): argument checks,
+// moving user data (float32 or bf16) in and out of float32 working buffers with the caller's
+// residual, slice arithmetic, per-thread scratch, and turning a failed public call into a
+// Status with weftGetLastError's message.
+//
+// The compressed collectives are compositions of weft's *public* collectives on uint8 payloads
+// (weftAllToAll/weftAllToAllv/weftAllGather) with encode/decode on the host around them. They
+// are not schedules proved by the checker: that needs encode/decode steps in the schedule IR
+// and receives of variable size ("Core v2", see issue 14).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "common/status.h"
+#include "weft/weft_compress.h"
+
+namespace weft::compress {
+
+// Checks shared by every compressed collective. op is checked only when has_op.
+// `elements` is the count each buffer holds (for the NULL checks).
+Status CheckCompressedCall(weftComm_t comm, weftDataType_t datatype, bool has_op, weftRedOp_t op,
+                           const weftCompression* spec, const void* sendbuff, size_t send_elements,
+                           const void* recvbuff, size_t recv_elements);
+
+// Rank count and rank of comm (through the public API).
+Status CommShape(weftComm_t comm, int* nranks, int* rank);
+
+// With a host stream: waits for its earlier work (the compressed call then runs synchronously).
+Status WaitForStream(weftStream_t stream);
+
+// A public call's result as a Status carrying weftGetLastError's message.
+Status FromResult(weftResult_t result, const char* what, weftComm_t comm);
+
+// out[i] = float(in[i]) + (residual ? residual[i] : 0), in being float32 or bf16.
+void LoadWithResidual(const void* in, weftDataType_t datatype, size_t count,
+                      const float* residual, float* out);
+// out[i] = values[i] as datatype (bf16: rounded to nearest even).
+void StoreAs(const float* values, size_t count, weftDataType_t datatype, void* out);
+size_t ElementBytes(weftDataType_t datatype);
+
+// Slice r of count split over nranks: the first count % nranks slices hold one more.
+size_t SliceCount(size_t count, int nranks, int r);
+size_t SliceOffset(size_t count, int nranks, int r);
+
+// Per-thread scratch that only grows (thread-per-rank tests keep one per rank).
+float* ScratchFloats(int slot, size_t count);
+uint8_t* ScratchBytes(int slot, size_t count);
+
+// Encodes values, and when residual is given stores there what the encoding dropped.
+void EncodeWithFeedback(const weftCompression& spec, const float* values, size_t count,
+                        uint8_t* encoded, uint64_t stream, float* residual);
+
+}  // namespace weft::compress

@@ -1,0 +1,147 @@
+// Compressed allreduce: each contribution is quantized once, reduced in float32 at the owner of
+// its slice, the reduced slice quantized once and gathered; every rank decodes the same bytes.
+//
+//   phase 1 (encode):   x = input + residual; each of the nranks slices of x is encoded on its
+//                       own; residual = what that dropped.
+//   phase 2 (exchange): weftAllToAllv of the encoded slices: rank r receives every rank's
+//                       encoding of slice r.
+//   phase 3 (reduce):   the owner decodes the nranks contributions and adds them in float32 in
+//                       rank order (avg: one division by nranks at the end), so the sum does not
+//                       depend on arrival order or on the algorithm under weftAllToAllv.
+//   phase 4 (re-encode): the reduced slice is encoded once, padded to the largest slice's
+//                       encoded size; its dropped part goes into the owner's residual (times
+//                       nranks for avg, since the next call divides it again).
+//   phase 5 (gather):   weftAllGather of the padded encodings; every rank, the owner included,
+//                       decodes all slices from the same bytes: bitwise-identical results.
+//
+// A composition of weft's public collectives, not yet a schedule proved by the checker (that
+// needs encode/decode steps in the schedule IR: "Core v2", issue 14). Wire bytes per rank:
+// about 2 (nranks - 1) / nranks x the encoded size, as a ring allreduce of the encoded data.
+#include <cstring>
+#include <vector>
+
+#include "compress/compress_common.h"
+#include "compress/compress_error.h"
+#include "compress/compressed_collectives.h"
+#include "kernels/codec.h"
+
+namespace weft::compress {
+namespace {
+
+// Phases 1 and 2: returns the received encodings of this rank's slice (nranks x slice bytes).
+Status ExchangeContributions(const weftCompression& spec, const float* x, size_t count,
+                             int nranks, int rank, float* residual, weftComm_t comm,
+                             uint8_t** received) {
+  std::vector<size_t> send_bytes(nranks), send_displs(nranks), recv_bytes(nranks), recv_displs(nranks);
+  size_t total = 0;
+  for (int r = 0; r < nranks; ++r) {
+    send_bytes[r] = codec::EncodedBytes(spec, SliceCount(count, nranks, r));
+    send_displs[r] = total;
+    total += send_bytes[r];
+  }
+  uint8_t* send = ScratchBytes(0, total);
+  for (int r = 0; r < nranks; ++r) {
+    const size_t offset = SliceOffset(count, nranks, r);
+    EncodeWithFeedback(spec, x + offset, SliceCount(count, nranks, r), send + send_displs[r],
+                       (static_cast<uint64_t>(rank) << 32) | static_cast<uint32_t>(r),
+                       residual ? residual + offset : nullptr);
+  }
+  const size_t mine = codec::EncodedBytes(spec, SliceCount(count, nranks, rank));
+  for (int q = 0; q < nranks; ++q) {
+    recv_bytes[q] = mine;
+    recv_displs[q] = static_cast<size_t>(q) * mine;
+  }
+  *received = ScratchBytes(1, mine * nranks);
+  return FromResult(weftAllToAllv(send, send_bytes.data(), send_displs.data(), *received,
+                                  recv_bytes.data(), recv_displs.data(), weftUint8, comm, nullptr),
+                    "exchanging encoded contributions (weftAllToAllv)", comm);
+}
+
+// Phase 3: sum (or average) of the nranks decoded contributions, in rank order.
+void ReduceSlice(const weftCompression& spec, const uint8_t* received, size_t slice, int nranks,
+                 weftRedOp_t op, float* sum) {
+  const size_t bytes = codec::EncodedBytes(spec, slice);
+  codec::Decode(spec, received, slice, sum);
+  float* contribution = ScratchFloats(2, slice);
+  for (int q = 1; q < nranks; ++q) {
+    codec::Decode(spec, received + q * bytes, slice, contribution);
+    for (size_t i = 0; i < slice; ++i) sum[i] += contribution[i];
+  }
+  if (op == weftAvg && nranks > 1)
+    for (size_t i = 0; i < slice; ++i) sum[i] /= static_cast<float>(nranks);
+}
+
+Status AllReduceCompressed(const void* sendbuff, void* recvbuff, size_t count,
+                           weftDataType_t datatype, weftRedOp_t op, const weftCompression& spec,
+                           float* residual, weftComm_t comm) {
+  int nranks = 0, rank = 0;
+  WEFT_RETURN_IF_ERROR(CommShape(comm, &nranks, &rank));
+  float* x = ScratchFloats(0, count);
+  LoadWithResidual(sendbuff, datatype, count, residual, x);
+  uint8_t* received = nullptr;
+  WEFT_RETURN_IF_ERROR(ExchangeContributions(spec, x, count, nranks, rank, residual, comm, &received));
+
+  const size_t slice = SliceCount(count, nranks, rank), offset = SliceOffset(count, nranks, rank);
+  float* sum = ScratchFloats(1, slice);
+  ReduceSlice(spec, received, slice, nranks, op, sum);
+
+  const size_t padded = codec::EncodedBytes(spec, SliceCount(count, nranks, 0));  // the largest
+  uint8_t* gathered = ScratchBytes(2, padded * nranks);
+  uint8_t* own = ScratchBytes(0, padded);  // phase 1's buffer is free again
+  std::memset(own, 0, padded);
+  float* reduced_dropped = residual != nullptr ? ScratchFloats(2, slice) : nullptr;
+  EncodeWithFeedback(spec, sum, slice, own, static_cast<uint64_t>(rank) << 32 | 0xFFFFFFFFu,
+                     reduced_dropped);
+  if (residual != nullptr) {
+    const float weight = op == weftAvg ? static_cast<float>(nranks) : 1.0f;
+    for (size_t i = 0; i < slice; ++i) residual[offset + i] += weight * reduced_dropped[i];
+  }
+  WEFT_RETURN_IF_ERROR(FromResult(weftAllGather(own, gathered, padded, weftUint8, comm, nullptr),
+                                  "gathering reduced slices (weftAllGather)", comm));
+
+  float* result = datatype == weftFloat32 ? static_cast<float*>(recvbuff) : x;
+  for (int r = 0; r < nranks; ++r)
+    codec::Decode(spec, gathered + r * padded, SliceCount(count, nranks, r),
+                  result + SliceOffset(count, nranks, r));
+  StoreAs(result, count, datatype, recvbuff);
+  return OkStatus();
+}
+
+}  // namespace
+
+Status RunAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t count,
+                              weftDataType_t datatype, weftRedOp_t op,
+                              const weftCompression* spec, float* residual, weftComm_t comm,
+                              weftStream_t stream) {
+  WEFT_RETURN_IF_ERROR(CheckCompressedCall(comm, datatype, true, op, spec, sendbuff, count,
+                                           recvbuff, count));
+  WEFT_RETURN_IF_ERROR(WaitForStream(stream));
+  if (count == 0) return OkStatus();
+  return AllReduceCompressed(sendbuff, recvbuff, count, datatype, op, *spec, residual, comm);
+}
+
+}  // namespace weft::compress
+
+extern "C" weftResult_t weftAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t count,
+                                                weftDataType_t datatype, weftRedOp_t op,
+                                                const weftCompression* spec, float* residual,
+                                                weftComm_t comm, weftStream_t stream) {
+  using namespace weft::compress;  // NOLINT
+  return Report(RunAllReduceCompressed(sendbuff, recvbuff, count, datatype, op, spec, residual,
+                                       comm, stream)
+                    .WithContext("weftAllReduceCompressed"));
+}
+
+namespace weft::compress {
+
+size_t AllReduceCompressedWireBytes(const weftCompression& spec, size_t count, int nranks, int rank) {
+  if (nranks <= 1 || count == 0) return 0;
+  size_t exchanged = 0;  // phase 2: every encoded slice but this rank's own
+  for (int r = 0; r < nranks; ++r)
+    if (r != rank) exchanged += codec::EncodedBytes(spec, SliceCount(count, nranks, r));
+  // phase 5: a bandwidth-optimal allgather sends nranks - 1 padded slices per rank.
+  const size_t padded = codec::EncodedBytes(spec, SliceCount(count, nranks, 0));
+  return exchanged + static_cast<size_t>(nranks - 1) * padded;
+}
+
+}  // namespace weft::compress

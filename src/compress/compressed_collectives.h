@@ -1,0 +1,31 @@
+// The compressed collectives as Status-returning functions (the C entry points in
+// include/weft/weft_compress.h wrap these and report errors). Each checks its arguments,
+// waits for the stream's earlier work when given a host stream, and runs synchronously.
+//
+// Compositions of weft's public collectives on encoded uint8 payloads, not yet schedules
+// proved by the checker (see compress_common.h).
+#pragma once
+
+#include "common/status.h"
+#include "weft/weft_compress.h"
+
+namespace weft::compress {
+
+Status RunAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t count,
+                              weftDataType_t datatype, weftRedOp_t op,
+                              const weftCompression* spec, float* residual, weftComm_t comm,
+                              weftStream_t stream);
+Status RunReduceScatterCompressed(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                  weftDataType_t datatype, weftRedOp_t op,
+                                  const weftCompression* spec, float* residual, weftComm_t comm,
+                                  weftStream_t stream);
+Status RunAllGatherCompressed(const void* sendbuff, void* recvbuff, size_t sendcount,
+                              weftDataType_t datatype, const weftCompression* spec,
+                              float* residual, weftComm_t comm, weftStream_t stream);
+
+// Bytes this rank puts on the wire (sent to other ranks) for one compressed allreduce of
+// count elements, and the same for the uncompressed ring allreduce of float32: what
+// weft-perf's "wire bytes" column reports.
+size_t AllReduceCompressedWireBytes(const weftCompression& spec, size_t count, int nranks, int rank);
+
+}  // namespace weft::compress

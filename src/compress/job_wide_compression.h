@@ -1,0 +1,43 @@
+// WEFT_COMPRESSION: compression turned on job-wide for plain weftAllReduce, without code
+// changes (issue 14 item 5).
+//
+//   WEFT_COMPRESSION=SPEC           as weftCompressionParse ("int8", "fp8", "topk:0.01", ...)
+//   WEFT_COMPRESSION_MIN_BYTES=N    smaller calls stay uncompressed (default 65536: small
+//                                   reductions are latency-bound and often metadata)
+//   WEFT_COMPRESSION_FEEDBACK=0     no error feedback (default 1)
+//
+// Applies to float32/bfloat16 weftSum/weftAvg allreduces; everything else runs as before.
+// Error feedback is then kept by weft, one float32 residual per (comm, recvbuff, count,
+// datatype): safe when each gradient buffer keeps its address from step to step (DDP buckets,
+// persistent gradient arenas); if a program reuses one address for different tensors, the
+// residual of one leaks into the other (bounded, but wrong) and it should set
+// WEFT_COMPRESSION_FEEDBACK=0 or call weftAllReduceCompressed itself. Residuals live until the
+// process ends (one float per element of each distinct buffer).
+//
+// Hook (src/core/api.cc, not owned here): weftAllReduce calls MaybeRunJobWideCompression first
+// and returns its result when it returns true.
+#pragma once
+
+#include "common/status.h"
+#include "weft/weft_compress.h"
+
+namespace weft::compress {
+
+// True when WEFT_COMPRESSION applies to this call: *result then holds the outcome (a bad
+// WEFT_COMPRESSION value makes every applicable call fail with weftInvalidArgument naming it).
+// False: the caller runs the uncompressed allreduce.
+bool MaybeRunJobWideCompression(const void* sendbuff, void* recvbuff, size_t count,
+                                weftDataType_t datatype, weftRedOp_t op, weftComm_t comm,
+                                weftStream_t stream, Status* result);
+
+// The parsed settings (for tests and tools). enabled=false when WEFT_COMPRESSION is unset/empty.
+struct JobWideSettings {
+  bool enabled = false;
+  Status parse_error;
+  weftCompression spec{};
+  size_t min_bytes = 65536;
+  bool feedback = true;
+};
+JobWideSettings ReadJobWideSettings();  // reads the environment now (no caching)
+
+}  // namespace weft::compress
