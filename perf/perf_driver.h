@@ -13,7 +13,12 @@
  *
  * Inputs are small integers chosen per (collective, op, dtype, nranks) so every result is an
  * exactly representable integer whatever the reduction order (fp16 exact to 2048, bf16 to 256,
- * int8 to 127): the check is equality, never a tolerance.
+ * int8 to 127): the check is equality, never a tolerance -- except with --compress (weft only),
+ * where the backend sets `tolerance` to its codec's stated worst-case error and #wrong counts
+ * values farther than that from the exact result (NaN always counts).
+ *
+ * The last column, wire, is the bytes each rank sends per call under a bandwidth-optimal
+ * schedule: nccl-tests' bus factor x size, or what the backend reports (compressed payloads).
  */
 #ifndef WEFT_PERF_DRIVER_H_
 #define WEFT_PERF_DRIVER_H_
@@ -80,6 +85,8 @@ typedef struct {
   const char* csv;        /* --csv FILE */
   const char* label;      /* --label: backend label in the files (default: backend name) */
   double time_budget;     /* --time-budget SEC per size and placement: caps iters (0 = off) */
+  const char* compress;   /* --compress CODEC: compressed collectives (weft only) */
+  double tolerance;       /* set by a compressing backend: allowed |result - exact| (0 = exact) */
   char command[2048];     /* the command line, recorded in --json/--csv */
 } perf_options_t;
 
@@ -109,6 +116,9 @@ struct perf_backend {
   int (*download)(perf_backend_t* b, void* dst, const void* src, size_t bytes);
   int (*sync)(perf_backend_t* b); /* waits for issued work; NULL: calls are blocking */
   const char* description;        /* one header line, e.g. "Gloo TCP on lo, ring" */
+  /* Bytes this rank sends per call of count elements; NULL: bus factor x size. */
+  size_t (*wire_bytes)(perf_backend_t* b, perf_coll_t coll, size_t count, perf_dtype_t dtype);
+  int compresses; /* non-zero when the backend honours --compress */
 };
 
 /* ------------------------------------------------------------------ sizes and counts */
@@ -314,7 +324,13 @@ static int64_t perf_check(const perf_options_t* o, int rank, int n, const void* 
       case PERF_SENDRECV: want = perf_input(c, op, t, (rank + n - 1) % n, n, i); break;
       default: want = 0;
     }
-    if (perf_load(t, out, i) != (double)want) ++wrong;
+    if (o->tolerance > 0) {
+      double d = perf_load(t, out, i) - (double)want;
+      if (d < 0) d = -d;
+      if (!(d <= o->tolerance)) ++wrong; /* NaN counts as wrong */
+    } else if (perf_load(t, out, i) != (double)want) {
+      ++wrong;
+    }
   }
   return wrong;
 }
@@ -355,24 +371,53 @@ static int perf_parse_dtype(const char* s) {
 
 static void perf_usage(const char* prog, FILE* f) {
   fprintf(f,
-          "usage: %s [options]   (nccl-tests' options)\n"
-          "  -b,--minbytes SIZE   smallest size (default 32M; K/M/G suffixes)\n"
-          "  -e,--maxbytes SIZE   largest size (default 32M)\n"
-          "  -f,--stepfactor F    multiply the size by F each step\n"
-          "  -i,--stepbytes SIZE  add SIZE each step (when -f is not > 1; default 1M)\n"
-          "  -n,--iters N         timed iterations (default 20)\n"
-          "  -w,--warmup_iters N  warmup iterations (default 5)\n"
-          "  -c,--check 0|1       check results exactly (default 1)\n"
-          "  -d,--datatype T      int8 uint8 int32 uint32 int64 uint64 half float double bfloat16\n"
-          "  -o,--op OP           sum prod max min avg (default sum)\n"
-          "  -r,--root R          root of broadcast/reduce (default 0)\n"
-          "  -t,--nthreads N      N ranks as threads of this process\n"
-          "  -C,--collective C    allreduce allgather reducescatter alltoall broadcast reduce\n"
-          "                       sendrecv (default allreduce)\n"
-          "  --algo SPEC          algorithm (weft: WEFT_ALGO syntax; peers: their names)\n"
-          "  --json FILE, --csv FILE   write the rows (rank 0)\n"
-          "  --label NAME         backend label in those files\n"
-          "  --time-budget SEC    fewer iterations for sizes whose calls are slow\n",
+          "usage: %s [options]\n"
+          "nccl-tests' options and columns; one rank per process under a launcher (weftrun -n N,\n"
+          "torchrun, srun, mpirun), or -t N ranks as threads of one process.\n"
+          "\n"
+          "sizes (SIZE takes K/M/G suffixes, powers of 1024; size = bytes as nccl-tests counts\n"
+          "them: allgather/reducescatter/alltoall the whole buffer, so count = size/type/ranks):\n"
+          "  -b,--minbytes SIZE      smallest size (default 32M)\n"
+          "  -e,--maxbytes SIZE      largest size (default 32M)\n"
+          "  -f,--stepfactor F       multiply the size by F each step (F > 1)\n"
+          "  -i,--stepbytes SIZE     else add SIZE each step (default 1M)\n"
+          "what to run:\n"
+          "  -C,--collective C       allreduce allgather reducescatter alltoall broadcast reduce\n"
+          "                          sendrecv (default allreduce; nccl-tests has one binary each)\n"
+          "  -d,--datatype T         int8 uint8 int32 uint32 int64 uint64 half float double\n"
+          "                          bfloat16 (also fp16 fp32 fp64 bf16 int char; default float)\n"
+          "  -o,--op OP              sum prod max min avg (default sum)\n"
+          "  -r,--root R             root of broadcast/reduce (default 0)\n"
+          "  -t,--nthreads N         N ranks as threads of this process (default: 1 per process)\n"
+          "  --algo SPEC             force the algorithm (weft: WEFT_ALGO syntax, e.g. ring or\n"
+          "                          'allreduce:0-64K:oneshot,64K-inf:ring'; peers: their names)\n"
+          "  --compress CODEC        weft only: the compressed collective (allreduce,\n"
+          "                          reducescatter, allgather, alltoall; float or bfloat16; sum\n"
+          "                          or avg) with CODEC as weftCompressionParse reads it: bf16\n"
+          "                          fp16 fp8 fp8e5m2 int8 int4 sign1 topk[:RATIO], options\n"
+          "                          ':block=N,hadamard,stochastic'. #wrong then counts values\n"
+          "                          outside the codec's stated error bound\n"
+          "measurement:\n"
+          "  -n,--iters N            timed iterations per size and placement (default 20)\n"
+          "  -w,--warmup_iters N     untimed iterations first (default 5)\n"
+          "  -c,--check 0|1          check every result before timing (default 1)\n"
+          "  --time-budget SEC       fewer iterations (at least 2) for sizes whose calls are\n"
+          "                          slow: about SEC seconds per size and placement\n"
+          "output (rank 0):\n"
+          "  --json FILE             the rows as JSON (RESULTS.md and compare.py read these)\n"
+          "  --csv FILE              the rows as CSV\n"
+          "  --label NAME            backend name in those files (default: the backend's)\n"
+          "  -h,--help               this text\n"
+          "\n"
+          "columns: size (B), count (elements per rank as the API takes it), type, redop, root;\n"
+          "out-of-place and in-place: time (us, average over iters, max over ranks), algbw =\n"
+          "size/time (GB/s), busbw = algbw x nccl-tests' bus factor (allreduce 2(n-1)/n,\n"
+          "allgather/reducescatter/alltoall (n-1)/n, others 1), #wrong (values that differ from\n"
+          "the exact result, summed over ranks; N/A when not checked); algo (what weft ran);\n"
+          "wire (bytes each rank sends per call under a bandwidth-optimal schedule: bus factor x\n"
+          "size, or the encoded bytes with --compress). Exit status: 0, 1 (wrong values), 2.\n"
+          "nccl-tests options without a meaning here (host memory, no GPU per thread): -g, -m,\n"
+          "-p, -z, -y, -G, -a, -T; they are rejected rather than ignored.\n",
           prog);
 }
 
@@ -405,6 +450,7 @@ static int perf_parse_options(int argc, char** argv, perf_options_t* o) {
       {"algo", required_argument, 0, 1},         {"json", required_argument, 0, 2},
       {"csv", required_argument, 0, 3},          {"label", required_argument, 0, 4},
       {"time-budget", required_argument, 0, 5},  {"help", no_argument, 0, 'h'},
+      {"compress", required_argument, 0, 6},
       {0, 0, 0, 0}};
   optind = 1;
   int c, v;
@@ -445,6 +491,7 @@ static int perf_parse_options(int argc, char** argv, perf_options_t* o) {
       case 3: o->csv = optarg; break;
       case 4: o->label = optarg; break;
       case 5: o->time_budget = atof(optarg); break;
+      case 6: o->compress = optarg; break;
       case 'h': perf_usage(argv[0], stdout); return 1;
       default: perf_usage(argv[0], stderr); return -1;
     }
@@ -483,6 +530,7 @@ typedef struct {
   perf_result_t oop, ip;
   char algo[64];
   int iters;
+  size_t wire; /* bytes this rank sends per call */
 } perf_row_t;
 
 static void perf_print_time(FILE* f, const perf_result_t* r) {
@@ -549,6 +597,8 @@ static int perf_write_files(const perf_options_t* o, const perf_backend_t* b,
     perf_json_string(f, b->description ? b->description : "");
     fprintf(f, ",\n  \"command\": ");
     perf_json_string(f, o->command);
+    fprintf(f, ",\n  \"compress\": ");
+    perf_json_string(f, o->compress ? o->compress : "");
     fprintf(f, ",\n  \"rows\": [");
     for (int i = 0; i < nrows; ++i) {
       const perf_row_t* r = &rows[i];
@@ -559,7 +609,7 @@ static int perf_write_files(const perf_options_t* o, const perf_backend_t* b,
       perf_json_result(f, "in_place", &r->ip);
       fprintf(f, ", \"algo\": ");
       perf_json_string(f, r->algo);
-      fprintf(f, "}");
+      fprintf(f, ", \"wire_bytes\": %zu}", r->wire);
     }
     fprintf(f, "\n  ],\n  \"avg_busbw\": %.4f,\n  \"wrong\": %lld\n}\n", avg_busbw,
             (long long)wrong);
@@ -572,7 +622,7 @@ static int perf_write_files(const perf_options_t* o, const perf_backend_t* b,
       return -1;
     }
     fprintf(f, "backend,collective,nranks,size,count,type,redop,root,oop_time_us,oop_algbw,"
-               "oop_busbw,oop_wrong,ip_time_us,ip_algbw,ip_busbw,ip_wrong,algo\n");
+               "oop_busbw,oop_wrong,ip_time_us,ip_algbw,ip_busbw,ip_wrong,algo,wire_bytes\n");
     for (int i = 0; i < nrows; ++i) {
       const perf_row_t* r = &rows[i];
       fprintf(f, "%s,%s,%d,%zu,%zu,%s,%s,%d,%.3f,%.4f,%.4f,%lld,", label,
@@ -580,10 +630,10 @@ static int perf_write_files(const perf_options_t* o, const perf_backend_t* b,
               perf_coll_has_op(o->coll) ? perf_op_names[o->op] : "none", r->root,
               r->oop.time_us, r->oop.algbw, r->oop.busbw, (long long)r->oop.wrong);
       if (r->ip.wrong == -2)
-        fprintf(f, ",,,,%s\n", r->algo);
+        fprintf(f, ",,,,%s,%zu\n", r->algo, r->wire);
       else
-        fprintf(f, "%.3f,%.4f,%.4f,%lld,%s\n", r->ip.time_us, r->ip.algbw, r->ip.busbw,
-                (long long)r->ip.wrong, r->algo);
+        fprintf(f, "%.3f,%.4f,%.4f,%lld,%s,%zu\n", r->ip.time_us, r->ip.algbw, r->ip.busbw,
+                (long long)r->ip.wrong, r->algo, r->wire);
     }
     fclose(f);
   }
@@ -724,6 +774,10 @@ static int perf_run(perf_backend_t* b, const perf_options_t* o) {
     if (rank == 0) fprintf(stderr, "%s: %s\n", b->name, why);
     return 2;
   }
+  if (o->compress && !b->compresses) {
+    if (rank == 0) fprintf(stderr, "%s: --compress is not supported by this backend\n", b->name);
+    return 2;
+  }
   if (perf_coll_has_root(o->coll) && (o->root < 0 || o->root >= n)) {
     if (rank == 0) fprintf(stderr, "%s: -r %d: root out of range [0, %d)\n", b->name, o->root, n);
     return 2;
@@ -742,15 +796,18 @@ static int perf_run(perf_backend_t* b, const perf_options_t* o) {
     fprintf(out, "# Collective %s, %d ranks, rank 0 pid %d on %s%s\n",
             perf_coll_names[o->coll], n, (int)getpid(), host,
             o->time_budget > 0 ? " (--time-budget caps iterations of slow sizes)" : "");
+    if (o->compress)
+      fprintf(out, "# Compression %s: #wrong counts values more than %g from the exact result\n",
+              o->compress, o->tolerance);
     fprintf(out, "#\n");
     fprintf(out, "# %10s  %12s  %8s  %6s  %6s           out-of-place                       "
                  "in-place          \n", "", "", "", "", "");
-    fprintf(out, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s  %s\n",
+    fprintf(out, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s  %s  %s\n",
             "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong",
-            "time", "algbw", "busbw", "#wrong", "algo");
-    fprintf(out, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s\n", "(B)",
-            "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
-            "(GB/s)", "");
+            "time", "algbw", "busbw", "#wrong", "algo", "wire");
+    fprintf(out, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s  %4s  %s\n",
+            "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
+            "(GB/s)", "", "", "(B)");
     fflush(out);
   }
   /* Buffers sized for the largest step. */
@@ -795,6 +852,8 @@ static int perf_run(perf_backend_t* b, const perf_options_t* o) {
     }
     const char* algo = (b->algo_name ? b->algo_name : perf_default_algo)(b, o->coll, shown);
     snprintf(row.algo, sizeof row.algo, "%s", algo ? algo : "-");
+    row.wire = b->wire_bytes ? b->wire_bytes(b, o->coll, count, o->dtype)
+                             : (size_t)((double)shown * perf_busbw_factor(o->coll, n));
     bw_sum += row.oop.busbw;
     ++bw_count;
     if (row.oop.wrong > 0) wrong_total += row.oop.wrong;
@@ -811,7 +870,7 @@ static int perf_run(perf_backend_t* b, const perf_options_t* o) {
               perf_coll_has_op(o->coll) ? perf_op_names[o->op] : "none", rootname);
       perf_print_time(out, &row.oop);
       perf_print_time(out, &row.ip);
-      fprintf(out, "  %s\n", row.algo);
+      fprintf(out, "  %s  %zu\n", row.algo, row.wire);
       fflush(out);
       if (nrows == cap) {
         cap = cap ? cap * 2 : 32;

@@ -5,13 +5,21 @@
 // single rank when no launcher variable is set. The sweep, the exact check and the table are
 // perf/perf_driver.h, shared with the peers (gloo-perf, mpi-perf, nccl-perf) so rows pair up.
 // --algo SPEC sets WEFT_ALGO before the communicator exists (algorithms/algo_override.h).
+// --compress CODEC runs the compressed collectives of weft/weft_compress.h instead (without
+// error feedback: the timing is the collective's), checks results against the codec's stated
+// bound, and reports the encoded bytes in the wire column.
+#include <cmath>
 #include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "compress/compress_error.h"
+#include "compress/compressed_collectives.h"
+#include "kernels/codec.h"
 #include "perf/perf_driver.h"
 #include "weft/weft.h"
+#include "weft/weft_compress.h"
 
 namespace {
 
@@ -29,6 +37,7 @@ static_assert(static_cast<int>(PERF_AVG) == static_cast<int>(weftAvg) &&
 
 struct WeftContext {
   weftComm_t comm = nullptr;
+  const weftCompression* compression = nullptr;  // --compress, or nullptr
   std::string last_algorithm = "-";  // of the last measured collective (not of bookkeeping calls)
 };
 
@@ -54,12 +63,38 @@ int Fail(weftResult_t r, weftComm_t comm, const char* what, char* err, size_t er
   return 1;
 }
 
+// --compress: the compressed counterpart of the row's collective.
+int WeftRunCompressed(perf_backend_t* b, perf_coll_t coll, const void* send, void* recv,
+                      size_t count, weftDataType_t t, weftRedOp_t o, char* err, size_t errlen) {
+  weftComm_t comm = Comm(b);
+  const weftCompression* spec = static_cast<WeftContext*>(b->ctx)->compression;
+  switch (coll) {
+    case PERF_ALLREDUCE:
+      return Fail(weftAllReduceCompressed(send, recv, count, t, o, spec, nullptr, comm, nullptr),
+                  comm, "weftAllReduceCompressed", err, errlen);
+    case PERF_REDUCESCATTER:
+      return Fail(weftReduceScatterCompressed(send, recv, count, t, o, spec, nullptr, comm, nullptr),
+                  comm, "weftReduceScatterCompressed", err, errlen);
+    case PERF_ALLGATHER:
+      return Fail(weftAllGatherCompressed(send, recv, count, t, spec, nullptr, comm, nullptr),
+                  comm, "weftAllGatherCompressed", err, errlen);
+    case PERF_ALLTOALL:
+      return Fail(weftAllToAllCompressed(send, recv, count, t, spec, comm, nullptr), comm,
+                  "weftAllToAllCompressed", err, errlen);
+    default:
+      snprintf(err, errlen, "--compress: %s has no compressed form", perf_coll_names[coll]);
+      return 1;
+  }
+}
+
 int WeftRunCollective(perf_backend_t* b, perf_coll_t coll, const void* send, void* recv,
                       size_t count, perf_dtype_t dtype, perf_op_t op, int root, char* err,
                       size_t errlen) {
   weftComm_t comm = Comm(b);
   auto t = static_cast<weftDataType_t>(dtype);
   auto o = static_cast<weftRedOp_t>(op);
+  if (static_cast<WeftContext*>(b->ctx)->compression != nullptr)
+    return WeftRunCompressed(b, coll, send, recv, count, t, o, err, errlen);
   switch (coll) {
     case PERF_ALLREDUCE:
       return Fail(weftAllReduce(send, recv, count, t, o, comm, nullptr), comm, "weftAllReduce",
@@ -100,8 +135,81 @@ int WeftRunCollective(perf_backend_t* b, perf_coll_t coll, const void* send, voi
 int WeftRun(perf_backend_t* b, perf_coll_t coll, const void* send, void* recv, size_t count,
             perf_dtype_t dtype, perf_op_t op, int root, char* err, size_t errlen) {
   int rc = WeftRunCollective(b, coll, send, recv, count, dtype, op, root, err, errlen);
-  if (rc == 0 && coll != PERF_SENDRECV) RecordAlgorithm(b);
+  auto* ctx = static_cast<WeftContext*>(b->ctx);
+  if (rc == 0 && ctx->compression != nullptr) {
+    ctx->last_algorithm = std::string("compressed-") + weftCodecName(ctx->compression->codec);
+  } else if (rc == 0 && coll != PERF_SENDRECV) {
+    RecordAlgorithm(b);
+  }
   return rc;
+}
+
+// Bytes this rank sends per call: the encoded payloads with --compress (as the composition in
+// src/compress moves them), else the bandwidth-optimal uncompressed volume.
+size_t WeftWireBytes(perf_backend_t* b, perf_coll_t coll, size_t count, perf_dtype_t dtype) {
+  const weftCompression* spec = static_cast<WeftContext*>(b->ctx)->compression;
+  const size_t n = static_cast<size_t>(b->nranks), elem = perf_type_sizes[dtype];
+  if (spec == nullptr) {
+    const size_t bytes = (coll == PERF_ALLREDUCE ? count : count * n) * elem;
+    return static_cast<size_t>(static_cast<double>(bytes) * perf_busbw_factor(coll, b->nranks));
+  }
+  switch (coll) {
+    case PERF_ALLREDUCE:
+      return weft::compress::AllReduceCompressedWireBytes(*spec, count, b->nranks, b->rank);
+    case PERF_REDUCESCATTER:
+    case PERF_ALLGATHER:
+    case PERF_ALLTOALL:  // n - 1 encoded blocks of count elements leave this rank
+      return (n - 1) * weft::codec::EncodedBytes(*spec, count);
+    default:
+      return 0;
+  }
+}
+
+// The codec's worst-case error (kernels/codec_ref.h) relative to the largest input, for the
+// driver's check: every contribution encoded once, the reduced slice once more.
+double CodecErrorPerMax(const weftCompression& spec) {
+  const bool stochastic = spec.flags & WEFT_COMPRESS_STOCHASTIC;
+  double e;
+  switch (spec.codec) {
+    case weftCodecBf16: e = std::ldexp(1.0, -8); break;
+    case weftCodecFp16: e = std::ldexp(1.0, -11); break;
+    case weftCodecFp8E4M3: e = std::ldexp(1.0, -4) + std::ldexp(1.0, -18); break;
+    case weftCodecFp8E5M2: e = std::ldexp(1.0, -3) + std::ldexp(1.0, -30); break;
+    case weftCodecInt8: e = stochastic ? 1.0 / 127 : 1.0 / 254; break;
+    case weftCodecInt4: e = stochastic ? 1.0 / 7 : 1.0 / 14; break;
+    default: e = 1.0; break;  // sign1, top-k: a dropped value is at most the largest
+  }
+  // With the rotation the bound grows with the block's 2-norm: at most sqrt(block) x max.
+  if (spec.flags & WEFT_COMPRESS_HADAMARD) e = (e + std::ldexp(1.0, -18)) * spec.block;
+  return e * 1.01;
+}
+
+// Allowed |result - exact| for the driver's inputs (perf_input: at most perf_exact_max-bound
+// small integers per rank) under --compress.
+double CompressedTolerance(const perf_options_t& o, const weftCompression& spec, int nranks) {
+  int64_t largest = 0;
+  for (int r = 0; r < nranks; ++r)
+    for (size_t j = 0; j < 64; ++j) {
+      const int64_t v = perf_input(o.coll, o.op, o.dtype, r, nranks, j);
+      largest = v > largest ? v : largest;
+    }
+  const double n = nranks;
+  double tolerance = CodecErrorPerMax(spec) * (2 * n + 1) * static_cast<double>(largest);
+  if (o.dtype == PERF_BF16) tolerance += std::ldexp(n * static_cast<double>(largest), -7);
+  return tolerance;
+}
+
+// "" when --compress can run this configuration, else why not.
+std::string CompressionUnsupported(const perf_options_t& o) {
+  if (o.coll != PERF_ALLREDUCE && o.coll != PERF_REDUCESCATTER && o.coll != PERF_ALLGATHER &&
+      o.coll != PERF_ALLTOALL)
+    return std::string("-C ") + perf_coll_names[o.coll] +
+           " has no compressed form (allreduce, reducescatter, allgather, alltoall)";
+  if (o.dtype != PERF_FLOAT && o.dtype != PERF_BF16)
+    return std::string("-d ") + perf_type_names[o.dtype] + ": compression takes float or bfloat16";
+  if (perf_coll_has_op(o.coll) && o.op != PERF_SUM && o.op != PERF_AVG)
+    return std::string("-o ") + perf_op_names[o.op] + ": compression takes sum or avg";
+  return "";
 }
 
 int WeftBarrier(perf_backend_t* b) { return weftBarrier(Comm(b), nullptr) != weftSuccess; }
@@ -121,6 +229,8 @@ std::string Description() {
                   std::to_string(version / 100 % 100) + "." + std::to_string(version % 100);
   const char* algo = getenv("WEFT_ALGO");
   d += std::string(", WEFT_ALGO=") + (algo && *algo ? algo : "(selector)");
+  const char* compression = getenv("WEFT_COMPRESSION");
+  if (compression && *compression) d += std::string(", WEFT_COMPRESSION=") + compression;
   return d;
 }
 
@@ -137,6 +247,8 @@ perf_backend_t MakeBackend(WeftContext* ctx, const std::string& description) {
   b.allreduce_sum_int64 = WeftSumInt64;
   b.algo_name = WeftAlgorithmName;
   b.description = description.c_str();
+  b.wire_bytes = WeftWireBytes;
+  b.compresses = 1;
   return b;
 }
 
@@ -153,9 +265,26 @@ int main(int argc, char** argv) {
   int prc = perf_parse_options(argc, argv, &o);
   if (prc != 0) return prc > 0 ? 0 : 2;
   if (o.algo) setenv("WEFT_ALGO", o.algo, 1);
-  const std::string description = Description();
+  weftCompression compression;
+  if (o.compress) {
+    if (weftCompressionParse(o.compress, &compression) != weftSuccess) {
+      fprintf(stderr, "weft-perf: --compress %s: %s\n", o.compress, weft::compress::LastCompressionError());
+      return 2;
+    }
+    const std::string why = CompressionUnsupported(o);
+    if (!why.empty()) {
+      fprintf(stderr, "weft-perf: --compress %s: %s\n", o.compress, why.c_str());
+      return 2;
+    }
+  }
+  const std::string description =
+      Description() + (o.compress ? std::string(", compressed: ") + o.compress + " (" +
+                                        weft::codec::ActiveCodecIsa() + " codecs; composition "
+                                        "of public collectives, no error feedback)"
+                                  : "");
 
   if (o.threads > 0) {
+    if (o.compress) o.tolerance = CompressedTolerance(o, compression, o.threads);
     std::vector<weftComm_t> comms(o.threads);
     weftResult_t r = weftCommInitAll(comms.data(), o.threads, nullptr);
     if (r != weftSuccess) {
@@ -168,6 +297,7 @@ int main(int argc, char** argv) {
     std::vector<std::thread> threads;
     for (int i = 0; i < o.threads; ++i) {
       ctxs[i].comm = comms[i];
+      ctxs[i].compression = o.compress ? &compression : nullptr;
       threads.emplace_back([&, i] {
         perf_backend_t b = MakeBackend(&ctxs[i], description);
         rcs[i] = perf_run(&b, &o);
@@ -194,7 +324,9 @@ int main(int argc, char** argv) {
             weftGetLastError(nullptr));
     return 2;
   }
+  ctx.compression = o.compress ? &compression : nullptr;
   perf_backend_t b = MakeBackend(&ctx, description);
+  if (o.compress) o.tolerance = CompressedTolerance(o, compression, b.nranks);
   int rc = perf_run(&b, &o);
   if (rc == 2)
     weftCommAbort(ctx.comm);
