@@ -1,0 +1,40 @@
+// Fuzz target: topology files (WEFT_TOPO_FILE, weft-topo --save; src/topo/fabric.h). A file
+// either builds a fabric or fails with a message; a built fabric answers every question the
+// selector asks (groups, links, routes), describes itself, and saves and reloads to the same
+// digest (every rank must build the identical fabric from the same bytes).
+#include <algorithm>
+
+#include "fuzz_common.h"
+#include "topo/fabric.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  auto recs = weft::ParseRecords(weft_fuzz::AsString(data, size), "fuzz.topo");
+  if (!recs.ok()) return 0;
+  auto fabric = weft::FabricFromRecords(*recs, "fuzz.topo");
+  if (!fabric.ok()) {
+    FuzzCheck(!fabric.status().message().empty(), "a rejected topology must say why");
+    return 0;
+  }
+  const weft::Fabric& f = *fabric.value();
+  int n = std::min(f.nranks(), 16);  // questions about the first ranks: enough for coverage
+  for (int a = 0; a < n; ++a) {
+    (void)f.Leaf(a);
+    (void)f.Compute(a);
+    (void)f.MemoryResource(a);
+    for (int b = 0; b < n; ++b) {
+      (void)f.Link(a, b, true);
+      weft::Route r = f.RouteOf(a, b, a % 2 == 0);
+      FuzzCheck(r.nres >= 0 && r.nres <= weft::Route::kMaxResources, "route resource count out of range");
+      for (int i = 0; i < r.nres; ++i)
+        FuzzCheck(r.res[i] >= 0 && r.res[i] < f.num_resources(), "route names an unknown resource");
+    }
+  }
+  (void)f.HostGroups();
+  (void)f.NumaGroups();
+  (void)f.AllRanksMappable(true);
+  (void)f.Describe();
+  auto reloaded = weft::FabricFromRecords(f.ToRecords(), "fuzz.topo saved");
+  FuzzCheck(reloaded.ok(), "a saved fabric does not load again");
+  FuzzCheck(reloaded.value()->Digest() == f.Digest(), "a saved fabric reloads with another digest");
+  return 0;
+}
