@@ -147,10 +147,11 @@ Status Validate(const TrainConfig& c, int world_size) {
       "--top-k " + s(m.top_k) + " must be between 1 and --experts " + s(m.experts)));
   MOE_RETURN_IF_ERROR(Require(m.capacity_factor >= 0.0f,
       "--capacity-factor " + s(m.capacity_factor) + " must be >= 0 (0 = dropless)"));
-  MOE_RETURN_IF_ERROR(Require(c.ep >= 1 && world_size % c.ep == 0,
-      "--ep " + s(c.ep) + " must divide the number of ranks " + s(world_size)));
+  MOE_RETURN_IF_ERROR(Require(c.ep >= 1, "--ep " + s(c.ep) + " must be >= 1"));
   MOE_RETURN_IF_ERROR(Require(m.experts % c.ep == 0,
       "--experts " + s(m.experts) + " is not divisible by --ep " + s(c.ep)));
+  MOE_RETURN_IF_ERROR(Require(c.ep >= 1 && world_size % c.ep == 0,
+      "--ep " + s(c.ep) + " must divide the number of ranks " + s(world_size)));
   MOE_RETURN_IF_ERROR(Require(c.batch > 0 && c.batch % world_size == 0,
       "--batch " + s(c.batch) + " (global sequences per step) must be a positive multiple of the "
       "number of ranks " + s(world_size)));

@@ -229,8 +229,6 @@ Status Parallel::GradNormSquared(const ParamLayout& layout, const ParamBuffers& 
   // over the EP group and added in global expert order, so every layout adds the same numbers
   // in the same order.
   double total = SumSquares(grads.dense.data(), grads.dense.size());
-  const int layers = static_cast<int>(layout.buckets().size());  // upper bound, filtered below
-  (void)layers;
   std::vector<double> local;
   for (const TensorInfo& t : layout.tensors())
     if (t.expert && t.name.find("expert_w1") != std::string::npos) {

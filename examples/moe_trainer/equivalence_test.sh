@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# equivalence_test.sh: trains the tiny config in two layouts and compares the per-step losses.
+#
+#   equivalence_test.sh MODE BIN_DIR
+#
+# MODE   what runs                                                        check
+# dp     DP=2 and DP=4 vs 1 rank, same global batch, both routers          rel. diff <= 1e-5
+# ep     EP=2 (2 ranks) vs DP=2 (2 ranks, no EP), capacity dropping on    bitwise
+#        EP=2 x DP=2 (4 ranks) vs DP=4                                     rel. diff <= 1e-5
+# zero   ZeRO-1 vs plain DP on 2 ranks, and on EP=2 x DP=2                rel. diff <= 1e-5
+#        (measured: bitwise on 2 ranks; ~1e-8 on EP=2 x DP=2, where the clip norm is summed
+#        from shards in another order)
+# resume 20 steps straight vs 10 steps + checkpoint + resume for 10        bitwise (both routers)
+# bad    bad configurations fail with a message naming the argument       exit 1 + message
+#
+# Losses are written with 17 significant digits, so "bitwise" compares exact float values.
+set -euo pipefail
+mode=$1
+bin=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+COMMON=(--config tiny --steps 20 --threads 1 --quiet --val-every 0 --data "${MOE_DATA:-/usr/share/games/fortunes}")
+export WEFT_TIMEOUT=60
+
+train() {  # ranks output-file extra-args...
+  local n=$1 out=$2
+  shift 2
+  if [ "$n" = 1 ]; then
+    "$bin/moe_train" "${COMMON[@]}" --loss-file "$out" "$@"
+  else
+    "$bin/weftrun" -n "$n" --timeout 120 "$bin/moe_train" "${COMMON[@]}" --loss-file "$out" "$@"
+  fi
+}
+
+compare() {  # reference candidate rtol label   (rtol 0 = identical values)
+  awk -v rtol="$3" -v label="$4" '
+    FNR == NR { if ($1 == "train") ref[$2] = $3; next }
+    $1 == "train" {
+      n++
+      if (!($2 in ref)) { print label ": step " $2 " missing from the reference"; bad = 1; next }
+      d = $3 - ref[$2]; if (d < 0) d = -d
+      a = ref[$2] < 0 ? -ref[$2] : ref[$2]
+      r = d / a; if (r > max) max = r
+      if (rtol == 0 ? ($3 != ref[$2]) : (r > rtol)) {
+        print label ": step " $2 " loss " $3 " vs " ref[$2] " (rel " r ")"; bad = 1
+      }
+    }
+    END {
+      if (n != length(ref)) { print label ": " n " steps vs " length(ref) " in the reference"; bad = 1 }
+      printf "%s: %d steps, max relative difference %.3g (limit %s) %s\n", label, n, max,
+             rtol == 0 ? "bitwise" : rtol, bad ? "FAIL" : "ok"
+      exit bad
+    }' "$1" "$2"
+}
+
+expect_error() {  # label expected-text args...
+  local label=$1 text=$2
+  shift 2
+  if "$bin/moe_train" "$@" >"$work/out" 2>&1; then
+    echo "$label: expected a failure, got success"; return 1
+  fi
+  if ! grep -q -- "$text" "$work/out"; then
+    echo "$label: message lacks '$text':"; cat "$work/out"; return 1
+  fi
+  echo "$label: ok ($(head -c 160 "$work/out" | tr '\n' ' '))"
+}
+
+case "$mode" in
+  dp)
+    for router in softmax sigmoid; do
+      train 1 "$work/dp1" --router "$router"
+      train 2 "$work/dp2" --router "$router"
+      train 4 "$work/dp4" --router "$router"
+      compare "$work/dp1" "$work/dp2" 1e-5 "DP=2 vs DP=1 ($router)"
+      compare "$work/dp1" "$work/dp4" 1e-5 "DP=4 vs DP=1 ($router)"
+    done
+    ;;
+  ep)
+    for router in softmax sigmoid; do
+      train 2 "$work/dp2" --router "$router" --capacity-factor 1.25
+      train 2 "$work/ep2" --router "$router" --capacity-factor 1.25 --ep 2
+      compare "$work/dp2" "$work/ep2" 0 "EP=2 vs DP=2 ($router)"
+    done
+    train 4 "$work/dp4"
+    train 4 "$work/ep2dp2" --ep 2
+    # Not bitwise: DP=4 sums an expert's 4 gradient parts in the all-reduce's order, EP=2 x DP=2
+    # adds two parts on the expert's rank and then all-reduces over 2 ranks.
+    compare "$work/dp4" "$work/ep2dp2" 1e-5 "EP=2 x DP=2 vs DP=4"
+    ;;
+  zero)
+    train 2 "$work/dp2"
+    train 2 "$work/zero2" --zero1
+    compare "$work/dp2" "$work/zero2" 1e-5 "ZeRO-1 vs DP (2 ranks)"
+    train 4 "$work/ep2dp2" --ep 2
+    train 4 "$work/ep2dp2zero" --ep 2 --zero1
+    compare "$work/ep2dp2" "$work/ep2dp2zero" 1e-5 "ZeRO-1 vs DP (EP=2 x DP=2)"
+    ;;
+  resume)
+    for router in softmax sigmoid; do
+      train 2 "$work/straight" --router "$router" --ep 2
+      train 2 "$work/resumed" --router "$router" --ep 2 --checkpoint-dir "$work/ckpt" --stop-after 10
+      train 2 "$work/resumed" --router "$router" --ep 2 --checkpoint-dir "$work/ckpt" --resume
+      compare "$work/straight" "$work/resumed" 0 "resume at step 10 ($router, EP=2)"
+    done
+    train 2 "$work/zstraight" --zero1
+    train 2 "$work/zresumed" --zero1 --checkpoint-dir "$work/zckpt" --stop-after 10
+    train 2 "$work/zresumed" --zero1 --checkpoint-dir "$work/zckpt" --resume
+    compare "$work/zstraight" "$work/zresumed" 0 "resume at step 10 (ZeRO-1)"
+    ;;
+  bad)
+    T=(--config tiny --steps 1 --warmup 0 --quiet)
+    expect_error "experts % ep" "is not divisible by --ep" "${T[@]}" --experts 6 --ep 4
+    expect_error "top-k > experts" "--top-k 9 must be between 1 and --experts 8" "${T[@]}" --top-k 9
+    expect_error "dim % heads" "must be a multiple of --heads" "${T[@]}" --dim 30 --heads 4
+    expect_error "unknown router" "--router: 'relu'" "${T[@]}" --router relu
+    expect_error "not a number" "--lr: 'fast' is not a number" "${T[@]}" --lr fast
+    expect_error "unknown option" "unknown option '--bogus'" "${T[@]}" --bogus 1
+    expect_error "compression" "not available yet" "${T[@]}" --compress int8
+    expect_error "missing data" "cannot open the fortunes directory" "${T[@]}" --data /nonexistent
+    expect_error "resume without dir" "--resume needs --checkpoint-dir" "${T[@]}" --resume
+    # Under weftrun every rank reports the same configuration error; ep must divide the ranks.
+    if "$bin/weftrun" -n 2 "$bin/moe_train" "${T[@]}" --ep 4 >"$work/out" 2>&1; then
+      echo "ep > ranks: expected a failure"; exit 1
+    fi
+    grep -q -- "--ep 4 must divide the number of ranks 2" "$work/out" || { cat "$work/out"; exit 1; }
+    echo "ep > ranks under weftrun: ok"
+    ;;
+  *)
+    echo "unknown mode $mode"; exit 2 ;;
+esac
