@@ -1,0 +1,204 @@
+// UcxTransport: weft::Transport over UCX's UCP API, for ranks on different hosts. On a cluster
+// UCX picks RC/DC verbs (InfiniBand, RoCE), on one host shared memory, and falls back to its
+// tcp lane where nothing else exists (this build VM: tcp, posix/sysv shared memory, cma).
+//
+// Setup (Create, collective over the bootstrap's ranks): one UCP context and one worker per
+// transport instance (= per communicator); the worker addresses (plus host names, for error
+// messages) are allgathered through the UcxBootstrap; an endpoint per peer is created with
+// UCP_ERR_HANDLING_MODE_PEER; then every rank sends a zero-byte hello to every peer and
+// receives one from each, which forces UCX's wireup now (so a dead peer is noticed even by a
+// rank that only receives from it) and proves the pair works before the first collective.
+//
+// Data: two-sided tagged messages. The 64-bit UCP tag (ucx_tag.h) is
+//     [63..44] source rank (20 bits) | [43..32] channel (12 bits) | [31..0] operation tag
+//     folded to 32 bits (low word XOR high word).
+// A receive matches on source and channel only, so - with UCP's in-order matching per
+// sender - the k-th recv posted for (peer, channel) takes the k-th message sent there,
+// whatever its tag, exactly as tcp. On completion the sender's folded tag and the message
+// length are compared with the posted recv; a mismatch fails that recv with InternalError
+// ("mismatched call", transport.h's marker) naming peer, channel, expected and received tag
+// and size. Sequence numbers under one call descriptor (the tag's high word) are compared
+// exactly; tags whose high words differ are caught except with probability 2^-32, and the
+// received tag is then only known by its fold (the message says so). The full 64 bits would
+// need a header beside the payload (see README.md). A too-long message arrives truncated.
+// Channel 4095 is reserved for the setup hello.
+//
+// Waiting: Progress(0) drives the worker once (ucp_worker_progress until idle) and yields the
+// core when nothing moved while requests are pending (same reason as tcp: the peer we wait for
+// may be runnable on this core). Progress(timeout_us > 0) spins for spin_us, then arms the
+// worker (ucp_worker_arm) and sleeps in ppoll() on the worker's event fd and an eventfd that
+// Abort() writes, for at most the rest of the timeout.
+//
+// Failures: UCX calls the endpoint's error callback when a peer dies (tcp lane: the socket
+// breaks; RDMA lanes: UCX's keepalive, which Create sets to keepalive_s unless
+// UCX_KEEPALIVE_INTERVAL is set). UCX 1.13's shared-memory lanes have no failure handler:
+// see UcxOptions::err_mode. Requests to and from that peer then fail with RemoteError
+// naming its rank and host, and so does Progress. A peer that disconnects with nothing pending
+// is a normal shutdown; later requests to it fail (a recv still succeeds when the message had
+// already arrived).
+//
+// Threading: one thread at a time calls Post*/Progress (the worker is UCS_THREAD_MODE_SERIALIZED
+// and a mutex serializes us); Abort() may come from any thread: it wakes a sleeping Progress
+// through the eventfd, then fails every pending request under the mutex. After Abort returns,
+// UCX writes into no user buffer: pending receives are cancelled and the endpoints closed, and
+// the worker is not progressed again until the destructor (which waits for UCX to let go).
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "transports/transport.h"
+#include "transports/ucx/ucx_bootstrap.h"
+
+namespace weft {
+
+struct UcxOptions {
+  // UCX transport list for this context (UCX_TLS syntax: "tcp", "sm,tcp", "rc,sm"). Empty:
+  // whatever UCX_TLS in the environment says, else UCX's default (all it finds).
+  std::string tls;
+  // Microseconds of non-blocking progress before sleeping on the event fd in Progress(t > 0).
+  // WEFT_UCX_SPIN_US. Small by default for the reason tcp's is 0: the executor spins itself.
+  int spin_us = 5;
+  // UCX keepalive period (how fast a dead peer on a shared-memory lane is noticed), applied
+  // unless UCX_KEEPALIVE_INTERVAL is set. UCX's own default (20 s) is too slow for weft's
+  // "dead peer -> error within seconds".
+  double keepalive_s = 1.0;
+  // Bound on the setup hello exchange (all ranks must have created their transport).
+  double connect_timeout_s = 60.0;
+  // Peer-failure detection (UCP_ERR_HANDLING_MODE_PEER). UCX 1.13's shared-memory transports
+  // (posix, sysv) have no peer-failure handler, so with UCX_TLS=sm no endpoint can be created
+  // in that mode. kAuto: PEER, and where UCX refuses it, an endpoint without failure
+  // detection (a warning says so; a dead peer is then only caught by WEFT_TIMEOUT).
+  // kRequire: refuse such a peer. WEFT_UCX_ERR_MODE=auto|peer.
+  enum class ErrMode { kAuto, kRequire };
+  ErrMode err_mode = ErrMode::kAuto;
+};
+
+// Defaults overridden by WEFT_UCX_TLS (same as `tls`), WEFT_UCX_SPIN_US. Bad values are ignored.
+UcxOptions UcxOptionsFromEnv();
+
+// A transport UCX offers on this host ("tcp/eth0", "posix/memory", "rc_mlx5/mlx5_0:1"), and
+// whether it is an RDMA lane (InfiniBand/RoCE verbs: rc, dc, ud). Independent of UCX_TLS.
+struct UcxLane {
+  std::string transport;
+  std::string device;
+  bool rdma = false;
+};
+// Lists UCX's transports through the UCT component/MD query (no context, no worker).
+StatusOr<std::vector<UcxLane>> ListUcxLanes();
+// True when ListUcxLanes() has an RDMA lane: the default rule for choosing ucx over tcp.
+bool UcxHasRdmaLane();
+
+class UcxTransport : public Transport {
+ public:
+  static StatusOr<std::unique_ptr<UcxTransport>> Create(UcxBootstrap* bootstrap,
+                                                        const UcxOptions& options);
+  ~UcxTransport() override;
+
+  const char* name() const override { return "ucx"; }
+  Status PostSend(int peer, int channel, uint64_t tag, const void* buf, size_t bytes,
+                  TransportRequest* req) override;
+  Status PostRecv(int peer, int channel, uint64_t tag, void* buf, size_t bytes,
+                  TransportRequest* req) override;
+  Status Progress(int timeout_us) override;
+  bool HasPending() const override { return pending_.load(std::memory_order_acquire) > 0; }
+  void Abort(const Status& why) override;
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  // The lanes UCX chose for the endpoint to `peer`, e.g. "tcp/lo" or "posix/memory,cma/memory"
+  // (from ucp_ep_print_info; logged at WEFT_DEBUG=INFO after setup).
+  std::string PeerLanes(int peer) const;
+  // Whether UCX will report `peer`'s death (false: its lanes have no failure handler).
+  bool DetectsPeerFailure(int peer) const;
+  // Highest user channel (4095 is the setup hello's).
+  static constexpr int kMaxUserChannel = 4094;
+
+  // For the one-sided layer (ucx_memory.h): the context and worker, and the endpoint to a
+  // peer. Only for use under the same one-thread-at-a-time rule as Post*/Progress.
+  ucp_context_h context() const { return context_; }
+  ucp_worker_h worker() const { return worker_; }
+  ucp_ep_h endpoint(int peer) const { return peers_[peer].ep; }
+
+ private:
+  struct Peer;
+  // One posted send or recv, alive until UCX is done with it (even after the user's request
+  // was failed by Abort or a peer failure: `req` is then null).
+  struct Op {
+    UcxTransport* owner = nullptr;
+    int peer = -1;
+    int channel = 0;
+    bool is_recv = false;
+    uint64_t tag = 0;
+    size_t bytes = 0;
+    TransportRequest* req = nullptr;
+    void* ucx_request = nullptr;
+    bool ucx_done = false;
+    ucs_status_t ucx_status = UCS_OK;
+    ucp_tag_recv_info_t info{};
+    std::list<Op>::iterator self;
+  };
+  struct Peer {
+    UcxTransport* owner = nullptr;
+    int rank = -1;
+    std::string host;
+    ucp_ep_h ep = nullptr;
+    Status error;         // sticky: failed or closed
+    bool closed = false;  // disconnected with nothing pending (normal shutdown)
+    int pending = 0;
+    std::string lanes;
+    bool detects_failure = true;
+  };
+
+  UcxTransport() = default;
+  Status InitUcx(const UcxOptions& options);
+  Status ConnectPeers(UcxBootstrap* bootstrap);
+  Status CreateEndpoint(Peer& p, const ucp_address_t* address);
+  Status ExchangeHellos(double timeout_s);
+  Status CheckArgs(int peer, int channel, const char* what) const;
+  std::string PeerName(const Peer& p) const;
+  Op* NewOp(int peer, int channel, bool is_recv, uint64_t tag, size_t bytes, TransportRequest* req);
+  // Finishes an op UCX is done with: checks a recv, completes the user's request, frees it.
+  void FinishOp(Op* op);
+  Status CheckRecv(const Op& op) const;
+  void CompleteUser(Op* op, Status st);
+  // ucp_worker_progress until idle, then FinishOp on everything completed; true if anything moved.
+  bool Drive();
+  void WaitForEvents(int timeout_us);
+  void OnPeerError(Peer& p, ucs_status_t status);
+  void FailPeerRequests(Peer& p, const Status& st);
+  void AbortLocked(const Status& why);
+  void CloseEndpoints();
+  std::string DescribeLanes(ucp_ep_h ep) const;
+
+  static void OnSendDone(void* request, ucs_status_t status, void* user_data);
+  static void OnRecvDone(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info,
+                         void* user_data);
+  static void OnEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status);
+
+  int rank_ = 0;
+  int nranks_ = 1;
+  UcxOptions options_;
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  int worker_fd_ = -1;  // ucp_worker_get_efd; owned by UCX
+  int wake_fd_ = -1;    // eventfd written by Abort()
+  std::vector<Peer> peers_;
+  std::list<Op> ops_;
+  std::vector<Op*> completed_;  // filled by UCX callbacks during ucp_worker_progress
+  std::atomic<int> pending_{0};
+  Status round_error_;
+  std::atomic<bool> aborted_{false};
+  Status abort_status_;
+  mutable std::mutex mu_;
+};
+
+}  // namespace weft

@@ -1,0 +1,309 @@
+// UcxTransport's data path: posting tagged sends/recvs, UCX completion callbacks, checking a
+// received message against its recv, progress and sleeping on the event fd, peer failures
+// and Abort. Setup and teardown are in ucx_transport.cc; the rules in ucx_transport.h.
+#include <poll.h>
+#include <sched.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "common/log.h"
+#include "transports/ucx/ucx_tag.h"
+#include "transports/ucx/ucx_transport.h"
+
+namespace weft {
+namespace {
+
+using namespace ucx_tag;  // NOLINT: the tag layout is this file's vocabulary
+
+using Clock = std::chrono::steady_clock;
+
+
+}  // namespace
+
+Status UcxTransport::CheckArgs(int peer, int channel, const char* what) const {
+  if (peer < 0 || peer >= nranks_ || peer == rank_) {
+    return InvalidArgument(std::string("ucx ") + what + ": peer=" + std::to_string(peer) +
+                           " is not another rank of 0.." + std::to_string(nranks_ - 1) +
+                           " (this is rank " + std::to_string(rank_) + ")");
+  }
+  if (channel < 0 || channel > kMaxUserChannel) {
+    return InvalidArgument(std::string("ucx ") + what + ": channel=" + std::to_string(channel) +
+                           " is outside 0.." + std::to_string(kMaxUserChannel));
+  }
+  return OkStatus();
+}
+
+UcxTransport::Op* UcxTransport::NewOp(int peer, int channel, bool is_recv, uint64_t tag,
+                                      size_t bytes, TransportRequest* req) {
+  ops_.emplace_back();
+  Op* op = &ops_.back();
+  op->owner = this;
+  op->self = std::prev(ops_.end());
+  op->peer = peer;
+  op->channel = channel;
+  op->is_recv = is_recv;
+  op->tag = tag;
+  op->bytes = bytes;
+  op->req = req;
+  req->Reset();
+  ++peers_[peer].pending;
+  pending_.fetch_add(1, std::memory_order_acq_rel);
+  return op;
+}
+
+Status UcxTransport::PostSend(int peer, int channel, uint64_t tag, const void* buf, size_t bytes,
+                              TransportRequest* req) {
+  WEFT_RETURN_IF_ERROR(CheckArgs(peer, channel, "send"));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (aborted_.load()) return abort_status_;
+  Peer& p = peers_[peer];
+  if (!p.error.ok()) return p.error;
+  Op* op = NewOp(peer, channel, false, tag, bytes, req);
+  ucp_request_param_t prm{};
+  prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  prm.cb.send = &UcxTransport::OnSendDone;
+  prm.user_data = op;
+  void* r = ucp_tag_send_nbx(p.ep, buf, bytes, MakeTag(rank_, channel, tag), &prm);
+  if (UCS_PTR_IS_ERR(r)) {
+    Status st = RemoteError("ucx send to " + PeerName(p) + ": " +
+                            ucs_status_string(UCS_PTR_STATUS(r)));
+    op->ucx_done = true;
+    CompleteUser(op, st);
+    FinishOp(op);
+    return st;
+  }
+  op->ucx_request = r;
+  if (r == nullptr) {  // completed in place (small eager message)
+    op->ucx_done = true;
+    FinishOp(op);
+  }
+  return OkStatus();
+}
+
+Status UcxTransport::PostRecv(int peer, int channel, uint64_t tag, void* buf, size_t bytes,
+                              TransportRequest* req) {
+  WEFT_RETURN_IF_ERROR(CheckArgs(peer, channel, "recv"));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (aborted_.load()) return abort_status_;
+  Peer& p = peers_[peer];
+  const ucp_tag_t match = MakeTag(peer, channel, 0);
+  if (!p.error.ok()) {
+    // A closed peer's last messages may still wait in UCX's unexpected queue; a failed
+    // peer's may not be trusted.
+    ucp_tag_recv_info_t probe{};
+    if (!p.closed || ucp_tag_probe_nb(worker_, match, kMatchMask, 0, &probe) == nullptr) {
+      return p.error;
+    }
+  }
+  Op* op = NewOp(peer, channel, true, tag, bytes, req);
+  ucp_request_param_t prm{};
+  // Always through the callback: UCX 1.13 left RECV_INFO unfilled when a recv matched an
+  // already-arrived message in place (measured: sender tag and length read as 0).
+  prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                     UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  prm.cb.recv = &UcxTransport::OnRecvDone;
+  prm.user_data = op;
+  void* r = ucp_tag_recv_nbx(worker_, buf, bytes, match, kMatchMask, &prm);
+  if (UCS_PTR_IS_ERR(r)) {
+    Status st = SystemError("ucx recv from " + PeerName(p) + ": " +
+                            ucs_status_string(UCS_PTR_STATUS(r)));
+    op->ucx_done = true;
+    CompleteUser(op, st);
+    FinishOp(op);
+    return st;
+  }
+  op->ucx_request = r;
+  return OkStatus();
+}
+
+// ---- completion ----
+
+void UcxTransport::OnSendDone(void* request, ucs_status_t status, void* user_data) {
+  Op* op = static_cast<Op*>(user_data);
+  op->ucx_done = true;
+  op->ucx_status = status;
+  op->owner->completed_.push_back(op);
+}
+
+void UcxTransport::OnRecvDone(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info,
+                              void* user_data) {
+  Op* op = static_cast<Op*>(user_data);
+  op->ucx_done = true;
+  op->ucx_status = status;
+  if (info != nullptr) op->info = *info;
+  op->owner->completed_.push_back(op);
+}
+
+Status UcxTransport::CheckRecv(const Op& op) const {
+  const Peer& p = peers_[op.peer];
+  if (op.ucx_status != UCS_OK && op.ucx_status != UCS_ERR_MESSAGE_TRUNCATED) {
+    return RemoteError("ucx recv from " + PeerName(p) + " channel " + std::to_string(op.channel) +
+                       ": " + ucs_status_string(op.ucx_status));
+  }
+  uint32_t got_fold = static_cast<uint32_t>(op.info.sender_tag & kFoldMask);
+  bool truncated = op.ucx_status == UCS_ERR_MESSAGE_TRUNCATED;
+  if (!truncated && got_fold == FoldTag(op.tag) && op.info.length == op.bytes) {
+    return OkStatus();
+  }
+  // The sender's tag, exact when its high word equals ours (same call descriptor, different
+  // sequence number); otherwise only its fold is known, and the message says so.
+  uint64_t got_tag = (op.tag & ~kFoldMask) | (got_fold ^ static_cast<uint32_t>(op.tag >> 32));
+  std::string got_bytes = (truncated && op.info.length <= op.bytes)
+                              ? "more than " + std::to_string(op.bytes) + " bytes"
+                              : std::to_string(op.info.length) + " bytes";
+  // Only the fold of a differing tag travels; say so when it matters.
+  std::string caveat = got_fold == FoldTag(op.tag)
+                           ? ""
+                           : "; exact if its high 32 bits equal ours, else only its 32-bit fold " +
+                                 std::to_string(got_fold) + " is known";
+  // "mismatched call" is transport.h's kTagMismatchMarker (Core v2: use TagMismatch()).
+  return InternalError("ucx recv from " + PeerName(p) + " channel " + std::to_string(op.channel) +
+                       ": mismatched call: expected tag " + std::to_string(op.tag) + " (" +
+                       std::to_string(op.bytes) + " bytes), received tag " + std::to_string(got_tag) +
+                       " (" + got_bytes + caveat + ")");
+}
+
+void UcxTransport::CompleteUser(Op* op, Status st) {
+  if (op->req == nullptr) return;
+  TransportRequest* req = op->req;
+  op->req = nullptr;
+  --peers_[op->peer].pending;
+  pending_.fetch_sub(1, std::memory_order_acq_rel);
+  req->Complete(std::move(st));
+}
+
+void UcxTransport::FinishOp(Op* op) {
+  if (op->req != nullptr) {
+    Status st;
+    if (op->is_recv) {
+      st = CheckRecv(*op);
+    } else if (op->ucx_status != UCS_OK) {
+      st = RemoteError("ucx send to " + PeerName(peers_[op->peer]) + " channel " +
+                       std::to_string(op->channel) + ": " + ucs_status_string(op->ucx_status));
+    }
+    CompleteUser(op, std::move(st));
+  }
+  if (op->ucx_request != nullptr && !UCS_PTR_IS_ERR(op->ucx_request)) {
+    ucp_request_free(op->ucx_request);
+  }
+  ops_.erase(op->self);
+}
+
+// ---- progress ----
+
+bool UcxTransport::Drive() {
+  bool moved = false;
+  // Bounded: a flood of arrivals must not keep one Progress call forever.
+  for (int i = 0; i < 64 && ucp_worker_progress(worker_) != 0; ++i) moved = true;
+  if (!completed_.empty()) {
+    moved = true;
+    std::vector<Op*> done;
+    done.swap(completed_);
+    for (Op* op : done) FinishOp(op);
+  }
+  return moved;
+}
+
+void UcxTransport::WaitForEvents(int timeout_us) {
+  Clock::time_point start = Clock::now();
+  Clock::time_point end = start + std::chrono::microseconds(timeout_us);
+  Clock::time_point spin_end = start + std::chrono::microseconds(std::min(options_.spin_us, timeout_us));
+  while (Clock::now() < spin_end) {
+    if (Drive() || aborted_.load()) return;
+  }
+  // Arm, then sleep: UCS_ERR_BUSY means events arrived since the last progress.
+  ucs_status_t s = ucp_worker_arm(worker_);
+  if (s == UCS_ERR_BUSY) {
+    Drive();
+    return;
+  }
+  int64_t left_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(end - Clock::now()).count();
+  if (left_ns > 0 && !aborted_.load()) {
+    pollfd fds[2] = {{worker_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    timespec ts{static_cast<time_t>(left_ns / 1000000000), static_cast<long>(left_ns % 1000000000)};
+    ppoll(fds, 2, &ts, nullptr);
+  }
+  Drive();
+}
+
+Status UcxTransport::Progress(int timeout_us) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (aborted_.load()) return OkStatus();  // requests were failed by Abort
+  round_error_ = OkStatus();
+  bool moved = Drive();
+  if (!moved && pending_.load() > 0 && round_error_.ok()) {
+    if (timeout_us <= 0) {
+      sched_yield();  // see ucx_transport.h: let a peer on this core run
+    } else {
+      WaitForEvents(timeout_us);
+    }
+  }
+  Status st = round_error_;
+  round_error_ = OkStatus();
+  return st;
+}
+
+// ---- failures ----
+
+void UcxTransport::OnEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status) {
+  Peer* p = static_cast<Peer*>(arg);
+  p->owner->OnPeerError(*p, status);
+}
+
+// Runs inside ucp_worker_progress (so under mu_).
+void UcxTransport::OnPeerError(Peer& p, ucs_status_t status) {
+  if (!p.error.ok()) return;
+  if (p.pending == 0) {
+    // Disconnected while we wanted nothing from it: a normal shutdown, unless we ask later.
+    p.closed = true;
+    p.error = RemoteError("ucx: " + PeerName(p) + " has disconnected (" +
+                          ucs_status_string(status) + ")");
+    WEFT_INFO("ucx: %s disconnected with nothing pending", PeerName(p).c_str());
+    return;
+  }
+  p.error = RemoteError("ucx: " + PeerName(p) + " failed: " + ucs_status_string(status));
+  FailPeerRequests(p, p.error);
+  if (round_error_.ok()) round_error_ = p.error;
+}
+
+// Fails the user's requests to/from `p`; UCX ops stay alive until UCX lets go of them
+// (pending receives from it are cancelled; sends complete with an error by themselves).
+void UcxTransport::FailPeerRequests(Peer& p, const Status& st) {
+  for (Op& op : ops_) {
+    if (op.peer != p.rank || op.req == nullptr) continue;
+    CompleteUser(&op, st);
+    if (op.is_recv && !op.ucx_done && op.ucx_request != nullptr) {
+      ucp_request_cancel(worker_, op.ucx_request);
+    }
+  }
+}
+
+void UcxTransport::Abort(const Status& why) {
+  aborted_.store(true);
+  if (wake_fd_ >= 0) {
+    uint64_t one = 1;
+    ssize_t w = write(wake_fd_, &one, sizeof(one));
+    (void)w;  // a full counter already means "wake up"
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  AbortLocked(why);
+}
+
+void UcxTransport::AbortLocked(const Status& why) {
+  if (!abort_status_.ok()) return;  // idempotent
+  abort_status_ = why.ok() ? SystemError("ucx: transport aborted") : why;
+  for (Peer& p : peers_) {
+    if (p.rank == rank_) continue;
+    FailPeerRequests(p, abort_status_);
+    if (p.error.ok()) p.error = abort_status_;
+  }
+  // Closing (forced) tears down UCX's connections, so no lane - RDMA reads in flight
+  // included - writes into a user buffer after Abort returns.
+  CloseEndpoints();
+  round_error_ = OkStatus();
+}
+
+}  // namespace weft
