@@ -1,0 +1,33 @@
+// Python module weft_torch._C: the WeftBackend class (a torch.distributed Backend) and its
+// constructor from torch's store, plus a few weft queries. Registration with
+// torch.distributed happens in weft_torch/__init__.py.
+#include <pybind11/chrono.h>
+#include <torch/python.h>
+
+#include "overhead_probe.h"
+#include "weft_backend.h"
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "weft collectives as a torch.distributed backend (CPU tensors)";
+  py::class_<weft_torch::WeftBackend, c10d::Backend, c10::intrusive_ptr<weft_torch::WeftBackend>>(
+      m, "WeftBackend")
+      .def(py::init<const c10::intrusive_ptr<c10d::Store>&, int, int, std::chrono::milliseconds>(),
+           py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
+           py::call_guard<py::gil_scoped_release>())
+      .def("perform_nocolor_split",
+           [](weft_torch::WeftBackend& self, py::object /*device*/) { self.splitNoColor(); },
+           py::arg("device") = py::none(), py::call_guard<py::gil_scoped_release>())
+      .def("comm_split_count", &weft_torch::WeftBackend::splitCount)
+      .def("last_algorithm", &weft_torch::WeftBackend::lastAlgorithm,
+           "The algorithm weft ran for the last collective of this group (e.g. \"ring\").");
+  m.def("_measure_overhead", &weft_torch::MeasureOverhead, py::arg("backend"), py::arg("numel"),
+        py::arg("iters"), py::call_guard<py::gil_scoped_release>(),
+        "(us per call through WeftBackend::allreduce + wait, us per bare weftAllReduce)");
+  m.def("version", [] {
+    int version = 0;
+    weftGetVersion(&version);
+    return version;
+  });
+}

@@ -1,0 +1,314 @@
+// WeftBackend: communicator creation from torch's store, the submission path (inline or the
+// progress thread), coalescing, timeouts, split and teardown. The collectives themselves are
+// translated in collectives.cc.
+#include "weft_backend.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <c10/util/Exception.h>
+
+#include "tensor_args.h"
+
+namespace weft_torch {
+namespace {
+
+double Seconds(std::chrono::milliseconds timeout) { return timeout.count() / 1000.0; }
+
+// Rank 0 creates the id (weft's root listener opens on this process) and publishes its bytes,
+// the 128-bit secret included, under the group's store prefix; the others read them. A
+// generation counter gives each incarnation of a group fresh keys: a group re-created after
+// destroy_process_group reuses its store prefix, and a FileStore keeps old keys.
+weftUniqueId ExchangeUniqueId(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                              int size) {
+  const int64_t ticket = store->add("weft/ticket", 1);  // 1..size for the first incarnation
+  const std::string key = "weft/unique_id/" + std::to_string((ticket - 1) / size);
+  weftUniqueId id;
+  if (rank == 0) {
+    CheckWeft(weftGetUniqueId(&id), "weftGetUniqueId");
+    const auto* bytes = reinterpret_cast<const uint8_t*>(id.internal);
+    store->set(key, std::vector<uint8_t>(bytes, bytes + sizeof(id.internal)));
+  } else {
+    std::vector<uint8_t> bytes = store->get(key);  // waits up to the store's timeout
+    TORCH_CHECK(bytes.size() == sizeof(id.internal), "weft: the store holds a unique id of ",
+                bytes.size(), " bytes under ", key, ", expected ", sizeof(id.internal));
+    std::memcpy(id.internal, bytes.data(), sizeof(id.internal));
+  }
+  return id;
+}
+
+}  // namespace
+
+WeftBackend::WeftBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                         std::chrono::milliseconds timeout)
+    : c10d::Backend(rank, size) {
+  TORCH_CHECK_VALUE(size >= 1, "weft: world size ", size, " must be at least 1");
+  TORCH_CHECK_VALUE(rank >= 0 && rank < size, "weft: rank ", rank, " is outside [0, ", size, ")");
+  weftUniqueId id = ExchangeUniqueId(store, rank, size);
+  weftComm_t comm = nullptr;
+  weftResult_t result = weftCommInitRank(&comm, size, id, rank);
+  std::memset(id.internal, 0, sizeof(id.internal));  // the secret lives on in weft only
+  CheckWeft(result, "weftCommInitRank");
+  comm_ = comm;
+  setTimeout(timeout);
+}
+
+WeftBackend::WeftBackend(weftComm_t comm, int rank, int size, std::chrono::milliseconds timeout)
+    : c10d::Backend(rank, size), comm_(comm) {
+  setTimeout(timeout);
+}
+
+WeftBackend::~WeftBackend() {
+  try {
+    shutdown();
+  } catch (...) {
+    // A destructor must not throw; shutdown already aborted what it could not destroy.
+  }
+}
+
+weftComm_t WeftBackend::Comm() const {
+  weftComm_t comm = comm_.load();
+  if (comm == nullptr)
+    C10_THROW_ERROR(DistBackendError, "weft: the process group was shut down or aborted");
+  return comm;
+}
+
+void WeftBackend::setTimeout(std::chrono::milliseconds timeout) {
+  TORCH_CHECK_VALUE(timeout.count() >= 0, "weft: timeout ", timeout.count(),
+                    " ms must not be negative");
+  timeout_seconds_ = Seconds(timeout);
+  weftComm_t comm = comm_.load();
+  // Applied now when idle; otherwise the next operation applies it (ApplyTimeout).
+  std::lock_guard<std::mutex> lock(queue_mu_);
+  if (comm != nullptr && !busy_ && queue_.empty()) {
+    CheckWeft(weftCommSetTimeout(comm, timeout_seconds_), "weftCommSetTimeout");
+    applied_seconds_ = timeout_seconds_;
+  }
+}
+
+void WeftBackend::ApplyTimeout(std::chrono::milliseconds timeout) {
+  const double wanted = timeout.count() >= 0 ? Seconds(timeout) : timeout_seconds_.load();
+  if (wanted == applied_seconds_) return;
+  CheckWeft(weftCommSetTimeout(Comm(), wanted), "weftCommSetTimeout");
+  applied_seconds_ = wanted;
+}
+
+c10::intrusive_ptr<WeftWork> WeftBackend::NewWork(c10d::OpType type,
+                                                  std::vector<at::Tensor> outputs) {
+  return c10::make_intrusive<WeftWork>(getRank(), type, std::move(outputs), ++sequence_);
+}
+
+// ---- submission ----
+
+c10::intrusive_ptr<c10d::Work> WeftBackend::Submit(PendingOp op, bool async_op) {
+  c10::intrusive_ptr<WeftWork> work = op.work;
+  if (coalescing_) {
+    coalesced_.push_back(std::move(op));
+    return work;
+  }
+  Batch batch;
+  batch.ops.push_back(std::move(op));
+  bool run_inline = false;
+  if (!async_op) {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    // Inline only when nothing is queued: operations must reach weft in submission order.
+    if (queue_.empty() && !busy_) run_inline = busy_ = true;
+  }
+  if (!run_inline) {
+    Enqueue(std::move(batch));
+    return work;
+  }
+  std::exception_ptr error = RunBatch(batch);
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    busy_ = false;
+  }
+  queue_cv_.notify_all();
+  CompleteBatch(batch, error);
+  return work;
+}
+
+void WeftBackend::Enqueue(Batch batch) {
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    TORCH_CHECK(!stop_, "weft: the process group was shut down");
+    queue_.push_back(std::move(batch));
+    if (!progress_.joinable()) progress_ = std::thread([this] { ProgressLoop(); });
+  }
+  queue_cv_.notify_all();
+}
+
+void WeftBackend::IssueAll(std::vector<PendingOp>& ops) {
+  if (ops.size() == 1) {
+    ops[0].issue();
+    return;
+  }
+  // Posted together, so that matched send/recv pairs (batch_isend_irecv) cannot deadlock.
+  CheckWeft(weftGroupStart(), "weftGroupStart");
+  try {
+    for (PendingOp& op : ops) op.issue();
+  } catch (...) {
+    (void)weftGroupEnd();  // leave this thread's group depth balanced
+    throw;
+  }
+  CheckWeft(weftGroupEnd(), "weftGroupEnd (coalesced operations)");
+}
+
+std::exception_ptr WeftBackend::RunBatch(Batch& batch) {
+  try {
+    ApplyTimeout(batch.ops.front().timeout);
+    IssueAll(batch.ops);
+    for (PendingOp& op : batch.ops)
+      if (op.finish) op.finish();
+    return nullptr;
+  } catch (const c10::ValueError&) {
+    return std::current_exception();  // weft refused an argument: the communicator is intact
+  } catch (...) {
+    failed_ = true;  // weft refuses further work after a remote error or timeout
+    return std::current_exception();
+  }
+}
+
+void WeftBackend::CompleteBatch(Batch& batch, const std::exception_ptr& error) {
+  for (PendingOp& op : batch.ops) op.work->Complete(error);
+  if (batch.group_work) batch.group_work->Complete(error);
+}
+
+void WeftBackend::ProgressLoop() {
+  std::unique_lock<std::mutex> lock(queue_mu_);
+  for (;;) {
+    queue_cv_.wait(lock, [&] { return (!queue_.empty() && !busy_) || (stop_ && queue_.empty()); });
+    if (queue_.empty()) return;  // stop requested and drained
+    Batch batch = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    lock.unlock();
+    std::exception_ptr error = RunBatch(batch);
+    lock.lock();
+    busy_ = false;
+    lock.unlock();
+    queue_cv_.notify_all();
+    CompleteBatch(batch, error);  // Future callbacks (DDP hooks) run on this thread
+    lock.lock();
+  }
+}
+
+// ---- coalescing ----
+
+void WeftBackend::startCoalescing() {
+  TORCH_CHECK(!coalescing_, "weft: startCoalescing called twice without endCoalescing");
+  coalescing_ = true;
+  coalesced_.clear();
+}
+
+c10::intrusive_ptr<c10d::Work> WeftBackend::endCoalescing() {
+  TORCH_CHECK(coalescing_, "weft: endCoalescing without startCoalescing");
+  coalescing_ = false;
+  std::vector<at::Tensor> outputs;
+  for (PendingOp& op : coalesced_)
+    for (at::Tensor& t : op.work->result()) outputs.push_back(t);
+  Batch batch;
+  batch.group_work = NewWork(c10d::OpType::COALESCED, std::move(outputs));
+  batch.ops = std::move(coalesced_);
+  coalesced_.clear();
+  c10::intrusive_ptr<WeftWork> work = batch.group_work;
+  if (batch.ops.empty())
+    work->Complete(nullptr);
+  else
+    Enqueue(std::move(batch));
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> WeftBackend::Coalesce(
+    bool async_op, const std::function<c10::intrusive_ptr<c10d::Work>()>& add_ops) {
+  if (coalescing_) return add_ops();
+  startCoalescing();
+  try {
+    add_ops();
+  } catch (...) {
+    coalescing_ = false;  // nothing was queued yet: drop the half-built group
+    coalesced_.clear();
+    throw;
+  }
+  c10::intrusive_ptr<c10d::Work> work = endCoalescing();
+  if (!async_op) work->wait();
+  return work;
+}
+
+// ---- split ----
+
+c10::intrusive_ptr<c10d::Backend> WeftBackend::split(
+    const c10::intrusive_ptr<c10d::Store>& /*store*/, const std::vector<int>& ranks,
+    const c10::intrusive_ptr<Options>& opts) {
+  // ranks lists the parent ranks of the new group in new-rank order. Disjoint groups have
+  // distinct smallest members, which makes a color every member computes alike.
+  auto me = std::find(ranks.begin(), ranks.end(), getRank());
+  if (me == ranks.end()) {
+    splitNoColor();
+    return nullptr;
+  }
+  const int color = *std::min_element(ranks.begin(), ranks.end());
+  const int key = static_cast<int>(me - ranks.begin());
+  weftComm_t child = nullptr;
+  PendingOp op;
+  op.work = NewWork(c10d::OpType::UNKNOWN, {});
+  op.timeout = std::chrono::milliseconds(-1);
+  op.issue = [this, color, key, &child] {
+    CheckWeft(weftCommSplit(Comm(), color, key, &child), "weftCommSplit");
+  };
+  Submit(std::move(op), /*async_op=*/false)->wait();
+  ++split_count_;
+  std::chrono::milliseconds timeout =
+      opts ? opts->timeout : std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds_ * 1000));
+  int child_rank = 0, child_size = 0;
+  CheckWeft(weftCommUserRank(child, &child_rank), "weftCommUserRank");
+  CheckWeft(weftCommCount(child, &child_size), "weftCommCount");
+  return c10::make_intrusive<WeftBackend>(child, child_rank, child_size, timeout);
+}
+
+void WeftBackend::splitNoColor() {
+  PendingOp op;
+  op.work = NewWork(c10d::OpType::UNKNOWN, {});
+  op.timeout = std::chrono::milliseconds(-1);
+  op.issue = [this] {
+    weftComm_t none = nullptr;
+    CheckWeft(weftCommSplit(Comm(), WEFT_SPLIT_NOCOLOR, 0, &none), "weftCommSplit (no color)");
+  };
+  Submit(std::move(op), /*async_op=*/false)->wait();
+  ++split_count_;
+}
+
+std::string WeftBackend::lastAlgorithm() {
+  const char* name = "";
+  CheckWeft(weftCommGetLastAlgorithm(Comm(), &name), "weftCommGetLastAlgorithm");
+  return name;
+}
+
+// ---- teardown ----
+
+void WeftBackend::StopProgressThread() {
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    stop_ = true;
+  }
+  queue_cv_.notify_all();
+  if (progress_.joinable() && progress_.get_id() != std::this_thread::get_id()) progress_.join();
+}
+
+void WeftBackend::shutdown() {
+  StopProgressThread();  // drains what was queued
+  weftComm_t comm = comm_.exchange(nullptr);
+  if (comm == nullptr) return;
+  // After a remote error or timeout weft refuses work: abort instead of a graceful destroy.
+  (void)(failed_ ? weftCommAbort(comm) : weftCommDestroy(comm));
+}
+
+void WeftBackend::abort() {
+  // weftCommAbort may run while the progress thread is inside a collective: weft aborts the
+  // transports, the collective returns an error, and later queued operations fail fast.
+  weftComm_t comm = comm_.exchange(nullptr);
+  if (comm != nullptr) (void)weftCommAbort(comm);
+  StopProgressThread();
+}
+
+}  // namespace weft_torch

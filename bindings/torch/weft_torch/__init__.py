@@ -1,0 +1,40 @@
+"""weft as a torch.distributed backend: ``init_process_group("weft")`` for CPU tensors.
+
+Importing this package registers the backend; the package's entry point does the same for
+scripts that never import it (``torch.distributed`` looks up ``torch.distributed.backends``
+entry points for unknown backend names), so ``torchrun`` scripts work unchanged.
+"""
+from datetime import timedelta
+
+import torch.distributed as dist
+
+from . import _C
+
+__all__ = ["register", "WeftBackend", "last_algorithm"]
+
+WeftBackend = _C.WeftBackend
+
+
+def _create_backend(store, rank, size, timeout):
+    # The unique id (root address, port, 128-bit secret) travels through this store; weft's
+    # root still opens its own listener on an ephemeral port of rank 0's host.
+    if not isinstance(timeout, timedelta):
+        timeout = timedelta(seconds=float(timeout))
+    return _C.WeftBackend(store, rank, size, timeout)
+
+
+def register():
+    """Registers backend "weft" for CPU tensors (idempotent)."""
+    if "WEFT" in dist.Backend._plugins:
+        return
+    dist.Backend.register_backend("weft", _create_backend, devices=["cpu"])
+
+
+def last_algorithm(group=None):
+    """The algorithm weft ran for the last collective of ``group`` (default: the world)."""
+    import torch
+    pg = group if group is not None else dist.group.WORLD
+    return pg._get_backend(torch.device("cpu")).last_algorithm()
+
+
+register()
