@@ -39,6 +39,7 @@ TEST(UcxTransportTest, NotBuilt) { GTEST_SKIP() << "weft was built without UCX (
 #include "transports/tcp/tcp_transport.h"
 #include "transports/ucx/ib_discovery.h"
 #include "transports/ucx/ucx_memory.h"
+#include "transports/ucx/ucx_selection.h"
 
 extern char** environ;
 
@@ -216,6 +217,19 @@ TEST(UcxOptionsTest, FromEnv) {
   EXPECT_EQ(UcxOptionsFromEnv().spin_us, UcxOptions().spin_us);
   unsetenv("WEFT_UCX_TLS");
   unsetenv("WEFT_UCX_SPIN_US");
+}
+
+TEST(UcxSelectionTest, ParsesWeftTransport) {
+  EXPECT_EQ(*ParseTransportSetting(""), NetworkTransportChoice::kAuto);
+  EXPECT_EQ(*ParseTransportSetting("ucx"), NetworkTransportChoice::kUcx);
+  EXPECT_EQ(*ParseTransportSetting("tcp"), NetworkTransportChoice::kTcp);
+  EXPECT_EQ(*ParseTransportSetting("^ucx"), NetworkTransportChoice::kTcp);
+  StatusOr<NetworkTransportChoice> bad = ParseTransportSetting("infiniband");
+  EXPECT_EQ(bad.status().code(), weftInvalidArgument);
+  EXPECT_NE(bad.status().message().find("WEFT_TRANSPORT=infiniband"), std::string::npos)
+      << bad.status().message();
+  // No RDMA lane on this VM (see below): auto means tcp here.
+  if (access("/sys/class/infiniband", F_OK) != 0) EXPECT_FALSE(UcxWantedByDefault());
 }
 
 // This VM: UCX offers tcp and shared memory, and no RDMA lane (so tcp stays the default).
