@@ -41,10 +41,24 @@ size_t BlockCount(size_t count, size_t block) { return (count + block - 1) / blo
 
 bool Rotates(const weftCompression& spec) { return (spec.flags & WEFT_COMPRESS_HADAMARD) != 0; }
 
-std::vector<float>& RotationScratch(size_t block) {
-  thread_local std::vector<float> scratch;
-  if (scratch.size() < block) scratch.resize(block);
-  return scratch;
+// Per-thread room for one rotated block and the block's signs d (computed once per call).
+struct Rotation {
+  float* block = nullptr;
+  const float* signs = nullptr;
+};
+Rotation PrepareRotation(const weftCompression& spec) {
+  if (!Rotates(spec)) return {};
+  thread_local std::vector<float> block, signs;
+  thread_local uint64_t signs_seed = 0;
+  thread_local size_t signs_block = 0;
+  if (block.size() < spec.block) block.resize(spec.block);
+  if (signs_block != spec.block || signs_seed != spec.seed) {
+    signs.resize(spec.block);
+    RotationSigns(RotationKey(spec.seed), spec.block, signs.data());
+    signs_block = spec.block;
+    signs_seed = spec.seed;
+  }
+  return {block.data(), signs.data()};
 }
 
 void EncodeBlocks(const weftCompression& spec, const float* src, size_t count, uint8_t* dst,
@@ -57,13 +71,13 @@ void EncodeBlocks(const weftCompression& spec, const float* src, size_t count, u
   BlockOptions options;
   options.stochastic = (spec.flags & WEFT_COMPRESS_STOCHASTIC) != 0;
   options.key = StochasticKey(spec.seed, stream);
-  const uint32_t rotation_key = RotationKey(spec.seed);
-  float* rotated = Rotates(spec) ? RotationScratch(block).data() : nullptr;
+  const Rotation rotation = PrepareRotation(spec);
+  float* rotated = rotation.block;
   for (size_t b = 0; b < blocks; ++b) {
     const float* values = src + b * block;
     size_t n = std::min(block, count - b * block);
     if (rotated != nullptr) {
-      RotateForward(values, n, block, rotation_key, rotated);
+      k.rotate_forward(values, n, block, rotation.signs, rotated);
       values = rotated;
       n = block;
     }
@@ -74,12 +88,13 @@ void EncodeBlocks(const weftCompression& spec, const float* src, size_t count, u
 }
 
 void DecodeBlocks(const weftCompression& spec, const uint8_t* src, size_t count, float* dst) {
-  const DecodeBlockFn decode = ActiveCodecKernels().decode_block[spec.codec];
+  const CodecKernels& k = ActiveCodecKernels();
+  const DecodeBlockFn decode = k.decode_block[spec.codec];
   const size_t block = spec.block, blocks = BlockCount(count, block);
   const size_t stride = PayloadBytes(spec.codec, block);
   const uint8_t* payload = src + 4 * blocks;
-  const uint32_t rotation_key = RotationKey(spec.seed);
-  float* rotated = Rotates(spec) ? RotationScratch(block).data() : nullptr;
+  const Rotation rotation = PrepareRotation(spec);
+  float* rotated = rotation.block;
   for (size_t b = 0; b < blocks; ++b) {
     float scale;
     std::memcpy(&scale, src + 4 * b, 4);
@@ -89,7 +104,7 @@ void DecodeBlocks(const weftCompression& spec, const uint8_t* src, size_t count,
       continue;
     }
     decode(payload + b * stride, block, scale, rotated);
-    RotateInverse(rotated, block, rotation_key);
+    k.rotate_inverse(rotated, block, rotation.signs);
     std::memcpy(dst + b * block, rotated, n * sizeof(float));
   }
 }

@@ -1,6 +1,6 @@
-// The AVX2 + F16C codec kernel table: codec_portable.h compiled with `target("avx2,f16c")`
-// (stochastic rounding falls back to it), plus hand-written loops for the deterministic block
-// codecs and the casts. Each loop handles whole groups of 8 (or 16) values with intrinsics and
+// The AVX2 + F16C codec kernel table: codec_portable.h compiled with `target("avx2,f16c")`,
+// plus hand-written loops for the block codecs (stochastic rounding included), the Hadamard
+// rotation and the casts. Each loop handles whole groups of 8 (or 16) values with intrinsics and
 // the remainder with the reference functions, and computes bit for bit what codec_ref.h
 // defines (same float operations in the same order; no FMA: "fma" is deliberately not in the
 // target, so nothing can be contracted). Selected at startup when the CPU has AVX2 and F16C;
@@ -56,6 +56,34 @@ __m256i VectorIntCodes(__m256 x, __m256 inv, __m256 qmax) {
   return _mm256_cvttps_epi32(r);
 }
 
+// Stochastic rounding as IntCode: floor(v + u), u = Dither(key, index) for the 8 indices
+// first .. first + 7 (the hash vectorizes: 32-bit multiplies and shifts only).
+__m256i VectorHash32(__m256i x) {
+  x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
+  x = _mm256_mullo_epi32(x, _mm256_set1_epi32(0x7FEB352D));
+  x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 15));
+  x = _mm256_mullo_epi32(x, _mm256_set1_epi32(static_cast<int>(0x846CA68Bu)));
+  return _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
+}
+
+__m256i VectorStochasticCodes(__m256 x, __m256 inv, __m256 qmax, uint32_t key, uint32_t first) {
+  const __m256i index = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(first + key)),
+                                         _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  const __m256 u = _mm256_mul_ps(
+      _mm256_cvtepi32_ps(_mm256_srli_epi32(VectorHash32(index), 8)), _mm256_set1_ps(0x1p-24f));
+  __m256 r = _mm256_floor_ps(_mm256_add_ps(_mm256_mul_ps(x, inv), u));
+  r = _mm256_min_ps(r, qmax);
+  r = _mm256_max_ps(r, _mm256_sub_ps(_mm256_setzero_ps(), qmax));
+  return _mm256_cvttps_epi32(r);
+}
+
+// The codes of x[i .. i+7], deterministic or stochastic as the options say.
+__m256i Codes8(const float* x, size_t i, __m256 inv, __m256 qmax, const BlockOptions& o) {
+  const __m256 v = _mm256_loadu_ps(x + i);
+  return o.stochastic ? VectorStochasticCodes(v, inv, qmax, o.key, o.first_index + static_cast<uint32_t>(i))
+                      : VectorIntCodes(v, inv, qmax);
+}
+
 // 32 int32 lanes (each in [-128, 127] or [0, 255] for unsigned) -> 32 bytes in order.
 __m256i PackToBytes(__m256i a, __m256i b, __m256i c, __m256i d, bool is_unsigned) {
   const __m256i ab = _mm256_packs_epi32(a, b);  // int16, lanes interleaved by 128-bit halves
@@ -67,7 +95,6 @@ __m256i PackToBytes(__m256i a, __m256i b, __m256i c, __m256i d, bool is_unsigned
 // ---- int8 ----
 
 float Avx2EncodeInt8(const float* x, size_t n, uint8_t* p, const BlockOptions& o) {
-  if (o.stochastic) return PortableEncodeInt8(x, n, p, o);
   const float scale = BlockScale(VectorAbsMaxBits(x, n), kInt8Max);
   if (std::isnan(scale)) {
     std::memset(p, 0, n);
@@ -77,12 +104,12 @@ float Avx2EncodeInt8(const float* x, size_t n, uint8_t* p, const BlockOptions& o
   size_t i = 0;
   for (; i + 32 <= n; i += 32) {
     __m256i q[4];
-    for (int j = 0; j < 4; ++j) q[j] = VectorIntCodes(_mm256_loadu_ps(x + i + 8 * j), inv, qmax);
+    for (int j = 0; j < 4; ++j) q[j] = Codes8(x, i + 8 * j, inv, qmax, o);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p + i), PackToBytes(q[0], q[1], q[2], q[3], false));
   }
-  BlockContext c;
   for (; i < n; ++i)
-    p[i] = static_cast<uint8_t>(IntCode(x[i] * (1.0f / scale), kInt8Max, false, c.key, 0));
+    p[i] = static_cast<uint8_t>(IntCode(x[i] * (1.0f / scale), kInt8Max, o.stochastic, o.key,
+                                        o.first_index + static_cast<uint32_t>(i)));
   return scale;
 }
 
@@ -99,7 +126,7 @@ void Avx2DecodeInt8(const uint8_t* p, size_t n, float scale, float* out) {
 // ---- int4: 16 codes -> 8 bytes, element 2j in the low nibble ----
 
 float Avx2EncodeInt4(const float* x, size_t n, uint8_t* p, const BlockOptions& o) {
-  if (o.stochastic || n % 2 != 0) return PortableEncodeInt4(x, n, p, o);
+  if (n % 2 != 0) return PortableEncodeInt4(x, n, p, o);
   const float scale = BlockScale(VectorAbsMaxBits(x, n), kInt4Max);
   if (std::isnan(scale)) {
     std::memset(p, 0, (n + 1) / 2);
@@ -110,8 +137,8 @@ float Avx2EncodeInt4(const float* x, size_t n, uint8_t* p, const BlockOptions& o
   const __m128i low_nibble = _mm_set1_epi16(0x000F), high_nibble = _mm_set1_epi16(0x00F0);
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    const __m256i a = VectorIntCodes(_mm256_loadu_ps(x + i), inv, qmax);
-    const __m256i b = VectorIntCodes(_mm256_loadu_ps(x + i + 8), inv, qmax);
+    const __m256i a = Codes8(x, i, inv, qmax, o);
+    const __m256i b = Codes8(x, i + 8, inv, qmax, o);
     const __m256i words = _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xD8);  // 16 x int16
     // Two int16 codes per 32 bits -> bytes: pack to int8 pairs, then fold each pair.
     const __m128i bytes = _mm_packs_epi16(_mm256_castsi256_si128(words),
@@ -121,8 +148,9 @@ float Avx2EncodeInt4(const float* x, size_t n, uint8_t* p, const BlockOptions& o
     _mm_storel_epi64(reinterpret_cast<__m128i*>(p + i / 2), _mm_packus_epi16(folded, folded));
   }
   for (; i < n; i += 2) {
-    const int q0 = IntCode(x[i] * inv_scalar, kInt4Max, false, 0, 0);
-    const int q1 = IntCode(x[i + 1] * inv_scalar, kInt4Max, false, 0, 0);
+    const uint32_t index = o.first_index + static_cast<uint32_t>(i);
+    const int q0 = IntCode(x[i] * inv_scalar, kInt4Max, o.stochastic, o.key, index);
+    const int q1 = IntCode(x[i + 1] * inv_scalar, kInt4Max, o.stochastic, o.key, index + 1);
     p[i / 2] = static_cast<uint8_t>((q0 & 0xF) | ((q1 & 0xF) << 4));
   }
   return scale;
@@ -255,6 +283,50 @@ void Avx2DecodeSign(const uint8_t* p, size_t n, float scale, float* out) {
   for (; i < n; ++i) out[i] = ((p[i / 8] >> (i % 8)) & 1u) ? -scale : scale;
 }
 
+// ---- Hadamard rotation: the reference's butterflies, stages 1, 2, 4 inside a vector ----
+
+// Each output of a stage is one addition or subtraction of the same two inputs as in Fwht
+// (IEEE addition is commutative), so the result is bitwise the reference's.
+void Avx2Fwht(float* y, size_t b) {
+  for (size_t i = 0; i < b; i += 8) {
+    __m256 v = _mm256_loadu_ps(y + i);
+    __m256 s = _mm256_shuffle_ps(v, v, _MM_SHUFFLE(2, 3, 0, 1));
+    v = _mm256_blend_ps(_mm256_add_ps(v, s), _mm256_sub_ps(s, v), 0xAA);
+    s = _mm256_shuffle_ps(v, v, _MM_SHUFFLE(1, 0, 3, 2));
+    v = _mm256_blend_ps(_mm256_add_ps(v, s), _mm256_sub_ps(s, v), 0xCC);
+    s = _mm256_permute2f128_ps(v, v, 1);
+    v = _mm256_blend_ps(_mm256_add_ps(v, s), _mm256_sub_ps(s, v), 0xF0);
+    _mm256_storeu_ps(y + i, v);
+  }
+  for (size_t h = 8; h < b; h *= 2)
+    for (size_t i = 0; i < b; i += 2 * h)
+      for (size_t j = i; j < i + h; j += 8) {
+        const __m256 a = _mm256_loadu_ps(y + j), c = _mm256_loadu_ps(y + j + h);
+        _mm256_storeu_ps(y + j, _mm256_add_ps(a, c));
+        _mm256_storeu_ps(y + j + h, _mm256_sub_ps(a, c));
+      }
+}
+
+void Avx2RotateForward(const float* x, size_t n, size_t b, const float* signs, float* y) {
+  if (b % 8 != 0) return RotateForward(x, n, b, signs, y);
+  size_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    _mm256_storeu_ps(y + j, _mm256_mul_ps(_mm256_loadu_ps(x + j), _mm256_loadu_ps(signs + j)));
+  for (; j < b; ++j) y[j] = j < n ? x[j] * signs[j] : 0.0f;
+  Avx2Fwht(y, b);
+  const __m256 norm = _mm256_set1_ps(HadamardNorm(b));
+  for (j = 0; j < b; j += 8) _mm256_storeu_ps(y + j, _mm256_mul_ps(_mm256_loadu_ps(y + j), norm));
+}
+
+void Avx2RotateInverse(float* y, size_t b, const float* signs) {
+  if (b % 8 != 0) return RotateInverse(y, b, signs);
+  Avx2Fwht(y, b);
+  const __m256 norm = _mm256_set1_ps(HadamardNorm(b));
+  for (size_t j = 0; j < b; j += 8)
+    _mm256_storeu_ps(y + j, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(y + j), norm),
+                                          _mm256_loadu_ps(signs + j)));
+}
+
 // ---- casts ----
 
 void Avx2ToBf16(const float* s, size_t n, uint16_t* d) {
@@ -317,6 +389,8 @@ CodecKernels MakeAvx2CodecKernels() {
   k.decode_block[weftCodecFp8E5M2] = &Avx2DecodeFp8<false>;
   k.encode_block[weftCodecSign1] = &Avx2EncodeSign;
   k.decode_block[weftCodecSign1] = &Avx2DecodeSign;
+  k.rotate_forward = &Avx2RotateForward;
+  k.rotate_inverse = &Avx2RotateInverse;
   return k;
 }
 

@@ -70,6 +70,8 @@ inline CodecKernels MakePortableCodecKernels(const char* isa) {
   k.decode_block[weftCodecFp8E5M2] = &DecodeFp8Block<false>;
   k.encode_block[weftCodecSign1] = &PortableEncodeSign;
   k.decode_block[weftCodecSign1] = &DecodeSignBlock;
+  k.rotate_forward = &RotateForward;
+  k.rotate_inverse = &RotateInverse;
   return k;
 }
 

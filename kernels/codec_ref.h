@@ -294,6 +294,11 @@ inline float RotationSign(uint32_t key, size_t j) {
   return (Hash32(static_cast<uint32_t>(j) ^ key) & 1u) ? -1.0f : 1.0f;
 }
 
+// d_j for j < b (the same for every block of an encode call).
+inline void RotationSigns(uint32_t key, size_t b, float* signs) {
+  for (size_t j = 0; j < b; ++j) signs[j] = RotationSign(key, j);
+}
+
 // In-place fast Walsh-Hadamard transform, butterflies in this exact order (unnormalized).
 inline void Fwht(float* y, size_t b) {
   for (size_t h = 1; h < b; h *= 2)
@@ -305,19 +310,20 @@ inline void Fwht(float* y, size_t b) {
       }
 }
 
-// y = H (d . x) / sqrt(b); x has n <= b values, the rest are taken as zero.
-inline void RotateForward(const float* x, size_t n, size_t b, uint32_t key, float* y) {
-  for (size_t j = 0; j < b; ++j) y[j] = j < n ? x[j] * RotationSign(key, j) : 0.0f;
+// y = H (d . x) / sqrt(b); x has n <= b values, the rest are taken as zero. signs = d.
+// (Multiplying by +-1.0, not flipping sign bits, so NaN payloads behave as in a multiply.)
+inline void RotateForward(const float* x, size_t n, size_t b, const float* signs, float* y) {
+  for (size_t j = 0; j < b; ++j) y[j] = j < n ? x[j] * signs[j] : 0.0f;
   Fwht(y, b);
   const float norm = HadamardNorm(b);
   for (size_t j = 0; j < b; ++j) y[j] *= norm;
 }
 
 // x = d . (H y) / sqrt(b), in place on y (b values).
-inline void RotateInverse(float* y, size_t b, uint32_t key) {
+inline void RotateInverse(float* y, size_t b, const float* signs) {
   Fwht(y, b);
   const float norm = HadamardNorm(b);
-  for (size_t j = 0; j < b; ++j) y[j] = (y[j] * norm) * RotationSign(key, j);
+  for (size_t j = 0; j < b; ++j) y[j] = (y[j] * norm) * signs[j];
 }
 
 }  // namespace

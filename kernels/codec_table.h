@@ -24,6 +24,9 @@ using EncodeBlockFn = float (*)(const float* x, size_t n, uint8_t* payload, cons
 // Decodes n values of one block.
 using DecodeBlockFn = void (*)(const uint8_t* payload, size_t n, float scale, float* out);
 using CastToFn = void (*)(const float* src, size_t n, uint16_t* dst);
+// The Hadamard rotation of one block (codec_ref.h RotateForward / RotateInverse).
+using RotateForwardFn = void (*)(const float* x, size_t n, size_t b, const float* signs, float* y);
+using RotateInverseFn = void (*)(float* y, size_t b, const float* signs);
 using CastFromFn = void (*)(const uint16_t* src, size_t n, float* dst);
 
 struct CodecKernels {
@@ -32,6 +35,8 @@ struct CodecKernels {
   CastFromFn from_cast[weftNumCodecs] = {};
   EncodeBlockFn encode_block[weftNumCodecs] = {};  // fp8 e4m3/e5m2, int8, int4, sign1
   DecodeBlockFn decode_block[weftNumCodecs] = {};
+  RotateForwardFn rotate_forward = nullptr;
+  RotateInverseFn rotate_inverse = nullptr;
 };
 
 const CodecKernels& GenericCodecKernels();

@@ -361,6 +361,31 @@ TEST(CodecKernelTables, BitwiseEqualToReference) {
   }
 }
 
+TEST(CodecKernelTables, RotationBitwiseEqualToReference) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const CodecKernels* table : Tables()) {
+    for (size_t b : {1u, 2u, 4u, 8u, 16u, 64u, 128u, 1024u}) {
+      std::vector<float> signs(b), x(b);
+      RotationSigns(RotationKey(77), b, signs.data());
+      for (auto& v : x) v = normal(rng) * (rng() % 50 == 0 ? 1e4f : 1.0f);
+      for (size_t n : {b, b / 2 + 1, size_t{1}}) {
+        std::vector<float> want(b), got(b);
+        RotateForward(x.data(), n, b, signs.data(), want.data());
+        table->rotate_forward(x.data(), n, b, signs.data(), got.data());
+        ASSERT_EQ(0, std::memcmp(want.data(), got.data(), b * 4)) << table->isa << " b=" << b << " n=" << n;
+        RotateInverse(want.data(), b, signs.data());
+        table->rotate_inverse(got.data(), b, signs.data());
+        ASSERT_EQ(0, std::memcmp(want.data(), got.data(), b * 4)) << table->isa << " inverse b=" << b;
+        double l1 = 0;
+        for (size_t j = 0; j < n; ++j) l1 += std::fabs(x[j]);
+        for (size_t j = 0; j < n; ++j)  // and it is a rotation: back to x up to float rounding
+          ASSERT_NEAR(want[j], x[j], 1e-6 * l1) << "b=" << b;
+      }
+    }
+  }
+}
+
 // The reference casts against independent conversions (the compiler's/hardware's).
 TEST(CodecKernelTables, ReferenceCastsMatchHardwareRounding) {
   for (uint32_t i = 0; i < 100000; ++i) {
