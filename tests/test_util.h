@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "weft/weft.h"
@@ -41,5 +42,113 @@ std::string CheckReduced(const void* buf, weftDataType_t t, weftRedOp_t op, int 
 
 // Path of a built binary (tools, tests) in the build tree.
 std::string BinPath(const std::string& name);
+
+// ---- guarded buffers and the collective harness (thread-per-rank and multi-process) ----
+
+// A buffer with kGuardBytes of its own pattern before and after the caller's bytes, so a
+// collective that writes out of bounds is caught by CheckGuards (every harness call checks).
+class GuardedBuffer {
+ public:
+  static constexpr size_t kGuardBytes = 64;
+  explicit GuardedBuffer(size_t bytes, unsigned char fill = 0xAB);
+  unsigned char* data() { return storage_.data() + kGuardBytes; }
+  const unsigned char* data() const { return storage_.data() + kGuardBytes; }
+  size_t size() const { return bytes_; }
+  // "" when both guards hold their pattern, else names `what`, the side and the first byte hit.
+  std::string CheckGuards(const std::string& what) const;
+
+ private:
+  unsigned char GuardByte(size_t k) const;
+  size_t bytes_;
+  uint64_t seed_ = 0;
+  std::vector<unsigned char> storage_;
+};
+
+// One collective call as the harness runs it. `collective` uses the WEFT_ALGO names:
+// allreduce, reducescatter, allgather, broadcast, reduce, alltoall, alltoallv, barrier.
+struct CollectiveCase {
+  std::string collective;
+  weftDataType_t dtype = weftFloat32;
+  weftRedOp_t op = weftSum;
+  size_t count = 0;
+  bool in_place = false;
+  int root = 0;
+  uint64_t seed = 1;  // varies the inputs between calls
+};
+std::string Describe(const CollectiveCase& c);
+
+// Inputs chosen so the result is exact in every reduction order (so any algorithm must match
+// the reference bit for bit), yet not trivial: integers span the whole type and wrap; float
+// sums are halves in [-8, 8] (negative, exact); products are +-2^k; max/min see non-exact
+// values, -0/+0, +-inf and NaN. Writes element i of rank's contribution.
+void StoreOrderFreeInput(void* buf, weftDataType_t t, weftRedOp_t op, int rank, size_t i,
+                         uint64_t seed);
+// The reference result for element i over nranks, as raw bits in dst[0..typesize): integers
+// wrap, avg sums then divides once (floats x / n rounded once; integers truncate to zero).
+void OrderFreeExpected(void* dst, weftDataType_t t, weftRedOp_t op, int nranks, size_t i,
+                       uint64_t seed);
+// Bitwise comparison of element i of two buffers; NaN equals any NaN (payloads differ by ISA).
+bool SameElement(const void* a, const void* b, weftDataType_t t, size_t i);
+
+// Runs `c` on this rank with guarded buffers and checks everything the call promises: the
+// result against the reference, the guards around sendbuff and recvbuff, an unmodified
+// sendbuff (out of place), an untouched recvbuff on non-roots of reduce. Returns "" or a
+// message naming the case. `code` (optional) receives the call's result.
+std::string RunCollectiveCase(weftComm_t comm, int rank, int nranks, const CollectiveCase& c,
+                              weftResult_t* code = nullptr);
+
+using TypeOp = std::pair<weftDataType_t, weftRedOp_t>;
+// Every (dtype, op) pair; for data-movement collectives only the dtype matters.
+std::vector<TypeOp> AllTypeOps();
+bool IsReduction(const std::string& collective);
+// The sweep the forced-algorithm tests run for one collective on n ranks: counts 0, 1 and
+// chunk*k - 1, chunk*k, chunk*k + 1 elements of each dtype (chunk = chunk_bytes / typesize,
+// k = 2n + 1, so every rank's share spans more than one chunk), in place and out of place
+// (no in-place all-to-allv), each (dtype, op) of `combos`, roots rotating over the ranks.
+std::vector<CollectiveCase> ForcedSweep(const std::string& collective, int n, size_t chunk_bytes,
+                                        const std::vector<TypeOp>& combos);
+// Runs `cases` in order on this rank; after a wrong result it goes on (so the ranks stay in
+// step) and returns the first failure; it stops at a failed call. With `algorithm` non-empty,
+// every call with count > 0 must report it through weftCommGetLastAlgorithm.
+std::string RunSweep(weftComm_t comm, int rank, int nranks, const std::vector<CollectiveCase>& cases,
+                     const std::string& algorithm);
+// ---- inputs that expose the reduction order (floating types) ----
+// Element i of rank's input: a value that is not exact in sums (random significand, exponents
+// spread over about 2^-8..2^8, both signs), so different association orders give different
+// bits. Stored in the type (rounded once).
+void StoreNonExactInput(void* buf, weftDataType_t t, int rank, size_t i, uint64_t seed);
+// The same element as a double (exactly the value stored in the type).
+double NonExactInput(weftDataType_t t, int rank, size_t i, uint64_t seed);
+// a + b as one pairwise Reduce step in type t (weft's documented semantics): float32/float64
+// in the type, float16/bfloat16 in float32 rounded once to the type. a and b hold values of t.
+double AddInType(weftDataType_t t, double a, double b);
+// avg's single final division: x / n in the type (float16/bfloat16: in float32, rounded once).
+double DivideInType(weftDataType_t t, double x, int n);
+// The sum of the ranks' inputs at element i added in exactly the order `ranks` lists them,
+// ((x[ranks0] + x[ranks1]) + x[ranks2]) + ..., each step rounded in the type.
+double SumInOrder(weftDataType_t t, const std::vector<int>& ranks, size_t i, uint64_t seed);
+
+// ---- processes ----
+struct LaunchOutcome {
+  std::vector<int> status;  // raw wait status per process (-1: killed by the time limit)
+  std::vector<std::string> output;  // stdout + stderr per process
+  double seconds = 0;
+  bool timed_out = false;
+};
+// Starts n processes of argv with the weft environment (WEFT_RANK, WEFT_WORLD_SIZE,
+// WEFT_LOCAL_RANK, WEFT_ROOT on a free loopback port, WEFT_SECRET) plus `env` (applied
+// after, so it may override or, with an empty value, unset those; in values "{rank}" becomes
+// the process index r, "{rrank}" n - 1 - r, "{port}" the rendezvous port); waits at most timeout_s,
+// then kills what is left. With `must_finish` non-empty, the others are killed as soon as
+// those ranks have exited.
+LaunchOutcome LaunchRanks(int n, const std::vector<std::string>& argv,
+                          const std::vector<std::pair<std::string, std::string>>& env,
+                          double timeout_s, const std::vector<int>& must_finish = {});
+bool ExitedZero(int status);
+
+// A tuning file (WEFT_TUNING_FILE) forcing `algorithm` with `chunk_bytes` chunks on one channel
+// for every size of `collective`; returns its path (under /tmp, unique per process and name).
+std::string WriteTuningFile(const std::string& collective, const std::string& algorithm,
+                            size_t chunk_bytes);
 
 }  // namespace weft_test
