@@ -1,11 +1,19 @@
-// Every registered algorithm, forced through WEFT_ALGO, run over a real transport (threads of
-// one process, inproc) for ranks {2,3,4,5,8} and odd counts, in-place and out-of-place, with
-// exact expected values. Hierarchical algorithms run on uneven groups (WEFT_INPROC_GROUPS,
-// e.g. 3 + 5). Direct (shared-memory window) algorithms cannot run on threads without a
-// window transport: forcing them must fail with weftInvalidUsage and a message that says so
-// (they run for real over shm in direct_algorithms_test and process_test).
+// Every registered algorithm, forced, run over threads of one process (inproc transport) for
+// every dtype x op, in place and out of place, at counts 0, 1, chunk*k - 1, chunk*k and
+// chunk*k + 1 (k = 2n + 1: every rank's share spans several chunks), on 1, 2, 3, 4, 6, 7, 8
+// and 9 ranks, with the order-free reference of test_util (integers wrap, negative floats,
+// NaN/inf/-0 for max/min, avg divided once) and guard bytes around every buffer.
+//
+// Threads of one process have no selector (it is built with the fabric of a multi-process
+// communicator): WEFT_ALGO forces the algorithm and WEFT_CHUNK_BYTES sets the chunk, read once
+// per process, so this file sets it (96 bytes) before any collective runs. Every call must
+// report the forced algorithm. Hierarchical algorithms run on uneven groups
+// (WEFT_INPROC_GROUPS, e.g. 2 + 3 + 4). Direct (shared-memory window) algorithms cannot run on
+// threads: forcing them must fail with weftInvalidUsage naming them; they run over shm in
+// forced_algorithms_processes_test, as every algorithm does over shm and tcp.
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <string>
@@ -18,106 +26,24 @@ using namespace weft_test;
 
 namespace {
 
+constexpr size_t kChunkBytes = 96;
+// Before main: the library reads WEFT_CHUNK_BYTES once, at the first collective.
+const bool kChunkSet = setenv("WEFT_CHUNK_BYTES", std::to_string(kChunkBytes).c_str(), 1) == 0;
+
 std::string Groups(int n) {
   switch (n) {
+    case 1: return "1";
     case 2: return "1,1";
     case 3: return "1,2";
     case 4: return "2,2";
-    case 5: return "2,3";
+    case 6: return "1,2,3";
+    case 9: return "2,3,4";
     default: return "3," + std::to_string(n - 3);
   }
 }
 
 bool IsDirect(const std::string& name) {
   return name == "oneshot" || name == "twoshot" || name == "direct";
-}
-
-// Runs `coll` once on every rank and checks the result; returns "" or a message.
-std::string RunOne(weft::Collective coll, weftComm_t comm, int rank, int n, size_t count,
-                   bool in_place, weftResult_t* code) {
-  const weftDataType_t t = weftFloat32;
-  const weftRedOp_t op = (count % 2) ? weftSum : weftAvg;
-  const size_t es = sizeof(float);
-  std::vector<unsigned char> a(count * n * es + es), b(count * n * es + es, 0xAB);
-  *code = weftSuccess;
-  switch (coll) {
-    case weft::Collective::kAllReduce: {
-      FillInputs(a.data(), t, op, rank, count);
-      void* dst = in_place ? a.data() : b.data();
-      if ((*code = weftAllReduce(a.data(), dst, count, t, op, comm, nullptr))) return weftGetLastError(comm);
-      return CheckReduced(dst, t, op, n, count);
-    }
-    case weft::Collective::kReduceScatter: {
-      FillInputs(a.data(), t, op, rank, count * n);
-      void* dst = in_place ? a.data() + rank * count * es : b.data();
-      if ((*code = weftReduceScatter(a.data(), dst, count, t, op, comm, nullptr))) return weftGetLastError(comm);
-      return CheckReduced(dst, t, op, n, count, rank * count);
-    }
-    case weft::Collective::kAllGather: {
-      void* src = in_place ? b.data() + rank * count * es : a.data();
-      FillInputs(src, t, weftSum, rank, count);
-      if ((*code = weftAllGather(src, b.data(), count, t, comm, nullptr))) return weftGetLastError(comm);
-      for (int r = 0; r < n; ++r)
-        for (size_t i = 0; i < count; ++i)
-          if (Load(b.data(), t, r * count + i) != InputValue(weftSum, r, i))
-            return "allgather block " + std::to_string(r) + " element " + std::to_string(i);
-      return "";
-    }
-    case weft::Collective::kBroadcast: {
-      int root = n - 1;
-      FillInputs(a.data(), t, weftSum, rank, count);
-      void* dst = in_place ? a.data() : b.data();
-      if ((*code = weftBroadcast(a.data(), dst, count, t, root, comm, nullptr))) return weftGetLastError(comm);
-      for (size_t i = 0; i < count; ++i)
-        if (Load(dst, t, i) != InputValue(weftSum, root, i)) return "broadcast element " + std::to_string(i);
-      return "";
-    }
-    case weft::Collective::kReduce: {
-      int root = 1 % n;
-      FillInputs(a.data(), t, op, rank, count);
-      void* dst = in_place ? a.data() : b.data();
-      if ((*code = weftReduce(a.data(), dst, count, t, op, root, comm, nullptr))) return weftGetLastError(comm);
-      return rank == root ? CheckReduced(dst, t, op, n, count) : "";
-    }
-    case weft::Collective::kAllToAll: {
-      for (int q = 0; q < n; ++q)
-        for (size_t i = 0; i < count; ++i) Store(a.data(), t, q * count + i, (rank * 13 + q * 5 + i) % 100);
-      void* dst = in_place ? a.data() : b.data();
-      if ((*code = weftAllToAll(a.data(), dst, count, t, comm, nullptr))) return weftGetLastError(comm);
-      for (int q = 0; q < n; ++q)
-        for (size_t i = 0; i < count; ++i)
-          if (Load(dst, t, q * count + i) != static_cast<double>((q * 13 + rank * 5 + i) % 100))
-            return "alltoall from " + std::to_string(q) + " element " + std::to_string(i);
-      return "";
-    }
-    case weft::Collective::kAllToAllv: {
-      // Skewed counts: rank r sends (r + q) % 3 * count / 2 elements to q (zeros included).
-      std::vector<size_t> sc(n), sd(n), rc(n), rd(n);
-      size_t so = 0, ro = 0;
-      for (int q = 0; q < n; ++q) {
-        sc[q] = ((rank + q) % 3) * count / 2;
-        rc[q] = ((q + rank) % 3) * count / 2;
-        sd[q] = so; rd[q] = ro;
-        so += sc[q] + 1;  // gaps between blocks
-        ro += rc[q] + 1;
-      }
-      std::vector<float> in(so + 1), out(ro + 1, -1.f);
-      for (int q = 0; q < n; ++q)
-        for (size_t i = 0; i < sc[q]; ++i) in[sd[q] + i] = static_cast<float>(rank * 1000 + q * 10 + i % 7);
-      if ((*code = weftAllToAllv(in.data(), sc.data(), sd.data(), out.data(), rc.data(), rd.data(), t, comm, nullptr)))
-        return weftGetLastError(comm);
-      for (int q = 0; q < n; ++q)
-        for (size_t i = 0; i < rc[q]; ++i)
-          if (out[rd[q] + i] != static_cast<float>(q * 1000 + rank * 10 + i % 7))
-            return "alltoallv from " + std::to_string(q) + " element " + std::to_string(i);
-      return "";
-    }
-    case weft::Collective::kBarrier:
-      if ((*code = weftBarrier(comm, nullptr))) return weftGetLastError(comm);
-      return "";
-    default:
-      return "";
-  }
 }
 
 struct Case {
@@ -127,52 +53,59 @@ struct Case {
 
 class Forced : public testing::TestWithParam<Case> {};
 
-TEST_P(Forced, ExactResults) {
+TEST_P(Forced, EveryTypeOpCountExact) {
   const Case c = GetParam();
-  std::string coll = weft::CollectiveName(c.algo->collective);
-  std::string spec = coll + ":" + c.algo->name;
-  setenv("WEFT_ALGO", spec.c_str(), 1);
+  const std::string coll = weft::CollectiveName(c.algo->collective);
+  ASSERT_TRUE(kChunkSet);
+  setenv("WEFT_ALGO", (coll + ":" + c.algo->name).c_str(), 1);
   setenv("WEFT_INPROC_GROUPS", Groups(c.ranks).c_str(), 1);
-  for (size_t count : {size_t{1}, size_t{7}, size_t{1001}, size_t{65537}}) {
-    for (bool in_place : {false, true}) {
-      if (c.algo->collective == weft::Collective::kAllToAllv && in_place) continue;  // no in-place alltoallv
-      std::string err = RunRanks(c.ranks, [&](weftComm_t comm, int rank) -> std::string {
-        weftResult_t code;
-        std::string e = RunOne(c.algo->collective, comm, rank, c.ranks, count, in_place, &code);
-        if (IsDirect(c.algo->name)) {
-          // Threads have no shared window transport: forcing a direct algorithm is refused.
-          std::string msg = weftGetLastError(comm);
-          if (code != weftInvalidUsage || msg.find(c.algo->name) == std::string::npos)
-            return "forcing " + c.algo->name + " on threads: code " + std::to_string(code) + " '" + msg + "'";
-          return "";
-        }
-        if (!e.empty()) return e;
-        const char* used = nullptr;
-        weftCommGetLastAlgorithm(comm, &used);
-        if (c.algo->collective != weft::Collective::kBarrier && used != c.algo->name)
-          return std::string("ran ") + (used ? used : "?") + " instead of " + c.algo->name;
-        return "";
-      });
-      EXPECT_EQ(err, "") << spec << " ranks " << c.ranks << " count " << count
-                         << (in_place ? " in-place" : " out-of-place");
-    }
-  }
+  const std::vector<CollectiveCase> cases = ForcedSweep(coll, c.ranks, kChunkBytes, AllTypeOps());
+  std::string err = RunRanks(c.ranks, [&](weftComm_t comm, int rank) -> std::string {
+    weftCommSetTimeout(comm, 60);  // a wedged case fails in a minute instead of 300 s
+    return RunSweep(comm, rank, c.ranks, cases, c.algo->name);
+  });
   unsetenv("WEFT_ALGO");
   unsetenv("WEFT_INPROC_GROUPS");
+  EXPECT_EQ(err, "") << coll << ":" << c.algo->name << " on " << c.ranks << " ranks ("
+                     << cases.size() << " calls per rank)";
 }
 
-std::vector<Case> AllCases() {
+std::vector<Case> ThreadCases() {
   std::vector<Case> cases;
-  for (const weft::AlgorithmInfo& a : weft::AllAlgorithms())
-    for (int n : {2, 3, 4, 5, 8}) cases.push_back({&a, n});
+  for (const weft::AlgorithmInfo& a : weft::AllAlgorithms()) {
+    if (IsDirect(a.name)) continue;
+    for (int n : {1, 2, 3, 4, 6, 7, 8, 9}) cases.push_back({&a, n});
+  }
   return cases;
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryAlgorithm, Forced, testing::ValuesIn(AllCases()),
+INSTANTIATE_TEST_SUITE_P(EveryAlgorithm, Forced, testing::ValuesIn(ThreadCases()),
                          [](const testing::TestParamInfo<Case>& i) {
                            return std::string(weft::CollectiveName(i.param.algo->collective)) + "_" +
                                   i.param.algo->name + "_r" + std::to_string(i.param.ranks);
                          });
+
+TEST(ForcedOnThreads, DirectAlgorithmsAreRefusedWithInvalidUsageNamingThem) {
+  int checked = 0;
+  for (const weft::AlgorithmInfo& a : weft::AllAlgorithms()) {
+    if (!IsDirect(a.name)) continue;
+    const std::string coll = weft::CollectiveName(a.collective);
+    setenv("WEFT_ALGO", (coll + ":" + a.name).c_str(), 1);
+    std::string err = RunRanks(3, [&](weftComm_t comm, int rank) -> std::string {
+      CollectiveCase c{coll, weftFloat32, weftSum, 1000, false, 0, 7};
+      weftResult_t code = weftSuccess;
+      RunCollectiveCase(comm, rank, 3, c, &code);
+      std::string msg = weftGetLastError(comm);
+      if (code != weftInvalidUsage || msg.find(a.name) == std::string::npos)
+        return "code " + std::to_string(code) + " '" + msg + "'";
+      return "";
+    });
+    unsetenv("WEFT_ALGO");
+    EXPECT_EQ(err, "") << coll << ":" << a.name;
+    ++checked;
+  }
+  EXPECT_GE(checked, 3) << "expected oneshot, twoshot and the direct algorithms to be registered";
+}
 
 TEST(WeftAlgo, BadStringFailsCollectivesWithInvalidUsage) {
   setenv("WEFT_ALGO", "allreduce:no_such_algorithm", 1);

@@ -9,6 +9,25 @@
 //   weft_test_worker sweep         every collective once with exact checks, prints "OK"
 //   weft_test_worker matrix        every dtype x op x collective, in-place and not, exact
 //   weft_test_worker split         weftCommSplit into even/odd ranks, allreduce in each
+//   weft_test_worker layout        prints "LAYOUT rank R size N OK" after an allreduce
+//                                  of the ranks (for the launcher-environment fallbacks)
+//   weft_test_worker rank-order CHUNK COLL:ALGO...
+//                                  each (reducing) algorithm forced in turn on non-exact floats
+//                                  (float32/64, float16, bfloat16; sum and avg): every result
+//                                  must equal the rank-order sum ((x0 + x1) + x2) + ... bit for
+//                                  bit; prints "OK rank-order" or "FAIL ..."
+//   weft_test_worker digest CHUNK COLL:ALGO...
+//                                  each reduction forced in turn (tuning file, CHUNK bytes) on
+//                                  non-exact floats; prints "DIGEST COLL:ALGO TYPE OP <hash of
+//                                  recvbuff>" per float type x {sum, avg} ("-" on reduce's
+//                                  non-roots), then "OK digest"
+//   weft_test_worker threads       no launcher: 2 thread-per-rank communicators
+//                                  (weftCommInitAll), one float32 allreduce of 100000, "OK threads"
+//   weft_test_worker forced CHUNK COLL:ALGO...
+//                                  for each algorithm: a tuning file forcing it with CHUNK-byte
+//                                  chunks, a fresh communicator (split), the forced-algorithm
+//                                  sweep (test_util ForcedSweep) on a representative subset of
+//                                  dtype x op; prints "OK forced <calls>" or "FAIL ..."
 #include <signal.h>
 #include <unistd.h>
 
@@ -17,6 +36,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "test_util.h"
@@ -222,6 +242,171 @@ int Matrix(weftComm_t comm, int rank, int n) {
   return 0;
 }
 
+// Thread-per-rank communicators have no selector, so WEFT_ALGO / WEFT_CHUNK_BYTES decide.
+int Threads() {
+  weftComm_t comms[2];
+  if (weftCommInitAll(comms, 2, nullptr) != weftSuccess) return Fail("weftCommInitAll");
+  std::vector<float> a(100000, 1.0f), b(100000, 2.0f);
+  weftResult_t ra = weftSuccess, rb = weftSuccess;
+  std::thread other([&] { rb = weftAllReduce(b.data(), b.data(), b.size(), weftFloat32, weftSum, comms[1], nullptr); });
+  ra = weftAllReduce(a.data(), a.data(), a.size(), weftFloat32, weftSum, comms[0], nullptr);
+  other.join();
+  weftCommDestroy(comms[0]);
+  weftCommDestroy(comms[1]);
+  if (ra != weftSuccess || rb != weftSuccess || a[99999] != 3.0f || b[0] != 3.0f) return Fail("allreduce");
+  printf("OK threads\n");
+  return 0;
+}
+
+int Layout(weftComm_t comm, int rank, int size) {
+  int sum = 0;
+  if (weftAllReduce(&rank, &sum, 1, weftInt32, weftSum, comm, nullptr) != weftSuccess) return Fail("allreduce");
+  if (sum != size * (size - 1) / 2) {
+    printf("FAIL sum %d of ranks 0..%d\n", sum, size - 1);
+    return 1;
+  }
+  printf("LAYOUT rank %d size %d OK\n", rank, size);
+  return 0;
+}
+
+// One forced reduction on non-exact inputs; returns "" when every element equals the rank-order
+// sum (avg: divided once), else the first difference.
+std::string RankOrderCheck(weftComm_t comm, int rank, int n, const std::string& coll, weftDataType_t t,
+                           weftRedOp_t op) {
+  using namespace weft_test;
+  const size_t count = 2003, es = weftTypeSize(t), seed = 77;
+  const size_t in_count = coll == "reducescatter" ? count * n : count;
+  const size_t base = coll == "reducescatter" ? rank * count : 0;
+  GuardedBuffer send(in_count * es), recv(count * es);
+  for (size_t i = 0; i < in_count; ++i) StoreNonExactInput(send.data(), t, rank, i, seed);
+  weftResult_t r = coll == "allreduce"
+                       ? weftAllReduce(send.data(), recv.data(), count, t, op, comm, nullptr)
+                       : weftReduceScatter(send.data(), recv.data(), count, t, op, comm, nullptr);
+  if (r != weftSuccess) return weftGetLastError(comm);
+  std::string g = recv.CheckGuards("recvbuff");
+  if (!g.empty()) return g;
+  std::vector<int> order;
+  for (int q = 0; q < n; ++q) order.push_back(q);
+  unsigned char want[8];
+  for (size_t i = 0; i < count; ++i) {
+    double sum = SumInOrder(t, order, base + i, seed);
+    Store(want, t, 0, op == weftAvg ? DivideInType(t, sum, n) : sum);
+    if (!SameElement(recv.data() + i * es, want, t, 0))
+      return TypeName(t) + " " + OpName(op) + " element " + std::to_string(i) + ": got " +
+             std::to_string(Load(recv.data(), t, i)) + " want (rank order) " + std::to_string(Load(want, t, 0));
+  }
+  return "";
+}
+
+int RankOrder(weftComm_t comm, int rank, int size, int argc, char** argv) {
+  using namespace weft_test;
+  int failures = 0;
+  for (int a = 3; a < argc; ++a) {
+    std::string spec = argv[a];
+    std::string coll = spec.substr(0, spec.find(':')), algo = spec.substr(spec.find(':') + 1);
+    std::string tuning = WriteTuningFile(coll, algo, strtoull(argv[2], nullptr, 10));
+    setenv("WEFT_TUNING_FILE", tuning.c_str(), 1);
+    weftComm_t sub = nullptr;
+    if (weftCommSplit(comm, 0, rank, &sub) != weftSuccess) return Fail(("split for " + spec).c_str());
+    weftCommSetTimeout(sub, 60);
+    std::string first;
+    for (weftDataType_t t : {weftFloat32, weftFloat64, weftFloat16, weftBfloat16})
+      for (weftRedOp_t op : {weftSum, weftAvg}) {
+        std::string e = RankOrderCheck(sub, rank, size, coll, t, op);
+        const char* used = nullptr;
+        weftCommGetLastAlgorithm(sub, &used);
+        if (e.empty() && (!used || algo != used)) e = std::string("ran ") + (used ? used : "(none)");
+        if (first.empty()) first = e;
+      }
+    weftCommDestroy(sub);
+    unlink(tuning.c_str());
+    if (!first.empty()) {
+      printf("FAIL %s: %s\n", spec.c_str(), first.c_str());
+      ++failures;
+    }
+  }
+  unsetenv("WEFT_TUNING_FILE");
+  if (failures == 0) printf("OK rank-order\n");
+  return failures == 0 ? 0 : 1;
+}
+
+int Digest(weftComm_t comm, int rank, int size, int argc, char** argv) {
+  using namespace weft_test;
+  int failures = 0;
+  for (int a = 3; a < argc; ++a) {
+    std::string spec = argv[a];
+    std::string coll = spec.substr(0, spec.find(':')), algo = spec.substr(spec.find(':') + 1);
+    std::string tuning = WriteTuningFile(coll, algo, strtoull(argv[2], nullptr, 10));
+    setenv("WEFT_TUNING_FILE", tuning.c_str(), 1);
+    weftComm_t sub = nullptr;
+    if (weftCommSplit(comm, 0, rank, &sub) != weftSuccess) return Fail(("split for " + spec).c_str());
+    weftCommSetTimeout(sub, 60);
+    for (weftDataType_t t : {weftFloat32, weftFloat64, weftFloat16, weftBfloat16})
+      for (weftRedOp_t op : {weftSum, weftAvg}) {
+        const size_t count = 1001, es = weftTypeSize(t), in_count = coll == "reducescatter" ? count * size : count;
+        std::vector<unsigned char> send(in_count * es), recv(count * es);
+        for (size_t i = 0; i < in_count; ++i) StoreNonExactInput(send.data(), t, rank, i, 5);
+        weftResult_t r = coll == "allreduce" ? weftAllReduce(send.data(), recv.data(), count, t, op, sub, nullptr)
+                         : coll == "reduce" ? weftReduce(send.data(), recv.data(), count, t, op, 0, sub, nullptr)
+                                            : weftReduceScatter(send.data(), recv.data(), count, t, op, sub, nullptr);
+        const char* used = nullptr;
+        weftCommGetLastAlgorithm(sub, &used);
+        if (r != weftSuccess || !used || algo != used) {
+          printf("FAIL %s %s: %s\n", spec.c_str(), used ? used : "(none)", weftGetLastError(sub));
+          ++failures;
+          continue;
+        }
+        uint64_t h = 1469598103934665603ull;
+        for (unsigned char byte : recv) h = (h ^ byte) * 1099511628211ull;
+        if (coll == "reduce" && rank != 0) printf("DIGEST %s %s %s -\n", spec.c_str(), TypeName(t).c_str(), OpName(op).c_str());
+        else printf("DIGEST %s %s %s %016llx\n", spec.c_str(), TypeName(t).c_str(), OpName(op).c_str(),
+                    static_cast<unsigned long long>(h));
+      }
+    weftCommDestroy(sub);
+    unlink(tuning.c_str());
+  }
+  unsetenv("WEFT_TUNING_FILE");
+  if (failures == 0) printf("OK digest\n");
+  return failures == 0 ? 0 : 1;
+}
+
+// Four (dtype, op) pairs per algorithm: avg in float32 (one division at the end), wrapping
+// int8 sums, float16 max with NaN/inf/-0, and one more pair rotating with the algorithm's
+// position so the process runs together cover many of the 50 pairs.
+std::vector<weft_test::TypeOp> ProcessCombos(size_t algo_index) {
+  std::vector<weft_test::TypeOp> all = weft_test::AllTypeOps();
+  return {{weftFloat32, weftAvg}, {weftInt8, weftSum}, {weftFloat16, weftMax},
+          all[(algo_index * 7 + 3) % all.size()]};
+}
+
+int Forced(weftComm_t comm, int rank, int size, int argc, char** argv) {
+  using namespace weft_test;
+  const size_t chunk = strtoull(argv[2], nullptr, 10);
+  size_t calls = 0;
+  int failures = 0;
+  for (int a = 3; a < argc; ++a) {
+    std::string spec = argv[a];
+    std::string coll = spec.substr(0, spec.find(':')), algo = spec.substr(spec.find(':') + 1);
+    std::string tuning = WriteTuningFile(coll, algo, chunk);
+    setenv("WEFT_TUNING_FILE", tuning.c_str(), 1);
+    weftComm_t sub = nullptr;
+    if (weftCommSplit(comm, 0, rank, &sub) != weftSuccess) return Fail(("split for " + spec).c_str());
+    weftCommSetTimeout(sub, 60);
+    std::vector<CollectiveCase> cases = ForcedSweep(coll, size, chunk, ProcessCombos(a));
+    std::string e = RunSweep(sub, rank, size, cases, algo);
+    calls += cases.size();
+    weftCommDestroy(sub);
+    unlink(tuning.c_str());
+    if (!e.empty()) {
+      printf("FAIL %s: %s\n", spec.c_str(), e.c_str());
+      ++failures;
+    }
+  }
+  unsetenv("WEFT_TUNING_FILE");
+  if (failures == 0) printf("OK forced %zu calls\n", calls);
+  return failures == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -234,6 +419,7 @@ int main(int argc, char** argv) {
   int env_rank = rank_env ? atoi(rank_env) : 0;
   if (mode == "wrong-secret" && env_rank == 1) setenv("WEFT_SECRET", "00112233445566778899aabbccddeeff", 1);
   setvbuf(stdout, nullptr, _IOLBF, 0);
+  if (mode == "threads") return Threads();
   weftComm_t comm = nullptr;
   weftResult_t r = weftCommInitFromEnv(&comm);
   if (mode == "wrong-secret") {
@@ -253,6 +439,10 @@ int main(int argc, char** argv) {
   else if (mode == "sweep") rc = Sweep(comm, rank, size);
   else if (mode == "split") rc = SplitRun(comm, rank, size);
   else if (mode == "matrix") rc = Matrix(comm, rank, size);
+  else if (mode == "layout") rc = Layout(comm, rank, size);
+  else if (mode == "rank-order" && argc >= 3) rc = RankOrder(comm, rank, size, argc, argv);
+  else if (mode == "digest" && argc >= 3) rc = Digest(comm, rank, size, argc, argv);
+  else if (mode == "forced" && argc >= 3) rc = Forced(comm, rank, size, argc, argv);
   if (mode == "kill-mid" || mode == "hang-mid") weftCommAbort(comm);
   else weftCommDestroy(comm);
   return rc;
