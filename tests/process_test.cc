@@ -190,8 +190,9 @@ TEST_P(Transports, KilledRankGivesErrorsNotHangs) {
   for (int r : {0, 2}) {
     std::smatch m;
     ASSERT_TRUE(std::regex_search(o.output[r], m, re)) << "rank " << r << ": " << o.output[r];
-    int code = std::stoi(m[1]);
-    EXPECT_TRUE(code == 6 || code == 8) << "want weftRemoteError (6) or weftTimeout (8): " << o.output[r];
+    // README: "a dead peer makes pending collectives return weftRemoteError within seconds"
+    // (a timeout would mean the death went unnoticed until WEFT_TIMEOUT).
+    EXPECT_EQ(std::stoi(m[1]), 6) << "want weftRemoteError (6): " << o.output[r];
     EXPECT_LT(std::stod(m[2]), 10.0) << "error came too late: " << o.output[r];
   }
 }
@@ -199,34 +200,48 @@ TEST_P(Transports, KilledRankGivesErrorsNotHangs) {
 INSTANTIATE_TEST_SUITE_P(ShmAndTcp, Transports, testing::Values(false, true),
                          [](const testing::TestParamInfo<bool>& i) { return i.param ? "tcp" : "shm"; });
 
-// Rank 1 stops calling collectives. The first survivor to notice times out (weftTimeout,
-// naming the step and the peer it waits for) and tears its connections down, so the other
-// survivor may see that as weftRemoteError instead; nobody may hang.
-TEST(Faults, HungRankTimesOutNamingAPeer) {
-  Outcome o = Launch(3, {Worker(), "hang-mid"}, {{"WEFT_TIMEOUT", "3"}, {"WEFT_SHM_DISABLE", "1"}},
-                     60, {0, 2});
+// Rank 1 stops calling collectives (ring allreduce forced: rank 2 receives from rank 1, rank 0
+// sends to it). The first survivor to notice times out (weftTimeout) naming the step and the
+// stuck peer, rank 1, and tears its connections down, so the other survivor may see that as
+// weftRemoteError instead; nobody may hang.
+TEST(Faults, HungRankTimesOutNamingTheStuckPeer) {
+  Outcome o = Launch(3, {Worker(), "hang-mid"},
+                     {{"WEFT_TIMEOUT", "3"}, {"WEFT_SHM_DISABLE", "1"}, {"WEFT_ALGO", "allreduce:ring"}}, 60, {0, 2});
   ASSERT_FALSE(o.timed_out) << o.output[0] << o.output[2];
+  const std::regex names_peer(R"(step [0-9]+ \((recv|recv_reduce|send) (from|to) rank ([0-9]+)\) made no progress)");
   int timeouts = 0;
+  std::string blamed_healthy;
   for (int r : {0, 2}) {
     std::string& out = o.output[r];
     bool timeout = out.find("ERROR 8") != std::string::npos;
     bool remote = out.find("ERROR 6") != std::string::npos;
     EXPECT_TRUE(timeout || remote) << "rank " << r << ": " << out;
-    if (timeout) {
-      ++timeouts;
-      EXPECT_NE(out.find("step"), std::string::npos) << out;
-      EXPECT_NE(out.find("rank"), std::string::npos) << out;
-    }
+    if (!timeout) continue;
+    ++timeouts;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(out, m, names_peer)) << "no step and peer in: " << out;
+    if (m[3] != "1") blamed_healthy += "rank " + std::to_string(r) + ": " + out;
   }
   EXPECT_GE(timeouts, 1) << "nobody reported weftTimeout:\n" << o.output[0] << o.output[2];
+  if (!blamed_healthy.empty() && !HasFailure())
+    GTEST_SKIP() << "known defect, issue 11 (error origin, H3): a survivor's timeout names the healthy "
+                    "rank it waits on instead of the stuck rank 1: " << blamed_healthy;
 }
 
+// Rank 1 presents a different secret. The root drops its connection for that reason (said at
+// WEFT_DEBUG=WARN), the outsider's init fails, and the other ranks' init times out naming the
+// missing rank 1 instead of hanging.
 TEST(Faults, WrongSecretIsRefused) {
-  Outcome o = Launch(3, {Worker(), "wrong-secret"}, {{"WEFT_INIT_TIMEOUT", "5"}}, 60);
+  Outcome o = Launch(3, {Worker(), "wrong-secret"}, {{"WEFT_INIT_TIMEOUT", "5"}, {"WEFT_DEBUG", "WARN"}}, 60);
   ASSERT_FALSE(o.timed_out) << "init hung";
-  for (int r = 0; r < 3; ++r)
+  for (int r = 0; r < 3; ++r) {
     EXPECT_TRUE(WIFEXITED(o.status[r]) && WEXITSTATUS(o.status[r]) == 0)
         << "rank " << r << " joined or crashed: " << o.output[r];
+    EXPECT_EQ(o.output[r].find("INIT 0:"), std::string::npos) << "rank " << r << " joined: " << o.output[r];
+  }
+  EXPECT_NE(o.output[0].find("dropped: wrong secret"), std::string::npos)
+      << "the root does not say why it refused the connection: " << o.output[0];
+  EXPECT_NE(o.output[0].find("rank(s) 1 "), std::string::npos) << "the root must name the missing rank: " << o.output[0];
 }
 
 TEST(Weftrun, CommSplitAcrossProcesses) {

@@ -287,7 +287,9 @@ bool AnyRegistered(Collective c, const std::vector<std::string>& names, std::str
   return false;
 }
 
-TEST(Families, MultiNodeLargeAllreduceIsHierarchical) {
+// Named for what it asserts: the hierarchical family is within 10% of the winner. (It used to
+// be called "...IsHierarchical" and printed a note when the winner was something else.)
+TEST(Families, MultiNodeLargeAllreduceHierarchicalWithinTenPercentOfTheWinner) {
   std::string missing;
   std::vector<std::string> family = {"hierarchical", "hierarchical_leader"};
   if (!AnyRegistered(Collective::kAllReduce, family, &missing))
@@ -308,8 +310,6 @@ TEST(Families, MultiNodeLargeAllreduceIsHierarchical) {
   for (const Decision& d : all)
     if (d.algorithm->name.rfind("hierarchical", 0) == 0) best_hier = std::min(best_hier, d.predicted_us);
   EXPECT_LE(best_hier, 1.10 * all[0].predicted_us) << "winner: " << all[0].why;
-  if (all[0].algorithm->name.rfind("hierarchical", 0) != 0)
-    std::cerr << "[note] hierarchical family is not the winner yet: " << all[0].why << "\n";
 }
 
 TEST(Families, MultiNodeSmallAllreduceIsTreeOrDoubling) {
