@@ -1,95 +1,81 @@
-// attention.cc: causal multi-head self-attention, softmax(q k^T / sqrt(d)) v, per (sequence,
-// head) with plain loops (short sequences: the T x T x d work is small next to the matrix
-// products, and loops keep the causal mask free). Parallel over (sequence, head) pairs, which
-// write disjoint outputs, so results do not depend on the thread count.
+// attention.cc: causal multi-head self-attention, softmax(q k^T / sqrt(d)) v, one (sequence,
+// head) at a time. The four products per head go through BLAS on strided views of the qkv
+// buffer (no copies); the full T x T score matrix is computed and the causal part kept (twice
+// the minimum work, but BLAS-speed beats a triangular loop at these sizes). Parallel over
+// (sequence, head) pairs, which write disjoint outputs, so results do not depend on threads.
 #include <cmath>
 
+#include "blas.h"
 #include "layers.h"
 
 namespace moe {
+namespace {
+// Over each row t of scores: softmax of the causal part s <= t, zero elsewhere.
+void CausalSoftmaxRows(float* p, int T, float scale) {
+  for (int t = 0; t < T; ++t) {
+    float* row = p + static_cast<long>(t) * T;
+    float max_score = -INFINITY;
+    for (int s = 0; s <= t; ++s) max_score = std::fmax(max_score, row[s] * scale);
+    float sum = 0.0f;
+    for (int s = 0; s <= t; ++s) {
+      row[s] = std::exp(row[s] * scale - max_score);
+      sum += row[s];
+    }
+    const float inv = 1.0f / sum;
+    for (int s = 0; s <= t; ++s) row[s] *= inv;
+    for (int s = t + 1; s < T; ++s) row[s] = 0.0f;
+  }
+}
+}  // namespace
 
 void AttentionForward(const float* qkv, float* probs, float* out, int batch, int T, int C,
                       int H) {
-  const int hd = C / H;
+  const int hd = C / H, row = 3 * C;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const long row = 3L * C;
 #pragma omp parallel for schedule(static) if (static_cast<long>(batch) * T * T * hd > 262144)
   for (int bh = 0; bh < batch * H; ++bh) {
     const int b = bh / H, h = bh % H;
-    const float* base = qkv + static_cast<long>(b) * T * row;
-    float* p_bh = probs + static_cast<long>(bh) * T * T;
-    for (int t = 0; t < T; ++t) {
-      const float* q = base + t * row + h * hd;
-      float* p = p_bh + static_cast<long>(t) * T;
-      float max_score = -INFINITY;
-      for (int s = 0; s <= t; ++s) {
-        const float* k = base + s * row + C + h * hd;
-        float dot = 0.0f;
-        for (int i = 0; i < hd; ++i) dot += q[i] * k[i];
-        p[s] = dot * scale;
-        max_score = std::fmax(max_score, p[s]);
-      }
-      float sum = 0.0f;
-      for (int s = 0; s <= t; ++s) {
-        p[s] = std::exp(p[s] - max_score);
-        sum += p[s];
-      }
-      const float inv = 1.0f / sum;
-      for (int s = 0; s <= t; ++s) p[s] *= inv;
-      for (int s = t + 1; s < T; ++s) p[s] = 0.0f;
-      float* o = out + (static_cast<long>(b) * T + t) * C + h * hd;
-      for (int i = 0; i < hd; ++i) o[i] = 0.0f;
-      for (int s = 0; s <= t; ++s) {
-        const float* v = base + s * row + 2 * C + h * hd;
-        for (int i = 0; i < hd; ++i) o[i] += p[s] * v[i];
-      }
-    }
+    const float* q = qkv + static_cast<long>(b) * T * row + h * hd;
+    const float* k = q + C;
+    const float* v = q + 2 * C;
+    float* p = probs + static_cast<long>(bh) * T * T;
+    MatmulStrided(q, row, Trans::kNo, k, row, Trans::kYes, p, T, T, T, hd, false);  // q k^T
+    CausalSoftmaxRows(p, T, scale);
+    float* o = out + static_cast<long>(b) * T * C + h * hd;
+    MatmulStrided(p, T, Trans::kNo, v, row, Trans::kNo, o, C, T, hd, T, false);  // p v
   }
 }
 
-// dP = dO V^T, dV = P^T dO, dS = P * (dP - rowsum(P * dP)), dQ = dS K * scale, dK = dS^T Q * scale.
+// dP = dO V^T, dV = P^T dO, dS = P * (dP - rowsum(P * dP)) * scale, dQ = dS K, dK = dS^T Q.
 void AttentionBackward(const float* qkv, const float* probs, const float* dout, float* dqkv,
                        int batch, int T, int C, int H) {
-  const int hd = C / H;
+  const int hd = C / H, row = 3 * C;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const long row = 3L * C;
 #pragma omp parallel for schedule(static) if (static_cast<long>(batch) * T * T * hd > 262144)
   for (int bh = 0; bh < batch * H; ++bh) {
     const int b = bh / H, h = bh % H;
-    const float* base = qkv + static_cast<long>(b) * T * row;
-    float* dbase = dqkv + static_cast<long>(b) * T * row;
-    const float* p_bh = probs + static_cast<long>(bh) * T * T;
-    for (int t = 0; t < T; ++t)
-      for (int part = 0; part < 3; ++part)
-        for (int i = 0; i < hd; ++i) dbase[t * row + part * C + h * hd + i] = 0.0f;
-    std::vector<float> dp(T);
+    const long base = static_cast<long>(b) * T * row + h * hd;
+    const float* q = qkv + base;
+    const float* k = q + C;
+    const float* v = q + 2 * C;
+    float* dq = dqkv + base;
+    float* dk = dq + C;
+    float* dv = dq + 2 * C;
+    const float* p = probs + static_cast<long>(bh) * T * T;
+    const float* d_o = dout + static_cast<long>(b) * T * C + h * hd;
+    std::vector<float> ds(static_cast<size_t>(T) * T);
+    MatmulStrided(d_o, C, Trans::kNo, v, row, Trans::kYes, ds.data(), T, T, T, hd, false);  // dP
+    MatmulStrided(p, T, Trans::kYes, d_o, C, Trans::kNo, dv, row, T, hd, T, false);        // dV
     for (int t = 0; t < T; ++t) {
-      const float* p = p_bh + static_cast<long>(t) * T;
-      const float* d_o = dout + (static_cast<long>(b) * T + t) * C + h * hd;
+      const float* pr = p + static_cast<long>(t) * T;
+      float* dr = &ds[static_cast<size_t>(t) * T];
       float p_dot_dp = 0.0f;
-      for (int s = 0; s <= t; ++s) {
-        const float* v = base + s * row + 2 * C + h * hd;
-        float* dv = dbase + s * row + 2 * C + h * hd;
-        float dot = 0.0f;
-        for (int i = 0; i < hd; ++i) {
-          dot += d_o[i] * v[i];
-          dv[i] += p[s] * d_o[i];
-        }
-        dp[s] = dot;
-        p_dot_dp += p[s] * dot;
-      }
-      const float* q = base + t * row + h * hd;
-      float* dq = dbase + t * row + h * hd;
-      for (int s = 0; s <= t; ++s) {
-        const float ds = p[s] * (dp[s] - p_dot_dp) * scale;
-        const float* k = base + s * row + C + h * hd;
-        float* dk = dbase + s * row + C + h * hd;
-        for (int i = 0; i < hd; ++i) {
-          dq[i] += ds * k[i];
-          dk[i] += ds * q[i];
-        }
-      }
+      for (int s = 0; s <= t; ++s) p_dot_dp += pr[s] * dr[s];
+      for (int s = 0; s <= t; ++s) dr[s] = pr[s] * (dr[s] - p_dot_dp) * scale;
+      for (int s = t + 1; s < T; ++s) dr[s] = 0.0f;
     }
+    MatmulStrided(ds.data(), T, Trans::kNo, k, row, Trans::kNo, dq, row, T, hd, T, false);  // dQ
+    MatmulStrided(ds.data(), T, Trans::kYes, q, row, Trans::kNo, dk, row, T, hd, T, false); // dK
   }
 }
 

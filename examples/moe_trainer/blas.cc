@@ -26,6 +26,14 @@ void Matmul(const float* a, Trans trans_a, const float* b, Trans trans_b, float*
               n, k, 1.0f, a, ta ? m : k, b, tb ? k : n, accumulate ? 1.0f : 0.0f, c, n);
 }
 
+void MatmulStrided(const float* a, int lda, Trans trans_a, const float* b, int ldb, Trans trans_b,
+                   float* c, int ldc, int m, int n, int k, bool accumulate) {
+  if (m == 0 || n == 0 || k == 0) return;  // callers never pass k == 0 here
+  cblas_sgemm(CblasRowMajor, trans_a == Trans::kYes ? CblasTrans : CblasNoTrans,
+              trans_b == Trans::kYes ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, lda, b, ldb,
+              accumulate ? 1.0f : 0.0f, c, ldc);
+}
+
 void SetComputeThreads(int threads) {
   g_threads = threads < 1 ? 1 : threads;
   openblas_set_num_threads(g_threads);

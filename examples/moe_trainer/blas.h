@@ -11,6 +11,10 @@ enum class Trans { kNo, kYes };
 void Matmul(const float* a, Trans trans_a, const float* b, Trans trans_b, float* c, int m, int n,
             int k, bool accumulate);
 
+// The same with explicit leading dimensions (row strides) for views into larger buffers.
+void MatmulStrided(const float* a, int lda, Trans trans_a, const float* b, int ldb, Trans trans_b,
+                   float* c, int ldc, int m, int n, int k, bool accumulate);
+
 // Threads for BLAS and for the trainer's own parallel loops.
 void SetComputeThreads(int threads);
 int ComputeThreads();

@@ -41,8 +41,8 @@ struct TrainConfig {
   ModelConfig model;
   std::string preset = "default";
   int batch = 16;  // global sequences per step, split over all ranks
-  int steps = 2000;
-  int warmup = 100;
+  int steps = 400;
+  int warmup = 40;
   float lr = 3e-3f;
   float min_lr_ratio = 0.1f;
   float weight_decay = 0.1f;
@@ -53,8 +53,8 @@ struct TrainConfig {
   bool zero1 = false;    // shard optimizer state over data-parallel ranks
   bool overlap = true;   // all-reduce gradient buckets while backward continues
   int threads = 0;       // 0 = cores / local ranks
-  int log_every = 10;
-  int val_every = 200;
+  int log_every = 20;
+  int val_every = 100;
   int val_batches = 8;
   std::string data_dir = "/usr/share/games/fortunes";
   std::string checkpoint_dir;  // empty = no checkpoints

@@ -37,7 +37,7 @@ def default_config():
     return dict(vocab=256, dim=128, layers=4, heads=4, seq_len=128, experts=8, top_k=2,
                 expert_hidden=128, shared_experts=1, router="softmax", capacity_factor=0.0,
                 aux_loss=1e-2, z_loss=1e-3, bias_gamma=1e-3, rope_base=10000.0,
-                norm_eps=1e-5, batch=16, steps=2000, warmup=100, lr=3e-3, min_lr_ratio=0.1,
+                norm_eps=1e-5, batch=16, steps=400, warmup=40, lr=3e-3, min_lr_ratio=0.1,
                 weight_decay=0.1, grad_clip=1.0, beta1=0.9, beta2=0.95, eps=1e-8)
 
 
