@@ -9,7 +9,7 @@ bin=$1
 steps=${2:-12}
 here=$(cd "$(dirname "$0")" && pwd)
 python=${PYTHON:-$here/../../.venv/bin/python}
-run() { echo "\$ $*"; "$@" 2>&1 | grep -E "done:|twin bench" | sed 's/^\[0\] //'; }
+run() { echo "\$ $*"; "$@" 2>&1 | grep -E "done:|twin bench" | sed "s/^\[0\] //" || true; }
 C=(--config default --steps "$steps" --warmup 2 --val-every 0 --log-every 1000)
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for threads in 1 2; do
