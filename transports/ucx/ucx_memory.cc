@@ -135,6 +135,10 @@ Status UcxOneSided::CheckRange(int peer, size_t bytes, size_t offset, const char
     return InvalidArgument(std::string("ucx ") + what + ": peer=" + std::to_string(peer) +
                            " is not another rank of 0.." + std::to_string(nranks_ - 1));
   }
+  if (transport_->endpoint(peer) == nullptr) {
+    return RemoteError(std::string("ucx ") + what + ": the transport to rank " +
+                       std::to_string(peer) + " was aborted");
+  }
   const RemoteWindow& rw = remote_[peer];
   if (offset > rw.window_bytes || bytes > rw.window_bytes - offset) {
     return InvalidArgument(std::string("ucx ") + what + ": offset=" + std::to_string(offset) +

@@ -207,7 +207,10 @@ Status UcxTransport::ExchangeHellos(double timeout_s) {
       Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
   while (HasPending()) {
     Status st = Progress(10000);
-    if (!st.ok()) return st.WithContext("setup hello");
+    if (!st.ok()) {
+      Abort(st);  // fails the hello requests while `reqs` still exists
+      return st.WithContext("setup hello");
+    }
     if (Clock::now() > deadline) {
       for (int r = 0; r < nranks_; ++r) {
         if (r != rank_ && (!reqs[2 * r].done.load() || !reqs[2 * r + 1].done.load())) {
@@ -226,6 +229,9 @@ Status UcxTransport::ExchangeHellos(double timeout_s) {
 
 UcxTransport::~UcxTransport() {
   std::lock_guard<std::mutex> lock(mu_);
+  // Requests still pending belong to a caller that gave up on them: never touch them again
+  // (callbacks that UCX delivers while we close find no request to complete).
+  for (Op& op : ops_) op.req = nullptr;
   if (worker_ != nullptr) {
     for (Op& op : ops_) {
       if (op.is_recv && !op.ucx_done && op.ucx_request != nullptr) {
