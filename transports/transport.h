@@ -6,9 +6,12 @@
 //
 // Ordering: messages from rank a to rank b on one channel are delivered in the order they were
 // posted, and the k-th recv posted for (peer, channel) receives the k-th message sent there.
-// Each message carries the sender's 64-bit `tag` (the executor passes the operation sequence
-// number); a receiver whose recv has a different tag or size fails with an error naming both,
-// which catches ranks calling collectives in different orders instead of corrupting data.
+// Each message carries the sender's 64-bit `tag`: the executor passes the call tag
+// (MakeCallTag below: the operation sequence number and a hash of the call's descriptor —
+// collective, count, dtype, op, root, algorithm); a receiver whose recv has a different tag or
+// size fails with an error containing kTagMismatchMarker and naming both tags (DescribeTag),
+// which catches ranks calling collectives in different orders, or the same collective with
+// different arguments, instead of corrupting data.
 //
 // Completion: a request's `done` is set by the transport once the buffer may be reused (send)
 // or holds the data (recv). `status` is meaningful once done. Requests must stay valid until
@@ -21,12 +24,41 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 
 #include "common/status.h"
 
 namespace weft {
+
+// Call tags: high 32 bits = descriptor hash of the call, low 32 bits = sequence number.
+// The descriptor hash is never 0 for a collective, so a tag of 0 means "no tag" for signals.
+inline uint64_t MakeCallTag(uint32_t descriptor, uint64_t seq) {
+  return (static_cast<uint64_t>(descriptor) << 32) | (seq & 0xffffffffULL);
+}
+// Every transport puts this text in a tag/size mismatch error: the communicator recognizes it
+// and reports the mismatch as weftInvalidUsage naming this rank's call.
+constexpr const char* kTagMismatchMarker = "mismatched call";
+// "call #17 (descriptor 1a2b3c4d)" for messages (the point-to-point tag reads "send/recv").
+inline std::string DescribeTag(uint64_t tag) {
+  if (tag >= 0xfffffffffffffff0ULL) return "send/recv";
+  char buf[64];
+  snprintf(buf, sizeof(buf), "call #%llu (descriptor %08x)",
+           static_cast<unsigned long long>(tag & 0xffffffffULL), static_cast<unsigned>(tag >> 32));
+  return buf;
+}
+
+// The error every transport reports when a message (or tagged signal) does not match the
+// posted recv (wait): `detail` is the transport's own account (peer, channel, both tags and
+// sizes); the decoded tags follow. InternalError at this level (a transport cannot tell a bug
+// from a user error); the communicator turns it into weftInvalidUsage naming this rank's call.
+inline Status TagMismatch(const std::string& detail, uint64_t want_tag, uint64_t got_tag) {
+  return InternalError(detail + " [" + kTagMismatchMarker + ": this rank expected " +
+                       DescribeTag(want_tag) + ", the peer sent " + DescribeTag(got_tag) +
+                       "; ranks called different collectives, or the same one with different "
+                       "arguments, or in a different order]");
+}
 
 struct TransportRequest {
   std::atomic<bool> done{false};
@@ -85,10 +117,17 @@ class DirectTransport : public Transport {
   // Peer p's window (mapped on first use or after the peer grew it). Only valid to read
   // after a Wait that the peer's matching Signal follows its window preparation.
   virtual StatusOr<const void*> PeerWindow(int peer, size_t min_bytes) = 0;
-  // Posts the next signal to `peer` (non-blocking; signals are counted, never lost).
-  virtual Status Signal(int peer) = 0;
-  // Completes `req` once the next not-yet-consumed signal from `peer` has arrived.
-  virtual Status PostWait(int peer, TransportRequest* req) = 0;
+  // Posts the next signal to `peer` (non-blocking; signals are counted, never lost). A
+  // non-zero `tag` travels with it: the executor tags the first signal of an operation to each
+  // peer with the call tag, so direct schedules (which exchange no messages) still detect
+  // ranks running different calls.
+  virtual Status Signal(int peer, uint64_t tag) = 0;
+  Status Signal(int peer) { return Signal(peer, 0); }
+  // Completes `req` once the next not-yet-consumed signal from `peer` has arrived. With a
+  // non-zero `expect_tag`, that signal must carry the same tag, else `req` fails with a
+  // kTagMismatchMarker error naming both.
+  virtual Status PostWait(int peer, TransportRequest* req, uint64_t expect_tag) = 0;
+  Status PostWait(int peer, TransportRequest* req) { return PostWait(peer, req, 0); }
 };
 
 }  // namespace weft

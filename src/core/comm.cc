@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "core/call_check.h"
 #include "exec/executor.h"
 #include "kernels/dtype.h"
 #include "kernels/reduce.h"
@@ -105,6 +106,9 @@ Status Execute(weftComm* comm, const RankSchedule& rs, int window, weftDataType_
   bufs.input = in;
   bufs.output = out;
   Status st = ExecuteSchedule(rs, window, ctx, bufs);
+  // Ranks running different calls: a usage error, not a weft bug (transports report it as
+  // InternalError because they cannot tell).
+  if (IsCallMismatch(st)) st = Status(weftInvalidUsage, st.message());
   // A failed operation leaves messages half-sent on the transports: later operations could
   // not be matched safely, so the communicator is unusable from here on (as NCCL's).
   if (!st.ok()) comm->sticky_error = st;
@@ -162,59 +166,135 @@ StatusOr<const AlgorithmInfo*> ChooseAlgorithm(weftComm* comm, ScheduleRequest* 
   return chosen;
 }
 
+namespace {
+
+// Allgathers `bytes` bytes from every rank over the data path (ring), tagged like a collective:
+// used for the all-to-allv count tables and WEFT_CHECK's fingerprints.
+Status AllGatherBytes(weftComm* comm, uint64_t tag, const void* mine, size_t bytes, void* all,
+                      const char* what) {
+  ScheduleRequest gather;
+  gather.collective = Collective::kAllGather;
+  gather.nranks = comm->nranks;
+  gather.count = bytes;
+  gather.chunk = ChunkPolicy{};
+  const AlgorithmInfo* ring = FindAlgorithm(Collective::kAllGather, "ring");
+  if (ring == nullptr) return InternalError("ring allgather is not registered");
+  StatusOr<Schedule> gs = ring->build(gather);
+  if (!gs.ok()) return gs.status();
+  return Execute(comm, gs->ranks[comm->rank], gs->window, weftUint8, weftSum, tag, mine, all, what);
+}
+
+// Every rank needs every rank's counts to build an all-to-allv schedule: exchange the count
+// tables, then check that our receive counts agree with what the senders send.
+Status ExchangeAllToAllvCounts(weftComm* comm, const CollectiveCall& call, uint64_t seq,
+                               ScheduleRequest* req) {
+  const int p = comm->nranks;
+  std::vector<size_t> mine(3 * p);
+  for (int i = 0; i < p; ++i) {
+    mine[i] = call.sendcounts[i];
+    mine[p + i] = call.sdispls[i];
+    mine[2 * p + i] = call.rdispls[i];
+  }
+  std::vector<size_t> all(3 * static_cast<size_t>(p) * p);
+  static const uint32_t kCountsHash = HashCallShape(
+      MakeCallDescriptor(Collective::kAllToAllv, 0, weftUint8, weftSum, 0, "count exchange"));
+  uint64_t tag = MakeCallTag(MixCallType(kCountsHash, Collective::kAllToAllv, call.dtype, weftSum), seq);
+  WEFT_RETURN_IF_ERROR(AllGatherBytes(comm, tag, mine.data(), mine.size() * sizeof(size_t),
+                                      all.data(), "alltoallv count exchange"));
+  req->a2av_counts.resize(static_cast<size_t>(p) * p);
+  req->a2av_send_displs.resize(static_cast<size_t>(p) * p);
+  req->a2av_recv_displs.resize(static_cast<size_t>(p) * p);
+  for (int src = 0; src < p; ++src) {
+    const size_t* t = &all[static_cast<size_t>(src) * 3 * p];
+    for (int dst = 0; dst < p; ++dst) {
+      req->a2av_counts[src * p + dst] = t[dst];
+      req->a2av_send_displs[src * p + dst] = t[p + dst];
+      req->a2av_recv_displs[src * p + dst] = t[2 * p + dst];
+    }
+  }
+  for (int src = 0; src < p; ++src) {
+    if (req->a2av_counts[src * p + comm->rank] != call.recvcounts[src])
+      return InvalidUsage("alltoallv: recvcounts[" + std::to_string(src) + "] = " +
+                          std::to_string(call.recvcounts[src]) + " but rank " +
+                          std::to_string(src) + " sends " +
+                          std::to_string(req->a2av_counts[src * p + comm->rank]));
+  }
+  return OkStatus();
+}
+
+// Builds a plan for a call shape not seen before: algorithm, schedule (cached for alltoallv
+// by its count tables), descriptor hash.
+Status BuildPlan(weftComm* comm, const CollectiveCall& call, ScheduleRequest* req, size_t elem,
+                 Plan* plan) {
+  StatusOr<const AlgorithmInfo*> algo = ChooseAlgorithm(comm, req, elem, call.op);
+  if (!algo.ok()) return algo.status();
+  plan->algorithm = *algo;
+  plan->what = std::string(CollectiveName(req->collective)) + " " + plan->algorithm->name;
+  const bool cacheable = call.collective != Collective::kAllToAllv;
+  plan->shape_hash = HashCallShape(MakeCallDescriptor(call.collective, cacheable ? call.count : 0,
+                                                      call.dtype, call.op, call.root,
+                                                      plan->algorithm->name));
+  std::string skey = cacheable ? "" : CacheKey(*req, plan->algorithm->name);
+  auto sit = cacheable ? comm->schedule_cache.end() : comm->schedule_cache.find(skey);
+  if (sit != comm->schedule_cache.end()) {
+    plan->schedule = sit->second;
+    return OkStatus();
+  }
+  StatusOr<Schedule> built = plan->algorithm->build(*req);
+  if (!built.ok()) return built.status().WithContext(plan->what);
+  if (static_cast<int>(built->ranks.size()) != comm->nranks)
+    return InternalError("algorithm " + plan->algorithm->name + " built a schedule for " +
+                         std::to_string(built->ranks.size()) + " ranks, not " +
+                         std::to_string(comm->nranks));
+  plan->schedule = std::make_shared<const Schedule>(std::move(built.value()));
+  WEFT_INFO("rank %d: %s count=%zu dtype=%s -> %s (chunk %zu elems, %d channels)", comm->rank,
+            CollectiveName(req->collective), req->count, DataTypeName(call.dtype),
+            plan->algorithm->name.c_str(), req->chunk.chunk_elems, req->chunk.channels);
+  if (!cacheable) {
+    // alltoallv shapes vary per call: keep a bounded cache of recent ones.
+    if (comm->schedule_cache.size() > 64) comm->schedule_cache.clear();
+    comm->schedule_cache[skey] = plan->schedule;
+  }
+  return OkStatus();
+}
+
+CallDescriptor DescriptorOf(const CollectiveCall& call, const Plan& plan) {
+  return MakeCallDescriptor(call.collective,
+                            call.collective == Collective::kAllToAllv ? 0 : call.count,
+                            call.dtype, call.op, call.root, plan.algorithm->name);
+}
+
+// WEFT_CHECK=1: every rank's full call fingerprint, compared before any data moves.
+Status CheckFingerprints(weftComm* comm, const CollectiveCall& call, const Plan& plan,
+                         uint64_t seq) {
+  std::vector<unsigned char> mine(kFingerprintBytes), all(kFingerprintBytes * comm->nranks);
+  EncodeFingerprint(DescriptorOf(call, plan), seq, mine.data());
+  static const uint32_t kCheckHash = HashCallShape(
+      MakeCallDescriptor(Collective::kAllGather, kFingerprintBytes, weftUint8, weftSum, 0, "WEFT_CHECK"));
+  uint64_t tag = MakeCallTag(kCheckHash, seq);
+  WEFT_RETURN_IF_ERROR(AllGatherBytes(comm, tag, mine.data(), mine.size(), all.data(),
+                                      "WEFT_CHECK fingerprint exchange"));
+  Status st = CompareFingerprints(all.data(), comm->nranks, comm->rank);
+  // Every rank saw the same records, so every rank fails alike: the communicator stays in step
+  // but the call would corrupt data; make it unusable as any failed collective does.
+  if (!st.ok()) comm->sticky_error = st;
+  return st;
+}
+
+}  // namespace
+
 Status RunCollective(weftComm* comm, const CollectiveCall& call) {
   std::lock_guard<std::mutex> lock(comm->exec_mu);
   WEFT_RETURN_IF_ERROR(CheckComm(comm));
   const size_t elem = TypeSize(call.dtype);
-  const uint64_t tag = ++comm->collective_seq;
+  const uint64_t seq = ++comm->collective_seq;
   ScheduleRequest req;
   req.collective = call.collective;
   req.nranks = comm->nranks;
   req.count = call.count;
   req.root = call.root;
-  if (call.collective == Collective::kAllToAllv) {
-    // Every rank needs every rank's counts to build the schedule: gather them once per call
-    // shape is not possible without communication, so alltoallv exchanges counts first.
-    const int p = comm->nranks;
-    std::vector<size_t> mine(3 * p);
-    for (int i = 0; i < p; ++i) {
-      mine[i] = call.sendcounts[i];
-      mine[p + i] = call.sdispls[i];
-      mine[2 * p + i] = call.rdispls[i];
-    }
-    std::vector<size_t> all(3 * static_cast<size_t>(p) * p);
-    ScheduleRequest gather;
-    // Allgather of the count table over the data path (ring), tagged like any collective.
-    gather.collective = Collective::kAllGather;
-    gather.nranks = p;
-    gather.count = mine.size() * sizeof(size_t);
-    gather.chunk = ChunkPolicy{};
-    const AlgorithmInfo* ring = FindAlgorithm(Collective::kAllGather, "ring");
-    if (ring == nullptr) return InternalError("ring allgather is not registered");
-    StatusOr<Schedule> gs = ring->build(gather);
-    if (!gs.ok()) return gs.status();
-    WEFT_RETURN_IF_ERROR(Execute(comm, gs->ranks[comm->rank], gs->window, weftUint8, weftSum,
-                                 tag, mine.data(), all.data(), "alltoallv count exchange"));
-    req.a2av_counts.resize(static_cast<size_t>(p) * p);
-    req.a2av_send_displs.resize(static_cast<size_t>(p) * p);
-    req.a2av_recv_displs.resize(static_cast<size_t>(p) * p);
-    for (int src = 0; src < p; ++src) {
-      const size_t* t = &all[static_cast<size_t>(src) * 3 * p];
-      for (int dst = 0; dst < p; ++dst) {
-        req.a2av_counts[src * p + dst] = t[dst];
-        req.a2av_send_displs[src * p + dst] = t[p + dst];
-        req.a2av_recv_displs[src * p + dst] = t[2 * p + dst];
-      }
-    }
-    // Our receive counts must agree with what the senders send.
-    for (int src = 0; src < p; ++src) {
-      if (req.a2av_counts[src * p + comm->rank] != call.recvcounts[src])
-        return InvalidUsage("alltoallv: recvcounts[" + std::to_string(src) + "] = " +
-                            std::to_string(call.recvcounts[src]) + " but rank " +
-                            std::to_string(src) + " sends " +
-                            std::to_string(req.a2av_counts[src * p + comm->rank]));
-    }
-  }
+  if (call.collective == Collective::kAllToAllv)
+    WEFT_RETURN_IF_ERROR(ExchangeAllToAllvCounts(comm, call, seq, &req));
   const Plan* plan = nullptr;
   Plan fresh;
   const bool cacheable = call.collective != Collective::kAllToAllv;
@@ -224,31 +304,7 @@ Status RunCollective(weftComm* comm, const CollectiveCall& call) {
     if (it != comm->plans.end()) plan = &it->second;
   }
   if (plan == nullptr) {
-    StatusOr<const AlgorithmInfo*> algo = ChooseAlgorithm(comm, &req, elem, call.op);
-    if (!algo.ok()) return algo.status();
-    fresh.algorithm = *algo;
-    fresh.what = std::string(CollectiveName(req.collective)) + " " + fresh.algorithm->name;
-    std::string skey = cacheable ? "" : CacheKey(req, fresh.algorithm->name);
-    auto sit = cacheable ? comm->schedule_cache.end() : comm->schedule_cache.find(skey);
-    if (sit != comm->schedule_cache.end()) {
-      fresh.schedule = sit->second;
-    } else {
-      StatusOr<Schedule> built = fresh.algorithm->build(req);
-      if (!built.ok()) return built.status().WithContext(fresh.what);
-      if (static_cast<int>(built->ranks.size()) != comm->nranks)
-        return InternalError("algorithm " + fresh.algorithm->name + " built a schedule for " +
-                             std::to_string(built->ranks.size()) + " ranks, not " +
-                             std::to_string(comm->nranks));
-      fresh.schedule = std::make_shared<const Schedule>(std::move(built.value()));
-      WEFT_INFO("rank %d: %s count=%zu dtype=%s -> %s (chunk %zu elems, %d channels)",
-                comm->rank, CollectiveName(req.collective), req.count, DataTypeName(call.dtype),
-                fresh.algorithm->name.c_str(), req.chunk.chunk_elems, req.chunk.channels);
-      if (!cacheable) {
-        // alltoallv shapes vary per call: keep a bounded cache of recent ones.
-        if (comm->schedule_cache.size() > 64) comm->schedule_cache.clear();
-        comm->schedule_cache[skey] = fresh.schedule;
-      }
-    }
+    WEFT_RETURN_IF_ERROR(BuildPlan(comm, call, &req, elem, &fresh));
     if (cacheable) {
       // Bound memory for workloads with ever-changing sizes.
       if (comm->plans.size() > 1024) comm->plans.clear();
@@ -258,8 +314,16 @@ Status RunCollective(weftComm* comm, const CollectiveCall& call) {
     }
   }
   comm->last_algorithm = &plan->algorithm->name;  // registry entries live for the process
-  return Execute(comm, plan->schedule->ranks[comm->rank], plan->schedule->window, call.dtype,
-                 call.op, tag, call.sendbuff, call.recvbuff, plan->what.c_str());
+  if (comm->check_calls) WEFT_RETURN_IF_ERROR(CheckFingerprints(comm, call, *plan, seq));
+  const uint32_t hash = MixCallType(plan->shape_hash, call.collective, call.dtype, call.op);
+  Status st = Execute(comm, plan->schedule->ranks[comm->rank], plan->schedule->window, call.dtype,
+                      call.op, MakeCallTag(hash, seq), call.sendbuff, call.recvbuff,
+                      plan->what.c_str());
+  if (IsCallMismatch(st)) {
+    st = CallMismatchError(st, comm->rank, DescriptorOf(call, *plan), hash);
+    comm->sticky_error = st;
+  }
+  return st;
 }
 
 Status RunP2P(weftComm* comm, const std::vector<P2POp>& ops) {

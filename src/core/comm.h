@@ -53,6 +53,7 @@ struct Plan {
   const AlgorithmInfo* algorithm = nullptr;
   std::shared_ptr<const Schedule> schedule;
   std::string what;  // "allreduce ring", for messages
+  uint32_t shape_hash = 0;  // HashCallShape (core/call_check.h) of the call shape + algorithm
 };
 }  // namespace weft
 
@@ -65,6 +66,7 @@ struct weftComm {
   weft::Status init_error;  // non-ok: init failed; every call reports it
   weft::Status sticky_error;  // a failed collective left the transports unusable
   double timeout_s = 300;
+  bool check_calls = false;  // WEFT_CHECK=1: fingerprint exchange before each collective
 
   std::unique_ptr<weft::Bootstrap> bootstrap;  // null for weftCommInitAll
   std::shared_ptr<weft::InprocHub> hub;

@@ -2,6 +2,8 @@
 // environment, as threads of one process (inproc), and by splitting another communicator.
 #include "core/init.h"
 
+#include "core/call_check.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -54,6 +56,7 @@ double DefaultTimeoutSeconds() { return EnvSeconds("WEFT_TIMEOUT", 300); }
 void InitCommon(weftComm* comm) {
   comm->magic = kCommMagic;
   comm->timeout_s = DefaultTimeoutSeconds();
+  comm->check_calls = CallCheckFromEnv();
   StatusOr<AlgoOverrides> parsed = AlgoOverridesFromEnv();
   if (parsed.ok())
     comm->overrides = std::move(parsed.value());

@@ -53,6 +53,10 @@ struct InFlight {
 // Request slots are reused across operations of a thread: a tiny collective then allocates
 // nothing (its latency budget is a few hundred nanoseconds).
 thread_local std::vector<std::unique_ptr<InFlight>> t_free_slots;
+// Per peer: whether this operation already signalled it / waited on it (direct schedules tag
+// the first of each with the call tag; see DirectTransport::Signal). Reused like the slots.
+thread_local std::vector<uint8_t> t_direct_firsts;
+constexpr uint8_t kSignalled = 1, kWaited = 2;
 
 class Runner {
  public:
@@ -97,6 +101,15 @@ class Runner {
   std::vector<std::unique_ptr<InFlight>>& free_ = t_free_slots;
   bool fence_wait_ = false;  // a kWait is in flight: nothing issues after it
   std::vector<Transport*> used_transports_;
+  std::vector<uint8_t>& direct_firsts_ = t_direct_firsts;
+  bool direct_used_ = false;  // the schedule has direct steps (window, signals)  // kSignalled | kWaited per peer
+  // The call tag of the first signal to / wait on `peer` in this operation, else 0.
+  uint64_t FirstTag(int peer, uint8_t which) {
+    uint8_t& f = direct_firsts_[peer];
+    if (f & which) return 0;
+    f |= which;
+    return ctx_.tag;
+  }
 };
 
 std::string Runner::Describe(const Step& s, size_t index) const {
@@ -160,6 +173,8 @@ Status Runner::Prepare() {
       return InternalError(std::string(ctx_.what) +
                            ": schedule uses direct steps but no same-host window transport "
                            "connects all ranks");
+    direct_used_ = true;
+    direct_firsts_.assign(static_cast<size_t>(ctx_.nranks), 0);
     WEFT_RETURN_IF_ERROR(ctx_.direct->PrepareWindow(scratch_bytes));
     scratch_ = static_cast<unsigned char*>(ctx_.direct->LocalWindow());
   } else if (scratch_bytes > 0) {
@@ -201,7 +216,9 @@ Status Runner::Issue(size_t index) {
     case StepOp::kSignal:
     {
       // Describe() builds strings: only on the error path (this is the tiny-message hot path).
-      Status st = ctx_.direct->Signal(s.peer);
+      if (s.peer < 0 || s.peer >= ctx_.nranks)
+        return InternalError(Describe(s, index) + ": invalid peer");
+      Status st = ctx_.direct->Signal(s.peer, FirstTag(s.peer, kSignalled));
       return st.ok() ? st : st.WithContext(Describe(s, index));
     }
     default:
@@ -222,7 +239,9 @@ Status Runner::Issue(size_t index) {
   Status st;
   if (s.op == StepOp::kWait) {
     f->transport = ctx_.direct;
-    st = ctx_.direct->PostWait(s.peer, &f->req);
+    if (s.peer < 0 || s.peer >= ctx_.nranks)
+      return InternalError(Describe(s, index) + ": invalid peer");
+    st = ctx_.direct->PostWait(s.peer, &f->req, FirstTag(s.peer, kWaited));
   } else {
     f->transport = TransportFor(s, &st);
     if (!st.ok()) return st;
@@ -277,10 +296,12 @@ Status Runner::WaitForProgress(int idle_rounds) {
 }
 
 Status Runner::Fail(Status st) {
-  // Stop every transport that still holds one of our requests from touching the caller's
-  // buffers after we return.
-  for (Transport* t : used_transports_)
-    if (t->HasPending()) t->Abort(st);
+  // Stop every transport we used from touching the caller's buffers after we return, and
+  // tell the peers: after a failure the transports are out of step with them (the
+  // communicator refuses further work), and a peer that waits on us must fail now rather
+  // than at its timeout — e.g. when only this rank saw that the ranks' calls differ.
+  for (Transport* t : used_transports_) t->Abort(st);
+  if (ctx_.direct != nullptr && direct_used_) ctx_.direct->Abort(st);
   // Slots abandoned with a failed transport are dropped (the transport was aborted and no
   // longer references them); the pool only keeps completed ones.
   inflight_.clear();

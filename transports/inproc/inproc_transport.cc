@@ -49,12 +49,12 @@ Status InprocTransport::Post(bool is_send, int peer, int channel, uint64_t tag, 
   const InprocHub::Pending& recv = is_send ? match : InprocHub::Pending{tag, buf, bytes, req};
   Status status;
   if (send.tag != recv.tag || send.bytes != recv.bytes) {
-    status = InternalError("message mismatch from rank " + std::to_string(src) + " to rank " +
-                           std::to_string(dst) + " channel " + std::to_string(channel) +
-                           ": receiver expected tag " + std::to_string(recv.tag) + " (" +
-                           std::to_string(recv.bytes) + " bytes), sender sent tag " +
-                           std::to_string(send.tag) + " (" + std::to_string(send.bytes) +
-                           " bytes) — were collectives called in different orders?");
+    status = TagMismatch("message mismatch from rank " + std::to_string(src) + " to rank " +
+                             std::to_string(dst) + " channel " + std::to_string(channel) +
+                             ": receiver expected tag " + std::to_string(recv.tag) + " (" +
+                             std::to_string(recv.bytes) + " bytes), sender sent tag " +
+                             std::to_string(send.tag) + " (" + std::to_string(send.bytes) + " bytes)",
+                         recv.tag, send.tag);
   } else if (send.bytes > 0) {
     memcpy(recv.buf, send.buf, send.bytes);
   }

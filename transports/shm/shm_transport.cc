@@ -52,6 +52,16 @@ struct alignas(kLine) RankHeader {
   std::atomic<uint64_t> cma_from_mask;
 };
 
+// Tags of tagged signals: signal number i (0-based) with a tag writes slot i % kSignalTagSlots
+// as {tag, i + 1}. Only the first signal of an operation to a peer is tagged, and a sender
+// cannot run kSignalTagSlots operations ahead of a receiver that must answer it, so a slot is
+// read before it is reused; a reader that finds a larger index skips the check.
+constexpr uint64_t kSignalTagSlots = 8;
+struct SignalTagSlot {
+  std::atomic<uint64_t> index;  // signal number + 1 that wrote the slot (0: never)
+  std::atomic<uint64_t> tag;
+};
+
 // One per (sender -> owner) pair, in the owner's control segment. Each counter on its own
 // cache line: tail and signals are written by the sender, head by the owner.
 struct alignas(kLine) RingControl {
@@ -59,6 +69,7 @@ struct alignas(kLine) RingControl {
   alignas(kLine) std::atomic<uint64_t> head;     // bytes consumed by the owner
   alignas(kLine) std::atomic<uint64_t> signals;  // Signal() count from the sender
   alignas(kLine) std::atomic<uint64_t> cma_acks;  // single-copy messages the owner has read
+  alignas(kLine) SignalTagSlot signal_tags[kSignalTagSlots];  // written by the sender
 };
 
 constexpr uint16_t kMsgSingleCopy = 1;  // payload not in the ring: read it at `address`
@@ -450,11 +461,18 @@ Status ShmTransport::PostRecv(int peer, int channel, uint64_t tag, void* buf, si
   return OkStatus();
 }
 
-Status ShmTransport::Signal(int peer) {
+Status ShmTransport::Signal(int peer, uint64_t tag) {
   std::lock_guard<std::mutex> lock(mu_);
   Status st;
   Peer* p = Find(peer, &st);
   if (p == nullptr) return st;
+  if (tag != 0) {
+    // Only this rank increments this counter: its current value is this signal's number.
+    uint64_t number = p->out->signals.load(std::memory_order_relaxed);
+    shm_detail::SignalTagSlot& slot = p->out->signal_tags[number % shm_detail::kSignalTagSlots];
+    slot.tag.store(tag, std::memory_order_relaxed);
+    slot.index.store(number + 1, std::memory_order_release);
+  }
   // seq_cst: releases every write the executor finished before this step (the fence rule),
   // and orders the increment before Wake's load of the peer's `sleeping` flag.
   p->out->signals.fetch_add(1, std::memory_order_seq_cst);
@@ -462,14 +480,14 @@ Status ShmTransport::Signal(int peer) {
   return OkStatus();
 }
 
-Status ShmTransport::PostWait(int peer, TransportRequest* req) {
+Status ShmTransport::PostWait(int peer, TransportRequest* req, uint64_t expect_tag) {
   std::lock_guard<std::mutex> lock(mu_);
   Status st;
   Peer* p = Find(peer, &st);
   if (p == nullptr) return st;
   req->Reset();
   ++pending_;
-  p->waits.push_back(req);
+  p->waits.push_back(WaitOp{req, expect_tag});
   ProgressWaits(*p);
   return OkStatus();
 }
@@ -670,12 +688,12 @@ void ShmTransport::MatchStash(Peer& p, uint16_t channel) {
     std::unique_ptr<Stashed> s = std::move(sq.front());
     sq.pop_front();
     if (s->tag != r.tag || s->data.size() != r.bytes) {
-      Complete(r.req, InternalError("shm: message from rank " + std::to_string(p.rank) +
-                                    " on channel " + std::to_string(channel) + ": expected tag " +
-                                    std::to_string(r.tag) + " and " + std::to_string(r.bytes) +
-                                    " bytes, got tag " + std::to_string(s->tag) + " and " +
-                                    std::to_string(s->data.size()) +
-                                    " bytes (ranks called collectives in different orders?)"));
+      Complete(r.req, TagMismatch("shm: message from rank " + std::to_string(p.rank) +
+                                      " on channel " + std::to_string(channel) + ": expected tag " +
+                                      std::to_string(r.tag) + " and " + std::to_string(r.bytes) +
+                                      " bytes, got tag " + std::to_string(s->tag) + " and " +
+                                      std::to_string(s->data.size()) + " bytes",
+                                  r.tag, s->tag));
       continue;
     }
     if (r.bytes > 0) std::memcpy(r.buf, s->data.data(), r.bytes);
@@ -749,11 +767,13 @@ bool ShmTransport::ProgressRecvs(Peer& p) {
         c.req = r.req;
         if (h.tag != r.tag || h.bytes != r.bytes) {
           // Fail this recv, skip the payload: the stream stays in sync for what follows.
-          Complete(r.req, InternalError(
-              "shm: message from rank " + std::to_string(p.rank) + " on channel " +
-              std::to_string(h.channel) + ": expected tag " + std::to_string(r.tag) + " and " +
-              std::to_string(r.bytes) + " bytes, got tag " + std::to_string(h.tag) + " and " +
-              std::to_string(h.bytes) + " bytes (ranks called collectives in different orders?)"));
+          Complete(r.req, TagMismatch("shm: message from rank " + std::to_string(p.rank) +
+                                          " on channel " + std::to_string(h.channel) +
+                                          ": expected tag " + std::to_string(r.tag) + " and " +
+                                          std::to_string(r.bytes) + " bytes, got tag " +
+                                          std::to_string(h.tag) + " and " +
+                                          std::to_string(h.bytes) + " bytes",
+                                      r.tag, h.tag));
           c.req = nullptr;
           c.dst = nullptr;
         } else {
@@ -820,13 +840,31 @@ bool ShmTransport::ProgressWaits(Peer& p) {
   uint64_t arrived = p.in->signals.load(std::memory_order_acquire);
   bool progressed = false;
   while (!p.waits.empty() && arrived > p.signals_consumed) {
-    ++p.signals_consumed;
-    TransportRequest* req = p.waits.front();
+    const uint64_t number = p.signals_consumed++;
+    WaitOp w = p.waits.front();
     p.waits.pop_front();
-    Complete(req, OkStatus());
+    Complete(w.req, w.expect_tag == 0 ? OkStatus() : CheckSignalTag(p, number, w.expect_tag));
     progressed = true;
   }
   return progressed;
+}
+
+Status ShmTransport::CheckSignalTag(const Peer& p, uint64_t number, uint64_t expect_tag) const {
+  const shm_detail::SignalTagSlot& slot = p.in->signal_tags[number % shm_detail::kSignalTagSlots];
+  uint64_t index = slot.index.load(std::memory_order_acquire);
+  uint64_t tag = slot.tag.load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (slot.index.load(std::memory_order_relaxed) != index || index > number + 1)
+    return OkStatus();  // reused by a later signal: cannot check (see kSignalTagSlots)
+  if (index == number + 1 && tag == expect_tag) return OkStatus();
+  std::string where = "shm: signal from rank " + std::to_string(p.rank);
+  if (index != number + 1)  // the peer's signal carried no tag: it is inside another operation
+    return InternalError(where + ": " + kTagMismatchMarker + ": expected the first signal of " +
+                         DescribeTag(expect_tag) +
+                         ", the peer's signal belongs to the middle of another operation");
+  return TagMismatch(where + ": expected tag " + std::to_string(expect_tag) + ", got tag " +
+                         std::to_string(tag),
+                     expect_tag, tag);
 }
 
 bool ShmTransport::HasWork(const Peer& p) const {
@@ -901,7 +939,7 @@ void ShmTransport::FailRequests(Peer& p, const Status& st) {
   p.posted_recvs = 0;
   if (p.cur.active && p.cur.req != nullptr) Complete(p.cur.req, st);
   p.cur = Incoming();
-  for (TransportRequest* w : p.waits) Complete(w, st);
+  for (WaitOp& w : p.waits) Complete(w.req, st);
   p.waits.clear();
 }
 

@@ -164,8 +164,10 @@ class ShmTransport : public DirectTransport {
   Status PrepareWindow(size_t bytes) override;
   void* LocalWindow() override;
   StatusOr<const void*> PeerWindow(int peer, size_t min_bytes) override;
-  Status Signal(int peer) override;
-  Status PostWait(int peer, TransportRequest* req) override;
+  Status Signal(int peer, uint64_t tag) override;
+  Status PostWait(int peer, TransportRequest* req, uint64_t expect_tag) override;
+  using DirectTransport::PostWait;
+  using DirectTransport::Signal;
 
   int rank() const { return rank_; }
   const std::vector<int>& local_ranks() const { return local_ranks_; }
@@ -197,6 +199,10 @@ class ShmTransport : public DirectTransport {
     size_t bytes;
     uint64_t tag;
     TransportRequest* req;
+  };
+  struct WaitOp {
+    TransportRequest* req;
+    uint64_t expect_tag;  // 0: any signal
   };
   struct Stashed {  // a message that arrived before its recv was posted
     uint64_t tag = 0;
@@ -237,7 +243,7 @@ class ShmTransport : public DirectTransport {
     std::map<uint16_t, std::deque<std::unique_ptr<Stashed>>> stash;
     Incoming cur;
     uint64_t signals_consumed = 0;
-    std::deque<TransportRequest*> waits;
+    std::deque<WaitOp> waits;
     std::unique_ptr<ShmSegment> window;  // peer's window mapping (not for self)
     uint64_t window_gen = 0;
     Status failed;  // set once the peer is known dead/closed
@@ -252,6 +258,7 @@ class ShmTransport : public DirectTransport {
   bool ProgressSends(Peer& p);
   bool ProgressRecvs(Peer& p);
   bool ProgressWaits(Peer& p);
+  Status CheckSignalTag(const Peer& p, uint64_t number, uint64_t expect_tag) const;
   Status ReadSingleCopy(Peer& p, Incoming& c);
   void MatchStash(Peer& p, uint16_t channel);
   void Complete(TransportRequest* req, Status st);

@@ -338,10 +338,11 @@ Status TcpTransport::PostRecv(int peer, int channel, uint64_t tag, void* buf, si
     std::shared_ptr<Unexpected> ux = q.unexpected.front();
     if (ux->tag != tag || ux->bytes != bytes) {
       q.unexpected.pop_front();
-      req->Complete(InternalError("tcp recv from " + PeerName(p) + " channel " + std::to_string(channel) +
-                                  ": expected tag " + std::to_string(tag) + " (" + std::to_string(bytes) +
-                                  " bytes), received tag " + std::to_string(ux->tag) + " (" +
-                                  std::to_string(ux->bytes) + " bytes)"));
+      req->Complete(TagMismatch("tcp recv from " + PeerName(p) + " channel " + std::to_string(channel) +
+                                    ": expected tag " + std::to_string(tag) + " (" + std::to_string(bytes) +
+                                    " bytes), received tag " + std::to_string(ux->tag) + " (" +
+                                    std::to_string(ux->bytes) + " bytes)",
+                                tag, ux->tag));
       return OkStatus();
     }
     if (ux->complete) {
@@ -495,10 +496,11 @@ bool TcpTransport::OnHeader(Peer& p, Stream& s) {
     q.posted.pop_front();
     if (op.tag != h.tag || op.bytes != h.bytes) {
       Complete(p, op.req,
-               InternalError("tcp recv from " + PeerName(p) + " channel " + std::to_string(h.channel) +
-                             ": expected tag " + std::to_string(op.tag) + " (" + std::to_string(op.bytes) +
-                             " bytes), received tag " + std::to_string(h.tag) + " (" +
-                             std::to_string(h.bytes) + " bytes)"));
+               TagMismatch("tcp recv from " + PeerName(p) + " channel " + std::to_string(h.channel) +
+                               ": expected tag " + std::to_string(op.tag) + " (" + std::to_string(op.bytes) +
+                               " bytes), received tag " + std::to_string(h.tag) + " (" +
+                               std::to_string(h.bytes) + " bytes)",
+                           op.tag, h.tag));
       s.rx = RxKind::kDiscard;  // drop the payload; the stream stays usable
     } else {
       s.rx = RxKind::kUser;
