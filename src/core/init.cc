@@ -3,12 +3,15 @@
 #include "core/init.h"
 
 #include "core/call_check.h"
+#include "core/job_secret.h"
 
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <cstdio>
+#include <ctime>
 #include <mutex>
 #include <sstream>
 
@@ -318,6 +321,49 @@ net::Secret DerivedSecret(const std::string& s) {
   return sec;
 }
 
+// The job's secret: WEFT_SECRET when set; for a same-host job (loopback root) a random one
+// handed from rank 0 through a private file (core/job_secret.h); otherwise one derived from
+// the public parameters, which is not a secret: a warning says so whatever WEFT_DEBUG says.
+Status ChooseJobSecret(const LaunchEnv& e, const net::SockAddr& root, net::Secret* secret,
+                       std::string* published_path) {
+  std::string hex = Env("WEFT_SECRET");
+  if (!hex.empty()) {
+    StatusOr<net::Secret> s = net::Secret::FromHex(hex);
+    if (!s.ok()) return s.status().WithContext("WEFT_SECRET");
+    *secret = *s;
+    return OkStatus();
+  }
+  const std::string job_key = e.root + "|" + std::to_string(e.size) + "|" + e.job;
+  if (root.is_loopback()) {
+    StatusOr<std::string> path = PrivateSecretPath(job_key);
+    if (!path.ok()) return path.status().WithContext("WEFT_SECRET is not set");
+    if (e.rank == 0) {
+      *secret = net::Secret::Random();
+      WEFT_RETURN_IF_ERROR(PublishPrivateSecret(*path, *secret));
+      *published_path = *path;
+      return OkStatus();
+    }
+    // A file older than two minutes belongs to an earlier job that died before removing it.
+    StatusOr<net::Secret> s =
+        ReadPrivateSecret(*path, EnvSeconds("WEFT_INIT_TIMEOUT", 120), time(nullptr) - 120);
+    if (!s.ok()) return s.status();
+    *secret = *s;
+    return OkStatus();
+  }
+  *secret = DerivedSecret(job_key);
+  static std::once_flag warned;
+  if (e.rank == 0)
+    std::call_once(warned, [&] {
+      fprintf(stderr,
+              "weft: WARNING: WEFT_SECRET is not set and ranks are not all on this host (%s): "
+              "using a secret derived from the job's public parameters, so anyone who can reach "
+              "%s can join this job. Set WEFT_SECRET to 32 random hex digits on every rank "
+              "(e.g. export WEFT_SECRET=$(openssl rand -hex 16)).\n",
+              e.source.c_str(), e.root.c_str());
+    });
+  return OkStatus();
+}
+
 }  // namespace
 
 Status InitFromEnvironment(weftComm* comm) {
@@ -326,32 +372,26 @@ Status InitFromEnvironment(weftComm* comm) {
   StatusOr<net::SockAddr> root = net::ParseHostPort(e.root);
   if (!root.ok()) return root.status().WithContext("WEFT_ROOT/MASTER_ADDR:MASTER_PORT");
   net::Secret secret;
-  std::string hex = Env("WEFT_SECRET");
-  if (!hex.empty()) {
-    StatusOr<net::Secret> s = net::Secret::FromHex(hex);
-    if (!s.ok()) return s.status().WithContext("WEFT_SECRET");
-    secret = *s;
-  } else {
-    // No shared secret was handed out: derive one from what every rank of the job knows.
-    // It keeps stray connections from other jobs out, but is not a secret: set WEFT_SECRET.
-    secret = DerivedSecret(e.root + "|" + std::to_string(e.size) + "|" + e.job);
-    if (e.rank == 0)
-      WEFT_WARN("WEFT_SECRET is not set: using a secret derived from the job's public "
-                "parameters (%s)", e.source.c_str());
-  }
+  std::string published;
+  WEFT_RETURN_IF_ERROR(ChooseJobSecret(e, *root, &secret, &published));
   BootstrapId id;
   id.root = *root;
   id.secret = secret;
   if (e.rank == 0) {
-    // Rank 0 serves the rendezvous on WEFT_ROOT's port, on every address of that family.
-    net::SockAddr listen = net::SockAddr::Any(root->family(), root->port());
+    // Rank 0 serves the rendezvous on the address it was given (not every interface: a job
+    // on 127.0.0.1 must not be reachable from the network).
     StatusOr<BootstrapId> served =
-        StartBootstrapRoot(listen, secret, EnvSeconds("WEFT_INIT_TIMEOUT", 120));
-    if (!served.ok())
+        StartBootstrapRoot(*root, secret, EnvSeconds("WEFT_INIT_TIMEOUT", 120));
+    if (!served.ok()) {
+      if (!published.empty()) unlink(published.c_str());
       return served.status().WithContext("starting the rendezvous on " + e.root + " (rank 0)");
+    }
   }
   comm->local_rank = e.local_rank;
-  return JoinAndInit(comm, id, e.size, e.rank);
+  Status st = JoinAndInit(comm, id, e.size, e.rank);
+  // Every rank has joined (or the job failed): the secret file has served its purpose.
+  if (!published.empty()) unlink(published.c_str());
+  return st;
 }
 
 }  // namespace weft

@@ -98,14 +98,15 @@ static int HexValue(char c) {
 
 StatusOr<Secret> Secret::FromHex(const std::string& hex) {
   if (hex.size() != 32) {
-    return InvalidArgument("secret \"" + hex + "\": expected 32 hex digits, got " +
+    // Never echo the value: a secret in a log or an error message is a secret no more.
+    return InvalidArgument("secret: expected 32 hex digits, got " +
                            std::to_string(hex.size()) + " characters");
   }
   Secret s;
   for (size_t i = 0; i < 16; ++i) {
     int hi = HexValue(hex[2 * i]), lo = HexValue(hex[2 * i + 1]);
     if (hi < 0 || lo < 0) {
-      return InvalidArgument("secret \"" + hex + "\": character " + std::to_string(2 * i + (hi < 0 ? 0 : 1)) +
+      return InvalidArgument("secret: character " + std::to_string(2 * i + (hi < 0 ? 0 : 1)) +
                              " is not a hex digit");
     }
     s.bytes[i] = static_cast<uint8_t>(hi * 16 + lo);
