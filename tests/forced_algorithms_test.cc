@@ -51,6 +51,10 @@ struct Case {
   int ranks;
 };
 
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << weft::CollectiveName(c.algo->collective) << ":" << c.algo->name << " on " << c.ranks << " ranks";
+}
+
 class Forced : public testing::TestWithParam<Case> {};
 
 TEST_P(Forced, EveryTypeOpCountExact) {

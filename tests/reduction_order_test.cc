@@ -182,6 +182,10 @@ struct OrderCase {
   int ranks;
 };
 
+void PrintTo(const OrderCase& c, std::ostream* os) {
+  *os << c.doc.collective << ":" << c.doc.algorithm << " on " << c.ranks << " ranks";
+}
+
 class DocumentedOrder : public testing::TestWithParam<OrderCase> {};
 
 // The bits every rank gets equal the documented order's, for every float type, sum and avg.
@@ -235,6 +239,10 @@ struct AlgoCase {
   int ranks;
   std::string collective() const { return weft::CollectiveName(algo->collective); }
 };
+
+void PrintTo(const AlgoCase& c, std::ostream* os) {
+  *os << c.collective() << ":" << c.algo->name << " on " << c.ranks << " ranks";
+}
 
 std::vector<AlgoCase> ReductionCases(bool allreduce_only) {
   std::vector<AlgoCase> cases;
