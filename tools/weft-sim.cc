@@ -8,7 +8,8 @@
 // the decided schedule is then simulated at finer granularity than the selector's estimate
 // (up to K chunks per segment, default clamp(8192 / ranks, 1, 32); a simulated chunk stands
 // for the real ones it covers, their per-message overheads counted). Columns "select(s)" and
-// "sim(s)" are this tool's own wall time.
+// "sim(s)" are this tool's own wall time. A schedule too large to build and simulate (over
+// 2e7 step visits) is reported with the analytic model's time and "analytic" as its steps.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -39,6 +40,10 @@ int Usage(const char* msg) {
           "presets: dgx-h100, dgx-h100:N, dgx-h100-fattree:N[:OVERSUB], netns:KxR[@GBIT], host:R\n");
   return 2;
 }
+
+// Work bound for the table's own simulation (step visits, cost_model.h): schedules beyond it
+// (flat rings over 16k ranks) print their analytic estimate, "analytic" in the steps column.
+constexpr double kMaxBuildCost = 2e7;
 
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -162,6 +167,7 @@ int main(int argc, char** argv) {
     CostOptions co;
     co.shm_enabled = shm;
     co.max_chunks_per_segment = k;
+    co.max_build_cost = kMaxBuildCost;  // a schedule too large to build is reported analytically
     StatusOr<CostEstimate> est = PredictCost(*chosen, req, elem, f, co);
     double t2 = Now();
     if (!est.ok()) {
@@ -171,9 +177,10 @@ int main(int argc, char** argv) {
     }
     double algbw = est->time_us > 0 ? static_cast<double>(bytes) / (est->time_us * 1e3) : 0;
     std::string chunk = req.chunk.chunk_elems ? FormatSize(req.chunk.chunk_elems * elem) : "none";
-    printf("  %12zu %12zu %6s %-20s %8s %3d %12.2f %11.2f %11.2f %9.3f %9.3f %9zu\n", bytes, req.count, dtype.c_str(),
+    std::string steps = est->analytic_only ? std::string("analytic") : std::to_string(est->sim.steps);
+    printf("  %12zu %12zu %6s %-20s %8s %3d %12.2f %11.2f %11.2f %9.3f %9.3f %9s\n", bytes, req.count, dtype.c_str(),
            chosen->name.c_str(), chunk.c_str(), req.chunk.channels, est->time_us, algbw,
-           algbw * BusBandwidthFactor(coll, n), t1 - t0, t2 - t1, est->sim.steps);
+           algbw * BusBandwidthFactor(coll, n), t1 - t0, t2 - t1, steps.c_str());
     fflush(stdout);
   }
   return failures ? 1 : 0;

@@ -37,6 +37,35 @@ double BusBandwidthFactor(Collective c, int n) {
   }
 }
 
+namespace {
+
+// Coarsens `req`'s chunk (doubling) until the analytic build cost fits the budget; when even
+// one chunk per segment does not fit, marks `est` analytic_only with the analytic time of the
+// original request. Updates est->multiplier to the total coarsening.
+Status FitBudget(const AlgorithmInfo& algorithm, const ScheduleRequest& original, size_t elem,
+                 const Fabric& fabric, const CostOptions& options, ScheduleRequest* req, CostEstimate* est) {
+  AnalyticEstimate a = EstimateAnalytic(algorithm, *req, elem, fabric, options.shm_enabled);
+  if (!a.known) return OkStatus();
+  const size_t real_chunk = original.chunk.chunk_elems;
+  const size_t whole = std::max<size_t>(1, req->count);
+  while (a.build_cost > options.max_build_cost && req->chunk.chunk_elems > 0 && req->chunk.chunk_elems < whole) {
+    req->chunk.chunk_elems = std::min(whole, req->chunk.chunk_elems * 2);
+    a = EstimateAnalytic(algorithm, *req, elem, fabric, options.shm_enabled);
+  }
+  if (real_chunk > 0 && req->chunk.chunk_elems > real_chunk)
+    est->multiplier = static_cast<double>(req->chunk.chunk_elems) / static_cast<double>(real_chunk);
+  est->analytic_us = EstimateAnalytic(algorithm, original, elem, fabric, options.shm_enabled).time_us;
+  if (a.build_cost > options.max_build_cost) {
+    est->analytic_only = true;
+    est->time_us = est->analytic_us;
+    est->evaluated = original.chunk;
+    est->multiplier = 1;
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
 StatusOr<CostEstimate> PredictCost(const AlgorithmInfo& algorithm, const ScheduleRequest& request,
                                    size_t elem_size, const Fabric& fabric, const CostOptions& options) {
   if (request.nranks != fabric.nranks())
@@ -53,6 +82,10 @@ StatusOr<CostEstimate> PredictCost(const AlgorithmInfo& algorithm, const Schedul
   if (req.chunk.chunk_elems > 0 && req.chunk.chunk_elems < min_chunk) {
     est.multiplier = static_cast<double>(min_chunk) / static_cast<double>(req.chunk.chunk_elems);
     req.chunk.chunk_elems = min_chunk;
+  }
+  if (options.max_build_cost > 0) {
+    WEFT_RETURN_IF_ERROR(FitBudget(algorithm, request, elem, fabric, options, &req, &est));
+    if (est.analytic_only) return est;
   }
   est.evaluated = req.chunk;
   StatusOr<Schedule> sched = algorithm.build(req);

@@ -10,6 +10,12 @@
 // its fixed per-message overhead is multiplied by m (latencies of a pipelined stream overlap
 // and are not). The pipeline is modelled with fewer, larger stages: fill time is slightly
 // overestimated for tiny chunks, which only favours larger chunks when it matters least.
+//
+// Simulation budget (max_build_cost > 0, used at scale): the analytic model
+// (analytic_model.h) estimates the work of building and simulating the schedule; chunks are
+// coarsened further (doubling) until it fits, and a schedule that does not fit even unchunked
+// (a flat ring over 16k ranks: 10^9 steps) is not built: its estimate is the analytic one,
+// marked analytic_only. Algorithms without an analytic pattern are always simulated.
 #pragma once
 
 #include <cstddef>
@@ -18,6 +24,7 @@
 #include "common/status.h"
 #include "sim/engine.h"
 #include "topo/fabric.h"
+#include "tune/analytic_model.h"
 
 namespace weft {
 
@@ -32,6 +39,8 @@ struct CostOptions {
   bool shm_enabled = true;
   // <= 0: automatic, max(1, min(8, 2048 / nranks)) (keeps 1000-rank evaluations bounded).
   int max_chunks_per_segment = 0;
+  // > 0: bound on the estimated build + simulation work (step visits) of one candidate.
+  double max_build_cost = 0;
 };
 
 struct CostEstimate {
@@ -39,6 +48,8 @@ struct CostEstimate {
   ChunkPolicy evaluated;     // the (possibly coarsened) policy actually simulated
   double multiplier = 1;     // messages each simulated message stands for
   SimResult sim;
+  bool analytic_only = false;  // over max_build_cost even unchunked: time_us is analytic
+  double analytic_us = 0;      // the analytic estimate (0 when the algorithm has no pattern)
 };
 
 StatusOr<CostEstimate> PredictCost(const AlgorithmInfo& algorithm, const ScheduleRequest& request,

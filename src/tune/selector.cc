@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "common/log.h"
+#include "tune/analytic_model.h"
 
 namespace weft {
 namespace {
@@ -99,9 +100,11 @@ std::vector<Selector::Candidate> Selector::Grid(const AlgorithmInfo* a, size_t n
   return out;
 }
 
-Selector::Evaluated Selector::Evaluate(const Candidate& c, const ScheduleRequest& req, size_t elem) const {
+Selector::Evaluated Selector::Evaluate(const Candidate& c, const ScheduleRequest& req, size_t elem,
+                                       double build_budget) const {
   CostOptions co;
   co.shm_enabled = shm_;
+  co.max_build_cost = build_budget;
   ScheduleRequest r = req;
   r.chunk = c.chunk;
   StatusOr<CostEstimate> est = PredictCost(*c.algorithm, r, elem, *fabric_, co);
@@ -115,22 +118,88 @@ Selector::Evaluated Selector::Evaluate(const Candidate& c, const ScheduleRequest
     e.decision.why = shape + ": " + est.status().message();
     return e;
   }
-  e.steps = est->sim.steps;
   e.decision.predicted_us = est->time_us;
-  e.decision.why = shape + Fmt(": %.2f us", est->time_us) + " steps=" + std::to_string(est->sim.steps) +
+  if (est->analytic_only) {
+    e.decision.why = shape + Fmt(": %.2f us analytic only (schedule too large to simulate)", est->time_us);
+    return e;
+  }
+  simulated_++;
+  e.steps = est->sim.steps;
+  AnalyticEstimate a = EstimateAnalytic(*c.algorithm, r, elem, *fabric_, shm_);
+  e.decision.why = shape + Fmt(": %.2f us", est->time_us) + " simulated, steps=" + std::to_string(est->sim.steps) +
                    " msgs=" + std::to_string(est->sim.messages) +
                    (est->multiplier > 1 ? Fmt(" (coarsened up to x%.0f)", est->multiplier) : std::string()) +
-                   (est->sim.hottest_resource.empty() ? std::string() : " bottleneck=" + est->sim.hottest_resource);
+                   (est->sim.hottest_resource.empty() ? std::string() : " bottleneck=" + est->sim.hottest_resource) +
+                   (a.known ? Fmt("; analytic %.2f us", a.time_us) : std::string("; no analytic pattern"));
   return e;
 }
+
+std::vector<const AlgorithmInfo*> Selector::Prefilter(const ScheduleRequest& req, size_t elem,
+                                                      const std::vector<const AlgorithmInfo*>& algos,
+                                                      std::vector<Decision>* skipped) const {
+  // Analytic estimate of each algorithm: its best over the chunk grid (what stage 2 could
+  // reach), so that a pipelined algorithm is not dropped for its unchunked time.
+  const size_t bytes = NcclBytes(req, elem);
+  struct Scored {
+    const AlgorithmInfo* algorithm;
+    bool known;
+    double best_us;
+    std::string formula;
+  };
+  std::vector<Scored> scored;
+  for (const AlgorithmInfo* a : algos) {
+    Scored sc{a, false, std::numeric_limits<double>::infinity(), ""};
+    for (const Candidate& c : Grid(a, bytes, elem)) {
+      ScheduleRequest r = req;
+      r.chunk = c.chunk;
+      AnalyticEstimate e = EstimateAnalytic(*a, r, elem, *fabric_, shm_);
+      if (!e.known) break;
+      sc.known = true;
+      if (e.time_us < sc.best_us) { sc.best_us = e.time_us; sc.formula = e.formula; }
+    }
+    scored.push_back(sc);
+  }
+  std::vector<size_t> order;
+  for (size_t i = 0; i < scored.size(); ++i)
+    if (scored[i].known) order.push_back(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return scored[x].best_us < scored[y].best_us; });
+  std::vector<char> keep(scored.size(), 0);
+  for (size_t i = 0; i < scored.size(); ++i) keep[i] = !scored[i].known;  // no pattern: simulate
+  const double best = order.empty() ? 0 : scored[order[0]].best_us;
+  for (size_t k = 0; k < order.size(); ++k)
+    if (static_cast<int>(k) < kPrefilterMinKept || scored[order[k]].best_us <= kPrefilterFactor * best)
+      keep[order[k]] = 1;
+  std::vector<const AlgorithmInfo*> out;
+  for (size_t i = 0; i < scored.size(); ++i) {
+    if (keep[i]) {
+      out.push_back(scored[i].algorithm);
+      continue;
+    }
+    Decision d;
+    d.algorithm = scored[i].algorithm;
+    d.predicted_us = scored[i].best_us;
+    d.why = scored[i].algorithm->name + Fmt(": analytic %.2f us", scored[i].best_us) + " (" + scored[i].formula +
+            Fmt("), not simulated: over %.1fx", kPrefilterFactor) + Fmt(" the best analytic %.2f us", best);
+    if (skipped) skipped->push_back(d);
+  }
+  return out;
+}
+
+size_t Selector::simulated_candidates() const { return simulated_.load(); }
 
 Decision Selector::Pick(const std::vector<Decision>& evaluated) const {
   // First strictly fastest wins (candidate order is deterministic); the runner-up algorithm
   // goes into `why` so that the decision explains itself.
+  // Analytic-only rows (schedules too large to simulate) are optimistic by construction, so
+  // they compete only when no candidate could be simulated.
+  auto analytic_only = [](const Decision& d) { return d.why.find("analytic only") != std::string::npos; };
+  bool any_simulated = false;
+  for (const Decision& d : evaluated) any_simulated |= std::isfinite(d.predicted_us) && !analytic_only(d);
   Decision best;
   best.predicted_us = std::numeric_limits<double>::infinity();
   for (const Decision& d : evaluated)
-    if (d.predicted_us < best.predicted_us) best = d;
+    if (d.predicted_us < best.predicted_us && !(any_simulated && analytic_only(d))) best = d;
   if (!best.algorithm || !std::isfinite(best.predicted_us)) return Decision();
   const Decision* runner = nullptr;
   for (const Decision& d : evaluated)
@@ -141,13 +210,20 @@ Decision Selector::Pick(const std::vector<Decision>& evaluated) const {
   return best;
 }
 
-Decision Selector::ModelDecision(const ScheduleRequest& req, size_t elem, const AlgorithmInfo* only) const {
+Decision Selector::ModelDecision(const ScheduleRequest& req, size_t elem, const AlgorithmInfo* only,
+                                 std::vector<Decision>* trace) const {
   size_t bytes = NcclBytes(req, elem);
   std::vector<const AlgorithmInfo*> algos;
   if (only) algos.push_back(only);
   else
     for (const AlgorithmInfo* a : Algorithms(req.collective))
       if (a->applicable(req)) algos.push_back(a);
+  // At scale: analytic pre-filter, and every simulation under a work budget.
+  const bool at_scale = req.nranks > kFullSimulationMaxRanks && !full_simulation_for_testing_;
+  const double budget = at_scale ? kScaleBuildBudget : 0;
+  std::vector<Decision> skipped;
+  const size_t considered = algos.size();
+  if (at_scale && !only) algos = Prefilter(req, elem, algos, &skipped);
   // Stage 1: every algorithm unchunked. Stage 2: the chunk x channel grid for the three
   // fastest (and any within 2x of the best), which keeps 1000-rank selection affordable; an
   // algorithm whose first chunked schedule has as many steps as its unchunked one ignores
@@ -155,7 +231,7 @@ Decision Selector::ModelDecision(const ScheduleRequest& req, size_t elem, const 
   std::vector<Decision> all;
   std::vector<Evaluated> base;
   for (const AlgorithmInfo* a : algos) {
-    base.push_back(Evaluate(Candidate{a, ChunkPolicy{0, 1}, 0}, req, elem));
+    base.push_back(Evaluate(Candidate{a, ChunkPolicy{0, 1}, 0}, req, elem, budget));
     all.push_back(base.back().decision);
   }
   std::vector<size_t> order(base.size());
@@ -169,12 +245,20 @@ Decision Selector::ModelDecision(const ScheduleRequest& req, size_t elem, const 
     if (k >= 3 && b.decision.predicted_us > 2 * base[order[0]].decision.predicted_us) break;
     std::vector<Candidate> g = Grid(algos[order[k]], bytes, elem);
     for (size_t i = 1; i < g.size(); ++i) {  // [0] is the stage-1 candidate
-      Evaluated e = Evaluate(g[i], req, elem);
+      Evaluated e = Evaluate(g[i], req, elem, budget);
       all.push_back(e.decision);
       if (i == 1 && e.steps == b.steps) break;
     }
   }
-  return Pick(all);
+  if (trace) {
+    trace->insert(trace->end(), all.begin(), all.end());
+    trace->insert(trace->end(), skipped.begin(), skipped.end());
+  }
+  Decision d = Pick(all);
+  if (d.algorithm && at_scale && !only)
+    d.why += "; pre-filter simulated " + std::to_string(algos.size()) + " of " + std::to_string(considered) +
+             " algorithm(s)";
+  return d;
 }
 
 StatusOr<Decision> Selector::Choose(ScheduleRequest* request, size_t elem_size) {
@@ -250,7 +334,7 @@ StatusOr<Decision> Selector::Choose(ScheduleRequest* request, size_t elem_size) 
   if (it != cache_.end()) {
     d = it->second;
     have = true;
-  } else if (!use_test_candidates_) {
+  } else if (!use_test_candidates_ && !full_simulation_for_testing_) {
     std::lock_guard<std::mutex> g(g_shared_mu);
     auto s = SharedCache().find(shared_key);
     if (s != SharedCache().end()) {
@@ -270,7 +354,7 @@ StatusOr<Decision> Selector::Choose(ScheduleRequest* request, size_t elem_size) 
     }
     d.why = why_prefix + d.why;
     cache_[key] = d;
-    if (!use_test_candidates_) {
+    if (!use_test_candidates_ && !full_simulation_for_testing_) {
       std::lock_guard<std::mutex> g(g_shared_mu);
       SharedCache()[shared_key] = d;
     }
@@ -294,21 +378,27 @@ std::vector<Decision> Selector::Explain(const ScheduleRequest& request, size_t e
   req.all_ranks_mappable = fabric_->AllRanksMappable(shm_);
   std::vector<Decision> all;
   if (req.nranks != fabric_->nranks()) return all;
-  std::vector<Candidate> cands;
-  size_t bytes = NcclBytes(req, elem_size);
   for (const AlgorithmInfo* a : Algorithms(req.collective)) {
-    if (!a->applicable(req)) {
-      Decision d;
-      d.algorithm = a;
-      d.predicted_us = std::numeric_limits<double>::infinity();
-      d.why = a->name + ": not applicable to this call";
-      all.push_back(d);
-      continue;
-    }
-    std::vector<Candidate> g = Grid(a, bytes, elem_size);
-    cands.insert(cands.end(), g.begin(), g.end());
+    if (a->applicable(req)) continue;
+    Decision d;
+    d.algorithm = a;
+    d.predicted_us = std::numeric_limits<double>::infinity();
+    d.why = a->name + ": not applicable to this call";
+    all.push_back(d);
   }
-  for (const Candidate& c : cands) all.push_back(Evaluate(c, req, elem_size).decision);
+  if (req.nranks > kFullSimulationMaxRanks && !full_simulation_for_testing_) {
+    // At scale: exactly what a decision evaluates (pre-filter rows included).
+    ModelDecision(req, elem_size, nullptr, &all);
+  } else {
+    std::vector<Candidate> cands;
+    size_t bytes = NcclBytes(req, elem_size);
+    for (const AlgorithmInfo* a : Algorithms(req.collective)) {
+      if (!a->applicable(req)) continue;
+      std::vector<Candidate> g = Grid(a, bytes, elem_size);
+      cands.insert(cands.end(), g.begin(), g.end());
+    }
+    for (const Candidate& c : cands) all.push_back(Evaluate(c, req, elem_size, 0).decision);
+  }
   std::stable_sort(all.begin(), all.end(),
                    [](const Decision& x, const Decision& y) { return x.predicted_us < y.predicted_us; });
   return all;

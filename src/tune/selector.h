@@ -5,7 +5,14 @@
 // Candidates = every registered, applicable algorithm for the collective x chunk sizes
 // {none, 64K, 512K, 4M} x channels {1, 2, 4}; the minimum predicted time wins, ties to the
 // earlier candidate (registry order), so the decision is a pure function of (fabric,
-// registry, call shape) and identical on every rank. Decisions are cached per (collective,
+// registry, call shape) and identical on every rank.
+// At scale (more than kFullSimulationMaxRanks ranks) an analytic pre-filter runs first
+// (analytic_model.h): every algorithm gets a closed-form estimate (best over the chunk grid),
+// and only those within kPrefilterFactor of the best estimate, and at least the
+// kPrefilterMinKept best, are simulated; algorithms without a pattern are always simulated.
+// Simulations there run under a work budget (cost_model.h: coarser chunks, or the analytic
+// time for a schedule too large to build). Up to kFullSimulationMaxRanks ranks every
+// candidate is simulated, exactly as before the pre-filter existed. Decisions are cached per (collective,
 // dtype size, size bucket = floor(log2(nccl-tests bytes)), root); a bucket is evaluated at
 // its geometric middle, never at whatever count happened to come first, so the cache cannot
 // make ranks or runs diverge. DecisionDigest() lets the communicator compare ranks
@@ -19,6 +26,7 @@
 //   StatusOr<Decision> d = sel.Choose(&req, sizeof(float));   // fills req.groups/.chunk
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -43,6 +51,12 @@ struct Decision {
 
 class Selector {
  public:
+  static constexpr int kFullSimulationMaxRanks = 64;
+  static constexpr double kPrefilterFactor = 2.0;
+  static constexpr int kPrefilterMinKept = 2;
+  // Build + simulation work (step visits) allowed per candidate at scale.
+  static constexpr double kScaleBuildBudget = 3e6;
+
   Selector(std::shared_ptr<const Fabric> fabric, AlgoOverrides overrides, bool shm_enabled);
 
   // `request` has collective, nranks, count, root (and a2av fields) filled; the selector
@@ -51,14 +65,23 @@ class Selector {
   // run the call (weftInvalidUsage, naming it); nranks differing from the fabric's.
   StatusOr<Decision> Choose(ScheduleRequest* request, size_t elem_size);
   // Every candidate with its predicted time, fastest first (failed candidates last, with the
-  // error in `why` and predicted_us = +inf). Evaluated at the request's actual count.
+  // error in `why` and predicted_us = +inf). Evaluated at the request's actual count. Each
+  // `why` shows the analytic estimate; at scale, candidates the pre-filter did not simulate
+  // are listed with their analytic time and say so.
+
   std::vector<Decision> Explain(const ScheduleRequest& request, size_t elem_size);
+
+  // Candidates simulated by model decisions so far (tests bound the pre-filter's work).
+  size_t simulated_candidates() const;
 
   // Digest of every decision made so far (ranks that made the same calls must agree).
   uint64_t DecisionDigest() const;
   // Restricts candidates to `algorithms` instead of the registry (unit tests' fake
   // generators). Pointers in later decisions point into this selector's copy.
   void SetCandidatesForTesting(std::vector<AlgorithmInfo> algorithms);
+  // true: simulate every candidate at any rank count (no pre-filter, no work budget): the
+  // reference the pre-filter is tested against.
+  void SetFullSimulationForTesting(bool on) { full_simulation_for_testing_ = on; }
   // Replaces WEFT_TUNING_FILE's table (tools, tests).
   void SetTuningTable(TuningTable table);
 
@@ -78,10 +101,17 @@ class Selector {
     Decision decision;  // predicted_us = +inf when the candidate failed (error in why)
     size_t steps = 0;
   };
-  Evaluated Evaluate(const Candidate& c, const ScheduleRequest& req, size_t elem) const;
+  Evaluated Evaluate(const Candidate& c, const ScheduleRequest& req, size_t elem, double build_budget) const;
+  // The pre-filter (see above): the algorithms to simulate; `skipped` gets one analytic-only
+  // row for each of the others.
+  std::vector<const AlgorithmInfo*> Prefilter(const ScheduleRequest& req, size_t elem,
+                                              const std::vector<const AlgorithmInfo*>& algos,
+                                              std::vector<Decision>* skipped) const;
   // The fastest of `evaluated` (algorithm nullptr if none succeeded), with its runner-up.
   Decision Pick(const std::vector<Decision>& evaluated) const;
-  Decision ModelDecision(const ScheduleRequest& req, size_t elem, const AlgorithmInfo* only) const;
+  // `trace` (optional) receives every row evaluated or skipped, for Explain.
+  Decision ModelDecision(const ScheduleRequest& req, size_t elem, const AlgorithmInfo* only,
+                         std::vector<Decision>* trace = nullptr) const;
   Status LoadTuningOnce();
 
   std::shared_ptr<const Fabric> fabric_;
@@ -90,12 +120,14 @@ class Selector {
   uint64_t fabric_digest_;  // keys the process-wide decision cache
   std::vector<AlgorithmInfo> test_candidates_;
   bool use_test_candidates_ = false;
+  bool full_simulation_for_testing_ = false;
 
   mutable std::mutex mu_;
   bool tuning_loaded_ = false;
   Status tuning_status_;
   TuningTable tuning_;
   std::map<std::string, Decision> cache_;  // key string -> decision
+  mutable std::atomic<size_t> simulated_{0};
 };
 
 }  // namespace weft

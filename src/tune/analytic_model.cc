@@ -1,0 +1,345 @@
+// Analytic model (see analytic_model.h): per-algorithm communication patterns timed round by
+// round on the Fabric's routes.
+#include "tune/analytic_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+namespace weft {
+namespace {
+
+// One round's concurrent messages, routed once; Time() is then O(messages) per byte size.
+class RoundPattern {
+ public:
+  RoundPattern(const Fabric& f, bool shm) : fabric_(f), shm_(shm) {}
+  void Add(int from, int to) {
+    if (from == to) return;
+    routes_.push_back(fabric_.RouteOf(from, to, shm_));
+  }
+  bool empty() const { return routes_.empty(); }
+
+  // Time of the round when every message carries `bytes`, spread over `streams` parallel
+  // streams (channels): max over messages of latency + max(own stream time, the most loaded
+  // resource on its route).
+  double Time(double bytes, int streams = 1) const {
+    if (routes_.empty() || bytes <= 0) return 0;
+    std::vector<double>& load = Scratch();
+    std::vector<int> touched;
+    for (const Route& r : routes_)
+      for (int i = 0; i < r.nres; ++i) {
+        if (load[r.res[i]] == 0) touched.push_back(r.res[i]);
+        load[r.res[i]] += bytes;
+      }
+    double worst = 0;
+    for (const Route& r : routes_) {
+      double t = r.overhead_us + bytes / (r.flow_gbps * 1e3 * std::max(1, streams));
+      for (int i = 0; i < r.nres; ++i)
+        t = std::max(t, load[r.res[i]] / (fabric_.resource(r.res[i]).gbps * 1e3));
+      worst = std::max(worst, t + r.latency_us);
+    }
+    for (int id : touched) load[id] = 0;
+    return worst;
+  }
+
+ private:
+  std::vector<double>& Scratch() const {
+    thread_local std::vector<double> load;
+    if (static_cast<int>(load.size()) < fabric_.num_resources()) load.assign(fabric_.num_resources(), 0.0);
+    return load;
+  }
+  const Fabric& fabric_;
+  bool shm_;
+  std::vector<Route> routes_;
+};
+
+// Everything a pattern needs about the call.
+struct Call {
+  const ScheduleRequest& req;
+  const Fabric& fabric;
+  bool shm;
+  double elem;
+  double bytes;        // count * elem (per-rank vector)
+  double chunk_bytes;  // 0 = unpipelined
+  int streams;
+  double ReduceUs(double b) const {
+    const ComputeParams& c = fabric.Compute(0);
+    return b > 0 ? c.overhead_us + b / (c.reduce_gbps * 1e3) : 0;
+  }
+  // Chunks of `chunk_bytes` covering `b` (at least 1).
+  double Chunks(double b) const { return chunk_bytes > 0 && b > chunk_bytes ? std::ceil(b / chunk_bytes) : 1; }
+};
+
+int FloorPow2(int p) {
+  int x = 1;
+  while (x * 2 <= p) x *= 2;
+  return x;
+}
+int Log2(int p2) {
+  int l = 0;
+  while ((1 << l) < p2) ++l;
+  return l;
+}
+std::string Fmt(const char* fmt, double a, double b = 0, double c = 0) {
+  char buf[160];
+  snprintf(buf, sizeof buf, fmt, a, b, c);
+  return buf;
+}
+
+// ---- flat patterns over ranks 0..p-1 ----
+
+AnalyticEstimate Ring(const Call& c) {
+  const int p = c.req.nranks;
+  RoundPattern round(c.fabric, c.shm);
+  for (int r = 0; r < p; ++r) round.Add(r, (r + 1) % p);
+  const double seg = c.bytes / p, m = c.Chunks(seg);
+  const double per = round.Time(seg, c.streams) + (m - 1) * c.fabric.RouteOf(0, 1 % p, c.shm).overhead_us;
+  AnalyticEstimate e;
+  e.time_us = 2 * (p - 1) * per + (p - 1) * c.ReduceUs(seg);
+  e.steps = p * (4.0 * (p - 1) * m + 1);
+  e.formula = Fmt("2(p-1)=%.0f rounds x %.2f us", 2.0 * (p - 1), per);
+  return e;
+}
+
+// Participants v < p2 of a folded power-of-two exchange; rank of v (Fold in patterns.h).
+int FoldRank(int v, int rem) { return v < rem ? 2 * v + 1 : v + rem; }
+
+// Fold rounds for non-powers of two: ranks 2i hand over to 2i+1 (and get the result back).
+double FoldTime(const Call& c, int rem, bool with_reduce) {
+  if (rem == 0) return 0;
+  RoundPattern in(c.fabric, c.shm), out(c.fabric, c.shm);
+  for (int i = 0; i < rem; ++i) {
+    in.Add(2 * i, 2 * i + 1);
+    out.Add(2 * i + 1, 2 * i);
+  }
+  return in.Time(c.bytes) + (with_reduce ? c.ReduceUs(c.bytes) : 0) + out.Time(c.bytes);
+}
+
+RoundPattern Exchange(const Call& c, int p2, int rem, int mask) {
+  RoundPattern round(c.fabric, c.shm);
+  for (int v = 0; v < p2; ++v) round.Add(FoldRank(v, rem), FoldRank(v ^ mask, rem));
+  return round;
+}
+
+AnalyticEstimate RecursiveDoubling(const Call& c) {
+  const int p = c.req.nranks, p2 = FloorPow2(p), rem = p - p2, L = Log2(p2);
+  AnalyticEstimate e;
+  e.time_us = FoldTime(c, rem, true);
+  for (int mask = 1; mask < p2; mask <<= 1)
+    e.time_us += Exchange(c, p2, rem, mask).Time(c.bytes) + c.ReduceUs(c.bytes);
+  e.steps = p * (3.0 * L + 3);
+  e.formula = Fmt("log2(p)=%.0f rounds of %.0f bytes", L, c.bytes);
+  return e;
+}
+
+AnalyticEstimate HalvingDoubling(const Call& c) {
+  const int p = c.req.nranks, p2 = FloorPow2(p), rem = p - p2, L = Log2(p2);
+  AnalyticEstimate e;
+  e.time_us = FoldTime(c, rem, true);
+  for (int mask = p2 >> 1; mask >= 1; mask >>= 1) {
+    const double b = c.bytes * mask / p2;
+    RoundPattern round = Exchange(c, p2, rem, mask);
+    e.time_us += round.Time(b) + c.ReduceUs(b);  // reduce-scatter round
+    e.time_us += round.Time(b);                  // its allgather mirror
+  }
+  e.steps = p * (5.0 * L + 4);
+  e.formula = Fmt("2log2(p)=%.0f rounds, %.0f bytes moved per rank", 2.0 * L, 2.0 * c.bytes * (p2 - 1) / p2);
+  return e;
+}
+
+// NCCL's double binary tree (mirrors algorithms/allreduce_tree.cc, which it must time).
+int BtreeParent(int r, int p) {
+  if (r == 0) return -1;
+  int bit = 1;
+  while (!(r & bit)) bit <<= 1;
+  int up = (r ^ bit) | (bit << 1);
+  if (up >= p) up = r ^ bit;
+  return up;
+}
+int TreeParent(int t, int r, int p) {
+  auto mod = [p](int a) { return ((a % p) + p) % p; };
+  if (t == 0) return BtreeParent(r, p);
+  if (p % 2 == 0) {
+    int u = BtreeParent(p - 1 - r, p);
+    return u < 0 ? -1 : p - 1 - u;
+  }
+  int u = BtreeParent(mod(r - 1), p);
+  return u < 0 ? -1 : mod(u + 1);
+}
+
+AnalyticEstimate Tree(const Call& c) {
+  const int p = c.req.nranks;
+  RoundPattern up(c.fabric, c.shm);
+  int depth = 0;
+  for (int t = 0; t < 2; ++t)
+    for (int r = 0; r < p; ++r) {
+      int d = 0;
+      for (int x = r; TreeParent(t, x, p) >= 0 && d <= p; x = TreeParent(t, x, p)) ++d;
+      depth = std::max(depth, d);
+      if (TreeParent(t, r, p) >= 0) up.Add(r, TreeParent(t, r, p));
+    }
+  const double half = c.bytes / 2, m = c.Chunks(half), piece = half / m;
+  // Pipeline: up the tree (each stage: children's pieces in, reduce both) and down again;
+  // the two directions use opposite port halves and overlap.
+  const double stage = up.Time(piece, c.streams);
+  AnalyticEstimate e;
+  // The generator's window (32 steps, ~8 per chunk and rank) keeps about 4 chunks in flight:
+  // beyond that the pipeline drains once per group of 4.
+  const double in_flight = 4, fill = 2 * depth + m - 1;
+  e.time_us = std::max(fill, std::ceil(m / in_flight) * 2 * depth) * stage + (depth + m - 1) * 2 * c.ReduceUs(piece);
+  e.steps = 8.0 * p * m;
+  e.formula = Fmt("depth %.0f, %.0f pipeline stages x %.2f us", depth, 2 * depth + m - 1, stage);
+  return e;
+}
+
+// ---- hierarchical patterns (groups = hosts) ----
+
+struct Groups {
+  std::vector<std::vector<int>> g;
+  int k = 1;      // smallest group
+  int gmax = 1;   // largest group
+};
+Groups GroupsOf(const ScheduleRequest& req) {
+  Groups out;
+  out.g = req.groups;
+  if (out.g.empty()) {
+    out.g.emplace_back();
+    for (int r = 0; r < req.nranks; ++r) out.g[0].push_back(r);
+  }
+  out.k = static_cast<int>(out.g[0].size());
+  out.gmax = 0;
+  for (const auto& x : out.g) {
+    out.k = std::min(out.k, static_cast<int>(x.size()));
+    out.gmax = std::max(out.gmax, static_cast<int>(x.size()));
+  }
+  return out;
+}
+
+// Chain inside every group (member j hands to member j-1): in-group reduce / broadcast.
+RoundPattern InGroupChain(const Call& c, const Groups& gs) {
+  RoundPattern round(c.fabric, c.shm);
+  for (const auto& g : gs.g)
+    for (size_t j = 0; j < g.size(); ++j) round.Add(g[j], g[(j + g.size() - 1) % g.size()]);
+  return round;
+}
+
+// Pipelined chain over `len` members moving `b` bytes in chunks.
+double ChainTime(const Call& c, const RoundPattern& round, int len, double b, bool reduce) {
+  if (len <= 1 || b <= 0) return 0;
+  const double m = c.Chunks(b), piece = b / m;
+  return (len - 1 + m - 1) * (round.Time(piece, c.streams) + (reduce ? c.ReduceUs(piece) : 0));
+}
+
+// Ring allreduce among `members` lists (one ring per list, all concurrent) of `b` bytes each.
+double RingsTime(const Call& c, const std::vector<std::vector<int>>& rings, double b) {
+  if (rings.empty() || rings[0].size() <= 1) return 0;
+  RoundPattern round(c.fabric, c.shm);
+  for (const auto& ring : rings)
+    for (size_t i = 0; i < ring.size(); ++i) round.Add(ring[i], ring[(i + 1) % ring.size()]);
+  const double n = static_cast<double>(rings[0].size()), seg = b / n;
+  return 2 * (n - 1) * round.Time(seg, c.streams) + (n - 1) * c.ReduceUs(seg);
+}
+
+AnalyticEstimate Hierarchical(const Call& c) {
+  const Groups gs = GroupsOf(c.req);
+  const int G = static_cast<int>(gs.g.size()), K = gs.k;
+  const size_t n = c.req.count;
+  const size_t chunk_elems = c.req.chunk.chunk_elems;
+  const double parts =
+      chunk_elems == 0 ? 1 : std::min<double>(32, std::ceil(static_cast<double>(n) / (chunk_elems * K)));
+  const double bp = c.bytes / std::max(1.0, parts);
+  RoundPattern chain = InGroupChain(c, gs);
+  std::vector<std::vector<int>> rails(K);
+  for (int l = 0; l < K; ++l)
+    for (const auto& g : gs.g) rails[l].push_back(g[l]);
+  const double t1 = ChainTime(c, chain, gs.gmax, bp / K, true);
+  const double t2 = RingsTime(c, rails, bp / K);
+  const double t3 = ChainTime(c, chain, gs.gmax, bp / K, false);
+  AnalyticEstimate e;
+  e.time_us = t1 + t2 + t3 + (parts - 1) * std::max({t1, t2, t3});
+  const double m1 = c.Chunks(bp / K);
+  const double steps_part = 4.0 * c.req.nranks * K * m1 + K * G * (4.0 * (G - 1) + 1);
+  e.steps = parts * steps_part;
+  // Every embedded sub-schedule (a reduce and a broadcast per group and slice, a ring per
+  // rail) rescans the partial schedule (patterns.h FitScratch): build work ~ embeds x size/2.
+  const double embeds = 2.0 * G * K + K;
+  e.build_cost = parts * (embeds * steps_part / 2) + parts * e.steps / 2;
+  e.formula = Fmt("in-group %.2f + rails %.2f + in-group %.2f us per part", t1, t2, t3) +
+              Fmt(", %.0f part(s)", parts);
+  return e;
+}
+
+AnalyticEstimate HierarchicalLeader(const Call& c) {
+  const Groups gs = GroupsOf(c.req);
+  const int G = static_cast<int>(gs.g.size());
+  RoundPattern chain = InGroupChain(c, gs);
+  std::vector<std::vector<int>> leaders(1);
+  for (const auto& g : gs.g) leaders[0].push_back(g[0]);
+  const double t1 = ChainTime(c, chain, gs.gmax, c.bytes, true);
+  const double t2 = RingsTime(c, leaders, c.bytes);
+  const double t3 = ChainTime(c, chain, gs.gmax, c.bytes, false);
+  AnalyticEstimate e;
+  e.time_us = t1 + t2 + t3;
+  const double m = c.Chunks(c.bytes), mr = c.Chunks(c.bytes / G);
+  e.steps = 4.0 * c.req.nranks * m + G * (4.0 * (G - 1) * mr + 1);
+  e.build_cost = (2.0 * G + 1) * e.steps / 2;
+  e.formula = Fmt("reduce to leader %.2f + leaders' ring %.2f + broadcast %.2f us", t1, t2, t3);
+  return e;
+}
+
+// ---- direct (one host, mapped peers) ----
+
+AnalyticEstimate DirectAllReduce(const Call& c, bool two_shot) {
+  const int p = c.req.nranks;
+  AnalyticEstimate e;
+  if (p <= 1) {
+    e.time_us = c.ReduceUs(c.bytes);
+    e.steps = 2;
+    return e;
+  }
+  const Route r = c.fabric.RouteOf(0, 1, c.shm);
+  const double over = c.fabric.Compute(0).overhead_us;
+  auto read = [&](double b) { return over + b / (r.flow_gbps * 1e3); };
+  if (!two_shot) {
+    e.time_us = r.latency_us + (p - 1) * (read(c.bytes) + c.ReduceUs(c.bytes));
+    e.steps = p * (2.0 * p + 2);
+    e.formula = Fmt("p-1=%.0f reads of %.0f bytes", p - 1, c.bytes);
+  } else {
+    const double slice = c.bytes / p;
+    e.time_us = 2 * r.latency_us + (p - 1) * (read(slice) + c.ReduceUs(slice)) + (p - 1) * read(slice);
+    e.steps = p * (4.0 * p + 2);
+    e.formula = Fmt("2(p-1)=%.0f reads of %.0f bytes", 2.0 * (p - 1), slice);
+  }
+  return e;
+}
+
+}  // namespace
+
+AnalyticEstimate EstimateAnalytic(const AlgorithmInfo& algorithm, const ScheduleRequest& request,
+                                  size_t elem_size, const Fabric& fabric, bool shm_enabled) {
+  AnalyticEstimate e;
+  if (request.nranks != fabric.nranks() || request.nranks < 1) return e;
+  const double elem = static_cast<double>(std::max<size_t>(1, elem_size));
+  Call c{request, fabric, shm_enabled, elem, static_cast<double>(request.count) * elem,
+         static_cast<double>(request.chunk.chunk_elems) * elem, std::max(1, request.chunk.channels)};
+  if (request.collective != Collective::kAllReduce) return e;
+  // Patterns describe the registered generators; a look-alike (a test's fake named "ring")
+  // is not known.
+  if (FindAlgorithm(algorithm.collective, algorithm.name) != &algorithm) return e;
+  const std::string& a = algorithm.name;
+  if (a == "ring") e = Ring(c);
+  else if (a == "recursive_doubling") e = RecursiveDoubling(c);
+  else if (a == "halving_doubling") e = HalvingDoubling(c);
+  else if (a == "tree") e = Tree(c);
+  else if (a == "hierarchical") e = Hierarchical(c);
+  else if (a == "hierarchical_leader") e = HierarchicalLeader(c);
+  else if (a == "oneshot") e = DirectAllReduce(c, false);
+  else if (a == "twoshot") e = DirectAllReduce(c, true);
+  else return e;
+  e.known = true;
+  e.build_cost = std::max(e.build_cost, e.steps);
+  return e;
+}
+
+}  // namespace weft

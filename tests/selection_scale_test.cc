@@ -1,0 +1,131 @@
+// Selection at scale: the analytic pre-filter (src/tune/analytic_model.h, selector.h) must pick
+// what full simulation picks (or a candidate within 5% of its predicted time), bound the work
+// of a 1024-rank decision (counted in simulated candidates, not wall time), explain itself,
+// and leave rank counts up to 64 untouched (every candidate simulated).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "algorithms/algo_override.h"
+#include "algorithms/registry.h"
+#include "topo/presets.h"
+#include "tune/analytic_model.h"
+#include "tune/selector.h"
+
+namespace weft {
+namespace {
+
+std::shared_ptr<const Fabric> Preset(const std::string& name) {
+  auto f = MakePreset(name);
+  EXPECT_TRUE(f.ok()) << f.status().message();
+  return f.value();
+}
+
+ScheduleRequest AllReduce(int n, size_t bytes) {
+  ScheduleRequest r;
+  r.collective = Collective::kAllReduce;
+  r.nranks = n;
+  r.count = std::max<size_t>(1, bytes / 4);
+  return r;
+}
+
+struct Case {
+  std::string preset;
+  size_t bytes;
+};
+
+class PrefilterEquivalence : public ::testing::TestWithParam<Case> {};
+
+TEST_P(PrefilterEquivalence, SameChoiceAsFullSimulationOrWithinFivePercent) {
+  auto f = Preset(GetParam().preset);
+  ASSERT_GT(f->nranks(), Selector::kFullSimulationMaxRanks) << "the pre-filter must be active";
+  Selector filtered(f, AlgoOverrides(), true), full(f, AlgoOverrides(), true);
+  full.SetFullSimulationForTesting(true);
+  ScheduleRequest a = AllReduce(f->nranks(), GetParam().bytes), b = a;
+  auto df = filtered.Choose(&a, 4);
+  auto dr = full.Choose(&b, 4);
+  ASSERT_TRUE(df.ok()) << df.status().message();
+  ASSERT_TRUE(dr.ok()) << dr.status().message();
+  EXPECT_EQ(df->why.find("analytic only"), std::string::npos) << df->why;
+  EXPECT_LT(filtered.simulated_candidates(), full.simulated_candidates());
+  if (df->algorithm == dr->algorithm) SUCCEED();
+  else EXPECT_LE(df->predicted_us, 1.05 * dr->predicted_us) << "pre-filter: " << df->why << "\nfull: " << dr->why;
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, PrefilterEquivalence,
+                         ::testing::Values(Case{"dgx-h100:16", 8}, Case{"dgx-h100:16", 64 << 10},
+                                           Case{"dgx-h100:16", 1 << 20}, Case{"dgx-h100:16", 16 << 20},
+                                           Case{"dgx-h100-fattree:16:4", 1 << 20},
+                                           Case{"dgx-h100-fattree:16:4", 16 << 20}),
+                         [](const ::testing::TestParamInfo<Case>& i) {
+                           std::string s = i.param.preset + "_" + std::to_string(i.param.bytes);
+                           for (char& c : s)
+                             if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return s;
+                         });
+
+TEST(PrefilterWork, ThousandRankDecisionSimulatesFewCandidates) {
+  auto f = Preset("dgx-h100:128");  // 1024 ranks
+  Selector sel(f, AlgoOverrides(), true);
+  ScheduleRequest r = AllReduce(f->nranks(), 1 << 20);
+  auto d = sel.Choose(&r, 4);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  size_t algorithms = 0;
+  for (const AlgorithmInfo& a : AllAlgorithms()) algorithms += a.collective == Collective::kAllReduce;
+  // Full simulation would evaluate every algorithm plus a 9-point chunk grid for 3+ of them;
+  // the pre-filter keeps 2 algorithms (and any with an analytic estimate within 2x).
+  EXPECT_LE(sel.simulated_candidates(), 2u * 10u) << d->why;
+  EXPECT_LT(sel.simulated_candidates(), algorithms + 3 * 9) << d->why;
+  EXPECT_NE(d->why.find("pre-filter simulated"), std::string::npos) << d->why;
+}
+
+TEST(PrefilterExplain, EveryCandidateShowsItsAnalyticEstimate) {
+  auto f = Preset("dgx-h100:128");
+  Selector sel(f, AlgoOverrides(), true);
+  std::vector<Decision> all = sel.Explain(AllReduce(f->nranks(), 1 << 20), 4);
+  ASSERT_FALSE(all.empty());
+  size_t skipped = 0, simulated = 0;
+  for (const Decision& d : all) {
+    if (d.why.find("not applicable") != std::string::npos) continue;
+    if (d.why.find("no analytic pattern") == std::string::npos)
+      EXPECT_NE(d.why.find("analytic"), std::string::npos) << d.why;
+    skipped += d.why.find("not simulated") != std::string::npos;
+    simulated += d.why.find(" simulated,") != std::string::npos;
+  }
+  EXPECT_GT(skipped, 0u);
+  EXPECT_GT(simulated, 0u);
+}
+
+TEST(PrefilterSmall, UpToSixtyFourRanksEverythingIsSimulated) {
+  auto f = Preset("dgx-h100:8");  // 64 ranks
+  Selector sel(f, AlgoOverrides(), true);
+  std::vector<Decision> all = sel.Explain(AllReduce(f->nranks(), 1 << 20), 4);
+  for (const Decision& d : all) {
+    EXPECT_EQ(d.why.find("not simulated"), std::string::npos) << d.why;
+    EXPECT_EQ(d.why.find("analytic only"), std::string::npos) << d.why;
+  }
+}
+
+TEST(AnalyticModel, RingClosedFormMatchesItsSimulation) {
+  // A rank-symmetric pattern on a uniform tier: the closed form should be close to the
+  // discrete-event result (within 10%).
+  auto f = Preset("dgx-h100:8");  // 64 ranks: every candidate simulated
+  const AlgorithmInfo* ring = FindAlgorithm(Collective::kAllReduce, "ring");
+  ASSERT_NE(ring, nullptr);
+  Selector sel(f, AlgoOverrides(), true);
+  std::vector<Decision> all = sel.Explain(AllReduce(f->nranks(), 1 << 20), 4);
+  ScheduleRequest r = AllReduce(f->nranks(), 1 << 20);
+  r.groups = f->HostGroups();
+  AnalyticEstimate a = EstimateAnalytic(*ring, r, 4, *f, true);
+  ASSERT_TRUE(a.known);
+  bool found = false;
+  for (const Decision& d : all)
+    if (d.algorithm == ring && d.chunk.chunk_elems == 0 && d.why.find(" simulated,") != std::string::npos) {
+      found = true;
+      EXPECT_NEAR(a.time_us, d.predicted_us, 0.10 * d.predicted_us) << d.why;
+    }
+  EXPECT_TRUE(found) << "ring unchunked was not simulated";
+}
+
+}  // namespace
+}  // namespace weft
