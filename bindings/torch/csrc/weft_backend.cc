@@ -77,6 +77,7 @@ void WeftBackend::setTimeout(std::chrono::milliseconds timeout) {
   TORCH_CHECK_VALUE(timeout.count() >= 0, "weft: timeout ", timeout.count(),
                     " ms must not be negative");
   timeout_seconds_ = Seconds(timeout);
+  options_->timeout = timeout;
   weftComm_t comm = comm_.load();
   // Applied now when idle; otherwise the next operation applies it (ApplyTimeout).
   std::lock_guard<std::mutex> lock(queue_mu_);
@@ -263,7 +264,12 @@ c10::intrusive_ptr<c10d::Backend> WeftBackend::split(
   int child_rank = 0, child_size = 0;
   CheckWeft(weftCommUserRank(child, &child_rank), "weftCommUserRank");
   CheckWeft(weftCommCount(child, &child_size), "weftCommCount");
-  return c10::make_intrusive<WeftBackend>(child, child_rank, child_size, timeout);
+  auto backend = c10::make_intrusive<WeftBackend>(child, child_rank, child_size, timeout);
+  if (opts) {
+    backend->options_ = opts->clone();
+    backend->options_->timeout = timeout;
+  }
+  return backend;
 }
 
 void WeftBackend::splitNoColor() {

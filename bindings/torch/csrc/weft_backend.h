@@ -61,6 +61,7 @@ class WeftBackend : public c10d::Backend {
   void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
   void setTimeout(std::chrono::milliseconds timeout) override;
+  c10::intrusive_ptr<Options> getBackendOptions() override { return options_; }
   uint64_t getSequenceNumberForGroup() override { return sequence_; }
   void setSequenceNumberForGroup() override {}
   void shutdown() override;
@@ -146,6 +147,8 @@ class WeftBackend : public c10d::Backend {
   void ApplyTimeout(std::chrono::milliseconds timeout);
   weftComm_t Comm() const;  // throws when shut down
 
+  // What torch reads back (timeout, group name) and clones for split groups.
+  c10::intrusive_ptr<Options> options_ = c10::make_intrusive<Options>("weft");
   std::atomic<weftComm_t> comm_{nullptr};
   std::atomic<double> timeout_seconds_{0};  // the communicator's timeout (setTimeout / creation)
   double applied_seconds_ = 0;   // what weft has now (per-op timeouts change it briefly)

@@ -14,6 +14,7 @@ def test_ddp_matches_gloo(tmp_path):
 def test_dead_rank_makes_others_raise(tmp_path):
     results = launch("dead_rank.py", 3, tmp_path, timeout=90, expect_ok=False)
     report = "\n".join(f"rank {r.rank} exit {r.returncode}: {r.output}" for r in results)
+    print(report)  # the survivors' messages and how long they took (pytest -s shows them)
     assert results[2].returncode == 3, report
     for r in results[:2]:
         assert r.returncode == 0 and "raised after" in r.output, report
@@ -21,6 +22,7 @@ def test_dead_rank_makes_others_raise(tmp_path):
 
 def test_bad_inputs_raise_clear_errors(tmp_path):
     results = launch("bad_inputs.py", 2, tmp_path, timeout=120)
+    print(results[0].output)
     assert all("bad inputs raised clear errors" in r.output for r in results)
 
 

@@ -23,6 +23,16 @@ def _create_backend(store, rank, size, timeout):
     return _C.WeftBackend(store, rank, size, timeout)
 
 
+def _nocolor_split_not_needed(self, device=None):
+    """torch's new_group calls this on non-members of a group whose parent supports
+    splitting, but (non-extended creator API) the members build their communicator through
+    the store, not by splitting the parent: a weftCommSplit here would wait forever for
+    members that never call it. Nothing to do."""
+
+
+WeftBackend.perform_nocolor_split = _nocolor_split_not_needed
+
+
 def register():
     """Registers backend "weft" for CPU tensors (idempotent)."""
     if "WEFT" in dist.Backend._plugins:
