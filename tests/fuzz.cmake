@@ -15,6 +15,7 @@ set_tests_properties(fuzz_build PROPERTIES FIXTURES_SETUP weft_fuzz SKIP_RETURN_
 set(WEFT_FUZZ_KNOWN_FAILING
   bootstrap   # fuzz/crashes/bootstrap-verdict-unknown-result-code: bootstrap.cc Join casts any u32 to weftResult_t
   tcp_frame   # fuzz/crashes/tcp_frame-unexpected-message-huge-size: tcp_transport.cc OnHeader new char[h.bytes]
+  topology_file  # fuzz/crashes/topology_file-save-reload-digest-differs: save+reload changes Digest() (open)
 )
 file(GLOB WEFT_FUZZ_TARGET_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/fuzz/targets/*_fuzz.cc)
 foreach(src ${WEFT_FUZZ_TARGET_SOURCES})
