@@ -40,10 +40,10 @@ fi
 PY="$VENV/bin/python"
 
 # Third-party packages: one pip call for whatever is missing.
-missing=()
-for pkg in torch numpy pytest ninja; do
-  "$PY" -c "import $pkg" 2>/dev/null || missing+=("$pkg")
-done
+# One interpreter start (importing torch takes seconds), printing the missing names.
+read -r -a missing <<< "$("$PY" -c '
+import importlib.util as u
+print(" ".join(p for p in ("torch", "numpy", "pytest", "ninja") if u.find_spec(p) is None))')"
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup_python: pip install ${missing[*]}"
   "$PY" -m pip install -q ${PIP_ARGS:-} "${missing[@]}"
@@ -58,7 +58,7 @@ stamp=$( { echo "$BUILD_DIR"
                 include/weft -type f \( -name '*.py' -o -name '*.cc' -o -name '*.h' \) \
                 -print0 | sort -z | xargs -0 sha256sum; } | sha256sum | cut -d' ' -f1)
 if [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$stamp" ] && \
-   "$PY" -c 'import weft_torch' 2>/dev/null; then
+   "$PY" -c 'import importlib.util as u; assert u.find_spec("weft_torch._C")' 2>/dev/null; then
   echo "setup_python: weft_torch is up to date"
   exit 0
 fi
