@@ -248,6 +248,11 @@ Decision Selector::ModelDecision(const ScheduleRequest& req, size_t elem, const 
       Evaluated e = Evaluate(g[i], req, elem, budget);
       all.push_back(e.decision);
       if (i == 1 && e.steps == b.steps) break;
+      // At scale: when a second channel changed nothing (same time as one channel, as for
+      // generators whose streams are not the bottleneck), skip the third for this chunk size.
+      if (at_scale && g[i].chunk.channels == 2 && i + 1 < g.size() &&
+          e.decision.predicted_us == all[all.size() - 2].predicted_us)
+        ++i;
     }
   }
   if (trace) {

@@ -55,7 +55,7 @@ class Selector {
   static constexpr double kPrefilterFactor = 2.0;
   static constexpr int kPrefilterMinKept = 2;
   // Build + simulation work (step visits) allowed per candidate at scale.
-  static constexpr double kScaleBuildBudget = 3e6;
+  static constexpr double kScaleBuildBudget = 1e6;
 
   Selector(std::shared_ptr<const Fabric> fabric, AlgoOverrides overrides, bool shm_enabled);
 
