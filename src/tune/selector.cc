@@ -104,7 +104,9 @@ Selector::Evaluated Selector::Evaluate(const Candidate& c, const ScheduleRequest
                                        double build_budget) const {
   CostOptions co;
   co.shm_enabled = shm_;
-  co.max_build_cost = build_budget;
+  // Unchunked schedules cannot be coarsened: they get a larger allowance, so that a 16k-rank
+  // halving-doubling (1.2M steps) is still simulated; chunked ones coarsen to the budget.
+  co.max_build_cost = build_budget > 0 && c.chunk.chunk_elems == 0 ? 4 * build_budget : build_budget;
   ScheduleRequest r = req;
   r.chunk = c.chunk;
   StatusOr<CostEstimate> est = PredictCost(*c.algorithm, r, elem, *fabric_, co);
