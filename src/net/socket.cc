@@ -767,6 +767,15 @@ void HandshakeServer::AppendPollFds(std::vector<pollfd>* fds) const {
   for (const Pending& p : pending_) fds->push_back({p.sock.fd(), POLLIN, 0});
 }
 
+void HandshakeServer::AppendListenerFd(std::vector<pollfd>* fds) const {
+  if (listener_.valid()) fds->push_back({listener_.fd(), POLLIN, 0});
+}
+
+bool HandshakeServer::StepDue() const {
+  return !pending_.empty() &&
+         std::chrono::steady_clock::now() - last_step_ >= kPendingStepInterval;
+}
+
 void HandshakeServer::Reject(Pending& p, const std::string& why) {
   ++rejected_;
   last_rejection_ = "connection from " + p.sock.peer().ToString() + " dropped: " + why;
@@ -790,6 +799,18 @@ Status HandshakeServer::Step(std::vector<Accepted>* out) {
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) break;
       return SystemError("accept on " + listener_.peer().ToString() + ": " + ErrnoString(errno));
     }
+    if (pending_.size() >= kMaxPending) {
+      // Evict the oldest: a real peer sends its hello right after connecting, so the
+      // oldest connection still silent is the least likely to be one.
+      auto oldest = std::find_if(pending_.begin(), pending_.end(),
+                                 [](const Pending& q) { return q.sock.valid(); });
+      if (oldest != pending_.end())
+        Reject(*oldest, "more than " + std::to_string(kMaxPending) +
+                            " connections in handshake: the oldest is dropped");
+      pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
+                                    [](const Pending& q) { return !q.sock.valid(); }),
+                     pending_.end());
+    }
     Pending p;
     p.sock = Socket(fd, peer);
     p.deadline = std::chrono::steady_clock::now() +
@@ -798,6 +819,7 @@ Status HandshakeServer::Step(std::vector<Accepted>* out) {
     pending_.push_back(std::move(p));
   }
   auto now = std::chrono::steady_clock::now();
+  last_step_ = now;
   for (Pending& p : pending_) {
     while (p.got < kHelloWireBytes) {
       ssize_t r = recv(p.sock.fd(), p.buf + p.got, kHelloWireBytes - p.got, MSG_DONTWAIT);

@@ -223,6 +223,19 @@ class HandshakeServer {
 
   // Adds the fds worth polling (listener + connections still in handshake), POLLIN.
   void AppendPollFds(std::vector<pollfd>* fds) const;
+  // Adds only the listener: a server polled in a hot loop (the TCP transport's progress)
+  // does not poll connections still in handshake every round — thousands of silent
+  // connections would make every round slow. It calls Step() when the listener is readable
+  // and whenever StepDue() says so, which also enforces handshake deadlines on a timer.
+  void AppendListenerFd(std::vector<pollfd>* fds) const;
+  // True when connections are in handshake and the last Step() is kPendingStepInterval old
+  // (reads the clock only when connections are in handshake).
+  bool StepDue() const;
+  static constexpr std::chrono::milliseconds kPendingStepInterval{5};
+  // Connections in handshake beyond this evict the oldest (a flood of silent connections
+  // must neither exhaust fds nor lock real peers out).
+  static constexpr size_t kMaxPending = 64;
+  size_t pending() const { return pending_.size(); }
   // Accepts what is pending and reads available hello bytes; never blocks. Completed, valid
   // connections are appended to `out` as blocking sockets (the caller chooses the mode).
   // Errors are only for the listener itself failing.
@@ -249,6 +262,7 @@ class HandshakeServer {
   ConnKind kind_ = ConnKind::kTest;
   double handshake_timeout_s_ = 10.0;
   std::vector<Pending> pending_;
+  std::chrono::steady_clock::time_point last_step_;
   int rejected_ = 0;
   std::string last_rejection_;
 };

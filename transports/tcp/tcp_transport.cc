@@ -596,10 +596,11 @@ bool TcpTransport::PollOnce(int64_t timeout_ns) {
     fds_.push_back({wake_fd_, POLLIN, 0});
     owners_.push_back({-2, 0});
   }
-  size_t before = fds_.size();
+  // The listener and the connections in handshake (at most HandshakeServer::kMaxPending);
+  // handshake deadlines are also enforced on the server's timer (StepDue) for connections
+  // that never become readable (issue 11, defect 4).
   server_.AppendPollFds(&fds_);
   owners_.resize(fds_.size(), FdOwner{-1, 0});
-  (void)before;
   for (Peer& p : peers_) {
     if (p.rank == rank_ || !p.error.ok()) continue;
     for (Stream& s : p.streams) {
@@ -659,7 +660,7 @@ bool TcpTransport::PollOnce(int64_t timeout_ns) {
       if (!WriteStream(p, s, &moved)) { moved = true; continue; }
     }
   }
-  if (server_ready) {
+  if (server_ready || server_.StepDue()) {
     std::vector<net::HandshakeServer::Accepted> accepted;
     Status st = server_.Step(&accepted);
     if (!st.ok() && round_error_.ok()) round_error_ = st.WithContext("tcp: data listener");
