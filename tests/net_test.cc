@@ -45,14 +45,17 @@ TEST(SecretTest, RandomSecretsDiffer) {
   EXPECT_TRUE(a == c);
 }
 
-TEST(SecretTest, BadHexNamesTheString) {
+// A bad secret is refused with a reason (length, or which character), and the value itself is
+// never echoed: a secret in a log is a secret no more (issue 11, defect 3).
+TEST(SecretTest, BadHexIsRefusedWithoutEchoingIt) {
   for (const char* bad : {"", "abc", "0011223344556677889900aabbccddeeffgg",
                           "0011223344556677889900aabbccddeg"}) {
     StatusOr<Secret> s = Secret::FromHex(bad);
     ASSERT_FALSE(s.ok()) << bad;
     EXPECT_EQ(s.status().code(), weftInvalidArgument);
-    EXPECT_NE(s.status().message().find(std::string("\"") + bad + "\""), std::string::npos)
-        << s.status().message();
+    EXPECT_NE(s.status().message().find("secret"), std::string::npos) << s.status().message();
+    if (bad[0] != '\0')
+      EXPECT_EQ(s.status().message().find(bad), std::string::npos) << s.status().message();
   }
 }
 
