@@ -270,7 +270,12 @@ StatusOr<std::unique_ptr<Bootstrap>> Bootstrap::Join(const BootstrapId& id, int 
   std::string message(len, '\0');
   WEFT_RETURN_IF_ERROR_CTX(net::RecvAll(root, &message[0], len, verdict_deadline), me + ": root verdict");
   if (code != weftSuccess) {
-    return Status(static_cast<weftResult_t>(code), me + ": " + message);
+    // The code comes off the wire: one outside weftResult_t is the root's fault, not a value to
+    // cast (found by fuzz/targets/bootstrap).
+    weftResult_t result = code < static_cast<uint32_t>(weftNumResults)
+                              ? static_cast<weftResult_t>(code)
+                              : weftRemoteError;
+    return Status(result, me + ": " + message);
   }
   std::vector<uint8_t> table(static_cast<size_t>(nranks) * net::kSockAddrWireBytes);
   WEFT_RETURN_IF_ERROR_CTX(net::RecvAll(root, table.data(), table.size(), verdict_deadline),

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 
 #include "core/bootstrap.h"
 
@@ -508,10 +509,21 @@ bool TcpTransport::OnHeader(Peer& p, Stream& s) {
       s.rx_req = op.req;
     }
   } else {
+    // The size comes off the wire: a corrupt or hostile header must fail this peer, not throw
+    // bad_alloc through the progress loop (found by fuzz/targets/tcp_frame).
+    constexpr uint64_t kMaxMessageBytes = uint64_t{1} << 40;
+    char* data = h.bytes <= kMaxMessageBytes ? new (std::nothrow) char[h.bytes > 0 ? h.bytes : 1]
+                                             : nullptr;
+    if (data == nullptr) {
+      FailPeer(p, InternalError("tcp: stream " + std::to_string(s.index) + " from " + PeerName(p) +
+                                " announced an unexpected " + std::to_string(h.bytes) +
+                                "-byte message that cannot be buffered (out of sync or out of memory)"));
+      return false;
+    }
     auto ux = std::make_shared<Unexpected>();
     ux->tag = h.tag;
     ux->bytes = h.bytes;
-    ux->data.reset(new char[h.bytes > 0 ? h.bytes : 1]);
+    ux->data.reset(data);
     ux->stream = &s;
     q.unexpected.push_back(ux);
     s.rx = RxKind::kUnexpected;
