@@ -109,6 +109,19 @@ ncclResult_t PrepareReduce(ncclComm* comm, const void* send, void* recv, ncclDat
   return r;
 }
 
+// Runs (or queues) a reduction as fn(input, op): with the caller's input and op, or, for a
+// PreMulSum op, with the input scaled into scratch owned by the call's closure and weftSum.
+template <typename Fn>
+ncclResult_t RunReduction(ncclComm* comm, const ReduceArgs& a, const void* send,
+                          size_t input_count, ncclDataType_t type, Fn fn) {
+  if (a.premul == nullptr) return RunOrQueue(comm, [=] { return fn(send, a.op); });
+  double s = a.premul->scalar;
+  auto scratch = std::make_shared<std::vector<char>>();
+  return RunOrQueue(comm, [=] {
+    return fn(ScaleInput(scratch, send, input_count, type, s), weftSum);
+  });
+}
+
 }  // namespace
 
 // ---- reducing collectives ----
@@ -120,13 +133,8 @@ WEFT_NCCL_EXPORT ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuf
   ncclResult_t r = PrepareReduce(comm, sendbuff, recvbuff, datatype, op, stream, "ncclAllReduce", &a);
   if (r != ncclSuccess) return r;
   weftComm_t w = comm->weft;
-  if (a.premul == nullptr)
-    return RunOrQueue(comm, [=] { return weftAllReduce(sendbuff, recvbuff, count, W(datatype), a.op, w, nullptr); });
-  double s = a.premul->scalar;
-  auto scratch = std::make_shared<std::vector<char>>();
-  return RunOrQueue(comm, [=] {
-    void* scaled = ScaleInput(scratch, sendbuff, count, datatype, s);
-    return weftAllReduce(scaled, recvbuff, count, W(datatype), weftSum, w, nullptr);
+  return RunReduction(comm, a, sendbuff, count, datatype, [=](const void* in, weftRedOp_t wop) {
+    return weftAllReduce(in, recvbuff, count, W(datatype), wop, w, nullptr);
   });
 }
 WEFT_NCCL_ALIAS(ncclAllReduce)
@@ -138,13 +146,8 @@ WEFT_NCCL_EXPORT ncclResult_t pncclReduce(const void* sendbuff, void* recvbuff, 
   ncclResult_t r = PrepareReduce(comm, sendbuff, recvbuff, datatype, op, stream, "ncclReduce", &a);
   if (r != ncclSuccess) return r;
   weftComm_t w = comm->weft;
-  if (a.premul == nullptr)
-    return RunOrQueue(comm, [=] { return weftReduce(sendbuff, recvbuff, count, W(datatype), a.op, root, w, nullptr); });
-  double s = a.premul->scalar;
-  auto scratch = std::make_shared<std::vector<char>>();
-  return RunOrQueue(comm, [=] {
-    void* scaled = ScaleInput(scratch, sendbuff, count, datatype, s);
-    return weftReduce(scaled, recvbuff, count, W(datatype), weftSum, root, w, nullptr);
+  return RunReduction(comm, a, sendbuff, count, datatype, [=](const void* in, weftRedOp_t wop) {
+    return weftReduce(in, recvbuff, count, W(datatype), wop, root, w, nullptr);
   });
 }
 WEFT_NCCL_ALIAS(ncclReduce)
@@ -157,15 +160,11 @@ WEFT_NCCL_EXPORT ncclResult_t pncclReduceScatter(const void* sendbuff, void* rec
   ncclResult_t r = PrepareReduce(comm, sendbuff, recvbuff, datatype, op, stream, "ncclReduceScatter", &a);
   if (r != ncclSuccess) return r;
   weftComm_t w = comm->weft;
-  if (a.premul == nullptr)
-    return RunOrQueue(comm, [=] { return weftReduceScatter(sendbuff, recvbuff, recvcount, W(datatype), a.op, w, nullptr); });
-  double s = a.premul->scalar;
-  auto scratch = std::make_shared<std::vector<char>>();
-  return RunOrQueue(comm, [=] {
-    int n = 0;
-    weftCommCount(w, &n);
-    void* scaled = ScaleInput(scratch, sendbuff, recvcount * static_cast<size_t>(n), datatype, s);
-    return weftReduceScatter(scaled, recvbuff, recvcount, W(datatype), weftSum, w, nullptr);
+  int n = 0;
+  weftCommCount(w, &n);  // the input holds nranks slices of recvcount
+  size_t input_count = recvcount * static_cast<size_t>(n);
+  return RunReduction(comm, a, sendbuff, input_count, datatype, [=](const void* in, weftRedOp_t wop) {
+    return weftReduceScatter(in, recvbuff, recvcount, W(datatype), wop, w, nullptr);
   });
 }
 WEFT_NCCL_ALIAS(ncclReduceScatter)
