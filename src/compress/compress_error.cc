@@ -11,13 +11,11 @@ thread_local std::string t_last_compression_error;
 weftResult_t Report(const Status& status) {
   if (status.ok()) return weftSuccess;
   t_last_compression_error = status.message();
-  if (LastErrorHookPresent()) SetLastErrorMessage(status.message());
+  SetLastErrorMessage(status.message());
   WEFT_WARN("%s: %s", weftGetErrorString(status.code()), status.message().c_str());
   return status.code();
 }
 
 const char* LastCompressionError() { return t_last_compression_error.c_str(); }
-
-bool LastErrorHookPresent() { return &SetLastErrorMessage != nullptr; }
 
 }  // namespace weft::compress

@@ -1,10 +1,8 @@
 // Error reporting for the compression API (include/weft/weft_compress.h).
 //
-// weftGetLastError() reads a thread-local string private to src/core/api.cc. Until api.cc
-// exports the hook declared here (see the report of issue 14), the compression entry points
-// keep their own thread-local message (LastCompressionError) and forward it through the hook
-// when the hook exists: it is declared weak, so it is simply absent today and picked up,
-// without a change here, once src/core defines it.
+// weftGetLastError() reads a thread-local string owned by src/core/api.cc; the compression
+// entry points set it through SetLastErrorMessage (defined there) and also keep their own
+// copy (LastCompressionError), which tests read without going through the C API.
 #pragma once
 
 #include <string>
@@ -12,9 +10,8 @@
 #include "common/status.h"
 
 namespace weft {
-// To be defined in src/core/api.cc: `void SetLastErrorMessage(const std::string& m)
-// { t_last_error = m; }`. Weak: may be missing (its address is then null).
-void SetLastErrorMessage(const std::string& message) __attribute__((weak));
+// Sets what weftGetLastError() returns on this thread (defined in src/core/api.cc).
+void SetLastErrorMessage(const std::string& message);
 }  // namespace weft
 
 namespace weft::compress {
@@ -25,8 +22,5 @@ weftResult_t Report(const Status& status);
 
 // The message of the last failing compression call on this thread ("" if none).
 const char* LastCompressionError();
-
-// Whether weftGetLastError() sees compression errors (the src/core hook is linked in).
-bool LastErrorHookPresent();
 
 }  // namespace weft::compress

@@ -60,7 +60,14 @@ JobWideSettings ReadJobWideSettings() {
 bool MaybeRunJobWideCompression(const void* sendbuff, void* recvbuff, size_t count,
                                 weftDataType_t datatype, weftRedOp_t op, weftComm_t comm,
                                 weftStream_t stream, Status* result) {
-  const JobWideSettings& s = Settings();
+  return MaybeRunJobWideCompression(Settings(), sendbuff, recvbuff, count, datatype, op, comm,
+                                    stream, result);
+}
+
+bool MaybeRunJobWideCompression(const JobWideSettings& s, const void* sendbuff,
+                                void* recvbuff, size_t count, weftDataType_t datatype,
+                                weftRedOp_t op, weftComm_t comm, weftStream_t stream,
+                                Status* result) {
   if (!s.enabled) return false;
   if (datatype != weftFloat32 && datatype != weftBfloat16) return false;
   if (op != weftSum && op != weftAvg) return false;
@@ -73,7 +80,7 @@ bool MaybeRunJobWideCompression(const void* sendbuff, void* recvbuff, size_t cou
   float* residual = s.feedback && recvbuff != nullptr ? ResidualFor(comm, recvbuff, count, datatype) : nullptr;
   *result = RunAllReduceCompressed(sendbuff, recvbuff, count, datatype, op, &s.spec, residual,
                                    comm, stream)
-                .WithContext(std::string("WEFT_COMPRESSION=") + std::getenv("WEFT_COMPRESSION"));
+                .WithContext("WEFT_COMPRESSION");
   return true;
 }
 

@@ -14,21 +14,14 @@
 // WEFT_COMPRESSION_FEEDBACK=0 or call weftAllReduceCompressed itself. Residuals live until the
 // process ends (one float per element of each distinct buffer).
 //
-// Hook (src/core/api.cc, not owned here): weftAllReduce calls MaybeRunJobWideCompression first
-// and returns its result when it returns true.
+// weftAllReduce (src/core/api.cc) calls MaybeRunJobWideCompression first, outside groups, and
+// returns its result when it returns true.
 #pragma once
 
 #include "common/status.h"
 #include "weft/weft_compress.h"
 
 namespace weft::compress {
-
-// True when WEFT_COMPRESSION applies to this call: *result then holds the outcome (a bad
-// WEFT_COMPRESSION value makes every applicable call fail with weftInvalidArgument naming it).
-// False: the caller runs the uncompressed allreduce.
-bool MaybeRunJobWideCompression(const void* sendbuff, void* recvbuff, size_t count,
-                                weftDataType_t datatype, weftRedOp_t op, weftComm_t comm,
-                                weftStream_t stream, Status* result);
 
 // The parsed settings (for tests and tools). enabled=false when WEFT_COMPRESSION is unset/empty.
 struct JobWideSettings {
@@ -39,5 +32,17 @@ struct JobWideSettings {
   bool feedback = true;
 };
 JobWideSettings ReadJobWideSettings();  // reads the environment now (no caching)
+
+// True when WEFT_COMPRESSION applies to this call: *result then holds the outcome (a bad
+// WEFT_COMPRESSION value makes every applicable call fail with weftInvalidArgument naming it).
+// False: the caller runs the uncompressed allreduce. The environment is read once, at the
+// first call of the process; the second form takes the settings (tests).
+bool MaybeRunJobWideCompression(const void* sendbuff, void* recvbuff, size_t count,
+                                weftDataType_t datatype, weftRedOp_t op, weftComm_t comm,
+                                weftStream_t stream, Status* result);
+bool MaybeRunJobWideCompression(const JobWideSettings& settings, const void* sendbuff,
+                                void* recvbuff, size_t count, weftDataType_t datatype,
+                                weftRedOp_t op, weftComm_t comm, weftStream_t stream,
+                                Status* result);
 
 }  // namespace weft::compress

@@ -16,6 +16,8 @@
 #include <variant>
 
 #include "common/log.h"
+#include "compress/compress_error.h"
+#include "compress/job_wide_compression.h"
 #include "core/bootstrap.h"
 #include "core/comm.h"
 #include "core/init.h"
@@ -25,8 +27,12 @@
 
 namespace weft {
 namespace {
-
 thread_local std::string t_last_error;
+}  // namespace
+
+void SetLastErrorMessage(const std::string& message) { t_last_error = message; }
+
+namespace {
 
 weftResult_t Report(const Status& s) {
   if (!s.ok()) {
@@ -495,6 +501,13 @@ weftResult_t weftAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                            weftDataType_t datatype, weftRedOp_t op, weftComm_t comm,
                            weftStream_t stream) {
   static const EntrySpec spec{"weftAllReduce", Collective::kAllReduce, "count", false, true, false};
+  // WEFT_COMPRESSION turns compression on job-wide without code changes; inside a group the
+  // call is queued as written (the compressed path is a composition of collectives of its own).
+  weft::Status compressed;
+  if (weft::t_group_depth == 0 &&
+      weft::compress::MaybeRunJobWideCompression(sendbuff, recvbuff, count, datatype, op, comm,
+                                                 stream, &compressed))
+    return weft::Report(compressed.WithContext("weftAllReduce"));
   return Entry(spec, sendbuff, recvbuff, count, datatype, op, 0, comm, stream);
 }
 
