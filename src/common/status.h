@@ -12,7 +12,7 @@
 
 namespace weft {
 
-class Status {
+class [[nodiscard]] Status {
  public:
   Status() = default;  // success
   Status(weftResult_t code, std::string message) : code_(code), message_(std::move(message)) {}
@@ -40,20 +40,34 @@ inline Status InternalError(std::string m) { return Status(weftInternalError, st
 inline Status RemoteError(std::string m) { return Status(weftRemoteError, std::move(m)); }
 inline Status TimeoutError(std::string m) { return Status(weftTimeout, std::move(m)); }
 
+// Reading a StatusOr's value while it holds an error is a bug in weft. The library must not
+// abort, so by default this only logs (WEFT_WARN) and the default-constructed value is read;
+// the test binaries install a handler that fails the running test (tests/status_guard.cc), so
+// such a read fails loudly there.
+using StatusOrMisuseHandler = void (*)(const Status& error);
+// Returns the previous handler (nullptr: the default, log only).
+StatusOrMisuseHandler SetStatusOrMisuseHandler(StatusOrMisuseHandler handler);
+namespace internal {
+void StatusOrMisuse(const Status& error);
+}  // namespace internal
+
 // A value or an error.
 template <typename T>
-class StatusOr {
+class [[nodiscard]] StatusOr {
  public:
   StatusOr(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
   StatusOr(Status status) : status_(std::move(status)) {}  // NOLINT
   bool ok() const { return status_.ok(); }
   const Status& status() const { return status_; }
-  T& value() { return value_; }
-  const T& value() const { return value_; }
-  T& operator*() { return value_; }
-  T* operator->() { return &value_; }
+  T& value() { Check(); return value_; }
+  const T& value() const { Check(); return value_; }
+  T& operator*() { Check(); return value_; }
+  T* operator->() { Check(); return &value_; }
 
  private:
+  void Check() const {
+    if (!status_.ok()) internal::StatusOrMisuse(status_);
+  }
   Status status_;
   T value_{};
 };
