@@ -2,10 +2,15 @@
 //
 //   weft-topo [-n RANKS] [--preset NAME | --topo-file FILE] [--no-shm] [-C COLLECTIVE]
 //             [--explain COLLECTIVE BYTES] [--save FILE] [-d DTYPE]
+//   weftrun -n N weft-topo --calibrate [--calibrate-ms MS] [--save FILE] [...]
 // Without --preset/--topo-file it discovers this machine (WEFT_TOPO_FILE honoured) and
 // places RANKS ranks on it (default: its core count), exactly as a communicator would.
 // Per collective it prints size -> algorithm, chunk, channels, predicted time and busbw;
 // --explain lists every candidate for one call with its predicted time.
+// --calibrate runs as a job (under weftrun, the namespace harness, srun...): the ranks join,
+// measure each link tier of their fabric with short probes (topo/calibrate.h), and rank 0
+// prints the figures and continues with the calibrated fabric (--save writes it as a topology
+// file that WEFT_TOPO_FILE loads); the other ranks exit quietly.
 #include <unistd.h>
 
 #include <cmath>
@@ -16,8 +21,12 @@
 
 #include "algorithms/algo_override.h"
 #include "algorithms/registry.h"
+#include "core/comm.h"
+#include "core/bootstrap.h"
+#include "topo/calibrate.h"
 #include "topo/fabric.h"
 #include "topo/presets.h"
+#include "weft/weft.h"
 #include "tune/cost_model.h"
 #include "tune/selector.h"
 #include "tune/tuning_file.h"
@@ -32,8 +41,41 @@ int Usage(const char* msg) {
   fprintf(stderr,
           "usage: weft-topo [-n RANKS] [--preset NAME | --topo-file FILE] [--no-shm] [-C COLLECTIVE]\n"
           "                 [--explain COLLECTIVE BYTES] [--save FILE] [-d DTYPE]\n"
+          "       weftrun -n N weft-topo --calibrate [--calibrate-ms MS] [--save FILE] [-C ..] [--explain ..]\n"
+          "         (measures each link tier between the job's ranks; rank 0 prints and saves)\n"
           "presets: dgx-h100, dgx-h100:N, dgx-h100-fattree:N[:OVERSUB], netns:KxR[@GBIT], host:R\n");
   return 2;
+}
+
+bool EnvFlagSet(const char* name) {
+  const char* v = getenv(name);
+  return v != nullptr && *v != '\0' && std::string(v) != "0";
+}
+
+// Joins the job from the launcher's environment, calibrates its fabric and leaves the job.
+// Sets *is_root for rank 0 (the one that reports).
+StatusOr<std::shared_ptr<const Fabric>> CalibrateJob(const CalibrateOptions& options, bool* is_root) {
+  weftComm_t comm = nullptr;
+  if (weftCommInitFromEnv(&comm) != weftSuccess) {
+    std::string why = weftGetLastError(comm);
+    if (comm) (void)weftCommDestroy(comm);
+    return InvalidUsage("--calibrate cannot join the job (" + why +
+                        "); it runs as one, e.g. weftrun -n 2 weft-topo --calibrate --save FILE");
+  }
+  *is_root = comm->rank == 0;
+  CalibrationPeers peers;
+  peers.rank = comm->rank;
+  peers.nranks = comm->nranks;
+  peers.peer_transport = comm->peer_transport;
+  peers.shm_enabled = !EnvFlagSet("WEFT_SHM_DISABLE");
+  Bootstrap* bs = comm->bootstrap.get();
+  peers.allgather = [bs](const void* mine, size_t bytes, void* all) { return bs->AllGather(mine, bytes, all); };
+  StatusOr<CalibrationResult> result = InvalidUsage("no fabric: weft was built without topology support");
+  if (comm->fabric) result = CalibrateFabric(comm->fabric, peers, options);
+  (void)weftCommDestroy(comm);
+  if (!result.ok()) return result.status();
+  if (*is_root) printf("Calibration (%d ranks):\n%s\n", peers.nranks, result->Describe().c_str());
+  return result->fabric;
 }
 
 ScheduleRequest Request(Collective c, int n, size_t bytes, size_t elem) {
@@ -52,13 +94,15 @@ int main(int argc, char** argv) {
   std::string preset, topo_file, save, only_coll, explain_coll, dtype = "float";
   size_t explain_bytes = 0;
   int nranks = 0;
-  bool shm = true;
+  bool shm = true, calibrate = false;
+  CalibrateOptions cal_options;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
     const char* v = nullptr;
     if (a == "-h" || a == "--help") return Usage(nullptr);
     if (a == "--no-shm") { shm = false; continue; }
+    if (a == "--calibrate") { calibrate = true; continue; }
     if (!(v = next())) return Usage(("missing value after " + a).c_str());
     if (a == "--preset") preset = v;
     else if (a == "--topo-file") topo_file = v;
@@ -66,6 +110,12 @@ int main(int argc, char** argv) {
     else if (a == "--save") save = v;
     else if (a == "-C") only_coll = v;
     else if (a == "-d") dtype = v;
+    else if (a == "--calibrate-ms") {
+      char* end = nullptr;
+      cal_options.target_ms = strtod(v, &end);
+      if (*v == '\0' || *end != '\0' || !(cal_options.target_ms > 0) || cal_options.target_ms > 10000)
+        return Usage(("--calibrate-ms '" + std::string(v) + "': expected milliseconds in (0, 10000]").c_str());
+    }
     else if (a == "--explain") {
       explain_coll = v;
       const char* b = next();
@@ -80,7 +130,13 @@ int main(int argc, char** argv) {
   size_t elem = DtypeSizeByName(dtype);
   if (elem == 0) return Usage(("unknown dtype " + dtype).c_str());
   StatusOr<std::shared_ptr<const Fabric>> fabric = InvalidArgument("no fabric");
-  if (!preset.empty()) {
+  if (calibrate && (!preset.empty() || !topo_file.empty() || nranks > 0))
+    return Usage("--calibrate measures the job's own fabric: it takes no --preset, --topo-file or -n");
+  if (calibrate) {
+    bool is_root = false;
+    fabric = CalibrateJob(cal_options, &is_root);
+    if (fabric.ok() && !is_root) return 0;
+  } else if (!preset.empty()) {
     fabric = MakePreset(preset, nranks);
   } else if (!topo_file.empty()) {
     fabric = LoadTopologyFile(topo_file);

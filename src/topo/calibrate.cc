@@ -1,0 +1,355 @@
+// Calibration of a job's fabric by short probes between its ranks (see calibrate.h).
+#include "topo/calibrate.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <sstream>
+
+namespace weft {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double NowUs() {
+  return std::chrono::duration<double, std::micro>(Clock::now().time_since_epoch()).count();
+}
+
+// Every probe message carries this tag (a descriptor no collective hashes to is not
+// guaranteed, but calibration runs before any collective and drains all its messages).
+constexpr uint64_t kCalibrationTag = (0xCA1B0000ULL << 32) | 1;
+constexpr int kChannel = 0;
+
+enum : uint64_t { kPing = 1, kData = 2, kEnd = 3 };
+struct Control {
+  uint64_t cmd = 0;
+  uint64_t bytes = 0;
+};
+
+bool IsMemoryTier(LinkType t) { return t == LinkType::kSameNuma || t == LinkType::kCrossSocket; }
+bool IsNetworkTier(LinkType t) { return t == LinkType::kNetwork || t == LinkType::kNetworkSpine; }
+
+// Blocking point-to-point over one transport, with a deadline so a dead peer is an error.
+class PairLink {
+ public:
+  PairLink(Transport* t, int peer, double timeout_s) : t_(t), peer_(peer), timeout_us_(timeout_s * 1e6) {}
+
+  Status Send(const void* buf, size_t bytes) {
+    TransportRequest req;
+    WEFT_RETURN_IF_ERROR(t_->PostSend(peer_, kChannel, kCalibrationTag, buf, bytes, &req));
+    return Wait(&req, "sending");
+  }
+  Status Recv(void* buf, size_t bytes) {
+    TransportRequest req;
+    WEFT_RETURN_IF_ERROR(t_->PostRecv(peer_, kChannel, kCalibrationTag, buf, bytes, &req));
+    return Wait(&req, "receiving");
+  }
+  // Control + payload posted together (the receiver needs the control to post the payload).
+  Status SendData(const void* buf, size_t bytes) {
+    Control c{kData, bytes};
+    TransportRequest creq, dreq;
+    WEFT_RETURN_IF_ERROR(t_->PostSend(peer_, kChannel, kCalibrationTag, &c, sizeof(c), &creq));
+    WEFT_RETURN_IF_ERROR(t_->PostSend(peer_, kChannel, kCalibrationTag, buf, bytes, &dreq));
+    WEFT_RETURN_IF_ERROR(Wait(&creq, "sending a probe header"));
+    return Wait(&dreq, "sending a probe");
+  }
+
+ private:
+  // Spins on Progress(0) (latency probes must not pay a sleep), yields the core after 20 us
+  // (the peer may share it: on a loaded machine the scheduler can put both ranks on one
+  // core, and a spinner that never yields makes every hop cost a scheduler tick), and polls
+  // with a short wait once a transfer is clearly long.
+  Status Wait(TransportRequest* req, const char* what) {
+    double start = NowUs();
+    while (!req->done.load(std::memory_order_acquire)) {
+      double waited = NowUs() - start;
+      if (waited > 20 && waited < 2000) sched_yield();
+      Status s = t_->Progress(waited < 2000 ? 0 : 200);
+      if (!s.ok()) return s.WithContext(std::string("calibration ") + what + " peer " + std::to_string(peer_));
+      if (waited > timeout_us_)
+        return TimeoutError(std::string("calibration: ") + what + " peer " + std::to_string(peer_) + " (" +
+                            t_->name() + ") made no progress for " + std::to_string(timeout_us_ / 1e6) + " s");
+    }
+    return req->status.WithContext(std::string("calibration ") + what + " peer " + std::to_string(peer_));
+  }
+
+  Transport* t_;
+  int peer_;
+  double timeout_us_;
+};
+
+// The passive side: answers pings and acknowledges data until told to stop.
+Status Respond(PairLink& link, const CalibrateOptions& opt) {
+  std::vector<char> buf;
+  uint64_t ack = 0;
+  for (;;) {
+    Control c;
+    WEFT_RETURN_IF_ERROR(link.Recv(&c, sizeof(c)));
+    if (c.cmd == kEnd) return OkStatus();
+    if (c.cmd == kPing) {
+      WEFT_RETURN_IF_ERROR(link.Send(&ack, sizeof(ack)));
+      continue;
+    }
+    if (c.cmd != kData || c.bytes > opt.max_probe_bytes)
+      return InternalError("calibration: unexpected probe header cmd=" + std::to_string(c.cmd) +
+                           " bytes=" + std::to_string(c.bytes));
+    if (buf.size() < c.bytes) buf.resize(c.bytes);  // value-initialized: pages touched once
+    WEFT_RETURN_IF_ERROR(link.Recv(buf.data(), c.bytes));
+    WEFT_RETURN_IF_ERROR(link.Send(&ack, sizeof(ack)));
+  }
+}
+
+// The driving side of one pair.
+class Driver {
+ public:
+  Driver(PairLink& link, const CalibrateOptions& opt) : link_(link), opt_(opt) {}
+
+  // Half the fastest round trip: on a shared machine slower ones measure the scheduler.
+  StatusOr<double> OneWayUs() {
+    std::vector<double> rtts;
+    uint64_t ack = 0;
+    for (int i = 0; i < opt_.latency_round_trips + 3; ++i) {
+      Control c{kPing, 0};
+      double t0 = NowUs();
+      WEFT_RETURN_IF_ERROR(link_.Send(&c, sizeof(c)));
+      WEFT_RETURN_IF_ERROR(link_.Recv(&ack, sizeof(ack)));
+      if (i >= 3) rtts.push_back(NowUs() - t0);  // the first round trips warm the path
+    }
+    return *std::min_element(rtts.begin(), rtts.end()) / 2;
+  }
+
+  // Send `bytes` and wait for the 8-byte answer: one probe's time in us.
+  StatusOr<double> TimeData(size_t bytes) {
+    if (buf_.size() < bytes) buf_.resize(bytes, 1);
+    uint64_t ack = 0;
+    double t0 = NowUs();
+    WEFT_RETURN_IF_ERROR(link_.SendData(buf_.data(), bytes));
+    WEFT_RETURN_IF_ERROR(link_.Recv(&ack, sizeof(ack)));
+    return NowUs() - t0;
+  }
+
+  // Rate (GB/s) from the slope between big/4 and big; the best of `reps` of each size (the
+  // machine may be shared: the fastest run is the link, slower ones are interference).
+  StatusOr<double> Rate(size_t big, int reps) {
+    size_t small = std::max<size_t>(big / 4, 4096);
+    double ts = 1e300, tb = 1e300;
+    for (int i = 0; i < reps; ++i) {
+      WEFT_ASSIGN_OR_RETURN(double s, TimeData(small));
+      WEFT_ASSIGN_OR_RETURN(double b, TimeData(big));
+      ts = std::min(ts, s);
+      tb = std::min(tb, b);
+    }
+    // A slope that is not positive (noise swamped a tiny difference): fall back to the big
+    // probe's average rate, which only underestimates by its fixed costs.
+    if (tb > ts) return static_cast<double>(big - small) / ((tb - ts) * 1e3);
+    return static_cast<double>(big) / (tb * 1e3);
+  }
+
+  // Picks the large probe so it lasts about target_ms: probes double from `lo` (the first
+  // ones also drain a token bucket's burst and open TCP's window) until one lasts a quarter
+  // of it; the large probe is 4x that one, the small one (Rate) is that one's size.
+  StatusOr<size_t> ChooseProbeBytes(size_t lo, size_t hi) {
+    size_t s = lo;
+    for (;;) {
+      WEFT_ASSIGN_OR_RETURN(double t, TimeData(s));
+      if (t >= opt_.target_ms * 1e3 / 4 || s * 8 > hi) break;
+      s *= 2;
+    }
+    return std::min(hi, 4 * s);
+  }
+
+  Status End() {
+    Control c{kEnd, 0};
+    return link_.Send(&c, sizeof(c));
+  }
+
+ private:
+  PairLink& link_;
+  const CalibrateOptions& opt_;
+  std::vector<char> buf_;
+};
+
+// Rank a's measurement of one tier (figures in `m`).
+Status DriveTier(const Fabric& fabric, PairLink& link, const CalibrateOptions& opt, TierMeasurement* m) {
+  Driver d(link, opt);
+  WEFT_ASSIGN_OR_RETURN(m->oneway_us, d.OneWayUs());
+  size_t lo = opt.min_probe_bytes, hi = opt.max_probe_bytes;
+  if (IsMemoryTier(m->type)) {
+    // Inside the cache: both ranks' buffers (sender + receiver + the transport's staging)
+    // within the LLC; beyond it: 4x the LLC (the DRAM-resident figure).
+    int64_t llc = fabric.LlcBytes(fabric.rank(m->a).host);
+    size_t cached = llc > 0 ? std::max<size_t>(lo, static_cast<size_t>(llc) / 8) : 1u << 20;
+    size_t dram = llc > 0 ? static_cast<size_t>(llc) * 4 : 32u << 20;
+    cached = std::min(cached, hi);
+    dram = std::min(std::max(dram, 4 * cached), hi);
+    WEFT_RETURN_IF_ERROR(d.TimeData(cached).status());  // warm-up
+    WEFT_ASSIGN_OR_RETURN(m->gbps, d.Rate(cached, 5));
+    WEFT_RETURN_IF_ERROR(d.TimeData(dram).status());
+    WEFT_ASSIGN_OR_RETURN(m->dram_gbps, d.Rate(dram, 2));
+    m->probe_bytes = static_cast<double>(dram);
+  } else {
+    WEFT_ASSIGN_OR_RETURN(size_t big, d.ChooseProbeBytes(lo, hi));
+    WEFT_ASSIGN_OR_RETURN(m->gbps, d.Rate(big, 2));
+    m->probe_bytes = static_cast<double>(big);
+  }
+  return d.End();
+}
+
+// One tier on this rank: drive (a), respond (b) or nothing; then a barrier that also tells
+// every rank whether some rank failed.
+Status RunTier(const Fabric& fabric, const CalibrationPeers& peers, const CalibrateOptions& opt,
+               TierMeasurement* m) {
+  Status mine;
+  double t0 = NowUs();
+  if (peers.rank == m->a || peers.rank == m->b) {
+    int peer = peers.rank == m->a ? m->b : m->a;
+    Transport* t = peers.peer_transport[peer];
+    if (t == nullptr) {
+      mine = InternalError("calibration: no transport to rank " + std::to_string(peer));
+    } else {
+      PairLink link(t, peer, opt.timeout_s);
+      mine = peers.rank == m->a ? DriveTier(fabric, link, opt, m) : Respond(link, opt);
+    }
+  }
+  m->seconds = (NowUs() - t0) / 1e6;
+  char failed = mine.ok() ? 0 : 1;
+  std::vector<char> all(peers.nranks);
+  WEFT_RETURN_IF_ERROR_CTX(peers.allgather(&failed, 1, all.data()), "calibration barrier");
+  if (!mine.ok()) return mine.WithContext(std::string("calibrating tier ") + LinkTypeName(m->type));
+  for (int r = 0; r < peers.nranks; ++r)
+    if (all[r])
+      return RemoteError(std::string("calibration of tier ") + LinkTypeName(m->type) + " failed on rank " +
+                         std::to_string(r));
+  return OkStatus();
+}
+
+// Rank a's figures to every rank (so every rank applies the same numbers).
+Status ShareMeasurements(const CalibrationPeers& peers, std::vector<TierMeasurement>* tiers) {
+  constexpr int kFields = 5;
+  const size_t n = tiers->size();
+  std::vector<double> mine(n * kFields, 0.0), all(n * kFields * peers.nranks);
+  for (size_t i = 0; i < n; ++i) {
+    const TierMeasurement& m = (*tiers)[i];
+    if (m.a != peers.rank) continue;
+    double v[kFields] = {m.oneway_us, m.gbps, m.dram_gbps, m.probe_bytes, m.seconds};
+    std::copy(v, v + kFields, mine.begin() + i * kFields);
+  }
+  if (n == 0) return OkStatus();
+  WEFT_RETURN_IF_ERROR_CTX(peers.allgather(mine.data(), mine.size() * sizeof(double), all.data()),
+                           "sharing calibration results");
+  for (size_t i = 0; i < n; ++i) {
+    TierMeasurement& m = (*tiers)[i];
+    const double* v = all.data() + (static_cast<size_t>(m.a) * n + i) * kFields;
+    m.oneway_us = v[0];
+    m.gbps = v[1];
+    m.dram_gbps = v[2];
+    m.probe_bytes = v[3];
+    m.seconds = v[4];
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+StatusOr<bool> CalibrationRequested() {
+  const char* v = getenv("WEFT_CALIBRATE");
+  if (v == nullptr || *v == '\0' || strcmp(v, "0") == 0) return false;
+  if (strcmp(v, "1") == 0) return true;
+  return InvalidArgument(std::string("WEFT_CALIBRATE='") + v + "': expected 0 or 1");
+}
+
+std::vector<TierMeasurement> CalibrationTiers(const Fabric& fabric, bool shm_enabled) {
+  std::vector<TierMeasurement> tiers;
+  std::set<LinkType> seen;
+  auto consider = [&](int a, int b) {
+    LinkType t = fabric.Link(a, b, shm_enabled);
+    if (t == LinkType::kSelf || !seen.insert(t).second) return;
+    TierMeasurement m;
+    m.type = t;
+    m.a = a;
+    m.b = b;
+    tiers.push_back(m);
+  };
+  // Rank 0 against everyone, then neighbours: linear in the rank count, and every tier that
+  // exists between consecutive ranks or from rank 0 is found (hosts are contiguous blocks).
+  const int n = fabric.nranks();
+  for (int b = 1; b < n; ++b) consider(0, b);
+  for (int a = 1; a + 1 < n; ++a) consider(a, a + 1);
+  return tiers;
+}
+
+StatusOr<CalibrationResult> CalibrateFabric(std::shared_ptr<const Fabric> fabric, const CalibrationPeers& peers,
+                                            const CalibrateOptions& options) {
+  if (!fabric || fabric->nranks() != peers.nranks || static_cast<int>(peers.peer_transport.size()) != peers.nranks ||
+      peers.rank < 0 || peers.rank >= peers.nranks || !peers.allgather)
+    return InvalidArgument("CalibrateFabric: fabric, rank=" + std::to_string(peers.rank) + ", nranks=" +
+                           std::to_string(peers.nranks) + " and the transports must describe the same job");
+  if (options.min_probe_bytes < 4096 || options.max_probe_bytes < 4 * options.min_probe_bytes ||
+      options.target_ms <= 0 || options.latency_round_trips < 1 || options.timeout_s <= 0)
+    return InvalidArgument("CalibrateFabric: options out of range (min_probe_bytes >= 4096, max_probe_bytes >= "
+                           "4 x min_probe_bytes, target_ms > 0, latency_round_trips >= 1, timeout_s > 0)");
+  double t0 = NowUs();
+  CalibrationResult result;
+  result.tiers = CalibrationTiers(*fabric, peers.shm_enabled);
+  for (TierMeasurement& m : result.tiers) WEFT_RETURN_IF_ERROR(RunTier(*fabric, peers, options, &m));
+  WEFT_RETURN_IF_ERROR(ShareMeasurements(peers, &result.tiers));
+  WEFT_ASSIGN_OR_RETURN(result.fabric, ApplyCalibration(*fabric, result.tiers));
+  result.seconds = (NowUs() - t0) / 1e6;
+  return result;
+}
+
+StatusOr<std::shared_ptr<const Fabric>> ApplyCalibration(const Fabric& fabric,
+                                                         const std::vector<TierMeasurement>& tiers) {
+  LinkTable table = fabric.table();
+  std::vector<HostInfo> hosts;
+  std::vector<RankPlacement> ranks;
+  for (int h = 0; h < fabric.nhosts(); ++h) hosts.push_back(fabric.host(h));
+  for (int r = 0; r < fabric.nranks(); ++r) ranks.push_back(fabric.rank(r));
+  for (const TierMeasurement& m : tiers) {
+    if (!(m.gbps > 0) || !(m.oneway_us >= 0) || !(m.dram_gbps >= 0) || !std::isfinite(m.gbps) ||
+        !std::isfinite(m.oneway_us))
+      return InvalidArgument(std::string("calibration of tier ") + LinkTypeName(m.type) + ": measured " +
+                             std::to_string(m.gbps) + " GB/s, " + std::to_string(m.oneway_us) +
+                             " us one way: rates must be > 0 and times >= 0");
+    LinkParams& p = table.mutable_link(m.type);
+    // The engine charges overhead + latency per message: the measured one-way time is both.
+    p.latency_us = std::max(0.0, m.oneway_us - p.overhead_us);
+    p.flow_gbps = m.gbps;
+    p.bw_gbps = std::max(p.bw_gbps, m.gbps);
+    if (IsMemoryTier(m.type) && m.dram_gbps > 0) {
+      p.dram_flow_gbps = m.dram_gbps;
+      p.dram_bw_gbps = std::max(p.dram_bw_gbps, m.dram_gbps);
+    }
+    if (IsNetworkTier(m.type)) {
+      // A shaped or virtual NIC: one stream's measured rate is the port (the NIC resources
+      // carry it, so ranks sharing a host's link share the rate).
+      p.bw_gbps = m.gbps;
+      for (HostInfo& h : hosts)
+        for (NicInfo& nic : h.nics) nic.gbps = m.gbps;
+    }
+  }
+  std::string name = fabric.name().rfind("calibrated", 0) == 0 ? fabric.name() : "calibrated:" + fabric.name();
+  return std::shared_ptr<const Fabric>(
+      std::make_shared<Fabric>(std::move(hosts), std::move(ranks), table, fabric.network(), name));
+}
+
+std::string CalibrationResult::Describe() const {
+  std::ostringstream o;
+  o.setf(std::ios::fixed);
+  o.precision(3);
+  for (const TierMeasurement& m : tiers) {
+    o << LinkTypeName(m.type) << " (rank " << m.a << " -> " << m.b << "): one-way " << m.oneway_us << " us, "
+      << m.gbps << " GB/s";
+    if (m.dram_gbps > 0) o << " (beyond the LLC: " << m.dram_gbps << " GB/s)";
+    o << ", probes up to " << m.probe_bytes / (1 << 20) << " MiB, " << m.seconds * 1e3 << " ms\n";
+  }
+  o << "calibration took " << seconds * 1e3 << " ms\n";
+  return o.str();
+}
+
+}  // namespace weft

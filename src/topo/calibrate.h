@@ -1,0 +1,96 @@
+// Calibration: measure the latency and bandwidth of each link tier a job's fabric has (same
+// host over shm or TCP loopback, each network tier) with short probes between the job's own
+// ranks, and rebuild the fabric with the measured constants.
+//
+// Why: discovery cannot see a shaped link (tc tbf on a veth), a virtualized NIC or a loaded
+// TCP stack; the cost model then believes the table's defaults and picks algorithms (and
+// predicts times) for a machine that is not there. NCCL, Gloo and Open MPI do not measure.
+//
+// Used two ways (same code): `weftrun -n N weft-topo --calibrate --save FILE` (the file is a
+// topology file: WEFT_TOPO_FILE=FILE loads it) and WEFT_CALIBRATE=1 at communicator init.
+//
+// Protocol, per tier (a LinkType present between some pair of ranks; one representative pair
+// per tier, the lowest (a, b) in rank order): every rank walks the same tier list; between
+// tiers all ranks pass a barrier so that probes never overlap. Rank a of the pair drives:
+//   - latency: round trips of an 8-byte message; one-way = fastest round trip / 2 (slower
+//     ones measure the scheduler of a shared machine, not the link);
+//   - bandwidth: a sends S bytes, b answers 8 bytes; the rate is the slope between two sizes
+//     (S/4 and S), so fixed costs and a token-bucket's burst (a warm-up message drains it)
+//     cancel; probes double until one lasts target_ms / 4, S is 4x that;
+//   - same-host memory tiers are probed twice: inside the last-level cache and beyond it
+//     (the fabric's two figures, flow_gbps and dram_flow_gbps).
+// Rank a's figures reach every rank by one allgather, so every rank builds the same fabric
+// (same digest, same decisions).
+//
+// Cost (measured: see the report in perf/RESULTS.md "Calibration"): a few ms per shm tier, and
+// for a network tier ~4 x target_ms plus the probes' latency round trips.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "topo/fabric.h"
+#include "transports/transport.h"
+
+namespace weft {
+
+// What calibration needs from a communicator, and nothing more (so topo does not depend on
+// core): the transport to each peer (index = rank, null for self) and a setup allgather.
+struct CalibrationPeers {
+  int rank = 0;
+  int nranks = 0;
+  std::vector<Transport*> peer_transport;
+  bool shm_enabled = true;  // same-host peers go through shm (false: TCP loopback)
+  // Gathers `bytes` from every rank into `all` (rank order), like Bootstrap::AllGather.
+  std::function<Status(const void* mine, size_t bytes, void* all)> allgather;
+};
+
+struct CalibrateOptions {
+  int latency_round_trips = 30;
+  double target_ms = 25;          // duration aimed at for the large bandwidth probe
+  size_t max_probe_bytes = 64u << 20;
+  size_t min_probe_bytes = 256u << 10;
+  double timeout_s = 60;          // a probe that makes no progress this long fails
+};
+
+// One tier's measurement (rank a -> rank b).
+struct TierMeasurement {
+  LinkType type = LinkType::kSelf;
+  int a = -1, b = -1;
+  double oneway_us = 0;     // small message, one way (latency + per-message overhead)
+  double gbps = 0;          // one stream's rate, GB/s (cache-resident buffers for memory tiers)
+  double dram_gbps = 0;     // memory tiers: one stream beyond the LLC; 0 = not measured
+  double probe_bytes = 0;   // the large probe's size
+  double seconds = 0;       // wall time this tier's probes took
+};
+
+struct CalibrationResult {
+  std::shared_ptr<const Fabric> fabric;  // the input fabric with the measured constants
+  std::vector<TierMeasurement> tiers;
+  double seconds = 0;                    // whole calibration, wall time on this rank
+  // "tier a->b: one-way X us, Y GB/s [dram Z GB/s], N MiB probes, T ms" per line.
+  std::string Describe() const;
+};
+
+// WEFT_CALIBRATE: unset/"0" -> false, "1" -> true, anything else -> InvalidArgument naming it.
+StatusOr<bool> CalibrationRequested();
+
+// The tiers of `fabric` and the pair that represents each (deterministic: identical on every
+// rank). Self links are not tiers.
+std::vector<TierMeasurement> CalibrationTiers(const Fabric& fabric, bool shm_enabled);
+
+// Runs the probes (collective: every rank of `peers` must call it) and returns the fabric
+// with the measured constants applied.
+StatusOr<CalibrationResult> CalibrateFabric(std::shared_ptr<const Fabric> fabric, const CalibrationPeers& peers,
+                                            const CalibrateOptions& options = CalibrateOptions());
+
+// Pure: `fabric` with the measurements applied (link table entries of each tier; for network
+// tiers also every host's NIC rate). Bad measurements (non-positive rates, negative times)
+// are refused naming the tier.
+StatusOr<std::shared_ptr<const Fabric>> ApplyCalibration(const Fabric& fabric,
+                                                         const std::vector<TierMeasurement>& tiers);
+
+}  // namespace weft

@@ -1,0 +1,178 @@
+// Calibration (src/topo/calibrate.h, weft-topo --calibrate): a 2-process job measures its
+// fabric and writes a topology file that loads with positive, plausible constants; applying
+// measurements changes the model the way a shaped link should; bad input errors clearly.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "test_util.h"
+#include "topo/calibrate.h"
+#include "topo/fabric.h"
+#include "topo/presets.h"
+
+using namespace weft;
+using weft_test::BinPath;
+using weft_test::ExitedZero;
+using weft_test::LaunchOutcome;
+using weft_test::LaunchRanks;
+
+namespace {
+
+int RunShell(const std::string& cmd, std::string* out) {
+  std::string full = cmd + " 2>&1";
+  FILE* p = popen(full.c_str(), "r");
+  if (!p) return -1;
+  char buf[4096];
+  while (fgets(buf, sizeof(buf), p)) *out += buf;
+  int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+std::string TempPath(const std::string& name) {
+  return "/tmp/weft-calibrate-test-" + std::to_string(getpid()) + "-" + name;
+}
+
+}  // namespace
+
+// Two processes on this host: the only tier is shared memory. The saved file loads, is
+// marked calibrated, and its same_numa constants are measured ones within physical bounds
+// (a memory stream between 50 MB/s and 1 TB/s, a one-way latency below 10 ms).
+TEST(Calibrate, TwoProcessesWriteALoadableCalibratedTopologyFile) {
+  std::string file = TempPath("two.topo");
+  LaunchOutcome o = LaunchRanks(2, {BinPath("weft-topo"), "--calibrate", "--calibrate-ms", "5", "--save", file,
+                                    "--explain", "allreduce", "64M"},
+                                {}, 120);
+  ASSERT_FALSE(o.timed_out);
+  for (int r = 0; r < 2; ++r) ASSERT_TRUE(ExitedZero(o.status[r])) << "rank " << r << ":\n" << o.output[r];
+  EXPECT_NE(o.output[0].find("same_numa (rank 0 -> 1): one-way"), std::string::npos) << o.output[0];
+  EXPECT_NE(o.output[0].find("calibration took"), std::string::npos) << o.output[0];
+  EXPECT_EQ(o.output[1].find("Calibration"), std::string::npos) << "only rank 0 reports:\n" << o.output[1];
+
+  StatusOr<std::shared_ptr<const Fabric>> loaded = LoadTopologyFile(file);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  const Fabric& f = *loaded.value();
+  EXPECT_EQ(f.nranks(), 2);
+  EXPECT_EQ(f.name().rfind("calibrated", 0), 0u) << f.name();
+  const LinkParams& p = f.table().link(LinkType::kSameNuma);
+  EXPECT_GT(p.flow_gbps, 0.05);
+  EXPECT_LT(p.flow_gbps, 1000.0);
+  EXPECT_GT(p.dram_flow_gbps, 0.05);
+  EXPECT_LT(p.dram_flow_gbps, 1000.0);
+  EXPECT_GE(p.latency_us, 0.0);
+  EXPECT_LT(p.latency_us, 10000.0);
+  // Measured, not the defaults: the chance that a measurement equals the table's value
+  // exactly is nil.
+  EXPECT_NE(p.flow_gbps, LinkTable::Defaults().link(LinkType::kSameNuma).flow_gbps);
+  EXPECT_NE(p.dram_flow_gbps, LinkTable::Defaults().link(LinkType::kSameNuma).dram_flow_gbps);
+  unlink(file.c_str());
+}
+
+// Over TCP between the two processes (shm disabled) the tier is loopback.
+TEST(Calibrate, ShmDisabledMeasuresTheLoopbackTier) {
+  std::string file = TempPath("lo.topo");
+  LaunchOutcome o = LaunchRanks(2, {BinPath("weft-topo"), "--calibrate", "--calibrate-ms", "5", "--save", file,
+                                    "-C", "broadcast"},
+                                {{"WEFT_SHM_DISABLE", "1"}}, 120);
+  ASSERT_FALSE(o.timed_out);
+  for (int r = 0; r < 2; ++r) ASSERT_TRUE(ExitedZero(o.status[r])) << "rank " << r << ":\n" << o.output[r];
+  EXPECT_NE(o.output[0].find("loopback (rank 0 -> 1)"), std::string::npos) << o.output[0];
+  StatusOr<std::shared_ptr<const Fabric>> loaded = LoadTopologyFile(file);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  const LinkParams& p = loaded.value()->table().link(LinkType::kLoopback);
+  EXPECT_GT(p.flow_gbps, 0.01);
+  EXPECT_LT(p.flow_gbps, 1000.0);
+  EXPECT_NE(p.flow_gbps, LinkTable::Defaults().link(LinkType::kLoopback).flow_gbps);
+  unlink(file.c_str());
+}
+
+// The tiers of a 2-host x 2-rank fabric: shm inside a host, network between them, each with a
+// pair that actually has that link.
+TEST(Calibrate, TiersOfTwoHostsAreShmAndNetwork) {
+  auto f = MakePreset("netns:2x2");
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  std::vector<TierMeasurement> tiers = CalibrationTiers(*f.value(), true);
+  ASSERT_EQ(tiers.size(), 2u);
+  for (const TierMeasurement& t : tiers) EXPECT_EQ(f.value()->Link(t.a, t.b, true), t.type);
+  EXPECT_EQ(tiers[0].type, LinkType::kSameNuma);
+  EXPECT_EQ(tiers[1].type, LinkType::kNetwork);
+}
+
+// A measured 2 Gbit/s network tier makes the model see the shaped link: every host's NIC and
+// the network stream carry the measured rate, and a 64 MiB transfer between hosts is
+// predicted near 64 MiB / 0.25 GB/s instead of the unshaped default.
+TEST(Calibrate, AppliedNetworkRateReachesRoutesAndNics) {
+  auto f = MakePreset("netns:2x2");
+  ASSERT_TRUE(f.ok());
+  TierMeasurement net;
+  net.type = LinkType::kNetwork;
+  net.a = 0;
+  net.b = 2;
+  net.oneway_us = 60;
+  net.gbps = 0.25;
+  auto cal = ApplyCalibration(*f.value(), {net});
+  ASSERT_TRUE(cal.ok()) << cal.status().message();
+  const Fabric& c = *cal.value();
+  for (int h = 0; h < c.nhosts(); ++h)
+    for (const NicInfo& n : c.host(h).nics) EXPECT_DOUBLE_EQ(n.gbps, 0.25);
+  Route r = c.RouteOf(0, 2, true);
+  EXPECT_DOUBLE_EQ(r.flow_gbps, 0.25);
+  EXPECT_GE(r.latency_us + r.overhead_us, 60.0 - 1e-9);
+  double slowest = 1e300;
+  for (int i = 0; i < r.nres; ++i) slowest = std::min(slowest, c.resource(r.res[i]).gbps);
+  EXPECT_DOUBLE_EQ(slowest, 0.25);
+  // Same digest on every rank needs the same numbers to give the same fabric.
+  auto again = ApplyCalibration(*f.value(), {net});
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again.value()->Digest(), c.Digest());
+  EXPECT_NE(f.value()->Digest(), c.Digest());
+}
+
+TEST(Calibrate, BadMeasurementsAreRefusedNamingTheTier) {
+  auto f = MakePreset("netns:2x2");
+  ASSERT_TRUE(f.ok());
+  TierMeasurement bad;
+  bad.type = LinkType::kNetwork;
+  bad.gbps = 0;
+  bad.oneway_us = 10;
+  auto cal = ApplyCalibration(*f.value(), {bad});
+  ASSERT_FALSE(cal.ok());
+  EXPECT_NE(cal.status().message().find("network"), std::string::npos) << cal.status().message();
+}
+
+TEST(Calibrate, EnvironmentSwitchAcceptsZeroOrOneOnly) {
+  unsetenv("WEFT_CALIBRATE");
+  ASSERT_TRUE(CalibrationRequested().ok());
+  EXPECT_FALSE(CalibrationRequested().value());
+  setenv("WEFT_CALIBRATE", "1", 1);
+  EXPECT_TRUE(CalibrationRequested().value());
+  setenv("WEFT_CALIBRATE", "yes please", 1);
+  StatusOr<bool> bad = CalibrationRequested();
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("WEFT_CALIBRATE='yes please'"), std::string::npos) << bad.status().message();
+  unsetenv("WEFT_CALIBRATE");
+}
+
+// Bad arguments: each fails with exit code 2 (usage) or 1 and a message naming the problem.
+TEST(Calibrate, ToolRejectsBadArgumentsClearly) {
+  std::string tool = BinPath("weft-topo");
+  std::string out;
+  EXPECT_EQ(RunShell(tool + " --calibrate --calibrate-ms abc", &out), 2);
+  EXPECT_NE(out.find("--calibrate-ms 'abc'"), std::string::npos) << out;
+  out.clear();
+  EXPECT_EQ(RunShell(tool + " --calibrate --calibrate-ms -5", &out), 2);
+  EXPECT_NE(out.find("--calibrate-ms '-5'"), std::string::npos) << out;
+  out.clear();
+  EXPECT_EQ(RunShell(tool + " --calibrate --preset host:2", &out), 2);
+  EXPECT_NE(out.find("--calibrate measures the job's own fabric"), std::string::npos) << out;
+  out.clear();
+  // Not launched as a job: no rank environment to join.
+  EXPECT_EQ(RunShell("env -u WEFT_RANK -u WEFT_WORLD_SIZE -u WEFT_ROOT -u RANK -u WORLD_SIZE -u MASTER_ADDR "
+                     "-u SLURM_PROCID -u OMPI_COMM_WORLD_RANK " + tool + " --calibrate",
+                     &out),
+            1);
+  EXPECT_NE(out.find("runs as one, e.g. weftrun -n 2 weft-topo --calibrate"), std::string::npos) << out;
+}
