@@ -20,6 +20,11 @@
 // (release: the peer may read what we wrote), and no step after a kWait issues before the
 // wait completes (acquire: we may read what the peer wrote before its signal). Local steps
 // (copy, reduce, finalize, direct read/reduce, signal) complete when issued.
+//
+// Step semantics live in one table, algorithms/step_table.h: for every op what it reads and
+// writes (the regions the hazard rule applies to), what it receives and sends, how it computes
+// dst, whether it is asynchronous and whether it is a fence. The executor, the checker and the
+// simulator all read it; a new op is a row there plus its executor case.
 #pragma once
 
 #include <cstddef>
@@ -65,7 +70,9 @@ enum class StepOp : uint8_t {
   kSignal,        // post a signal to `peer` (orders direct accesses)
   kWait,          // wait for the next signal from `peer`
   kFinalize,      // dst = finalize(dst): divides by nranks for weftAvg, no-op otherwise
+  // New ops go last (kLastStepOp below) and need a row in algorithms/step_table.cc.
 };
+constexpr StepOp kLastStepOp = StepOp::kFinalize;
 const char* StepOpName(StepOp op);
 
 struct Step {

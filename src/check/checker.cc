@@ -15,6 +15,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "algorithms/step_table.h"
+
 namespace weft {
 namespace {
 
@@ -50,11 +52,8 @@ bool Conflicts(const Access& a, const Access& b) {
   return false;
 }
 
-bool IsAsync(StepOp op) {
-  return op == StepOp::kSend || op == StepOp::kRecv || op == StepOp::kRecvReduce ||
-         op == StepOp::kWait;
-}
-bool IsPeerOp(StepOp op) { return op != StepOp::kCopy && op != StepOp::kReduce && op != StepOp::kFinalize; }
+// Op properties come from the step table (algorithms/step_table.h), the executor's source too.
+bool IsAsync(StepOp op) { return SemanticsOf(op).asynchronous; }
 bool IsReducing(Collective c) {
   return c == Collective::kAllReduce || c == Collective::kReduceScatter || c == Collective::kReduce;
 }
@@ -72,13 +71,9 @@ std::string RegionName(const Region& r) {
          std::to_string(r.offset + r.count) + ")";
 }
 std::string StepName(int rank, size_t index, const Step& s) {
-  std::string d = "rank " + std::to_string(rank) + " step " + std::to_string(index) + " (" +
-                  StepOpName(s.op);
-  if (s.peer >= 0 && IsPeerOp(s.op)) {
-    bool from = s.op == StepOp::kRecv || s.op == StepOp::kRecvReduce || s.op == StepOp::kWait ||
-                s.op == StepOp::kDirectRead || s.op == StepOp::kDirectReduce;
-    d += (from ? " from " : " to ") + std::to_string(s.peer);
-  }
+  const StepSemantics& m = SemanticsOf(s.op);
+  std::string d = "rank " + std::to_string(rank) + " step " + std::to_string(index) + " (" + m.name;
+  if (s.peer >= 0 && HasPeer(m)) d += (PeerIsSource(m) ? " from " : " to ") + std::to_string(s.peer);
   return d + ")";
 }
 std::string RankList(uint64_t mask) {
@@ -140,6 +135,7 @@ class Checker {
  private:
   Status Layouts();
   Status Structure();
+  Status StepStructure(int r, size_t i);
   Status Initialize();
   Status Simulate();
   Status Verify();
@@ -148,6 +144,7 @@ class Checker {
   Status Match(const std::pair<int, size_t>& send, const std::pair<int, size_t>& recv);
   Status CompleteAsync(int r, size_t i, const VClock* peer_vc);
   Status ApplyLocal(int r, size_t i);
+  Status Evaluate(int r, size_t i, const Val* received, Val* out);
   Status Combine(int r, size_t i, const Region& dst_region, const Val* a, const Val* b, Val* out,
                  size_t n, const char* what);
   Status WriteScratchCheck(int r, size_t i, const Region& dst, const uint32_t* writer_vc);
@@ -236,19 +233,11 @@ Range Checker::Resolve(int r, const Region& reg) const {
 
 Access Checker::AccessOf(int r, const Step& s) const {
   Access a;
-  auto R = [&](const Region& g) { return g.count == 0 ? Range{} : Resolve(r, g); };
-  switch (s.op) {
-    case StepOp::kSend: a.read[0] = R(s.src); break;
-    case StepOp::kRecv: a.write = R(s.dst); break;
-    case StepOp::kRecvReduce:
-    case StepOp::kCopy:
-    case StepOp::kDirectReduce: a.read[0] = R(s.src); a.write = R(s.dst); break;
-    case StepOp::kReduce: a.read[0] = R(s.src); a.read[1] = R(s.dst); a.write = R(s.dst); break;
-    case StepOp::kFinalize:
-    case StepOp::kDirectRead: a.write = R(s.dst); break;
-    case StepOp::kSignal:
-    case StepOp::kWait: break;
-  }
+  auto R = [&](const Region* g) { return g == nullptr || g->count == 0 ? Range{} : Resolve(r, *g); };
+  StepRegions g = LocalRegions(s);
+  a.read[0] = R(g.read[0]);
+  a.read[1] = R(g.read[1]);
+  a.write = R(g.write);
   return a;
 }
 
@@ -270,69 +259,71 @@ Status Checker::Structure() {
     if (rs.output_count > L.out_user)
       return InvalidArgument(who + " declares output_count " + std::to_string(rs.output_count) +
                              " but the caller's output holds " + std::to_string(L.out_user));
-    for (size_t i = 0; i < rs.steps.size(); ++i) {
-      const Step& s = rs.steps[i];
-      // The step's name is built only on error (StepName): this loop is hot in the sweeps.
-      if (IsPeerOp(s.op)) {
-        if (s.peer < 0 || s.peer >= p_)
-          return InvalidArgument(StepName(r, i, s) + ": peer " + std::to_string(s.peer) + " out of range [0, " +
-                                 std::to_string(p_) + ")");
-        if (s.peer == r) return InvalidArgument(StepName(r, i, s) + ": peer is the rank itself");
-      }
-      auto in_bounds = [&](int rank, const Region& g, const char* role) -> Status {
-        const RankSchedule& t = sched_.ranks[rank];
-        size_t limit = g.buffer == Buffer::kInput ? t.input_count
-                       : g.buffer == Buffer::kOutput ? t.output_count : t.scratch_count;
-        if (g.offset + g.count > limit || g.offset + g.count < g.offset)
-          return InvalidArgument(StepName(r, i, s) + ": " + role + " " + RegionName(g) + " exceeds rank " +
-                                 std::to_string(rank) + "'s " + BufName(g.buffer) + "_count " +
-                                 std::to_string(limit));
-        return OkStatus();
-      };
-      bool reads_src = s.op == StepOp::kSend || s.op == StepOp::kRecvReduce ||
-                       s.op == StepOp::kCopy || s.op == StepOp::kReduce ||
-                       s.op == StepOp::kDirectReduce;
-      bool writes_dst = s.op == StepOp::kRecv || s.op == StepOp::kRecvReduce ||
-                        s.op == StepOp::kCopy || s.op == StepOp::kReduce ||
-                        s.op == StepOp::kDirectRead || s.op == StepOp::kDirectReduce ||
-                        s.op == StepOp::kFinalize;
-      bool remote = s.op == StepOp::kDirectRead || s.op == StepOp::kDirectReduce;
-      if (reads_src) WEFT_RETURN_IF_ERROR(in_bounds(r, s.src, "src"));
-      if (writes_dst) WEFT_RETURN_IF_ERROR(in_bounds(r, s.dst, "dst"));
-      if (remote) {
-        if (s.remote.buffer != Buffer::kScratch)
-          return InvalidArgument(StepName(r, i, s) + ": remote region " + RegionName(s.remote) +
-                                 " must be the peer's scratch (only windows are mapped)");
-        WEFT_RETURN_IF_ERROR(in_bounds(s.peer, s.remote, "remote"));
-        if (s.remote.count != s.dst.count)
-          return InvalidArgument(StepName(r, i, s) + ": remote " + RegionName(s.remote) + " and dst " +
-                                 RegionName(s.dst) + " differ in size");
-      }
-      if ((s.op == StepOp::kRecvReduce || s.op == StepOp::kCopy || s.op == StepOp::kReduce ||
-           s.op == StepOp::kDirectReduce) && s.src.count != s.dst.count)
-        return InvalidArgument(StepName(r, i, s) + ": src " + RegionName(s.src) + " and dst " +
-                               RegionName(s.dst) + " differ in size");
-      if (writes_dst && s.dst.count > 0) {
-        Range w = Resolve(r, s.dst);
-        if (w.space == kUser && (w.lo < L.out_base || w.hi > L.out_base + L.out_user))
-          return InvalidArgument(StepName(r, i, s) + ": writes " + RegionName(s.dst) +
-                                 (s.dst.buffer == Buffer::kInput ? " (the caller's input is read-only)"
-                                                                 : " outside the caller's output") +
-                                 (opt_.in_place ? " in-place" : " out-of-place"));
-      }
-      if (s.op == StepOp::kFinalize && !IsReducing(req_.collective))
-        return InvalidArgument(StepName(r, i, s) + ": finalize in " + CollectiveName(req_.collective) +
-                               ", which reduces nothing (it would divide data)");
-      if (s.op == StepOp::kCopy && s.dst.count > 0) {
-        Range a = Resolve(r, s.src), b = Resolve(r, s.dst);
-        if (a.Overlaps(b) && a.lo != b.lo)
-          return InvalidArgument(StepName(r, i, s) + ": src " + RegionName(s.src) + " and dst " +
-                                 RegionName(s.dst) + " partially overlap");
-      }
-      if (remote || s.op == StepOp::kSignal || s.op == StepOp::kWait) track_hb_ = true;
-      if (IsAsync(s.op)) ++ranks_[r].total_async;
-    }
+    for (size_t i = 0; i < rs.steps.size(); ++i) WEFT_RETURN_IF_ERROR(StepStructure(r, i));
   }
+  return OkStatus();
+}
+
+// One step's static checks, driven by its row of the step table: peers in range, regions
+// inside the declared buffers, writes only to the caller's output or scratch, matching sizes.
+// The step's name is built only on error (StepName): this runs for every step of every sweep.
+Status Checker::StepStructure(int r, size_t i) {
+  const Step& s = sched_.ranks[r].steps[i];
+  const StepSemantics& m = SemanticsOf(s.op);
+  const Layout& L = ranks_[r].layout;
+  if (static_cast<int>(s.op) >= kNumStepOps)
+    return InvalidArgument(StepName(r, i, s) + ": op " + std::to_string(static_cast<int>(s.op)) +
+                           " has no row in the step table");
+  if (HasPeer(m)) {
+    if (s.peer < 0 || s.peer >= p_)
+      return InvalidArgument(StepName(r, i, s) + ": peer " + std::to_string(s.peer) + " out of range [0, " +
+                             std::to_string(p_) + ")");
+    if (s.peer == r) return InvalidArgument(StepName(r, i, s) + ": peer is the rank itself");
+  }
+  auto in_bounds = [&](int rank, const Region& g, const char* role) -> Status {
+    const RankSchedule& t = sched_.ranks[rank];
+    size_t limit = g.buffer == Buffer::kInput ? t.input_count
+                   : g.buffer == Buffer::kOutput ? t.output_count : t.scratch_count;
+    if (g.offset + g.count > limit || g.offset + g.count < g.offset)
+      return InvalidArgument(StepName(r, i, s) + ": " + role + " " + RegionName(g) + " exceeds rank " +
+                             std::to_string(rank) + "'s " + BufName(g.buffer) + "_count " +
+                             std::to_string(limit));
+    return OkStatus();
+  };
+  if (m.reads_src) WEFT_RETURN_IF_ERROR(in_bounds(r, s.src, "src"));
+  if (m.writes_dst || m.reads_dst) WEFT_RETURN_IF_ERROR(in_bounds(r, s.dst, "dst"));
+  if (m.reads_remote) {
+    if (s.remote.buffer != Buffer::kScratch)
+      return InvalidArgument(StepName(r, i, s) + ": remote region " + RegionName(s.remote) +
+                             " must be the peer's scratch (only windows are mapped)");
+    WEFT_RETURN_IF_ERROR(in_bounds(s.peer, s.remote, "remote"));
+    if (s.remote.count != s.dst.count)
+      return InvalidArgument(StepName(r, i, s) + ": remote " + RegionName(s.remote) + " and dst " +
+                             RegionName(s.dst) + " differ in size");
+  }
+  if (m.same_size_src_dst && s.src.count != s.dst.count)
+    return InvalidArgument(StepName(r, i, s) + ": src " + RegionName(s.src) + " and dst " +
+                           RegionName(s.dst) + " differ in size");
+  if (m.writes_dst && s.dst.count > 0) {
+    Range w = Resolve(r, s.dst);
+    if (w.space == kUser && (w.lo < L.out_base || w.hi > L.out_base + L.out_user))
+      return InvalidArgument(StepName(r, i, s) + ": writes " + RegionName(s.dst) +
+                             (s.dst.buffer == Buffer::kInput ? " (the caller's input is read-only)"
+                                                             : " outside the caller's output") +
+                             (opt_.in_place ? " in-place" : " out-of-place"));
+  }
+  if (m.combine == StepCombine::kFinalizeIn && !IsReducing(req_.collective))
+    return InvalidArgument(StepName(r, i, s) + ": finalize in " + CollectiveName(req_.collective) +
+                           ", which reduces nothing (it would divide data)");
+  // Kernels take dst disjoint from, or equal to, each operand (kernels/reduce.h).
+  if (m.reads_src && m.writes_dst && s.dst.count > 0) {
+    Range a = Resolve(r, s.src), b = Resolve(r, s.dst);
+    if (a.Overlaps(b) && a.lo != b.lo)
+      return InvalidArgument(StepName(r, i, s) + ": src " + RegionName(s.src) + " and dst " +
+                             RegionName(s.dst) + " partially overlap");
+  }
+  if (m.needs_direct) track_hb_ = true;
+  if (m.asynchronous) ++ranks_[r].total_async;
   return OkStatus();
 }
 
@@ -422,56 +413,71 @@ Status Checker::ReadRemoteCheck(int r, size_t i, int peer, const Region& remote)
   return OkStatus();
 }
 
-Status Checker::ApplyLocal(int r, size_t i) {
-  RankState& st = ranks_[r];
-  const Step& s = st.sched->steps[i];
+// The value a step writes to dst, dst = Combine(lhs, rhs) as its row of the step table says,
+// into `out`. `received`: the message's values, for steps that receive.
+Status Checker::Evaluate(int r, size_t i, const Val* received, Val* out) {
+  const Step& s = ranks_[r].sched->steps[i];
+  const StepSemantics& m = SemanticsOf(s.op);
   const size_t n = s.dst.count;
-  if (track_hb_ && (s.op == StepOp::kDirectRead || s.op == StepOp::kDirectReduce))
-    WEFT_RETURN_IF_ERROR(ReadRemoteCheck(r, i, s.peer, s.remote));
-  if (track_hb_ && s.dst.count > 0 && s.op != StepOp::kSignal)
-    WEFT_RETURN_IF_ERROR(WriteScratchCheck(r, i, s.dst, st.clock.data()));
-  if (!track_values_ || n == 0) return OkStatus();
-  std::vector<Val> tmp(n);
-  switch (s.op) {
-    case StepOp::kCopy:
-    case StepOp::kDirectRead: {
-      const Val* src = s.op == StepOp::kCopy ? Ptr(r, s.src) : Ptr(s.peer, s.remote);
-      for (size_t e = 0; e < n; ++e) {
-        if (src[e].idx < 0)
-          return InvalidArgument(Where(r, i) + ": " +
-                                 (s.op == StepOp::kCopy ? RegionName(s.src) : "remote " + RegionName(s.remote)) +
-                                 " element " + std::to_string((s.op == StepOp::kCopy ? s.src : s.remote).offset + e) +
-                                 " is read before anything wrote it");
-        tmp[e] = src[e];
-      }
-      break;
+  auto operand = [&](StepOperand o) -> const Val* {
+    switch (o) {
+      case StepOperand::kSrc: return Ptr(r, s.src);
+      case StepOperand::kDst: return Ptr(r, s.dst);
+      case StepOperand::kRemote: return Ptr(s.peer, s.remote);
+      case StepOperand::kReceived: return received;
+      case StepOperand::kNone: break;
     }
-    case StepOp::kReduce:
-      WEFT_RETURN_IF_ERROR(Combine(r, i, s.dst, Ptr(r, s.dst), Ptr(r, s.src), tmp.data(), n, "reduce"));
-      break;
-    case StepOp::kDirectReduce:
-      WEFT_RETURN_IF_ERROR(Combine(r, i, s.dst, Ptr(r, s.src), Ptr(s.peer, s.remote), tmp.data(), n,
-                                   "direct_reduce"));
-      break;
-    case StepOp::kFinalize: {
-      const Val* d = Ptr(r, s.dst);
+    return nullptr;
+  };
+  // "input[0..4) element 2" for messages (a received operand was checked at the sender).
+  auto element_name = [&](StepOperand o, size_t e) {
+    const Region& g = o == StepOperand::kRemote ? s.remote : o == StepOperand::kDst ? s.dst : s.src;
+    return (o == StepOperand::kRemote ? "remote " : "") + RegionName(g) + " element " +
+           std::to_string(g.offset + e);
+  };
+  const Val* lhs = operand(m.lhs);
+  switch (m.combine) {
+    case StepCombine::kCopyIn:
+      for (size_t e = 0; e < n; ++e) {
+        if (lhs[e].idx < 0)
+          return InvalidArgument(Where(r, i) + ": " + element_name(m.lhs, e) +
+                                 " is read before anything wrote it");
+        out[e] = lhs[e];
+      }
+      return OkStatus();
+    case StepCombine::kReduceIn:
+      return Combine(r, i, s.dst, lhs, operand(m.rhs), out, n, m.name);
+    case StepCombine::kFinalizeIn:
       for (size_t e = 0; e < n; ++e) {
         auto fail = [&](const std::string& why) {
           return InvalidArgument(Where(r, i) + ": " + RegionName(s.dst) + " element " +
                                  std::to_string(s.dst.offset + e) + ": " + why);
         };
-        if (d[e].idx < 0) return fail("finalizes an element nothing wrote");
-        if (d[e].fin) return fail("finalized twice");
-        if (d[e].mask != full_)
+        if (lhs[e].idx < 0) return fail("finalizes an element nothing wrote");
+        if (lhs[e].fin) return fail("finalized twice");
+        if (lhs[e].mask != full_)
           return fail("finalized before it is complete (missing ranks " +
-                      RankList(full_ & ~d[e].mask) + ")");
-        tmp[e] = d[e];
-        tmp[e].fin = 1;
+                      RankList(full_ & ~lhs[e].mask) + ")");
+        out[e] = lhs[e];
+        out[e].fin = 1;
       }
-      break;
-    }
-    default: return OkStatus();
+      return OkStatus();
+    case StepCombine::kNothing: break;
   }
+  return OkStatus();
+}
+
+Status Checker::ApplyLocal(int r, size_t i) {
+  RankState& st = ranks_[r];
+  const Step& s = st.sched->steps[i];
+  const StepSemantics& m = SemanticsOf(s.op);
+  const size_t n = s.dst.count;
+  if (track_hb_ && m.reads_remote) WEFT_RETURN_IF_ERROR(ReadRemoteCheck(r, i, s.peer, s.remote));
+  if (track_hb_ && m.writes_dst && n > 0)
+    WEFT_RETURN_IF_ERROR(WriteScratchCheck(r, i, s.dst, st.clock.data()));
+  if (!track_values_ || n == 0 || m.combine == StepCombine::kNothing) return OkStatus();
+  std::vector<Val> tmp(n);
+  WEFT_RETURN_IF_ERROR(Evaluate(r, i, nullptr, tmp.data()));
   std::copy(tmp.begin(), tmp.end(), Ptr(r, s.dst));
   return OkStatus();
 }
@@ -486,7 +492,8 @@ Status Checker::Issue(int r, size_t i, const Access& a) {
     std::vector<size_t> keep;
     for (size_t j : st.unabsorbed) {
       const Step& sj = st.sched->steps[j];
-      bool follows = s.op == StepOp::kSignal || sj.op == StepOp::kWait ||
+      bool follows = SemanticsOf(s.op).fence == StepFence::kRelease ||
+                     SemanticsOf(sj.op).fence == StepFence::kAcquire ||
                      Conflicts(a, AccessOf(r, sj));
       if (follows) {
         const uint32_t* d = &st.done_vc[j * p_];
@@ -500,7 +507,7 @@ Status Checker::Issue(int r, size_t i, const Access& a) {
     st.clock[r] = static_cast<uint32_t>(i) + 1;
   }
   if (!IsAsync(s.op)) {
-    if (s.op == StepOp::kSignal) {
+    if (SemanticsOf(s.op).signals) {
       uint64_t key = static_cast<uint64_t>(r) * kMaxRanks + s.peer;
       signals_[key].push_back(track_hb_ ? st.clock : VClock());
       // A wait already posted may now complete.
@@ -520,7 +527,7 @@ Status Checker::Issue(int r, size_t i, const Access& a) {
   st.inflight.push_back(i);
   st.inflight_access.push_back(a);
   if (track_hb_) std::copy(st.clock.begin(), st.clock.end(), st.issue_vc.begin() + i * p_);
-  if (s.op == StepOp::kWait) {
+  if (SemanticsOf(s.op).waits) {
     ++st.waits_inflight;
     uint64_t key = static_cast<uint64_t>(s.peer) * kMaxRanks + r;
     size_t& matched = waits_matched_[key];
@@ -533,7 +540,7 @@ Status Checker::Issue(int r, size_t i, const Access& a) {
     waits_[key].push_back(i);
     return OkStatus();
   }
-  const bool is_send = s.op == StepOp::kSend;
+  const bool is_send = SemanticsOf(s.op).sends != StepOperand::kNone;
   const int src = is_send ? r : s.peer, dst = is_send ? s.peer : r;
   uint64_t key = (static_cast<uint64_t>(src) * kMaxRanks + dst) * 65536 + s.channel;
   Queue& q = queues_[key];
@@ -568,9 +575,8 @@ Status Checker::Match(const std::pair<int, size_t>& snd, const std::pair<int, si
       if (in[e].idx < 0)
         return InvalidArgument(Where(a, snd.second) + ": " + RegionName(ss.src) + " element " +
                                std::to_string(ss.src.offset + e) + " is sent before anything wrote it");
-    std::vector<Val> tmp(in, in + n);
-    if (rs.op == StepOp::kRecvReduce)
-      WEFT_RETURN_IF_ERROR(Combine(b, rcv.second, rs.dst, Ptr(b, rs.src), in, tmp.data(), n, "recv_reduce"));
+    std::vector<Val> tmp(n);
+    WEFT_RETURN_IF_ERROR(Evaluate(b, rcv.second, in, tmp.data()));
     std::copy(tmp.begin(), tmp.end(), Ptr(b, rs.dst));
   }
   VClock send_vc;
@@ -594,7 +600,8 @@ Status Checker::CompleteAsync(int r, size_t i, const VClock* peer_vc) {
       break;
     }
   }
-  if (s.op == StepOp::kWait) --st.waits_inflight;
+  const StepSemantics& m = SemanticsOf(s.op);
+  if (m.waits) --st.waits_inflight;
   ++st.completed_async;
   if (!dirty_[r]) {
     dirty_[r] = 1;
@@ -604,10 +611,10 @@ Status Checker::CompleteAsync(int r, size_t i, const VClock* peer_vc) {
     uint32_t* vc = &st.done_vc[i * p_];
     const uint32_t* iv = &st.issue_vc[i * p_];
     for (int q = 0; q < p_; ++q) vc[q] = peer_vc ? std::max(iv[q], (*peer_vc)[q]) : iv[q];
-    if ((s.op == StepOp::kRecv || s.op == StepOp::kRecvReduce) && s.dst.count > 0)
+    if (m.receives && m.writes_dst && s.dst.count > 0)
       WEFT_RETURN_IF_ERROR(WriteScratchCheck(r, i, s.dst, vc));
     // A send's completion carries no knowledge (see Match), so only recvs and waits matter.
-    if (s.op != StepOp::kSend) st.unabsorbed.push_back(i);
+    if (m.receives || m.waits) st.unabsorbed.push_back(i);
   }
   return OkStatus();
 }
@@ -618,7 +625,7 @@ Status Checker::TryIssue(int r, bool* progressed) {
   while (st.next < steps.size() && st.waits_inflight == 0 &&
          static_cast<int>(st.inflight.size()) < window_) {
     const Step& s = steps[st.next];
-    if (s.op == StepOp::kSignal && !st.inflight.empty()) break;  // release fence
+    if (SemanticsOf(s.op).fence == StepFence::kRelease && !st.inflight.empty()) break;
     Access a = AccessOf(r, s);
     bool blocked = false;
     for (const Access& f : st.inflight_access)

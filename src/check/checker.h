@@ -7,7 +7,8 @@
 // counting; reading an element nothing wrote is an uninitialized read; at the end every output
 // element must hold exactly the expected set. Errors name rank, step, op and region.
 //
-// Execution model (mirrors src/exec/executor.cc exactly):
+// Execution model (mirrors src/exec/executor.cc exactly; what each op reads, writes, receives
+// and sends, and which ops are asynchronous or fences, comes from algorithms/step_table.h):
 //   - each rank issues its steps in program order, at most `window` asynchronous steps in
 //     flight (send, recv, recv_reduce, wait); local steps (copy, reduce, finalize, direct
 //     read/reduce, signal) complete when issued;

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "algorithms/step_table.h"
 #include "common/log.h"
 #include "kernels/dtype.h"
 #include "kernels/reduce.h"
@@ -113,40 +114,20 @@ class Runner {
 };
 
 std::string Runner::Describe(const Step& s, size_t index) const {
-  std::string d = std::string(ctx_.what) + " step " + std::to_string(index) + " (" +
-                  StepOpName(s.op);
-  if (s.peer >= 0) {
-    bool from = s.op == StepOp::kRecv || s.op == StepOp::kRecvReduce || s.op == StepOp::kWait ||
-                s.op == StepOp::kDirectRead || s.op == StepOp::kDirectReduce;
-    d += (from ? " from rank " : " to rank ") + std::to_string(s.peer);
-  }
+  const StepSemantics& m = SemanticsOf(s.op);
+  std::string d = std::string(ctx_.what) + " step " + std::to_string(index) + " (" + m.name;
+  if (s.peer >= 0)
+    d += (PeerIsSource(m) ? " from rank " : " to rank ") + std::to_string(s.peer);
   return d + ")";
 }
 
+// The regions come from the step table, so the executor's hazards are the checker's.
 Access Runner::AccessOf(const Step& s) const {
+  StepRegions g = LocalRegions(s);
   Access a;
-  switch (s.op) {
-    case StepOp::kSend: a.read[0] = RangeOf(s.src); break;
-    case StepOp::kRecv: a.write = RangeOf(s.dst); break;
-    case StepOp::kRecvReduce:
-    case StepOp::kCopy:
-    case StepOp::kDirectReduce:
-      a.read[0] = RangeOf(s.src);
-      a.write = RangeOf(s.dst);
-      break;
-    case StepOp::kReduce:
-      a.read[0] = RangeOf(s.src);
-      a.read[1] = RangeOf(s.dst);
-      a.write = RangeOf(s.dst);
-      break;
-    case StepOp::kFinalize:
-    case StepOp::kDirectRead:
-      a.write = RangeOf(s.dst);
-      break;
-    case StepOp::kSignal:
-    case StepOp::kWait:
-      break;
-  }
+  for (int i = 0; i < 2; ++i)
+    if (g.read[i] != nullptr) a.read[i] = RangeOf(*g.read[i]);
+  if (g.write != nullptr) a.write = RangeOf(*g.write);
   return a;
 }
 
@@ -163,11 +144,7 @@ Transport* Runner::TransportFor(const Step& s, Status* st) const {
 Status Runner::Prepare() {
   size_t scratch_bytes = sched_.scratch_count * elem_;
   bool direct = false;
-  for (const Step& s : sched_.steps) {
-    if (s.op == StepOp::kDirectRead || s.op == StepOp::kDirectReduce ||
-        s.op == StepOp::kSignal || s.op == StepOp::kWait)
-      direct = true;
-  }
+  for (const Step& s : sched_.steps) direct |= SemanticsOf(s.op).needs_direct;
   if (direct) {
     if (ctx_.direct == nullptr)
       return InternalError(std::string(ctx_.what) +
@@ -221,8 +198,11 @@ Status Runner::Issue(size_t index) {
       Status st = ctx_.direct->Signal(s.peer, FirstTag(s.peer, kSignalled));
       return st.ok() ? st : st.WithContext(Describe(s, index));
     }
-    default:
-      break;
+    case StepOp::kSend:
+    case StepOp::kRecv:
+    case StepOp::kRecvReduce:
+    case StepOp::kWait:
+      break;  // asynchronous (the step table says so): posted below
   }
   // Asynchronous steps: send, recv, recv-reduce, wait.
   std::unique_ptr<InFlight> f;
@@ -235,7 +215,7 @@ Status Runner::Issue(size_t index) {
   f->index = index;
   f->step = &s;
   f->access = AccessOf(s);
-  f->is_wait = s.op == StepOp::kWait;
+  f->is_wait = SemanticsOf(s.op).fence == StepFence::kAcquire;
   Status st;
   if (s.op == StepOp::kWait) {
     f->transport = ctx_.direct;
@@ -322,7 +302,7 @@ Status Runner::Run() {
     // Issue in program order while the window and hazards allow.
     while (next < n && !fence_wait_ && static_cast<int>(inflight_.size()) < window_) {
       const Step& s = sched_.steps[next];
-      if (s.op == StepOp::kSignal && !inflight_.empty()) break;  // release fence
+      if (SemanticsOf(s.op).fence == StepFence::kRelease && !inflight_.empty()) break;
       Access a = AccessOf(s);
       bool blocked = false;
       for (const auto& f : inflight_)

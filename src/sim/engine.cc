@@ -7,62 +7,23 @@
 #include <queue>
 #include <unordered_map>
 
+#include "algorithms/step_table.h"
+
 namespace weft {
 namespace {
-
-bool IsAsync(StepOp op) {
-  return op == StepOp::kSend || op == StepOp::kRecv || op == StepOp::kRecvReduce || op == StepOp::kWait;
-}
 
 bool Overlap(const Region& a, const Region& b) {
   return a.count > 0 && b.count > 0 && a.buffer == b.buffer && a.offset < b.offset + b.count &&
          b.offset < a.offset + a.count;
 }
 
-// Local regions a step reads and writes (peer regions are ordered by signal/wait instead).
-struct Access {
-  const Region* reads[2];
-  int nreads = 0;
-  const Region* write = nullptr;
-};
-Access AccessOf(const Step& s) {
-  Access a;
-  switch (s.op) {
-    case StepOp::kSend: a.reads[a.nreads++] = &s.src; break;
-    case StepOp::kRecv: a.write = &s.dst; break;
-    case StepOp::kRecvReduce:
-    case StepOp::kCopy:
-    case StepOp::kDirectReduce:
-      a.reads[a.nreads++] = &s.src;
-      a.write = &s.dst;
-      break;
-    case StepOp::kReduce:
-      a.reads[a.nreads++] = &s.src;
-      a.reads[a.nreads++] = &s.dst;
-      a.write = &s.dst;
-      break;
-    case StepOp::kDirectRead:
-    case StepOp::kFinalize:
-      a.write = &s.dst;
-      break;
-    case StepOp::kSignal:
-    case StepOp::kWait:
-      break;
-  }
-  return a;
-}
-
+// Hazards on the local regions the step table names (peer regions are ordered by fences).
 bool Conflicts(const Step& earlier, const Step& later) {
-  Access e = AccessOf(earlier), l = AccessOf(later);
-  if (e.write) {
-    if (l.write && Overlap(*e.write, *l.write)) return true;
-    for (int i = 0; i < l.nreads; ++i)
-      if (Overlap(*e.write, *l.reads[i])) return true;
-  }
-  if (l.write)
-    for (int i = 0; i < e.nreads; ++i)
-      if (Overlap(*l.write, *e.reads[i])) return true;
-  return false;
+  StepRegions e = LocalRegions(earlier), l = LocalRegions(later);
+  auto hits = [](const Region* w, const Region* x) { return w && x && Overlap(*w, *x); };
+  if (e.write && (hits(e.write, l.write) || hits(e.write, l.read[0]) || hits(e.write, l.read[1])))
+    return true;
+  return l.write && (hits(l.write, e.read[0]) || hits(l.write, e.read[1]));
 }
 
 struct Event {
@@ -110,7 +71,7 @@ class Engine {
       if (ev.step >= 0) {
         auto it = std::find(rs.inflight.begin(), rs.inflight.end(), ev.step);
         if (it != rs.inflight.end()) rs.inflight.erase(it);
-        if (sched_.ranks[ev.rank].steps[ev.step].op == StepOp::kWait) rs.waits_inflight--;
+        if (SemanticsOf(sched_.ranks[ev.rank].steps[ev.step].op).waits) rs.waits_inflight--;
         rs.done = std::max(rs.done, ev.t);
       }
       WEFT_RETURN_IF_ERROR(Issue(ev.rank, ev.t));
@@ -159,7 +120,8 @@ class Engine {
       const RankSchedule& rs = sched_.ranks[r];
       size_t staging = 0;
       for (const Step& st : rs.steps)
-        if (st.op == StepOp::kRecvReduce) staging = std::max(staging, st.dst.count);
+        if (SemanticsOf(st.op).receives && SemanticsOf(st.op).combine == StepCombine::kReduceIn)
+          staging = std::max(staging, st.dst.count);
       ws[fabric_.rank(r).host] +=
           static_cast<double>(rs.input_count + rs.output_count + rs.scratch_count + staging) * elem_;
     }
@@ -268,7 +230,9 @@ class Engine {
     ++messages_;
     bytes_ += bytes;
     Push(arrive, send.rank, send.step);
-    double done = r.op == StepOp::kRecvReduce ? Compute(recv.rank, arrive, bytes, true, /*staging=*/true) : arrive;
+    // A receive that reduces lands in staging and is reduced from there (executor.cc).
+    const bool reduces = SemanticsOf(r.op).combine == StepCombine::kReduceIn;
+    double done = reduces ? Compute(recv.rank, arrive, bytes, true, /*staging=*/true) : arrive;
     Push(done, recv.rank, recv.step);
     return OkStatus();
   }
@@ -281,98 +245,106 @@ class Engine {
     while (rs.next < steps.size()) {
       if (rs.waits_inflight > 0) break;  // acquire fence
       const Step& st = steps[rs.next];
-      bool async = IsAsync(st.op);
-      if (async && static_cast<int>(rs.inflight.size()) >= window_) break;
-      if (st.op == StepOp::kSignal && !rs.inflight.empty()) break;  // release fence
+      const StepSemantics& m = SemanticsOf(st.op);
+      if (m.asynchronous && static_cast<int>(rs.inflight.size()) >= window_) break;
+      if (m.fence == StepFence::kRelease && !rs.inflight.empty()) break;
       bool blocked = false;
       for (int idx : rs.inflight)
         if (Conflicts(steps[idx], st)) { blocked = true; break; }
       if (blocked) break;
       int idx = static_cast<int>(rs.next++);
       ++steps_;
-      if (st.peer >= n || (st.peer < 0 && (async || st.op == StepOp::kSignal || st.op == StepOp::kDirectRead ||
-                                            st.op == StepOp::kDirectReduce)))
+      if (st.peer >= n || (st.peer < 0 && HasPeer(m)))
         return InvalidArgument("simulate " + sched_.algorithm + ": rank " + std::to_string(r) + " step " +
-                               std::to_string(idx) + " (" + StepOpName(st.op) + ") has peer " + std::to_string(st.peer) +
+                               std::to_string(idx) + " (" + m.name + ") has peer " + std::to_string(st.peer) +
                                " outside [0," + std::to_string(n) + ")");
-      if (async) {
+      if (m.asynchronous) {
         rs.inflight.push_back(idx);
-        if (st.op == StepOp::kSend) {
-          auto& q = queues_[Key(r, st.peer, n, st.channel)];
-          if (!q.recvs.empty()) {
-            Posted rv = q.recvs.front();
-            q.recvs.pop_front();
-            WEFT_RETURN_IF_ERROR(Match(Posted{r, idx}, rv, now));
-          } else {
-            q.sends.push_back(Posted{r, idx});
-          }
-        } else if (st.op == StepOp::kWait) {
-          rs.waits_inflight++;
-          auto& q = signals_[Key(st.peer, r, n, 0)];
-          if (!q.arrivals.empty()) {
-            Push(std::max(now, q.arrivals.front()), r, idx);
-            q.arrivals.pop_front();
-          } else {
-            q.waits.push_back(Posted{r, idx});
-          }
-        } else {
-          auto& q = queues_[Key(st.peer, r, n, st.channel)];
-          if (!q.sends.empty()) {
-            Posted sd = q.sends.front();
-            q.sends.pop_front();
-            WEFT_RETURN_IF_ERROR(Match(sd, Posted{r, idx}, now));
-          } else {
-            q.recvs.push_back(Posted{r, idx});
-          }
-        }
+        WEFT_RETURN_IF_ERROR(PostAsync(r, idx, now));
         continue;
       }
       // Local step: runs on the rank's thread; issuing resumes when it is done.
-      double end = now;
-      switch (st.op) {
-        case StepOp::kCopy:
-          end = Compute(r, now, static_cast<double>(st.dst.count) * elem_, false);
-          break;
-        case StepOp::kReduce:
-          end = Compute(r, now, static_cast<double>(st.dst.count) * elem_, true);
-          break;
-        case StepOp::kFinalize:
-          end = now + fabric_.Compute(r).overhead_us;
-          break;
-        case StepOp::kDirectRead:
-        case StepOp::kDirectReduce: {
-          double bytes = static_cast<double>(st.dst.count) * elem_;
-          end = Transfer(st.peer, r, kDirectChannel, now, bytes, /*direct=*/true);
-          if (st.op == StepOp::kDirectReduce) end = Compute(r, end, bytes, true);
-          ++messages_;
-          bytes_ += bytes;
-          break;
-        }
-        case StepOp::kSignal: {
-          // A signal is a flag store into the peer's mapped memory: a local step's cost,
-          // visible after the link's latency.
-          Route route = fabric_.RouteOf(r, st.peer, opt_.shm_enabled);
-          end = now + fabric_.Compute(r).overhead_us;
-          double arrival = end + route.latency_us;
-          auto& q = signals_[Key(r, st.peer, n, 0)];
-          if (!q.waits.empty()) {
-            Posted w = q.waits.front();
-            q.waits.pop_front();
-            Push(arrival, w.rank, w.step);
-          } else {
-            q.arrivals.push_back(arrival);
-          }
-          break;
-        }
-        default:
-          break;
-      }
+      double end = RunLocal(r, st, now);
       rs.busy_until = end;
       rs.done = std::max(rs.done, end);
       Push(end, r, -1);
       return OkStatus();
     }
     return OkStatus();
+  }
+
+  // An asynchronous step: its message (or wait) joins the queue of its stream and is matched
+  // with the peer's side when that is there.
+  Status PostAsync(int r, int idx, double now) {
+    const Step& st = sched_.ranks[r].steps[idx];
+    const StepSemantics& m = SemanticsOf(st.op);
+    const int n = sched_.nranks;
+    if (m.waits) {
+      ranks_[r].waits_inflight++;
+      auto& q = signals_[Key(st.peer, r, n, 0)];
+      if (!q.arrivals.empty()) {
+        Push(std::max(now, q.arrivals.front()), r, idx);
+        q.arrivals.pop_front();
+      } else {
+        q.waits.push_back(Posted{r, idx});
+      }
+      return OkStatus();
+    }
+    if (m.sends != StepOperand::kNone) {
+      auto& q = queues_[Key(r, st.peer, n, st.channel)];
+      if (q.recvs.empty()) {
+        q.sends.push_back(Posted{r, idx});
+        return OkStatus();
+      }
+      Posted rv = q.recvs.front();
+      q.recvs.pop_front();
+      return Match(Posted{r, idx}, rv, now);
+    }
+    auto& q = queues_[Key(st.peer, r, n, st.channel)];
+    if (q.sends.empty()) {
+      q.recvs.push_back(Posted{r, idx});
+      return OkStatus();
+    }
+    Posted sd = q.sends.front();
+    q.sends.pop_front();
+    return Match(sd, Posted{r, idx}, now);
+  }
+
+  // A synchronous step's cost, from what its row of the step table says it does; returns when
+  // the rank's thread is free again.
+  double RunLocal(int r, const Step& st, double now) {
+    const StepSemantics& m = SemanticsOf(st.op);
+    const double bytes = static_cast<double>(st.dst.count) * elem_;
+    if (m.signals) {
+      // A signal is a flag store into the peer's mapped memory: a local step's cost,
+      // visible after the link's latency.
+      Route route = fabric_.RouteOf(r, st.peer, opt_.shm_enabled);
+      double end = now + fabric_.Compute(r).overhead_us;
+      double arrival = end + route.latency_us;
+      auto& q = signals_[Key(r, st.peer, sched_.nranks, 0)];
+      if (!q.waits.empty()) {
+        Posted w = q.waits.front();
+        q.waits.pop_front();
+        Push(arrival, w.rank, w.step);
+      } else {
+        q.arrivals.push_back(arrival);
+      }
+      return end;
+    }
+    if (m.reads_remote) {
+      double end = Transfer(st.peer, r, kDirectChannel, now, bytes, /*direct=*/true);
+      if (m.combine == StepCombine::kReduceIn) end = Compute(r, end, bytes, true);
+      ++messages_;
+      bytes_ += bytes;
+      return end;
+    }
+    switch (m.combine) {
+      case StepCombine::kCopyIn: return Compute(r, now, bytes, false);
+      case StepCombine::kReduceIn: return Compute(r, now, bytes, true);
+      case StepCombine::kFinalizeIn: return now + fabric_.Compute(r).overhead_us;
+      case StepCombine::kNothing: break;
+    }
+    return now;
   }
 
   struct Queue {

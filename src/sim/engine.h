@@ -1,7 +1,8 @@
 // Discrete-event execution of a Schedule on a Fabric: the one timing engine behind both the
 // selector's cost model (src/tune) and weft-sim.
 //
-// It follows the executor's execution rule (algorithms/schedule.h, src/check/checker.h):
+// It follows the executor's execution rule (algorithms/schedule.h, src/check/checker.h), with
+// each op's reads, writes, messages and fences taken from algorithms/step_table.h:
 // ranks issue steps in program order, at most `window` asynchronous steps (send, recv,
 // recv_reduce, wait) in flight, a step only once no in-flight step of the rank overlaps it;
 // signal is a release fence, an in-flight wait an acquire fence; sends are rendezvous (the

@@ -1,0 +1,104 @@
+// The rows of the step-semantics table (see step_table.h for what each field means).
+#include "algorithms/step_table.h"
+
+#include <array>
+
+namespace weft {
+namespace {
+
+using Table = std::array<StepSemantics, kNumStepOps>;
+
+// Every row starts blank: a local step that touches nothing. Each op then states only what
+// it does, so a reader compares rows by their differences.
+StepSemantics& Row(Table& t, StepOp op, const char* name) {
+  StepSemantics& m = t[static_cast<size_t>(op)];
+  m = StepSemantics{op, name, StepCombine::kNothing, StepOperand::kNone, StepOperand::kNone,
+                    false, false, false, false, StepOperand::kNone, false, false, false,
+                    false, StepFence::kNone, false, false};
+  return m;
+}
+
+void MessageRows(Table& t) {
+  StepSemantics& send = Row(t, StepOp::kSend, "send");
+  send.reads_src = true;
+  send.sends = StepOperand::kSrc;
+  send.asynchronous = true;
+
+  StepSemantics& recv = Row(t, StepOp::kRecv, "recv");
+  recv.combine = StepCombine::kCopyIn;
+  recv.lhs = StepOperand::kReceived;
+  recv.writes_dst = recv.receives = recv.asynchronous = true;
+
+  // Local data first, received second: the order every reducing schedule documents.
+  StepSemantics& rr = Row(t, StepOp::kRecvReduce, "recv_reduce");
+  rr.combine = StepCombine::kReduceIn;
+  rr.lhs = StepOperand::kSrc;
+  rr.rhs = StepOperand::kReceived;
+  rr.reads_src = rr.writes_dst = rr.receives = rr.asynchronous = rr.same_size_src_dst = true;
+}
+
+void LocalRows(Table& t) {
+  StepSemantics& copy = Row(t, StepOp::kCopy, "copy");
+  copy.combine = StepCombine::kCopyIn;
+  copy.lhs = StepOperand::kSrc;
+  copy.reads_src = copy.writes_dst = copy.same_size_src_dst = true;
+
+  // dst = dst (op) src: the accumulator is the left operand.
+  StepSemantics& reduce = Row(t, StepOp::kReduce, "reduce");
+  reduce.combine = StepCombine::kReduceIn;
+  reduce.lhs = StepOperand::kDst;
+  reduce.rhs = StepOperand::kSrc;
+  reduce.reads_src = reduce.reads_dst = reduce.writes_dst = reduce.same_size_src_dst = true;
+
+  // Finalize rewrites dst in place; the write covers the read for the hazard rule.
+  StepSemantics& fin = Row(t, StepOp::kFinalize, "finalize");
+  fin.combine = StepCombine::kFinalizeIn;
+  fin.lhs = StepOperand::kDst;
+  fin.writes_dst = true;
+}
+
+void DirectRows(Table& t) {
+  StepSemantics& read = Row(t, StepOp::kDirectRead, "direct_read");
+  read.combine = StepCombine::kCopyIn;
+  read.lhs = StepOperand::kRemote;
+  read.writes_dst = read.reads_remote = read.needs_direct = true;
+
+  StepSemantics& red = Row(t, StepOp::kDirectReduce, "direct_reduce");
+  red.combine = StepCombine::kReduceIn;
+  red.lhs = StepOperand::kSrc;
+  red.rhs = StepOperand::kRemote;
+  red.reads_src = red.writes_dst = red.reads_remote = red.needs_direct = true;
+  red.same_size_src_dst = true;
+
+  StepSemantics& sig = Row(t, StepOp::kSignal, "signal");
+  sig.signals = sig.needs_direct = true;
+  sig.fence = StepFence::kRelease;
+
+  StepSemantics& wait = Row(t, StepOp::kWait, "wait");
+  wait.waits = wait.needs_direct = wait.asynchronous = true;
+  wait.fence = StepFence::kAcquire;
+}
+
+Table BuildTable() {
+  Table t{};
+  MessageRows(t);
+  LocalRows(t);
+  DirectRows(t);
+  return t;
+}
+
+}  // namespace
+
+const StepSemantics& SemanticsOf(StepOp op) {
+  static const Table table = BuildTable();
+  // An out-of-range value (a corrupted schedule) gets a blank row named "unknown": it touches
+  // nothing and has no peer, so the checker rejects it by name rather than crashing.
+  static const StepSemantics unknown{static_cast<StepOp>(255), "unknown", StepCombine::kNothing, StepOperand::kNone,
+                                     StepOperand::kNone, false, false, false, false,
+                                     StepOperand::kNone, false, false, false, false,
+                                     StepFence::kNone, false, false};
+  const size_t i = static_cast<size_t>(op);
+  return i < table.size() && table[i].name != nullptr ? table[i] : unknown;
+}
+
+}  // namespace weft

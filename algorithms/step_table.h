@@ -1,0 +1,82 @@
+// The step-semantics table: for every StepOp, what it reads, what it writes, what it receives
+// or sends, whether it completes asynchronously and whether it is a fence. Defined once here
+// and read by the executor (src/exec), the checker (src/check) and the simulator (src/sim), so
+// the three cannot disagree about an op: adding an op means one row here plus its executor
+// case (the kernel or transport call that carries it out).
+//
+// The value a step writes is described as dst = Combine(lhs, rhs):
+//   kCopyIn     dst = lhs               (copy, recv, direct read, the forwarding recv_copy_send)
+//   kReduceIn   dst = lhs (op) rhs      (the operand order is the reduction order: it decides
+//                                        the bits of non-associative float sums)
+//   kFinalizeIn dst = finalize(dst)     (avg's division, once)
+//   kNothing    no local write          (send, signal, wait)
+// where an operand is the step's src or dst region, the message received from `peer`, or the
+// peer's `remote` region (direct steps). A step that `sends` posts a message of its src to
+// `peer`.
+#pragma once
+
+#include <cstdint>
+
+#include "algorithms/schedule.h"
+
+namespace weft {
+
+enum class StepOperand : uint8_t { kNone, kSrc, kDst, kReceived, kRemote };
+enum class StepCombine : uint8_t { kNothing, kCopyIn, kReduceIn, kFinalizeIn };
+// kRelease: issues only once every earlier step of the rank has completed (what we wrote is
+// visible before the peer learns of it). kAcquire: while in flight, no later step issues
+// (what the peer wrote before its signal is visible to everything after the wait).
+enum class StepFence : uint8_t { kNone, kRelease, kAcquire };
+
+struct StepSemantics {
+  StepOp op;
+  const char* name;
+  StepCombine combine;
+  StepOperand lhs, rhs;   // operands of combine (kNone where unused)
+  bool reads_src;         // the local src region is read (by combine or by the send)
+  bool reads_dst;         // the local dst region is read before it is written (reduce)
+  bool writes_dst;        // the local dst region is written
+  bool receives;          // consumes the next message from `peer` on `channel`
+  StepOperand sends;      // kSrc: posts a message of that region to `peer`; kNone: none
+  bool reads_remote;      // reads the peer's mapped `remote` region
+  bool signals, waits;    // direct-transport counters (signal to / wait for `peer`)
+  bool asynchronous;      // completes after issue (holds a window slot while in flight)
+  StepFence fence;
+  bool needs_direct;      // needs the same-host window transport
+  bool same_size_src_dst; // src and dst must hold the same number of elements
+};
+
+// The row of `op`; every StepOp has one (tests/step_table_test.cc checks the enum is covered).
+const StepSemantics& SemanticsOf(StepOp op);
+// Number of StepOp values (the enum is dense from 0).
+constexpr int kNumStepOps = static_cast<int>(kLastStepOp) + 1;
+
+// ---- derived properties every consumer needs (one definition each) ----
+
+// A step talks to another rank (peer must be a valid other rank).
+inline bool HasPeer(const StepSemantics& m) {
+  return m.receives || m.sends != StepOperand::kNone || m.reads_remote || m.signals || m.waits;
+}
+// "from rank p" (data or signal comes from the peer) or "to rank p" in messages.
+inline bool PeerIsSource(const StepSemantics& m) {
+  return m.receives || m.reads_remote || m.waits;
+}
+
+// The local regions a step reads and writes, as pointers into the step (nullptr = none). The
+// hazard rule (schedule.h) is applied to these by all three consumers; peers' memory is ordered
+// by fences instead.
+struct StepRegions {
+  const Region* read[2] = {nullptr, nullptr};
+  const Region* write = nullptr;
+};
+inline StepRegions LocalRegions(const Step& s) {
+  const StepSemantics& m = SemanticsOf(s.op);
+  StepRegions a;
+  int n = 0;
+  if (m.reads_src) a.read[n++] = &s.src;
+  if (m.reads_dst) a.read[n++] = &s.dst;
+  if (m.writes_dst) a.write = &s.dst;
+  return a;
+}
+
+}  // namespace weft
