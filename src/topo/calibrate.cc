@@ -135,15 +135,18 @@ class Driver {
 
   // Rate (GB/s) from the slope between big/4 and big; the best of `reps` of each size (the
   // machine may be shared: the fastest run is the link, slower ones are interference).
+  // spread_ = slowest / fastest large probe: how much the machine's load moved them.
   StatusOr<double> Rate(size_t big, int reps) {
     size_t small = std::max<size_t>(big / 4, 4096);
-    double ts = 1e300, tb = 1e300;
+    double ts = 1e300, tb = 1e300, tb_max = 0;
     for (int i = 0; i < reps; ++i) {
       WEFT_ASSIGN_OR_RETURN(double s, TimeData(small));
       WEFT_ASSIGN_OR_RETURN(double b, TimeData(big));
       ts = std::min(ts, s);
       tb = std::min(tb, b);
+      tb_max = std::max(tb_max, b);
     }
+    spread_ = std::max(spread_, tb_max / tb);
     // A slope that is not positive (noise swamped a tiny difference): fall back to the big
     // probe's average rate, which only underestimates by its fixed costs.
     if (tb > ts) return static_cast<double>(big - small) / ((tb - ts) * 1e3);
@@ -157,11 +160,16 @@ class Driver {
     size_t s = lo;
     for (;;) {
       WEFT_ASSIGN_OR_RETURN(double t, TimeData(s));
-      if (t >= opt_.target_ms * 1e3 / 4 || s * 8 > hi) break;
+      // At least 4 MiB-equivalent (16 x lo) large probes: a loaded machine can stretch a
+      // small probe past target_ms / 4, and a burst of a token bucket (~4 ms of traffic)
+      // must stay small against the probe.
+      if ((t >= opt_.target_ms * 1e3 / 4 && s >= 4 * lo) || s * 8 > hi) break;
       s *= 2;
     }
     return std::min(hi, 4 * s);
   }
+
+  double spread() const { return spread_; }
 
   Status End() {
     Control c{kEnd, 0};
@@ -172,6 +180,7 @@ class Driver {
   PairLink& link_;
   const CalibrateOptions& opt_;
   std::vector<char> buf_;
+  double spread_ = 1;
 };
 
 // Rank a's measurement of one tier (figures in `m`).
@@ -197,6 +206,7 @@ Status DriveTier(const Fabric& fabric, PairLink& link, const CalibrateOptions& o
     WEFT_ASSIGN_OR_RETURN(m->gbps, d.Rate(big, 2));
     m->probe_bytes = static_cast<double>(big);
   }
+  m->spread = d.spread();
   return d.End();
 }
 
@@ -230,13 +240,13 @@ Status RunTier(const Fabric& fabric, const CalibrationPeers& peers, const Calibr
 
 // Rank a's figures to every rank (so every rank applies the same numbers).
 Status ShareMeasurements(const CalibrationPeers& peers, std::vector<TierMeasurement>* tiers) {
-  constexpr int kFields = 5;
+  constexpr int kFields = 6;
   const size_t n = tiers->size();
   std::vector<double> mine(n * kFields, 0.0), all(n * kFields * peers.nranks);
   for (size_t i = 0; i < n; ++i) {
     const TierMeasurement& m = (*tiers)[i];
     if (m.a != peers.rank) continue;
-    double v[kFields] = {m.oneway_us, m.gbps, m.dram_gbps, m.probe_bytes, m.seconds};
+    double v[kFields] = {m.oneway_us, m.gbps, m.dram_gbps, m.probe_bytes, m.seconds, m.spread};
     std::copy(v, v + kFields, mine.begin() + i * kFields);
   }
   if (n == 0) return OkStatus();
@@ -250,6 +260,7 @@ Status ShareMeasurements(const CalibrationPeers& peers, std::vector<TierMeasurem
     m.dram_gbps = v[2];
     m.probe_bytes = v[3];
     m.seconds = v[4];
+    m.spread = v[5];
   }
   return OkStatus();
 }
@@ -346,7 +357,8 @@ std::string CalibrationResult::Describe() const {
     o << LinkTypeName(m.type) << " (rank " << m.a << " -> " << m.b << "): one-way " << m.oneway_us << " us, "
       << m.gbps << " GB/s";
     if (m.dram_gbps > 0) o << " (beyond the LLC: " << m.dram_gbps << " GB/s)";
-    o << ", probes up to " << m.probe_bytes / (1 << 20) << " MiB, " << m.seconds * 1e3 << " ms\n";
+    o << ", probes up to " << m.probe_bytes / (1 << 20) << " MiB (repeats within " << m.spread << "x), "
+      << m.seconds * 1e3 << " ms\n";
   }
   o << "calibration took " << seconds * 1e3 << " ms\n";
   return o.str();

@@ -22,8 +22,8 @@
 // Rank a's figures reach every rank by one allgather, so every rank builds the same fabric
 // (same digest, same decisions).
 //
-// Cost (measured: see the report in perf/RESULTS.md "Calibration"): a few ms per shm tier, and
-// for a network tier ~4 x target_ms plus the probes' latency round trips.
+// Cost (measured, with the commands: perf/netns/CALIBRATION.md): a shm tier 0.2-0.6 s (its
+// beyond-LLC probes move ~300 MiB), a TCP tier ~0.1 s at 2 Gbit/s (~5 x target_ms).
 #pragma once
 
 #include <functional>
@@ -65,6 +65,9 @@ struct TierMeasurement {
   double dram_gbps = 0;     // memory tiers: one stream beyond the LLC; 0 = not measured
   double probe_bytes = 0;   // the large probe's size
   double seconds = 0;       // wall time this tier's probes took
+  // Slowest / fastest repetition of the large probe: near 1 on a quiet machine; well above
+  // it, the figures measure the machine's load as much as the link (the fastest is kept).
+  double spread = 1;
 };
 
 struct CalibrationResult {
