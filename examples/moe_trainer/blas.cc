@@ -1,17 +1,56 @@
-// blas.cc: Matmul through OpenBLAS. OpenBLAS splits the M and N dimensions over its threads and
-// never the K (summation) dimension, so results do not depend on the thread count.
+// blas.cc: Matmul through OpenBLAS. OpenBLAS itself always runs single-threaded here; with
+// more than one compute thread the rows of C are split over the trainer's pool
+// (thread_pool.h) and each slice is its own single-threaded sgemm. Why: OpenBLAS's pthread
+// workers spin-wait, and beside a second pool they fought each other and the other jobs on
+// the 2-core VM (2 threads ran 3.7x slower than 1); the pool's workers sleep instead. A row
+// of C is computed the same way whichever slice holds it (the summation dimension K is never
+// split), so results do not depend on the thread count.
 #include "blas.h"
 
 #include <cblas.h>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include "thread_pool.h"
 
 namespace moe {
 namespace {
-int g_threads = 1;
+// Every slice of a split product keeps at least this many multiply-adds: below about 1e6
+// OpenBLAS (0.3.21, x86-64) takes its small-matrix kernels, which sum in another order, so
+// a smaller slice would make results depend on the thread count. Measured: the default
+// config's losses are bitwise equal with 1 and 2 threads (test moe_trainer.threads).
+constexpr long kMinSliceWork = 1L << 20;
+
+void Sgemm(bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b,
+           int ldb, float beta, float* c, int ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m,
+              n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
 }
+
+// Rows [begin, end) of C: op(A)'s rows begin.. are A's rows (no transpose) or columns.
+void SgemmRows(bool ta, bool tb, int begin, int end, int n, int k, const float* a, int lda,
+               const float* b, int ldb, float beta, float* c, int ldc) {
+  if (end <= begin) return;
+  const float* a_rows = ta ? a + begin : a + static_cast<long>(begin) * lda;
+  Sgemm(ta, tb, end - begin, n, k, a_rows, lda, b, ldb, beta, c + static_cast<long>(begin) * ldc,
+        ldc);
+}
+
+void Gemm(bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb,
+          float beta, float* c, int ldc) {
+  const int parts = PoolThreads();
+  const int rows = (m + parts - 1) / parts;
+  const int step = (rows + 7) / 8 * 8;  // whole 8-row panels per slice
+  const int last_rows = m - (parts - 1) * step;  // the smallest slice
+  if (parts == 1 || last_rows <= 0 || static_cast<long>(last_rows) * n * k < kMinSliceWork) {
+    Sgemm(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  RunOnPool([&](int part, int parts_now) {  // nested in a pool part: one part, the whole product
+    const int begin = parts_now == 1 ? 0 : part * step;
+    const int end = parts_now == 1 ? m : (begin + step < m ? begin + step : m);
+    SgemmRows(ta, tb, begin, end, n, k, a, lda, b, ldb, beta, c, ldc);
+  });
+}
+}  // namespace
 
 void Matmul(const float* a, Trans trans_a, const float* b, Trans trans_b, float* c, int m, int n,
             int k, bool accumulate) {
@@ -22,26 +61,21 @@ void Matmul(const float* a, Trans trans_a, const float* b, Trans trans_b, float*
     return;
   }
   const bool ta = trans_a == Trans::kYes, tb = trans_b == Trans::kYes;
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m,
-              n, k, 1.0f, a, ta ? m : k, b, tb ? k : n, accumulate ? 1.0f : 0.0f, c, n);
+  Gemm(ta, tb, m, n, k, a, ta ? m : k, b, tb ? k : n, accumulate ? 1.0f : 0.0f, c, n);
 }
 
 void MatmulStrided(const float* a, int lda, Trans trans_a, const float* b, int ldb, Trans trans_b,
                    float* c, int ldc, int m, int n, int k, bool accumulate) {
   if (m == 0 || n == 0 || k == 0) return;  // callers never pass k == 0 here
-  cblas_sgemm(CblasRowMajor, trans_a == Trans::kYes ? CblasTrans : CblasNoTrans,
-              trans_b == Trans::kYes ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, lda, b, ldb,
-              accumulate ? 1.0f : 0.0f, c, ldc);
+  Gemm(trans_a == Trans::kYes, trans_b == Trans::kYes, m, n, k, a, lda, b, ldb,
+       accumulate ? 1.0f : 0.0f, c, ldc);
 }
 
 void SetComputeThreads(int threads) {
-  g_threads = threads < 1 ? 1 : threads;
-  openblas_set_num_threads(g_threads);
-#ifdef _OPENMP
-  omp_set_num_threads(g_threads);
-#endif
+  openblas_set_num_threads(1);  // parallelism comes from Gemm's row split (see the top)
+  SetPoolThreads(threads);
 }
 
-int ComputeThreads() { return g_threads; }
+int ComputeThreads() { return PoolThreads(); }
 
 }  // namespace moe

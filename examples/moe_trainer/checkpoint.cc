@@ -20,6 +20,9 @@ std::vector<std::vector<float>*> Arrays(Trainer* t) {
   std::vector<std::vector<float>*> arrays = {&t->model().params.dense, &t->model().params.expert,
                                              &t->optimizer().m, &t->optimizer().v};
   for (auto& bias : t->model().router_bias) arrays.push_back(&bias);
+  // Error-feedback residuals (--compress): what the codec still owes the next step.
+  for (auto& residual : t->parallel().residuals())
+    if (!residual.empty()) arrays.push_back(&residual);
   return arrays;
 }
 

@@ -1,8 +1,8 @@
 // checkpoint.h: save and restore everything a rank needs to continue bit for bit: the step,
 // parameters (dense and this rank's experts), the optimizer moments (full, or this rank's ZeRO
-// shards), and the router biases. One file per rank, written to a temporary name and renamed,
-// so a crash mid-write leaves the previous checkpoint intact. The data loader needs no state
-// (batches are a function of the step).
+// shards), the router biases and, with --compress, the error-feedback residuals. One file per
+// rank, written to a temporary name and renamed, so a crash mid-write leaves the previous
+// checkpoint intact. The data loader needs no state (batches are a function of the step).
 #ifndef MOE_TRAINER_CHECKPOINT_H_
 #define MOE_TRAINER_CHECKPOINT_H_
 

@@ -7,6 +7,8 @@
 #include <map>
 #include <sstream>
 
+#include <weft/weft_compress.h>
+
 namespace moe {
 
 const char* RouterName(RouterKind kind) {
@@ -73,7 +75,7 @@ const std::map<std::string, Setter>& Options() {
       INT_OPT("checkpoint-every", checkpoint_every), INT_OPT("stop-after", stop_after),
       STRING_OPT("data", data_dir), STRING_OPT("checkpoint-dir", checkpoint_dir),
       STRING_OPT("loss-file", loss_file), STRING_OPT("plot", plot_png),
-      STRING_OPT("compress", compress),
+      STRING_OPT("compress", compress), STRING_OPT("compress-dispatch", compress_dispatch),
       {"router",
        [](const std::string& v, TrainConfig* c) {
          if (v == "softmax") c->model.router = RouterKind::kSoftmax;
@@ -95,7 +97,7 @@ const std::map<std::string, Setter>& Options() {
 const std::map<std::string, bool TrainConfig::*>& Flags() {
   static const std::map<std::string, bool TrainConfig::*> flags = {
       {"zero1", &TrainConfig::zero1}, {"resume", &TrainConfig::resume},
-      {"quiet", &TrainConfig::quiet}};
+      {"quiet", &TrainConfig::quiet}, {"digest", &TrainConfig::digest}};
   return flags;
 }
 
@@ -129,13 +131,33 @@ Status Require(bool ok, const std::string& message) {
 }
 }  // namespace
 
+Status ParseCompression(const std::string& option, const std::string& text, weftCompression* spec) {
+  if (weftCompressionParse(text.c_str(), spec) == weftSuccess) return Status();
+  return Status::Error("--" + option + " '" + text + "' is not a compression spec (int8, fp8, "
+                       "1bit, ... as weftCompressionParse): " + weftGetLastError(nullptr));
+}
+
+// --compress: any codec weft has. --compress-dispatch: tokens are used as they arrive (no
+// error feedback can repair them), so only codecs that keep every value approximately.
+Status ValidateCompression(const TrainConfig& c) {
+  weftCompression spec;
+  if (!c.compress.empty()) MOE_RETURN_IF_ERROR(ParseCompression("compress", c.compress, &spec));
+  if (c.compress_dispatch.empty()) return Status();
+  MOE_RETURN_IF_ERROR(ParseCompression("compress-dispatch", c.compress_dispatch, &spec));
+  if (spec.codec == weftCodecTopK || spec.codec == weftCodecSign1)
+    return Status::Error("--compress-dispatch '" + c.compress_dispatch + "': " +
+                         weftCodecName(spec.codec) + " drops or flattens token values; use a "
+                         "cast or block codec (fp8, int8, bf16, ...)");
+  if (c.ep < 2)
+    return Status::Error("--compress-dispatch '" + c.compress_dispatch + "' needs --ep >= 2 "
+                         "(with --ep " + std::to_string(c.ep) + " no tokens are dispatched)");
+  return Status();
+}
+
 Status Validate(const TrainConfig& c, int world_size) {
   const ModelConfig& m = c.model;
   auto s = [](auto v) { return std::to_string(v); };
-  if (!c.compress.empty())
-    return Status::Error("--compress " + c.compress +
-                         ": gradient compression is not available yet (it needs weft's "
-                         "compressed collectives, which have not landed)");
+  MOE_RETURN_IF_ERROR(ValidateCompression(c));
   MOE_RETURN_IF_ERROR(Require(m.dim > 0 && m.layers > 0 && m.heads > 0 && m.seq_len > 1,
                               "--dim, --layers, --heads must be > 0 and --seq-len > 1"));
   MOE_RETURN_IF_ERROR(Require(m.dim % m.heads == 0 && m.HeadDim() % 2 == 0,
@@ -176,6 +198,8 @@ std::string Describe(const TrainConfig& c) {
     << " router=" << RouterName(m.router) << " capacity_factor=" << m.capacity_factor
     << " batch=" << c.batch << " steps=" << c.steps << " warmup=" << c.warmup << " lr=" << c.lr
     << " ep=" << c.ep << " zero1=" << c.zero1 << " seed=" << c.seed;
+  if (!c.compress.empty()) o << " compress=" << c.compress;
+  if (!c.compress_dispatch.empty()) o << " compress_dispatch=" << c.compress_dispatch;
   return o.str();
 }
 
@@ -185,8 +209,11 @@ std::string UsageText() {
          "         --shared-experts --capacity-factor (0 = dropless) --aux-loss --z-loss --bias-gamma\n"
          "  train: --batch (global) --steps --warmup --lr --min-lr-ratio --weight-decay --grad-clip\n"
          "         --seed --threads --no-overlap\n"
+         "  comm:  --compress int8|fp8|1bit|SPEC (gradients, error feedback per bucket)\n"
+         "         --compress-dispatch fp8|SPEC (EP token dispatch)\n"
          "  ops:   --log-every --val-every --val-batches --data DIR --checkpoint-dir DIR\n"
          "         --checkpoint-every N --resume --stop-after N --loss-file F --plot F.png --quiet\n"
+         "         --digest (every rank prints a hash of its parameters at the end)\n"
          "  launch N ranks with: weftrun -n N moe_train ...\n";
 }
 

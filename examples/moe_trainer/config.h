@@ -63,8 +63,13 @@ struct TrainConfig {
   int stop_after = 0;  // stop after this many steps (tests resume); 0 = run all
   std::string loss_file;  // per-step losses (rank 0)
   std::string plot_png;   // loss curve, drawn with gnuplot at the end
-  std::string compress;   // not available yet: rejected with an error
+  // Gradient compression (weft_compress.h spec, e.g. "int8", "fp8", "1bit"; empty = off):
+  // DP buckets all-reduced (ZeRO-1: reduce-scattered) compressed, with error feedback per bucket.
+  std::string compress;
+  // EP token dispatch codec (e.g. "fp8"; empty = float32): the rows sent to the experts.
+  std::string compress_dispatch;
   bool quiet = false;
+  bool digest = false;    // every rank prints a hash of its parameters at the end (tests)
 };
 
 // Fills config from argv ("--name value"); --config PRESET is applied first.

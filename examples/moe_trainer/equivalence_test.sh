@@ -11,6 +11,10 @@
 #        (measured: bitwise on 2 ranks; ~1e-8 on EP=2 x DP=2, where the clip norm is summed
 #        from shards in another order)
 # resume 20 steps straight vs 10 steps + checkpoint + resume for 10        bitwise (both routers)
+# compress --compress int8 / fp8 / 1bit on 2 ranks (and int8 with ZeRO-1, fp8 EP dispatch):
+#        losses finite and decreasing, every rank's parameters identical   digests equal
+#        after the last step; resume with compression (residuals saved)    bitwise
+# threads 1 rank, default config, 2 steps: --threads 2 vs --threads 1     bitwise
 # bad    bad configurations fail with a message naming the argument       exit 1 + message
 #
 # Losses are written with 17 significant digits, so "bitwise" compares exact float values.
@@ -51,6 +55,31 @@ compare() {  # reference candidate rtol label   (rtol 0 = identical values)
              rtol == 0 ? "bitwise" : rtol, bad ? "FAIL" : "ok"
       exit bad
     }' "$1" "$2"
+}
+
+# Losses all finite, and the mean of the last 5 steps below the mean of the first 5 by >= 5%.
+decreasing() {  # loss-file label
+  awk -v label="$2" '
+    $1 == "train" { n++; loss[n] = $3; if ($3 != $3 + 0 || $3 ~ /nan|inf/) bad = 1 }
+    END {
+      if (n < 10) { print label ": only " n " steps"; exit 1 }
+      for (i = 1; i <= 5; i++) { first += loss[i] / 5; last += loss[n - 5 + i] / 5 }
+      ok = !bad && last < 0.95 * first
+      printf "%s: %d steps, loss %.4f -> %.4f (first/last 5 steps) %s\n", label, n, first, last,
+             bad ? "NOT FINITE" : (ok ? "ok" : "NOT DECREASING")
+      exit !ok
+    }' "$1"
+}
+
+# Every rank printed the same parameter digest (replicas identical, bit for bit).
+same_digest() {  # output-file label ranks
+  local lines distinct
+  lines=$(grep -c "params digest rank" "$1" || true)
+  distinct=$(grep "params digest rank" "$1" | sed 's/.*rank [0-9]*: //' | sort -u | wc -l)
+  if [ "$lines" != "$3" ] || [ "$distinct" != 1 ]; then
+    echo "$2: ranks' parameters differ (or digests missing):"; grep "params digest" "$1"; return 1
+  fi
+  echo "$2: $3 ranks hold identical parameters ok"
 }
 
 expect_error() {  # label expected-text args...
@@ -107,6 +136,36 @@ case "$mode" in
     train 2 "$work/zresumed" --zero1 --checkpoint-dir "$work/zckpt" --resume
     compare "$work/zstraight" "$work/zresumed" 0 "resume at step 10 (ZeRO-1)"
     ;;
+  compress)
+    for codec in int8 fp8 1bit; do
+      train 2 "$work/$codec" --compress "$codec" --digest >"$work/$codec.out"
+      decreasing "$work/$codec" "--compress $codec (2 ranks)"
+      same_digest "$work/$codec.out" "--compress $codec" 2
+    done
+    # ZeRO-1: reduce-scatter compressed, parameters all-gathered exactly.
+    train 2 "$work/zero" --compress int8 --zero1 --digest >"$work/zero.out"
+    decreasing "$work/zero" "--compress int8 --zero1"
+    same_digest "$work/zero.out" "--compress int8 --zero1" 2
+    # EP with fp8 token dispatch (and compressed dense gradients): the 2 ranks hold different
+    # experts, so only the dense digests must match.
+    train 2 "$work/ep" --ep 2 --compress-dispatch fp8 --compress int8 --digest >"$work/ep.out"
+    decreasing "$work/ep" "--ep 2 --compress-dispatch fp8 --compress int8"
+    sed -i 's/ experts [0-9a-f]*$//' "$work/ep.out"
+    same_digest "$work/ep.out" "--ep 2 --compress-dispatch fp8 (dense parameters)" 2
+    # The residuals are part of the checkpoint, so a resumed compressed run is the straight one.
+    train 2 "$work/straight" --compress 1bit
+    train 2 "$work/resumed" --compress 1bit --checkpoint-dir "$work/ckpt" --stop-after 10
+    train 2 "$work/resumed" --compress 1bit --checkpoint-dir "$work/ckpt" --resume
+    compare "$work/straight" "$work/resumed" 0 "resume at step 10 (--compress 1bit)"
+    ;;
+  threads)
+    # The default config: its products are big enough to be split over threads (the tiny
+    # one's are not). Slices keep OpenBLAS on the same kernels (blas.cc), so bitwise.
+    D=(--config default --steps 2 --warmup 1 --val-every 0 --quiet --data "${MOE_DATA:-/usr/share/games/fortunes}")
+    "$bin/moe_train" "${D[@]}" --threads 1 --loss-file "$work/t1"
+    "$bin/moe_train" "${D[@]}" --threads 2 --loss-file "$work/t2"
+    compare "$work/t1" "$work/t2" 0 "--threads 2 vs --threads 1 (default config)"
+    ;;
   bad)
     T=(--config tiny --steps 1 --warmup 0 --quiet)
     expect_error "experts % ep" "is not divisible by --ep" "${T[@]}" --experts 6 --ep 4
@@ -115,7 +174,10 @@ case "$mode" in
     expect_error "unknown router" "--router: 'relu'" "${T[@]}" --router relu
     expect_error "not a number" "--lr: 'fast' is not a number" "${T[@]}" --lr fast
     expect_error "unknown option" "unknown option '--bogus'" "${T[@]}" --bogus 1
-    expect_error "compression" "not available yet" "${T[@]}" --compress int8
+    expect_error "unknown codec" "--compress 'int9' is not a compression spec" "${T[@]}" --compress int9
+    expect_error "bad codec option" "--compress 'int8:block=0'" "${T[@]}" --compress int8:block=0
+    expect_error "dispatch codec" "--compress-dispatch '1bit': sign1" "${T[@]}" --ep 1 --compress-dispatch 1bit
+    expect_error "dispatch without EP" "--compress-dispatch 'fp8' needs --ep >= 2" "${T[@]}" --compress-dispatch fp8
     expect_error "missing data" "cannot open the fortunes directory" "${T[@]}" --data /nonexistent
     expect_error "resume without dir" "--resume needs --checkpoint-dir" "${T[@]}" --resume
     # Under weftrun every rank reports the same configuration error; ep must divide the ranks.

@@ -22,6 +22,14 @@ class ExpertExchange {
   // recv_rows[s] rows arrive from rank s, in rank order.
   virtual Status ExchangeRows(const float* send, const std::vector<size_t>& send_rows,
                               float* recv, const std::vector<size_t>& recv_rows, int width) = 0;
+  // The forward dispatch of token rows to their experts (same contract as ExchangeRows). It
+  // may travel compressed (--compress-dispatch fp8): the experts then compute on, and their
+  // weight gradients use, the decoded rows; the input gradient passes back through it as
+  // through an identity (a straight-through estimator, as fp8 dispatch in DeepSeek-V3).
+  virtual Status DispatchRows(const float* send, const std::vector<size_t>& send_rows,
+                              float* recv, const std::vector<size_t>& recv_rows, int width) {
+    return ExchangeRows(send, send_rows, recv, recv_rows, width);
+  }
 };
 
 class LocalExpertExchange : public ExpertExchange {

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "blas.h"
+#include "thread_pool.h"
 
 namespace moe {
 namespace {
@@ -78,7 +79,7 @@ Status MoeForward(const ModelConfig& m, const MoeWeights& w, const float* xn, in
   MOE_RETURN_IF_ERROR(exchange->ExchangeCounts(a->send_counts, &a->recv_counts));
   const size_t recv_rows = Sum(a->recv_counts);
   a->recv_x.resize(recv_rows * C);
-  MOE_RETURN_IF_ERROR(exchange->ExchangeRows(a->send_x.data(), RowsPerRank(a->send_counts, ranks),
+  MOE_RETURN_IF_ERROR(exchange->DispatchRows(a->send_x.data(), RowsPerRank(a->send_counts, ranks),
                                              a->recv_x.data(), RowsPerRank(a->recv_counts, ranks), C));
   // Experts, one segment at a time.
   a->recv_h1.resize(recv_rows * F);
@@ -101,16 +102,17 @@ Status MoeForward(const ModelConfig& m, const MoeWeights& w, const float* xn, in
   } else {
     std::memset(out, 0, sizeof(float) * N * C);
   }
-#pragma omp parallel for schedule(static) if (static_cast<long>(N) * k * C > 65536)
-  for (int t = 0; t < N; ++t)
-    for (int j = 0; j < k; ++j) {
-      const int slot = a->slot[t * k + j];
-      if (slot < 0) continue;
-      const float g = a->router.gate[t * k + j];
-      const float* y = &a->send_y[static_cast<size_t>(slot) * C];
-      float* o = out + static_cast<long>(t) * C;
-      for (int c = 0; c < C; ++c) o[c] += g * y[c];
-    }
+  ParallelFor(N, static_cast<long>(N) * k * C > 65536, [&](long lo, long hi) {
+    for (int t = static_cast<int>(lo); t < hi; ++t)
+      for (int j = 0; j < k; ++j) {
+        const int slot = a->slot[t * k + j];
+        if (slot < 0) continue;
+        const float g = a->router.gate[t * k + j];
+        const float* y = &a->send_y[static_cast<size_t>(slot) * C];
+        float* o = out + static_cast<long>(t) * C;
+        for (int c = 0; c < C; ++c) o[c] += g * y[c];
+      }
+  });
   return Status();
 }
 
@@ -122,22 +124,23 @@ Status MoeBackward(const ModelConfig& m, const MoeWeights& w, const float* xn, i
   // Gradients of the combine: to the expert outputs and to the gates.
   a->d_send.assign(a->send_x.size(), 0.0f);
   a->dgate.assign(static_cast<size_t>(N) * k, 0.0f);
-#pragma omp parallel for schedule(static) if (static_cast<long>(N) * k * C > 65536)
-  for (int t = 0; t < N; ++t)
-    for (int j = 0; j < k; ++j) {
-      const int slot = a->slot[t * k + j];
-      if (slot < 0) continue;
-      const float gate = a->router.gate[t * k + j];
-      const float* d = dout + static_cast<long>(t) * C;
-      const float* y = &a->send_y[static_cast<size_t>(slot) * C];
-      float* dy = &a->d_send[static_cast<size_t>(slot) * C];
-      float dot = 0.0f;
-      for (int c = 0; c < C; ++c) {
-        dot += d[c] * y[c];
-        dy[c] = gate * d[c];
+  ParallelFor(N, static_cast<long>(N) * k * C > 65536, [&](long lo, long hi) {
+    for (int t = static_cast<int>(lo); t < hi; ++t)
+      for (int j = 0; j < k; ++j) {
+        const int slot = a->slot[t * k + j];
+        if (slot < 0) continue;
+        const float gate = a->router.gate[t * k + j];
+        const float* d = dout + static_cast<long>(t) * C;
+        const float* y = &a->send_y[static_cast<size_t>(slot) * C];
+        float* dy = &a->d_send[static_cast<size_t>(slot) * C];
+        float dot = 0.0f;
+        for (int c = 0; c < C; ++c) {
+          dot += d[c] * y[c];
+          dy[c] = gate * d[c];
+        }
+        a->dgate[t * k + j] = dot;
       }
-      a->dgate[t * k + j] = dot;
-    }
+  });
   const std::vector<size_t> send_rows = RowsPerRank(a->send_counts, ranks);
   const std::vector<size_t> recv_rows = RowsPerRank(a->recv_counts, ranks);
   a->d_recv.resize(a->recv_x.size());
@@ -165,15 +168,16 @@ Status MoeBackward(const ModelConfig& m, const MoeWeights& w, const float* xn, i
   } else {
     std::memset(dxn, 0, sizeof(float) * N * C);
   }
-#pragma omp parallel for schedule(static) if (static_cast<long>(N) * k * C > 65536)
-  for (int t = 0; t < N; ++t)
-    for (int j = 0; j < k; ++j) {
-      const int slot = a->slot[t * k + j];
-      if (slot < 0) continue;
-      const float* d = &a->d_send[static_cast<size_t>(slot) * C];
-      float* dx = dxn + static_cast<long>(t) * C;
-      for (int c = 0; c < C; ++c) dx[c] += d[c];
-    }
+  ParallelFor(N, static_cast<long>(N) * k * C > 65536, [&](long lo, long hi) {
+    for (int t = static_cast<int>(lo); t < hi; ++t)
+      for (int j = 0; j < k; ++j) {
+        const int slot = a->slot[t * k + j];
+        if (slot < 0) continue;
+        const float* d = &a->d_send[static_cast<size_t>(slot) * C];
+        float* dx = dxn + static_cast<long>(t) * C;
+        for (int c = 0; c < C; ++c) dx[c] += d[c];
+      }
+  });
   a->dlogits.resize(static_cast<size_t>(N) * E);
   RouterBackward(m, a->logits.data(), a->router, a->dgate.data(), sequences, scale,
                  a->dlogits.data());

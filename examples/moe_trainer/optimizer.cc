@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "thread_pool.h"
+
 namespace moe {
 
 float LearningRate(const TrainConfig& c, int step) {
@@ -48,15 +50,16 @@ void AdamW::Step(const TrainConfig& c, int step, float lr, float grad_scale,
     const unsigned char* decay = (s.expert ? decay_expert_.data() : decay_dense_.data()) + s.begin;
     float* ms = m.data() + state;
     float* vs = v.data() + state;
-#pragma omp parallel for schedule(static) if (s.count > 65536)
-    for (size_t i = 0; i < s.count; ++i) {
-      const float grad = g[i] * grad_scale;
-      if (decay[i]) p[i] *= decay_factor;
-      ms[i] = ms[i] + (grad - ms[i]) * (1.0f - c.beta1);  // torch: exp_avg.lerp_(grad, 1-b1)
-      vs[i] = vs[i] * c.beta2 + (1.0f - c.beta2) * grad * grad;
-      const float denom = std::sqrt(vs[i]) / bias2_sqrt + c.adam_eps;
-      p[i] -= step_size * (ms[i] / denom);
-    }
+    ParallelFor(s.count, s.count > 65536, [&](long lo, long hi) {
+      for (long i = lo; i < hi; ++i) {
+        const float grad = g[i] * grad_scale;
+        if (decay[i]) p[i] *= decay_factor;
+        ms[i] = ms[i] + (grad - ms[i]) * (1.0f - c.beta1);  // torch: exp_avg.lerp_(grad, 1-b1)
+        vs[i] = vs[i] * c.beta2 + (1.0f - c.beta2) * grad * grad;
+        const float denom = std::sqrt(vs[i]) / bias2_sqrt + c.adam_eps;
+        p[i] -= step_size * (ms[i] / denom);
+      }
+    });
     state += s.count;
   }
 }

@@ -62,6 +62,14 @@ class WeftExpertExchange : public ExpertExchange {
     }
     static float dummy;  // weft wants valid pointers even for empty buffers
     CommTimer timer(&parallel_->comm_seconds_);
+    if (compressed_) {
+      compressed_ = false;
+      return parallel_->Check(
+          weftAllToAllvCompressed(s ? send : &dummy, send_counts.data(), send_displs.data(),
+                                  r ? recv : &dummy, recv_counts.data(), recv_displs.data(),
+                                  weftFloat32, &parallel_->dispatch_spec_, comm_, nullptr),
+          comm_, "compressed token dispatch (weftAllToAllvCompressed)");
+    }
     return parallel_->Check(
         weftAllToAllv(s ? send : &dummy, send_counts.data(), send_displs.data(),
                       r ? recv : &dummy, recv_counts.data(), recv_displs.data(), weftFloat32,
@@ -69,10 +77,17 @@ class WeftExpertExchange : public ExpertExchange {
         comm_, "expert rows (weftAllToAllv)");
   }
 
+  Status DispatchRows(const float* send, const std::vector<size_t>& send_rows, float* recv,
+                      const std::vector<size_t>& recv_rows, int width) override {
+    compressed_ = parallel_->compress_dispatch_;
+    return ExchangeRows(send, send_rows, recv, recv_rows, width);
+  }
+
  private:
   Parallel* parallel_;
   weftComm_t comm_;
   int size_, rank_;
+  bool compressed_ = false;  // the next ExchangeRows is a dispatch that travels compressed
 };
 
 Status Parallel::Check(weftResult_t result, weftComm_t comm, const char* what) {
@@ -90,6 +105,15 @@ Status Parallel::Create(const TrainConfig& config, std::unique_ptr<Parallel>* ou
     weftCommUserRank(p->world_, &p->world_rank_);
   }
   MOE_RETURN_IF_ERROR(Validate(config, p->world_size_));
+  // Validate has parsed both specs already; a failure here would be a bug, still reported.
+  p->compress_ = !config.compress.empty() && p->world_size_ > 1;
+  if (p->compress_ && weftCompressionParse(config.compress.c_str(), &p->grad_spec_) != weftSuccess)
+    return Status::Error("--compress " + config.compress + ": " + weftGetLastError(nullptr));
+  p->compress_dispatch_ = !config.compress_dispatch.empty();
+  if (p->compress_dispatch_ &&
+      weftCompressionParse(config.compress_dispatch.c_str(), &p->dispatch_spec_) != weftSuccess)
+    return Status::Error("--compress-dispatch " + config.compress_dispatch + ": " +
+                         weftGetLastError(nullptr));
   p->ep_size_ = config.ep;
   const int rank = p->world_rank_, ep = p->ep_size_;
   if (ep > 1) {
@@ -106,11 +130,17 @@ Status Parallel::Create(const TrainConfig& config, std::unique_ptr<Parallel>* ou
     MOE_RETURN_IF_ERROR(p->Check(weftStreamCreate(&p->world_stream_), p->world_, "weftStreamCreate"));
   if (p->expert_dp_comm_ != nullptr)
     MOE_RETURN_IF_ERROR(p->Check(weftStreamCreate(&p->expert_stream_), p->world_, "weftStreamCreate"));
+  if (p->compress_ && config.overlap) {
+    if (p->world_size_ > 1) p->world_worker_.reset(new BucketWorker());
+    if (p->expert_dp_comm_ != nullptr) p->expert_worker_.reset(new BucketWorker());
+  }
   *out = std::move(p);
   return Status();
 }
 
 Parallel::~Parallel() {
+  world_worker_.reset();  // joins: nothing of theirs may run once the communicators go
+  expert_worker_.reset();
   if (world_stream_) weftStreamDestroy(world_stream_);
   if (expert_stream_) weftStreamDestroy(expert_stream_);
   exchange_.reset();
@@ -153,9 +183,46 @@ std::vector<Segment> Parallel::OptimizerSegments(const ParamLayout& layout) cons
   return segments;
 }
 
-Status Parallel::ReduceBucket(const Bucket& b, ParamBuffers* grads, weftStream_t stream) {
+void Parallel::Prepare(const ParamLayout& layout) {
+  residuals_.assign(layout.buckets().size(), std::vector<float>());
+  if (!compress_) return;
+  for (size_t i = 0; i < layout.buckets().size(); ++i) {
+    const Bucket& b = layout.buckets()[i];
+    if (BucketComm(b) != nullptr) residuals_[i].assign(b.count, 0.0f);  // zero: nothing owed yet
+  }
+}
+
+BucketWorker* Parallel::BucketWorkerFor(const Bucket& b) const {
+  return (!b.expert || ep_size_ == 1) ? world_worker_.get() : expert_worker_.get();
+}
+
+// The residual carries what the codec dropped from this bucket last step into the next, so
+// the error does not accumulate (error feedback). Each bucket keeps its own: the codec's
+// error depends on the bucket's values and the residual must meet the same elements again.
+Status Parallel::ReduceBucketCompressed(const ParamLayout& layout, int bucket,
+                                        ParamBuffers* grads) {
+  const Bucket& b = layout.buckets()[bucket];
+  weftComm_t comm = BucketComm(b);
+  float* data = grads->BucketPtr(b);
+  float* residual = residuals_[bucket].data();
+  if (config_.zero1) {  // rank r keeps the reduced slice r, in place like the plain path
+    const size_t shard = b.count / BucketGroupSize(b);
+    return Check(weftReduceScatterCompressed(data, data + BucketGroupRank(b) * shard, shard,
+                                             weftFloat32, weftSum, &grad_spec_, residual, comm,
+                                             nullptr),
+                 comm, "compressed gradient reduce-scatter (weftReduceScatterCompressed)");
+  }
+  return Check(weftAllReduceCompressed(data, data, b.count, weftFloat32, weftSum, &grad_spec_,
+                                       residual, comm, nullptr),
+               comm, "compressed gradient all-reduce (weftAllReduceCompressed)");
+}
+
+Status Parallel::ReduceBucket(const ParamLayout& layout, int bucket, ParamBuffers* grads,
+                              weftStream_t stream) {
+  const Bucket& b = layout.buckets()[bucket];
   weftComm_t comm = BucketComm(b);
   if (comm == nullptr || b.count == 0) return Status();
+  if (compress_) return ReduceBucketCompressed(layout, bucket, grads);
   float* data = grads->BucketPtr(b);
   if (config_.zero1) {  // in place: rank r's reduced shard lands at r * shard
     const size_t shard = b.count / BucketGroupSize(b);
@@ -170,15 +237,22 @@ Status Parallel::ReduceBucket(const Bucket& b, ParamBuffers* grads, weftStream_t
 Status Parallel::BucketDone(const ParamLayout& layout, int bucket, ParamBuffers* grads) {
   if (!config_.overlap) return Status();
   const Bucket& b = layout.buckets()[bucket];
-  return ReduceBucket(b, grads, BucketStream(b));
+  if (!compress_) return ReduceBucket(layout, bucket, grads, BucketStream(b));
+  BucketWorker* worker = BucketWorkerFor(b);
+  if (worker == nullptr) return Status();  // no group to reduce over
+  worker->Submit([this, &layout, bucket, grads] { return ReduceBucket(layout, bucket, grads, nullptr); });
+  return Status();
 }
 
 Status Parallel::FinishGradients(const ParamLayout& layout, ParamBuffers* grads) {
   CommTimer timer(&comm_seconds_);
   if (!config_.overlap) {
-    for (const Bucket& b : layout.buckets()) MOE_RETURN_IF_ERROR(ReduceBucket(b, grads, nullptr));
+    for (size_t i = 0; i < layout.buckets().size(); ++i)
+      MOE_RETURN_IF_ERROR(ReduceBucket(layout, static_cast<int>(i), grads, nullptr));
     return Status();
   }
+  if (world_worker_) MOE_RETURN_IF_ERROR(world_worker_->Wait());
+  if (expert_worker_) MOE_RETURN_IF_ERROR(expert_worker_->Wait());
   if (world_stream_)
     MOE_RETURN_IF_ERROR(Check(weftStreamSynchronize(world_stream_), world_, "gradient stream"));
   if (expert_stream_)

@@ -5,8 +5,10 @@
 // over the whole world and expert gradients over the expert data-parallel group.
 //
 // Gradient buckets are reduced on weft host streams as backward hands them over (all-reduce,
-// or reduce-scatter for ZeRO-1); Finish() waits for them. Time the main thread spends blocked
-// in weft is counted as communication time.
+// or reduce-scatter for ZeRO-1); Finish() waits for them. With --compress they go through
+// weft's compressed collectives instead, each bucket with its own error-feedback residual, on
+// a BucketWorker thread per communicator (those calls block their caller). Time the main
+// thread spends blocked in weft is counted as communication time.
 #ifndef MOE_TRAINER_PARALLEL_H_
 #define MOE_TRAINER_PARALLEL_H_
 
@@ -14,7 +16,9 @@
 #include <vector>
 
 #include <weft/weft.h>
+#include <weft/weft_compress.h>
 
+#include "bucket_worker.h"
 #include "config.h"
 #include "expert_exchange.h"
 #include "optimizer.h"
@@ -37,6 +41,12 @@ class Parallel {
   int expert_dp_size() const { return world_size_ / ep_size_; }
   int expert_dp_rank() const { return world_rank_ / ep_size_; }
   ExpertExchange* exchange() { return exchange_.get(); }
+
+  // Sizes per-layout state (the error-feedback residuals); call once before training.
+  void Prepare(const ParamLayout& layout);
+  // Error-feedback residuals, one per bucket (empty: not compressed); saved in checkpoints.
+  std::vector<std::vector<float>>& residuals() { return residuals_; }
+  bool compressing() const { return compress_; }
 
   // The ranges of the parameter buffers this rank's optimizer updates.
   std::vector<Segment> OptimizerSegments(const ParamLayout& layout) const;
@@ -64,13 +74,20 @@ class Parallel {
   weftStream_t BucketStream(const Bucket& b) const;
   int BucketGroupRank(const Bucket& b) const;
   int BucketGroupSize(const Bucket& b) const;
-  Status ReduceBucket(const Bucket& b, ParamBuffers* grads, weftStream_t stream);
+  Status ReduceBucket(const ParamLayout& layout, int bucket, ParamBuffers* grads,
+                      weftStream_t stream);
+  Status ReduceBucketCompressed(const ParamLayout& layout, int bucket, ParamBuffers* grads);
+  BucketWorker* BucketWorkerFor(const Bucket& b) const;
 
   TrainConfig config_;
   int world_size_ = 1, world_rank_ = 0, ep_size_ = 1;
   weftComm_t world_ = nullptr, ep_comm_ = nullptr, expert_dp_comm_ = nullptr;
   weftStream_t world_stream_ = nullptr, expert_stream_ = nullptr;
   std::unique_ptr<ExpertExchange> exchange_;
+  bool compress_ = false, compress_dispatch_ = false;
+  weftCompression grad_spec_{}, dispatch_spec_{};
+  std::vector<std::vector<float>> residuals_;
+  std::unique_ptr<BucketWorker> world_worker_, expert_worker_;  // compressed + overlap only
   double comm_seconds_ = 0.0;
   friend class WeftExpertExchange;
 };

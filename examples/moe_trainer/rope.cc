@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "layers.h"
+#include "thread_pool.h"
 
 namespace moe {
 
@@ -28,21 +29,22 @@ namespace {
 // sign = +1 forward rotation, -1 inverse.
 void Rotate(float* qkv, int rows, int dim, int heads, const RopeTable& t, float sign) {
   const int head_dim = dim / heads, half = t.half;
-#pragma omp parallel for schedule(static) if (static_cast<long>(rows) * dim > 65536)
-  for (int r = 0; r < rows; ++r) {
-    const int pos = r % t.seq_len;
-    const float* c = &t.cos[pos * half];
-    const float* s = &t.sin[pos * half];
-    for (int part = 0; part < 2; ++part)  // q then k
-      for (int h = 0; h < heads; ++h) {
-        float* v = qkv + static_cast<long>(r) * 3 * dim + part * dim + h * head_dim;
-        for (int i = 0; i < half; ++i) {
-          const float a = v[i], b = v[i + half], sn = sign * s[i];
-          v[i] = a * c[i] - b * sn;
-          v[i + half] = b * c[i] + a * sn;
+  ParallelFor(rows, static_cast<long>(rows) * dim > 65536, [&](long lo, long hi) {
+    for (int r = static_cast<int>(lo); r < hi; ++r) {
+      const int pos = r % t.seq_len;
+      const float* c = &t.cos[pos * half];
+      const float* s = &t.sin[pos * half];
+      for (int part = 0; part < 2; ++part)  // q then k
+        for (int h = 0; h < heads; ++h) {
+          float* v = qkv + static_cast<long>(r) * 3 * dim + part * dim + h * head_dim;
+          for (int i = 0; i < half; ++i) {
+            const float a = v[i], b = v[i + half], sn = sign * s[i];
+            v[i] = a * c[i] - b * sn;
+            v[i + half] = b * c[i] + a * sn;
+          }
         }
-      }
-  }
+    }
+  });
 }
 }  // namespace
 

@@ -6,6 +6,7 @@
 
 #include "blas.h"
 #include "layers.h"
+#include "thread_pool.h"
 
 namespace moe {
 namespace {
@@ -14,8 +15,9 @@ inline float Sigmoid(float z) { return 1.0f / (1.0f + std::exp(-z)); }
 
 // a = silu(h1) * h3 over n elements.
 void GatedActivation(const float* h1, const float* h3, float* a, long n) {
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (long i = 0; i < n; ++i) a[i] = h1[i] * Sigmoid(h1[i]) * h3[i];
+  ParallelFor(n, n > 65536, [&](long lo, long hi) {
+    for (long i = lo; i < hi; ++i) a[i] = h1[i] * Sigmoid(h1[i]) * h3[i];
+  });
 }
 
 void AddInto(float* dst, const float* src, long n) {
@@ -51,13 +53,14 @@ void SwigluBackward(const float* x, int rows, int dim, int hidden, const SwigluW
   Matmul(a, Trans::kYes, dy, Trans::kNo, dw, hidden, dim, rows, false);
   AddInto(g.w2, dw, weight);
   Matmul(dy, Trans::kNo, w.w2, Trans::kYes, dh1, rows, hidden, dim, false);  // da into dh1
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (long i = 0; i < n; ++i) {
-    const float sig = Sigmoid(h1[i]);
-    const float da = dh1[i];
-    dh3[i] = da * h1[i] * sig;
-    dh1[i] = da * h3[i] * sig * (1.0f + h1[i] * (1.0f - sig));
-  }
+  ParallelFor(n, n > 65536, [&](long lo, long hi) {
+    for (long i = lo; i < hi; ++i) {
+      const float sig = Sigmoid(h1[i]);
+      const float da = dh1[i];
+      dh3[i] = da * h1[i] * sig;
+      dh1[i] = da * h3[i] * sig * (1.0f + h1[i] * (1.0f - sig));
+    }
+  });
   Matmul(dh1, Trans::kNo, w.w1, Trans::kYes, dx, rows, dim, hidden, false);
   Matmul(dh3, Trans::kNo, w.w3, Trans::kYes, dx, rows, dim, hidden, true);
   Matmul(x, Trans::kYes, dh1, Trans::kNo, dw, dim, hidden, rows, false);

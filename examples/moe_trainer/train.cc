@@ -62,6 +62,15 @@ Status WritePlot(const std::string& png, const Curve& curve) {
   return Status();
 }
 
+// FNV-1a over the bytes: replicas hold identical parameters exactly when their hashes match
+// (up to a 2^-64 chance), which is what the compression tests check across ranks.
+uint64_t Digest(const std::vector<float>& values) {
+  uint64_t h = 1469598103934665603ull;
+  const unsigned char* bytes = reinterpret_cast<const unsigned char*>(values.data());
+  for (size_t i = 0; i < values.size() * sizeof(float); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  return h;
+}
+
 class Run {
  public:
   Status Main(int argc, char** argv);
@@ -172,6 +181,13 @@ Status Run::Main(int argc, char** argv) {
                 "step time\n",
                 start, end - 1, last_val_, total_seconds_, total_tokens_ / total_seconds_,
                 100.0 * total_comm_ / total_seconds_);
+  if (config_.digest) {
+    const ParamBuffers& p = trainer_->model().params;
+    std::printf("params digest rank %d: dense %016llx experts %016llx\n", rank,
+                static_cast<unsigned long long>(Digest(p.dense)),
+                static_cast<unsigned long long>(Digest(p.expert)));
+    std::fflush(stdout);
+  }
   if (Leader() && !config_.plot_png.empty()) {
     MOE_RETURN_IF_ERROR(WritePlot(config_.plot_png, curve_));
     if (!config_.quiet) std::printf("loss curve: %s\n", config_.plot_png.c_str());

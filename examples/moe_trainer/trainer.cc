@@ -14,6 +14,7 @@ Status Trainer::Init() {
                                           parallel_->ep_rank(), world,
                                           parallel_->expert_dp_size());
   model_.reset(new Model(config_.model, layout));
+  parallel_->Prepare(model_->layout());
   InitParams(model_->layout(), config_.seed, &model_->params);
   optimizer_.Init(model_->layout(), parallel_->OptimizerSegments(model_->layout()));
   return Status();

@@ -40,6 +40,7 @@ class Trainer {
   Model& model() { return *model_; }
   AdamW& optimizer() { return optimizer_; }
   const TrainConfig& config() const { return config_; }
+  Parallel& parallel() { return *parallel_; }
 
  private:
   LossScale Scale() const;
