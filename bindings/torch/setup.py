@@ -51,7 +51,7 @@ if not os.path.exists(os.path.join(library_dir, "libweft.so")):
     raise SystemExit(f"weft_torch: libweft.so not found in {library_dir}; build weft first "
                      "(scripts/setup.sh) or set WEFT_BUILD_DIR / WEFT_PREFIX")
 SOURCES = ["module.cc", "weft_backend.cc", "collectives.cc", "weft_work.cc", "tensor_args.cc",
-           "overhead_probe.cc"]
+           "overhead_probe.cc", "compressed_allreduce.cc"]
 
 setup(
     name="weft_torch",

@@ -19,9 +19,26 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("perform_nocolor_split",
            [](weft_torch::WeftBackend& self, py::object /*device*/) { self.splitNoColor(); },
            py::arg("device") = py::none(), py::call_guard<py::gil_scoped_release>())
+      .def("allreduce_compressed", &weft_torch::WeftBackend::allreduceCompressed,
+           py::arg("tensor"), py::arg("spec"), py::arg("residual") = py::none(),
+           py::arg("average") = true, py::call_guard<py::gil_scoped_release>(),
+           "weftAllReduceCompressed on tensor in place, queued like an async collective; "
+           "returns the Work (its Future holds [tensor]).")
       .def("comm_split_count", &weft_torch::WeftBackend::splitCount)
       .def("last_algorithm", &weft_torch::WeftBackend::lastAlgorithm,
            "The algorithm weft ran for the last collective of this group (e.g. \"ring\").");
+  py::class_<weft_torch::CompressionSpec>(m, "CompressionSpec")
+      .def(py::init<const std::string&>(), py::arg("text"))
+      .def_property_readonly("text", &weft_torch::CompressionSpec::text)
+      .def_property_readonly("codec", &weft_torch::CompressionSpec::codecName)
+      .def_property_readonly("block", [](const weft_torch::CompressionSpec& s) { return s.spec().block; })
+      .def_property_readonly("ratio", [](const weft_torch::CompressionSpec& s) { return s.spec().ratio; })
+      .def_property_readonly("seed", [](const weft_torch::CompressionSpec& s) { return s.spec().seed; })
+      .def_property_readonly("flags", [](const weft_torch::CompressionSpec& s) { return s.spec().flags; })
+      .def("encoded_bytes", &weft_torch::CompressionSpec::encodedBytes, py::arg("count"))
+      .def("__repr__", [](const weft_torch::CompressionSpec& s) {
+        return "CompressionSpec(\"" + s.text() + "\")";
+      });
   m.def("_measure_overhead", &weft_torch::MeasureOverhead, py::arg("backend"), py::arg("numel"),
         py::arg("iters"), py::call_guard<py::gil_scoped_release>(),
         "(us per call through WeftBackend::allreduce + wait, us per bare weftAllReduce)");

@@ -8,7 +8,7 @@
 namespace weft_torch {
 
 // Microseconds per call (through the backend, bare weftAllReduce) of a float32 allreduce of
-// numel elements, over about iters calls each.
+// numel elements, over about iters calls each: medians of alternated blocks' per-call means.
 std::pair<double, double> MeasureOverhead(WeftBackend& backend, int64_t numel, int iters);
 
 }  // namespace weft_torch

@@ -190,6 +190,10 @@ void WeftBackend::ProgressLoop() {
     lock.unlock();
     queue_cv_.notify_all();
     CompleteBatch(batch, error);  // Future callbacks (DDP hooks) run on this thread
+    // Drop the batch's tensors before taking the lock again: the last reference to a tensor
+    // that Python owns takes the GIL, and a thread holding the GIL may be waiting for
+    // queue_mu_ in Enqueue (found as a deadlock with the compression hooks).
+    batch = Batch();
     lock.lock();
   }
 }

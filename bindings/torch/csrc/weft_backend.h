@@ -34,6 +34,7 @@
 
 #include <weft/weft.h>
 
+#include "compression_spec.h"
 #include "weft_work.h"
 
 namespace weft_torch {
@@ -75,6 +76,13 @@ class WeftBackend : public c10d::Backend {
   // Number of weftCommSplit calls made on this communicator (torch names split groups by it).
   int64_t splitCount() const { return split_count_; }
   std::string lastAlgorithm();
+  // weftAllReduceCompressed on `tensor` in place (average or sum over the group), queued on the
+  // progress thread; `residual` (float32, one per element, or none) is the caller's error
+  // feedback and must not be touched until the Work completes (compressed_allreduce.cc).
+  c10::intrusive_ptr<c10d::Work> allreduceCompressed(at::Tensor& tensor,
+                                                     const CompressionSpec& spec,
+                                                     const c10::optional<at::Tensor>& residual,
+                                                     bool average);
   // The communicator, for the overhead probe only (bypasses ordering with queued work).
   weftComm_t RawComm() const { return Comm(); }
 

@@ -10,7 +10,7 @@ import torch.distributed as dist
 
 from . import _C
 
-__all__ = ["register", "WeftBackend", "last_algorithm"]
+__all__ = ["register", "WeftBackend", "last_algorithm", "hooks"]
 
 WeftBackend = _C.WeftBackend
 
@@ -48,3 +48,5 @@ def last_algorithm(group=None):
 
 
 register()
+
+from . import hooks  # noqa: E402  (DDP compression hooks; needs _C and the registration)

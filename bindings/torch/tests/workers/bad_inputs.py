@@ -16,6 +16,14 @@ def expect(exc_type, words, fn):
     raise AssertionError(f"no {exc_type.__name__} for {words}")
 
 
+def fake_cuda_tensor():
+    """A tensor whose device is cuda:0 without a GPU (FakeTensorMode: metadata only), so the
+    CUDA refusal is tested on every machine; weft never touches its (absent) storage."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        return torch.empty(3, device="cuda")
+
+
 def _broadcast_options(root):
     from torch._C._distributed_c10d import BroadcastOptions
     opts = BroadcastOptions()
@@ -44,6 +52,11 @@ if __name__ == "__main__":
                lambda: dist.all_reduce(torch.ones(3, dtype=torch.int64), op=dist.ReduceOp.BAND)),
         expect(ValueError, ["broadcast", "root rank 7"],
                lambda: backend.broadcast([torch.ones(3)], _broadcast_options(7)).wait()),
+        expect(ValueError, ["all_reduce", "cuda:0", "CPU tensors only until weft's GPU path",
+                            "cpu:weft,cuda:nccl"],
+               lambda: backend.allreduce([fake_cuda_tensor()]).wait()),
+        expect(ValueError, ["all_gather_into_tensor", "cuda:0", "CPU tensors only"],
+               lambda: backend._allgather_base(fake_cuda_tensor(), torch.ones(3)).wait()),
         expect(ValueError, ["all_reduce", "meta", "CPU tensors only"],
                lambda: backend.allreduce([torch.empty(3, device="meta")]).wait()),
     ]

@@ -199,14 +199,32 @@ def check_p2p_and_coalesced(dtype, size):
 
 
 def check_subgroup(size):
-    members = [0, size - 1]
-    sub = dist.new_group(members, backend="weft")
-    gsub = dist.new_group(members, backend="gloo")
-    if dist.get_rank() in members:
+    """new_group: each group is a weft communicator of its members, built through the group's
+    store prefix (not a weftCommSplit of the world, whose split count must not move); groups
+    may overlap, a non-member gets GroupMember.NON_GROUP_MEMBER, and the world keeps working."""
+    world = dist.group.WORLD._get_backend(torch.device("cpu"))
+    splits_before = world.comm_split_count()
+    rank = dist.get_rank()
+    for members in ([0, 1], [0, size - 1], list(range(1, size))):
+        sub = dist.new_group(members, backend="weft")
+        gsub = dist.new_group(members, backend="gloo")
+        if rank not in members:
+            assert sub == dist.GroupMember.NON_GROUP_MEMBER, sub
+            continue
+        assert dist.get_world_size(sub) == len(members)
+        assert dist.get_rank(sub) == members.index(rank)
+        assert sub._get_backend(torch.device("cpu")).comm_split_count() == 0
         w, g = values((10,), torch.float32, 90), values((10,), torch.float32, 90)
         dist.all_reduce(w, group=sub)
         dist.all_reduce(g, group=gsub)
-        check_equal("subgroup all_reduce", w, g)
+        check_equal(f"new_group({members}) all_reduce", w, g)
+        x = torch.full((3,), float(rank))
+        dist.broadcast(x, group_src=0, group=sub)  # the group's rank 0, a world rank members[0]
+        assert torch.equal(x, torch.full((3,), float(members[0]))), x
+    assert world.comm_split_count() == splits_before, "new_group split the world communicator"
+    t = torch.ones(5)
+    dist.all_reduce(t)
+    assert torch.equal(t, torch.full((5,), float(size))), t
 
 
 if __name__ == "__main__":
