@@ -1,17 +1,22 @@
 """Side-by-side benchmark of the weft and gloo torch.distributed backends (CPU tensors).
 
     python -m weft_torch.bench [--nprocs 2,4] [--ops all_reduce,...] [-b 8] [-e 64M] [-f 4]
+                               [--rounds 5] [--budget 0.1] [--ddp-steps 10]
                                [--no-ddp] [--no-overhead]
 
 Prints, per process count, an nccl-tests-like table per collective (float32; size = bytes of
 the whole buffer as weft-perf counts it: all_reduce the tensor, all_gather the output,
 reduce_scatter the input, all_to_all either buffer), with time, algbw and busbw of both
 backends and weft's busbw over gloo's; then a DDP training step of a small MLP and of a small
-transformer with the exposed communication share ((DDP step - local step) / DDP step); then
+transformer over weft, gloo and weft with weft_torch.hooks.int8_hook, with the exposed
+communication share ((DDP step - local step) / DDP step); then
 the backend's own per-call overhead at 8 B (WeftBackend::allreduce + wait from C++ vs a bare
 weftAllReduce on the same communicator, and dist.all_reduce from Python for reference).
-Every timing is the slowest rank's mean over the iterations; both backends run the same sizes
-interleaved, so machine load affects both alike."""
+A measurement is the slowest rank's mean over a batch of iterations; each row repeats the
+(weft, gloo) pair --rounds times, alternating which backend goes first, and reports the median
+of the rounds, so both backends see the same machine load (a shared machine's bursts land in
+single rounds and drop out of the median)."""
+import statistics
 import argparse
 import os
 import tempfile
@@ -83,17 +88,26 @@ def time_call(call, group, sync_group, budget_s=0.25):
     return slowest((time.perf_counter() - start) / iters, sync_group)
 
 
+def alternated_medians(measure, names, rounds):
+    """{name: median over rounds of measure(name)}, alternating which name goes first."""
+    samples = {name: [] for name in names}
+    for r in range(rounds):
+        for name in (names if r % 2 == 0 else names[::-1]):
+            samples[name].append(measure(name))
+    return {name: statistics.median(v) for name, v in samples.items()}
+
+
 def collective_tables(args, rank, n, groups, sync_group):
     for op in args.ops:
         if rank == 0:
-            print(f"\n# {op}, float32, {n} processes")
+            print(f"\n# {op}, float32, {n} processes (median of {args.rounds} alternated rounds)")
             print(f"# {'size(B)':>10} | {'weft us':>10} {'algbw':>7} {'busbw':>7} | "
                   f"{'gloo us':>10} {'algbw':>7} {'busbw':>7} | {'speedup':>7}")
         for nbytes in sizes(args.min_bytes, args.max_bytes, args.factor):
-            row = {}
-            for name, group in groups.items():
-                call = make_call(op, nbytes, n, group)
-                row[name] = time_call(call, group, sync_group)
+            calls = {name: make_call(op, nbytes, n, g) for name, g in groups.items()}
+            row = alternated_medians(
+                lambda name: time_call(calls[name], groups[name], sync_group, args.budget),
+                ["weft", "gloo"], args.rounds)
             if rank == 0:
                 cells = []
                 for name in ("weft", "gloo"):
@@ -123,7 +137,8 @@ MODELS = {
 }
 
 
-def step_time(model, make_input, steps, sync_group):
+def step_timer(model, make_input, sync_group):
+    """A function timing `steps` training steps of model (slowest rank's mean per step)."""
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     g = torch.Generator().manual_seed(dist.get_rank())
     inputs = [make_input(g) for _ in range(4)]
@@ -133,34 +148,43 @@ def step_time(model, make_input, steps, sync_group):
         model(*inputs[i % 4]).float().pow(2).mean().backward()
         opt.step()
 
-    for i in range(3):
+    for i in range(2):  # warm-up; DDP rebuilds its buckets after the first step
         step(i)
-    dist.barrier(group=sync_group)
-    start = time.perf_counter()
-    for i in range(steps):
-        step(i)
-    return slowest((time.perf_counter() - start) / steps, sync_group)
+
+    def timed(steps):
+        dist.barrier(group=sync_group)
+        start = time.perf_counter()
+        for i in range(steps):
+            step(i)
+        return slowest((time.perf_counter() - start) / steps, sync_group)
+    return timed
 
 
 def ddp_table(args, rank, n, groups, sync_group):
     from torch.nn.parallel import DistributedDataParallel as DDP
     if rank == 0:
         print(f"\n# DDP training step, {n} processes (SGD; exposed comm share = "
-              "(DDP step - local step) / DDP step)")
+              f"(DDP step - local step) / DDP step; median of {args.rounds} alternated rounds)")
         print(f"# {'model':>12} {'params':>9} | {'local ms':>9} | {'weft ms':>8} {'share':>6} | "
-              f"{'gloo ms':>8} {'share':>6}")
+              f"{'gloo ms':>8} {'share':>6} | {'weft+int8_hook ms':>8} {'share':>6}")
+    from . import hooks
     for name, (build, make_input) in MODELS.items():
-        torch.manual_seed(0)
-        local = step_time(build(), make_input, args.ddp_steps, sync_group)
-        times = {}
-        for backend, group in groups.items():
+        timers = {}
+        for config in ("local", "weft", "gloo", "weft+int8"):
             torch.manual_seed(0)
-            times[backend] = step_time(DDP(build(), process_group=group), make_input,
-                                       args.ddp_steps, sync_group)
+            model = build()
+            if config != "local":
+                model = DDP(model, process_group=groups[config.split("+")[0]])
+            if config == "weft+int8":
+                model.register_comm_hook(hooks.CompressionState(), hooks.int8_hook)
+            timers[config] = step_timer(model, make_input, sync_group)
+        times = alternated_medians(lambda c: timers[c](args.ddp_steps), list(timers),
+                                   args.rounds)
         if rank == 0:
+            local = times["local"]
             params = sum(p.numel() for p in build().parameters())
             cells = " | ".join(f"{times[b] * 1e3:8.2f} {max(0.0, 1 - local / times[b]):6.1%}"
-                               for b in ("weft", "gloo"))
+                               for b in ("weft", "gloo", "weft+int8"))
             print(f"  {name:>12} {params:>9} | {local * 1e3:9.2f} | {cells}", flush=True)
 
 
@@ -171,11 +195,13 @@ def overhead_table(args, rank, n, groups, sync_group):
     through, bare = _C._measure_overhead(backend, 2, args.overhead_iters)
     through = slowest(through * 1e-6, sync_group) * 1e6
     bare = slowest(bare * 1e-6, sync_group) * 1e6
-    py = {}
-    for name, group in groups.items():
-        py[name] = time_call(make_call("all_reduce", 8, n, group), group, sync_group) * 1e6
+    calls = {name: make_call("all_reduce", 8, n, g) for name, g in groups.items()}
+    py = alternated_medians(
+        lambda name: time_call(calls[name], groups[name], sync_group, args.budget) * 1e6,
+        ["weft", "gloo"], args.rounds)
     if rank == 0:
-        print(f"\n# per-call cost of an 8 B float32 all_reduce, {n} processes (us)")
+        print(f"\n# per-call cost of an 8 B float32 all_reduce, {n} processes (us; medians "
+              "of alternated blocks/rounds)")
         print(f"  bare weftAllReduce (C)                    {bare:8.2f}")
         print(f"  WeftBackend::allreduce + wait (C++)       {through:8.2f}"
               f"   -> backend overhead {through - bare:6.2f}")
@@ -206,7 +232,11 @@ def main():
     p.add_argument("-e", "--max-bytes", default="64M", type=parse_size)
     p.add_argument("-f", "--factor", default=4, type=int)
     p.add_argument("--no-ddp", dest="ddp", action="store_false")
-    p.add_argument("--ddp-steps", default=20, type=int)
+    p.add_argument("--ddp-steps", default=10, type=int, help="DDP steps per round")
+    p.add_argument("--rounds", default=5, type=int,
+                   help="alternated (weft, gloo) rounds per row; the median is reported")
+    p.add_argument("--budget", default=0.1, type=float,
+                   help="seconds of iterations per collective measurement (at least 5 calls)")
     p.add_argument("--no-overhead", dest="overhead", action="store_false")
     p.add_argument("--overhead-iters", default=20000, type=int)
     args = p.parse_args()
