@@ -68,6 +68,14 @@ TEST(Calibrate, TwoProcessesWriteALoadableCalibratedTopologyFile) {
   // exactly is nil.
   EXPECT_NE(p.flow_gbps, LinkTable::Defaults().link(LinkType::kSameNuma).flow_gbps);
   EXPECT_NE(p.dram_flow_gbps, LinkTable::Defaults().link(LinkType::kSameNuma).dram_flow_gbps);
+  // The CPU kernels were timed too (rank 0): measured copy and reduce rates.
+  const ComputeParams& cpu = f.table().cpu();
+  for (double r : {cpu.copy_gbps, cpu.reduce_gbps, cpu.dram_copy_gbps, cpu.dram_reduce_gbps}) {
+    EXPECT_GT(r, 0.05);
+    EXPECT_LT(r, 1000.0);
+  }
+  EXPECT_NE(cpu.copy_gbps, LinkTable::Defaults().cpu().copy_gbps);
+  EXPECT_NE(o.output[0].find("cpu kernels (rank 0): copy"), std::string::npos) << o.output[0];
   unlink(file.c_str());
 }
 

@@ -11,6 +11,8 @@
 #include <set>
 #include <sstream>
 
+#include "kernels/reduce.h"
+
 namespace weft {
 namespace {
 
@@ -265,6 +267,60 @@ Status ShareMeasurements(const CalibrationPeers& peers, std::vector<TierMeasurem
   return OkStatus();
 }
 
+// Best-of-3 rate (GB/s of destination) of `fn` over `bytes`, after one untimed pass that
+// faults the pages in and warms the cache.
+template <typename Fn>
+double BestRate(size_t bytes, Fn fn) {
+  fn();
+  double best = 1e300;
+  for (int i = 0; i < 3; ++i) {
+    double t0 = NowUs();
+    fn();
+    best = std::min(best, NowUs() - t0);
+  }
+  return static_cast<double>(bytes) / (std::max(best, 1e-3) * 1e3);
+}
+
+// weft's own copy and float32 sum kernels inside the LLC (3 buffers of LLC/8) and beyond it
+// (3 buffers of one LLC, at most max_probe_bytes): what direct algorithms' local steps run at.
+ComputeMeasurement MeasureCompute(const Fabric& fabric, int rank, const CalibrateOptions& opt) {
+  ComputeMeasurement c;
+  double t0 = NowUs();
+  int64_t llc = fabric.LlcBytes(fabric.rank(rank).host);
+  size_t cached = llc > 0 ? static_cast<size_t>(llc) / 8 : 1u << 20;
+  // Three buffers of one LLC each: a working set of 3x the cache, at a third of the faulting
+  // cost of 4x-LLC buffers (first touch dominates this probe's time).
+  size_t dram = std::min<size_t>(llc > 0 ? static_cast<size_t>(llc) : 32u << 20, opt.max_probe_bytes);
+  kernels::ReduceFn sum = kernels::GetReduceFn(weftFloat32, weftSum);
+  for (int pass = 0; pass < 2; ++pass) {
+    size_t bytes = (pass == 0 ? cached : dram) & ~static_cast<size_t>(63);
+    std::vector<float> dst(bytes / 4, 1.0f), a(bytes / 4, 2.0f), b(bytes / 4, 3.0f);
+    double copy = BestRate(bytes, [&] { kernels::Copy(dst.data(), a.data(), bytes); });
+    double reduce = BestRate(bytes, [&] { sum(dst.data(), a.data(), b.data(), bytes / 4); });
+    (pass == 0 ? c.copy_gbps : c.dram_copy_gbps) = copy;
+    (pass == 0 ? c.reduce_gbps : c.dram_reduce_gbps) = reduce;
+  }
+  c.seconds = (NowUs() - t0) / 1e6;
+  return c;
+}
+
+// Rank 0 measures its host's kernels (when it is a CPU rank) while the others wait in the
+// allgather that then hands everyone its figures.
+Status CalibrateCompute(const Fabric& fabric, const CalibrationPeers& peers, const CalibrateOptions& opt,
+                        ComputeMeasurement* out) {
+  constexpr int kFields = 5;
+  double mine[kFields] = {0, 0, 0, 0, 0};
+  if (peers.rank == 0 && !fabric.IsGpu(0)) {
+    ComputeMeasurement c = MeasureCompute(fabric, 0, opt);
+    double v[kFields] = {c.copy_gbps, c.reduce_gbps, c.dram_copy_gbps, c.dram_reduce_gbps, c.seconds};
+    std::copy(v, v + kFields, mine);
+  }
+  std::vector<double> all(static_cast<size_t>(kFields) * peers.nranks);
+  WEFT_RETURN_IF_ERROR_CTX(peers.allgather(mine, sizeof(mine), all.data()), "sharing compute calibration");
+  *out = ComputeMeasurement{all[0], all[1], all[2], all[3], all[4]};
+  return OkStatus();
+}
+
 }  // namespace
 
 StatusOr<bool> CalibrationRequested() {
@@ -307,16 +363,28 @@ StatusOr<CalibrationResult> CalibrateFabric(std::shared_ptr<const Fabric> fabric
   double t0 = NowUs();
   CalibrationResult result;
   result.tiers = CalibrationTiers(*fabric, peers.shm_enabled);
+  WEFT_RETURN_IF_ERROR(CalibrateCompute(*fabric, peers, options, &result.compute));
   for (TierMeasurement& m : result.tiers) WEFT_RETURN_IF_ERROR(RunTier(*fabric, peers, options, &m));
   WEFT_RETURN_IF_ERROR(ShareMeasurements(peers, &result.tiers));
-  WEFT_ASSIGN_OR_RETURN(result.fabric, ApplyCalibration(*fabric, result.tiers));
+  WEFT_ASSIGN_OR_RETURN(result.fabric, ApplyCalibration(*fabric, result.tiers, result.compute));
   result.seconds = (NowUs() - t0) / 1e6;
   return result;
 }
 
 StatusOr<std::shared_ptr<const Fabric>> ApplyCalibration(const Fabric& fabric,
-                                                         const std::vector<TierMeasurement>& tiers) {
+                                                         const std::vector<TierMeasurement>& tiers,
+                                                         const ComputeMeasurement& compute) {
   LinkTable table = fabric.table();
+  const double rates[4] = {compute.copy_gbps, compute.reduce_gbps, compute.dram_copy_gbps, compute.dram_reduce_gbps};
+  for (double r : rates)
+    if (!(r >= 0) || !std::isfinite(r))
+      return InvalidArgument("calibration of the CPU kernels: measured rate " + std::to_string(r) +
+                             " GB/s must be >= 0 (0 = not measured)");
+  ComputeParams& cpu = table.mutable_cpu();
+  if (compute.copy_gbps > 0) cpu.copy_gbps = compute.copy_gbps;
+  if (compute.reduce_gbps > 0) cpu.reduce_gbps = compute.reduce_gbps;
+  if (compute.dram_copy_gbps > 0) cpu.dram_copy_gbps = compute.dram_copy_gbps;
+  if (compute.dram_reduce_gbps > 0) cpu.dram_reduce_gbps = compute.dram_reduce_gbps;
   std::vector<HostInfo> hosts;
   std::vector<RankPlacement> ranks;
   for (int h = 0; h < fabric.nhosts(); ++h) hosts.push_back(fabric.host(h));
@@ -360,6 +428,10 @@ std::string CalibrationResult::Describe() const {
     o << ", probes up to " << m.probe_bytes / (1 << 20) << " MiB (repeats within " << m.spread << "x), "
       << m.seconds * 1e3 << " ms\n";
   }
+  if (compute.copy_gbps > 0)
+    o << "cpu kernels (rank 0): copy " << compute.copy_gbps << " GB/s, float sum " << compute.reduce_gbps
+      << " GB/s (beyond the LLC: " << compute.dram_copy_gbps << ", " << compute.dram_reduce_gbps << " GB/s), "
+      << compute.seconds * 1e3 << " ms\n";
   o << "calibration took " << seconds * 1e3 << " ms\n";
   return o.str();
 }

@@ -19,6 +19,8 @@
 //     cancel; probes double until one lasts target_ms / 4, S is 4x that;
 //   - same-host memory tiers are probed twice: inside the last-level cache and beyond it
 //     (the fabric's two figures, flow_gbps and dram_flow_gbps).
+// First, rank 0 times weft's copy and float sum kernels inside and beyond the LLC (the CPU
+// compute rates the cost model charges local steps with).
 // Rank a's figures reach every rank by one allgather, so every rank builds the same fabric
 // (same digest, same decisions).
 //
@@ -70,9 +72,18 @@ struct TierMeasurement {
   double spread = 1;
 };
 
+// This host's CPU kernels (weft's own Copy / float32 sum Reduce), timed by rank 0 alone
+// while the others wait: GB/s of destination written, inside the LLC and beyond it.
+struct ComputeMeasurement {
+  double copy_gbps = 0, reduce_gbps = 0;
+  double dram_copy_gbps = 0, dram_reduce_gbps = 0;
+  double seconds = 0;
+};
+
 struct CalibrationResult {
   std::shared_ptr<const Fabric> fabric;  // the input fabric with the measured constants
   std::vector<TierMeasurement> tiers;
+  ComputeMeasurement compute;            // zeros when no CPU rank measured it
   double seconds = 0;                    // whole calibration, wall time on this rank
   // "tier a->b: one-way X us, Y GB/s [dram Z GB/s], N MiB probes, T ms" per line.
   std::string Describe() const;
@@ -93,7 +104,9 @@ StatusOr<CalibrationResult> CalibrateFabric(std::shared_ptr<const Fabric> fabric
 // Pure: `fabric` with the measurements applied (link table entries of each tier; for network
 // tiers also every host's NIC rate). Bad measurements (non-positive rates, negative times)
 // are refused naming the tier.
+// `compute` (when its rates are > 0) replaces the CPU compute rates.
 StatusOr<std::shared_ptr<const Fabric>> ApplyCalibration(const Fabric& fabric,
-                                                         const std::vector<TierMeasurement>& tiers);
+                                                         const std::vector<TierMeasurement>& tiers,
+                                                         const ComputeMeasurement& compute = ComputeMeasurement());
 
 }  // namespace weft

@@ -59,6 +59,7 @@ class LinkTable {
   LinkParams& mutable_link(LinkType t) { return links_[static_cast<int>(t)]; }
   const ComputeParams& cpu() const { return cpu_; }
   const ComputeParams& gpu() const { return gpu_; }
+  ComputeParams& mutable_cpu() { return cpu_; }  // calibration (topo/calibrate.h)
   // Applies `link` / `compute` records; other kinds are ignored (topology files mix kinds).
   Status Apply(const std::vector<Record>& records);
   // Every entry as records (what Apply reads back).
