@@ -8,12 +8,21 @@
 // fails (non-zero exit or a signal) the others are stopped (SIGTERM, then SIGKILL after 3 s)
 // and weftrun exits with that rank's status (128 + signal for a signal). With --timeout,
 // ranks still running after SECONDS are stopped and weftrun exits 124.
+//
+// Flight recorder dumps: a rank whose collective times out or loses a peer writes its last
+// operations to WEFT_DEBUG_FILE (src/core/flight_recorder.h). Unless the caller set that
+// variable, weftrun points it at a private directory of its own; once the ranks are gone it
+// prints every rank's dump to stderr, one block per rank, so the ranks of a hung job can be
+// compared side by side, and removes the directory. A WEFT_DEBUG_FILE set by the caller is
+// honoured: its files are printed too, and left in place.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,9 +30,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <random>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
+
+#include "core/flight_recorder.h"
 
 namespace {
 
@@ -57,15 +69,64 @@ int FreePort() {
   return port;
 }
 
-std::string RandomHex(int bytes) {
-  std::random_device rd;
+// The job secret: from the kernel's CSPRNG (getrandom(2)). std::random_device may be a
+// deterministic engine on some standard libraries, and a guessable secret lets an outsider
+// join the job (issue 11, defect 3). Empty when the kernel cannot provide randomness.
+std::string RandomHex(size_t bytes) {
+  std::vector<unsigned char> raw(bytes);
+  size_t got = 0;
+  while (got < bytes) {
+    ssize_t n = getrandom(raw.data() + got, bytes - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return "";
+    got += static_cast<size_t>(n);
+  }
   std::string s;
   char buf[3];
-  for (int i = 0; i < bytes; ++i) {
-    snprintf(buf, sizeof(buf), "%02x", static_cast<unsigned>(rd() & 0xff));
+  for (unsigned char b : raw) {
+    snprintf(buf, sizeof(buf), "%02x", static_cast<unsigned>(b));
     s += buf;
   }
   return s;
+}
+
+// Where the ranks' flight recorder dumps go: the caller's WEFT_DEBUG_FILE, else a file
+// pattern in a private directory made here (*own_dir set, removed by the caller).
+std::string DebugFilePattern(std::string* own_dir) {
+  const char* user = getenv("WEFT_DEBUG_FILE");
+  if (user != nullptr && *user != '\0') return user;
+  const char* tmp = getenv("TMPDIR");
+  std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/weftrun-XXXXXX";
+  if (mkdtemp(templ.data()) == nullptr) return "";  // no dumps collected; ranks use stderr
+  *own_dir = templ;
+  return templ + "/flight.%r";
+}
+
+std::string HostName() {
+  char host[256] = {};
+  return gethostname(host, sizeof(host) - 1) == 0 ? host : "unknown-host";
+}
+
+// Prints each rank's flight recorder dump (if it wrote one) to stderr, then removes the
+// files when they are in weftrun's own directory.
+void CollectDumps(const std::string& pattern, const std::string& own_dir,
+                  const std::vector<pid_t>& pids) {
+  if (pattern.empty()) return;
+  const std::string host = HostName();
+  for (size_t r = 0; r < pids.size(); ++r) {
+    const std::string path = weft::ExpandDebugFilePattern(pattern, static_cast<int>(r), pids[r], host);
+    std::ifstream in(path);
+    if (!in) continue;
+    std::stringstream text;
+    text << in.rdbuf();
+    if (!text.str().empty()) {
+      fprintf(stderr, "weftrun: flight recorder of rank %zu (%s):\n%s", r,
+              own_dir.empty() ? path.c_str() : "collected by weftrun", text.str().c_str());
+      if (text.str().back() != '\n') fputc('\n', stderr);
+    }
+    if (!own_dir.empty()) unlink(path.c_str());
+  }
+  if (!own_dir.empty()) rmdir(own_dir.c_str());
 }
 
 void Emit(FILE* to, int rank, std::string* buf, bool prefix, bool flush_partial) {
@@ -128,6 +189,13 @@ int main(int argc, char** argv) {
   }
   std::string root = "127.0.0.1:" + std::to_string(port);
   std::string secret = RandomHex(16);
+  if (secret.empty()) {
+    fprintf(stderr, "weftrun: cannot read random bytes for the job secret (getrandom): %s\n",
+            strerror(errno));
+    return 1;
+  }
+  std::string own_dump_dir;
+  const std::string dump_pattern = DebugFilePattern(&own_dump_dir);
   signal(SIGINT, OnSignal);
   signal(SIGTERM, OnSignal);
   signal(SIGPIPE, SIG_IGN);
@@ -137,11 +205,13 @@ int main(int argc, char** argv) {
     int out[2], err[2];
     if (pipe(out) != 0 || pipe(err) != 0) {
       fprintf(stderr, "weftrun: pipe: %s\n", strerror(errno));
+      if (!own_dump_dir.empty()) rmdir(own_dump_dir.c_str());
       return 1;
     }
     pid_t pid = fork();
     if (pid < 0) {
       fprintf(stderr, "weftrun: fork: %s\n", strerror(errno));
+      if (!own_dump_dir.empty()) rmdir(own_dump_dir.c_str());
       return 1;
     }
     if (pid == 0) {
@@ -157,6 +227,7 @@ int main(int argc, char** argv) {
       setenv("WEFT_LOCAL_SIZE", std::to_string(n).c_str(), 1);
       setenv("WEFT_ROOT", root.c_str(), 1);
       setenv("WEFT_SECRET", secret.c_str(), 1);
+      if (!dump_pattern.empty()) setenv("WEFT_DEBUG_FILE", dump_pattern.c_str(), 1);
       signal(SIGINT, SIG_DFL);
       signal(SIGTERM, SIG_DFL);
       signal(SIGPIPE, SIG_DFL);
@@ -260,5 +331,8 @@ int main(int argc, char** argv) {
       stop_time = now + std::chrono::hours(1);  // once
     }
   }
+  std::vector<pid_t> pids;
+  for (const Rank& k : ranks) pids.push_back(k.pid);
+  CollectDumps(dump_pattern, own_dump_dir, pids);
   return exit_code;
 }

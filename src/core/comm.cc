@@ -283,11 +283,13 @@ Status CheckFingerprints(weftComm* comm, const CollectiveCall& call, const Plan&
 
 }  // namespace
 
-Status RunCollective(weftComm* comm, const CollectiveCall& call) {
-  std::lock_guard<std::mutex> lock(comm->exec_mu);
-  WEFT_RETURN_IF_ERROR(CheckComm(comm));
+namespace {
+
+// One collective after the communicator is locked and the sequence number taken: plan (cached
+// per call shape), optional fingerprint check, execution. Fills in the flight entry's
+// algorithm and peers as soon as the plan is known.
+Status RunPlanned(weftComm* comm, const CollectiveCall& call, uint64_t seq, FlightEntry* entry) {
   const size_t elem = TypeSize(call.dtype);
-  const uint64_t seq = ++comm->collective_seq;
   ScheduleRequest req;
   req.collective = call.collective;
   req.nranks = comm->nranks;
@@ -305,6 +307,7 @@ Status RunCollective(weftComm* comm, const CollectiveCall& call) {
   }
   if (plan == nullptr) {
     WEFT_RETURN_IF_ERROR(BuildPlan(comm, call, &req, elem, &fresh));
+    fresh.peers = DistinctPeers(fresh.schedule->ranks[comm->rank]);
     if (cacheable) {
       // Bound memory for workloads with ever-changing sizes.
       if (comm->plans.size() > 1024) comm->plans.clear();
@@ -314,6 +317,10 @@ Status RunCollective(weftComm* comm, const CollectiveCall& call) {
     }
   }
   comm->last_algorithm = &plan->algorithm->name;  // registry entries live for the process
+  if (entry != nullptr) {
+    entry->algorithm = &plan->algorithm->name;
+    FlightRecorder::SetPeers(entry, plan->peers);
+  }
   if (comm->check_calls) WEFT_RETURN_IF_ERROR(CheckFingerprints(comm, call, *plan, seq));
   const uint32_t hash = MixCallType(plan->shape_hash, call.collective, call.dtype, call.op);
   Status st = Execute(comm, plan->schedule->ranks[comm->rank], plan->schedule->window, call.dtype,
@@ -323,6 +330,47 @@ Status RunCollective(weftComm* comm, const CollectiveCall& call) {
     st = CallMismatchError(st, comm->rank, DescriptorOf(call, *plan), hash);
     comm->sticky_error = st;
   }
+  return st;
+}
+
+// Bytes of a call as the flight recorder shows them (nccl-tests' size column).
+uint64_t RecordedBytes(const weftComm* comm, const CollectiveCall& call) {
+  const size_t elem = TypeSize(call.dtype);
+  if (call.collective != Collective::kAllToAllv)
+    return ReportedBytes(call.collective, call.count, elem, comm->nranks);
+  uint64_t total = 0;
+  for (size_t c : call.sendcounts) total += c * elem;  // validated at the API: no wrap-around
+  return total;
+}
+
+// Completes the flight entry; a failure that left the communicator unusable (timeout, dead or
+// mismatched peer) dumps the recorder, once: later calls are refused before they are recorded.
+void FinishRecorded(weftComm* comm, FlightEntry* entry, const Status& st) {
+  comm->recorder.Complete(entry, st);
+  if (st.ok() || comm->sticky_error.ok() || entry == nullptr) return;
+  std::string what = std::string(entry->call) +
+                     (entry->algorithm ? " " + *entry->algorithm : std::string()) +
+                     (entry->seq ? " (call #" + std::to_string(entry->seq) + ")" : std::string());
+  comm->recorder.Dump(comm->rank, comm->nranks,
+                      what + " failed: " + weftGetErrorString(st.code()) + ": " + st.message());
+}
+
+}  // namespace
+
+Status RunCollective(weftComm* comm, const CollectiveCall& call) {
+  std::lock_guard<std::mutex> lock(comm->exec_mu);
+  WEFT_RETURN_IF_ERROR(CheckComm(comm));
+  const uint64_t seq = ++comm->collective_seq;
+  FlightEntry* entry = comm->recorder.Begin(seq, CollectiveName(call.collective),
+                                            RecordedBytes(comm, call));
+  if (entry != nullptr) {
+    entry->dtype = call.dtype;
+    entry->op = call.op;
+    if (call.collective == Collective::kBroadcast || call.collective == Collective::kReduce)
+      entry->root = call.root;
+  }
+  Status st = RunPlanned(comm, call, seq, entry);
+  FinishRecorded(comm, entry, st);
   return st;
 }
 
@@ -362,8 +410,14 @@ Status RunP2P(weftComm* comm, const std::vector<P2POp>& ops) {
     if (sb > 0) kernels::Copy(self_recvs[i]->buff, self_sends[i]->buff, sb);
   }
   if (rs.steps.empty()) return OkStatus();
-  return Execute(comm, rs, static_cast<int>(rs.steps.size()), weftUint8, weftSum, kP2PTag,
-                 nullptr, nullptr, "send/recv");
+  uint64_t bytes = 0;
+  for (const Step& s : rs.steps) bytes += s.op == StepOp::kSend ? s.src.count : s.dst.count;
+  FlightEntry* entry = comm->recorder.Begin(0, "send/recv", bytes);
+  FlightRecorder::SetPeers(entry, DistinctPeers(rs));
+  Status st = Execute(comm, rs, static_cast<int>(rs.steps.size()), weftUint8, weftSum, kP2PTag,
+                      nullptr, nullptr, "send/recv");
+  FinishRecorded(comm, entry, st);
+  return st;
 }
 
 }  // namespace weft

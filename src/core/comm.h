@@ -20,6 +20,7 @@
 #include "algorithms/registry.h"
 #include "algorithms/schedule.h"
 #include "common/status.h"
+#include "core/flight_recorder.h"
 #include "transports/transport.h"
 #include "weft/weft.h"
 
@@ -54,6 +55,7 @@ struct Plan {
   std::shared_ptr<const Schedule> schedule;
   std::string what;  // "allreduce ring", for messages
   uint32_t shape_hash = 0;  // HashCallShape (core/call_check.h) of the call shape + algorithm
+  std::vector<int> peers;   // distinct peers of this rank's steps (for the flight recorder)
 };
 }  // namespace weft
 
@@ -87,6 +89,10 @@ struct weftComm {
   std::unordered_map<weft::PlanKey, weft::Plan, weft::PlanKeyHash> plans;
   std::map<std::string, std::shared_ptr<const weft::Schedule>> schedule_cache;  // alltoallv
   const std::string* last_algorithm = nullptr;  // name of the last collective's algorithm
+
+  // The last operations (WEFT_FLIGHT_RECORDER entries), dumped when one fails for a peer's
+  // or the clock's reason. Written under exec_mu.
+  weft::FlightRecorder recorder;
 
   std::mutex exec_mu;  // one operation at a time; Abort waits for it
 };

@@ -9,6 +9,9 @@
 //            TCP connections) while inside the allreduce, then the rank idles
 //   abort    the victim calls weftCommAbort instead of the allreduce, then idles
 //   destroy  the victim calls weftCommDestroy instead of the allreduce, then idles
+//   hang     the victim never calls the fourth allreduce (it idles): the others can only
+//            time out (tests/reliability_flight_recorder_test.cc: their flight recorder
+//            dumps must name that call); survivors then exit 3, a failed job for weftrun
 // "Idles" = sleeps 30 s without exiting, so survivors must notice the fault itself, not the
 // process exit (the test kills it once the survivors are done).
 // Output (CLOCK_MONOTONIC seconds, comparable between processes of one machine):
@@ -69,7 +72,7 @@ void FaultFromThread(const std::string& fault) {
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    fprintf(stderr, "usage: fault_worker kill|stop|reset|abort|destroy VICTIM\n");
+    fprintf(stderr, "usage: fault_worker kill|stop|reset|abort|destroy|hang VICTIM\n");
     return 2;
   }
   std::string fault = argv[1];
@@ -86,6 +89,11 @@ int main(int argc, char** argv) {
   std::thread faulter;
   for (int it = 0; it < 1000; ++it) {
     if (rank == victim && it == 3) {
+      if (fault == "hang") {
+        AnnounceFault(fault);
+        sleep(30);
+        return 0;
+      }
       if (fault == "abort" || fault == "destroy") {
         usleep(20000);  // the others are inside allreduce #3 by now
         AnnounceFault(fault);
@@ -106,7 +114,7 @@ int main(int argc, char** argv) {
         return 0;
       }
       weftCommDestroy(comm);
-      return 0;
+      return fault == "hang" ? 3 : 0;
     }
   }
   printf("FAIL rank %d: no error after 1000 allreduces\n", rank);
