@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <climits>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -474,8 +476,12 @@ StatusOr<std::vector<int>> IntList(const Record& r, const std::string& key) {
   std::string part;
   while (std::getline(ss, part, ',')) {
     char* end = nullptr;
+    errno = 0;
     long v = strtol(part.c_str(), &end, 10);
-    if (part.empty() || *end) return InvalidArgument("record '" + r.kind + "': " + key + "='" + r.Get(key) + "' is not a list of integers");
+    // The whole part must be the number (a decoded NUL ends the C parse early) and fit an int.
+    if (part.empty() || end != part.c_str() + part.size() || errno != 0 || v < INT_MIN || v > INT_MAX)
+      return InvalidArgument("record '" + r.kind + "': " + key + "='" + PercentEncode(r.Get(key)) +
+                             "' is not a list of integers");
     out.push_back(static_cast<int>(v));
   }
   return out;

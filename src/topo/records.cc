@@ -39,8 +39,12 @@ StatusOr<int64_t> Record::GetInt(const std::string& key, int64_t fallback) const
   char* end = nullptr;
   errno = 0;
   long long x = strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || errno != 0)
-    return InvalidArgument("record '" + kind + "': field " + key + "='" + v + "' is not an integer");
+  // The whole value must be the number: a decoded value may hold a NUL (%00), where the C
+  // parse stops, and "\0garbage" must not read as 0 (a saved file would then reload to
+  // something else: fuzz/crashes/topology_file-save-reload-digest-differs).
+  if (v.empty() || end != v.c_str() + v.size() || errno != 0)
+    return InvalidArgument("record '" + kind + "': field " + key + "='" + PercentEncode(v) +
+                           "' is not an integer");
   return static_cast<int64_t>(x);
 }
 StatusOr<double> Record::GetDouble(const std::string& key, double fallback) const {
@@ -48,8 +52,9 @@ StatusOr<double> Record::GetDouble(const std::string& key, double fallback) cons
   std::string v = Get(key);
   char* end = nullptr;
   double x = strtod(v.c_str(), &end);
-  if (v.empty() || *end != '\0' || !std::isfinite(x))
-    return InvalidArgument("record '" + kind + "': field " + key + "='" + v + "' is not a number");
+  if (v.empty() || end != v.c_str() + v.size() || !std::isfinite(x))  // NUL: see GetInt
+    return InvalidArgument("record '" + kind + "': field " + key + "='" + PercentEncode(v) +
+                           "' is not a number");
   return x;
 }
 std::string Record::ToLine() const {
@@ -147,8 +152,10 @@ StatusOr<size_t> ParseSize(const std::string& s) {
   char* end = nullptr;
   errno = 0;
   unsigned long long v = strtoull(s.c_str(), &end, 10);
-  if (s.empty() || end == s.c_str() || errno != 0 || s[0] == '-')
-    return InvalidArgument("size '" + s + "' is not a number (examples: 0, 512, 64K, 1M, 2G, inf)");
+  if (s.empty() || end == s.c_str() || errno != 0 || s[0] == '-' ||
+      s.find('\0') != std::string::npos)  // a NUL would end the parse early: see GetInt
+    return InvalidArgument("size '" + PercentEncode(s) +
+                           "' is not a number (examples: 0, 512, 64K, 1M, 2G, inf)");
   std::string suffix(end);
   unsigned long long mult = 1;
   if (suffix == "" || suffix == "B") mult = 1;
