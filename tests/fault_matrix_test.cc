@@ -9,27 +9,17 @@
 // the victim, so with 3-4 ranks some survivors are not its ring neighbours and only learn
 // of the failure second-hand. Where it can (root), the test runs in a private mount
 // namespace with its own /dev/shm, so the leftover check sees only this test's segments.
-#include <fcntl.h>
+#include <dirent.h>
 #include <gtest/gtest.h>
 #include <sched.h>
-#include <signal.h>
 #include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-
-#include <chrono>
 #include <cstdio>
-#include <dirent.h>
-#include <fstream>
 #include <regex>
 #include <set>
-#include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "test_util.h"
@@ -74,86 +64,26 @@ std::set<std::string> WeftShmEntries() {
   return names;
 }
 
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
 struct Job {
   std::vector<int> status;  // wait status, -1 = killed by us after the survivors finished
   std::vector<std::string> output;
   bool hung = false;
 };
 
-// Starts n fault_worker ranks; waits until every survivor exited (or `limit_s`), then
-// SIGKILLs whatever is left (the victim idles or is stopped) and reaps everything.
+// Starts n fault_worker ranks (weft_test::LaunchRanks); waits until every survivor exited (or
+// `limit_s`: hung), then SIGKILLs whatever is left (the victim idles or is stopped).
 Job RunJob(int n, const std::string& fault, const std::vector<std::pair<std::string, std::string>>& env,
-        double limit_s) {
+           double limit_s) {
+  std::vector<int> survivors;
+  for (int r = 0; r < n; ++r)
+    if (r != kVictim) survivors.push_back(r);
+  weft_test::LaunchOutcome o =
+      weft_test::LaunchRanks(n, {weft_test::BinPath("fault_worker"), fault, std::to_string(kVictim)},
+                             env, limit_s, survivors);
   Job job;
-  job.status.assign(n, -1);
-  job.output.assign(n, "");
-  std::string root = "127.0.0.1:" + std::to_string(FreePort());
-  std::vector<pid_t> pids(n);
-  std::vector<std::string> files(n);
-  std::string worker = weft_test::BinPath("fault_worker");
-  for (int r = 0; r < n; ++r) {
-    files[r] = "/tmp/weft_fault_matrix_" + std::to_string(getpid()) + "_" + std::to_string(r);
-    pid_t pid = fork();
-    if (pid == 0) {
-      int fd = open(files[r].c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      setenv("WEFT_RANK", std::to_string(r).c_str(), 1);
-      setenv("WEFT_WORLD_SIZE", std::to_string(n).c_str(), 1);
-      setenv("WEFT_LOCAL_RANK", std::to_string(r).c_str(), 1);
-      setenv("WEFT_ROOT", root.c_str(), 1);
-      setenv("WEFT_SECRET", "00112233445566778899aabbccddeeff", 1);
-      for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-      std::string victim = std::to_string(kVictim);
-      execl(worker.c_str(), worker.c_str(), fault.c_str(), victim.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    pids[r] = pid;
-  }
-  auto start = std::chrono::steady_clock::now();
-  auto survivors_done = [&] {
-    for (int r = 0; r < n; ++r)
-      if (r != kVictim && job.status[r] == -1) return false;
-    return true;
-  };
-  while (!survivors_done()) {
-    int st;
-    pid_t pid = waitpid(-1, &st, WNOHANG);
-    for (int r = 0; r < n; ++r)
-      if (pid > 0 && pids[r] == pid) job.status[r] = st;
-    if (pid > 0) continue;
-    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > limit_s) {
-      job.hung = true;
-      break;
-    }
-    usleep(10000);
-  }
-  for (int r = 0; r < n; ++r) {
-    if (job.status[r] != -1) continue;
-    kill(pids[r], SIGKILL);
-    int st;
-    waitpid(pids[r], &st, 0);
-    if (r != kVictim) job.status[r] = st;
-  }
-  for (int r = 0; r < n; ++r) {
-    std::ifstream f(files[r]);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    job.output[r] = ss.str();
-    unlink(files[r].c_str());
-  }
+  job.status = std::move(o.status);
+  job.output = std::move(o.output);
+  job.hung = o.timed_out;
   return job;
 }
 

@@ -6,21 +6,12 @@
 // with WEFT_CHECK=1, every rank's call), the others fail too (weftInvalidUsage or
 // weftRemoteError: the detecting rank aborts), all well before the 20 s call timeout.
 // Before the fix, `count` (oneshot) and the others returned weftSuccess with stale or wrong data.
-#include <arpa/inet.h>
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
-#include <fstream>
 #include <regex>
-#include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "test_util.h"
@@ -29,74 +20,24 @@ namespace {
 
 using Env = std::vector<std::pair<std::string, std::string>>;
 
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
 struct RankResult {
   bool finished = false;
   int exit_code = -1;
   std::string output;
 };
 
-// Runs `n` ranks of `argv` with the weft environment plus `env`; kills what is still running
-// after `timeout_s` (its `finished` stays false).
+// Runs `n` ranks of `argv` with the weft environment plus `env` (weft_test::LaunchRanks);
+// what is still running after `timeout_s` is killed (its `finished` stays false).
 std::vector<RankResult> LaunchRanks(int n, const std::vector<std::string>& argv, const Env& env,
                                     double timeout_s) {
-  std::string root = "127.0.0.1:" + std::to_string(FreePort());
-  std::vector<pid_t> pids(n);
-  std::vector<std::string> files(n);
+  weft_test::LaunchOutcome out = weft_test::LaunchRanks(n, argv, env, timeout_s);
   std::vector<RankResult> results(n);
   for (int r = 0; r < n; ++r) {
-    files[r] = "/tmp/weft_reliability_" + std::to_string(getpid()) + "_" + std::to_string(r);
-    pids[r] = fork();
-    if (pids[r] == 0) {
-      int fd = open(files[r].c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      setenv("WEFT_RANK", std::to_string(r).c_str(), 1);
-      setenv("WEFT_WORLD_SIZE", std::to_string(n).c_str(), 1);
-      setenv("WEFT_LOCAL_RANK", std::to_string(r).c_str(), 1);
-      setenv("WEFT_ROOT", root.c_str(), 1);
-      setenv("WEFT_SECRET", "00112233445566778899aabbccddeeff", 1);
-      for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-      std::vector<char*> args;
-      for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-      args.push_back(nullptr);
-      execv(args[0], args.data());
-      _exit(127);
-    }
-  }
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-  int left = n;
-  while (left > 0 && std::chrono::steady_clock::now() < deadline) {
-    for (int r = 0; r < n; ++r) {
-      int status = 0;
-      if (results[r].finished || waitpid(pids[r], &status, WNOHANG) != pids[r]) continue;
-      results[r].finished = true;
+    const int status = out.status[r];
+    results[r].finished = status != -1;
+    if (results[r].finished)
       results[r].exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      --left;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  for (int r = 0; r < n; ++r) {
-    if (!results[r].finished) {
-      kill(pids[r], SIGKILL);
-      waitpid(pids[r], nullptr, 0);
-    }
-    std::ifstream f(files[r]);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    results[r].output = ss.str();
-    unlink(files[r].c_str());
+    results[r].output = out.output[r];
   }
   return results;
 }
