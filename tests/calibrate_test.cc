@@ -137,6 +137,20 @@ TEST(Calibrate, AppliedNetworkRateReachesRoutesAndNics) {
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again.value()->Digest(), c.Digest());
   EXPECT_NE(f.value()->Digest(), c.Digest());
+  // A measured TCP network latency below the loopback default is what routes use (the
+  // defaults' TCP floor applies to unmeasured tables only), and it survives a save/load.
+  net.oneway_us = 5;
+  auto fast = ApplyCalibration(*f.value(), {net});
+  ASSERT_TRUE(fast.ok());
+  Route rf = fast.value()->RouteOf(0, 2, true);
+  EXPECT_NEAR(rf.latency_us + rf.overhead_us, 5.0, 1e-9);
+  std::string file = TempPath("fast.topo");
+  ASSERT_TRUE(SaveTopologyFile(*fast.value(), file).ok());
+  auto reloaded = LoadTopologyFile(file);
+  ASSERT_TRUE(reloaded.ok()) << reloaded.status().message();
+  Route rr = reloaded.value()->RouteOf(0, 2, true);
+  EXPECT_NEAR(rr.latency_us + rr.overhead_us, 5.0, 1e-6);
+  unlink(file.c_str());
 }
 
 TEST(Calibrate, BadMeasurementsAreRefusedNamingTheTier) {

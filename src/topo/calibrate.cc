@@ -400,6 +400,7 @@ StatusOr<std::shared_ptr<const Fabric>> ApplyCalibration(const Fabric& fabric,
     p.latency_us = std::max(0.0, m.oneway_us - p.overhead_us);
     p.flow_gbps = m.gbps;
     p.bw_gbps = std::max(p.bw_gbps, m.gbps);
+    p.measured = true;
     if (IsMemoryTier(m.type) && m.dram_gbps > 0) {
       p.dram_flow_gbps = m.dram_gbps;
       p.dram_bw_gbps = std::max(p.dram_bw_gbps, m.dram_gbps);

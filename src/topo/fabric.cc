@@ -226,7 +226,8 @@ Route Fabric::RouteOf(int a, int b, bool shm_enabled) const {
     r.latency_us = p.latency_us;
     r.flow_gbps = p.flow_gbps;
     r.overhead_us = p.overhead_us;
-    if (tcp) {
+    if (tcp && !p.measured) {
+      // Table defaults describe RDMA; over TCP the kernel stack's costs apply at least.
       const LinkParams& lo = table_.link(LinkType::kLoopback);
       r.latency_us = std::max(r.latency_us, lo.latency_us);
       r.flow_gbps = std::min(r.flow_gbps, lo.flow_gbps);

@@ -123,6 +123,11 @@ Status LinkTable::Apply(const std::vector<Record>& records) {
       WEFT_ASSIGN_OR_RETURN(p.overhead_us, r.GetDouble("overhead_us", p.overhead_us));
       WEFT_ASSIGN_OR_RETURN(p.dram_bw_gbps, r.GetDouble("dram_bw_gbps", p.dram_bw_gbps));
       WEFT_ASSIGN_OR_RETURN(p.dram_flow_gbps, r.GetDouble("dram_flow_gbps", p.dram_flow_gbps));
+      WEFT_ASSIGN_OR_RETURN(int64_t measured, r.GetInt("measured", p.measured ? 1 : 0));
+      if (measured != 0 && measured != 1)
+        return InvalidArgument("link record type=" + r.Get("type") + ": measured=" + r.Get("measured") +
+                               " must be 0 or 1");
+      p.measured = measured == 1;
       if (p.bw_gbps <= 0 || p.flow_gbps <= 0 || p.latency_us < 0 || p.overhead_us < 0 || p.dram_bw_gbps < 0 ||
           p.dram_flow_gbps < 0)
         return InvalidArgument("link record type=" + r.Get("type") +
@@ -154,6 +159,7 @@ std::vector<Record> LinkTable::ToRecords() const {
     r.Set("flow_gbps", p.flow_gbps).Set("overhead_us", p.overhead_us);
     if (p.dram_bw_gbps > 0) r.Set("dram_bw_gbps", p.dram_bw_gbps);
     if (p.dram_flow_gbps > 0) r.Set("dram_flow_gbps", p.dram_flow_gbps);
+    if (p.measured) r.Set("measured", static_cast<int64_t>(1));
     out.push_back(r);
   }
   for (int g = 0; g < 2; ++g) {

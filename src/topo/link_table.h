@@ -40,6 +40,10 @@ struct LinkParams {
   // rate from DRAM. 0 = no separate DRAM figure (links that do not go through host memory).
   double dram_bw_gbps = 0;
   double dram_flow_gbps = 0;
+  // Set by calibration (topo/calibrate.h): the figures were measured end to end over the
+  // transport the job uses, so routes take them as they are (a TCP network route does not
+  // add the loopback stack's defaults on top). Records: `measured=1`.
+  bool measured = false;
 };
 
 struct ComputeParams {
