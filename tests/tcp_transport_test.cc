@@ -416,6 +416,83 @@ TEST(TcpTransportTest, WrongSecretConnectionRefused) {
   });
 }
 
+// Issue 11 defect 4: connections that never present a handshake are not polled every progress
+// round (only the listener is) and are dropped on the handshake timer even when nothing ever
+// becomes readable — with a recv pending, so Progress blocks in ppoll as the executor does.
+TEST(TcpTransportTest, SilentConnectionsAreDroppedOnTheTimer) {
+  TcpOptions o = LoopbackOptions(1);
+  o.handshake_timeout_s = 0.3;
+  RunThreads(2, o, [&](int r, Rank& rank) {
+    if (r == 1) {
+      std::vector<net::Socket> silent;
+      for (int i = 0; i < 40; ++i) {
+        StatusOr<net::Socket> c = net::Connect(rank.tcp->listen_address(), 5);
+        ASSERT_TRUE(c.ok()) << c.status().message();
+        silent.push_back(std::move(*c));
+      }
+      uint64_t x = 0;
+      TransportRequest q;  // never satisfied: rank 0 sends only after the barrier
+      ASSERT_TRUE(rank.tcp->PostRecv(0, 0, 1, &x, 8, &q).ok());
+      auto deadline = Clock::now() + std::chrono::seconds(10);
+      while (rank.tcp->rejected_connections() < 40 && Clock::now() < deadline)
+        ASSERT_TRUE(rank.tcp->Progress(20000).ok());
+      EXPECT_EQ(rank.tcp->rejected_connections(), 40);
+      for (net::Socket& c : silent) {  // the server closed them: we read EOF
+        char byte;
+        EXPECT_EQ(net::RecvAll(c, &byte, 1, net::Deadline::After(5)).code(), weftRemoteError);
+      }
+      EXPECT_TRUE(rank.bootstrap->Barrier().ok());
+      ASSERT_TRUE(WaitAll(rank.tcp.get(), {&q}).ok());
+      EXPECT_EQ(x, 42u);
+    } else {
+      EXPECT_TRUE(rank.bootstrap->Barrier().ok());
+      uint64_t v = 42;
+      TransportRequest s;
+      ASSERT_TRUE(rank.tcp->PostSend(1, 0, 1, &v, 8, &s).ok());
+      ASSERT_TRUE(WaitAll(rank.tcp.get(), {&s}).ok());
+    }
+  });
+}
+
+// Issue 11 (minor): blame travels. Rank 1 dies under rank 0 (a pending recv); rank 0 aborts
+// and its abort note tells rank 2, which waits only on rank 0, that rank 1 failed.
+TEST(TcpTransportTest, AbortNoteNamesTheFailedRankToOtherPeers) {
+  RunThreads(3, LoopbackOptions(1), [&](int r, Rank& rank) {
+    // Connect every pair with one exchange so that all streams exist.
+    uint32_t out = r, in[3] = {};
+    std::vector<TransportRequest> reqs(4);
+    std::vector<TransportRequest*> ptrs;
+    int k = 0;
+    for (int p = 0; p < 3; ++p) {
+      if (p == r) continue;
+      ASSERT_TRUE(rank.tcp->PostSend(p, 0, 1, &out, 4, &reqs[k]).ok());
+      ASSERT_TRUE(rank.tcp->PostRecv(p, 0, 1, &in[p], 4, &reqs[k + 1]).ok());
+      ptrs.push_back(&reqs[k]);
+      ptrs.push_back(&reqs[k + 1]);
+      k += 2;
+    }
+    ASSERT_TRUE(WaitAll(rank.tcp.get(), ptrs).ok());
+    EXPECT_TRUE(rank.bootstrap->Barrier().ok());
+    uint32_t x = 0;
+    TransportRequest q;
+    if (r == 1) {
+      rank.tcp.reset();  // "dies": closes its sockets under rank 0's pending recv
+      return;
+    }
+    if (r == 0) {
+      ASSERT_TRUE(rank.tcp->PostRecv(1, 0, 2, &x, 4, &q).ok());
+      Status st = WaitAll(rank.tcp.get(), {&q}, 10);
+      EXPECT_EQ(st.code(), weftRemoteError) << st.message();
+      rank.tcp->Abort(st);  // what the executor does with a failed step
+      return;
+    }
+    ASSERT_TRUE(rank.tcp->PostRecv(0, 0, 2, &x, 4, &q).ok());
+    Status st = WaitAll(rank.tcp.get(), {&q}, 10);
+    EXPECT_EQ(st.code(), weftRemoteError) << st.message();
+    EXPECT_NE(st.message().find("rank 1 failed (reported by rank 0"), std::string::npos) << st.message();
+  });
+}
+
 // A peer that finished and closed with nothing pending is not an error; asking it for more is.
 TEST(TcpTransportTest, NormalShutdownIsNotAnError) {
   BootstrapId id = StartRoot();

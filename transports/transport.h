@@ -14,8 +14,14 @@
 // different arguments, instead of corrupting data.
 //
 // Completion: a request's `done` is set by the transport once the buffer may be reused (send)
-// or holds the data (recv). `status` is meaningful once done. Requests must stay valid until
-// done or until Abort().
+// or holds the data (recv). `status` and `bytes` are meaningful once done. Requests must stay
+// valid until done or until Abort().
+//
+// Sizes: PostRecv expects exactly `bytes` (a different size is a mismatch, as a different tag
+// is); PostRecvUpTo accepts any message of at most `max_bytes` and reports its size in
+// TransportRequest::bytes — for payloads whose size only the sender knows (compressed chunks).
+// A message longer than the posted receive is always a mismatch: the receive fails (what the
+// buffer then holds is unspecified), it never succeeds with a truncated message.
 //
 // Threading: one thread at a time calls Post*/Progress on a transport instance; Abort() may be
 // called from any thread.
@@ -28,7 +34,9 @@
 #include <memory>
 #include <string>
 
+#include "common/memref.h"
 #include "common/status.h"
+#include "transports/registration_cache.h"
 
 namespace weft {
 
@@ -62,7 +70,8 @@ inline Status TagMismatch(const std::string& detail, uint64_t want_tag, uint64_t
 
 struct TransportRequest {
   std::atomic<bool> done{false};
-  Status status;  // valid once done
+  Status status;     // valid once done
+  size_t bytes = 0;  // a successful recv: bytes that arrived (a send: bytes sent)
   void Complete(Status s = Status()) {
     status = std::move(s);
     done.store(true, std::memory_order_release);
@@ -70,6 +79,7 @@ struct TransportRequest {
   void Reset() {
     done.store(false, std::memory_order_relaxed);
     status = Status();
+    bytes = 0;
   }
 };
 
@@ -84,6 +94,13 @@ class Transport {
   // Starts receiving exactly `bytes` from `peer` into `buf`.
   virtual Status PostRecv(int peer, int channel, uint64_t tag, void* buf, size_t bytes,
                           TransportRequest* req) = 0;
+  // Starts receiving a message of at most `max_bytes` from `peer` into `buf`; once done,
+  // req->bytes holds its size. Same ordering and tag matching as PostRecv. (Every weft
+  // transport implements it; the default refuses, for test doubles that do not need it.)
+  virtual Status PostRecvUpTo(int peer, int channel, uint64_t tag, void* buf, size_t max_bytes,
+                              TransportRequest* req) {
+    return InvalidUsage(std::string(name()) + " transport: receives of variable size are not supported");
+  }
   // Moves data. Waits at most `timeout_us` microseconds for something to happen when nothing
   // can be done right away (0 = never wait). Returns an error for failures that are not tied
   // to one request (e.g. a peer's connection dropped while requests to it are pending: those
@@ -93,6 +110,38 @@ class Transport {
   virtual bool HasPending() const = 0;
   // Fails every pending request with `why` and closes connections. Idempotent.
   virtual void Abort(const Status& why) = 0;
+
+  // ---- memory registration ----
+  // Registers `mem` with this transport, so that it can be named in one-sided operations
+  // (PackRemoteKey) and, for RDMA/IPC transports, be pinned once instead of per operation.
+  // Cached (registration_cache.h): a range inside an earlier registration of the same kind
+  // returns that handle with one more reference. The default keeps only the bookkeeping (tcp,
+  // inproc: the CPU copies, nothing to pin) and refuses device memory.
+  virtual StatusOr<RegHandle> Register(const MemRef& mem);
+  // Drops one reference of Register's handle; the last one releases the registration.
+  virtual Status Deregister(RegHandle handle);
+
+  // ---- one-sided operations on registered memory ----
+  // A peer's registered memory is named by a RemoteKey: its owner packs the registration
+  // (PackRemoteKey), the caller ships the blob (bootstrap allgather or a message), and the
+  // accessing rank imports it (ImportRemoteKey). PostPut/PostGet move src/dst.bytes between a
+  // local MemRef and the peer's memory at `offset`; they complete through `req` (req->bytes
+  // = bytes moved) — possibly at once. Ordering: only Signal orders them for the peer: a
+  // Signal posted after a Put's completion is seen by the peer only after the Put's data.
+  // The defaults refuse (a transport that cannot do one-sided says so, by name).
+  using RemoteKey = uint64_t;
+  virtual StatusOr<std::string> PackRemoteKey(RegHandle handle);
+  virtual StatusOr<RemoteKey> ImportRemoteKey(int peer, const std::string& packed);
+  virtual Status PostPut(int peer, const MemRef& src, RemoteKey dst, size_t offset, TransportRequest* req);
+  virtual Status PostGet(int peer, const MemRef& dst, RemoteKey src, size_t offset, TransportRequest* req);
+  // Posts the next signal to `peer` (counted, never lost; a non-zero `tag` travels with it).
+  virtual Status Signal(int peer, uint64_t tag);
+  // Completes `req` once the next not-yet-consumed signal from `peer` has arrived (with a
+  // non-zero `expect_tag`, that signal must carry it, else a kTagMismatchMarker error).
+  virtual Status PostWait(int peer, TransportRequest* req, uint64_t expect_tag);
+
+ protected:
+  RegistrationCache registrations_;
 };
 
 }  // namespace weft
@@ -121,12 +170,12 @@ class DirectTransport : public Transport {
   // non-zero `tag` travels with it: the executor tags the first signal of an operation to each
   // peer with the call tag, so direct schedules (which exchange no messages) still detect
   // ranks running different calls.
-  virtual Status Signal(int peer, uint64_t tag) = 0;
+  Status Signal(int peer, uint64_t tag) override = 0;
   Status Signal(int peer) { return Signal(peer, 0); }
   // Completes `req` once the next not-yet-consumed signal from `peer` has arrived. With a
   // non-zero `expect_tag`, that signal must carry the same tag, else `req` fails with a
   // kTagMismatchMarker error naming both.
-  virtual Status PostWait(int peer, TransportRequest* req, uint64_t expect_tag) = 0;
+  Status PostWait(int peer, TransportRequest* req, uint64_t expect_tag) override = 0;
   Status PostWait(int peer, TransportRequest* req) { return PostWait(peer, req, 0); }
 };
 

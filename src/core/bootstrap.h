@@ -28,6 +28,7 @@
 
 #include "common/status.h"
 #include "net/socket.h"
+#include "transports/bootstrap_iface.h"
 #include "weft/weft.h"
 
 namespace weft {
@@ -52,32 +53,33 @@ StatusOr<BootstrapId> UnpackUniqueId(const weftUniqueId& uid);
 StatusOr<BootstrapId> StartBootstrapRoot(const net::SockAddr& listen_addr,
                                          const net::Secret& secret, double timeout_s);
 
-class Bootstrap {
+// The transports see it through TransportBootstrap (transports/bootstrap_iface.h) only.
+class Bootstrap : public TransportBootstrap {
  public:
   // Every rank (the root process too) calls this. Blocks until all nranks joined or the
   // timeout (<= 0: never) — plus up to one second to hear the root's verdict on who is
   // missing. Retries connecting to the root (it may start after this rank).
   static StatusOr<std::unique_ptr<Bootstrap>> Join(const BootstrapId& id, int rank, int nranks,
                                                    double timeout_s);
-  ~Bootstrap();
+  ~Bootstrap() override;
 
-  int rank() const { return rank_; }
-  int nranks() const { return nranks_; }
-  const net::Secret& secret() const { return secret_; }
+  int rank() const override { return rank_; }
+  int nranks() const override { return nranks_; }
+  const net::Secret& secret() const override { return secret_; }
   // The address of this host that reaches the root (port 0): a good default for other
   // listeners of this rank (the TCP transport's), since peers could reach the root the same way.
-  const net::SockAddr& local_address() const { return local_address_; }
+  const net::SockAddr& local_address() const override { return local_address_; }
   // Timeout applied to each setup collective (<= 0: none, only Abort() unblocks).
   double timeout_s() const { return timeout_s_; }
   void set_timeout_s(double seconds) { timeout_s_ = seconds; }
 
   // `all` holds nranks*bytes; rank r's `mine` lands at all + r*bytes. `mine` may alias
   // all + rank*bytes. Every rank must pass the same `bytes`.
-  Status AllGather(const void* mine, size_t bytes, void* all);
+  Status AllGather(const void* mine, size_t bytes, void* all) override;
   // Copies root's `buf` to every rank's `buf`.
   Status Broadcast(void* buf, size_t bytes, int root);
   // No rank returns before every rank has entered.
-  Status Barrier();
+  Status Barrier() override;
   // Unblocks current calls (they fail) and fails future ones. Any thread; idempotent.
   void Abort();
 

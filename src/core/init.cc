@@ -19,21 +19,10 @@
 #include "core/bootstrap.h"
 #include "net/socket.h"
 #include "topo/host.h"
-#include "transports/inproc/inproc_transport.h"
-#if __has_include("transports/tcp/tcp_transport.h")
-#include "transports/tcp/tcp_transport.h"
-#define WEFT_HAVE_TCP 1
-#endif
-
-#if __has_include("transports/shm/shm_transport.h")
-#include "transports/shm/shm_transport.h"
-#define WEFT_HAVE_SHM 1
-#endif
-#if __has_include("topo/fabric.h") && __has_include("tune/selector.h")
 #include "topo/fabric.h"
+#include "transports/inproc/inproc_transport.h"
+#include "transports/registry.h"
 #include "tune/selector.h"
-#define WEFT_HAVE_TOPO 1
-#endif
 
 namespace weft {
 namespace {
@@ -44,11 +33,6 @@ double EnvSeconds(const char* name, double fallback) {
   char* end = nullptr;
   double d = strtod(v, &end);
   return (end && *end == '\0' && d >= 0) ? d : fallback;
-}
-
-bool EnvFlag(const char* name) {
-  const char* v = getenv(name);
-  return v != nullptr && *v != '\0' && strcmp(v, "0") != 0;
 }
 
 
@@ -83,6 +67,61 @@ static Status SetupTopology(weftComm* comm, const std::vector<std::string>& host
   return OkStatus();
 }
 
+// Exchanges topology summaries, builds the fabric and the selector (collective).
+static Status SetupFabric(weftComm* comm, Bootstrap* bs) {
+  StatusOr<std::string> mine = DescribeLocalRank(comm->local_rank);
+  if (!mine.ok()) return mine.status().WithContext("describing this rank's topology");
+  uint64_t len = mine->size(), maxlen = 0;
+  std::vector<uint64_t> lens(comm->nranks);
+  WEFT_RETURN_IF_ERROR(bs->AllGather(&len, sizeof(len), lens.data()));
+  for (uint64_t l : lens) maxlen = std::max(maxlen, l);
+  std::string padded = *mine;
+  padded.resize(maxlen, '\0');
+  std::vector<char> blob(maxlen * comm->nranks);
+  if (maxlen > 0) WEFT_RETURN_IF_ERROR(bs->AllGather(padded.data(), maxlen, blob.data()));
+  std::vector<std::string> summaries(comm->nranks);
+  for (int r = 0; r < comm->nranks; ++r) summaries[r] = std::string(blob.data() + r * maxlen, lens[r]);
+  StatusOr<std::shared_ptr<const Fabric>> fabric = BuildFabric(summaries);
+  if (!fabric.ok()) return fabric.status().WithContext("building the fabric");
+  comm->fabric = *fabric;
+  comm->selector = std::make_shared<Selector>(comm->fabric, comm->overrides, comm->direct != nullptr);
+  if (comm->rank == 0) WEFT_INFO("fabric:\n%s", comm->fabric->Describe().c_str());
+  return OkStatus();
+}
+
+// Asks the transport registry (transports/registry.h) which transport serves each peer and
+// creates those transports (collective). The shm transport becomes the communicator's direct
+// transport when it maps every rank's window (all ranks on one host).
+static Status SetupTransports(weftComm* comm, Bootstrap* bs) {
+  StatusOr<TransportSettings> settings = TransportSettings::Agree(bs);
+  if (!settings.ok()) return settings.status().WithContext("choosing transports");
+  TransportSetupContext ctx;
+  ctx.bootstrap = bs;
+  ctx.rank = comm->rank;
+  ctx.nranks = comm->nranks;
+  ctx.host_of.assign(comm->nranks, 0);
+  for (size_t h = 0; h < comm->host_groups.size(); ++h)
+    for (int r : comm->host_groups[h]) ctx.host_of[r] = static_cast<int>(h);
+  ctx.settings = std::move(*settings);
+  StatusOr<CreatedTransports> created = CreateTransports(ctx);
+  if (!created.ok()) return created.status();
+  comm->peer_transport = created->by_peer;
+  for (auto& t : created->owned) {
+    auto* direct = dynamic_cast<DirectTransport*>(t.get());
+    bool serves_all = comm->nranks > 1;
+    for (int p = 0; p < comm->nranks; ++p)
+      if (p != comm->rank && comm->peer_transport[p] != t.get()) serves_all = false;
+    if (direct != nullptr && serves_all) comm->direct = direct;
+    comm->transports.push_back(std::move(t));
+  }
+  std::string summary;
+  for (const std::string& s : created->summary) summary += (summary.empty() ? "" : "; ") + s;
+  WEFT_INFO("rank %d/%d: %zu host(s); transports: %s (network: %s%s)", comm->rank, comm->nranks,
+            comm->host_groups.size(), summary.empty() ? "none" : summary.c_str(),
+            ctx.settings.use_ucx ? "ucx, " : "tcp, ", ctx.settings.why_network.c_str());
+  return OkStatus();
+}
+
 Status InitOverBootstrap(weftComm* comm, std::unique_ptr<Bootstrap> bootstrap) {
   comm->bootstrap = std::move(bootstrap);
   Bootstrap* bs = comm->bootstrap.get();
@@ -105,57 +144,8 @@ Status InitOverBootstrap(weftComm* comm, std::unique_ptr<Bootstrap> bootstrap) {
     if (std::find(g.begin(), g.end(), comm->rank) != g.end()) local = g;
   comm->local_rank = static_cast<int>(std::find(local.begin(), local.end(), comm->rank) - local.begin());
 
-#ifdef WEFT_HAVE_TCP
-  StatusOr<std::unique_ptr<TcpTransport>> tcp = TcpTransport::Create(bs, TcpOptionsFromEnv());
-  if (!tcp.ok()) return tcp.status().WithContext("creating the TCP transport");
-  Transport* tcp_ptr = tcp->get();
-  comm->transports.push_back(std::move(tcp.value()));
-  comm->peer_transport.assign(comm->nranks, tcp_ptr);
-  comm->peer_transport[comm->rank] = nullptr;
-#else
-  comm->peer_transport.assign(comm->nranks, nullptr);
-#endif
-
-#ifdef WEFT_HAVE_SHM
-  // Collective: every rank calls Create, also those with no local peer.
-  bool shm_disabled = EnvFlag("WEFT_SHM_DISABLE");
-  std::vector<int> shm_ranks = shm_disabled ? std::vector<int>{comm->rank} : local;
-  StatusOr<ShmOptions> shm_options = ShmOptionsFromEnv();
-  if (!shm_options.ok()) return shm_options.status();
-  StatusOr<std::unique_ptr<ShmTransport>> shm = ShmTransport::Create(bs, shm_ranks, *shm_options);
-  if (!shm.ok()) return shm.status().WithContext("creating the shared-memory transport");
-  if (shm_ranks.size() > 1) {
-    ShmTransport* s = shm->get();
-    for (int r : shm_ranks)
-      if (r != comm->rank) comm->peer_transport[r] = s;
-    if (static_cast<int>(shm_ranks.size()) == comm->nranks) comm->direct = s;
-    comm->transports.push_back(std::move(shm.value()));
-  }
-  WEFT_INFO("rank %d/%d: %zu host(s), %zu local rank(s), shm %s", comm->rank, comm->nranks,
-            comm->host_groups.size(), local.size(),
-            shm_disabled ? "disabled (WEFT_SHM_DISABLE)" : "enabled");
-#endif
-#ifdef WEFT_HAVE_TOPO
-  {
-    StatusOr<std::string> mine = DescribeLocalRank(comm->local_rank);
-    if (!mine.ok()) return mine.status().WithContext("describing this rank's topology");
-    uint64_t len = mine->size(), maxlen = 0;
-    std::vector<uint64_t> lens(comm->nranks);
-    WEFT_RETURN_IF_ERROR(bs->AllGather(&len, sizeof(len), lens.data()));
-    for (uint64_t l : lens) maxlen = std::max(maxlen, l);
-    std::string padded = *mine;
-    padded.resize(maxlen, '\0');
-    std::vector<char> blob(maxlen * comm->nranks);
-    if (maxlen > 0) WEFT_RETURN_IF_ERROR(bs->AllGather(padded.data(), maxlen, blob.data()));
-    std::vector<std::string> summaries(comm->nranks);
-    for (int r = 0; r < comm->nranks; ++r) summaries[r] = std::string(blob.data() + r * maxlen, lens[r]);
-    StatusOr<std::shared_ptr<const Fabric>> fabric = BuildFabric(summaries);
-    if (!fabric.ok()) return fabric.status().WithContext("building the fabric");
-    comm->fabric = *fabric;
-    comm->selector = std::make_shared<Selector>(comm->fabric, comm->overrides, comm->direct != nullptr);
-    if (comm->rank == 0) WEFT_INFO("fabric:\n%s", comm->fabric->Describe().c_str());
-  }
-#endif
+  WEFT_RETURN_IF_ERROR(SetupTransports(comm, bs));
+  WEFT_RETURN_IF_ERROR(SetupFabric(comm, bs));
   return OkStatus();
 }
 

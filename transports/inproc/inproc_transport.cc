@@ -18,16 +18,21 @@ InprocTransport::~InprocTransport() { Abort(InternalError("inproc transport dest
 
 Status InprocTransport::PostSend(int peer, int channel, uint64_t tag, const void* buf,
                                  size_t bytes, TransportRequest* req) {
-  return Post(true, peer, channel, tag, const_cast<void*>(buf), bytes, req);
+  return Post(true, peer, channel, tag, const_cast<void*>(buf), bytes, false, req);
 }
 
 Status InprocTransport::PostRecv(int peer, int channel, uint64_t tag, void* buf, size_t bytes,
                                  TransportRequest* req) {
-  return Post(false, peer, channel, tag, buf, bytes, req);
+  return Post(false, peer, channel, tag, buf, bytes, false, req);
+}
+
+Status InprocTransport::PostRecvUpTo(int peer, int channel, uint64_t tag, void* buf,
+                                     size_t max_bytes, TransportRequest* req) {
+  return Post(false, peer, channel, tag, buf, max_bytes, true, req);
 }
 
 Status InprocTransport::Post(bool is_send, int peer, int channel, uint64_t tag, void* buf,
-                             size_t bytes, TransportRequest* req) {
+                             size_t bytes, bool up_to, TransportRequest* req) {
   if (peer < 0 || peer >= hub_->nranks() || peer == rank_)
     return InvalidArgument("inproc: bad peer " + std::to_string(peer));
   req->Reset();
@@ -38,7 +43,7 @@ Status InprocTransport::Post(bool is_send, int peer, int channel, uint64_t tag, 
   std::deque<InprocHub::Pending>& other = is_send ? q.recvs : q.sends;
   std::deque<InprocHub::Pending>& mine = is_send ? q.sends : q.recvs;
   if (other.empty()) {
-    mine.push_back({tag, buf, bytes, req});
+    mine.push_back({tag, buf, bytes, req, up_to});
     hub_->pending_[rank_]++;
     return OkStatus();
   }
@@ -46,9 +51,10 @@ Status InprocTransport::Post(bool is_send, int peer, int channel, uint64_t tag, 
   InprocHub::Pending match = other.front();
   other.pop_front();
   const InprocHub::Pending& send = is_send ? InprocHub::Pending{tag, buf, bytes, req} : match;
-  const InprocHub::Pending& recv = is_send ? match : InprocHub::Pending{tag, buf, bytes, req};
+  const InprocHub::Pending& recv = is_send ? match : InprocHub::Pending{tag, buf, bytes, req, up_to};
   Status status;
-  if (send.tag != recv.tag || send.bytes != recv.bytes) {
+  bool size_ok = recv.up_to ? send.bytes <= recv.bytes : send.bytes == recv.bytes;
+  if (send.tag != recv.tag || !size_ok) {
     status = TagMismatch("message mismatch from rank " + std::to_string(src) + " to rank " +
                              std::to_string(dst) + " channel " + std::to_string(channel) +
                              ": receiver expected tag " + std::to_string(recv.tag) + " (" +
@@ -58,6 +64,7 @@ Status InprocTransport::Post(bool is_send, int peer, int channel, uint64_t tag, 
   } else if (send.bytes > 0) {
     memcpy(recv.buf, send.buf, send.bytes);
   }
+  if (status.ok()) send.req->bytes = recv.req->bytes = send.bytes;
   req->Complete(status);
   match.req->Complete(status);
   hub_->pending_[peer]--;

@@ -30,6 +30,7 @@ class InprocHub {
     void* buf;  // send: const source; recv: destination
     size_t bytes;
     TransportRequest* req;
+    bool up_to = false;  // recv: `bytes` is a maximum
   };
   struct Queue {
     std::deque<Pending> sends, recvs;
@@ -57,13 +58,16 @@ class InprocTransport : public Transport {
                   TransportRequest* req) override;
   Status PostRecv(int peer, int channel, uint64_t tag, void* buf, size_t bytes,
                   TransportRequest* req) override;
+  Status PostRecvUpTo(int peer, int channel, uint64_t tag, void* buf, size_t max_bytes,
+                      TransportRequest* req) override;
   Status Progress(int timeout_us) override;
   bool HasPending() const override;
   void Abort(const Status& why) override;
 
  private:
+  // up_to: a recv that accepts any size up to `bytes`.
   Status Post(bool is_send, int peer, int channel, uint64_t tag, void* buf, size_t bytes,
-              TransportRequest* req);
+              bool up_to, TransportRequest* req);
   std::shared_ptr<InprocHub> hub_;
   int rank_;
   uint64_t seen_epoch_ = 0;

@@ -1,6 +1,7 @@
 // ShmTransport implementation: segments, rings, windows, signals, waiting, dead peers.
 // The protocol and its reasons are described in shm_transport.h.
 #include "transports/shm/shm_transport.h"
+#include "transports/shm/shm_layout.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,82 +20,6 @@
 #include <mutex>
 
 namespace weft {
-namespace shm_detail {
-
-constexpr uint64_t kHeaderMagic = 0x7765667473686d31ULL;  // "weftshm1"
-constexpr uint32_t kMsgMagic = 0x6d736731;                 // "msg1"
-constexpr uint64_t kWindowMagic = 0x7765667477696e31ULL;   // "weftwin1"
-constexpr size_t kLine = 64;
-constexpr size_t kWindowHeaderBytes = 4096;  // keeps the window's data page-aligned
-
-static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared atomics must be lock-free");
-static_assert(std::atomic<uint32_t>::is_always_lock_free, "shared atomics must be lock-free");
-
-// Start of every control segment. Fields the owner writes once sit apart from the words that
-// peers hammer (doorbell) and those the owner changes per window growth.
-struct alignas(kLine) RankHeader {
-  uint64_t magic;
-  int32_t rank;
-  int32_t pid;
-  uint32_t nlocal;
-  uint32_t pad0;
-  uint64_t ring_bytes;
-  uint64_t ring_offset;  // bytes from the segment start to ring 0's data
-  alignas(kLine) std::atomic<uint32_t> doorbell;  // futex word: bumped by peers that wake us
-  std::atomic<uint32_t> sleeping;                 // 1 while the owner may block on doorbell
-  alignas(kLine) std::atomic<uint64_t> window_gen;
-  std::atomic<uint64_t> window_bytes;
-  std::atomic<uint32_t> closed;  // owner closed or aborted: waiting on it is pointless
-  // Single-copy (CMA) probe: the owner's address of cma_probe in its own address space, and
-  // the bit mask of local senders this owner can read from with process_vm_readv.
-  alignas(kLine) uint64_t cma_probe;
-  uint64_t cma_probe_addr;
-  std::atomic<uint64_t> cma_from_mask;
-};
-
-// Tags of tagged signals: signal number i (0-based) with a tag writes slot i % kSignalTagSlots
-// as {tag, i + 1}. Only the first signal of an operation to a peer is tagged, and a sender
-// cannot run kSignalTagSlots operations ahead of a receiver that must answer it, so a slot is
-// read before it is reused; a reader that finds a larger index skips the check.
-constexpr uint64_t kSignalTagSlots = 8;
-struct SignalTagSlot {
-  std::atomic<uint64_t> index;  // signal number + 1 that wrote the slot (0: never)
-  std::atomic<uint64_t> tag;
-};
-
-// One per (sender -> owner) pair, in the owner's control segment. Each counter on its own
-// cache line: tail and signals are written by the sender, head by the owner.
-struct alignas(kLine) RingControl {
-  alignas(kLine) std::atomic<uint64_t> tail;     // bytes published by the sender
-  alignas(kLine) std::atomic<uint64_t> head;     // bytes consumed by the owner
-  alignas(kLine) std::atomic<uint64_t> signals;  // Signal() count from the sender
-  alignas(kLine) std::atomic<uint64_t> cma_acks;  // single-copy messages the owner has read
-  alignas(kLine) SignalTagSlot signal_tags[kSignalTagSlots];  // written by the sender
-};
-
-constexpr uint16_t kMsgSingleCopy = 1;  // payload not in the ring: read it at `address`
-
-struct alignas(kLine) MsgHeader {
-  uint32_t magic;
-  uint16_t channel;
-  uint16_t flags;
-  uint64_t tag;
-  uint64_t bytes;
-  uint64_t address;  // kMsgSingleCopy: the payload in the sender's address space
-  unsigned char pad1[kLine - 32];
-};
-static_assert(sizeof(MsgHeader) == kLine, "message header is one cache line");
-
-struct alignas(kLine) WindowHeader {
-  uint64_t magic;
-  int32_t owner;
-  uint32_t pad0;
-  uint64_t gen;
-  uint64_t bytes;
-  std::atomic<uint32_t> mapped_by;  // peers that mapped it; the last one unlinks the name
-};
-
-}  // namespace shm_detail
 
 using shm_detail::kLine;
 using shm_detail::MsgHeader;
@@ -446,6 +371,25 @@ Status ShmTransport::PostSend(int peer, int channel, uint64_t tag, const void* b
 
 Status ShmTransport::PostRecv(int peer, int channel, uint64_t tag, void* buf, size_t bytes,
                               TransportRequest* req) {
+  return PostRecvOp(peer, channel, RecvOp{static_cast<unsigned char*>(buf), bytes, tag, req, false});
+}
+
+Status ShmTransport::PostRecvUpTo(int peer, int channel, uint64_t tag, void* buf, size_t max_bytes,
+                                  TransportRequest* req) {
+  return PostRecvOp(peer, channel, RecvOp{static_cast<unsigned char*>(buf), max_bytes, tag, req, true});
+}
+
+Status ShmTransport::RecvMismatch(const Peer& p, uint16_t channel, const RecvOp& r, uint64_t got_tag,
+                                  uint64_t got_bytes) const {
+  return TagMismatch("shm: message from rank " + std::to_string(p.rank) + " on channel " +
+                         std::to_string(channel) + ": expected tag " + std::to_string(r.tag) + " and " +
+                         (r.up_to ? "at most " : "") + std::to_string(r.bytes) + " bytes, got tag " +
+                         std::to_string(got_tag) + " and " + std::to_string(got_bytes) + " bytes",
+                     r.tag, got_tag);
+}
+
+Status ShmTransport::PostRecvOp(int peer, int channel, const RecvOp& op) {
+  TransportRequest* req = op.req;
   std::lock_guard<std::mutex> lock(mu_);
   Status st;
   Peer* p = Find(peer, &st);
@@ -455,7 +399,7 @@ Status ShmTransport::PostRecv(int peer, int channel, uint64_t tag, void* buf, si
   req->Reset();
   ++pending_;
   uint16_t ch = static_cast<uint16_t>(channel);
-  p->recvs[ch].push_back(RecvOp{static_cast<unsigned char*>(buf), bytes, tag, req});
+  p->recvs[ch].push_back(op);
   ++p->posted_recvs;
   MatchStash(*p, ch);
   return OkStatus();
@@ -542,6 +486,10 @@ void* ShmTransport::LocalWindow() {
 
 StatusOr<const void*> ShmTransport::PeerWindow(int peer, size_t min_bytes) {
   std::lock_guard<std::mutex> lock(mu_);
+  return PeerWindowLocked(peer, min_bytes);
+}
+
+StatusOr<const void*> ShmTransport::PeerWindowLocked(int peer, size_t min_bytes) {
   Status st;
   Peer* p = Find(peer, &st);
   if (p == nullptr) return st;
@@ -687,16 +635,12 @@ void ShmTransport::MatchStash(Peer& p, uint16_t channel) {
     --p.posted_recvs;
     std::unique_ptr<Stashed> s = std::move(sq.front());
     sq.pop_front();
-    if (s->tag != r.tag || s->data.size() != r.bytes) {
-      Complete(r.req, TagMismatch("shm: message from rank " + std::to_string(p.rank) +
-                                      " on channel " + std::to_string(channel) + ": expected tag " +
-                                      std::to_string(r.tag) + " and " + std::to_string(r.bytes) +
-                                      " bytes, got tag " + std::to_string(s->tag) + " and " +
-                                      std::to_string(s->data.size()) + " bytes",
-                                  r.tag, s->tag));
+    if (s->tag != r.tag || !r.Fits(s->data.size())) {
+      Complete(r.req, RecvMismatch(p, channel, r, s->tag, s->data.size()));
       continue;
     }
-    if (r.bytes > 0) std::memcpy(r.buf, s->data.data(), r.bytes);
+    r.req->bytes = s->data.size();
+    if (!s->data.empty()) std::memcpy(r.buf, s->data.data(), s->data.size());
     Complete(r.req, OkStatus());
   }
   if (rq.empty()) p.recvs.erase(rit);
@@ -765,19 +709,14 @@ bool ShmTransport::ProgressRecvs(Peer& p) {
         if (rit->second.empty()) p.recvs.erase(rit);
         --p.posted_recvs;
         c.req = r.req;
-        if (h.tag != r.tag || h.bytes != r.bytes) {
+        if (h.tag != r.tag || !r.Fits(h.bytes)) {
           // Fail this recv, skip the payload: the stream stays in sync for what follows.
-          Complete(r.req, TagMismatch("shm: message from rank " + std::to_string(p.rank) +
-                                          " on channel " + std::to_string(h.channel) +
-                                          ": expected tag " + std::to_string(r.tag) + " and " +
-                                          std::to_string(r.bytes) + " bytes, got tag " +
-                                          std::to_string(h.tag) + " and " +
-                                          std::to_string(h.bytes) + " bytes",
-                                      r.tag, h.tag));
+          Complete(r.req, RecvMismatch(p, h.channel, r, h.tag, h.bytes));
           c.req = nullptr;
           c.dst = nullptr;
         } else {
           c.dst = r.buf;
+          r.req->bytes = h.bytes;
         }
       } else {
         // Head-of-line message for a channel nobody waits on yet: stash it so that the

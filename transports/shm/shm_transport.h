@@ -156,6 +156,8 @@ class ShmTransport : public DirectTransport {
                   TransportRequest* req) override;
   Status PostRecv(int peer, int channel, uint64_t tag, void* buf, size_t bytes,
                   TransportRequest* req) override;
+  Status PostRecvUpTo(int peer, int channel, uint64_t tag, void* buf, size_t max_bytes,
+                      TransportRequest* req) override;
   Status Progress(int timeout_us) override;
   bool HasPending() const override { return pending_.load(std::memory_order_acquire) > 0; }
   void Abort(const Status& why) override;
@@ -168,6 +170,13 @@ class ShmTransport : public DirectTransport {
   Status PostWait(int peer, TransportRequest* req, uint64_t expect_tag) override;
   using DirectTransport::PostWait;
   using DirectTransport::Signal;
+
+  // Registered memory and one-sided operations (shm_memory.cc; see shm_memory.h).
+  StatusOr<RegHandle> Register(const MemRef& mem) override;
+  StatusOr<std::string> PackRemoteKey(RegHandle handle) override;
+  StatusOr<RemoteKey> ImportRemoteKey(int peer, const std::string& packed) override;
+  Status PostPut(int peer, const MemRef& src, RemoteKey dst, size_t offset, TransportRequest* req) override;
+  Status PostGet(int peer, const MemRef& dst, RemoteKey src, size_t offset, TransportRequest* req) override;
 
   int rank() const { return rank_; }
   const std::vector<int>& local_ranks() const { return local_ranks_; }
@@ -199,6 +208,8 @@ class ShmTransport : public DirectTransport {
     size_t bytes;
     uint64_t tag;
     TransportRequest* req;
+    bool up_to = false;  // `bytes` is a maximum (PostRecvUpTo)
+    bool Fits(uint64_t got) const { return up_to ? got <= bytes : got == bytes; }
   };
   struct WaitOp {
     TransportRequest* req;
@@ -249,7 +260,24 @@ class ShmTransport : public DirectTransport {
     Status failed;  // set once the peer is known dead/closed
   };
 
+  // A peer's registration, imported from its packed key (shm_memory.cc).
+  struct ImportedKey {
+    int peer = -1;
+    int32_t pid = 0;
+    uint64_t address = 0;  // in the owner's address space (cross-memory attach)
+    uint64_t bytes = 0;
+    bool in_window = false;  // inside the owner's window: reached through our mapping of it
+    uint64_t window_offset = 0;
+    uint64_t window_gen = 0;
+  };
+
   ShmTransport() = default;
+  StatusOr<const void*> PeerWindowLocked(int peer, size_t min_bytes);
+  Status OneSidedCopy(bool put, int peer, const MemRef& local, RemoteKey key, size_t offset,
+                      TransportRequest* req);
+  Status PostRecvOp(int peer, int channel, const RecvOp& op);
+  Status RecvMismatch(const Peer& p, uint16_t channel, const RecvOp& r, uint64_t got_tag,
+                      uint64_t got_bytes) const;
   Status PrepareWindowLocked(size_t bytes);
   Peer* Find(int rank, Status* st);
   bool HasWork(const Peer& p) const;
@@ -280,6 +308,7 @@ class ShmTransport : public DirectTransport {
   shm_detail::RankHeader* header_ = nullptr;
   std::unique_ptr<ShmSegment> window_;
   uint64_t window_gen_ = 0;
+  std::vector<ImportedKey> imported_;  // RemoteKey k = imported_[k - 1]
   std::vector<Peer> peers_;        // by local index
   std::vector<int> local_of_rank_; // global rank -> local index or -1
   std::atomic<size_t> pending_{0};

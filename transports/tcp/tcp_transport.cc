@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -21,13 +22,15 @@
 #include <cstring>
 #include <new>
 
-#include "core/bootstrap.h"
 
 namespace weft {
 
 namespace {
 
 constexpr uint32_t kHeaderMagic = 0x57544350;  // "WTCP"
+// An abort note: channel = the rank that failed, bytes = length of the reason that follows.
+constexpr uint32_t kAbortMagic = 0x57544341;  // "WTCA"
+constexpr size_t kMaxAbortNoteBytes = 1024;
 constexpr size_t kHeaderBytes = 24;
 // Channels are small integers chosen by the executor; a larger value in a header means the
 // byte stream is out of sync, not a real channel.
@@ -97,7 +100,7 @@ TcpOptions TcpOptionsFromEnv() {
   return o;
 }
 
-StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(Bootstrap* bootstrap,
+StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(TransportBootstrap* bootstrap,
                                                              const TcpOptions& options) {
   if (bootstrap == nullptr) return InvalidArgument("TcpTransport::Create: bootstrap is NULL");
   if (options.streams_per_peer < 1 || options.streams_per_peer > kMaxStreams) {
@@ -322,11 +325,22 @@ Status TcpTransport::PostSend(int peer, int channel, uint64_t tag, const void* b
 
 Status TcpTransport::PostRecv(int peer, int channel, uint64_t tag, void* buf, size_t bytes,
                               TransportRequest* req) {
+  return PostRecvOp(peer, channel, RecvOp{tag, static_cast<char*>(buf), bytes, req, false});
+}
+
+Status TcpTransport::PostRecvUpTo(int peer, int channel, uint64_t tag, void* buf, size_t max_bytes,
+                                  TransportRequest* req) {
+  return PostRecvOp(peer, channel, RecvOp{tag, static_cast<char*>(buf), max_bytes, req, true});
+}
+
+Status TcpTransport::PostRecvOp(int peer, int channel, const RecvOp& op) {
   WEFT_RETURN_IF_ERROR(CheckPeer(peer, channel, "recv"));
+  TransportRequest* req = op.req;
+  void* buf = op.buf;
   if (req == nullptr) return InvalidArgument("tcp recv: req is NULL");
-  if (bytes > 0 && buf == nullptr) {
+  if (op.bytes > 0 && buf == nullptr) {
     return InvalidArgument("tcp recv from rank " + std::to_string(peer) + ": buf is NULL for " +
-                           std::to_string(bytes) + " bytes");
+                           std::to_string(op.bytes) + " bytes");
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (aborted_.load()) return abort_status_.ok() ? SystemError("tcp: transport aborted") : abort_status_;
@@ -337,18 +351,15 @@ Status TcpTransport::PostRecv(int peer, int channel, uint64_t tag, void* buf, si
   // closed normally) are matched first, in order.
   if (!q.unexpected.empty()) {
     std::shared_ptr<Unexpected> ux = q.unexpected.front();
-    if (ux->tag != tag || ux->bytes != bytes) {
+    if (ux->tag != op.tag || !op.Fits(ux->bytes)) {
       q.unexpected.pop_front();
-      req->Complete(TagMismatch("tcp recv from " + PeerName(p) + " channel " + std::to_string(channel) +
-                                    ": expected tag " + std::to_string(tag) + " (" + std::to_string(bytes) +
-                                    " bytes), received tag " + std::to_string(ux->tag) + " (" +
-                                    std::to_string(ux->bytes) + " bytes)",
-                                tag, ux->tag));
+      req->Complete(RecvMismatch(p, channel, op, ux->tag, ux->bytes));
       return OkStatus();
     }
+    req->bytes = ux->bytes;
     if (ux->complete) {
       q.unexpected.pop_front();
-      if (bytes > 0) std::memcpy(buf, ux->data.get(), bytes);
+      if (ux->bytes > 0) std::memcpy(buf, ux->data.get(), ux->bytes);
       req->Complete();
       return OkStatus();
     }
@@ -377,10 +388,19 @@ Status TcpTransport::PostRecv(int peer, int channel, uint64_t tag, void* buf, si
     return RemoteError("tcp recv: " + PeerName(p) + " has closed its connections");
   }
   if (!p.connect_started) WEFT_RETURN_IF_ERROR(StartConnect(p));
-  q.posted.push_back(RecvOp{tag, static_cast<char*>(buf), bytes, req});
+  q.posted.push_back(op);
   ++p.pending;
   pending_.fetch_add(1, std::memory_order_acq_rel);
   return OkStatus();
+}
+
+Status TcpTransport::RecvMismatch(const Peer& p, int channel, const RecvOp& op, uint64_t got_tag,
+                                  uint64_t got_bytes) const {
+  return TagMismatch("tcp recv from " + PeerName(p) + " channel " + std::to_string(channel) +
+                         ": expected tag " + std::to_string(op.tag) + " (" + (op.up_to ? "at most " : "") +
+                         std::to_string(op.bytes) + " bytes), received tag " + std::to_string(got_tag) +
+                         " (" + std::to_string(got_bytes) + " bytes)",
+                     op.tag, got_tag);
 }
 
 bool TcpTransport::WriteStream(Peer& p, Stream& s, bool* moved) {
@@ -429,6 +449,7 @@ bool TcpTransport::WriteStream(Peer& p, Stream& s, bool* moved) {
       left -= step;
       if (op.done < kHeaderBytes + op.bytes) break;
       TransportRequest* req = op.req;
+      req->bytes = op.bytes;
       s.sendq.pop_front();
       Complete(p, req, OkStatus());
     }
@@ -472,6 +493,7 @@ bool TcpTransport::ReadStream(Peer& p, Stream& s, bool* moved) {
       s.rx_left -= take;
       left -= take;
       if (s.rx_left == 0) OnPayloadDone(p, s);  // back to kHeader with rx_header_got == 0
+      if (!p.error.ok()) return false;            // it was an abort note
     }
     s.rx_header_got += left;  // whatever remains landed in the header buffer
     if (s.rx_header_got == kHeaderBytes && !OnHeader(p, s)) return false;
@@ -482,6 +504,15 @@ bool TcpTransport::ReadStream(Peer& p, Stream& s, bool* moved) {
 bool TcpTransport::OnHeader(Peer& p, Stream& s) {
   Header h = DecodeHeader(s.rx_header);
   s.rx_header_got = 0;
+  if (h.magic == kAbortMagic && h.channel < static_cast<uint32_t>(nranks_) && h.bytes <= kMaxAbortNoteBytes) {
+    s.rx_channel = static_cast<int>(h.channel);  // the origin
+    s.abort_note.assign(h.bytes, '\0');
+    s.rx = RxKind::kAbortNote;
+    s.rx_dst = &s.abort_note[0];
+    s.rx_left = h.bytes;
+    if (h.bytes == 0) OnPayloadDone(p, s);
+    return p.error.ok();
+  }
   if (h.magic != kHeaderMagic || h.channel >= static_cast<uint32_t>(kMaxChannels)) {
     FailPeer(p, InternalError("tcp: stream " + std::to_string(s.index) + " from " + PeerName(p) +
                               " is out of sync (bad message header: magic " + std::to_string(h.magic) +
@@ -495,18 +526,14 @@ bool TcpTransport::OnHeader(Peer& p, Stream& s) {
   if (!q.posted.empty()) {
     RecvOp op = q.posted.front();
     q.posted.pop_front();
-    if (op.tag != h.tag || op.bytes != h.bytes) {
-      Complete(p, op.req,
-               TagMismatch("tcp recv from " + PeerName(p) + " channel " + std::to_string(h.channel) +
-                               ": expected tag " + std::to_string(op.tag) + " (" + std::to_string(op.bytes) +
-                               " bytes), received tag " + std::to_string(h.tag) + " (" +
-                               std::to_string(h.bytes) + " bytes)",
-                           op.tag, h.tag));
+    if (op.tag != h.tag || !op.Fits(h.bytes)) {
+      Complete(p, op.req, RecvMismatch(p, static_cast<int>(h.channel), op, h.tag, h.bytes));
       s.rx = RxKind::kDiscard;  // drop the payload; the stream stays usable
     } else {
       s.rx = RxKind::kUser;
       s.rx_dst = op.buf;
       s.rx_req = op.req;
+      op.req->bytes = h.bytes;
     }
   } else {
     // The size comes off the wire: a corrupt or hostile header must fail this peer, not throw
@@ -547,6 +574,9 @@ void TcpTransport::OnPayloadDone(Peer& p, Stream& s) {
       s.rx_unexpected->stream = nullptr;
       s.rx_unexpected.reset();
       break;
+    case RxKind::kAbortNote:
+      OnAbortNote(p, s);  // fails p: its streams are closed and reset
+      return;
     case RxKind::kDiscard:
     case RxKind::kHeader:
       break;
@@ -558,9 +588,19 @@ void TcpTransport::OnPayloadDone(Peer& p, Stream& s) {
 }
 
 void TcpTransport::OnPeerGone(Peer& p, Stream& s, int err, const char* during) {
+  // A peer that aborted sent an abort note before closing, but our send can fail (EPIPE)
+  // before we read it: read what the socket still holds first, so the note names the origin.
+  if (std::strcmp(during, "send") == 0 && !s.reading_after_send_error) {
+    s.reading_after_send_error = true;
+    bool moved = false;
+    ReadStream(p, s, &moved);  // on EOF or error it comes back here with "recv"
+    s.reading_after_send_error = false;
+    if (!p.error.ok() || s.state == StreamState::kClosed) return;
+  }
   bool mid_message = s.rx != RxKind::kHeader || s.rx_header_got > 0;
   if (p.pending > 0 || mid_message) {
     std::string why = err == 0 ? "closed the connection" : net::ErrnoString(err);
+    NoteOrigin(p.rank, "");
     FailPeer(p, RemoteError("tcp: " + PeerName(p) + " " + why + " (stream " + std::to_string(s.index) +
                             ", " + during + ") with " + std::to_string(p.pending) +
                             " request(s) pending" + (mid_message ? " in the middle of a message" : "")));
@@ -569,6 +609,104 @@ void TcpTransport::OnPeerGone(Peer& p, Stream& s, int err, const char* during) {
   // Normal shutdown: the peer finished and closed. Not an error unless someone asks for more.
   s.sock.Close();
   s.state = StreamState::kClosed;
+}
+
+void TcpTransport::NoteOrigin(int origin, const std::string& reason) {
+  if (failed_origin_ >= 0) return;  // the first failure is the one to report
+  failed_origin_ = origin;
+  failed_reason_ = reason;
+}
+
+void TcpTransport::OnAbortNote(Peer& p, Stream& s) {
+  int origin = s.rx_channel;
+  std::string reason = s.abort_note;
+  s.abort_note.clear();
+  std::string msg = origin == p.rank
+                        ? "tcp: " + PeerName(p) + " aborted the communicator: " + reason
+                        : "tcp: rank " + std::to_string(origin) + " failed (reported by " + PeerName(p) +
+                              "): " + reason;
+  if (p.pending > 0) {
+    NoteOrigin(origin, reason);
+    FailPeer(p, RemoteError(msg));
+    return;
+  }
+  // Nothing of ours depends on p (a peer that finished and destroyed its communicator sends
+  // a note too): later requests to it fail with the note, but this round is not an error
+  // and the origin is not ours to forward.
+  Status keep = round_error_;
+  FailPeer(p, RemoteError(msg));
+  round_error_ = keep;
+}
+
+namespace {
+
+using AbortClock = std::chrono::steady_clock;
+
+// Reads and drops what the peer sent us (we are aborting): keeps a peer that is blocked
+// writing to us moving, so it reads our note, and lets close() send FIN rather than a reset.
+void DrainIncoming(int fd, std::vector<char>& sink) {
+  for (int reads = 0; reads < 256; ++reads) {  // bounded: a streaming peer must not keep us
+    ssize_t r = recv(fd, sink.data(), sink.size(), MSG_DONTWAIT);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return;
+  }
+}
+
+// Writes [data, data + n) on a non-blocking socket before `deadline`; false if it could not.
+bool WriteBefore(int fd, const char* data, size_t n, AbortClock::time_point deadline, std::vector<char>& sink) {
+  while (n > 0) {
+    ssize_t w = send(fd, data, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w > 0) {
+      data += w;
+      n -= static_cast<size_t>(w);
+      continue;
+    }
+    if (w < 0 && errno == EINTR) continue;
+    if (w == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) return false;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - AbortClock::now()).count();
+    if (left <= 0) return false;
+    DrainIncoming(fd, sink);
+    pollfd pfd{fd, POLLOUT, 0};
+    poll(&pfd, 1, static_cast<int>(std::min<long long>(left, 10)));
+  }
+  return true;
+}
+
+}  // namespace
+
+// A note can only follow a whole message, so a half-sent one is finished first (its payload
+// is the caller's buffer, still valid while Abort runs inside the failing call), within a
+// bound shared by all peers: Abort must not hang on a peer that stopped reading.
+void TcpTransport::SendAbortNotes(const Status& why) {
+  int origin = failed_origin_ >= 0 ? failed_origin_ : rank_;
+  std::string reason = failed_origin_ >= 0 && !failed_reason_.empty() ? failed_reason_ : why.message();
+  if (reason.size() > kMaxAbortNoteBytes) reason.resize(kMaxAbortNoteBytes);
+  std::string note(kHeaderBytes, '\0');
+  EncodeHeader(static_cast<uint32_t>(origin), 0, reason.size(), reinterpret_cast<uint8_t*>(&note[0]));
+  uint32_t magic = htole32(kAbortMagic);
+  std::memcpy(&note[0], &magic, 4);
+  note += reason;
+  const AbortClock::time_point deadline = AbortClock::now() + std::chrono::milliseconds(200);
+  for (Peer& p : peers_) {
+    if (p.rank == rank_ || p.rank == origin || !p.error.ok()) continue;
+    // One note per peer, on its first usable stream (a stream whose handshake is out).
+    for (Stream& st : p.streams) {
+      if (st.state != StreamState::kReady || !st.prefix.empty()) continue;
+      const int fd = st.sock.fd();
+      bool boundary = true;
+      if (!st.sendq.empty() && st.sendq.front().done > 0) {
+        SendOp& op = st.sendq.front();
+        if (op.done < kHeaderBytes)
+          boundary = WriteBefore(fd, reinterpret_cast<const char*>(op.header) + op.done, kHeaderBytes - op.done,
+                                 deadline, discard_);
+        size_t payload_done = op.done > kHeaderBytes ? op.done - kHeaderBytes : 0;
+        boundary = boundary && WriteBefore(fd, op.buf + payload_done, op.bytes - payload_done, deadline, discard_);
+      }
+      if (boundary) (void)WriteBefore(fd, note.data(), note.size(), deadline, discard_);
+      DrainIncoming(fd, discard_);
+      break;
+    }
+  }
 }
 
 void TcpTransport::FailPeer(Peer& p, const Status& st) {
@@ -608,10 +746,11 @@ bool TcpTransport::PollOnce(int64_t timeout_ns) {
     fds_.push_back({wake_fd_, POLLIN, 0});
     owners_.push_back({-2, 0});
   }
-  // The listener and the connections in handshake (at most HandshakeServer::kMaxPending);
-  // handshake deadlines are also enforced on the server's timer (StepDue) for connections
-  // that never become readable (issue 11, defect 4).
-  server_.AppendPollFds(&fds_);
+  // Only the listener: connections still in handshake (at most HandshakeServer::kMaxPending)
+  // are read by Step() when the listener is readable or every kPendingStepInterval (StepDue),
+  // which also enforces their deadlines — so silent unauthenticated connections neither cost
+  // every progress round a poll entry each nor stay open (issue 11, defect 4).
+  server_.AppendListenerFd(&fds_);
   owners_.resize(fds_.size(), FdOwner{-1, 0});
   for (Peer& p : peers_) {
     if (p.rank == rank_ || !p.error.ok()) continue;
@@ -630,6 +769,12 @@ bool TcpTransport::PollOnce(int64_t timeout_ns) {
       owners_.push_back({p.rank, s.index});
     }
   }
+  if (server_.pending() > 0) {
+    // A blocking wait must still step the handshakes on time (their fds are not polled).
+    timeout_ns = std::min<int64_t>(
+        timeout_ns,
+        std::chrono::duration_cast<std::chrono::nanoseconds>(net::HandshakeServer::kPendingStepInterval).count());
+  }
   timespec ts;
   ts.tv_sec = timeout_ns / 1000000000;
   ts.tv_nsec = timeout_ns % 1000000000;
@@ -638,9 +783,10 @@ bool TcpTransport::PollOnce(int64_t timeout_ns) {
     if (errno != EINTR && round_error_.ok()) round_error_ = SystemError("tcp: ppoll: " + net::ErrnoString(errno));
     return false;
   }
-  if (n == 0) return false;
   bool moved = false, server_ready = false;
-  for (size_t i = 0; i < fds_.size(); ++i) {
+  // n == 0 (nothing ready) still reaches the handshake timer below: silent connections must
+  // be dropped on time even when no socket ever becomes readable.
+  for (size_t i = 0; n > 0 && i < fds_.size(); ++i) {
     short re = fds_[i].revents;
     if (re == 0) continue;
     const FdOwner& o = owners_[i];
@@ -735,6 +881,11 @@ void TcpTransport::Abort(const Status& why) {
 void TcpTransport::AbortLocked(const Status& why) {
   if (!abort_status_.ok()) return;  // idempotent
   abort_status_ = why.ok() ? SystemError("tcp: transport aborted") : why;
+  // Notes only when something failed or was cut short: weftCommDestroy of a finished
+  // communicator aborts its transports too, and its peers must see a normal close (EOF),
+  // which fails only what still waits on us — with the message that says why (e.g. the
+  // mismatch a peer's recv finds in our last message) rather than our note.
+  if (pending_.load(std::memory_order_acquire) > 0 || failed_origin_ >= 0) SendAbortNotes(abort_status_);
   for (Peer& p : peers_) {
     if (p.rank == rank_) continue;
     FailPeer(p, abort_status_);

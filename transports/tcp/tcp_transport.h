@@ -28,6 +28,16 @@
 // Failures: a peer that closes or resets while requests to it are pending fails them (and
 // Progress) with RemoteError naming its rank and address, as soon as the kernel reports it.
 // A peer that closes with nothing pending is a normal shutdown; later requests to it fail.
+// Blame travels (issue 11): Abort() with requests pending or after a peer failure (not the
+// abort of a finished communicator, whose peers see a normal close) first sends every
+// connected peer an abort note — a header
+// with its own magic naming the rank that failed (the peer this transport saw die, the origin
+// named in a note it received, else itself) and the reason — then closes. A receiver fails
+// that peer with "rank O failed (reported by rank P)", and forwards the same origin when it
+// aborts in turn, so a survivor that is not the failed rank's neighbour names the failed rank
+// and not its healthy neighbour. A note cannot interrupt a payload: a half-sent message is
+// finished first; all of it within 200 ms per Abort (a peer that stopped reading gets no note
+// and sees the close, as before).
 //
 // Threading: one thread at a time calls Post*/Progress; Abort() may come from any thread.
 #pragma once
@@ -42,11 +52,10 @@
 #include <vector>
 
 #include "net/socket.h"
+#include "transports/bootstrap_iface.h"
 #include "transports/transport.h"
 
 namespace weft {
-
-class Bootstrap;
 
 // Measured with the benchmark in tests/tcp_transport_test.cc: two processes over loopback on
 // the shared 2-core build VM. Wall-clock figures depend on the other tenants (load average
@@ -92,7 +101,8 @@ class TcpTransport : public Transport {
   // Collective over the bootstrap's ranks: opens this rank's data listener and exchanges
   // addresses (and stream counts: a pair uses the smaller of its two) through `bootstrap`.
   // The bootstrap must outlive nothing here: only its rank, size and secret are kept.
-  static StatusOr<std::unique_ptr<TcpTransport>> Create(Bootstrap* bootstrap, const TcpOptions& options);
+  static StatusOr<std::unique_ptr<TcpTransport>> Create(TransportBootstrap* bootstrap,
+                                                       const TcpOptions& options);
   ~TcpTransport() override;
 
   const char* name() const override { return "tcp"; }
@@ -100,6 +110,8 @@ class TcpTransport : public Transport {
                   TransportRequest* req) override;
   Status PostRecv(int peer, int channel, uint64_t tag, void* buf, size_t bytes,
                   TransportRequest* req) override;
+  Status PostRecvUpTo(int peer, int channel, uint64_t tag, void* buf, size_t max_bytes,
+                      TransportRequest* req) override;
   Status Progress(int timeout_us) override;
   bool HasPending() const override { return pending_.load(std::memory_order_acquire) > 0; }
   void Abort(const Status& why) override;
@@ -126,11 +138,14 @@ class TcpTransport : public Transport {
     char* buf;
     size_t bytes;
     TransportRequest* req;
+    bool up_to = false;  // `bytes` is a maximum (PostRecvUpTo)
+    // Whether a message of `got` bytes may land in this recv.
+    bool Fits(uint64_t got) const { return up_to ? got <= bytes : got == bytes; }
   };
   // kIdle: not connected yet (the higher rank waits for the lower one to connect).
   // kClosed: the peer closed it with nothing pending (normal shutdown), or it failed.
   enum class StreamState { kIdle, kConnecting, kReady, kClosed };
-  enum class RxKind { kHeader, kUser, kUnexpected, kDiscard };
+  enum class RxKind { kHeader, kUser, kUnexpected, kDiscard, kAbortNote };
   struct Stream {
     int index = 0;
     net::Socket sock;
@@ -147,6 +162,8 @@ class TcpTransport : public Transport {
     int rx_channel = 0;
     TransportRequest* rx_req = nullptr;
     std::shared_ptr<Unexpected> rx_unexpected;
+    std::string abort_note;  // text of an abort note being received
+    bool reading_after_send_error = false;  // OnPeerGone is reading what is left
   };
   struct ChannelQueue {
     std::deque<RecvOp> posted;
@@ -164,6 +181,9 @@ class TcpTransport : public Transport {
   };
 
   TcpTransport() = default;
+  Status PostRecvOp(int peer, int channel, const RecvOp& op);
+  Status RecvMismatch(const Peer& p, int channel, const RecvOp& op, uint64_t got_tag,
+                      uint64_t got_bytes) const;
   Status CheckPeer(int peer, int channel, const char* what) const;
   Status StartConnect(Peer& p);
   ChannelQueue& Channel(Peer& p, int channel);
@@ -178,6 +198,11 @@ class TcpTransport : public Transport {
   // The peer hung up or broke: fail (when anything is pending) or mark closed.
   void OnPeerGone(Peer& p, Stream& s, int err, const char* during);
   void FailPeer(Peer& p, const Status& st);
+  // An abort note from p has fully arrived: fail p naming the origin it reports.
+  void OnAbortNote(Peer& p, Stream& s);
+  // Abort: tells every connected peer which rank failed and why (best effort, never blocks).
+  void SendAbortNotes(const Status& why);
+  void NoteOrigin(int origin, const std::string& reason);
   // One poll round over every socket, waiting up to timeout_ns; true if anything moved.
   bool PollOnce(int64_t timeout_ns);
   void AbortLocked(const Status& why);
@@ -195,6 +220,10 @@ class TcpTransport : public Transport {
   std::atomic<bool> aborted_{false};
   bool yield_when_idle_ = true;  // WEFT_SOCKET_YIELD=0 turns it off (measurements)
   Status abort_status_;
+  // The rank this transport learned failed first (a peer that died under pending requests,
+  // or the origin of an abort note), and the reason to forward; -1 while none.
+  int failed_origin_ = -1;
+  std::string failed_reason_;
   std::mutex mu_;  // serializes Post*/Progress against Abort from another thread
   std::vector<char> discard_;  // sink for payloads nobody will read
   std::vector<pollfd> fds_;

@@ -1,40 +1,37 @@
-// UcxBootstrap: the only thing the ucx transport needs from the communicator's bootstrap:
-// who am I, how many are we, and an allgather of small variable-size blobs (UCX worker
-// addresses, packed rkeys) during setup. Never on the data path.
+// UcxBootstrap: the ucx transport's name for the abstract setup interface every transport
+// gets (transports/bootstrap_iface.h): rank, nranks and an allgather of small variable-size
+// blobs (UCX worker addresses, packed rkeys). Never on the data path.
 //
-// Core v2 replaces today's concrete weft::Bootstrap (src/core/bootstrap.h) with an abstract
-// setup interface for every transport; until then BootstrapAdapter wraps the concrete one,
-// so transports/ucx depends on src/core only in ucx_bootstrap.cc.
+// BootstrapAdapter is kept for callers written before the interface existed: it forwards to
+// any TransportBootstrap (src/core's Bootstrap is one), so nothing here includes src/core.
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "common/status.h"
+#include "transports/bootstrap_iface.h"
 
 namespace weft {
 
-class Bootstrap;
+using UcxBootstrap = TransportBootstrap;
 
-class UcxBootstrap {
+class BootstrapAdapter : public TransportBootstrap {
  public:
-  virtual ~UcxBootstrap() = default;
-  virtual int rank() const = 0;
-  virtual int nranks() const = 0;
-  // Collective over all ranks: (*all)[r] = rank r's `mine` (sizes may differ per rank).
-  virtual Status AllGatherBlobs(const std::string& mine, std::vector<std::string>* all) = 0;
-};
-
-// Adapter over weft::Bootstrap: two fixed-size allgathers (lengths, then padded blobs).
-class BootstrapAdapter : public UcxBootstrap {
- public:
-  explicit BootstrapAdapter(Bootstrap* bootstrap) : bootstrap_(bootstrap) {}
-  int rank() const override;
-  int nranks() const override;
-  Status AllGatherBlobs(const std::string& mine, std::vector<std::string>* all) override;
+  explicit BootstrapAdapter(TransportBootstrap* inner) : inner_(inner) {}
+  int rank() const override { return inner_->rank(); }
+  int nranks() const override { return inner_->nranks(); }
+  const net::Secret& secret() const override { return inner_->secret(); }
+  const net::SockAddr& local_address() const override { return inner_->local_address(); }
+  Status AllGather(const void* mine, size_t bytes, void* all) override {
+    return inner_->AllGather(mine, bytes, all);
+  }
+  Status Barrier() override { return inner_->Barrier(); }
+  Status AllGatherBlobs(const std::string& mine, std::vector<std::string>* all) override {
+    return inner_->AllGatherBlobs(mine, all);
+  }
 
  private:
-  Bootstrap* bootstrap_;
+  TransportBootstrap* inner_;
 };
 
 }  // namespace weft

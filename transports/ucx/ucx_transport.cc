@@ -238,7 +238,7 @@ UcxTransport::~UcxTransport() {
         ucp_request_cancel(worker_, op.ucx_request);
       }
     }
-    CloseEndpoints();
+    CloseEndpoints(/*force_all=*/aborted_.load());
     for (Op& op : ops_) {
       if (op.ucx_request != nullptr && !UCS_PTR_IS_ERR(op.ucx_request)) {
         ucp_request_free(op.ucx_request);
@@ -251,14 +251,14 @@ UcxTransport::~UcxTransport() {
 }
 
 // Closes every endpoint: flushing first (so eager data already "sent" leaves), forcing after a
-// bound, or at once when the transport was aborted or the peer failed.
-void UcxTransport::CloseEndpoints() {
+// bound, or at once when `force_all` or the peer failed.
+void UcxTransport::CloseEndpoints(bool force_all) {
   std::vector<void*> closing;
   for (Peer& p : peers_) {
     if (p.ep == nullptr) continue;
     ucp_request_param_t prm{};
     prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    bool force = aborted_.load() || !p.error.ok();
+    bool force = force_all || !p.error.ok();
     prm.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
     void* r = ucp_ep_close_nbx(p.ep, &prm);
     if (r != nullptr && !UCS_PTR_IS_ERR(r)) closing.push_back(r);

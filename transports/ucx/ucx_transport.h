@@ -108,6 +108,8 @@ class UcxTransport : public Transport {
                   TransportRequest* req) override;
   Status PostRecv(int peer, int channel, uint64_t tag, void* buf, size_t bytes,
                   TransportRequest* req) override;
+  Status PostRecvUpTo(int peer, int channel, uint64_t tag, void* buf, size_t max_bytes,
+                      TransportRequest* req) override;
   Status Progress(int timeout_us) override;
   bool HasPending() const override { return pending_.load(std::memory_order_acquire) > 0; }
   void Abort(const Status& why) override;
@@ -137,6 +139,7 @@ class UcxTransport : public Transport {
     int peer = -1;
     int channel = 0;
     bool is_recv = false;
+    bool up_to = false;  // recv: `bytes` is a maximum (PostRecvUpTo)
     uint64_t tag = 0;
     size_t bytes = 0;
     TransportRequest* req = nullptr;
@@ -164,6 +167,8 @@ class UcxTransport : public Transport {
   Status CreateEndpoint(Peer& p, const ucp_address_t* address);
   Status ExchangeHellos(double timeout_s);
   Status CheckArgs(int peer, int channel, const char* what) const;
+  Status PostRecvImpl(int peer, int channel, uint64_t tag, void* buf, size_t bytes, bool up_to,
+                      TransportRequest* req);
   std::string PeerName(const Peer& p) const;
   Op* NewOp(int peer, int channel, bool is_recv, uint64_t tag, size_t bytes, TransportRequest* req);
   // Finishes an op UCX is done with: checks a recv, completes the user's request, frees it.
@@ -176,7 +181,7 @@ class UcxTransport : public Transport {
   void OnPeerError(Peer& p, ucs_status_t status);
   void FailPeerRequests(Peer& p, const Status& st);
   void AbortLocked(const Status& why);
-  void CloseEndpoints();
+  void CloseEndpoints(bool force_all);
   std::string DescribeLanes(ucp_ep_h ep) const;
 
   static void OnSendDone(void* request, ucs_status_t status, void* user_data);

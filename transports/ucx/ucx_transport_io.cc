@@ -85,6 +85,18 @@ Status UcxTransport::PostSend(int peer, int channel, uint64_t tag, const void* b
 
 Status UcxTransport::PostRecv(int peer, int channel, uint64_t tag, void* buf, size_t bytes,
                               TransportRequest* req) {
+  return PostRecvImpl(peer, channel, tag, buf, bytes, false, req);
+}
+
+Status UcxTransport::PostRecvUpTo(int peer, int channel, uint64_t tag, void* buf, size_t max_bytes,
+                                  TransportRequest* req) {
+  return PostRecvImpl(peer, channel, tag, buf, max_bytes, true, req);
+}
+
+// UCX itself receives any message up to the buffer's size and reports its length, so both
+// kinds of receive are the same UCP call; only CheckRecv's size rule differs.
+Status UcxTransport::PostRecvImpl(int peer, int channel, uint64_t tag, void* buf, size_t bytes,
+                                  bool up_to, TransportRequest* req) {
   WEFT_RETURN_IF_ERROR(CheckArgs(peer, channel, "recv"));
   std::lock_guard<std::mutex> lock(mu_);
   if (aborted_.load()) return abort_status_;
@@ -99,6 +111,7 @@ Status UcxTransport::PostRecv(int peer, int channel, uint64_t tag, void* buf, si
     }
   }
   Op* op = NewOp(peer, channel, true, tag, bytes, req);
+  op->up_to = up_to;
   ucp_request_param_t prm{};
   // Always through the callback: UCX 1.13 left RECV_INFO unfilled when a recv matched an
   // already-arrived message in place (measured: sender tag and length read as 0).
@@ -145,7 +158,8 @@ Status UcxTransport::CheckRecv(const Op& op) const {
   }
   uint32_t got_fold = static_cast<uint32_t>(op.info.sender_tag & kFoldMask);
   bool truncated = op.ucx_status == UCS_ERR_MESSAGE_TRUNCATED;
-  if (!truncated && got_fold == FoldTag(op.tag) && op.info.length == op.bytes) {
+  bool size_ok = op.up_to ? op.info.length <= op.bytes : op.info.length == op.bytes;
+  if (!truncated && got_fold == FoldTag(op.tag) && size_ok) {
     return OkStatus();
   }
   // The sender's tag, exact when its high word equals ours (same call descriptor, different
@@ -162,7 +176,7 @@ Status UcxTransport::CheckRecv(const Op& op) const {
   // "mismatched call" is transport.h's kTagMismatchMarker (Core v2: use TagMismatch()).
   return InternalError("ucx recv from " + PeerName(p) + " channel " + std::to_string(op.channel) +
                        ": mismatched call: expected tag " + std::to_string(op.tag) + " (" +
-                       std::to_string(op.bytes) + " bytes), received tag " + std::to_string(got_tag) +
+                       (op.up_to ? "at most " : "") + std::to_string(op.bytes) + " bytes), received tag " + std::to_string(got_tag) +
                        " (" + got_bytes + caveat + ")");
 }
 
@@ -180,6 +194,7 @@ void UcxTransport::FinishOp(Op* op) {
     Status st;
     if (op->is_recv) {
       st = CheckRecv(*op);
+      if (st.ok()) op->req->bytes = op->info.length;
     } else if (op->ucx_status != UCS_OK) {
       st = RemoteError("ucx send to " + PeerName(peers_[op->peer]) + " channel " +
                        std::to_string(op->channel) + ": " + ucs_status_string(op->ucx_status));
@@ -295,14 +310,19 @@ void UcxTransport::Abort(const Status& why) {
 void UcxTransport::AbortLocked(const Status& why) {
   if (!abort_status_.ok()) return;  // idempotent
   abort_status_ = why.ok() ? SystemError("ucx: transport aborted") : why;
+  // Nothing pending (weftCommDestroy aborts the transports of a communicator that finished):
+  // flush instead of forcing, since sends that completed locally (eager) may still sit in
+  // UCX's buffers while the peers wait for them. With requests pending, forced closing tears
+  // down UCX's connections, so no lane - RDMA reads in flight included - writes into a user
+  // buffer after Abort returns.
+  const bool flush = pending_.load(std::memory_order_acquire) == 0;
   for (Peer& p : peers_) {
     if (p.rank == rank_) continue;
     FailPeerRequests(p, abort_status_);
-    if (p.error.ok()) p.error = abort_status_;
   }
-  // Closing (forced) tears down UCX's connections, so no lane - RDMA reads in flight
-  // included - writes into a user buffer after Abort returns.
-  CloseEndpoints();
+  CloseEndpoints(/*force_all=*/!flush);  // before marking peers: failed ones are forced
+  for (Peer& p : peers_)
+    if (p.rank != rank_ && p.error.ok()) p.error = abort_status_;
   round_error_ = OkStatus();
 }
 
