@@ -297,19 +297,21 @@ def bench(args):
     tables = rope_tables(c)
     text = load_fortunes(args.data)
     T, B = c["seq_len"], c["batch"]
-    timed, start = 0, None
+    timed, start, cpu_start = 0, None, None
     for step in range(args.steps + args.warmup_steps):
         if step == args.warmup_steps:
             start = time.perf_counter()
+            cpu_start = time.process_time()  # all threads; see train.cc's tok/CPU-s
         starts = torch.randint(0, len(text) - T - 1, (B,), generator=g)
         window = torch.stack([text[s:s + T + 1] for s in starts.tolist()])
         _, loss = train_step(p, biases, opt, window[:, :-1], window[:, 1:], c, tables, step)
         if step >= args.warmup_steps:
             timed += 1
     elapsed = time.perf_counter() - start
-    print("twin bench: router=%s threads=%d steps=%d tokens/s=%.0f ms/step=%.1f final loss=%.4f"
-          % (args.router, args.threads, timed, timed * B * T / elapsed, 1000 * elapsed / timed,
-             loss.item()))
+    cpu = time.process_time() - cpu_start
+    print("twin bench: router=%s threads=%d steps=%d tokens/s=%.0f tokens/CPU-s=%.0f ms/step=%.1f "
+          "final loss=%.4f" % (args.router, args.threads, timed, timed * B * T / elapsed,
+                               timed * B * T / cpu, 1000 * elapsed / timed, loss.item()))
 
 
 def main():
