@@ -13,14 +13,15 @@
 #include "kernels/codec_ref.h"
 #include "kernels/codec_table.h"
 #include "kernels/codec_topk.h"
+#include "common/settings.h"
 
 namespace weft::codec {
 namespace {
 
 const CodecKernels& ChooseKernels() {
   const CodecKernels* avx2 = Avx2CodecKernels();
-  const char* forced = std::getenv("WEFT_KERNEL_ISA");
-  const bool generic = forced != nullptr && std::strcmp(forced, "generic") == 0;
+  const StatusOr<std::string> isa = SettingChoice("WEFT_KERNEL_ISA", "");
+  const bool generic = isa.ok() && *isa == "generic";
   const CodecKernels& chosen = (avx2 != nullptr && !generic) ? *avx2 : GenericCodecKernels();
   WEFT_INFO("codec kernels: %s", chosen.isa);
   return chosen;

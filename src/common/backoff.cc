@@ -1,5 +1,6 @@
 // Backoff policy and futex helpers (see backoff.h).
 #include "common/backoff.h"
+#include "common/settings.h"
 
 #include <linux/futex.h>
 #include <sched.h>
@@ -13,13 +14,9 @@
 namespace weft {
 namespace {
 
-int EnvInt(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  char* end = nullptr;
-  long x = std::strtol(v, &end, 10);
-  if (end == v || *end != '\0' || x < 0 || x > INT_MAX) return fallback;  // bad value: default
-  return static_cast<int>(x);
+// A bad value keeps the default here; ValidateSettings() fails communicator creation on it.
+int SettingOr(const char* name, int fallback) {
+  return static_cast<int>(SettingIntOr(name, fallback));
 }
 
 }  // namespace
@@ -42,8 +39,8 @@ BackoffPolicy BackoffPolicy::FromEnv(int ranks_per_host) {
     p.spin_us = 0;
     p.yield_us = 20;
   }
-  p.spin_us = EnvInt("WEFT_SPIN_US", p.spin_us);
-  p.yield_us = EnvInt("WEFT_YIELD_US", p.yield_us);
+  p.spin_us = SettingOr("WEFT_SPIN_US", p.spin_us);
+  p.yield_us = SettingOr("WEFT_YIELD_US", p.yield_us);
   if (p.yield_us < p.spin_us) p.yield_us = p.spin_us;
   return p;
 }

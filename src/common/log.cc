@@ -1,5 +1,6 @@
 // WEFT_DEBUG logging to stderr (see log.h).
 #include "common/log.h"
+#include "common/settings.h"
 
 #include <unistd.h>
 
@@ -12,19 +13,18 @@ namespace weft {
 namespace {
 thread_local int t_log_rank = -1;
 
-LogLevel ParseLevel(const char* s) {
-  if (s == nullptr || *s == '\0') return LogLevel::kNone;
-  std::string v(s);
-  for (char& c : v) c = static_cast<char>(toupper(static_cast<unsigned char>(c)));
-  if (v == "WARN") return LogLevel::kWarn;
-  if (v == "INFO") return LogLevel::kInfo;
-  if (v == "TRACE") return LogLevel::kTrace;
+// A bad value logs nothing here; ValidateSettings() fails communicator creation on it.
+LogLevel ParseLevel(const StatusOr<std::string>& v) {
+  if (!v.ok()) return LogLevel::kNone;
+  if (*v == "warn") return LogLevel::kWarn;
+  if (*v == "info") return LogLevel::kInfo;
+  if (*v == "trace") return LogLevel::kTrace;
   return LogLevel::kNone;
 }
 }  // namespace
 
 LogLevel CurrentLogLevel() {
-  static const LogLevel level = ParseLevel(getenv("WEFT_DEBUG"));
+  static const LogLevel level = ParseLevel(SettingChoice("WEFT_DEBUG", "off"));
   return level;
 }
 

@@ -62,7 +62,9 @@ class [[nodiscard]] StatusOr {
   T& value() { Check(); return value_; }
   const T& value() const { Check(); return value_; }
   T& operator*() { Check(); return value_; }
+  const T& operator*() const { Check(); return value_; }
   T* operator->() { Check(); return &value_; }
+  const T* operator->() const { Check(); return &value_; }
 
  private:
   void Check() const {

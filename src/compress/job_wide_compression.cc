@@ -10,6 +10,7 @@
 
 #include "compress/compress_error.h"
 #include "compress/compressed_collectives.h"
+#include "common/settings.h"
 
 namespace weft::compress {
 namespace {
@@ -41,19 +42,12 @@ JobWideSettings ReadJobWideSettings() {
   if (weftCompressionParse(text, &s.spec) != weftSuccess)
     s.parse_error = InvalidArgument(std::string("WEFT_COMPRESSION=") + text + ": " +
                                     LastCompressionError());
-  if (const char* min = std::getenv("WEFT_COMPRESSION_MIN_BYTES")) {
-    char* end = nullptr;
-    const unsigned long long v = std::strtoull(min, &end, 10);
-    if (end == min || *end != '\0')
-      s.parse_error = InvalidArgument(std::string("WEFT_COMPRESSION_MIN_BYTES=") + min +
-                                      " is not a byte count");
-    s.min_bytes = static_cast<size_t>(v);
-  }
-  if (const char* fb = std::getenv("WEFT_COMPRESSION_FEEDBACK")) {
-    if (std::string(fb) != "0" && std::string(fb) != "1")
-      s.parse_error = InvalidArgument(std::string("WEFT_COMPRESSION_FEEDBACK=") + fb + " is not 0 or 1");
-    s.feedback = std::string(fb) != "0";
-  }
+  const StatusOr<size_t> min_bytes = SettingBytes("WEFT_COMPRESSION_MIN_BYTES", s.min_bytes);
+  if (min_bytes.ok()) s.min_bytes = *min_bytes;
+  else s.parse_error = min_bytes.status();
+  const StatusOr<bool> feedback = SettingFlag("WEFT_COMPRESSION_FEEDBACK", s.feedback);
+  if (feedback.ok()) s.feedback = *feedback;
+  else s.parse_error = feedback.status();
   return s;
 }
 

@@ -7,6 +7,7 @@
 
 #include "kernels/dtype.h"
 #include "transports/transport.h"
+#include "common/settings.h"
 
 namespace weft {
 namespace {
@@ -147,9 +148,6 @@ Status CompareFingerprints(const unsigned char* all, int nranks, int rank) {
                       " as call #" + std::to_string(mine.seq) + diffs);
 }
 
-bool CallCheckFromEnv() {
-  const char* v = std::getenv("WEFT_CHECK");
-  return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
-}
+bool CallCheckFromEnv() { return SettingFlagOr("WEFT_CHECK", false); }
 
 }  // namespace weft
