@@ -302,6 +302,7 @@ Status TcpTransport::PostSend(int peer, int channel, uint64_t tag, const void* b
   if (!p.error.ok()) return p.error;
   // Channel c travels on stream c % nstreams only: that stream's state decides.
   if (p.streams[channel % p.nstreams].state == StreamState::kClosed) {
+    NoteOrigin(p.rank, "");  // it left while we still need it: it is the rank that failed
     return RemoteError("tcp send: " + PeerName(p) + " has closed its connections");
   }
   if (!p.connect_started) WEFT_RETURN_IF_ERROR(StartConnect(p));
@@ -385,6 +386,7 @@ Status TcpTransport::PostRecvOp(int peer, int channel, const RecvOp& op) {
   // Only this channel's stream matters: another stream's EOF may come first while data for
   // this channel is still queued behind it.
   if (p.streams[channel % p.nstreams].state == StreamState::kClosed) {
+    NoteOrigin(p.rank, "");  // it left while we still need it: it is the rank that failed
     return RemoteError("tcp recv: " + PeerName(p) + " has closed its connections");
   }
   if (!p.connect_started) WEFT_RETURN_IF_ERROR(StartConnect(p));
@@ -625,14 +627,16 @@ void TcpTransport::OnAbortNote(Peer& p, Stream& s) {
                         ? "tcp: " + PeerName(p) + " aborted the communicator: " + reason
                         : "tcp: rank " + std::to_string(origin) + " failed (reported by " + PeerName(p) +
                               "): " + reason;
+  // A note always means the job is failing (a finished communicator's destroy sends none),
+  // so its origin is the one to forward when this rank aborts in turn — even if this rank
+  // has not yet posted anything to p and only fails when it does.
+  NoteOrigin(origin, reason);
   if (p.pending > 0) {
-    NoteOrigin(origin, reason);
     FailPeer(p, RemoteError(msg));
     return;
   }
-  // Nothing of ours depends on p (a peer that finished and destroyed its communicator sends
-  // a note too): later requests to it fail with the note, but this round is not an error
-  // and the origin is not ours to forward.
+  // Nothing of ours waits on p yet: later requests to it fail with the note, but this round
+  // is not an error.
   Status keep = round_error_;
   FailPeer(p, RemoteError(msg));
   round_error_ = keep;
