@@ -759,7 +759,9 @@ HandshakeServer::HandshakeServer(Socket listener, const Secret& secret, ConnKind
     : listener_(std::move(listener)), secret_(secret), kind_(kind),
       handshake_timeout_s_(handshake_timeout_s) {
   // Non-blocking: Step() must never wait (the TCP transport calls it inside Progress).
-  listener_.SetNonBlocking(true);
+  // A blocking listener would make Step() wait in accept(): without this, serve nothing
+  // (Step then reports the closed listener).
+  if (!listener_.SetNonBlocking(true).ok()) listener_.Close();
 }
 
 void HandshakeServer::AppendPollFds(std::vector<pollfd>* fds) const {
@@ -842,7 +844,7 @@ Status HandshakeServer::Step(std::vector<Accepted>* out) {
                     std::to_string(static_cast<int>(kind_)));
       continue;
     }
-    p.sock.SetNonBlocking(false);
+    if (!p.sock.SetNonBlocking(false).ok()) { Reject(p, "cannot make the socket blocking"); continue; }
     out->push_back(Accepted{std::move(p.sock), *hello});
   }
   pending_.erase(std::remove_if(pending_.begin(), pending_.end(),

@@ -136,7 +136,7 @@ StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(TransportBootstrap*
       listener = std::move(*l);
       // Accepted sockets inherit buffer sizes from the listener (they must be set before the
       // SYN exchange fixes the window scale).
-      listener.SetBufferSizes(static_cast<int>(options.socket_buffer_bytes));
+      (void)listener.SetBufferSizes(static_cast<int>(options.socket_buffer_bytes));  // tuning only
     } else {
       listen_status = l.status();
     }
@@ -229,8 +229,9 @@ Status TcpTransport::StartConnect(Peer& p) {
       return st;
     }
     s.sock = net::Socket(fd, p.addr);
-    s.sock.SetNoDelay();
-    s.sock.SetBufferSizes(static_cast<int>(options_.socket_buffer_bytes));  // before connect
+    // Tuning only (latency, window): the stream works without them.
+    (void)s.sock.SetNoDelay();
+    (void)s.sock.SetBufferSizes(static_cast<int>(options_.socket_buffer_bytes));  // before connect
     net::Hello hello;
     hello.kind = net::ConnKind::kTcpData;
     hello.secret = secret_;
@@ -279,9 +280,11 @@ void TcpTransport::OnAccepted(net::HandshakeServer::Accepted& a) {
   if (i < 0 || i >= p.nstreams || !p.error.ok()) return;
   Stream& s = p.streams[i];
   if (s.state != StreamState::kIdle) return;
+  // Progress must never block on this socket: a stream that cannot be non-blocking is
+  // dropped (the peer sees the close) rather than used.
+  if (!a.sock.SetNonBlocking(true).ok()) return;
   s.sock = std::move(a.sock);
-  s.sock.SetNonBlocking(true);
-  s.sock.SetNoDelay();
+  (void)s.sock.SetNoDelay();  // latency tuning only
   s.state = StreamState::kReady;
   p.connect_started = true;
   bool moved = false;
