@@ -76,6 +76,7 @@ const std::map<std::string, Setter>& Options() {
       STRING_OPT("data", data_dir), STRING_OPT("checkpoint-dir", checkpoint_dir),
       STRING_OPT("loss-file", loss_file), STRING_OPT("plot", plot_png),
       STRING_OPT("compress", compress), STRING_OPT("compress-dispatch", compress_dispatch),
+      INT_OPT("compress-after", compress_after),
       {"router",
        [](const std::string& v, TrainConfig* c) {
          if (v == "softmax") c->model.router = RouterKind::kSoftmax;
@@ -142,6 +143,9 @@ Status ParseCompression(const std::string& option, const std::string& text, weft
 Status ValidateCompression(const TrainConfig& c) {
   weftCompression spec;
   if (!c.compress.empty()) MOE_RETURN_IF_ERROR(ParseCompression("compress", c.compress, &spec));
+  if (c.compress_after < 0 || (c.compress_after > 0 && c.compress.empty()))
+    return Status::Error("--compress-after " + std::to_string(c.compress_after) +
+                         " must be >= 0 and needs --compress");
   if (c.compress_dispatch.empty()) return Status();
   MOE_RETURN_IF_ERROR(ParseCompression("compress-dispatch", c.compress_dispatch, &spec));
   if (spec.codec == weftCodecTopK || spec.codec == weftCodecSign1)
@@ -199,6 +203,7 @@ std::string Describe(const TrainConfig& c) {
     << " batch=" << c.batch << " steps=" << c.steps << " warmup=" << c.warmup << " lr=" << c.lr
     << " ep=" << c.ep << " zero1=" << c.zero1 << " seed=" << c.seed;
   if (!c.compress.empty()) o << " compress=" << c.compress;
+  if (c.compress_after > 0) o << " compress_after=" << c.compress_after;
   if (!c.compress_dispatch.empty()) o << " compress_dispatch=" << c.compress_dispatch;
   return o.str();
 }
@@ -210,6 +215,7 @@ std::string UsageText() {
          "  train: --batch (global) --steps --warmup --lr --min-lr-ratio --weight-decay --grad-clip\n"
          "         --seed --threads --no-overlap\n"
          "  comm:  --compress int8|fp8|1bit|SPEC (gradients, error feedback per bucket)\n"
+         "         --compress-after N (the first N steps uncompressed)\n"
          "         --compress-dispatch fp8|SPEC (EP token dispatch)\n"
          "  ops:   --log-every --val-every --val-batches --data DIR --checkpoint-dir DIR\n"
          "         --checkpoint-every N --resume --stop-after N --loss-file F --plot F.png --quiet\n"

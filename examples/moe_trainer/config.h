@@ -66,6 +66,7 @@ struct TrainConfig {
   // Gradient compression (weft_compress.h spec, e.g. "int8", "fp8", "1bit"; empty = off):
   // DP buckets all-reduced (ZeRO-1: reduce-scattered) compressed, with error feedback per bucket.
   std::string compress;
+  int compress_after = 0;  // the first N steps reduce uncompressed (warm-up, as 1-bit Adam)
   // EP token dispatch codec (e.g. "fp8"; empty = float32): the rows sent to the experts.
   std::string compress_dispatch;
   bool quiet = false;

@@ -157,6 +157,13 @@ case "$mode" in
     train 2 "$work/resumed" --compress 1bit --checkpoint-dir "$work/ckpt" --stop-after 10
     train 2 "$work/resumed" --compress 1bit --checkpoint-dir "$work/ckpt" --resume
     compare "$work/straight" "$work/resumed" 0 "resume at step 10 (--compress 1bit)"
+    # --compress-after 10: the first 10 steps are the uncompressed run's, bit for bit.
+    train 2 "$work/plain" --steps 20
+    train 2 "$work/after" --compress 1bit --compress-after 10
+    head -10 "$work/plain" >"$work/plain10"
+    head -10 "$work/after" >"$work/after10"
+    compare "$work/plain10" "$work/after10" 0 "--compress-after 10: steps 0-9 uncompressed"
+    if cmp -s "$work/plain" "$work/after"; then echo "--compress-after 10: steps 10-19 not compressed"; exit 1; fi
     ;;
   threads)
     # The default config: its products are big enough to be split over threads (the tiny
@@ -177,6 +184,7 @@ case "$mode" in
     expect_error "unknown codec" "--compress 'int9' is not a compression spec" "${T[@]}" --compress int9
     expect_error "bad codec option" "--compress 'int8:block=0'" "${T[@]}" --compress int8:block=0
     expect_error "dispatch codec" "--compress-dispatch '1bit': sign1" "${T[@]}" --ep 1 --compress-dispatch 1bit
+    expect_error "compress-after alone" "--compress-after 5 must be >= 0 and needs --compress" "${T[@]}" --compress-after 5
     expect_error "dispatch without EP" "--compress-dispatch 'fp8' needs --ep >= 2" "${T[@]}" --compress-dispatch fp8
     expect_error "missing data" "cannot open the fortunes directory" "${T[@]}" --data /nonexistent
     expect_error "resume without dir" "--resume needs --checkpoint-dir" "${T[@]}" --resume

@@ -222,7 +222,7 @@ Status Parallel::ReduceBucket(const ParamLayout& layout, int bucket, ParamBuffer
   const Bucket& b = layout.buckets()[bucket];
   weftComm_t comm = BucketComm(b);
   if (comm == nullptr || b.count == 0) return Status();
-  if (compress_) return ReduceBucketCompressed(layout, bucket, grads);
+  if (compressing()) return ReduceBucketCompressed(layout, bucket, grads);
   float* data = grads->BucketPtr(b);
   if (config_.zero1) {  // in place: rank r's reduced shard lands at r * shard
     const size_t shard = b.count / BucketGroupSize(b);
@@ -237,7 +237,7 @@ Status Parallel::ReduceBucket(const ParamLayout& layout, int bucket, ParamBuffer
 Status Parallel::BucketDone(const ParamLayout& layout, int bucket, ParamBuffers* grads) {
   if (!config_.overlap) return Status();
   const Bucket& b = layout.buckets()[bucket];
-  if (!compress_) return ReduceBucket(layout, bucket, grads, BucketStream(b));
+  if (!compressing()) return ReduceBucket(layout, bucket, grads, BucketStream(b));
   BucketWorker* worker = BucketWorkerFor(b);
   if (worker == nullptr) return Status();  // no group to reduce over
   worker->Submit([this, &layout, bucket, grads] { return ReduceBucket(layout, bucket, grads, nullptr); });

@@ -46,7 +46,9 @@ class Parallel {
   void Prepare(const ParamLayout& layout);
   // Error-feedback residuals, one per bucket (empty: not compressed); saved in checkpoints.
   std::vector<std::vector<float>>& residuals() { return residuals_; }
-  bool compressing() const { return compress_; }
+  // The step being computed: --compress-after keeps the first steps uncompressed.
+  void set_step(int step) { step_ = step; }
+  bool compressing() const { return compress_ && step_ >= config_.compress_after; }
 
   // The ranges of the parameter buffers this rank's optimizer updates.
   std::vector<Segment> OptimizerSegments(const ParamLayout& layout) const;
@@ -85,6 +87,7 @@ class Parallel {
   weftStream_t world_stream_ = nullptr, expert_stream_ = nullptr;
   std::unique_ptr<ExpertExchange> exchange_;
   bool compress_ = false, compress_dispatch_ = false;
+  int step_ = 0;
   weftCompression grad_spec_{}, dispatch_spec_{};
   std::vector<std::vector<float>> residuals_;
   std::unique_ptr<BucketWorker> world_worker_, expert_worker_;  // compressed + overlap only

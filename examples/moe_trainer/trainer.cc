@@ -78,6 +78,7 @@ Status Trainer::ApplyUpdate(int step, StepStats* stats) {
 }
 
 Status Trainer::TrainStep(int step, const Batch& batch, StepStats* stats) {
+  parallel_->set_step(step);
   MOE_RETURN_IF_ERROR(ComputeGradients(batch, stats));
   return ApplyUpdate(step, stats);
 }
