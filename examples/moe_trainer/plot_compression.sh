@@ -10,7 +10,7 @@ shift
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 plot="set terminal png size 1000,600; set output '$png'; set grid; set xlabel 'step';"
-plot+=" set ylabel 'loss (nats/byte)'; set yrange [1.8:3.2];"
+plot+=" set ylabel 'loss (nats/byte)'; set yrange [1.8:3.3]; set key bottom left font ',9';"
 plot+=" set title 'MoE trainer, default config, 2 ranks: gradient compression with error feedback'; plot"
 sep=""
 i=1
