@@ -9,8 +9,8 @@ png=$1
 shift
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-plot="set terminal png size 1000,600; set output '$png'; set grid; set xlabel 'step';"
-plot+=" set ylabel 'loss (nats/byte)'; set yrange [1.8:3.3]; set key bottom left font ',9';"
+plot="set terminal png size 1400,620; set output '$png'; set grid; set xlabel 'step';"
+plot+=" set ylabel 'loss (nats/byte)'; set yrange [1.8:3.3]; set key outside right top font ',9';"
 plot+=" set title 'MoE trainer, default config, 2 ranks: gradient compression with error feedback'; plot"
 sep=""
 i=1
