@@ -3,6 +3,7 @@
 //
 // Step 0 sends straight from the input, so the local copy of our own block into the output
 // (skipped by the executor when in-place: input == output + r*count) overlaps the transfer.
+// The receive of step s and the forward of step s+1 are one fused step (recv_copy_send).
 // Blocks are cut into chunks (ChunkPolicy) so consecutive steps pipeline.
 #include <algorithm>
 
@@ -28,13 +29,18 @@ StatusOr<Schedule> BuildAllGatherRing(const ScheduleRequest& req) {
     rs.steps.push_back(CopyStep(In(0, n), Out(r * n, n)));
     const int next = (r + 1) % p, prev = (r - 1 + p) % p;
     for (int s = 0; s < p - 1; ++s) {
-      int send_blk = RingLayout::Mod(r - s, p), recv_blk = RingLayout::Mod(r - s - 1, p);
+      int recv_blk = RingLayout::Mod(r - s - 1, p);
       for (size_t j = 0; j < blk.chunks; ++j) {
         const size_t off = blk.Offset(j), len = blk.Size(j);
-        const uint16_t ch = blk.Channel(j);
-        Region src = s == 0 ? In(off, len) : Out(send_blk * n + off, len);
-        rs.steps.push_back(SendStep(next, src, ch));
-        rs.steps.push_back(RecvStep(prev, Out(recv_blk * n + off, len), ch));
+        // Step s's message travels on StepChannel(s, j): forwards on their own channels.
+        const uint16_t ch = blk.StepChannel(s, j);
+        if (s == 0) rs.steps.push_back(SendStep(next, In(off, len), ch));
+        // The block received at step s is forwarded at step s+1: one fused step.
+        if (s < p - 2)
+          rs.steps.push_back(RecvCopySendStep(prev, Out(recv_blk * n + off, len), next, ch,
+                                              blk.ForwardChannel(j)));
+        else
+          rs.steps.push_back(RecvStep(prev, Out(recv_blk * n + off, len), ch));
       }
     }
   }

@@ -2,7 +2,9 @@
 // second the mirror (even p) or the shift by one (odd p) of the first, so that most ranks are
 // a leaf in one tree and an inner node in the other. Each tree carries half of the vector:
 // pipelined reduce up the tree, then broadcast down, chunk by chunk. log2(p) depth with
-// bandwidth close to a ring's: the choice for large rank counts.
+// bandwidth close to a ring's: the choice for large rank counts. Inner nodes use the fused
+// primitives: the last child's partial is reduced and forwarded up in one step, and the result
+// coming down is received and forwarded to the first child in one step.
 //
 // Tree 0 is NCCL's ncclGetBtree: for rank r with lowest set bit b, the parent is
 // (r ^ b) | (b << 1), or r ^ b when that is out of range; rank 0 is the root.
@@ -29,6 +31,35 @@ int TreeParent(int t, int r, int p) {
   }
   int u = BtreeParent(Mod(r - 1, p), p);
   return u < 0 ? -1 : Mod(u + 1, p);
+}
+
+// One chunk on one tree at a rank. up: out = input + every child's partial sum, the last
+// child's receive fused with the send to the parent (recv_reduce_send); down: the complete,
+// finalized chunk comes back from the parent and goes on to the first child in the same step
+// (recv_copy_send), then to the others. Order of additions: input, then children in order.
+void AddTreeChunk(const std::vector<int>& kids, int parent, Region in, Region out, uint16_t ch,
+                  RankSchedule* rs) {
+  Region cur = in;
+  for (size_t c = 0; c < kids.size(); ++c) {
+    if (c + 1 == kids.size() && parent >= 0)
+      rs->steps.push_back(RecvReduceSendStep(kids[c], cur, out, parent, ch, ch));
+    else
+      rs->steps.push_back(RecvReduceStep(kids[c], cur, out, ch));
+    cur = out;
+  }
+  if (parent >= 0 && kids.empty()) {  // leaf: send the input up, receive the result
+    rs->steps.push_back(SendStep(parent, in, ch));
+    rs->steps.push_back(RecvStep(parent, out, ch));
+    return;
+  }
+  if (parent >= 0) {
+    rs->steps.push_back(RecvCopySendStep(parent, out, kids[0], ch, ch));
+    for (size_t c = 1; c < kids.size(); ++c) rs->steps.push_back(SendStep(kids[c], out, ch));
+    return;
+  }
+  if (kids.empty()) rs->steps.push_back(CopyStep(in, out));
+  rs->steps.push_back(FinalizeStep(out));
+  for (int child : kids) rs->steps.push_back(SendStep(child, out, ch));
 }
 
 StatusOr<Schedule> BuildAllReduceTree(const ScheduleRequest& request) {
@@ -60,21 +91,7 @@ StatusOr<Schedule> BuildAllReduceTree(const ScheduleRequest& request) {
         const uint16_t ch = static_cast<uint16_t>(t * std::max(1, request.chunk.channels) +
                                                   ChunkChannel(request.chunk, c));
         Region in = In(k.offset, k.count), out = Out(k.offset, k.count);
-        // up: out = input + every child's partial sum; send it to the parent.
-        Region cur = in;
-        for (int child : children[t][r]) {
-          rs.steps.push_back(RecvReduceStep(child, cur, out, ch));
-          cur = out;
-        }
-        if (parent[t][r] >= 0) {
-          rs.steps.push_back(SendStep(parent[t][r], cur, ch));
-          // down: the complete, finalized chunk comes back from the parent.
-          rs.steps.push_back(RecvStep(parent[t][r], out, ch));
-        } else {
-          if (children[t][r].empty()) rs.steps.push_back(CopyStep(in, out));
-          rs.steps.push_back(FinalizeStep(out));
-        }
-        for (int child : children[t][r]) rs.steps.push_back(SendStep(child, out, ch));
+        AddTreeChunk(children[t][r], parent[t][r], in, out, ch, &rs);
       }
     }
   }

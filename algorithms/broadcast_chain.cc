@@ -33,8 +33,11 @@ StatusOr<Schedule> BuildBroadcastChain(const ScheduleRequest& request) {
         if (p > 1) steps.push_back(SendStep(next, In(k.offset, k.count), ch));
         continue;
       }
-      steps.push_back(RecvStep(prev, Out(k.offset, k.count), ch));
-      if (pos + 1 < p) steps.push_back(SendStep(next, Out(k.offset, k.count), ch));
+      // Inner ranks receive and forward in one fused step (recv_copy_send).
+      if (pos + 1 < p)
+        steps.push_back(RecvCopySendStep(prev, Out(k.offset, k.count), next, ch, ch));
+      else
+        steps.push_back(RecvStep(prev, Out(k.offset, k.count), ch));
     }
   }
   return s;

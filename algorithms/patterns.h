@@ -174,7 +174,9 @@ inline void EmbedSchedule(const Schedule& sub, const Embedding& e, Schedule* par
       if (e.drop_finalize && st.op == StepOp::kFinalize) continue;
       Step out = st;
       out.peer = st.peer >= 0 ? e.members[st.peer] : -1;
+      out.to = st.to >= 0 ? e.members[st.to] : -1;  // fused steps' forward
       out.channel = static_cast<uint16_t>(st.channel + e.channel_offset);
+      out.to_channel = static_cast<uint16_t>(st.to_channel + e.channel_offset);
       out.src = PlaceRegion(e, i, st.src);
       out.dst = PlaceRegion(e, i, st.dst);
       if (st.peer >= 0) out.remote = PlaceRegion(e, st.peer, st.remote);

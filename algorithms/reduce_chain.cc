@@ -1,8 +1,8 @@
 // Reduce, pipelined chain towards the root: root+p-1 -> root+p-2 -> ... -> root (mod p).
 //
 // Chunk c travels down the chain; each inner rank adds its input on the way
-// (recv_reduce into scratch, then send on), so intermediate ranks never touch their output
-// buffer (NCCL lets non-roots pass NULL). The root reduces into its output and finalizes each
+// (recv_reduce_send: reduced into scratch and forwarded in one fused step), so intermediate
+// ranks never touch their output buffer (NCCL lets non-roots pass NULL). The root reduces into its output and finalizes each
 // chunk once it holds every contribution (weftAvg divides there, exactly once).
 #include "algorithms/patterns.h"
 
@@ -34,9 +34,9 @@ StatusOr<Schedule> BuildReduceChain(const ScheduleRequest& request) {
       const Chunk k = chunks[c];
       if (pos == p - 1) {  // chain end: send the raw input
         steps.push_back(SendStep(towards_root, In(k.offset, k.count), ch));
-      } else if (pos > 0) {  // inner: partial = input + received, forward it
-        steps.push_back(RecvReduceStep(from, In(k.offset, k.count), Tmp(k.offset, k.count), ch));
-        steps.push_back(SendStep(towards_root, Tmp(k.offset, k.count), ch));
+      } else if (pos > 0) {  // inner: partial = input + received, forwarded in the same step
+        steps.push_back(RecvReduceSendStep(from, In(k.offset, k.count), Tmp(k.offset, k.count),
+                                           towards_root, ch, ch));
       } else {  // root: the last contribution completes the chunk
         steps.push_back(RecvReduceStep(from, In(k.offset, k.count), Out(k.offset, k.count), ch));
         steps.push_back(FinalizeStep(Out(k.offset, k.count)));

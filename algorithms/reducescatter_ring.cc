@@ -4,7 +4,8 @@
 // rank, reducing it with its own input block. Partial sums travel through two scratch blocks
 // used alternately (step s writes scratch[s % 2], step s+1 forwards it), because the input is
 // read-only and the output is a single block; the last step reduces straight into the output,
-// where it is finalized (avg divides once). Blocks are chunked so steps pipeline.
+// where it is finalized (avg divides once). The receive of step s and the send of step s+1
+// are one fused step (recv_reduce_send). Blocks are chunked so steps pipeline.
 #include <algorithm>
 
 #include "algorithms/patterns.h"
@@ -38,11 +39,16 @@ StatusOr<Schedule> BuildReduceScatterRing(const ScheduleRequest& req) {
       bool last = s == p - 2;
       for (size_t j = 0; j < blk.chunks; ++j) {
         const size_t off = blk.Offset(j), len = blk.Size(j);
-        const uint16_t ch = blk.Channel(j);
-        Region src = s == 0 ? In(send_blk * n + off, len) : Tmp(((s - 1) % 2) * n + off, len);
-        Region dst = last ? Out(off, len) : Tmp((s % 2) * n + off, len);
-        rs.steps.push_back(SendStep(next, src, ch));
-        rs.steps.push_back(RecvReduceStep(prev, In(recv_blk * n + off, len), dst, ch));
+        // Step s's message travels on StepChannel(s, j): forwards on their own channels.
+        const uint16_t ch = blk.StepChannel(s, j);
+        if (s == 0) rs.steps.push_back(SendStep(next, In(send_blk * n + off, len), ch));
+        // The partial sum received at step s is forwarded at step s+1: one fused step.
+        if (last)
+          rs.steps.push_back(RecvReduceStep(prev, In(recv_blk * n + off, len), Out(off, len), ch));
+        else
+          rs.steps.push_back(RecvReduceSendStep(prev, In(recv_blk * n + off, len),
+                                                Tmp((s % 2) * n + off, len), next, ch,
+                                                blk.ForwardChannel(j)));
       }
     }
     rs.steps.push_back(FinalizeStep(Out(0, n)));

@@ -37,6 +37,13 @@ struct RingLayout {
     return PartSize(SegSize(seg), static_cast<int>(chunks), static_cast<int>(j));
   }
   uint16_t Channel(size_t j) const { return static_cast<uint16_t>(j % channels); }
+  // Forwards (a fused step's send: ring step 1 onwards) use their own channels, so that they
+  // never queue behind step 0's sends on a stream: a fused forward takes the place of its step
+  // in program order, interleaved with step 0's sends, and the receiver takes all step-0
+  // messages before any forwarded one.
+  uint16_t ForwardChannel(size_t j) const { return static_cast<uint16_t>(channels + j % channels); }
+  // The channel ring step s's message of chunk j travels on.
+  uint16_t StepChannel(int s, size_t j) const { return s == 0 ? Channel(j) : ForwardChannel(j); }
   // Steps in flight needed so every chunk of one ring step can overlap with the next.
   int Window() const { return static_cast<int>(std::min<size_t>(4 * chunks + 2, 64)); }
 };
@@ -53,6 +60,9 @@ struct BlockChunks {
   size_t Offset(size_t j) const { return PartOffset(n, static_cast<int>(chunks), static_cast<int>(j)); }
   size_t Size(size_t j) const { return PartSize(n, static_cast<int>(chunks), static_cast<int>(j)); }
   uint16_t Channel(size_t j) const { return static_cast<uint16_t>(j % channels); }
+  // As RingLayout's: step 0's sends on Channel, forwarded messages on their own channels.
+  uint16_t ForwardChannel(size_t j) const { return static_cast<uint16_t>(channels + j % channels); }
+  uint16_t StepChannel(int s, size_t j) const { return s == 0 ? Channel(j) : ForwardChannel(j); }
   int Window() const { return static_cast<int>(std::min<size_t>(4 * chunks + 2, 64)); }
 };
 

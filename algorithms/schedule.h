@@ -21,6 +21,15 @@
 // wait completes (acquire: we may read what the peer wrote before its signal). Local steps
 // (copy, reduce, finalize, direct read/reduce, signal) complete when issued.
 //
+// Fused steps (kRecvReduceSend, kRecvCopySend) count as a recv from `peer` on `channel` and as
+// a send to `to` on `to_channel`. Their forward is posted once their receive has completed, and
+// the k-th message a->b on channel c is still the k-th in program order: a fused forward is
+// posted only after every earlier fused forward to the same (to, to_channel), and a plain send
+// does not issue while an earlier fused forward to its (peer, channel) is still unposted. A
+// fused step holds its window slot until its receive has completed (from then on it is a
+// send, as the unfused schedule's next step would be, and must not keep later receives from
+// being posted), and its hazard on dst until its forward has completed.
+//
 // Step semantics live in one table, algorithms/step_table.h: for every op what it reads and
 // writes (the regions the hazard rule applies to), what it receives and sends, how it computes
 // dst, whether it is asynchronous and whether it is a fence. The executor, the checker and the
@@ -70,15 +79,22 @@ enum class StepOp : uint8_t {
   kSignal,        // post a signal to `peer` (orders direct accesses)
   kWait,          // wait for the next signal from `peer`
   kFinalize,      // dst = finalize(dst): divides by nranks for weftAvg, no-op otherwise
+  // Fused primitives (one step per ring hop, as NCCL's): receive from `peer`, write dst, then
+  // forward dst to `to` on the same channel. The forward is posted the moment the data is
+  // there, instead of waiting for a separate send step's turn in program order.
+  kRecvReduceSend,  // dst = src (op) received from `peer`; send dst to `to`
+  kRecvCopySend,    // dst = received from `peer`; send dst to `to`
   // New ops go last (kLastStepOp below) and need a row in algorithms/step_table.cc.
 };
-constexpr StepOp kLastStepOp = StepOp::kFinalize;
+constexpr StepOp kLastStepOp = StepOp::kRecvCopySend;
 const char* StepOpName(StepOp op);
 
 struct Step {
   StepOp op = StepOp::kCopy;
   int peer = -1;        // send/recv/direct/signal/wait; -1 for local steps
+  int to = -1;          // fused steps: the rank dst is forwarded to; -1 otherwise
   uint16_t channel = 0; // FIFO stream for send/recv matching
+  uint16_t to_channel = 0;  // fused steps: the stream the forward travels on
   Region src;           // local operand read
   Region dst;           // local operand written
   Region remote;        // peer's region (direct ops only)
@@ -136,6 +152,22 @@ inline Step RecvStep(int peer, Region dst, uint16_t ch = 0) {
 }
 inline Step RecvReduceStep(int peer, Region src, Region dst, uint16_t ch = 0) {
   Step s; s.op = StepOp::kRecvReduce; s.peer = peer; s.src = src; s.dst = dst; s.channel = ch;
+  return s;
+}
+// Fused steps receive on `ch` and forward on `to_ch`.
+inline Step RecvReduceSendStep(int peer, Region src, Region dst, int to, uint16_t ch = 0,
+                               uint16_t to_ch = 0) {
+  Step s = RecvReduceStep(peer, src, dst, ch);
+  s.op = StepOp::kRecvReduceSend;
+  s.to = to;
+  s.to_channel = to_ch;
+  return s;
+}
+inline Step RecvCopySendStep(int peer, Region dst, int to, uint16_t ch = 0, uint16_t to_ch = 0) {
+  Step s = RecvStep(peer, dst, ch);
+  s.op = StepOp::kRecvCopySend;
+  s.to = to;
+  s.to_channel = to_ch;
   return s;
 }
 inline Step CopyStep(Region src, Region dst) {

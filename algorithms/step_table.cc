@@ -13,7 +13,7 @@ using Table = std::array<StepSemantics, kNumStepOps>;
 StepSemantics& Row(Table& t, StepOp op, const char* name) {
   StepSemantics& m = t[static_cast<size_t>(op)];
   m = StepSemantics{op, name, StepCombine::kNothing, StepOperand::kNone, StepOperand::kNone,
-                    false, false, false, false, StepOperand::kNone, false, false, false,
+                    false, false, false, false, StepOperand::kNone, false, false, false, false,
                     false, StepFence::kNone, false, false};
   return m;
 }
@@ -35,6 +35,22 @@ void MessageRows(Table& t) {
   rr.lhs = StepOperand::kSrc;
   rr.rhs = StepOperand::kReceived;
   rr.reads_src = rr.writes_dst = rr.receives = rr.asynchronous = rr.same_size_src_dst = true;
+
+  // Fused: recv_reduce, then the result goes on to `to` (the hazard on dst covers the send's
+  // read of it, so dst is not overwritten while the message is in flight).
+  StepSemantics& rrs = Row(t, StepOp::kRecvReduceSend, "recv_reduce_send");
+  rrs = rr;
+  rrs.op = StepOp::kRecvReduceSend;
+  rrs.name = "recv_reduce_send";
+  rrs.sends = StepOperand::kDst;
+  rrs.sends_to_second_peer = true;
+
+  StepSemantics& rcs = Row(t, StepOp::kRecvCopySend, "recv_copy_send");
+  rcs = recv;
+  rcs.op = StepOp::kRecvCopySend;
+  rcs.name = "recv_copy_send";
+  rcs.sends = StepOperand::kDst;
+  rcs.sends_to_second_peer = true;
 }
 
 void LocalRows(Table& t) {
@@ -95,7 +111,7 @@ const StepSemantics& SemanticsOf(StepOp op) {
   // nothing and has no peer, so the checker rejects it by name rather than crashing.
   static const StepSemantics unknown{static_cast<StepOp>(255), "unknown", StepCombine::kNothing, StepOperand::kNone,
                                      StepOperand::kNone, false, false, false, false,
-                                     StepOperand::kNone, false, false, false, false,
+                                     StepOperand::kNone, false, false, false, false, false,
                                      StepFence::kNone, false, false};
   const size_t i = static_cast<size_t>(op);
   return i < table.size() && table[i].name != nullptr ? table[i] : unknown;

@@ -11,8 +11,8 @@
 //   kFinalizeIn dst = finalize(dst)     (avg's division, once)
 //   kNothing    no local write          (send, signal, wait)
 // where an operand is the step's src or dst region, the message received from `peer`, or the
-// peer's `remote` region (direct steps). A step that `sends` posts a message of its src to
-// `peer`.
+// peer's `remote` region (direct steps). A step that `sends` posts a message of its src (plain
+// send, to `peer`) or of the value it just wrote to dst (fused steps, to `to`).
 #pragma once
 
 #include <cstdint>
@@ -37,7 +37,8 @@ struct StepSemantics {
   bool reads_dst;         // the local dst region is read before it is written (reduce)
   bool writes_dst;        // the local dst region is written
   bool receives;          // consumes the next message from `peer` on `channel`
-  StepOperand sends;      // kSrc: posts a message of that region to `peer`; kNone: none
+  StepOperand sends;      // kSrc / kDst: posts a message of that region; kNone: no message
+  bool sends_to_second_peer;  // the message goes to `to` (fused steps), else to `peer`
   bool reads_remote;      // reads the peer's mapped `remote` region
   bool signals, waits;    // direct-transport counters (signal to / wait for `peer`)
   bool asynchronous;      // completes after issue (holds a window slot while in flight)
@@ -56,6 +57,24 @@ constexpr int kNumStepOps = static_cast<int>(kLastStepOp) + 1;
 // A step talks to another rank (peer must be a valid other rank).
 inline bool HasPeer(const StepSemantics& m) {
   return m.receives || m.sends != StepOperand::kNone || m.reads_remote || m.signals || m.waits;
+}
+// The rank a step's message goes to, or -1 when it sends nothing.
+inline int SendPeer(const Step& s) {
+  const StepSemantics& m = SemanticsOf(s.op);
+  if (m.sends == StepOperand::kNone) return -1;
+  return m.sends_to_second_peer ? s.to : s.peer;
+}
+// The channel a step's message travels on (valid when it sends).
+inline uint16_t SendChannel(const Step& s) {
+  return SemanticsOf(s.op).sends_to_second_peer ? s.to_channel : s.channel;
+}
+// The region a step's message carries (valid when it sends).
+inline const Region& SentRegion(const Step& s) {
+  return SemanticsOf(s.op).sends == StepOperand::kDst ? s.dst : s.src;
+}
+// A step whose message is posted only after its own receive completed (fused forwarding).
+inline bool ForwardsAfterReceive(const StepSemantics& m) {
+  return m.receives && m.sends != StepOperand::kNone;
 }
 // "from rank p" (data or signal comes from the peer) or "to rank p" in messages.
 inline bool PeerIsSource(const StepSemantics& m) {

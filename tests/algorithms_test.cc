@@ -10,6 +10,7 @@
 
 #include "algorithms/patterns.h"
 #include "algorithms/registry.h"
+#include "algorithms/step_table.h"
 #include "check/checker.h"
 
 namespace weft {
@@ -47,7 +48,7 @@ CheckStats Execute(const Schedule& s, size_t count, int root = 0) {
 
 size_t Sends(const RankSchedule& rs) {
   size_t n = 0;
-  for (const Step& st : rs.steps) n += st.op == StepOp::kSend;
+  for (const Step& st : rs.steps) n += SendPeer(st) >= 0;  // plain sends and fused forwards
   return n;
 }
 
@@ -210,7 +211,9 @@ int TreeDepth(const Schedule& s, int t) {
   for (int r = 0; r < p; ++r) {
     const auto& steps = s.ranks[r].steps;
     for (size_t i = 0; i < steps.size(); ++i)
-      if (steps[i].op == StepOp::kRecv && steps[i].channel == t) parent[r] = steps[i].peer;
+      if ((steps[i].op == StepOp::kRecv || steps[i].op == StepOp::kRecvCopySend) &&
+          steps[i].channel == t)
+        parent[r] = steps[i].peer;
   }
   int depth = 0;
   for (int r = 0; r < p; ++r) {
@@ -240,7 +243,7 @@ size_t CrossGroupSends(const Schedule& s, const std::vector<std::vector<int>>& g
     for (int q : groups[g]) group_of[q] = static_cast<int>(g);
   size_t n = 0;
   for (const Step& st : s.ranks[r].steps)
-    if (st.op == StepOp::kSend && group_of[st.peer] != group_of[r]) n += st.src.count;
+    if (SendPeer(st) >= 0 && group_of[SendPeer(st)] != group_of[r]) n += SentRegion(st).count;
   return n;
 }
 

@@ -463,5 +463,138 @@ TEST(CheckerRejects, WrongPlacement) {
                                       "element 0 of ranks {0}"));
 }
 
+// ---- fused primitives (recv_reduce_send, recv_copy_send) ----
+
+size_t FusedSteps(const Schedule& s) {
+  size_t n = 0;
+  for (const RankSchedule& rs : s.ranks)
+    for (const Step& st : rs.steps)
+      n += st.op == StepOp::kRecvReduceSend || st.op == StepOp::kRecvCopySend;
+  return n;
+}
+
+// The generators that forward what they receive build fused steps, and the checker proves
+// each of them for many rank counts, counts and chunkings (in-place, out-of-place, avg).
+TEST(CheckerProvesFused, EveryForwardingAlgorithmManyRankCounts) {
+  const std::vector<std::pair<Collective, const char*>> fused = {
+      {Collective::kAllReduce, "ring"},        {Collective::kAllReduce, "tree"},
+      {Collective::kAllReduce, "hierarchical"}, {Collective::kReduceScatter, "ring"},
+      {Collective::kAllGather, "ring"},        {Collective::kReduce, "chain"},
+      {Collective::kBroadcast, "chain"}};
+  int proofs = 0;
+  for (const auto& [collective, name] : fused) {
+    const AlgorithmInfo* a = FindAlgorithm(collective, name);
+    ASSERT_NE(a, nullptr) << CollectiveName(collective) << ":" << name;
+    for (int p = 1; p <= 40; ++p) {
+      for (size_t count : {size_t{0}, size_t{1}, size_t(p - 1), size_t(p), size_t(p + 1), size_t{97}}) {
+        for (size_t chunk : {size_t{0}, size_t{3}}) {
+          ScheduleRequest r = Req(collective, p, count);
+          r.root = p > 2 ? 2 : p - 1;
+          r.chunk.chunk_elems = chunk;
+          r.chunk.channels = chunk == 3 ? 2 : 1;
+          r.groups = Blocks(p, 4);
+          StatusOr<Schedule> s = a->build(r);
+          ASSERT_TRUE(s.ok()) << Label(*a) << ": " << s.status().message();
+          // 3+ ranks and some data: there is a hop that receives and forwards.
+          if (p >= 3 && count >= static_cast<size_t>(p))
+            EXPECT_GT(FusedSteps(*s), 0u) << Label(*a) << " p=" << p << " count=" << count;
+          Status st = ProveAlgorithm(*a, r);
+          ASSERT_TRUE(st.ok()) << Label(*a) << " p=" << p << " count=" << count << ": " << st.message();
+          ++proofs;
+        }
+      }
+    }
+  }
+  RecordProperty("proofs", proofs);
+}
+
+// Replaces the first step of `op` in `s` (any rank) by `f(step)`; false when there is none.
+template <typename F>
+bool MutateFirst(Schedule* s, StepOp op, F f) {
+  for (RankSchedule& rs : s->ranks)
+    for (Step& st : rs.steps)
+      if (st.op == op) {
+        f(st);
+        return true;
+      }
+  return false;
+}
+
+Schedule RingAllReduce(int p, size_t count) {
+  ScheduleRequest r = Req(Collective::kAllReduce, p, count);
+  StatusOr<Schedule> s = FindAlgorithm(Collective::kAllReduce, "ring")->build(r);
+  EXPECT_TRUE(s.ok());
+  return *s;
+}
+
+TEST(CheckerRejectsFused, ReduceSendThatOnlyCopiesLosesAContribution) {
+  Schedule s = RingAllReduce(4, 40);
+  ASSERT_TRUE(Check(s, Req(Collective::kAllReduce, 4, 40)).ok());
+  // recv_copy_send instead of recv_reduce_send: the hop forgets its own input.
+  ASSERT_TRUE(MutateFirst(&s, StepOp::kRecvReduceSend, [](Step& st) { st.op = StepOp::kRecvCopySend; }));
+  Status st = Check(s, Req(Collective::kAllReduce, 4, 40));
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(st.message(), HasSubstr("missing"));
+}
+
+TEST(CheckerRejectsFused, ForwardToTheWrongRank) {
+  Schedule s = RingAllReduce(4, 40);
+  ASSERT_TRUE(MutateFirst(&s, StepOp::kRecvReduceSend, [](Step& st) { st.to = (st.to + 1) % 4; }));
+  Status st = Check(s, Req(Collective::kAllReduce, 4, 40));
+  ASSERT_FALSE(st.ok());  // the intended receiver starves, the other gets a surplus message
+  EXPECT_THAT(st.message(), HasSubstr("forward to"));
+}
+
+TEST(CheckerRejectsFused, ForwardToItselfOrOutOfRange) {
+  Schedule self = RingAllReduce(4, 40);
+  bool found = false;
+  for (Step& st : self.ranks[0].steps)
+    if (!found && st.op == StepOp::kRecvReduceSend) {
+      st.to = 0;
+      found = true;
+    }
+  ASSERT_TRUE(found);
+  Status st = Check(self, Req(Collective::kAllReduce, 4, 40));
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(st.message(), HasSubstr("forwards to the rank itself"));
+  Schedule range = RingAllReduce(4, 40);
+  ASSERT_TRUE(MutateFirst(&range, StepOp::kRecvReduceSend, [](Step& s) { s.to = 9; }));
+  EXPECT_THAT(Check(range, Req(Collective::kAllReduce, 4, 40)).message(),
+              HasSubstr("forward rank 9 out of range"));
+}
+
+TEST(CheckerRejectsFused, ForwardKeepsProgramOrderPerStream) {
+  // Rank 1 forwards rank 0's data, then sends its own input, both to rank 2 on channel 0.
+  // The forward waits for its data, and the plain send may not overtake it: rank 2's first
+  // receive gets rank 0's element. Expecting rank 1's there (as a reordering would) fails.
+  Schedule s = Sched(Collective::kAllGather, 3, 1, 1, 3);
+  s.ranks[0].steps = {CopyStep(In(0, 1), Out(0, 1)), SendStep(1, In(0, 1)), RecvStep(2, Out(2, 1)),
+                      RecvStep(2, Out(1, 1))};
+  s.ranks[1].steps = {CopyStep(In(0, 1), Out(1, 1)), RecvCopySendStep(0, Out(0, 1), 2),
+                      SendStep(2, In(0, 1)), RecvStep(2, Out(2, 1))};
+  s.ranks[2].steps = {CopyStep(In(0, 1), Out(2, 1)), RecvStep(1, Out(0, 1)), RecvStep(1, Out(1, 1)),
+                      SendStep(0, In(0, 1)), SendStep(0, Out(1, 1)), SendStep(1, In(0, 1))};
+  EXPECT_TRUE(Check(s, Req(Collective::kAllGather, 3, 1)).ok()) << Check(s, Req(Collective::kAllGather, 3, 1)).message();
+  std::swap(s.ranks[2].steps[1].dst, s.ranks[2].steps[2].dst);  // expects rank 1's first
+  Status st = Check(s, Req(Collective::kAllGather, 3, 1));
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(st.message(), HasSubstr("holds input element 0 of ranks {0}, expected element 0 of ranks {1}"));
+}
+
+TEST(CheckerRejectsFused, ForwardedSizeMustMatchTheReceiver) {
+  Schedule s = Sched(Collective::kBroadcast, 3, 4, 4, 4);
+  s.root = 0;
+  s.ranks[0].steps = {CopyStep(In(0, 4), Out(0, 4)), SendStep(1, In(0, 4))};
+  s.ranks[1].steps = {RecvCopySendStep(0, Out(0, 4), 2)};
+  s.ranks[2].steps = {RecvStep(1, Out(0, 3))};
+  s.ranks[1].input_count = s.ranks[2].input_count = 0;  // broadcast: only the root has input
+  ScheduleRequest r = Req(Collective::kBroadcast, 3, 4);
+  r.root = 0;
+  Status st = Check(s, r);
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(st.message(), HasSubstr("rank 1 step 0 (recv_copy_send from 0 forward to 2) sends 4"));
+  EXPECT_THAT(st.message(), HasSubstr("size mismatch"));
+}
+
 }  // namespace
 }  // namespace weft

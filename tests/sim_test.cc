@@ -188,6 +188,30 @@ TEST(SimEngine, SignalWaitOrdersDirectRead) {
   EXPECT_GT(r->rank_done_us[1], r->rank_done_us[0]);
 }
 
+TEST(SimEngine, FusedForwardStartsAfterItsReceive) {
+  // 0 -> 1 -> 2 where rank 1 receives and forwards in one step: two transfers back to back,
+  // and a reducing forward adds rank 1's reduction on top.
+  auto f = Preset("netns:3x1");
+  const size_t count = 1 << 20;
+  auto one = SimulateSchedule(OneMessage(3, 1, count), *f, 4, SimOptions());
+  ASSERT_TRUE(one.ok()) << one.status().message();
+  Schedule copy = Empty(3, "fused_copy");
+  copy.ranks[0].steps.push_back(SendStep(1, In(0, count)));
+  copy.ranks[1].steps.push_back(RecvCopySendStep(0, Out(0, count), 2));
+  copy.ranks[2].steps.push_back(RecvStep(1, Out(0, count)));
+  auto c = SimulateSchedule(copy, *f, 4, SimOptions());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_GT(c->rank_done_us[2], 1.9 * one->time_us);
+  EXPECT_EQ(c->messages, 2u);
+  // Rank 1's step completes only when its forward has been delivered.
+  EXPECT_GT(c->rank_done_us[1], 1.9 * one->time_us);
+  Schedule reduce = copy;
+  reduce.ranks[1].steps[0] = RecvReduceSendStep(0, In(0, count), Out(0, count), 2);
+  auto r = SimulateSchedule(reduce, *f, 4, SimOptions());
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_GT(r->rank_done_us[2], c->rank_done_us[2]);
+}
+
 // ---- fake generators: flat (everyone to everyone) and ring allreduce ----
 
 StatusOr<Schedule> FakeRing(const ScheduleRequest& req) {

@@ -56,6 +56,12 @@ TEST(StepTable, RowsAreConsistent) {
     if (m.signals) EXPECT_EQ(m.fence, StepFence::kRelease);
     if (m.reads_remote || m.signals || m.waits) EXPECT_TRUE(m.needs_direct);
     if (m.same_size_src_dst) EXPECT_TRUE(m.reads_src && m.writes_dst);
+    // Fused steps forward the value they wrote, to their second peer.
+    if (ForwardsAfterReceive(m)) {
+      EXPECT_EQ(m.sends, StepOperand::kDst);
+      EXPECT_TRUE(m.sends_to_second_peer && m.writes_dst);
+    }
+    if (m.sends_to_second_peer) EXPECT_TRUE(ForwardsAfterReceive(m));
   }
 }
 
@@ -192,6 +198,42 @@ TEST(StepTableConsumers, AgreeThatWindowOneDeadlocksAndTwoDoesNot) {
   EXPECT_TRUE(CheckSchedule(s, Req(Collective::kAllReduce, 2, 4), o).ok());
   EXPECT_TRUE(Simulate(s).ok());
   for (const Status& st : Execute(s, 10, &out)) EXPECT_TRUE(st.ok()) << st.message();
+}
+
+TEST(StepTableConsumers, AgreeOnFusedForwardOrder) {
+  // Rank 1 forwards rank 0's element (recv_copy_send), then sends its own: same stream to
+  // rank 2. The forward waits for its data and the plain send may not overtake it, so rank
+  // 2's first receive holds rank 0's element in the checker, the simulator and the executor.
+  Schedule s = Sched(Collective::kAllGather, 3, 1, 1, 3);
+  s.ranks[0].steps = {CopyStep(In(0, 1), Out(0, 1)), SendStep(1, In(0, 1)), RecvStep(2, Out(2, 1)),
+                      RecvStep(2, Out(1, 1))};
+  s.ranks[1].steps = {CopyStep(In(0, 1), Out(1, 1)), RecvCopySendStep(0, Out(0, 1), 2),
+                      SendStep(2, In(0, 1)), RecvStep(2, Out(2, 1))};
+  s.ranks[2].steps = {CopyStep(In(0, 1), Out(2, 1)), RecvStep(1, Out(0, 1)), RecvStep(1, Out(1, 1)),
+                      SendStep(0, In(0, 1)), SendStep(0, Out(1, 1)), SendStep(1, In(0, 1))};
+  CheckOptions o;
+  Status checked = CheckSchedule(s, Req(Collective::kAllGather, 3, 1), o);
+  EXPECT_TRUE(checked.ok()) << checked.message();
+  EXPECT_TRUE(Simulate(s).ok());
+  std::vector<std::vector<float>> out;
+  for (const Status& st : Execute(s, 10, &out)) ASSERT_TRUE(st.ok()) << st.message();
+  for (int r = 0; r < 3; ++r)
+    for (int q = 0; q < 3; ++q) EXPECT_EQ(out[r][q], static_cast<float>(q + 1)) << r << " " << q;
+}
+
+TEST(StepTableConsumers, AgreeOnAFusedRing) {
+  // The ring allreduce uses recv_reduce_send and recv_copy_send on every inner hop.
+  ScheduleRequest r = Req(Collective::kAllReduce, 4, 10);
+  r.chunk.chunk_elems = 1;
+  StatusOr<Schedule> s = FindAlgorithm(Collective::kAllReduce, "ring")->build(r);
+  ASSERT_TRUE(s.ok());
+  CheckOptions o;
+  EXPECT_TRUE(CheckSchedule(*s, r, o).ok());
+  EXPECT_TRUE(Simulate(*s).ok());
+  std::vector<std::vector<float>> out;
+  for (const Status& st : Execute(*s, 10, &out)) ASSERT_TRUE(st.ok()) << st.message();
+  for (int q = 0; q < 4; ++q)
+    for (size_t i = 0; i < 10; ++i) EXPECT_EQ(out[q][i], static_cast<float>(10 + 4 * i));
 }
 
 TEST(StepTableConsumers, CheckerEnforcesTheSameSizeRule) {

@@ -74,6 +74,7 @@ std::string StepName(int rank, size_t index, const Step& s) {
   const StepSemantics& m = SemanticsOf(s.op);
   std::string d = "rank " + std::to_string(rank) + " step " + std::to_string(index) + " (" + m.name;
   if (s.peer >= 0 && HasPeer(m)) d += (PeerIsSource(m) ? " from " : " to ") + std::to_string(s.peer);
+  if (m.sends_to_second_peer) d += " forward to " + std::to_string(s.to);
   return d + ")";
 }
 std::string RankList(uint64_t mask) {
@@ -105,6 +106,7 @@ struct RankState {
   std::vector<size_t> inflight;           // async step indices
   std::vector<Access> inflight_access;    // parallel to inflight
   int waits_inflight = 0;
+  size_t received_inflight = 0;           // fused steps whose receive is done (out of the window)
   size_t completed_async = 0, total_async = 0;
   // happens-before (only when tracking)
   VClock clock;                           // knowledge of the issuing thread
@@ -120,7 +122,14 @@ struct RankState {
     size_t lo, hi;
   };
   std::vector<ReadRecord> scratch_reads;
+  // Fused steps issued whose forward is not yet posted, per (to, channel), in program order;
+  // and per step whether its receive has completed (its forward may be posted).
+  std::unordered_map<uint64_t, std::deque<size_t>> forwards;
+  std::vector<uint8_t> received;
 };
+
+// Key of a rank's outgoing stream (to, channel).
+uint64_t StreamKey(int to, uint16_t channel) { return static_cast<uint64_t>(to) * 65536 + channel; }
 
 struct Queue {
   std::deque<std::pair<int, size_t>> sends, recvs;
@@ -142,6 +151,9 @@ class Checker {
   Status TryIssue(int r, bool* progressed);
   Status Issue(int r, size_t i, const Access& a);
   Status Match(const std::pair<int, size_t>& send, const std::pair<int, size_t>& recv);
+  Status PostMessage(int r, size_t i, bool is_send);
+  Status Received(int r, size_t i, const VClock* peer_vc);
+  Status FlushForwards(int r, uint64_t stream);
   Status CompleteAsync(int r, size_t i, const VClock* peer_vc);
   Status ApplyLocal(int r, size_t i);
   Status Evaluate(int r, size_t i, const Val* received, Val* out);
@@ -280,6 +292,12 @@ Status Checker::StepStructure(int r, size_t i) {
                              std::to_string(p_) + ")");
     if (s.peer == r) return InvalidArgument(StepName(r, i, s) + ": peer is the rank itself");
   }
+  if (m.sends_to_second_peer) {
+    if (s.to < 0 || s.to >= p_)
+      return InvalidArgument(StepName(r, i, s) + ": forward rank " + std::to_string(s.to) +
+                             " out of range [0, " + std::to_string(p_) + ")");
+    if (s.to == r) return InvalidArgument(StepName(r, i, s) + ": forwards to the rank itself");
+  }
   auto in_bounds = [&](int rank, const Region& g, const char* role) -> Status {
     const RankSchedule& t = sched_.ranks[rank];
     size_t limit = g.buffer == Buffer::kInput ? t.input_count
@@ -332,6 +350,7 @@ Status Checker::Initialize() {
     RankState& st = ranks_[r];
     st.user.assign(st.layout.user_size, Val{});
     st.scratch.assign(st.sched->scratch_count, Val{});
+    st.received.assign(st.sched->steps.size(), 0);
     for (size_t j = 0; j < st.layout.in_user; ++j)
       st.user[st.layout.in_base + j] = Val{uint64_t{1} << r, static_cast<int32_t>(j), 0};
     if (track_hb_) {
@@ -540,9 +559,19 @@ Status Checker::Issue(int r, size_t i, const Access& a) {
     waits_[key].push_back(i);
     return OkStatus();
   }
-  const bool is_send = SemanticsOf(s.op).sends != StepOperand::kNone;
-  const int src = is_send ? r : s.peer, dst = is_send ? s.peer : r;
-  uint64_t key = (static_cast<uint64_t>(src) * kMaxRanks + dst) * 65536 + s.channel;
+  const StepSemantics& m = SemanticsOf(s.op);
+  // A fused step's forward is held back until its receive completes (FlushForwards).
+  if (ForwardsAfterReceive(m)) st.forwards[StreamKey(s.to, s.to_channel)].push_back(i);
+  return PostMessage(r, i, m.sends != StepOperand::kNone && !m.receives);
+}
+
+// Joins step i's send (to SendPeer) or receive (from peer) to its stream's queue and matches
+// the queue's heads: the k-th send a->b on a channel meets the k-th receive.
+Status Checker::PostMessage(int r, size_t i, bool is_send) {
+  const Step& s = ranks_[r].sched->steps[i];
+  const int src = is_send ? r : s.peer, dst = is_send ? SendPeer(s) : r;
+  const uint16_t channel = is_send ? SendChannel(s) : s.channel;
+  uint64_t key = (static_cast<uint64_t>(src) * kMaxRanks + dst) * 65536 + channel;
   Queue& q = queues_[key];
   (is_send ? q.sends : q.recvs).emplace_back(r, i);
   if (!q.sends.empty() && !q.recvs.empty()) {
@@ -554,15 +583,52 @@ Status Checker::Issue(int r, size_t i, const Access& a) {
   return OkStatus();
 }
 
+// Posts the forwards of `stream` whose receives are done, oldest first; a forward whose
+// receive is still pending holds back the later ones (program order per stream).
+Status Checker::FlushForwards(int r, uint64_t stream) {
+  std::deque<size_t>& q = ranks_[r].forwards[stream];
+  while (!q.empty() && ranks_[r].received[q.front()]) {
+    size_t i = q.front();
+    q.pop_front();
+    WEFT_RETURN_IF_ERROR(PostMessage(r, i, /*is_send=*/true));
+  }
+  if (q.empty() && !dirty_[r]) {  // a plain send held back by this stream may issue now
+    dirty_[r] = 1;
+    work_.push_back(r);
+  }
+  return OkStatus();
+}
+
+// The receive half of a fused step completed (its dst is written): knowledge from the sender
+// and the scratch write are recorded now; the step itself completes when its forward does.
+Status Checker::Received(int r, size_t i, const VClock* peer_vc) {
+  RankState& st = ranks_[r];
+  const Step& s = st.sched->steps[i];
+  st.received[i] = 1;
+  ++st.received_inflight;  // frees its window slot: a later step may issue
+  if (!dirty_[r]) {
+    dirty_[r] = 1;
+    work_.push_back(r);
+  }
+  if (track_hb_) {
+    uint32_t* vc = &st.done_vc[i * p_];
+    const uint32_t* iv = &st.issue_vc[i * p_];
+    for (int q = 0; q < p_; ++q) vc[q] = peer_vc ? std::max(iv[q], (*peer_vc)[q]) : iv[q];
+    if (s.dst.count > 0) WEFT_RETURN_IF_ERROR(WriteScratchCheck(r, i, s.dst, vc));
+  }
+  return FlushForwards(r, StreamKey(s.to, s.to_channel));
+}
+
 Status Checker::Match(const std::pair<int, size_t>& snd, const std::pair<int, size_t>& rcv) {
   const int a = snd.first, b = rcv.first;
   const Step& ss = ranks_[a].sched->steps[snd.second];
   const Step& rs = ranks_[b].sched->steps[rcv.second];
-  if (ss.src.count != rs.dst.count)
-    return InvalidArgument(Where(a, snd.second) + " sends " + std::to_string(ss.src.count) +
+  const Region& sent = SentRegion(ss);
+  if (sent.count != rs.dst.count)
+    return InvalidArgument(Where(a, snd.second) + " sends " + std::to_string(sent.count) +
                            " elements but the matching " + Where(b, rcv.second) + " expects " +
                            std::to_string(rs.dst.count) + " (size mismatch)");
-  const size_t n = ss.src.count;
+  const size_t n = sent.count;
   if (stats_) {
     ++stats_->messages;
     stats_->elements_moved += n;
@@ -570,23 +636,27 @@ Status Checker::Match(const std::pair<int, size_t>& snd, const std::pair<int, si
   }
   if (track_values_ && n > 0) {
     // Data is captured at match time.
-    const Val* in = Ptr(a, ss.src);
+    const Val* in = Ptr(a, sent);
     for (size_t e = 0; e < n; ++e)
       if (in[e].idx < 0)
-        return InvalidArgument(Where(a, snd.second) + ": " + RegionName(ss.src) + " element " +
-                               std::to_string(ss.src.offset + e) + " is sent before anything wrote it");
+        return InvalidArgument(Where(a, snd.second) + ": " + RegionName(sent) + " element " +
+                               std::to_string(sent.offset + e) + " is sent before anything wrote it");
     std::vector<Val> tmp(n);
     WEFT_RETURN_IF_ERROR(Evaluate(b, rcv.second, in, tmp.data()));
     std::copy(tmp.begin(), tmp.end(), Ptr(b, rs.dst));
   }
   VClock send_vc;
+  const bool fused_sender = ForwardsAfterReceive(SemanticsOf(ss.op));
   if (track_hb_) {
-    const uint32_t* v = &ranks_[a].issue_vc[snd.second * p_];
-    send_vc.assign(v, v + p_);
+    // A fused forward carries what its rank knew once its receive was done.
+    const auto& vcs = fused_sender ? ranks_[a].done_vc : ranks_[a].issue_vc;
+    send_vc.assign(vcs.begin() + snd.second * p_, vcs.begin() + (snd.second + 1) * p_);
   }
   // A send's completion teaches its rank nothing about the receiver: transports may complete
   // sends eagerly (buffered) before the peer posts its recv, so only the receiver learns.
   WEFT_RETURN_IF_ERROR(CompleteAsync(a, snd.second, nullptr));
+  if (ForwardsAfterReceive(SemanticsOf(rs.op)))
+    return Received(b, rcv.second, track_hb_ ? &send_vc : nullptr);
   return CompleteAsync(b, rcv.second, track_hb_ ? &send_vc : nullptr);
 }
 
@@ -602,17 +672,21 @@ Status Checker::CompleteAsync(int r, size_t i, const VClock* peer_vc) {
   }
   const StepSemantics& m = SemanticsOf(s.op);
   if (m.waits) --st.waits_inflight;
+  if (ForwardsAfterReceive(m)) --st.received_inflight;
   ++st.completed_async;
   if (!dirty_[r]) {
     dirty_[r] = 1;
     work_.push_back(r);
   }
-  if (track_hb_) {
+  // A fused step's receive was recorded by Received; its forward's completion adds nothing.
+  if (track_hb_ && !ForwardsAfterReceive(m)) {
     uint32_t* vc = &st.done_vc[i * p_];
     const uint32_t* iv = &st.issue_vc[i * p_];
     for (int q = 0; q < p_; ++q) vc[q] = peer_vc ? std::max(iv[q], (*peer_vc)[q]) : iv[q];
     if (m.receives && m.writes_dst && s.dst.count > 0)
       WEFT_RETURN_IF_ERROR(WriteScratchCheck(r, i, s.dst, vc));
+  }
+  if (track_hb_) {
     // A send's completion carries no knowledge (see Match), so only recvs and waits matter.
     if (m.receives || m.waits) st.unabsorbed.push_back(i);
   }
@@ -623,9 +697,15 @@ Status Checker::TryIssue(int r, bool* progressed) {
   RankState& st = ranks_[r];
   const auto& steps = st.sched->steps;
   while (st.next < steps.size() && st.waits_inflight == 0 &&
-         static_cast<int>(st.inflight.size()) < window_) {
+         static_cast<int>(st.inflight.size() - st.received_inflight) < window_) {
     const Step& s = steps[st.next];
-    if (SemanticsOf(s.op).fence == StepFence::kRelease && !st.inflight.empty()) break;
+    const StepSemantics& m = SemanticsOf(s.op);
+    if (m.fence == StepFence::kRelease && !st.inflight.empty()) break;
+    // A plain send waits for earlier fused forwards to its stream (program order per stream).
+    if (m.sends != StepOperand::kNone && !m.receives) {
+      auto f = st.forwards.find(StreamKey(s.peer, s.channel));
+      if (f != st.forwards.end() && !f->second.empty()) break;
+    }
     Access a = AccessOf(r, s);
     bool blocked = false;
     for (const Access& f : st.inflight_access)

@@ -10,7 +10,7 @@
 // Execution model (mirrors src/exec/executor.cc exactly; what each op reads, writes, receives
 // and sends, and which ops are asynchronous or fences, comes from algorithms/step_table.h):
 //   - each rank issues its steps in program order, at most `window` asynchronous steps in
-//     flight (send, recv, recv_reduce, wait); local steps (copy, reduce, finalize, direct
+//     flight (send, recv, recv_reduce, fused, wait); local steps (copy, reduce, finalize, direct
 //     read/reduce, signal) complete when issued;
 //   - a step issues only when no in-flight step of the rank conflicts with it (a write on
 //     either side of overlapping memory, after in-place aliasing is resolved);
@@ -18,7 +18,11 @@
 //     nothing issues after it (acquire fence);
 //   - sends are rendezvous: the k-th send a->b on channel c matches the k-th recv/recv_reduce
 //     at b from a on channel c; sizes must be equal; data is captured at match time;
-//   - the k-th kWait at r from p completes once p has issued its k-th kSignal to r.
+//   - the k-th kWait at r from p completes once p has issued its k-th kSignal to r;
+//   - fused steps (recv_reduce_send, recv_copy_send) are a recv from `peer` and, once it has
+//     matched, a send of dst to `to` on `to_channel`, posted in program order per stream
+//     (schedule.h); their window slot is freed when the receive completes, the step when the
+//     forward does.
 // Direct reads of a peer's Scratch are checked for races with vector clocks (happens-before
 // through matched send/recv, signal/wait and same-rank ordering the executor guarantees).
 //

@@ -49,6 +49,9 @@ struct InFlight {
   TransportRequest req;
   std::vector<unsigned char> staging;  // recv-reduce landing buffer
   bool is_wait = false;
+  bool fused = false;       // receives, then forwards dst (recv_reduce_send, recv_copy_send)
+  bool received = false;    // fused: the receive half is done
+  bool forwarding = false;  // fused: `req` is now the forward's send
 };
 
 // Request slots are reused across operations of a thread: a tiny collective then allocates
@@ -84,9 +87,14 @@ class Runner {
     return ByteRange{lo, lo + r.count * elem_};
   }
   Access AccessOf(const Step& s) const;
-  Transport* TransportFor(const Step& s, Status* st) const;
+  Transport* TransportFor(int rank, const Step& s, Status* st) const;
   Status Issue(size_t index);
-  Status Complete(InFlight& f);
+  Status IssueLocal(size_t index);
+  Status PostAsync(InFlight& f);
+  void NoteTransport(Transport* t);
+  bool ForwardPending(int to, uint16_t channel) const;
+  Status PostForwards();
+  StatusOr<bool> Complete(InFlight& f);
   Status WaitForProgress(int idle_rounds);
   std::string Describe(const Step& s, size_t index) const;
   Status Fail(Status st);
@@ -99,6 +107,8 @@ class Runner {
   unsigned char* scratch_ = nullptr;
   const void* peer_window_cache_ = nullptr;
   std::vector<std::unique_ptr<InFlight>> inflight_;
+  std::vector<InFlight*> unforwarded_;  // fused steps in flight, forward not posted, in order
+  size_t received_fused_ = 0;  // fused steps in flight whose receive is done: out of the window
   std::vector<std::unique_ptr<InFlight>>& free_ = t_free_slots;
   bool fence_wait_ = false;  // a kWait is in flight: nothing issues after it
   std::vector<Transport*> used_transports_;
@@ -118,6 +128,7 @@ std::string Runner::Describe(const Step& s, size_t index) const {
   std::string d = std::string(ctx_.what) + " step " + std::to_string(index) + " (" + m.name;
   if (s.peer >= 0)
     d += (PeerIsSource(m) ? " from rank " : " to rank ") + std::to_string(s.peer);
+  if (m.sends_to_second_peer) d += " forward to rank " + std::to_string(s.to);
   return d + ")";
 }
 
@@ -131,13 +142,13 @@ Access Runner::AccessOf(const Step& s) const {
   return a;
 }
 
-Transport* Runner::TransportFor(const Step& s, Status* st) const {
-  if (s.peer < 0 || s.peer >= ctx_.nranks || s.peer == ctx_.rank) {
-    *st = InternalError(Describe(s, 0) + ": invalid peer " + std::to_string(s.peer));
+Transport* Runner::TransportFor(int rank, const Step& s, Status* st) const {
+  if (rank < 0 || rank >= ctx_.nranks || rank == ctx_.rank) {
+    *st = InternalError(Describe(s, 0) + ": invalid peer " + std::to_string(rank));
     return nullptr;
   }
-  Transport* t = (*ctx_.peer_transport)[s.peer];
-  if (t == nullptr) *st = InternalError("no transport reaches rank " + std::to_string(s.peer));
+  Transport* t = (*ctx_.peer_transport)[rank];
+  if (t == nullptr) *st = InternalError("no transport reaches rank " + std::to_string(rank));
   return t;
 }
 
@@ -161,7 +172,8 @@ Status Runner::Prepare() {
   return OkStatus();
 }
 
-Status Runner::Issue(size_t index) {
+// Local steps run at issue, on this thread (they complete at once).
+Status Runner::IssueLocal(size_t index) {
   const Step& s = sched_.steps[index];
   switch (s.op) {
     case StepOp::kCopy: {
@@ -190,21 +202,53 @@ Status Runner::Issue(size_t index) {
         kernels::Reduce(Resolve(s.dst), Resolve(s.src), remote, s.dst.count, ctx_.dtype, ctx_.op);
       return OkStatus();
     }
-    case StepOp::kSignal:
-    {
+    case StepOp::kSignal: {
       // Describe() builds strings: only on the error path (this is the tiny-message hot path).
       if (s.peer < 0 || s.peer >= ctx_.nranks)
         return InternalError(Describe(s, index) + ": invalid peer");
       Status st = ctx_.direct->Signal(s.peer, FirstTag(s.peer, kSignalled));
       return st.ok() ? st : st.WithContext(Describe(s, index));
     }
-    case StepOp::kSend:
-    case StepOp::kRecv:
-    case StepOp::kRecvReduce:
-    case StepOp::kWait:
-      break;  // asynchronous (the step table says so): posted below
+    default:
+      return InternalError(Describe(s, index) + ": not a local step");
   }
-  // Asynchronous steps: send, recv, recv-reduce, wait.
+}
+
+// Asynchronous steps are posted to their transport and retired when it completes them.
+Status Runner::PostAsync(InFlight& f) {
+  const Step& s = *f.step;
+  const uint16_t ch = s.channel;
+  Status st;
+  switch (s.op) {
+    case StepOp::kWait:
+      f.transport = ctx_.direct;
+      if (s.peer < 0 || s.peer >= ctx_.nranks)
+        return InternalError(Describe(s, f.index) + ": invalid peer");
+      return ctx_.direct->PostWait(s.peer, &f.req, FirstTag(s.peer, kWaited));
+    case StepOp::kSend:
+      f.transport = TransportFor(s.peer, s, &st);
+      if (!st.ok()) return st;
+      return f.transport->PostSend(s.peer, ch, ctx_.tag, Resolve(s.src), s.src.count * elem_, &f.req);
+    case StepOp::kRecv:
+    case StepOp::kRecvCopySend:  // lands in dst; forwarded from there (Forward)
+      f.transport = TransportFor(s.peer, s, &st);
+      if (!st.ok()) return st;
+      return f.transport->PostRecv(s.peer, ch, ctx_.tag, Resolve(s.dst), s.dst.count * elem_, &f.req);
+    case StepOp::kRecvReduce:
+    case StepOp::kRecvReduceSend:  // lands in staging, reduced into dst on arrival
+      f.transport = TransportFor(s.peer, s, &st);
+      if (!st.ok()) return st;
+      f.staging.resize(s.dst.count * elem_);
+      return f.transport->PostRecv(s.peer, ch, ctx_.tag, f.staging.data(), f.staging.size(), &f.req);
+    default:
+      return InternalError(Describe(s, f.index) + ": not an asynchronous step");
+  }
+}
+
+Status Runner::Issue(size_t index) {
+  const Step& s = sched_.steps[index];
+  const StepSemantics& m = SemanticsOf(s.op);
+  if (!m.asynchronous) return IssueLocal(index);
   std::unique_ptr<InFlight> f;
   if (!free_.empty()) {
     f = std::move(free_.back());
@@ -215,42 +259,74 @@ Status Runner::Issue(size_t index) {
   f->index = index;
   f->step = &s;
   f->access = AccessOf(s);
-  f->is_wait = SemanticsOf(s.op).fence == StepFence::kAcquire;
-  Status st;
-  if (s.op == StepOp::kWait) {
-    f->transport = ctx_.direct;
-    if (s.peer < 0 || s.peer >= ctx_.nranks)
-      return InternalError(Describe(s, index) + ": invalid peer");
-    st = ctx_.direct->PostWait(s.peer, &f->req, FirstTag(s.peer, kWaited));
-  } else {
-    f->transport = TransportFor(s, &st);
-    if (!st.ok()) return st;
-    uint16_t ch = s.channel;
-    if (s.op == StepOp::kSend) {
-      st = f->transport->PostSend(s.peer, ch, ctx_.tag, Resolve(s.src), s.src.count * elem_, &f->req);
-    } else if (s.op == StepOp::kRecv) {
-      st = f->transport->PostRecv(s.peer, ch, ctx_.tag, Resolve(s.dst), s.dst.count * elem_, &f->req);
-    } else {  // recv-reduce lands in staging, reduced on completion
-      f->staging.resize(s.dst.count * elem_);
-      st = f->transport->PostRecv(s.peer, ch, ctx_.tag, f->staging.data(), f->staging.size(), &f->req);
-    }
-  }
+  f->is_wait = m.fence == StepFence::kAcquire;
+  f->fused = ForwardsAfterReceive(m);
+  f->received = f->forwarding = false;
+  Status st = PostAsync(*f);
   if (!st.ok()) return st.WithContext(Describe(s, index));
-  bool known = false;
-  for (Transport* t : used_transports_) known |= (t == f->transport);
-  if (!known) used_transports_.push_back(f->transport);
+  NoteTransport(f->transport);
   if (f->is_wait) fence_wait_ = true;
+  if (f->fused) unforwarded_.push_back(f.get());
   inflight_.push_back(std::move(f));
   return OkStatus();
 }
 
-Status Runner::Complete(InFlight& f) {
+void Runner::NoteTransport(Transport* t) {
+  for (Transport* u : used_transports_)
+    if (u == t) return;
+  used_transports_.push_back(t);
+}
+
+// A plain send may not overtake an earlier fused forward to the same (peer, channel).
+bool Runner::ForwardPending(int to, uint16_t channel) const {
+  for (const InFlight* f : unforwarded_)
+    if (f->step->to == to && f->step->to_channel == channel) return true;
+  return false;
+}
+
+// Posts, oldest first, the forwards whose receives are done; on each (to, channel) stream a
+// forward still waiting for its data holds back the later ones (program order per stream).
+Status Runner::PostForwards() {
+  for (size_t k = 0; k < unforwarded_.size();) {
+    InFlight& f = *unforwarded_[k];
+    bool earlier_waiting = false;
+    for (size_t j = 0; j < k && !earlier_waiting; ++j)
+      earlier_waiting = unforwarded_[j]->step->to == f.step->to &&
+                        unforwarded_[j]->step->to_channel == f.step->to_channel;
+    if (!f.received || earlier_waiting) { ++k; continue; }
+    const Step& s = *f.step;
+    Status st;
+    f.transport = TransportFor(s.to, s, &st);
+    if (!st.ok()) return st;
+    f.req.Reset();
+    f.forwarding = true;
+    st = f.transport->PostSend(s.to, s.to_channel, ctx_.tag, Resolve(s.dst), s.dst.count * elem_,
+                               &f.req);
+    if (!st.ok()) return st.WithContext(Describe(s, f.index));
+    NoteTransport(f.transport);
+    unforwarded_.erase(unforwarded_.begin() + static_cast<std::ptrdiff_t>(k));
+  }
+  return OkStatus();
+}
+
+// A request finished. Returns whether the step is complete (a fused step whose receive just
+// finished goes on to forward and stays in flight).
+StatusOr<bool> Runner::Complete(InFlight& f) {
   const Step& s = *f.step;
   if (!f.req.status.ok()) return f.req.status.WithContext(Describe(s, f.index));
+  if (f.fused && !f.forwarding) {
+    if (s.op == StepOp::kRecvReduceSend)
+      kernels::Reduce(Resolve(s.dst), Resolve(s.src), f.staging.data(), s.dst.count, ctx_.dtype, ctx_.op);
+    f.received = true;
+    ++received_fused_;
+    WEFT_RETURN_IF_ERROR(PostForwards());
+    return false;
+  }
   if (s.op == StepOp::kRecvReduce)
     kernels::Reduce(Resolve(s.dst), Resolve(s.src), f.staging.data(), s.dst.count, ctx_.dtype, ctx_.op);
   if (f.is_wait) fence_wait_ = false;
-  return OkStatus();
+  if (f.fused) --received_fused_;
+  return true;
 }
 
 Status Runner::WaitForProgress(int idle_rounds) {
@@ -285,6 +361,8 @@ Status Runner::Fail(Status st) {
   // Slots abandoned with a failed transport are dropped (the transport was aborted and no
   // longer references them); the pool only keeps completed ones.
   inflight_.clear();
+  unforwarded_.clear();
+  received_fused_ = 0;
   return st;
 }
 
@@ -300,9 +378,14 @@ Status Runner::Run() {
   while (next < n || !inflight_.empty()) {
     bool progressed = false;
     // Issue in program order while the window and hazards allow.
-    while (next < n && !fence_wait_ && static_cast<int>(inflight_.size()) < window_) {
+    while (next < n && !fence_wait_ &&
+           static_cast<int>(inflight_.size() - received_fused_) < window_) {
       const Step& s = sched_.steps[next];
-      if (SemanticsOf(s.op).fence == StepFence::kRelease && !inflight_.empty()) break;
+      const StepSemantics& m = SemanticsOf(s.op);
+      if (m.fence == StepFence::kRelease && !inflight_.empty()) break;
+      if (m.sends != StepOperand::kNone && !m.receives && !unforwarded_.empty() &&
+          ForwardPending(s.peer, s.channel))
+        break;
       Access a = AccessOf(s);
       bool blocked = false;
       for (const auto& f : inflight_)
@@ -320,9 +403,13 @@ Status Runner::Run() {
     // Retire completed requests (any order: hazards were checked at issue).
     for (size_t i = 0; i < inflight_.size();) {
       InFlight& f = *inflight_[i];
-      if (!f.req.done.load(std::memory_order_acquire)) { ++i; continue; }
-      Status st = Complete(f);
-      if (!st.ok()) return Fail(st);
+      // A fused step that received but waits for an earlier forward's turn has nothing new.
+      const bool waiting_turn = f.received && !f.forwarding;
+      if (waiting_turn || !f.req.done.load(std::memory_order_acquire)) { ++i; continue; }
+      StatusOr<bool> done = Complete(f);
+      if (!done.ok()) return Fail(done.status());
+      progressed = true;
+      if (!*done) { ++i; continue; }
       free_.push_back(std::move(inflight_[i]));
       inflight_[i] = std::move(inflight_.back());
       inflight_.pop_back();

@@ -31,6 +31,7 @@ struct Event {
   uint64_t seq;
   int rank;
   int step;  // -1: resume issuing after a local step
+  bool received = false;  // a fused step's receive half is done (the step is still in flight)
   bool operator>(const Event& o) const { return t != o.t ? t > o.t : seq > o.seq; }
 };
 
@@ -43,9 +44,16 @@ struct RankState {
   size_t next = 0;
   std::vector<int> inflight;
   int waits_inflight = 0;
+  size_t received_inflight = 0;  // fused steps whose receive is done: out of the window
   double busy_until = 0;
   double done = 0;
+  // Fused steps whose forward is not yet posted, per outgoing (to, channel), in program
+  // order; and which steps have received (their forward may go).
+  std::unordered_map<uint64_t, std::deque<int>> forwards;
+  std::vector<char> received;
 };
+
+uint64_t StreamKey(int to, uint16_t channel) { return static_cast<uint64_t>(to) * 65536 + channel; }
 
 class Engine {
  public:
@@ -63,15 +71,23 @@ class Engine {
     if (static_cast<int>(sched_.ranks.size()) != sched_.nranks)
       return InvalidArgument("simulate: schedule lists " + std::to_string(sched_.ranks.size()) + " ranks, nranks=" +
                              std::to_string(sched_.nranks));
+    for (int r = 0; r < sched_.nranks; ++r) ranks_[r].received.assign(sched_.ranks[r].steps.size(), 0);
     for (int r = 0; r < sched_.nranks; ++r) WEFT_RETURN_IF_ERROR(Issue(r, 0.0));
     while (!events_.empty()) {
       Event ev = events_.top();
       events_.pop();
       RankState& rs = ranks_[ev.rank];
-      if (ev.step >= 0) {
+      if (ev.received) {
+        rs.received[ev.step] = 1;
+        ++rs.received_inflight;
+        const Step& st = sched_.ranks[ev.rank].steps[ev.step];
+        WEFT_RETURN_IF_ERROR(FlushForwards(ev.rank, StreamKey(st.to, st.to_channel), ev.t));
+      } else if (ev.step >= 0) {
         auto it = std::find(rs.inflight.begin(), rs.inflight.end(), ev.step);
         if (it != rs.inflight.end()) rs.inflight.erase(it);
-        if (SemanticsOf(sched_.ranks[ev.rank].steps[ev.step].op).waits) rs.waits_inflight--;
+        const StepSemantics& m = SemanticsOf(sched_.ranks[ev.rank].steps[ev.step].op);
+        if (m.waits) rs.waits_inflight--;
+        if (ForwardsAfterReceive(m)) rs.received_inflight--;
         rs.done = std::max(rs.done, ev.t);
       }
       WEFT_RETURN_IF_ERROR(Issue(ev.rank, ev.t));
@@ -84,7 +100,7 @@ class Engine {
         size_t idx = !rs.inflight.empty() ? static_cast<size_t>(rs.inflight.front()) : rs.next;
         const Step& st = steps[idx];
         return InternalError("simulate " + sched_.algorithm + ": rank " + std::to_string(r) + " stuck at step " +
-                             std::to_string(idx) + " (" + StepOpName(st.op) + " peer " + std::to_string(st.peer) +
+                             std::to_string(idx) + " (" + SemanticsOf(st.op).name + " peer " + std::to_string(st.peer) +
                              " channel " + std::to_string(st.channel) + "): no matching step on the peer");
       }
       res.rank_done_us.push_back(rs.done);
@@ -104,7 +120,9 @@ class Engine {
   }
 
  private:
-  void Push(double t, int rank, int step) { events_.push(Event{t, seq_++, rank, step}); }
+  void Push(double t, int rank, int step, bool received = false) {
+    events_.push(Event{t, seq_++, rank, step, received});
+  }
 
   // Working-set switch (engine.h): per host, the bytes the call touches on every CPU rank
   // (input + output + scratch, plus the staging buffer a recv-reduce lands in) against the
@@ -220,20 +238,22 @@ class Engine {
     const Step& s = sched_.ranks[send.rank].steps[send.step];
     const Step& r = sched_.ranks[recv.rank].steps[recv.step];
     size_t rcount = r.dst.count;
-    if (s.src.count != rcount)
+    const size_t scount = SentRegion(s).count;
+    if (scount != rcount)
       return InvalidArgument("simulate " + sched_.algorithm + ": rank " + std::to_string(send.rank) + " step " +
-                             std::to_string(send.step) + " sends " + std::to_string(s.src.count) +
+                             std::to_string(send.step) + " sends " + std::to_string(scount) +
                              " elements but rank " + std::to_string(recv.rank) + " step " + std::to_string(recv.step) +
                              " receives " + std::to_string(rcount));
-    double bytes = static_cast<double>(s.src.count) * elem_;
-    double arrive = Transfer(send.rank, recv.rank, s.channel, now, bytes);
+    double bytes = static_cast<double>(scount) * elem_;
+    double arrive = Transfer(send.rank, recv.rank, SendChannel(s), now, bytes);
     ++messages_;
     bytes_ += bytes;
     Push(arrive, send.rank, send.step);
     // A receive that reduces lands in staging and is reduced from there (executor.cc).
     const bool reduces = SemanticsOf(r.op).combine == StepCombine::kReduceIn;
     double done = reduces ? Compute(recv.rank, arrive, bytes, true, /*staging=*/true) : arrive;
-    Push(done, recv.rank, recv.step);
+    // A fused step goes on to forward what it received; it completes with its forward.
+    Push(done, recv.rank, recv.step, ForwardsAfterReceive(SemanticsOf(r.op)));
     return OkStatus();
   }
 
@@ -246,15 +266,22 @@ class Engine {
       if (rs.waits_inflight > 0) break;  // acquire fence
       const Step& st = steps[rs.next];
       const StepSemantics& m = SemanticsOf(st.op);
-      if (m.asynchronous && static_cast<int>(rs.inflight.size()) >= window_) break;
+      if (m.asynchronous && static_cast<int>(rs.inflight.size() - rs.received_inflight) >= window_)
+        break;
       if (m.fence == StepFence::kRelease && !rs.inflight.empty()) break;
+      // A plain send waits for earlier fused forwards to its stream (program order per stream).
+      if (m.sends != StepOperand::kNone && !m.receives) {
+        auto f = rs.forwards.find(StreamKey(st.peer, st.channel));
+        if (f != rs.forwards.end() && !f->second.empty()) break;
+      }
       bool blocked = false;
       for (int idx : rs.inflight)
         if (Conflicts(steps[idx], st)) { blocked = true; break; }
       if (blocked) break;
       int idx = static_cast<int>(rs.next++);
       ++steps_;
-      if (st.peer >= n || (st.peer < 0 && HasPeer(m)))
+      if (st.peer >= n || (st.peer < 0 && HasPeer(m)) ||
+          (m.sends_to_second_peer && (st.to < 0 || st.to >= n)))
         return InvalidArgument("simulate " + sched_.algorithm + ": rank " + std::to_string(r) + " step " +
                                std::to_string(idx) + " (" + m.name + ") has peer " + std::to_string(st.peer) +
                                " outside [0," + std::to_string(n) + ")");
@@ -290,16 +317,8 @@ class Engine {
       }
       return OkStatus();
     }
-    if (m.sends != StepOperand::kNone) {
-      auto& q = queues_[Key(r, st.peer, n, st.channel)];
-      if (q.recvs.empty()) {
-        q.sends.push_back(Posted{r, idx});
-        return OkStatus();
-      }
-      Posted rv = q.recvs.front();
-      q.recvs.pop_front();
-      return Match(Posted{r, idx}, rv, now);
-    }
+    if (m.sends != StepOperand::kNone && !m.receives) return PostSend(r, idx, now);
+    if (ForwardsAfterReceive(m)) ranks_[r].forwards[StreamKey(st.to, st.to_channel)].push_back(idx);
     auto& q = queues_[Key(st.peer, r, n, st.channel)];
     if (q.sends.empty()) {
       q.recvs.push_back(Posted{r, idx});
@@ -308,6 +327,31 @@ class Engine {
     Posted sd = q.sends.front();
     q.sends.pop_front();
     return Match(sd, Posted{r, idx}, now);
+  }
+
+  // Step idx's message joins its stream (to SendPeer) and meets the receiver's post if there.
+  Status PostSend(int r, int idx, double now) {
+    const Step& st = sched_.ranks[r].steps[idx];
+    auto& q = queues_[Key(r, SendPeer(st), sched_.nranks, SendChannel(st))];
+    if (q.recvs.empty()) {
+      q.sends.push_back(Posted{r, idx});
+      return OkStatus();
+    }
+    Posted rv = q.recvs.front();
+    q.recvs.pop_front();
+    return Match(Posted{r, idx}, rv, now);
+  }
+
+  // Posts the forwards of `stream` whose receives are done, oldest first (program order per
+  // stream, as the executor keeps it).
+  Status FlushForwards(int r, uint64_t stream, double now) {
+    std::deque<int>& q = ranks_[r].forwards[stream];
+    while (!q.empty() && ranks_[r].received[q.front()]) {
+      int idx = q.front();
+      q.pop_front();
+      WEFT_RETURN_IF_ERROR(PostSend(r, idx, now));
+    }
+    return OkStatus();
   }
 
   // A synchronous step's cost, from what its row of the step table says it does; returns when

@@ -6,7 +6,8 @@
 // ranks issue steps in program order, at most `window` asynchronous steps (send, recv,
 // recv_reduce, wait) in flight, a step only once no in-flight step of the rank overlaps it;
 // signal is a release fence, an in-flight wait an acquire fence; sends are rendezvous (the
-// k-th send a->b on channel c meets the k-th recv at b from a on c). Local steps (copy,
+// k-th send a->b on channel c meets the k-th recv at b from a on c; a fused step's forward
+// is posted once its receive and reduction are done). Local steps (copy,
 // reduce, finalize, direct read/reduce, signal) run synchronously on the rank's thread.
 //
 // Timing (alpha-beta with contention): a message starts when both sides have posted. Its
