@@ -43,6 +43,19 @@ cmake --build "$BUILD_DIR" -j "$JOBS"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1:check_initialization_order=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:history_size=4}
+# hwloc's pci plugin (libpciaccess) allocates during discovery and is dlclose'd before exit, so
+# LeakSanitizer reports 1016 bytes in 9 allocations from an "<unknown module>" in every process
+# that discovers the topology (third-party; nothing of weft's). Preloading libpciaccess keeps it
+# mapped, so what it still holds is reachable and not reported.
+if [ "$kind" = asan ]; then
+  for lib in /usr/lib/*/libpciaccess.so.0 /usr/lib64/libpciaccess.so.0; do
+    if [ -e "$lib" ]; then
+      export LD_PRELOAD="$lib${LD_PRELOAD:+:$LD_PRELOAD}"
+      export ASAN_OPTIONS="$ASAN_OPTIONS:verify_asan_link_order=0"
+      break
+    fi
+  done
+fi
 # TSan maps its shadow at fixed addresses; with the kernel's full ASLR entropy some mappings
 # collide ("unexpected memory mapping"): run without address randomization.
 run=()
