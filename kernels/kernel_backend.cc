@@ -1,0 +1,133 @@
+// The CPU KernelBackend: argument checks, then the kernels of kernels/reduce.h; every call
+// completes before it returns.
+#include "kernels/kernel_backend.h"
+
+#include <string>
+
+#include "kernels/dtype.h"
+#include "kernels/half.h"
+#include "kernels/reduce.h"
+
+namespace weft {
+
+Status KernelBackend::Encode(const MemRef&, const MemRef&, size_t, weftDataType_t, const char* codec,
+                             size_t*, KernelRequest*) {
+  return InvalidUsage(std::string(name()) + " kernel backend: encode with codec " +
+                      (codec ? codec : "(null)") + " is not implemented");
+}
+
+Status KernelBackend::Decode(const MemRef&, const MemRef&, size_t, weftDataType_t, const char* codec,
+                             KernelRequest*) {
+  return InvalidUsage(std::string(name()) + " kernel backend: decode with codec " +
+                      (codec ? codec : "(null)") + " is not implemented");
+}
+
+namespace {
+
+// `what` must hold at least `bytes` of memory this backend can touch.
+Status CheckOperand(const MemRef& m, size_t bytes, const char* what) {
+  if (m.kind == MemKind::kCudaDevice)
+    return InvalidArgument(std::string("cpu kernel backend: ") + what + " is " +
+                           MemKindName(m.kind) + " memory (device " + std::to_string(m.device) +
+                           "), which the CPU cannot access");
+  if (bytes > 0 && m.ptr == nullptr)
+    return InvalidArgument(std::string("cpu kernel backend: ") + what + " is null");
+  if (m.bytes < bytes)
+    return InvalidArgument(std::string("cpu kernel backend: ") + what + " holds " +
+                           std::to_string(m.bytes) + " bytes, the call needs " + std::to_string(bytes));
+  return OkStatus();
+}
+
+Status CheckType(weftDataType_t dtype, const char* what) {
+  if (!IsValidDataType(dtype))
+    return InvalidArgument(std::string("cpu kernel backend: ") + what + " " +
+                           std::to_string(static_cast<int>(dtype)) + " is not a valid weftDataType_t");
+  return OkStatus();
+}
+
+// One element of a floating type as double (exact for every type the cast accepts).
+double Load(const void* p, size_t i, weftDataType_t t) {
+  switch (t) {
+    case weftFloat16: return HalfToFloat(static_cast<const uint16_t*>(p)[i]);
+    case weftBfloat16: return Bfloat16ToFloat(static_cast<const uint16_t*>(p)[i]);
+    case weftFloat32: return static_cast<const float*>(p)[i];
+    default: return static_cast<const double*>(p)[i];
+  }
+}
+// Rounds to nearest even into the destination type. float16/bfloat16 go through float32: one
+// rounding from float32 or narrower sources, two from float64 (documented in the header).
+void Store(void* p, size_t i, weftDataType_t t, double v) {
+  switch (t) {
+    case weftFloat16: static_cast<uint16_t*>(p)[i] = FloatToHalf(static_cast<float>(v)); break;
+    case weftBfloat16: static_cast<uint16_t*>(p)[i] = FloatToBfloat16(static_cast<float>(v)); break;
+    case weftFloat32: static_cast<float*>(p)[i] = static_cast<float>(v); break;
+    default: static_cast<double*>(p)[i] = v; break;
+  }
+}
+bool IsFloat(weftDataType_t t) {
+  return t == weftFloat16 || t == weftBfloat16 || t == weftFloat32 || t == weftFloat64;
+}
+
+class CpuBackend final : public KernelBackend {
+ public:
+  const char* name() const override { return "cpu"; }
+  bool Supports(MemKind kind) const override { return kind != MemKind::kCudaDevice; }
+
+  Status Copy(const MemRef& dst, const MemRef& src, KernelRequest* req) override {
+    WEFT_RETURN_IF_ERROR(CheckOperand(src, src.bytes, "src"));
+    WEFT_RETURN_IF_ERROR(CheckOperand(dst, src.bytes, "dst"));
+    if (dst.ptr != src.ptr) kernels::Copy(dst.ptr, src.ptr, src.bytes);
+    req->Complete();
+    return OkStatus();
+  }
+
+  Status Reduce(const MemRef& dst, const MemRef& a, const MemRef& b, size_t count,
+                weftDataType_t dtype, weftRedOp_t op, KernelRequest* req) override {
+    WEFT_RETURN_IF_ERROR(CheckType(dtype, "dtype"));
+    if (!IsValidRedOp(op))
+      return InvalidArgument("cpu kernel backend: op " + std::to_string(static_cast<int>(op)) +
+                             " is not a valid weftRedOp_t");
+    const size_t bytes = count * TypeSize(dtype);
+    WEFT_RETURN_IF_ERROR(CheckOperand(a, bytes, "a"));
+    WEFT_RETURN_IF_ERROR(CheckOperand(b, bytes, "b"));
+    WEFT_RETURN_IF_ERROR(CheckOperand(dst, bytes, "dst"));
+    kernels::Reduce(dst.ptr, a.ptr, b.ptr, count, dtype, op);
+    req->Complete();
+    return OkStatus();
+  }
+
+  Status Finalize(const MemRef& dst, size_t count, weftDataType_t dtype, weftRedOp_t op,
+                  int divisor, KernelRequest* req) override {
+    WEFT_RETURN_IF_ERROR(CheckType(dtype, "dtype"));
+    WEFT_RETURN_IF_ERROR(CheckOperand(dst, count * TypeSize(dtype), "dst"));
+    kernels::Finalize(dst.ptr, count, dtype, op, divisor);
+    req->Complete();
+    return OkStatus();
+  }
+
+  Status Cast(const MemRef& dst, weftDataType_t dst_type, const MemRef& src,
+              weftDataType_t src_type, size_t count, KernelRequest* req) override {
+    WEFT_RETURN_IF_ERROR(CheckType(dst_type, "dst_type"));
+    WEFT_RETURN_IF_ERROR(CheckType(src_type, "src_type"));
+    WEFT_RETURN_IF_ERROR(CheckOperand(src, count * TypeSize(src_type), "src"));
+    WEFT_RETURN_IF_ERROR(CheckOperand(dst, count * TypeSize(dst_type), "dst"));
+    if (src_type == dst_type) return Copy(dst, src.Slice(0, count * TypeSize(src_type)), req);
+    if (!IsFloat(src_type) || !IsFloat(dst_type))
+      return InvalidArgument("cpu kernel backend: cast from type " +
+                             std::to_string(static_cast<int>(src_type)) + " to " +
+                             std::to_string(static_cast<int>(dst_type)) +
+                             ": only floating types convert into each other");
+    for (size_t i = 0; i < count; ++i) Store(dst.ptr, i, dst_type, Load(src.ptr, i, src_type));
+    req->Complete();
+    return OkStatus();
+  }
+};
+
+}  // namespace
+
+KernelBackend& CpuKernelBackend() {
+  static CpuBackend backend;
+  return backend;
+}
+
+}  // namespace weft

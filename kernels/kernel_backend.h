@@ -1,0 +1,68 @@
+// KernelBackend: the one interface local (kernel) steps go through — copy, reduce, finalize,
+// cast, and the encode/decode hooks compression fills in — on MemRefs, with asynchronous
+// completion, so that the executor can treat a local step like a send: issue it, then poll
+// its request. The CPU backend runs the kernels at issue and completes at once; a CUDA
+// backend will enqueue on a stream and complete through an event.
+//
+// The (dtype, op) -> kernel dispatch stays in one place, kernels/reduce.h (reduce_table.h):
+// the CPU backend calls it, it does not duplicate it.
+//
+// Errors: operands that do not fit (a MemRef shorter than count * element size), invalid
+// dtype/op, and memory kinds the backend cannot touch fail with a Status naming the argument
+// and value; nothing is written then.
+#pragma once
+
+#include <cstddef>
+
+#include "common/memref.h"
+#include "common/status.h"
+#include "weft/weft.h"
+
+namespace weft {
+
+// Completion of one kernel call. `done` is set once the destination holds the result;
+// `status` is meaningful then.
+struct KernelRequest {
+  bool done = false;
+  Status status;
+  void Complete(Status s = Status()) {
+    status = std::move(s);
+    done = true;
+  }
+};
+
+class KernelBackend {
+ public:
+  virtual ~KernelBackend() = default;
+  virtual const char* name() const = 0;
+  // Whether the backend's kernels can read and write memory of this kind.
+  virtual bool Supports(MemKind kind) const = 0;
+
+  // dst = src, src.bytes bytes (dst at least as long).
+  virtual Status Copy(const MemRef& dst, const MemRef& src, KernelRequest* req) = 0;
+  // dst = a (op) b, `count` elements (kernels/reduce.h semantics; dst may alias a or b).
+  virtual Status Reduce(const MemRef& dst, const MemRef& a, const MemRef& b, size_t count,
+                        weftDataType_t dtype, weftRedOp_t op, KernelRequest* req) = 0;
+  // weftAvg's division by `divisor`, once, at the end (a no-op for other ops).
+  virtual Status Finalize(const MemRef& dst, size_t count, weftDataType_t dtype, weftRedOp_t op,
+                          int divisor, KernelRequest* req) = 0;
+  // dst (dst_type) = src (src_type), `count` elements of floating types, rounding to nearest
+  // even (a float64 source narrowed to float16/bfloat16 rounds through float32); the same
+  // type is a copy.
+  virtual Status Cast(const MemRef& dst, weftDataType_t dst_type, const MemRef& src,
+                      weftDataType_t src_type, size_t count, KernelRequest* req) = 0;
+  // Compression hooks (the compression issue fills them in): encode `count` elements of src
+  // with the codec named `codec` into dst, reporting the bytes written in *encoded_bytes;
+  // decode reverses it. Until then every backend refuses them.
+  virtual Status Encode(const MemRef& dst, const MemRef& src, size_t count, weftDataType_t dtype,
+                        const char* codec, size_t* encoded_bytes, KernelRequest* req);
+  virtual Status Decode(const MemRef& dst, const MemRef& src, size_t count, weftDataType_t dtype,
+                        const char* codec, KernelRequest* req);
+  // Moves outstanding work forward; true once `req` is done (the CPU backend: always).
+  virtual bool Poll(KernelRequest* req) { return req->done; }
+};
+
+// The host backend (process-wide, stateless): vectorized kernels of kernels/reduce.h.
+KernelBackend& CpuKernelBackend();
+
+}  // namespace weft
