@@ -477,7 +477,7 @@ size_t FusedSteps(const Schedule& s) {
 // each of them for many rank counts, counts and chunkings (in-place, out-of-place, avg).
 TEST(CheckerProvesFused, EveryForwardingAlgorithmManyRankCounts) {
   const std::vector<std::pair<Collective, const char*>> fused = {
-      {Collective::kAllReduce, "ring"},        {Collective::kAllReduce, "tree"},
+      {Collective::kAllReduce, "tree"},
       {Collective::kAllReduce, "hierarchical"}, {Collective::kReduceScatter, "ring"},
       {Collective::kAllGather, "ring"},        {Collective::kReduce, "chain"},
       {Collective::kBroadcast, "chain"}};
@@ -520,33 +520,34 @@ bool MutateFirst(Schedule* s, StepOp op, F f) {
   return false;
 }
 
-Schedule RingAllReduce(int p, size_t count) {
-  ScheduleRequest r = Req(Collective::kAllReduce, p, count);
-  StatusOr<Schedule> s = FindAlgorithm(Collective::kAllReduce, "ring")->build(r);
+// The fused ring reduce-scatter (recv_reduce_send on every inner hop).
+Schedule RingReduceScatter(int p, size_t count) {
+  ScheduleRequest r = Req(Collective::kReduceScatter, p, count);
+  StatusOr<Schedule> s = FindAlgorithm(Collective::kReduceScatter, "ring")->build(r);
   EXPECT_TRUE(s.ok());
   return *s;
 }
 
 TEST(CheckerRejectsFused, ReduceSendThatOnlyCopiesLosesAContribution) {
-  Schedule s = RingAllReduce(4, 40);
-  ASSERT_TRUE(Check(s, Req(Collective::kAllReduce, 4, 40)).ok());
+  Schedule s = RingReduceScatter(4, 10);
+  ASSERT_TRUE(Check(s, Req(Collective::kReduceScatter, 4, 10)).ok());
   // recv_copy_send instead of recv_reduce_send: the hop forgets its own input.
   ASSERT_TRUE(MutateFirst(&s, StepOp::kRecvReduceSend, [](Step& st) { st.op = StepOp::kRecvCopySend; }));
-  Status st = Check(s, Req(Collective::kAllReduce, 4, 40));
+  Status st = Check(s, Req(Collective::kReduceScatter, 4, 10));
   ASSERT_FALSE(st.ok());
   EXPECT_THAT(st.message(), HasSubstr("missing"));
 }
 
 TEST(CheckerRejectsFused, ForwardToTheWrongRank) {
-  Schedule s = RingAllReduce(4, 40);
+  Schedule s = RingReduceScatter(4, 10);
   ASSERT_TRUE(MutateFirst(&s, StepOp::kRecvReduceSend, [](Step& st) { st.to = (st.to + 1) % 4; }));
-  Status st = Check(s, Req(Collective::kAllReduce, 4, 40));
+  Status st = Check(s, Req(Collective::kReduceScatter, 4, 10));
   ASSERT_FALSE(st.ok());  // the intended receiver starves, the other gets a surplus message
   EXPECT_THAT(st.message(), HasSubstr("forward to"));
 }
 
 TEST(CheckerRejectsFused, ForwardToItselfOrOutOfRange) {
-  Schedule self = RingAllReduce(4, 40);
+  Schedule self = RingReduceScatter(4, 10);
   bool found = false;
   for (Step& st : self.ranks[0].steps)
     if (!found && st.op == StepOp::kRecvReduceSend) {
@@ -554,12 +555,12 @@ TEST(CheckerRejectsFused, ForwardToItselfOrOutOfRange) {
       found = true;
     }
   ASSERT_TRUE(found);
-  Status st = Check(self, Req(Collective::kAllReduce, 4, 40));
+  Status st = Check(self, Req(Collective::kReduceScatter, 4, 10));
   ASSERT_FALSE(st.ok());
   EXPECT_THAT(st.message(), HasSubstr("forwards to the rank itself"));
-  Schedule range = RingAllReduce(4, 40);
+  Schedule range = RingReduceScatter(4, 10);
   ASSERT_TRUE(MutateFirst(&range, StepOp::kRecvReduceSend, [](Step& s) { s.to = 9; }));
-  EXPECT_THAT(Check(range, Req(Collective::kAllReduce, 4, 40)).message(),
+  EXPECT_THAT(Check(range, Req(Collective::kReduceScatter, 4, 10)).message(),
               HasSubstr("forward rank 9 out of range"));
 }
 

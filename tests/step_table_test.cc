@@ -221,11 +221,11 @@ TEST(StepTableConsumers, AgreeOnFusedForwardOrder) {
     for (int q = 0; q < 3; ++q) EXPECT_EQ(out[r][q], static_cast<float>(q + 1)) << r << " " << q;
 }
 
-TEST(StepTableConsumers, AgreeOnAFusedRing) {
-  // The ring allreduce uses recv_reduce_send and recv_copy_send on every inner hop.
+TEST(StepTableConsumers, AgreeOnAFusedTree) {
+  // The double binary tree uses recv_reduce_send up and recv_copy_send down at inner nodes.
   ScheduleRequest r = Req(Collective::kAllReduce, 4, 10);
   r.chunk.chunk_elems = 1;
-  StatusOr<Schedule> s = FindAlgorithm(Collective::kAllReduce, "ring")->build(r);
+  StatusOr<Schedule> s = FindAlgorithm(Collective::kAllReduce, "tree")->build(r);
   ASSERT_TRUE(s.ok());
   CheckOptions o;
   EXPECT_TRUE(CheckSchedule(*s, r, o).ok());
