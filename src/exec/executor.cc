@@ -432,7 +432,8 @@ Status Runner::Run() {
                                  std::to_string(static_cast<int>(idle)) +
                                  " s (WEFT_TIMEOUT / weftCommSetTimeout = " +
                                  std::to_string(ctx_.timeout_s) + " s); rank " +
-                                 std::to_string(f.step->peer) +
+                                 // a fused step past its receive waits on its forward's peer
+                                 std::to_string(f.received ? f.step->to : f.step->peer) +
                                  " may be stuck, dead, or calling a different collective"));
       }
     }
