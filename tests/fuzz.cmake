@@ -13,9 +13,12 @@ set_tests_properties(fuzz_build PROPERTIES FIXTURES_SETUP weft_fuzz SKIP_RETURN_
 # fuzz/crashes/, described in fuzz/README.md). They stay registered but DISABLED, so ctest
 # lists them as "Disabled" until the defect is fixed; then delete the name from this list.
 set(WEFT_FUZZ_KNOWN_FAILING
-  bootstrap   # fuzz/crashes/bootstrap-verdict-unknown-result-code: bootstrap.cc Join casts any u32 to weftResult_t
-  tcp_frame   # fuzz/crashes/tcp_frame-unexpected-message-huge-size: tcp_transport.cc OnHeader new char[h.bytes]
-  topology_file  # fuzz/crashes/topology_file-save-reload-digest-differs: save+reload changes Digest() (open)
+  # The defects of fuzz/crashes/bootstrap-verdict-unknown-result-code and
+  # tcp_frame-unexpected-message-huge-size* are fixed (1e53636; the files replay clean), but
+  # longer runs found new ones (fuzz/README.md, "Findings"):
+  bootstrap      # bootstrap.cc RunRoot sizes its tables by the first hello's nranks (~2^31: bad_alloc on the root thread)
+  tcp_frame      # fuzz/crashes/tcp_frame-rss-over-2g-unexpected-queue: RSS over 2 GiB within 15 s (unexpected-message queue)
+  topology_file  # fuzz/crashes/topology_file-zero-dram-save-reload-digest-differs: link_table.cc ToRecords drops dram_*=0
 )
 file(GLOB WEFT_FUZZ_TARGET_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/fuzz/targets/*_fuzz.cc)
 foreach(src ${WEFT_FUZZ_TARGET_SOURCES})
