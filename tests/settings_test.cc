@@ -11,6 +11,8 @@
 #include <string>
 
 #include "common/settings.h"
+#include "test_util.h"
+#include "weft/weft.h"
 
 namespace {
 
@@ -107,6 +109,45 @@ TEST_F(SettingsEnv, UnknownNamesAreFound) {
   const std::vector<std::string> unknown = weft::UnknownSettingsInEnvironment();
   EXPECT_NE(std::find(unknown.begin(), unknown.end(), "WEFT_ALOG"), unknown.end());
   EXPECT_EQ(std::find(unknown.begin(), unknown.end(), "WEFT_SPIN_US"), unknown.end());
+}
+
+// A thread communicator refuses a bad value, naming it (instead of running with the default
+// as before). weftCommInitAll keeps a creation error on each communicator and returns it from
+// their first call (as for WEFT_INPROC_GROUPS), so the check is on that call.
+TEST_F(SettingsEnv, BadValueFailsThreadCommunicatorCreation) {
+  setenv("WEFT_SPIN_US", "fast", 1);
+  weftComm_t comms[2] = {nullptr, nullptr};
+  ASSERT_EQ(weftCommInitAll(comms, 2, nullptr), weftSuccess);
+  float x = 1;
+  EXPECT_EQ(weftAllReduce(&x, &x, 1, weftFloat32, weftSum, comms[0], nullptr), weftInvalidUsage);
+  EXPECT_NE(std::string(weftGetLastError(comms[0])).find("WEFT_SPIN_US=fast"), std::string::npos)
+      << weftGetLastError(comms[0]);
+  for (weftComm_t c : comms) weftCommDestroy(c);
+  unsetenv("WEFT_SPIN_US");
+}
+
+// Processes: a bad value on rank 0 only (WEFT_SOCKET_NSTREAMS=0; rank 1 has the valid 1) fails
+// creation on both ranks, rank 0 naming the value and rank 1 naming rank 0, within seconds.
+TEST(SettingsProcesses, BadValueOnOneRankFailsCreationEverywhere) {
+  const weft_test::LaunchOutcome o = weft_test::LaunchRanks(
+      2, {weft_test::BinPath("weft_test_worker"), "layout"},
+      {{"WEFT_SOCKET_NSTREAMS", "{rank}"}, {"WEFT_INIT_TIMEOUT", "30"}}, 60);
+  ASSERT_FALSE(o.timed_out) << o.output[0] << o.output[1];
+  EXPECT_FALSE(weft_test::ExitedZero(o.status[0]));
+  EXPECT_FALSE(weft_test::ExitedZero(o.status[1]));
+  EXPECT_NE(o.output[0].find("WEFT_SOCKET_NSTREAMS=0"), std::string::npos) << o.output[0];
+  EXPECT_NE(o.output[1].find("rank 0 has a bad WEFT_* setting"), std::string::npos) << o.output[1];
+  EXPECT_LT(o.seconds, 20.0);
+}
+
+// An unknown WEFT_* variable (a typo) is named on stderr at creation, once per process.
+TEST(SettingsProcesses, UnknownVariableIsNamedOnStderr) {
+  const weft_test::LaunchOutcome o = weft_test::LaunchRanks(
+      2, {weft_test::BinPath("weft_test_worker"), "layout"}, {{"WEFT_ALOG", "ring"}}, 60);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(weft_test::ExitedZero(o.status[r])) << o.output[r];
+    EXPECT_NE(o.output[r].find("WEFT_ALOG is not a weft setting"), std::string::npos) << o.output[r];
+  }
 }
 
 }  // namespace

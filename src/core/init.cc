@@ -16,10 +16,12 @@
 #include <sstream>
 
 #include "common/log.h"
+#include "common/settings.h"
 #include "core/bootstrap.h"
 #include "net/socket.h"
-#include "topo/host.h"
+#include "topo/calibrate.h"
 #include "topo/fabric.h"
+#include "topo/host.h"
 #include "transports/inproc/inproc_transport.h"
 #include "transports/registry.h"
 #include "tune/selector.h"
@@ -27,12 +29,24 @@
 namespace weft {
 namespace {
 
-double EnvSeconds(const char* name, double fallback) {
-  const char* v = getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  char* end = nullptr;
-  double d = strtod(v, &end);
-  return (end && *end == '\0' && d >= 0) ? d : fallback;
+// Bad values were refused at creation (CheckSettings), so the fallback only covers "unset".
+double EnvSeconds(const char* name, double fallback) { return SettingSecondsOr(name, fallback); }
+
+// Every process says once, on stderr, which WEFT_* variables it does not know (a typo like
+// WEFT_ALOG would otherwise be ignored without a word).
+void WarnAboutUnknownSettings() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (const std::string& name : UnknownSettingsInEnvironment())
+      fprintf(stderr, "weft: warning: %s is not a weft setting and is ignored (README lists them)\n",
+              name.c_str());
+  });
+}
+
+// The WEFT_* values of this process: a bad one fails creation, naming it (settings.h).
+Status CheckSettings() {
+  WarnAboutUnknownSettings();
+  return ValidateSettings();
 }
 
 
@@ -67,6 +81,42 @@ static Status SetupTopology(weftComm* comm, const std::vector<std::string>& host
   return OkStatus();
 }
 
+// WEFT_CALIBRATE=1: links discovery cannot see (shaped, virtualized) are measured by short
+// probes between the ranks, before the selector reads the fabric (src/topo/calibrate.h).
+static Status MaybeCalibrate(weftComm* comm, Bootstrap* bs) {
+  StatusOr<bool> calibrate = CalibrationRequested();
+  if (!calibrate.ok()) return calibrate.status();
+  if (!*calibrate) return OkStatus();
+  CalibrationPeers peers;
+  peers.rank = comm->rank;
+  peers.nranks = comm->nranks;
+  peers.peer_transport = comm->peer_transport;
+  peers.shm_enabled = !SettingFlagOr("WEFT_SHM_DISABLE", false);
+  peers.allgather = [bs](const void* mine, size_t bytes, void* all) {
+    return bs->AllGather(mine, bytes, all);
+  };
+  StatusOr<CalibrationResult> cal = CalibrateFabric(comm->fabric, peers);
+  if (!cal.ok()) return cal.status().WithContext("WEFT_CALIBRATE=1");
+  comm->fabric = cal->fabric;
+  if (comm->rank == 0) WEFT_INFO("WEFT_CALIBRATE=1:\n%s", cal->Describe().c_str());
+  return OkStatus();
+}
+
+// Every rank checks its own WEFT_* values; one allgather makes a bad value on any rank fail
+// creation on every rank (the others name that rank) instead of leaving them to time out.
+static Status AgreeOnSettings(weftComm* comm, Bootstrap* bs) {
+  const Status mine = CheckSettings();
+  const uint8_t bad = mine.ok() ? 0 : 1;
+  std::vector<uint8_t> all(comm->nranks);
+  WEFT_RETURN_IF_ERROR_CTX(bs->AllGather(&bad, 1, all.data()), "checking WEFT_* settings");
+  if (!mine.ok()) return mine;
+  for (int r = 0; r < comm->nranks; ++r)
+    if (all[r] != 0)
+      return InvalidArgument("rank " + std::to_string(r) +
+                             " has a bad WEFT_* setting (its own error names it)");
+  return OkStatus();
+}
+
 // Exchanges topology summaries, builds the fabric and the selector (collective).
 static Status SetupFabric(weftComm* comm, Bootstrap* bs) {
   StatusOr<std::string> mine = DescribeLocalRank(comm->local_rank);
@@ -84,6 +134,7 @@ static Status SetupFabric(weftComm* comm, Bootstrap* bs) {
   StatusOr<std::shared_ptr<const Fabric>> fabric = BuildFabric(summaries);
   if (!fabric.ok()) return fabric.status().WithContext("building the fabric");
   comm->fabric = *fabric;
+  WEFT_RETURN_IF_ERROR(MaybeCalibrate(comm, bs));
   comm->selector = std::make_shared<Selector>(comm->fabric, comm->overrides, comm->direct != nullptr);
   if (comm->rank == 0) WEFT_INFO("fabric:\n%s", comm->fabric->Describe().c_str());
   return OkStatus();
@@ -128,6 +179,7 @@ Status InitOverBootstrap(weftComm* comm, std::unique_ptr<Bootstrap> bootstrap) {
   comm->rank = bs->rank();
   comm->nranks = bs->nranks();
   SetLogRank(comm->rank);
+  WEFT_RETURN_IF_ERROR(AgreeOnSettings(comm, bs));
   // Host ids, fixed-size records for the setup allgather.
   constexpr size_t kIdBytes = 256;
   std::string my_id = TopoHostIdentity();
@@ -150,6 +202,7 @@ Status InitOverBootstrap(weftComm* comm, std::unique_ptr<Bootstrap> bootstrap) {
 }
 
 Status InitInproc(weftComm* comm, std::shared_ptr<InprocHub> hub, int rank) {
+  WEFT_RETURN_IF_ERROR(CheckSettings());  // threads of one process: one environment
   comm->rank = rank;
   comm->nranks = hub->nranks();
   comm->hub = hub;
