@@ -1,6 +1,8 @@
 // Algorithm registry storage (see registry.h).
 #include "algorithms/registry.h"
 
+#include "algorithms/step_table.h"
+
 #include <mutex>
 
 namespace weft {
@@ -44,20 +46,7 @@ const char* CollectiveName(Collective c) {
   return "unknown";
 }
 
-const char* StepOpName(StepOp op) {
-  switch (op) {
-    case StepOp::kSend: return "send";
-    case StepOp::kRecv: return "recv";
-    case StepOp::kRecvReduce: return "recv_reduce";
-    case StepOp::kCopy: return "copy";
-    case StepOp::kReduce: return "reduce";
-    case StepOp::kDirectRead: return "direct_read";
-    case StepOp::kDirectReduce: return "direct_reduce";
-    case StepOp::kSignal: return "signal";
-    case StepOp::kWait: return "wait";
-    case StepOp::kFinalize: return "finalize";
-  }
-  return "unknown";
-}
+// The step table holds every op's name with the rest of its semantics (one place to add an op).
+const char* StepOpName(StepOp op) { return SemanticsOf(op).name; }
 
 }  // namespace weft
