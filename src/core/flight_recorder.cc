@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/settings.h"
 #include "kernels/dtype.h"
 
 namespace weft {
@@ -125,19 +126,11 @@ std::string HostName() {
 }  // namespace
 
 size_t FlightRecorderCapacityFromEnv() {
-  static const size_t capacity = [] {
-    const char* v = std::getenv("WEFT_FLIGHT_RECORDER");
-    if (v == nullptr || *v == '\0') return kDefaultEntries;
-    char* end = nullptr;
-    errno = 0;
-    unsigned long long n = std::strtoull(v, &end, 10);
-    if (errno != 0 || end == v || *end != '\0' || v[0] == '-') {
-      fprintf(stderr, "weft: WEFT_FLIGHT_RECORDER=%s is not a number of entries; using %zu\n", v,
-              kDefaultEntries);
-      return kDefaultEntries;
-    }
-    return static_cast<size_t>(std::min<unsigned long long>(n, kMaxEntries));
-  }();
+  // Through the settings table (src/common/settings.h): a bad value falls back to the default
+  // here and fails communicator creation in ValidateSettings, naming the variable and value.
+  static const size_t capacity = static_cast<size_t>(
+      std::clamp<int64_t>(SettingIntOr("WEFT_FLIGHT_RECORDER", kDefaultEntries), 0,
+                          static_cast<int64_t>(kMaxEntries)));
   return capacity;
 }
 

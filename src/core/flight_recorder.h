@@ -77,8 +77,8 @@ class FlightRecorder {
 // plan, so recording costs a copy of a few ints per call).
 std::vector<int> DistinctPeers(const RankSchedule& rs);
 
-// WEFT_FLIGHT_RECORDER: entries per communicator (0 off, default 64, at most 1<<20). A value
-// that is not a number keeps the default and warns once on stderr.
+// WEFT_FLIGHT_RECORDER: entries per communicator (0 off, default 64, at most 1<<20), read once
+// through the settings table; a bad value keeps the default here (ValidateSettings reports it).
 size_t FlightRecorderCapacityFromEnv();
 
 // Expands a WEFT_DEBUG_FILE pattern: %r rank, %h host name, %p pid, %% a percent sign; a
