@@ -25,6 +25,8 @@ constexpr uint16_t kUniqueIdVersion = 1;
 constexpr double kVerdictGraceS = 1.0;
 // Replies to ranks and reading a rank's address right after its hello are bounded by this.
 constexpr double kRootIoTimeoutS = 5.0;
+// The largest job the rendezvous accepts (16M ranks, far beyond any machine built).
+constexpr int kMaxBootstrapRanks = 1 << 24;
 
 void Put32(uint8_t* p, uint32_t v) {
   p[0] = v >> 24; p[1] = (v >> 16) & 0xff; p[2] = (v >> 8) & 0xff; p[3] = v & 0xff;
@@ -89,10 +91,13 @@ void RunRoot(net::HandshakeServer server, double timeout_s) {
       }
       StatusOr<net::SockAddr> addr = net::DecodeSockAddr(wire);
       int r = a.hello.rank, n = a.hello.nranks;
-      if (!addr.ok() || n <= 0 || r < 0 || r >= n) {
+      // The first hello sizes the root's tables (a socket and an address per rank), so a bound
+      // keeps a forged nranks near 2^31 from exhausting memory on the root's thread.
+      if (!addr.ok() || n <= 0 || n > kMaxBootstrapRanks || r < 0 || r >= n) {
         Status bad = InvalidArgument(where + ": connection from " + a.sock.peer().ToString() +
                                      " says rank " + std::to_string(r) + " of nranks " +
-                                     std::to_string(n) + ", which is not a valid rank");
+                                     std::to_string(n) + ", which is not a valid rank (nranks <= " +
+                                     std::to_string(kMaxBootstrapRanks) + ")");
         SendVerdict(a.sock, bad, table);
         continue;
       }

@@ -157,8 +157,8 @@ std::vector<Record> LinkTable::ToRecords() const {
     r.Set("type", std::string(LinkTypeName(static_cast<LinkType>(i))));
     r.Set("bw_gbps", p.bw_gbps).Set("latency_us", p.latency_us);
     r.Set("flow_gbps", p.flow_gbps).Set("overhead_us", p.overhead_us);
-    if (p.dram_bw_gbps > 0) r.Set("dram_bw_gbps", p.dram_bw_gbps);
-    if (p.dram_flow_gbps > 0) r.Set("dram_flow_gbps", p.dram_flow_gbps);
+    // Always written: 0 is a value (no DRAM tier), and dropping it would reload the default.
+    r.Set("dram_bw_gbps", p.dram_bw_gbps).Set("dram_flow_gbps", p.dram_flow_gbps);
     if (p.measured) r.Set("measured", static_cast<int64_t>(1));
     out.push_back(r);
   }
@@ -167,8 +167,7 @@ std::vector<Record> LinkTable::ToRecords() const {
     Record r("compute");
     r.Set("kind", std::string(g ? "gpu" : "cpu"));
     r.Set("reduce_gbps", c.reduce_gbps).Set("copy_gbps", c.copy_gbps).Set("overhead_us", c.overhead_us);
-    if (c.dram_reduce_gbps > 0) r.Set("dram_reduce_gbps", c.dram_reduce_gbps);
-    if (c.dram_copy_gbps > 0) r.Set("dram_copy_gbps", c.dram_copy_gbps);
+    r.Set("dram_reduce_gbps", c.dram_reduce_gbps).Set("dram_copy_gbps", c.dram_copy_gbps);
     out.push_back(r);
   }
   return out;
