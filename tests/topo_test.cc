@@ -340,5 +340,21 @@ TEST(TopologyFiles, FuzzReproducerIsRejectedOrReloadsToTheSameDigest) {
       << fabric.status().message();
 }
 
+
+// fuzz/crashes/topology_file-zero-dram-save-reload-digest-differs: a link with dram_bw_gbps=0
+// (no DRAM tier) was saved without the field and reloaded with the default, another digest.
+TEST(TopologyFiles, ZeroDramReproducerReloadsToTheSameDigest) {
+  auto text = ReadTextFile(std::string(WEFT_SOURCE_DIR) +
+                           "/fuzz/crashes/topology_file-zero-dram-save-reload-digest-differs");
+  ASSERT_TRUE(text.ok()) << text.status().message();
+  auto recs = ParseRecords(*text, "repro.topo");
+  ASSERT_TRUE(recs.ok()) << recs.status().message();
+  auto fabric = FabricFromRecords(*recs, "repro.topo");
+  ASSERT_TRUE(fabric.ok()) << fabric.status().message();
+  auto reloaded = FabricFromRecords(fabric.value()->ToRecords(), "saved");
+  ASSERT_TRUE(reloaded.ok()) << reloaded.status().message();
+  EXPECT_EQ(reloaded.value()->Digest(), fabric.value()->Digest());
+}
+
 }  // namespace
 }  // namespace weft
