@@ -31,17 +31,7 @@ struct Outcome {
   bool timed_out = false;
 };
 
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
+int FreePort() { return weft_test::FreeLoopbackPort(); }
 
 // Starts `n` processes (argv) with the weft environment plus `env`, waits at most
 // `timeout_s`, kills what is left, returns statuses and outputs (stdout+stderr).

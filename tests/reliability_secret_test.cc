@@ -22,17 +22,7 @@
 
 namespace {
 
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
+int FreePort() { return weft_test::FreeLoopbackPort(); }
 
 // Starts rank `rank` of an `n`-rank job on `root` with no WEFT_SECRET.
 pid_t StartRank(int rank, int n, const std::string& root, const std::string& out) {

@@ -595,7 +595,6 @@ std::string WriteTuningFile(const std::string& collective, const std::string& al
 
 // ---- processes ----
 namespace weft_test {
-namespace {
 
 int FreeLoopbackPort() {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -608,6 +607,8 @@ int FreeLoopbackPort() {
   close(fd);
   return ntohs(a.sin_port);
 }
+
+namespace {
 
 [[noreturn]] void ExecRank(int r, int n, const std::string& root, const std::string& file,
                            const std::vector<std::string>& argv,

@@ -145,6 +145,8 @@ LaunchOutcome LaunchRanks(int n, const std::vector<std::string>& argv,
                           const std::vector<std::pair<std::string, std::string>>& env,
                           double timeout_s, const std::vector<int>& must_finish = {});
 bool ExitedZero(int status);
+// A loopback TCP port that was free a moment ago (for WEFT_ROOT in tests).
+int FreeLoopbackPort();
 
 // A tuning file (WEFT_TUNING_FILE) forcing `algorithm` with `chunk_bytes` chunks on one channel
 // for every size of `collective`; returns its path (under /tmp, unique per process and name).

@@ -7,6 +7,8 @@
 // rendezvous through weftCommInitFromEnv and reporting back through a file: a line per check.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+
+#include "test_util.h"
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -89,17 +91,7 @@ TEST(TransportRegistry, ParsesWeftTransport) {
 
 // ---- processes ----
 
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
+int FreePort() { return weft_test::FreeLoopbackPort(); }
 
 using RankBody = std::function<std::string(weftComm_t comm, int rank, int n)>;
 struct RankResult {
