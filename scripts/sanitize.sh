@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # Runs the whole test suite under a sanitizer, in its own build directory.
 #
-#   scripts/sanitize.sh asan|tsan [ctest arguments...]
+#   scripts/sanitize.sh asan|tsan [--no-build] [ctest arguments...]
 #     asan   -fsanitize=address,undefined -fno-sanitize-recover=all   (build-asan)
 #     tsan   -fsanitize=thread                                         (build-tsan)
+#   --no-build  runs the tests of the existing build directory as they are.
+#   ctest arguments select a part of the suite: -L <label> (every GoogleTest executable is a
+#   label of its own, e.g. -L fault_matrix_test; also multiprocess, python, netns), -LE, -R.
 #   BUILD_DIR  overrides the build directory; JOBS the build parallelism (default nproc);
 #   TEST_JOBS  ctest parallelism (default 2); CMAKE_ARGS extra configure flags.
+#   To re-run single tests by hand with the same environment:
+#     source scripts/sanitize_env.sh asan && ctest --test-dir build-asan -R <regex>
 #
 # Nightly, not CI: on the 2-core CI machine the sanitizer build of the whole tree plus a suite
 # that runs 2-10x slower does not fit next to the normal suite in the 30-minute budget (see
@@ -13,16 +18,18 @@
 #   ./scripts/sanitize.sh asan && ./scripts/sanitize.sh tsan
 # A finding aborts the test that hit it; ctest prints its output, whose sanitizer report
 # names the file:line. Leaks are reported (detect_leaks=1) at each process's exit.
-# Exit status = ctest's.
+# Prints the build and suite seconds. Exit status = ctest's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kind=${1:-}
 case "$kind" in
   asan) flags="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" ;;
   tsan) flags="-fsanitize=thread -fno-omit-frame-pointer" ;;
-  *) echo "usage: scripts/sanitize.sh asan|tsan [ctest arguments...]" >&2; exit 2 ;;
+  *) echo "usage: scripts/sanitize.sh asan|tsan [--no-build] [ctest arguments...]" >&2; exit 2 ;;
 esac
 shift
+build=1
+if [ "${1:-}" = --no-build ]; then build=0; shift; fi
 BUILD_DIR=${BUILD_DIR:-build-$kind}
 JOBS=${JOBS:-$(nproc)}
 
@@ -32,33 +39,22 @@ command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -
 # code). The install test builds an outside consumer without the sanitizer runtime: it is
 # excluded below, it checks packaging, not memory or thread safety; so are the fuzz tests
 # (label fuzz: scripts/fuzz.sh already builds them with ASan+UBSan, with clang).
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_CUDA=OFF \
-  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
-  -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
-  -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" \
-  "${launcher[@]}" ${CMAKE_ARGS:-} >/dev/null
-cmake --build "$BUILD_DIR" -j "$JOBS"
-
-# Every process the tests start (workers, weftrun, python) inherits these.
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1:check_initialization_order=1}
-export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:history_size=4}
-# hwloc's pci plugin (libpciaccess) allocates during discovery and is dlclose'd before exit, so
-# LeakSanitizer reports 1016 bytes in 9 allocations from an "<unknown module>" in every process
-# that discovers the topology (third-party; nothing of weft's). Preloading libpciaccess keeps it
-# mapped, so what it still holds is reachable and not reported.
-if [ "$kind" = asan ]; then
-  for lib in /usr/lib/*/libpciaccess.so.0 /usr/lib64/libpciaccess.so.0; do
-    if [ -e "$lib" ]; then
-      export LD_PRELOAD="$lib${LD_PRELOAD:+:$LD_PRELOAD}"
-      export ASAN_OPTIONS="$ASAN_OPTIONS:verify_asan_link_order=0"
-      break
-    fi
-  done
+build_start=$(date +%s)
+if [ "$build" = 1 ]; then
+  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_CUDA=OFF \
+    -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
+    -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
+    -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" \
+    "${launcher[@]}" ${CMAKE_ARGS:-} >/dev/null
+  cmake --build "$BUILD_DIR" -j "$JOBS"
 fi
-# TSan maps its shadow at fixed addresses; with the kernel's full ASLR entropy some mappings
-# collide ("unexpected memory mapping"): run without address randomization.
-run=()
-if [ "$kind" = tsan ] && command -v setarch >/dev/null; then run=(setarch "$(uname -m)" -R); fi
-"${run[@]}" ctest --test-dir "$BUILD_DIR" --output-on-failure -j "${TEST_JOBS:-2}" --timeout 1200 \
-  -E '^install_pkgconfig_and_cmake_package$' -LE fuzz "$@"
+echo "sanitize.sh $kind: build $(( $(date +%s) - build_start )) s"
+
+# shellcheck source=scripts/sanitize_env.sh
+source scripts/sanitize_env.sh "$kind"
+suite_start=$(date +%s)
+rc=0
+"${SANITIZE_RUN[@]}" ctest --test-dir "$BUILD_DIR" --output-on-failure -j "${TEST_JOBS:-2}" --timeout 1200 \
+  -E '^install_pkgconfig_and_cmake_package$' -LE fuzz "$@" || rc=$?
+echo "sanitize.sh $kind: suite $(( $(date +%s) - suite_start )) s, ctest exit $rc"
+exit "$rc"

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <mutex>
@@ -644,6 +645,19 @@ namespace {
 
 bool ExitedZero(int status) { return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0; }
 
+double SlowdownFactor() {
+  const char* v = std::getenv("WEFT_TEST_SLOWDOWN");
+  if (v == nullptr || *v == '\0') return 1.0;
+  char* end = nullptr;
+  const double f = std::strtod(v, &end);
+  // A typo must not silently shrink or drop every bound: refuse it loudly (tests only).
+  if (*end != '\0' || !(f >= 1.0) || f > 1000.0) {
+    std::fprintf(stderr, "WEFT_TEST_SLOWDOWN='%s' is not a factor in [1, 1000]\n", v);
+    std::abort();
+  }
+  return f;
+}
+
 LaunchOutcome LaunchRanks(int n, const std::vector<std::string>& argv,
                           const std::vector<std::pair<std::string, std::string>>& env,
                           double timeout_s, const std::vector<int>& must_finish) {
@@ -672,7 +686,7 @@ LaunchOutcome LaunchRanks(int n, const std::vector<std::string>& argv,
     }
     bool finished = !must_finish.empty();
     for (int r : must_finish) finished &= o.status[r] != -1;
-    if (elapsed() > timeout_s || finished) {
+    if (elapsed() > timeout_s * SlowdownFactor() || finished) {
       o.timed_out = !finished;
       for (int r = 0; r < n; ++r)
         if (o.status[r] == -1) kill(pids[r], SIGKILL);

@@ -138,13 +138,17 @@ struct LaunchOutcome {
 // Starts n processes of argv with the weft environment (WEFT_RANK, WEFT_WORLD_SIZE,
 // WEFT_LOCAL_RANK, WEFT_ROOT on a free loopback port, WEFT_SECRET) plus `env` (applied
 // after, so it may override or, with an empty value, unset those; in values "{rank}" becomes
-// the process index r, "{rrank}" n - 1 - r, "{port}" the rendezvous port); waits at most timeout_s,
-// then kills what is left. With `must_finish` non-empty, the others are killed as soon as
-// those ranks have exited.
+// the process index r, "{rrank}" n - 1 - r, "{port}" the rendezvous port); waits at most
+// timeout_s * SlowdownFactor(), then kills what is left. With `must_finish` non-empty, the
+// others are killed as soon as those ranks have exited.
 LaunchOutcome LaunchRanks(int n, const std::vector<std::string>& argv,
                           const std::vector<std::pair<std::string, std::string>>& env,
                           double timeout_s, const std::vector<int>& must_finish = {});
 bool ExitedZero(int status);
+// The factor by which a test scales a bound on how long something may take: WEFT_TEST_SLOWDOWN
+// (>= 1), which scripts/sanitize_env.sh sets because sanitized code runs several times slower;
+// 1 when unset, so the normal suite keeps its bounds. LaunchRanks scales its timeout by it.
+double SlowdownFactor();
 // A loopback TCP port that was free a moment ago (for WEFT_ROOT in tests).
 int FreeLoopbackPort();
 
