@@ -18,7 +18,10 @@ constexpr int kChannelShift = 32;
 constexpr int kRankShift = 44;
 constexpr ucp_tag_t kMatchMask = 0xFFFFFFFF00000000ull;  // source + channel
 constexpr ucp_tag_t kFoldMask = 0x00000000FFFFFFFFull;
-constexpr int kHelloChannel = 4095;  // setup hellos; user channels are 0..4094
+constexpr int kHelloChannel = 4095;   // setup hellos
+constexpr int kSignalChannel = 4094;  // one-sided Signal/PostWait (ucx_one_sided.cc)
+constexpr int kNoteChannel = 4093;    // abort notes (who failed), see ucx_transport.h
+// User channels are 0..4092 (UcxTransport::kMaxUserChannel).
 
 // The operation tag folded into 32 bits: low word XOR high word. Two tags with the same high
 // word (the executor's call descriptor) fold to different values exactly when their low words

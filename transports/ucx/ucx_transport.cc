@@ -71,6 +71,10 @@ StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(UcxBootstrap* boots
   if (!init.ok()) return init.WithContext(me);
   if (!connect.ok()) return connect.WithContext(me);
   WEFT_RETURN_IF_ERROR_CTX(t->ExchangeHellos(options.connect_timeout_s), me);
+  {
+    std::lock_guard<std::mutex> lock(t->mu_);
+    t->PostNoteRecvs();
+  }
   for (Peer& p : t->peers_) {
     if (p.rank == t->rank_) continue;
     p.lanes = t->DescribeLanes(p.ep);
@@ -104,6 +108,10 @@ Status UcxTransport::InitUcx(const UcxOptions& options) {
   s = ucp_init(&params, config, &context_);
   ucp_config_release(config);
   if (s != UCS_OK) return SystemError("ucp_init: " + Ucs(s));
+  ucp_context_attr_t attr{};
+  attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+  if (ucp_context_query(context_, &attr) == UCS_OK)
+    cuda_memory_ = (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
   ucp_worker_params_t wparams{};
   wparams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   wparams.thread_mode = UCS_THREAD_MODE_SERIALIZED;
@@ -244,6 +252,7 @@ UcxTransport::~UcxTransport() {
         ucp_request_free(op.ucx_request);
       }
     }
+    ReleaseMemory();  // after the endpoints: no operation of ours uses an rkey any more
     ucp_worker_destroy(worker_);
   }
   if (context_ != nullptr) ucp_cleanup(context_);

@@ -50,6 +50,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <list>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -121,8 +122,29 @@ class UcxTransport : public Transport {
   std::string PeerLanes(int peer) const;
   // Whether UCX will report `peer`'s death (false: its lanes have no failure handler).
   bool DetectsPeerFailure(int peer) const;
-  // Highest user channel (4095 is the setup hello's).
-  static constexpr int kMaxUserChannel = 4094;
+  // Highest user channel (4093..4095: abort notes, signals, the setup hello; ucx_tag.h).
+  static constexpr int kMaxUserChannel = 4092;
+
+  // ---- registered memory and one-sided operations (ucx_one_sided.cc; transport.h) ----
+  // Register: ucp_mem_map (cached: a range inside an earlier registration returns its handle
+  // with one more reference) and the rkey packed once; Deregister's last reference unmaps.
+  // PackRemoteKey: {magic, owner rank, address, bytes} + UCX's packed rkey; ImportRemoteKey
+  // checks the owner is `peer` and unpacks the rkey on the endpoint to it.
+  // PostPut/PostGet: ucp_put_nbx/ucp_get_nbx, completed through Progress like sends (req->bytes
+  // = bytes moved). Signal(peer, tag): ucp_ep_flush_nbx to the peer (every put/get posted
+  // before it is complete *at the target*), then an 8-byte tagged message carrying `tag` on
+  // the reserved signal channel; signals to one peer leave in posting order. PostWait: a
+  // receive on that channel (counted, never lost: UCX queues early signals), checked against
+  // expect_tag (TagMismatch). A dead peer fails them like sends and receives.
+  StatusOr<RegHandle> Register(const MemRef& mem) override;
+  Status Deregister(RegHandle handle) override;
+  StatusOr<std::string> PackRemoteKey(RegHandle handle) override;
+  StatusOr<RemoteKey> ImportRemoteKey(int peer, const std::string& packed) override;
+  Status PostPut(int peer, const MemRef& src, RemoteKey dst, size_t offset, TransportRequest* req) override;
+  Status PostGet(int peer, const MemRef& dst, RemoteKey src, size_t offset, TransportRequest* req) override;
+  Status Signal(int peer, uint64_t tag) override;
+  Status PostWait(int peer, TransportRequest* req, uint64_t expect_tag) override;
+  size_t registered_regions() const;
 
   // For the one-sided layer (ucx_memory.h): the context and worker, and the endpoint to a
   // peer. Only for use under the same one-thread-at-a-time rule as Post*/Progress.
@@ -132,13 +154,16 @@ class UcxTransport : public Transport {
 
  private:
   struct Peer;
-  // One posted send or recv, alive until UCX is done with it (even after the user's request
+  // What an Op is. Signals are two-stage: a flush of the endpoint, then the message.
+  enum class OpKind : uint8_t { kSend, kRecv, kPut, kGet, kSignal, kWait, kNote };
+  // One posted operation, alive until UCX is done with it (even after the user's request
   // was failed by Abort or a peer failure: `req` is then null).
   struct Op {
     UcxTransport* owner = nullptr;
     int peer = -1;
     int channel = 0;
-    bool is_recv = false;
+    OpKind kind = OpKind::kSend;
+    bool is_recv = false;  // kRecv, kWait and kNote receives (cancelled on failure)
     bool up_to = false;  // recv: `bytes` is a maximum (PostRecvUpTo)
     uint64_t tag = 0;
     size_t bytes = 0;
@@ -147,6 +172,10 @@ class UcxTransport : public Transport {
     bool ucx_done = false;
     ucs_status_t ucx_status = UCS_OK;
     ucp_tag_recv_info_t info{};
+    uint64_t word = 0;          // kSignal/kWait: the signal's 64-bit tag (UCX's buffer)
+    bool flush_done = false;    // kSignal: the flush completed; the message may leave
+    TransportRequest internal;  // the request of ops no caller waits on (signals, notes)
+    std::string note;           // kNote send: the note's text (UCX's buffer)
     std::list<Op>::iterator self;
   };
   struct Peer {
@@ -159,6 +188,19 @@ class UcxTransport : public Transport {
     int pending = 0;
     std::string lanes;
     bool detects_failure = true;
+    std::list<Op*> signals;  // kSignal ops in posting order, waiting for their flush
+  };
+  // A peer's registered memory, imported (ImportRemoteKey); RemoteKey = index + 1.
+  struct ImportedKey {
+    int peer = -1;
+    uint64_t address = 0;
+    uint64_t bytes = 0;
+    ucp_rkey_h rkey = nullptr;
+  };
+  // This rank's registration behind a RegistrationCache handle.
+  struct Mapped {
+    ucp_mem_h memh = nullptr;
+    std::string packed_rkey;
   };
 
   UcxTransport() = default;
@@ -170,7 +212,28 @@ class UcxTransport : public Transport {
   Status PostRecvImpl(int peer, int channel, uint64_t tag, void* buf, size_t bytes, bool up_to,
                       TransportRequest* req);
   std::string PeerName(const Peer& p) const;
+  // `req` null: the op's own internal request (signals, notes).
   Op* NewOp(int peer, int channel, bool is_recv, uint64_t tag, size_t bytes, TransportRequest* req);
+  // The receive half of PostRecv/PostWait/notes, under mu_ (checks done by the caller).
+  Status PostTaggedRecv(Op* op, void* buf, size_t bytes);
+  // Checks a one-sided call's peer and request; under mu_: not aborted, peer not failed.
+  Status CheckOneSided(int peer, const void* req, const char* what) const;
+  Status PostRma(bool put, int peer, const MemRef& local, RemoteKey key, size_t offset,
+                 TransportRequest* req);
+  // Sends the signals of `p` whose flush is done, in order.
+  void PumpSignals(Peer& p);
+  void FinishSignal(Op* op);
+  Status CheckWait(const Op& op) const;
+  void ReleaseMemory();  // rkeys and mappings (destructor)
+  // ---- abort notes (ucx_abort_notes.cc) ----
+  // After setup every rank keeps one receive posted per peer on kNoteChannel (not counted as
+  // pending). Abort with requests pending or after a peer failure sends each healthy peer a
+  // note {origin rank, reason} and flushes it (bounded) before the endpoints close; the origin
+  // is the rank this transport saw fail, the origin of a note it received, else itself.
+  void PostNoteRecvs();
+  void OnNote(Op* op);  // inside UCX's callback, before the peer's close can be reported
+  void NoteOrigin(int origin, const std::string& reason);
+  void SendAbortNotes(const Status& why);
   // Finishes an op UCX is done with: checks a recv, completes the user's request, frees it.
   void FinishOp(Op* op);
   Status CheckRecv(const Op& op) const;
@@ -203,6 +266,11 @@ class UcxTransport : public Transport {
   Status round_error_;
   std::atomic<bool> aborted_{false};
   Status abort_status_;
+  int failed_origin_ = -1;       // the rank to blame in abort notes; -1 while none
+  std::string failed_reason_;
+  std::vector<ImportedKey> imported_;  // RemoteKey k -> imported_[k - 1]
+  std::map<RegHandle, Mapped> mapped_;  // this rank's registrations (registrations_ holds ranges)
+  bool cuda_memory_ = false;            // UCX reports CUDA memory support (cuda lanes)
   mutable std::mutex mu_;
 };
 

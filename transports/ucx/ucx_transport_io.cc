@@ -47,8 +47,9 @@ UcxTransport::Op* UcxTransport::NewOp(int peer, int channel, bool is_recv, uint6
   op->is_recv = is_recv;
   op->tag = tag;
   op->bytes = bytes;
-  op->req = req;
-  req->Reset();
+  op->kind = is_recv ? OpKind::kRecv : OpKind::kSend;
+  op->req = req != nullptr ? req : &op->internal;
+  op->req->Reset();
   ++peers_[peer].pending;
   pending_.fetch_add(1, std::memory_order_acq_rel);
   return op;
@@ -112,6 +113,10 @@ Status UcxTransport::PostRecvImpl(int peer, int channel, uint64_t tag, void* buf
   }
   Op* op = NewOp(peer, channel, true, tag, bytes, req);
   op->up_to = up_to;
+  return PostTaggedRecv(op, buf, bytes);
+}
+
+Status UcxTransport::PostTaggedRecv(Op* op, void* buf, size_t bytes) {
   ucp_request_param_t prm{};
   // Always through the callback: UCX 1.13 left RECV_INFO unfilled when a recv matched an
   // already-arrived message in place (measured: sender tag and length read as 0).
@@ -119,9 +124,9 @@ Status UcxTransport::PostRecvImpl(int peer, int channel, uint64_t tag, void* buf
                      UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   prm.cb.recv = &UcxTransport::OnRecvDone;
   prm.user_data = op;
-  void* r = ucp_tag_recv_nbx(worker_, buf, bytes, match, kMatchMask, &prm);
+  void* r = ucp_tag_recv_nbx(worker_, buf, bytes, MakeTag(op->peer, op->channel, 0), kMatchMask, &prm);
   if (UCS_PTR_IS_ERR(r)) {
-    Status st = SystemError("ucx recv from " + PeerName(p) + ": " +
+    Status st = SystemError("ucx recv from " + PeerName(peers_[op->peer]) + ": " +
                             ucs_status_string(UCS_PTR_STATUS(r)));
     op->ucx_done = true;
     CompleteUser(op, st);
@@ -147,6 +152,8 @@ void UcxTransport::OnRecvDone(void* request, ucs_status_t status, const ucp_tag_
   op->ucx_done = true;
   op->ucx_status = status;
   if (info != nullptr) op->info = *info;
+  // A note must be read before the close that follows it fails the peer with less detail.
+  if (op->kind == OpKind::kNote) return op->owner->OnNote(op);
   op->owner->completed_.push_back(op);
 }
 
@@ -189,15 +196,29 @@ void UcxTransport::CompleteUser(Op* op, Status st) {
   req->Complete(std::move(st));
 }
 
+namespace {
+const char* OpVerb(int kind) {
+  static const char* const kVerbs[] = {"send to", "recv from", "put to", "get from",
+                                       "signal to", "wait for a signal from", "abort note to"};
+  return kVerbs[kind];
+}
+}  // namespace
+
 void UcxTransport::FinishOp(Op* op) {
+  if (op->kind == OpKind::kSignal) return FinishSignal(op);
   if (op->req != nullptr) {
     Status st;
-    if (op->is_recv) {
+    if (op->kind == OpKind::kWait) {
+      st = CheckWait(*op);
+    } else if (op->is_recv) {
       st = CheckRecv(*op);
       if (st.ok()) op->req->bytes = op->info.length;
     } else if (op->ucx_status != UCS_OK) {
-      st = RemoteError("ucx send to " + PeerName(peers_[op->peer]) + " channel " +
-                       std::to_string(op->channel) + ": " + ucs_status_string(op->ucx_status));
+      st = RemoteError(std::string("ucx ") + OpVerb(static_cast<int>(op->kind)) + " " +
+                       PeerName(peers_[op->peer]) + " channel " + std::to_string(op->channel) +
+                       ": " + ucs_status_string(op->ucx_status));
+    } else {
+      op->req->bytes = op->bytes;
     }
     CompleteUser(op, std::move(st));
   }
@@ -279,6 +300,7 @@ void UcxTransport::OnPeerError(Peer& p, ucs_status_t status) {
     WEFT_INFO("ucx: %s disconnected with nothing pending", PeerName(p).c_str());
     return;
   }
+  NoteOrigin(p.rank, "");  // it left while we still need it: it is the rank that failed
   p.error = RemoteError("ucx: " + PeerName(p) + " failed: " + ucs_status_string(status));
   FailPeerRequests(p, p.error);
   if (round_error_.ok()) round_error_ = p.error;
@@ -316,6 +338,9 @@ void UcxTransport::AbortLocked(const Status& why) {
   // down UCX's connections, so no lane - RDMA reads in flight included - writes into a user
   // buffer after Abort returns.
   const bool flush = pending_.load(std::memory_order_acquire) == 0;
+  // Notes only when something failed or was cut short (not for a finished communicator's
+  // destroy, whose peers must see a normal shutdown), as tcp.
+  if (!flush || failed_origin_ >= 0) SendAbortNotes(abort_status_);
   for (Peer& p : peers_) {
     if (p.rank == rank_) continue;
     FailPeerRequests(p, abort_status_);

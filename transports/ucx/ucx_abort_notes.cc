@@ -1,0 +1,133 @@
+// UcxTransport's abort notes: blame that travels, so a survivor that is not the failed rank's
+// neighbour names the failed rank and not the healthy neighbour that aborted in turn (the
+// same rule as tcp's notes, issue 11; here on UCX's reserved kNoteChannel).
+//
+// Every rank keeps one receive per peer posted on kNoteChannel from setup on; those receives
+// are not counted as pending (HasPending ignores them). A note is {int32 origin, reason}. It
+// is handled inside UCX's receive callback, so a note followed by the sender's close is read
+// before the close is reported (UCX delivers what arrived before the error).
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/log.h"
+#include "transports/ucx/ucx_tag.h"
+#include "transports/ucx/ucx_transport.h"
+
+namespace weft {
+namespace {
+
+using namespace ucx_tag;  // NOLINT: the tag layout is this file's vocabulary
+
+constexpr size_t kMaxNoteBytes = 512;  // origin + reason (a longer reason is cut)
+constexpr int kNoteFlushMs = 200;      // Abort must not hang on a peer that stopped reading
+
+}  // namespace
+
+void UcxTransport::PostNoteRecvs() {
+  for (Peer& p : peers_) {
+    if (p.rank == rank_ || p.ep == nullptr) continue;
+    ops_.emplace_back();
+    Op* op = &ops_.back();
+    op->owner = this;
+    op->self = std::prev(ops_.end());
+    op->peer = p.rank;
+    op->channel = kNoteChannel;
+    op->kind = OpKind::kNote;
+    op->is_recv = true;
+    op->req = nullptr;  // nobody waits for a note: not pending
+    op->note.assign(kMaxNoteBytes, '\0');
+    ucp_request_param_t prm{};
+    prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                       UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    prm.cb.recv = &UcxTransport::OnRecvDone;
+    prm.user_data = op;
+    void* r = ucp_tag_recv_nbx(worker_, &op->note[0], op->note.size(), MakeTag(p.rank, kNoteChannel, 0),
+                               kMatchMask, &prm);
+    if (UCS_PTR_IS_ERR(r)) {  // no blame from this peer; failures are still reported
+      op->ucx_done = true;
+      r = nullptr;
+    }
+    op->ucx_request = r;
+  }
+}
+
+// Inside ucp_worker_progress (under mu_). The op stays in ops_ (the destructor frees its
+// request): erasing here could pull it from under a loop over ops_ that cancels receives.
+void UcxTransport::OnNote(Op* op) {
+  op->ucx_done = true;
+  if (op->ucx_status != UCS_OK || op->info.length < sizeof(int32_t)) return;
+  int32_t origin = -1;
+  std::memcpy(&origin, op->note.data(), sizeof(origin));
+  std::string reason = op->note.substr(sizeof(origin), op->info.length - sizeof(origin));
+  Peer& p = peers_[op->peer];
+  std::string msg = origin == p.rank ? "ucx: " + PeerName(p) + " aborted the communicator: " + reason
+                                     : "ucx: rank " + std::to_string(origin) + " failed (reported by " +
+                                           PeerName(p) + "): " + reason;
+  // A note means the job is failing: its origin is the one to forward if this rank aborts.
+  NoteOrigin(origin, reason);
+  if (!p.error.ok()) return;
+  p.error = RemoteError(msg);
+  p.closed = false;  // later requests to p fail with the note, not "disconnected"
+  if (p.pending > 0) {
+    FailPeerRequests(p, p.error);
+    if (round_error_.ok()) round_error_ = p.error;
+  }
+}
+
+void UcxTransport::NoteOrigin(int origin, const std::string& reason) {
+  if (failed_origin_ >= 0) return;  // the first failure is the one to report
+  failed_origin_ = origin;
+  failed_reason_ = reason;
+}
+
+// Sends every healthy peer (not the origin) a note and flushes it, within kNoteFlushMs for
+// all of them; the endpoints are closed after this returns.
+void UcxTransport::SendAbortNotes(const Status& why) {
+  const int origin = failed_origin_ >= 0 ? failed_origin_ : rank_;
+  std::string reason = failed_origin_ >= 0 && !failed_reason_.empty() ? failed_reason_ : why.message();
+  if (reason.size() > kMaxNoteBytes - sizeof(int32_t)) reason.resize(kMaxNoteBytes - sizeof(int32_t));
+  const int32_t origin32 = origin;
+  std::vector<Op*> notes;
+  std::vector<void*> flushes;
+  for (Peer& p : peers_) {
+    if (p.rank == rank_ || p.rank == origin || !p.error.ok() || p.ep == nullptr) continue;
+    ops_.emplace_back();
+    Op* op = &ops_.back();
+    op->owner = this;
+    op->self = std::prev(ops_.end());
+    op->peer = p.rank;
+    op->channel = kNoteChannel;
+    op->kind = OpKind::kNote;
+    op->req = nullptr;
+    op->note.assign(reinterpret_cast<const char*>(&origin32), sizeof(origin32));
+    op->note += reason;
+    ucp_request_param_t prm{};
+    prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    prm.cb.send = &UcxTransport::OnSendDone;
+    prm.user_data = op;
+    void* r = ucp_tag_send_nbx(p.ep, op->note.data(), op->note.size(), MakeTag(rank_, kNoteChannel, 0), &prm);
+    op->ucx_done = r == nullptr || UCS_PTR_IS_ERR(r);
+    op->ucx_request = UCS_PTR_IS_ERR(r) ? nullptr : r;
+    notes.push_back(op);
+    ucp_request_param_t fprm{};
+    void* f = ucp_ep_flush_nbx(p.ep, &fprm);  // the note has left this host when it completes
+    if (f != nullptr && !UCS_PTR_IS_ERR(f)) flushes.push_back(f);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kNoteFlushMs);
+  auto all_out = [&] {
+    for (Op* op : notes)
+      if (!op->ucx_done) return false;
+    for (void* f : flushes)
+      if (ucp_request_check_status(f) == UCS_INPROGRESS) return false;
+    return true;
+  };
+  while (!all_out() && std::chrono::steady_clock::now() < deadline) ucp_worker_progress(worker_);
+  const bool flushed = all_out();
+  for (void* f : flushes) ucp_request_free(f);  // UCX releases an unfinished one when it ends
+  WEFT_INFO("ucx: rank %d sent abort notes naming rank %d to %zu peer(s)%s", rank_, origin, notes.size(),
+            flushed ? "" : " (not all flushed in time)");
+}
+
+}  // namespace weft
