@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/bootstrap.h"
+#include "transports/tcp/tcp_wire.h"
 
 namespace weft {
 namespace {
@@ -414,6 +415,78 @@ TEST(TcpTransportTest, WrongSecretConnectionRefused) {
     ASSERT_TRUE(st.ok()) << st.message();
     EXPECT_EQ(got, uint32_t(77 + (1 - r)));
   });
+}
+
+// Unexpected messages (sent before their recv is posted) are buffered within
+// TcpOptions::max_unexpected_bytes: the message that would exceed it fails its peer as out of
+// sync, naming the limit, and the failed peer's buffers are freed. Before the bound a peer
+// could make a rank buffer any amount (fuzz/crashes/tcp_frame-rss-over-2g-unexpected-queue).
+TEST(TcpTransportTest, UnexpectedMessagesAreBoundedAndFreedWithTheirPeer) {
+  TcpOptions o = LoopbackOptions(1);
+  o.max_unexpected_bytes = 1 << 20;
+  RunThreads(2, o, [&](int r, Rank& rank) {
+    std::vector<char> data(512 << 10, 'x');
+    if (r == 0) {
+      // Three 512 KiB messages nobody has posted a recv for: the third exceeds 1 MiB.
+      TransportRequest s[3];
+      for (int k = 0; k < 3; ++k) ASSERT_TRUE(rank.tcp->PostSend(1, 0, k, data.data(), data.size(), &s[k]).ok());
+      Status st = WaitAll(rank.tcp.get(), {&s[0], &s[1], &s[2]}, 10);
+      (void)st;  // the receiver drops us mid-stream: the sends may fail, either is fine
+    } else {
+      Status st;
+      auto deadline = Clock::now() + std::chrono::seconds(10);
+      while (st.ok() && Clock::now() < deadline) st = rank.tcp->Progress(1000);
+      ASSERT_FALSE(st.ok()) << "1.5 MiB of unexpected messages were buffered under a 1 MiB limit";
+      EXPECT_EQ(st.code(), weftInternalError) << st.message();
+      EXPECT_NE(st.message().find("rank 0"), std::string::npos) << st.message();
+      EXPECT_NE(st.message().find("max_unexpected_bytes"), std::string::npos) << st.message();
+      EXPECT_NE(st.message().find("1048576"), std::string::npos) << st.message();
+      EXPECT_EQ(rank.tcp->buffered_unexpected_bytes(), 0u) << "the failed peer's buffers were kept";
+      TransportRequest q;
+      EXPECT_FALSE(rank.tcp->PostRecv(0, 0, 0, data.data(), data.size(), &q).ok());
+    }
+  });
+}
+
+// A header announcing an impossible unexpected message (here 512 GiB, below the 1 TiB frame
+// cap) fails the peer without allocating it; a bad header field is named in the error.
+TEST(TcpTransportTest, ForgedHeadersFailThePeerNamingTheField) {
+  struct Forged {
+    uint32_t magic, channel;
+    uint64_t bytes;
+    const char* expect;
+  };
+  const Forged cases[] = {
+      {tcp_wire::kDataMagic, 3, uint64_t{1} << 39, "max_unexpected_bytes"},
+      {tcp_wire::kDataMagic, 3, uint64_t{1} << 41, "payload of 2199023255552 bytes"},
+      {tcp_wire::kDataMagic, 1u << 20, 8, "channel 1048576"},
+      {0x41414141, 0, 8, "magic 0x41414141"},
+      {tcp_wire::kAbortMagic, 7, 4, "origin rank 7"},
+  };
+  for (const Forged& f : cases) {
+    RunThreads(2, LoopbackOptions(1), [&](int r, Rank& rank) {
+      if (r == 1) {
+        StatusOr<net::Socket> c = net::Connect(rank.tcp->listen_address(), 5);
+        ASSERT_TRUE(c.ok()) << c.status().message();
+        net::Hello h;
+        h.kind = net::ConnKind::kTcpData;
+        h.secret = rank.bootstrap->secret();
+        h.rank = 0;
+        h.nranks = 2;
+        ASSERT_TRUE(net::SendHello(*c, h, net::Deadline::After(5)).ok());
+        uint8_t header[tcp_wire::kFrameHeaderBytes];
+        tcp_wire::EncodeFrameHeader(f.magic, f.channel, 9, f.bytes, header);
+        ASSERT_TRUE(net::SendAll(*c, header, sizeof(header), net::Deadline::After(5)).ok());
+        Status st;
+        auto deadline = Clock::now() + std::chrono::seconds(10);
+        while (st.ok() && Clock::now() < deadline) st = rank.tcp->Progress(1000);
+        EXPECT_EQ(st.code(), weftInternalError) << st.message();
+        EXPECT_NE(st.message().find(f.expect), std::string::npos) << st.message();
+        EXPECT_NE(st.message().find("rank 0"), std::string::npos) << st.message();
+        EXPECT_EQ(rank.tcp->buffered_unexpected_bytes(), 0u);
+      }
+    });
+  }
 }
 
 // Issue 11 defect 4: connections that never present a handshake are not polled every progress

@@ -4,6 +4,7 @@
 // EINTR from readv/sendmsg/ppoll is retried or treated as "nothing happened this round": a
 // signal must neither fail a transfer nor be mistaken for data.
 #include "transports/tcp/tcp_transport.h"
+#include "transports/tcp/tcp_wire.h"
 
 #include <endian.h>
 #include <errno.h>
@@ -27,46 +28,16 @@ namespace weft {
 
 namespace {
 
-constexpr uint32_t kHeaderMagic = 0x57544350;  // "WTCP"
-// An abort note: channel = the rank that failed, bytes = length of the reason that follows.
-constexpr uint32_t kAbortMagic = 0x57544341;  // "WTCA"
-constexpr size_t kMaxAbortNoteBytes = 1024;
-constexpr size_t kHeaderBytes = 24;
-// Channels are small integers chosen by the executor; a larger value in a header means the
-// byte stream is out of sync, not a real channel.
-constexpr int kMaxChannels = 1 << 16;
+// The frame header's format and rules live in tcp_wire.h (pure, fuzzed on its own).
+using tcp_wire::kAbortMagic;
+using tcp_wire::kMaxAbortNoteBytes;
+constexpr size_t kHeaderBytes = tcp_wire::kFrameHeaderBytes;
 constexpr int kMaxStreams = 64;
 // iovecs per sendmsg: enough to batch many small messages in one system call.
 constexpr int kMaxIov = 64;
 
-struct Header {
-  uint32_t magic;
-  uint32_t channel;
-  uint64_t tag;
-  uint64_t bytes;
-};
-
 void EncodeHeader(uint32_t channel, uint64_t tag, uint64_t bytes, uint8_t out[kHeaderBytes]) {
-  // Little-endian on the wire (a no-op on x86 and arm64).
-  uint32_t m = htole32(kHeaderMagic), c = htole32(channel);
-  uint64_t t = htole64(tag), b = htole64(bytes);
-  std::memcpy(out, &m, 4);
-  std::memcpy(out + 4, &c, 4);
-  std::memcpy(out + 8, &t, 8);
-  std::memcpy(out + 16, &b, 8);
-}
-
-Header DecodeHeader(const uint8_t in[kHeaderBytes]) {
-  Header h;
-  std::memcpy(&h.magic, in, 4);
-  std::memcpy(&h.channel, in + 4, 4);
-  std::memcpy(&h.tag, in + 8, 8);
-  std::memcpy(&h.bytes, in + 16, 8);
-  h.magic = le32toh(h.magic);
-  h.channel = le32toh(h.channel);
-  h.tag = le64toh(h.tag);
-  h.bytes = le64toh(h.bytes);
-  return h;
+  tcp_wire::EncodeFrameHeader(tcp_wire::kDataMagic, channel, tag, bytes, out);
 }
 
 bool EnvInt(const char* name, long lo, long hi, long* out) {
@@ -89,6 +60,25 @@ struct TcpTransport::Unexpected {
   std::unique_ptr<char[]> data;
   bool complete = false;
   Stream* stream = nullptr;  // the stream still receiving it (null once complete or broken)
+
+  // The transport's count of buffered unexpected bytes (TcpTransport::unexpected_bytes_)
+  // holds this buffer's size until the buffer is freed.
+  void Charge(size_t* counter, size_t n) {
+    counter_ = counter;
+    charged_ = n;
+    *counter_ += n;
+  }
+  void Free() {
+    data.reset();
+    if (counter_ != nullptr) *counter_ -= charged_;
+    counter_ = nullptr;
+    charged_ = 0;
+  }
+  ~Unexpected() { Free(); }
+
+ private:
+  size_t* counter_ = nullptr;
+  size_t charged_ = 0;
 };
 
 TcpOptions TcpOptionsFromEnv() {
@@ -200,16 +190,20 @@ Status TcpTransport::CheckPeer(int peer, int channel, const char* what) const {
                            " is not another rank of 0.." + std::to_string(nranks_ - 1) +
                            " (this is rank " + std::to_string(rank_) + ")");
   }
-  if (channel < 0 || channel >= kMaxChannels) {
+  if (channel < 0 || channel >= static_cast<int>(tcp_wire::kMaxChannels)) {
     return InvalidArgument(std::string("tcp ") + what + ": channel=" + std::to_string(channel) +
-                           " is outside 0.." + std::to_string(kMaxChannels - 1));
+                           " is outside 0.." + std::to_string(tcp_wire::kMaxChannels - 1));
   }
   return OkStatus();
 }
 
 TcpTransport::ChannelQueue& TcpTransport::Channel(Peer& p, int channel) {
+  // Queues are made on first use: a header naming channel 65535 costs a pointer per channel,
+  // not two deques per channel (about 80 MB per peer with libstdc++'s deque).
   if (static_cast<size_t>(channel) >= p.channels.size()) p.channels.resize(channel + 1);
-  return p.channels[channel];
+  std::unique_ptr<ChannelQueue>& q = p.channels[channel];
+  if (!q) q = std::make_unique<ChannelQueue>();
+  return *q;
 }
 
 void TcpTransport::Complete(Peer& p, TransportRequest* req, Status st) {
@@ -373,7 +367,7 @@ Status TcpTransport::PostRecvOp(int peer, int channel, const RecvOp& op) {
       Stream& s = *ux->stream;
       size_t got = ux->bytes - s.rx_left;
       if (got > 0) std::memcpy(buf, ux->data.get(), got);
-      ux->data.reset();
+      ux->Free();
       s.rx = RxKind::kUser;
       s.rx_dst = static_cast<char*>(buf) + got;
       s.rx_req = req;
@@ -507,9 +501,20 @@ bool TcpTransport::ReadStream(Peer& p, Stream& s, bool* moved) {
 }
 
 bool TcpTransport::OnHeader(Peer& p, Stream& s) {
-  Header h = DecodeHeader(s.rx_header);
   s.rx_header_got = 0;
-  if (h.magic == kAbortMagic && h.channel < static_cast<uint32_t>(nranks_) && h.bytes <= kMaxAbortNoteBytes) {
+  StatusOr<tcp_wire::TcpFrameHeader> decoded = tcp_wire::DecodeFrameHeader(s.rx_header, tcp_wire::kMaxFrameBytes);
+  if (decoded.ok() && decoded->kind == tcp_wire::FrameKind::kAbortNote &&
+      decoded->channel >= static_cast<uint32_t>(nranks_)) {
+    decoded = InternalError("bad frame header: abort note from origin rank " + std::to_string(decoded->channel) +
+                            " (the job has " + std::to_string(nranks_) + " ranks)");
+  }
+  if (!decoded.ok()) {
+    FailPeer(p, InternalError("tcp: stream " + std::to_string(s.index) + " from " + PeerName(p) +
+                              " is out of sync (" + decoded.status().message() + ")"));
+    return false;
+  }
+  const tcp_wire::TcpFrameHeader& h = *decoded;
+  if (h.kind == tcp_wire::FrameKind::kAbortNote) {
     s.rx_channel = static_cast<int>(h.channel);  // the origin
     s.abort_note.assign(h.bytes, '\0');
     s.rx = RxKind::kAbortNote;
@@ -517,12 +522,6 @@ bool TcpTransport::OnHeader(Peer& p, Stream& s) {
     s.rx_left = h.bytes;
     if (h.bytes == 0) OnPayloadDone(p, s);
     return p.error.ok();
-  }
-  if (h.magic != kHeaderMagic || h.channel >= static_cast<uint32_t>(kMaxChannels)) {
-    FailPeer(p, InternalError("tcp: stream " + std::to_string(s.index) + " from " + PeerName(p) +
-                              " is out of sync (bad message header: magic " + std::to_string(h.magic) +
-                              ", channel " + std::to_string(h.channel) + ")"));
-    return false;
   }
   ChannelQueue& q = Channel(p, static_cast<int>(h.channel));
   s.rx_tag = h.tag;
@@ -540,29 +539,44 @@ bool TcpTransport::OnHeader(Peer& p, Stream& s) {
       s.rx_req = op.req;
       op.req->bytes = h.bytes;
     }
-  } else {
-    // The size comes off the wire: a corrupt or hostile header must fail this peer, not throw
-    // bad_alloc through the progress loop (found by fuzz/targets/tcp_frame).
-    constexpr uint64_t kMaxMessageBytes = uint64_t{1} << 40;
-    char* data = h.bytes <= kMaxMessageBytes ? new (std::nothrow) char[h.bytes > 0 ? h.bytes : 1]
-                                             : nullptr;
-    if (data == nullptr) {
-      FailPeer(p, InternalError("tcp: stream " + std::to_string(s.index) + " from " + PeerName(p) +
-                                " announced an unexpected " + std::to_string(h.bytes) +
-                                "-byte message that cannot be buffered (out of sync or out of memory)"));
-      return false;
-    }
-    auto ux = std::make_shared<Unexpected>();
-    ux->tag = h.tag;
-    ux->bytes = h.bytes;
-    ux->data.reset(data);
-    ux->stream = &s;
-    q.unexpected.push_back(ux);
-    s.rx = RxKind::kUnexpected;
-    s.rx_dst = ux->data.get();
-    s.rx_unexpected = std::move(ux);
+  } else if (!StartUnexpected(p, s, q, h.tag, h.bytes)) {
+    return false;
   }
   if (h.bytes == 0) OnPayloadDone(p, s);
+  return true;
+}
+
+// A message whose recv is not posted yet is buffered, within options_.max_unexpected_bytes
+// for all peers together: the size comes off the wire, and a desynchronized or hostile peer
+// must fail, not make this rank commit (or, under ASan, shadow) any size it names — found by
+// fuzz/targets/tcp_frame (fuzz/crashes/tcp_frame-rss-over-2g-unexpected-queue).
+bool TcpTransport::StartUnexpected(Peer& p, Stream& s, ChannelQueue& q, uint64_t tag, uint64_t bytes) {
+  const size_t cap = options_.max_unexpected_bytes;
+  char* data = nullptr;
+  if (bytes <= cap && unexpected_bytes_ <= cap - bytes) {
+    data = new (std::nothrow) char[bytes > 0 ? bytes : 1];
+  }
+  if (data == nullptr) {
+    FailPeer(p, InternalError(
+                    "tcp: stream " + std::to_string(s.index) + " from " + PeerName(p) + " announced a " +
+                    std::to_string(bytes) + "-byte message on channel " + std::to_string(s.rx_channel) +
+                    " before its recv was posted, with " + std::to_string(unexpected_bytes_) +
+                    " bytes already buffered; the limit is " + std::to_string(cap) +
+                    " (TcpOptions::max_unexpected_bytes)" +
+                    (bytes <= cap && unexpected_bytes_ <= cap - bytes ? " but the allocation failed" : "") +
+                    ": the peer is out of sync, or a recv was posted far too late"));
+    return false;
+  }
+  auto ux = std::make_shared<Unexpected>();
+  ux->tag = tag;
+  ux->bytes = bytes;
+  ux->data.reset(data);
+  ux->Charge(&unexpected_bytes_, bytes);
+  ux->stream = &s;
+  q.unexpected.push_back(ux);
+  s.rx = RxKind::kUnexpected;
+  s.rx_dst = ux->data.get();
+  s.rx_unexpected = std::move(ux);
   return true;
 }
 
@@ -689,9 +703,8 @@ void TcpTransport::SendAbortNotes(const Status& why) {
   std::string reason = failed_origin_ >= 0 && !failed_reason_.empty() ? failed_reason_ : why.message();
   if (reason.size() > kMaxAbortNoteBytes) reason.resize(kMaxAbortNoteBytes);
   std::string note(kHeaderBytes, '\0');
-  EncodeHeader(static_cast<uint32_t>(origin), 0, reason.size(), reinterpret_cast<uint8_t*>(&note[0]));
-  uint32_t magic = htole32(kAbortMagic);
-  std::memcpy(&note[0], &magic, 4);
+  tcp_wire::EncodeFrameHeader(kAbortMagic, static_cast<uint32_t>(origin), 0, reason.size(),
+                              reinterpret_cast<uint8_t*>(&note[0]));
   note += reason;
   const AbortClock::time_point deadline = AbortClock::now() + std::chrono::milliseconds(200);
   for (Peer& p : peers_) {
@@ -736,12 +749,16 @@ void TcpTransport::FailPeer(Peer& p, const Status& st) {
     s.sock.Close();
     s.state = StreamState::kClosed;
   }
-  for (ChannelQueue& q : p.channels) {
-    while (!q.posted.empty()) {
-      TransportRequest* req = q.posted.front().req;
-      q.posted.pop_front();
+  for (std::unique_ptr<ChannelQueue>& q : p.channels) {
+    if (!q) continue;
+    while (!q->posted.empty()) {
+      TransportRequest* req = q->posted.front().req;
+      q->posted.pop_front();
       Complete(p, req, st);
     }
+    // What this peer sent ahead is dropped with it: later recvs from it fail with p.error,
+    // and its buffers go back to the unexpected budget at once.
+    q->unexpected.clear();
   }
 }
 

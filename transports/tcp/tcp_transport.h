@@ -16,6 +16,9 @@
 // straight into the posted buffer (readv also pulls the next header in the same call). A
 // message whose recv is not posted yet is received into a temporary buffer; when the recv is
 // posted mid-message, what arrived so far is copied once and the rest goes to the user buffer.
+// Such buffers are bounded (TcpOptions::max_unexpected_bytes, all peers together): a header
+// whose unexpected message would exceed it fails that peer as out of sync, and a failed
+// peer's buffered messages are freed with it. Headers are judged by tcp_wire.h.
 // A header whose tag or size differs from the posted recv fails that recv with
 // InternalError naming peer, channel, expected and received tag/bytes.
 //
@@ -85,6 +88,12 @@ struct TcpOptions {
   // 8-byte round trip 62-81 us with 0 vs 124 us with 20 on the loaded 2-core VM; 20 us when
   // blocking at once). WEFT_SOCKET_SPIN_US.
   int spin_us = 0;
+  // Bytes of messages that arrive before their recv is posted that this transport buffers, all
+  // peers together (each such message is held whole until its recv is posted). A message that
+  // would exceed it fails its peer as out of sync: the size comes off the wire, so without a
+  // bound a corrupt or hostile header could make the rank allocate any size. A correct job
+  // buffers at most what its peers send ahead of its recvs.
+  size_t max_unexpected_bytes = size_t{1} << 30;
   // How long a connection may take to present its handshake before it is dropped.
   double handshake_timeout_s = 10.0;
   // Where to listen. Empty: WEFT_SOCKET_IFNAME/WEFT_SOCKET_FAMILY when set (ChooseLocalAddress),
@@ -122,6 +131,8 @@ class TcpTransport : public Transport {
   const net::SockAddr& peer_address(int peer) const { return peers_[peer].addr; }
   // Connections dropped at the handshake (wrong secret, silent, garbage): for tests/logs.
   int rejected_connections() const { return server_.rejected(); }
+  // Bytes of unexpected messages buffered now (tests; see TcpOptions::max_unexpected_bytes).
+  size_t buffered_unexpected_bytes() const { return unexpected_bytes_; }
   const TcpOptions& options() const { return options_; }
 
  private:
@@ -176,7 +187,7 @@ class TcpTransport : public Transport {
     bool connect_started = false;
     Status error;         // sticky failure
     std::vector<Stream> streams;
-    std::vector<ChannelQueue> channels;
+    std::vector<std::unique_ptr<ChannelQueue>> channels;  // made on first use (Channel())
     int pending = 0;  // requests to/from this peer not yet done
   };
 
@@ -192,6 +203,7 @@ class TcpTransport : public Transport {
   bool WriteStream(Peer& p, Stream& s, bool* moved);
   bool ReadStream(Peer& p, Stream& s, bool* moved);
   bool OnHeader(Peer& p, Stream& s);
+  bool StartUnexpected(Peer& p, Stream& s, ChannelQueue& q, uint64_t tag, uint64_t bytes);
   void OnPayloadDone(Peer& p, Stream& s);
   bool OnConnectDone(Peer& p, Stream& s);
   void OnAccepted(net::HandshakeServer::Accepted& a);
@@ -213,6 +225,9 @@ class TcpTransport : public Transport {
   TcpOptions options_;
   net::Secret secret_;
   net::HandshakeServer server_;
+  // Bytes of unexpected messages buffered now, all peers (options_.max_unexpected_bytes caps
+  // it). Declared before peers_: the buffers it counts are freed first.
+  size_t unexpected_bytes_ = 0;
   std::vector<Peer> peers_;
   std::atomic<int> pending_{0};
   Status round_error_;  // a peer failure seen during the current Progress call
