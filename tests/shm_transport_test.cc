@@ -26,6 +26,7 @@
 #include <gtest/gtest.h>
 
 #include "transports/shm/shm_transport.h"
+#include "transports/shm/shm_wire.h"
 
 namespace weft {
 namespace {
@@ -331,6 +332,41 @@ TEST(ShmTransport, TagAndSizeMismatchNamePeerAndBothSides) {
           << st.message();
     }
   });
+}
+
+// The ring's message header is judged by shm_wire.h before the transport trusts it (memory
+// another process writes): each bad field is an InternalError naming it.
+TEST(ShmWire, DecodeShmHeaderNamesTheBadField) {
+  shm_detail::MsgHeader h;
+  std::memset(&h, 0, sizeof(h));
+  h.magic = shm_detail::kMsgMagic;
+  h.channel = 5;
+  h.tag = 77;
+  h.bytes = 4096;
+  StatusOr<shm_wire::ShmMsg> m = shm_wire::DecodeShmHeader(&h, shm_wire::kMaxMessageBytes);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->channel, 5);
+  EXPECT_EQ(m->tag, 77u);
+  EXPECT_EQ(m->bytes, 4096u);
+  EXPECT_FALSE(m->single_copy);
+  struct Bad {
+    std::function<void(shm_detail::MsgHeader&)> spoil;
+    const char* expect;
+  };
+  const Bad bad[] = {
+      {[](shm_detail::MsgHeader& x) { x.magic = 7; }, "magic 7"},
+      {[](shm_detail::MsgHeader& x) { x.flags = 6; }, "flags 6"},
+      {[](shm_detail::MsgHeader& x) { x.bytes = 4097; }, "payload of 4097 bytes (at most 4096)"},
+      {[](shm_detail::MsgHeader& x) { x.flags = shm_detail::kMsgSingleCopy; }, "at address 0"},
+  };
+  for (const Bad& b : bad) {
+    shm_detail::MsgHeader x = h;
+    b.spoil(x);
+    m = shm_wire::DecodeShmHeader(&x, 4096);
+    ASSERT_FALSE(m.ok()) << b.expect;
+    EXPECT_EQ(m.status().code(), weftInternalError);
+    EXPECT_NE(m.status().message().find(b.expect), std::string::npos) << m.status().message();
+  }
 }
 
 TEST(ShmTransport, PostingToARankNotOnThisHostIsInvalidArgument) {

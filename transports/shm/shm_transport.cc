@@ -1,6 +1,7 @@
 // ShmTransport implementation: segments, rings, windows, signals, waiting, dead peers.
 // The protocol and its reasons are described in shm_transport.h.
 #include "transports/shm/shm_transport.h"
+#include "transports/shm/shm_wire.h"
 #include "transports/shm/shm_layout.h"
 
 #include <errno.h>
@@ -18,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <new>
 
 namespace weft {
 
@@ -683,22 +685,22 @@ bool ShmTransport::ProgressRecvs(Peer& p) {
         p.in_tail_seen = p.in->tail.load(std::memory_order_acquire);
         if (p.in_tail_seen < pos + kLine) break;
       }
-      MsgHeader h;
-      std::memcpy(&h, p.in_data + pos % ring, sizeof(h));
+      StatusOr<shm_wire::ShmMsg> decoded =
+          shm_wire::DecodeShmHeader(p.in_data + pos % ring, shm_wire::kMaxMessageBytes);
       p.in_head = pos + kLine;
       progressed = true;
-      if (h.magic != shm_detail::kMsgMagic) {
-        FailPeer(p, InternalError("shm: corrupt message header from rank " +
-                                  std::to_string(p.rank) + " (magic " + std::to_string(h.magic) +
-                                  ")"));
+      if (!decoded.ok()) {
+        FailPeer(p, InternalError("shm: from rank " + std::to_string(p.rank) + ": " +
+                                  decoded.status().message()));
         return true;
       }
+      const shm_wire::ShmMsg& h = *decoded;
       Incoming& c = p.cur;
       c = Incoming();
       c.active = true;
       c.channel = h.channel;
       c.bytes = h.bytes;
-      c.single_copy = (h.flags & shm_detail::kMsgSingleCopy) != 0;
+      c.single_copy = h.single_copy;
       c.address = h.address;
       MatchStash(p, h.channel);
       auto rit = p.recvs.find(h.channel);
@@ -723,7 +725,15 @@ bool ShmTransport::ProgressRecvs(Peer& p) {
         // channel that is waiting can get at its messages behind it.
         auto s = std::make_unique<Stashed>();
         s->tag = h.tag;
-        s->data.resize(h.bytes);
+        try {
+          s->data.resize(h.bytes);
+        } catch (const std::bad_alloc&) {  // the size comes from another process's memory
+          FailPeer(p, InternalError("shm: from rank " + std::to_string(p.rank) + ": cannot buffer a " +
+                                    std::to_string(h.bytes) + "-byte message on channel " +
+                                    std::to_string(h.channel) + " that arrived before its recv"));
+          c.active = false;
+          return true;
+        }
         c.stash = s.get();
         c.dst = s->data.data();
         p.stash[h.channel].push_back(std::move(s));
