@@ -1,10 +1,14 @@
 // Tests for src/core/bootstrap.*: unique id packing, rendezvous with threads as ranks
 // (n = 1, 2, 3, 5, 8), exact allgather/broadcast/barrier results, and the failure cases:
 // wrong nranks, duplicate rank, a rank that never comes (named in the error), a client with
-// the wrong secret (dropped, the others still join), mismatched collectives, Abort.
+// the wrong secret (dropped, the others still join), mismatched collectives, Abort, a
+// cancelled root, and the pure decoders of bootstrap_wire.h.
 #include "core/bootstrap.h"
+#include "core/bootstrap_wire.h"
 
 #include <gtest/gtest.h>
+
+#include <dirent.h>
 
 #include <atomic>
 #include <cstring>
@@ -302,6 +306,80 @@ TEST(BootstrapTest, AbortUnblocksAWaitingCall) {
   });
   ASSERT_FALSE(st[0].ok());
   EXPECT_NE(st[0].message().find("abort"), std::string::npos) << st[0].message();
+}
+
+int OpenFds() {
+  int n = 0;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+    closedir(d);
+  }
+  return n;
+}
+
+// CancelBootstrapRoot: the rank waiting at the root hears "cancelled" at once (not at its
+// 30 s timeout), and the root's listener and connection are closed when Cancel returns (a
+// failed weftCommSplit's leader relies on it: tests/reliability_split_test.cc).
+TEST(BootstrapTest, CancelledRootTellsWaitingRanksAndClosesItsSockets) {
+  const int fds_before = OpenFds();
+  BootstrapId id = StartRoot(60);
+  Status joined;
+  std::thread rank0([&] { joined = Bootstrap::Join(id, 0, 2, 30).status(); });
+  // Rank 0 has reached the root once its socket, its ring listener and the root's accepted
+  // connection are open (the root's listener is the fourth).
+  for (int i = 0; i < 500 && OpenFds() < fds_before + 4; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // and the root read its hello
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(CancelBootstrapRoot(id));
+  rank0.join();
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(took, 5.0);
+  EXPECT_EQ(joined.code(), weftRemoteError) << joined.message();
+  EXPECT_NE(joined.message().find("cancelled"), std::string::npos) << joined.message();
+  EXPECT_LE(OpenFds(), fds_before) << "the cancelled root's sockets are still open";
+  EXPECT_FALSE(CancelBootstrapRoot(id)) << "a root is cancelled once";
+  // A finished root is not "cancelled" (and its thread was joined by the registry).
+  BootstrapId done = StartRoot(10);
+  RunRanks(done, 1, 5, [](int, Bootstrap*) {});
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(CancelBootstrapRoot(done));
+}
+
+// The pure decoders of bootstrap_wire.h (also fuzzed: fuzz/targets/bootstrap_wire_fuzz.cc).
+TEST(BootstrapWireTest, VerdictHeadAndCallHeaderNameBadFields) {
+  uint8_t head[bootstrap_wire::kVerdictHeadBytes];
+  bootstrap_wire::EncodeRootVerdictHead(weftTimeout, 12, head);
+  StatusOr<bootstrap_wire::RootVerdictHead> v = bootstrap_wire::DecodeRootVerdictHead(head);
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  EXPECT_EQ(v->code, weftTimeout);
+  EXPECT_EQ(v->message_bytes, 12u);
+  bootstrap_wire::Put32(head, 77);
+  v = bootstrap_wire::DecodeRootVerdictHead(head);
+  ASSERT_FALSE(v.ok());
+  EXPECT_NE(v.status().message().find("result code 77"), std::string::npos) << v.status().message();
+  bootstrap_wire::EncodeRootVerdictHead(weftSuccess, (1u << 20) + 1, head);
+  v = bootstrap_wire::DecodeRootVerdictHead(head);
+  ASSERT_FALSE(v.ok());
+  EXPECT_NE(v.status().message().find("message length 1048577"), std::string::npos) << v.status().message();
+
+  bootstrap_wire::CallHeader call;
+  call.op = bootstrap_wire::CallOp::kBroadcast;
+  call.sequence = 9;
+  call.bytes = 4096;
+  call.root = -1;
+  uint8_t wire[bootstrap_wire::kCallHeaderBytes];
+  bootstrap_wire::EncodeCallHeader(call, wire);
+  StatusOr<bootstrap_wire::CallHeader> c = bootstrap_wire::DecodeCallHeader(wire);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->op, call.op);
+  EXPECT_EQ(c->sequence, 9u);
+  EXPECT_EQ(c->bytes, 4096u);
+  EXPECT_EQ(c->root, -1);
+  bootstrap_wire::Put32(wire, 4);
+  c = bootstrap_wire::DecodeCallHeader(wire);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("op 4"), std::string::npos) << c.status().message();
 }
 
 }  // namespace

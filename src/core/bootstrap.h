@@ -3,8 +3,8 @@
 // communicator creation needs. Setup only: the data path uses transports.
 //
 // Phases (NCCL's shape):
-//   1. The root service (StartBootstrapRoot, a detached thread in one process) listens on the
-//      address in the unique id.
+//   1. The root service (StartBootstrapRoot, a thread in one process, joined by the process:
+//      see CancelBootstrapRoot) listens on the address in the unique id.
 //   2. Every rank opens its own ring listener on the local address that routes to the root,
 //      connects to the root, presents the secret, and sends {rank, nranks, listener address}.
 //   3. Once all nranks arrived, the root sends everyone the table of listener addresses and
@@ -44,7 +44,7 @@ Status PackUniqueId(const BootstrapId& id, weftUniqueId* out);
 // Bad magic/version (e.g. an uninitialized id) -> InvalidArgument.
 StatusOr<BootstrapId> UnpackUniqueId(const weftUniqueId& uid);
 
-// Starts the root service in this process (a detached thread) listening on `listen_addr`
+// Starts the root service in this process (a thread) listening on `listen_addr`
 // (port 0 = pick one; the returned id carries the real port; a wildcard address is replaced
 // in the id by ChooseLocalAddress()). It serves exactly one rendezvous (learning nranks from
 // the first rank), then exits; it gives up after `timeout_s` (<= 0: never), telling the ranks
@@ -52,6 +52,13 @@ StatusOr<BootstrapId> UnpackUniqueId(const weftUniqueId& uid);
 // name for this host that resolves elsewhere) it binds the wildcard address with that port.
 StatusOr<BootstrapId> StartBootstrapRoot(const net::SockAddr& listen_addr,
                                          const net::Secret& secret, double timeout_s);
+// Stops the root this process started for `id` if it still waits: the ranks that reached it
+// get an error at once (RemoteError, "cancelled"), and its listener and connections are closed
+// before this returns (within ~50 ms). For a creator whose own join failed (weftCommSplit's
+// leader), so that nothing it started outlives the failure. True when a waiting root was
+// stopped; false when it had finished or `id` names no root of this process. At exit every
+// root still waiting is cancelled and joined the same way.
+bool CancelBootstrapRoot(const BootstrapId& id);
 
 // The transports see it through TransportBootstrap (transports/bootstrap_iface.h) only.
 class Bootstrap : public TransportBootstrap {
@@ -85,6 +92,7 @@ class Bootstrap : public TransportBootstrap {
 
  private:
   Bootstrap() = default;
+  // The values of bootstrap_wire::CallOp (the ring's call header).
   enum class Op : uint32_t { kAllGather = 1, kBroadcast = 2, kBarrier = 3 };
   // Exchanges {op, sequence, bytes, root} with the ring neighbours so that ranks calling
   // different setup collectives (or sizes) fail with a message instead of corrupting data.

@@ -51,6 +51,13 @@ Status SplitComm(weftComm* parent, int color, int key, weftComm* child, bool* jo
   weftUniqueId offer;
   memset(&offer, 0, sizeof(offer));
   std::shared_ptr<InprocHub>* holder = nullptr;
+  // The rendezvous root a network leader starts: cancelled when the split fails, so that its
+  // listener and the members' connections are closed now, not at WEFT_INIT_TIMEOUT (a failed
+  // split under a low fd limit left 4 fds open on two ranks: issue 11).
+  std::unique_ptr<BootstrapId> started_root;
+  auto cancel_root = [&] {
+    if (started_root) (void)CancelBootstrapRoot(*started_root);  // false: it had finished
+  };
   if (leader) {
     if (inproc) {
       holder = new std::shared_ptr<InprocHub>(std::make_shared<InprocHub>(members.size()));
@@ -58,13 +65,19 @@ Status SplitComm(weftComm* parent, int color, int key, weftComm* child, bool* jo
     } else {
       StatusOr<BootstrapId> id = CreateUniqueId();
       if (!id.ok()) return id.status().WithContext("weftCommSplit");
-      WEFT_RETURN_IF_ERROR(PackUniqueId(*id, &offer));
+      started_root = std::make_unique<BootstrapId>(*id);
+      Status packed = PackUniqueId(*id, &offer);
+      if (!packed.ok()) {
+        cancel_root();
+        return packed.WithContext("weftCommSplit");
+      }
     }
   }
   std::vector<weftUniqueId> offers(p);
   Status st = AllGatherBytes(parent, &offer, sizeof(offer), offers.data());
   if (!st.ok()) {
     delete holder;
+    cancel_root();
     return st.WithContext("weftCommSplit exchanging rendezvous ids");
   }
   Status init;
@@ -82,6 +95,7 @@ Status SplitComm(weftComm* parent, int color, int key, weftComm* child, bool* jo
                       : bid.status();
     }
     *joined = true;
+    if (!init.ok()) cancel_root();
   }
   if (inproc) {
     // Round 3: everyone has copied the hub pointer; leaders drop their holder.
