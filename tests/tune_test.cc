@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <iostream>
 #include <set>
 
@@ -12,6 +13,8 @@
 #include "topo/presets.h"
 #include "tune/selector.h"
 #include "tune/tuning_file.h"
+#include "test_util.h"
+#include "weft/weft.h"
 
 namespace weft {
 namespace {
@@ -367,6 +370,86 @@ TEST(Families, ExplainListsEveryRegisteredAllreduce) {
   for (const AlgorithmInfo& a : AllAlgorithms())
     if (a.collective == Collective::kAllReduce) EXPECT_TRUE(seen.count(a.name)) << a.name;
   for (size_t i = 1; i < all.size(); ++i) EXPECT_LE(all[i - 1].predicted_us, all[i].predicted_us);
+}
+
+// alltoallv's size is the mean of what the ranks send (the whole count table / nranks): one
+// number on every rank, equal to alltoall's nranks*count*elem when the counts are even.
+TEST(CallBytes, AllToAllvIsTheTableMean) {
+  ScheduleRequest v;
+  v.collective = Collective::kAllToAllv;
+  v.nranks = 3;
+  v.a2av_counts = {100, 100, 100, 300, 300, 300, 500, 500, 500};  // [src * 3 + dst]
+  EXPECT_EQ(Selector::CallBytes(v, 4), (1200u + 3600u + 6000u) / 3);
+  ScheduleRequest even = v, a2a;
+  even.a2av_counts.assign(9, 7);
+  a2a.collective = Collective::kAllToAll;
+  a2a.nranks = 3;
+  a2a.count = 7;
+  EXPECT_EQ(Selector::CallBytes(even, 4), Selector::CallBytes(a2a, 4));
+}
+
+// A thread communicator's selector (no fabric model) applies WEFT_ALGO at the size every rank
+// computes from the exchanged count table. Before the size was computed once, the
+// communicator looked WEFT_ALGO up at count*elem*nranks with alltoallv's count of 0 (0 bytes)
+// while the selector used the table's mean: the two disagreed (here: hierarchical from the
+// communicator, pairwise from the selector). Rank 0 alone sends 1200 bytes (< 2K), ranks 1
+// and 2 send 3600 and 6000: the mean, 3600, must pick pairwise on every rank.
+TEST(CallBytes, CommunicatorAndSelectorAgreeOnUnevenAllToAllv) {
+  setenv("WEFT_ALGO", "alltoallv:0-2K:hierarchical,2K-inf:pairwise", 1);
+  const int p = 3;
+  std::string err = weft_test::RunRanks(p, [&](weftComm_t comm, int rank) -> std::string {
+    const size_t per_peer = 100 + 200 * static_cast<size_t>(rank);  // floats to every peer
+    std::vector<size_t> sc(p, per_peer), sd(p), rc(p), rd(p);
+    for (int q = 0; q < p; ++q) {
+      sd[q] = q * per_peer;
+      rc[q] = 100 + 200 * static_cast<size_t>(q);
+      rd[q] = q == 0 ? 0 : rd[q - 1] + rc[q - 1];
+    }
+    std::vector<float> in(p * per_peer), out(rd[p - 1] + rc[p - 1], -1.f);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(rank * 10000 + i);
+    if (weftAllToAllv(in.data(), sc.data(), sd.data(), out.data(), rc.data(), rd.data(), weftFloat32,
+                      comm, nullptr) != weftSuccess)
+      return "rank " + std::to_string(rank) + ": " + weftGetLastError(comm);
+    for (int q = 0; q < p; ++q)
+      for (size_t i = 0; i < rc[q]; ++i)
+        if (out[rd[q] + i] != static_cast<float>(q * 10000 + rank * rc[q] + i))
+          return "rank " + std::to_string(rank) + ": wrong element " + std::to_string(i) + " from " +
+                 std::to_string(q);
+    const char* name = nullptr;
+    if (weftCommGetLastAlgorithm(comm, &name) != weftSuccess || name == nullptr) return "no algorithm name";
+    if (std::string(name) != "pairwise")
+      return "rank " + std::to_string(rank) + " ran " + name + ", not pairwise (3600 bytes on average)";
+    return "";
+  });
+  unsetenv("WEFT_ALGO");
+  EXPECT_EQ(err, "");
+}
+
+// Without a fabric model the selector still applies WEFT_ALGO and refuses a forced algorithm
+// that cannot run; otherwise it picks the default flat algorithm.
+TEST(Selector, WithoutModelDefaultsAndOverrides) {
+  Selector plain(4, {{0, 1, 2, 3}}, AlgoOverrides());
+  ScheduleRequest r = AllReduce(4, 1000);
+  auto d = plain.Choose(&r, 4);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->algorithm->name, "ring");
+  EXPECT_GT(r.chunk.chunk_elems, 0u);
+  auto forced = ParseAlgoOverrides("allreduce:0-1K:tree,1K-inf:recursive_doubling");
+  ASSERT_TRUE(forced.ok()) << forced.status().message();
+  Selector sel(4, {{0, 1, 2, 3}}, *forced);
+  ScheduleRequest small = AllReduce(4, 10), large = AllReduce(4, 1000);
+  ASSERT_TRUE(sel.Choose(&small, 4).ok());
+  EXPECT_EQ(sel.Choose(&small, 4)->algorithm->name, "tree");
+  EXPECT_EQ(sel.Choose(&large, 4)->algorithm->name, "recursive_doubling");
+  auto direct = ParseAlgoOverrides("allreduce:oneshot");
+  ASSERT_TRUE(direct.ok()) << direct.status().message();
+  Selector unmapped(4, {{0, 1, 2, 3}}, *direct);
+  auto e = unmapped.Choose(&large, 4);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), weftInvalidUsage);
+  EXPECT_NE(e.status().message().find("oneshot"), std::string::npos) << e.status().message();
+  ScheduleRequest wrong = AllReduce(5, 10);
+  EXPECT_FALSE(plain.Choose(&wrong, 4).ok());
 }
 
 }  // namespace

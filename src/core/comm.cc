@@ -1,5 +1,5 @@
-// Running operations on a communicator: choose the algorithm, build (or fetch) the schedule,
-// run this rank's part of it with the executor.
+// Running operations on a communicator: choose the algorithm (the selector), build (or fetch)
+// the schedule, run this rank's part of it with the executor.
 #include "core/comm.h"
 
 #include <algorithm>
@@ -12,10 +12,8 @@
 #include "kernels/dtype.h"
 #include "kernels/reduce.h"
 
-#if __has_include("tune/selector.h")
+#include "tune/cost_model.h"
 #include "tune/selector.h"
-#define WEFT_HAVE_SELECTOR 1
-#endif
 
 namespace weft {
 
@@ -33,49 +31,7 @@ Status CheckComm(const weftComm* comm) {
   return OkStatus();
 }
 
-size_t ReportedBytes(Collective c, size_t count, size_t elem_size, int nranks) {
-  switch (c) {
-    case Collective::kAllGather:
-    case Collective::kReduceScatter:
-    case Collective::kAllToAll:
-    case Collective::kAllToAllv:
-      return count * elem_size * static_cast<size_t>(nranks);
-    default:
-      return count * elem_size;
-  }
-}
-
 namespace {
-
-// Default preference when neither WEFT_ALGO nor the selector decides (selector absent).
-const char* DefaultAlgorithm(Collective c) {
-  switch (c) {
-    case Collective::kAllReduce: return "ring";
-    case Collective::kAllGather: return "ring";
-    case Collective::kReduceScatter: return "ring";
-    case Collective::kBroadcast: return "chain";
-    case Collective::kReduce: return "chain";
-    case Collective::kAllToAll: return "pairwise";
-    case Collective::kAllToAllv: return "pairwise";
-    case Collective::kBarrier: return "dissemination";
-    default: return "";
-  }
-}
-
-// Default pipelining when the selector does not say: chunks of WEFT_CHUNK_BYTES (default
-// 1 MiB — large enough that per-message overhead (a few us) is small next to the transfer
-// time at several GB/s, small enough that a 64 MiB ring pipelines over many chunks).
-ChunkPolicy DefaultChunk(size_t elem_size) {
-  static const size_t chunk_bytes = [] {
-    const char* v = getenv("WEFT_CHUNK_BYTES");
-    long long b = v ? atoll(v) : 0;
-    return b > 0 ? static_cast<size_t>(b) : static_cast<size_t>(1) << 20;
-  }();
-  ChunkPolicy c;
-  c.chunk_elems = std::max<size_t>(1, chunk_bytes / std::max<size_t>(1, elem_size));
-  c.channels = 1;
-  return c;
-}
 
 std::string CacheKey(const ScheduleRequest& r, const std::string& algo) {
   std::string k = std::string(CollectiveName(r.collective)) + "/" + algo + "/" +
@@ -119,51 +75,21 @@ Status Execute(weftComm* comm, const RankSchedule& rs, int window, weftDataType_
 
 StatusOr<const AlgorithmInfo*> ChooseAlgorithm(weftComm* comm, ScheduleRequest* request,
                                                size_t elem_size, weftRedOp_t op) {
+  (void)op;  // schedules are op-agnostic
   if (!comm->overrides_error.ok())
     return InvalidUsage("WEFT_ALGO is invalid: " + comm->overrides_error.message());
-  request->groups = comm->host_groups;
-  request->all_ranks_mappable = comm->direct != nullptr;
-  size_t bytes = ReportedBytes(request->collective, request->count, elem_size, comm->nranks);
-  const std::string* forced = comm->overrides.Lookup(request->collective, bytes);
-  const AlgorithmInfo* chosen = nullptr;
-  request->chunk = DefaultChunk(elem_size);
-#ifdef WEFT_HAVE_SELECTOR
-  if (comm->selector != nullptr) {
-    // The selector applies WEFT_ALGO itself and fills the chunk policy.
-    StatusOr<Decision> d = comm->selector->Choose(request, elem_size);
-    if (!d.ok()) return d.status();
-    chosen = d->algorithm;
-    if (chosen != nullptr) {
-      request->chunk = d->chunk;
-      if (forced != nullptr && chosen->name != *forced)
-        return InternalError("selector ignored WEFT_ALGO's " + *forced);
-    }
+  if (comm->selector == nullptr) {
+    // Thread-per-rank communicators have no fabric model: they get a selector without one, so
+    // that the call's size and WEFT_ALGO are computed and applied in one place (the selector)
+    // for every communicator. Built here, once, under exec_mu.
+    comm->selector = std::make_shared<Selector>(comm->nranks, comm->host_groups, comm->overrides);
   }
-#endif
-  if (chosen == nullptr) {
-    std::string name = forced ? *forced : DefaultAlgorithm(request->collective);
-    chosen = FindAlgorithm(request->collective, name);
-    if (chosen == nullptr) {
-      if (forced) {
-        return InvalidUsage("WEFT_ALGO forces '" + name + "' for " +
-                            CollectiveName(request->collective) +
-                            ", which is not a registered algorithm for it");
-      }
-      // Default missing: take the first applicable registered one.
-      for (const AlgorithmInfo& a : AllAlgorithms())
-        if (a.collective == request->collective && a.applicable(*request)) { chosen = &a; break; }
-      if (chosen == nullptr)
-        return InternalError(std::string("no algorithm is registered for ") +
-                             CollectiveName(request->collective));
-    }
-  }
-  if (!chosen->applicable(*request)) {
-    return InvalidUsage(std::string("algorithm '") + chosen->name + "' cannot run " +
-                        CollectiveName(request->collective) + " on this communicator" +
-                        (forced ? " (forced by WEFT_ALGO)" : "") +
-                        (request->all_ranks_mappable ? "" : ": ranks are not all on one host"));
-  }
-  return chosen;
+  // The selector fills request->groups / all_ranks_mappable / chunk, applies WEFT_ALGO and
+  // refuses a forced algorithm that cannot run the call.
+  StatusOr<Decision> d = comm->selector->Choose(request, elem_size);
+  if (!d.ok()) return d.status();
+  if (d->algorithm == nullptr) return InternalError("selector returned no algorithm");
+  return d->algorithm;
 }
 
 namespace {
@@ -336,8 +262,15 @@ Status RunPlanned(weftComm* comm, const CollectiveCall& call, uint64_t seq, Flig
 // Bytes of a call as the flight recorder shows them (nccl-tests' size column).
 uint64_t RecordedBytes(const weftComm* comm, const CollectiveCall& call) {
   const size_t elem = TypeSize(call.dtype);
-  if (call.collective != Collective::kAllToAllv)
-    return ReportedBytes(call.collective, call.count, elem, comm->nranks);
+  if (call.collective != Collective::kAllToAllv) {
+    ScheduleRequest shape;  // the selector's size (Selector::CallBytes), as nccl-tests report it
+    shape.collective = call.collective;
+    shape.nranks = comm->nranks;
+    shape.count = call.count;
+    return Selector::CallBytes(shape, elem);
+  }
+  // alltoallv: the count table is exchanged only once the call runs, so the record shows what
+  // this rank sends (its own view for the dump; the selector uses the table's mean).
   uint64_t total = 0;
   for (size_t c : call.sendcounts) total += c * elem;  // validated at the API: no wrap-around
   return total;

@@ -77,6 +77,9 @@ struct weftComm {
   weft::DirectTransport* direct = nullptr;  // maps every rank's window (all on one host)
   std::vector<std::vector<int>> host_groups;  // ranks grouped by host
   std::shared_ptr<const weft::Fabric> fabric;
+  // Chooses every collective's algorithm (one path: the call's size and WEFT_ALGO are applied
+  // there). Process communicators get one with the fabric's model at creation; thread
+  // communicators one without a model on their first collective.
   std::shared_ptr<weft::Selector> selector;
 
   weft::AlgoOverrides overrides;
@@ -133,12 +136,10 @@ struct P2POp {
 // deadlock whatever their order.
 Status RunP2P(weftComm* comm, const std::vector<P2POp>& ops);
 
-// Chooses the algorithm for a request (WEFT_ALGO, then the selector, then defaults) and fills
-// request->chunk. Exposed for tools and tests.
+// Chooses the algorithm for a request through the communicator's selector (which applies
+// WEFT_ALGO, the tuning file, then its model or defaults) and fills request->chunk. Exposed
+// for tools and tests.
 StatusOr<const AlgorithmInfo*> ChooseAlgorithm(weftComm* comm, ScheduleRequest* request,
                                                size_t elem_size, weftRedOp_t op);
-
-// Bytes as nccl-tests' "size" column reports them for this call (WEFT_ALGO ranges use it).
-size_t ReportedBytes(Collective c, size_t count, size_t elem_size, int nranks);
 
 }  // namespace weft

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "common/log.h"
+#include "common/settings.h"
 #include "tune/analytic_model.h"
 
 namespace weft {
@@ -37,7 +38,16 @@ bool Rooted(Collective c) { return c == Collective::kBroadcast || c == Collectiv
 
 Selector::Selector(std::shared_ptr<const Fabric> fabric, AlgoOverrides overrides, bool shm_enabled)
     : fabric_(std::move(fabric)), overrides_(std::move(overrides)), shm_(shm_enabled),
-      fabric_digest_(fabric_->Digest()) {}
+      fabric_digest_(fabric_->Digest()), nranks_(fabric_->nranks()),
+      groups_(fabric_->HostGroups()), mappable_(fabric_->AllRanksMappable(shm_enabled)) {}
+
+Selector::Selector(int nranks, std::vector<std::vector<int>> host_groups, AlgoOverrides overrides)
+    : overrides_(std::move(overrides)), shm_(false), fabric_digest_(0), nranks_(nranks),
+      groups_(std::move(host_groups)), mappable_(false) {}
+
+size_t Selector::CallBytes(const ScheduleRequest& request, size_t elem_size) {
+  return NcclBytes(request, elem_size);
+}
 
 int Selector::SizeBucket(size_t bytes) {
   if (bytes == 0) return -1;
@@ -268,15 +278,75 @@ Decision Selector::ModelDecision(const ScheduleRequest& req, size_t elem, const 
   return d;
 }
 
-StatusOr<Decision> Selector::Choose(ScheduleRequest* request, size_t elem_size) {
-  if (request->nranks != fabric_->nranks())
-    return InvalidArgument("selector: request nranks=" + std::to_string(request->nranks) + " but the fabric has " +
-                           std::to_string(fabric_->nranks()) + " ranks");
-  if (elem_size == 0) return InvalidArgument("selector: elem_size=0");
-  request->groups = fabric_->HostGroups();
-  request->all_ranks_mappable = fabric_->AllRanksMappable(shm_);
+namespace {
+
+// The algorithm a selector without a fabric model runs when nothing forces one: the
+// bandwidth-optimal flat choice per collective (ring, chain, pairwise), as thread
+// communicators always did.
+const char* DefaultAlgorithmName(Collective c) {
+  switch (c) {
+    case Collective::kAllReduce: return "ring";
+    case Collective::kAllGather: return "ring";
+    case Collective::kReduceScatter: return "ring";
+    case Collective::kBroadcast: return "chain";
+    case Collective::kReduce: return "chain";
+    case Collective::kAllToAll: return "pairwise";
+    case Collective::kAllToAllv: return "pairwise";
+    case Collective::kBarrier: return "dissemination";
+    default: return "";
+  }
+}
+
+// Pipelining without a model: chunks of WEFT_CHUNK_BYTES (default 1 MiB — large enough that
+// per-message overhead (a few us) is small next to the transfer time at several GB/s, small
+// enough that a 64 MiB ring pipelines over many chunks). A bad value was refused when the
+// communicator was created (ValidateSettings), so the fallback here never hides one.
+ChunkPolicy DefaultChunk(size_t elem_size) {
+  static const size_t chunk_bytes = std::max<size_t>(1, SettingBytesOr("WEFT_CHUNK_BYTES", size_t{1} << 20));
+  ChunkPolicy c;
+  c.chunk_elems = std::max<size_t>(1, chunk_bytes / std::max<size_t>(1, elem_size));
+  c.channels = 1;
+  return c;
+}
+
+}  // namespace
+
+StatusOr<Decision> Selector::DefaultDecision(ScheduleRequest* request, size_t elem_size, const AlgorithmInfo* only,
+                                             const std::string& why_prefix) const {
   const Collective c = request->collective;
-  const size_t bytes = NcclBytes(*request, elem_size);
+  Decision d;
+  d.algorithm = only;
+  d.why = why_prefix + "no fabric model: ";
+  if (d.algorithm == nullptr) {
+    for (const AlgorithmInfo* a : Algorithms(c))
+      if (a->name == DefaultAlgorithmName(c) && a->applicable(*request)) d.algorithm = a;
+    if (d.algorithm == nullptr)  // the default is missing or cannot run: first one that can
+      for (const AlgorithmInfo* a : Algorithms(c))
+        if (a->applicable(*request)) { d.algorithm = a; break; }
+    if (d.algorithm == nullptr)
+      return InternalError(std::string("selector: no registered algorithm can run ") + CollectiveName(c) +
+                           " on " + std::to_string(request->nranks) + " ranks");
+    d.why += "default " + d.algorithm->name;
+  } else {
+    d.why += d.algorithm->name;
+  }
+  d.chunk = DefaultChunk(elem_size);
+  d.why += " with WEFT_CHUNK_BYTES chunks";
+  request->chunk = d.chunk;
+  return d;
+}
+
+StatusOr<Decision> Selector::Choose(ScheduleRequest* request, size_t elem_size) {
+  if (request->nranks != nranks_)
+    return InvalidArgument("selector: request nranks=" + std::to_string(request->nranks) + " but the " +
+                           (fabric_ ? "fabric" : "communicator") + " has " + std::to_string(nranks_) + " ranks");
+  if (elem_size == 0) return InvalidArgument("selector: elem_size=0");
+  request->groups = groups_;
+  request->all_ranks_mappable = mappable_;
+  const Collective c = request->collective;
+  // The call's size, computed here and nowhere else: WEFT_ALGO ranges, tuning rules and the
+  // decision cache all read this one number (see CallBytes for alltoallv's).
+  const size_t bytes = CallBytes(*request, elem_size);
   std::lock_guard<std::mutex> lock(mu_);
 
   const std::string* forced = overrides_.Lookup(c, bytes);
@@ -317,6 +387,7 @@ StatusOr<Decision> Selector::Choose(ScheduleRequest* request, size_t elem_size) 
     }
   }
 
+  if (!fabric_) return DefaultDecision(request, elem_size, only, why_prefix);
   // Model decision for the bucket, evaluated at the bucket's representative count.
   ScheduleRequest rep = *request;
   int bucket = SizeBucket(bytes);
@@ -381,10 +452,15 @@ StatusOr<Decision> Selector::Choose(ScheduleRequest* request, size_t elem_size) 
 
 std::vector<Decision> Selector::Explain(const ScheduleRequest& request, size_t elem_size) {
   ScheduleRequest req = request;
-  req.groups = fabric_->HostGroups();
-  req.all_ranks_mappable = fabric_->AllRanksMappable(shm_);
+  req.groups = groups_;
+  req.all_ranks_mappable = mappable_;
   std::vector<Decision> all;
-  if (req.nranks != fabric_->nranks()) return all;
+  if (req.nranks != nranks_) return all;
+  if (!fabric_) {  // nothing to predict: the one decision a call would get
+    StatusOr<Decision> d = DefaultDecision(&req, elem_size, nullptr, "");
+    if (d.ok()) all.push_back(*d);
+    return all;
+  }
   for (const AlgorithmInfo* a : Algorithms(req.collective)) {
     if (a->applicable(req)) continue;
     Decision d;

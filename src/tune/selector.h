@@ -1,5 +1,7 @@
 // Selector: picks the algorithm, chunk size and channel count of every collective call.
 //
+// Every communicator has one, and it is the only place a call's size and WEFT_ALGO are
+// computed and applied (CallBytes).
 // Order of authority: WEFT_ALGO (AlgoOverrides) > tuning file (WEFT_TUNING_FILE, measured
 // sweeps) > the cost model (cost_model.h: each candidate's schedule simulated on the fabric).
 // Candidates = every registered, applicable algorithm for the collective x chunk sizes
@@ -58,6 +60,22 @@ class Selector {
   static constexpr double kScaleBuildBudget = 1e6;
 
   Selector(std::shared_ptr<const Fabric> fabric, AlgoOverrides overrides, bool shm_enabled);
+  // A selector without a fabric model, for communicators no fabric describes (thread-per-rank
+  // communicators: memcpy through an in-process hub). The same path as above — WEFT_ALGO,
+  // then the tuning file — and, instead of the model, the default algorithm per collective
+  // (ring, chain, pairwise, dissemination; the first applicable one when the default cannot
+  // run) with WEFT_CHUNK_BYTES chunks. No direct algorithms (nothing is mapped).
+  Selector(int nranks, std::vector<std::vector<int>> host_groups, AlgoOverrides overrides);
+
+  // The call's size in bytes: the one number WEFT_ALGO ranges, tuning rules and the decision
+  // cache read (nccl-tests' "size", cost_model.h's NcclBytes). For alltoallv it is the mean
+  // of the bytes each rank sends (the whole count table's sum / nranks): every rank holds the
+  // whole table after the count exchange, so every rank computes the same number and makes
+  // the same choice (a rank's own send total, or its largest block, differs between ranks
+  // with uneven counts and could force different algorithms on different ranks: a hang),
+  // and with even counts it equals alltoall's nranks*count*elem, so one WEFT_ALGO range
+  // means the same size for both.
+  static size_t CallBytes(const ScheduleRequest& request, size_t elem_size);
 
   // `request` has collective, nranks, count, root (and a2av fields) filled; the selector
   // fills groups / all_ranks_mappable / chunk from the fabric and the decision.
@@ -85,7 +103,9 @@ class Selector {
   // Replaces WEFT_TUNING_FILE's table (tools, tests).
   void SetTuningTable(TuningTable table);
 
-  const Fabric& fabric() const { return *fabric_; }
+  // Null for a selector without a fabric model.
+  const Fabric* fabric() const { return fabric_.get(); }
+  bool has_model() const { return fabric_ != nullptr; }
   bool shm_enabled() const { return shm_; }
   static int SizeBucket(size_t bytes);  // floor(log2(bytes)), -1 for 0
 
@@ -113,11 +133,17 @@ class Selector {
   Decision ModelDecision(const ScheduleRequest& req, size_t elem, const AlgorithmInfo* only,
                          std::vector<Decision>* trace = nullptr) const;
   Status LoadTuningOnce();
+  // The decision of a selector without a fabric model (`only`: the forced algorithm).
+  StatusOr<Decision> DefaultDecision(ScheduleRequest* request, size_t elem_size, const AlgorithmInfo* only,
+                                     const std::string& why_prefix) const;
 
   std::shared_ptr<const Fabric> fabric_;
   AlgoOverrides overrides_;
   bool shm_;
   uint64_t fabric_digest_;  // keys the process-wide decision cache
+  int nranks_;
+  std::vector<std::vector<int>> groups_;  // host groups handed to generators
+  bool mappable_;                         // every rank's window mapped (direct algorithms)
   std::vector<AlgorithmInfo> test_candidates_;
   bool use_test_candidates_ = false;
   bool full_simulation_for_testing_ = false;
