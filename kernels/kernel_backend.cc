@@ -72,6 +72,7 @@ class CpuBackend final : public KernelBackend {
  public:
   const char* name() const override { return "cpu"; }
   bool Supports(MemKind kind) const override { return kind != MemKind::kCudaDevice; }
+  bool CompletesAtIssue() const override { return true; }
 
   Status Copy(const MemRef& dst, const MemRef& src, KernelRequest* req) override {
     WEFT_RETURN_IF_ERROR(CheckOperand(src, src.bytes, "src"));

@@ -60,6 +60,9 @@ class KernelBackend {
                         const char* codec, KernelRequest* req);
   // Moves outstanding work forward; true once `req` is done (the CPU backend: always).
   virtual bool Poll(KernelRequest* req) { return req->done; }
+  // True when every call completes before it returns (the CPU backend): the executor then
+  // keeps a local step's request on its stack instead of a slot in flight.
+  virtual bool CompletesAtIssue() const { return false; }
 };
 
 // The host backend (process-wide, stateless): vectorized kernels of kernels/reduce.h.

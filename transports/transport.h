@@ -111,6 +111,17 @@ class Transport {
   // Fails every pending request with `why` and closes connections. Idempotent.
   virtual void Abort(const Status& why) = 0;
 
+  // ---- timeout diagnosis ----
+  // A rank whose collective stopped moving tells the peers it is connected to which rank it
+  // believes holds the job up (its culprit: at first the rank it waits on), and reads theirs,
+  // before it reports the timeout. Only a stopped rank is silent: a survivor two hops away
+  // from it waits on a healthy neighbour that waits too, and following the announced culprits
+  // along the chain of waits names the stopped rank instead of that neighbour. Best effort:
+  // the default (shm, whose peers share one host) announces nothing and knows nothing.
+  virtual void AnnounceCulprit(int culprit) { (void)culprit; }
+  // The culprit `peer` announced last, or -1 when it announced none.
+  virtual int AnnouncedCulprit(int peer) const { (void)peer; return -1; }
+
   // ---- memory registration ----
   // Registers `mem` with this transport, so that it can be named in one-sided operations
   // (PackRemoteKey) and, for RDMA/IPC transports, be pinned once instead of per operation.

@@ -2,16 +2,18 @@
 #include "exec/executor.h"
 
 #include <sched.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "algorithms/step_table.h"
 #include "common/log.h"
 #include "kernels/dtype.h"
-#include "kernels/reduce.h"
 
 namespace weft {
 namespace {
@@ -52,6 +54,9 @@ struct InFlight {
   bool fused = false;       // receives, then forwards dst (recv_reduce_send, recv_copy_send)
   bool received = false;    // fused: the receive half is done
   bool forwarding = false;  // fused: `req` is now the forward's send
+  bool kernel = false;      // waits on `kreq` (a local step, or a received chunk's reduction)
+  bool reducing = false;    // kernel: it reduces what `req` received
+  KernelRequest kreq;
 };
 
 // Request slots are reused across operations of a thread: a tiny collective then allocates
@@ -66,7 +71,9 @@ class Runner {
  public:
   Runner(const RankSchedule& s, int window, const ExecContext& ctx, const ExecBuffers& b)
       : sched_(s), window_(window < 1 ? 1 : window), ctx_(ctx), bufs_(b),
-        elem_(TypeSize(ctx.dtype)) {}
+        elem_(TypeSize(ctx.dtype)),
+        kb_(ctx.kernels != nullptr ? *ctx.kernels : CpuKernelBackend()),
+        kernels_at_issue_(kb_.CompletesAtIssue()) {}
 
   Status Run();
 
@@ -81,6 +88,12 @@ class Runner {
     }
     return base + r.offset * elem_;
   }
+  // The region as the kernel backend sees it: its kind is its buffer's.
+  MemRef Ref(const Region& r) const {
+    MemKind kind = r.buffer == Buffer::kScratch ? scratch_kind_ : bufs_.kind;
+    int device = r.buffer == Buffer::kScratch ? -1 : bufs_.device;
+    return MemRef{Resolve(r), r.count * elem_, kind, device, 0};
+  }
   ByteRange RangeOf(const Region& r) const {
     if (r.count == 0) return ByteRange{};
     uintptr_t lo = reinterpret_cast<uintptr_t>(Resolve(r));
@@ -90,6 +103,11 @@ class Runner {
   Transport* TransportFor(int rank, const Step& s, Status* st) const;
   Status Issue(size_t index);
   Status IssueLocal(size_t index);
+  std::unique_ptr<InFlight> TakeSlot(size_t index);
+  // Runs one kernel through the backend: at once when it completes at issue, else in flight.
+  template <typename Launch>
+  Status RunKernel(size_t index, Launch launch);
+  StatusOr<bool> AfterReceive(InFlight& f);
   Status PostAsync(InFlight& f);
   void NoteTransport(Transport* t);
   bool ForwardPending(int to, uint16_t channel) const;
@@ -98,6 +116,10 @@ class Runner {
   Status WaitForProgress(int idle_rounds);
   std::string Describe(const Step& s, size_t index) const;
   Status Fail(Status st);
+  // The error for a call that made no progress for `idle` seconds (after asking the peers).
+  Status TimedOut(double idle);
+  // Follows the culprits the peers announced, from `rank` on, to the first silent rank.
+  int FollowCulprits(int rank) const;
 
   const RankSchedule& sched_;
   int window_;
@@ -105,6 +127,9 @@ class Runner {
   const ExecBuffers& bufs_;
   size_t elem_;
   unsigned char* scratch_ = nullptr;
+  MemKind scratch_kind_ = MemKind::kHost;  // kHostShared when it is the shm window
+  KernelBackend& kb_;
+  const bool kernels_at_issue_;
   const void* peer_window_cache_ = nullptr;
   std::vector<std::unique_ptr<InFlight>> inflight_;
   std::vector<InFlight*> unforwarded_;  // fused steps in flight, forward not posted, in order
@@ -165,42 +190,85 @@ Status Runner::Prepare() {
     direct_firsts_.assign(static_cast<size_t>(ctx_.nranks), 0);
     WEFT_RETURN_IF_ERROR(ctx_.direct->PrepareWindow(scratch_bytes));
     scratch_ = static_cast<unsigned char*>(ctx_.direct->LocalWindow());
+    scratch_kind_ = MemKind::kHostShared;
   } else if (scratch_bytes > 0) {
     if (ctx_.heap_scratch->size() < scratch_bytes) ctx_.heap_scratch->resize(scratch_bytes);
     scratch_ = ctx_.heap_scratch->data();
   }
+  // Refuse up front what the backend cannot touch (e.g. device buffers on the CPU backend):
+  // failing at the first kernel would leave the peers half-way through the schedule.
+  for (MemKind k : {bufs_.kind, scratch_kind_})
+    if (!kb_.Supports(k))
+      return InvalidArgument(std::string(ctx_.what) + ": the " + kb_.name() +
+                             " kernel backend cannot access " + MemKindName(k) + " memory");
   return OkStatus();
 }
 
-// Local steps run at issue, on this thread (they complete at once).
+std::unique_ptr<InFlight> Runner::TakeSlot(size_t index) {
+  std::unique_ptr<InFlight> f;
+  if (!free_.empty()) {
+    f = std::move(free_.back());
+    free_.pop_back();
+  } else {
+    f = std::make_unique<InFlight>();
+  }
+  const Step& s = sched_.steps[index];
+  f->index = index;
+  f->step = &s;
+  f->access = AccessOf(s);
+  f->is_wait = f->fused = f->received = f->forwarding = f->kernel = f->reducing = false;
+  return f;
+}
+
+template <typename Launch>
+Status Runner::RunKernel(size_t index, Launch launch) {
+  if (kernels_at_issue_) {  // the CPU: no slot, no polling (the tiny-message hot path)
+    KernelRequest req;
+    Status st = launch(&req);
+    if (st.ok() && !req.done)
+      st = InternalError(std::string(kb_.name()) + " kernel backend left a kernel running");
+    if (st.ok()) st = req.status;
+    return st.ok() ? st : st.WithContext(Describe(sched_.steps[index], index));
+  }
+  std::unique_ptr<InFlight> f = TakeSlot(index);
+  f->kernel = true;
+  f->kreq = KernelRequest();
+  Status st = launch(&f->kreq);
+  if (!st.ok()) return st.WithContext(Describe(sched_.steps[index], index));
+  inflight_.push_back(std::move(f));  // retired by Poll, like a transport request
+  return OkStatus();
+}
+
+// Local steps go to the kernel backend; the CPU's complete at issue, a stream backend's stay
+// in flight (their memory guarded by the hazards, their completion polled).
 Status Runner::IssueLocal(size_t index) {
   const Step& s = sched_.steps[index];
+  const weftDataType_t dt = ctx_.dtype;
+  const weftRedOp_t op = ctx_.op;
   switch (s.op) {
-    case StepOp::kCopy: {
-      unsigned char* d = Resolve(s.dst);
-      const unsigned char* src = Resolve(s.src);
-      if (d != src && s.src.count > 0) kernels::Copy(d, src, s.src.count * elem_);
-      return OkStatus();
-    }
-    case StepOp::kReduce: {
-      unsigned char* d = Resolve(s.dst);
-      kernels::Reduce(d, d, Resolve(s.src), s.dst.count, ctx_.dtype, ctx_.op);
-      return OkStatus();
-    }
+    case StepOp::kCopy:
+      if (s.src.count == 0 || Resolve(s.dst) == Resolve(s.src)) return OkStatus();
+      return RunKernel(index, [&](KernelRequest* r) { return kb_.Copy(Ref(s.dst), Ref(s.src), r); });
+    case StepOp::kReduce:
+      return RunKernel(index, [&](KernelRequest* r) {
+        return kb_.Reduce(Ref(s.dst), Ref(s.dst), Ref(s.src), s.dst.count, dt, op, r);
+      });
     case StepOp::kFinalize:
-      kernels::Finalize(Resolve(s.dst), s.dst.count, ctx_.dtype, ctx_.op, ctx_.nranks);
-      return OkStatus();
+      return RunKernel(index, [&](KernelRequest* r) {
+        return kb_.Finalize(Ref(s.dst), s.dst.count, dt, op, ctx_.nranks, r);
+      });
     case StepOp::kDirectRead:
     case StepOp::kDirectReduce: {
       size_t need = (s.remote.offset + s.remote.count) * elem_;
       StatusOr<const void*> w = ctx_.direct->PeerWindow(s.peer, need);
       if (!w.ok()) return w.status().WithContext(Describe(s, index));
-      const unsigned char* remote = static_cast<const unsigned char*>(*w) + s.remote.offset * elem_;
+      const unsigned char* base = static_cast<const unsigned char*>(*w) + s.remote.offset * elem_;
+      const MemRef remote{const_cast<unsigned char*>(base), s.remote.count * elem_, MemKind::kHostShared, -1, 0};
       if (s.op == StepOp::kDirectRead)
-        kernels::Copy(Resolve(s.dst), remote, s.remote.count * elem_);
-      else
-        kernels::Reduce(Resolve(s.dst), Resolve(s.src), remote, s.dst.count, ctx_.dtype, ctx_.op);
-      return OkStatus();
+        return RunKernel(index, [&](KernelRequest* r) { return kb_.Copy(Ref(s.dst), remote, r); });
+      return RunKernel(index, [&](KernelRequest* r) {
+        return kb_.Reduce(Ref(s.dst), Ref(s.src), remote, s.dst.count, dt, op, r);
+      });
     }
     case StepOp::kSignal: {
       // Describe() builds strings: only on the error path (this is the tiny-message hot path).
@@ -249,19 +317,9 @@ Status Runner::Issue(size_t index) {
   const Step& s = sched_.steps[index];
   const StepSemantics& m = SemanticsOf(s.op);
   if (!m.asynchronous) return IssueLocal(index);
-  std::unique_ptr<InFlight> f;
-  if (!free_.empty()) {
-    f = std::move(free_.back());
-    free_.pop_back();
-  } else {
-    f = std::make_unique<InFlight>();
-  }
-  f->index = index;
-  f->step = &s;
-  f->access = AccessOf(s);
+  std::unique_ptr<InFlight> f = TakeSlot(index);
   f->is_wait = m.fence == StepFence::kAcquire;
   f->fused = ForwardsAfterReceive(m);
-  f->received = f->forwarding = false;
   Status st = PostAsync(*f);
   if (!st.ok()) return st.WithContext(Describe(s, index));
   NoteTransport(f->transport);
@@ -309,21 +367,42 @@ Status Runner::PostForwards() {
   return OkStatus();
 }
 
-// A request finished. Returns whether the step is complete (a fused step whose receive just
-// finished goes on to forward and stays in flight).
+// A request or kernel finished. Returns whether the step is complete (a received chunk may go
+// on to be reduced, a fused step whose receive is done goes on to forward: both stay in flight).
 StatusOr<bool> Runner::Complete(InFlight& f) {
   const Step& s = *f.step;
+  if (f.kernel) {
+    f.kernel = false;
+    if (!f.kreq.status.ok()) return f.kreq.status.WithContext(Describe(s, f.index));
+    if (!f.reducing) return true;  // a local step
+    f.reducing = false;
+    return AfterReceive(f);
+  }
   if (!f.req.status.ok()) return f.req.status.WithContext(Describe(s, f.index));
+  const bool reduce_on_arrival =
+      s.op == StepOp::kRecvReduce || (s.op == StepOp::kRecvReduceSend && !f.forwarding);
+  if (reduce_on_arrival) {
+    f.kreq = KernelRequest();
+    const MemRef landed = MemRef::Host(f.staging.data(), f.staging.size());
+    Status st = kb_.Reduce(Ref(s.dst), Ref(s.src), landed, s.dst.count, ctx_.dtype, ctx_.op, &f.kreq);
+    if (!st.ok()) return st.WithContext(Describe(s, f.index));
+    if (!f.kreq.done) {
+      f.kernel = f.reducing = true;
+      return false;
+    }
+    if (!f.kreq.status.ok()) return f.kreq.status.WithContext(Describe(s, f.index));
+  }
+  return AfterReceive(f);
+}
+
+// What follows a finished receive (and its reduction), or a fused step's forward.
+StatusOr<bool> Runner::AfterReceive(InFlight& f) {
   if (f.fused && !f.forwarding) {
-    if (s.op == StepOp::kRecvReduceSend)
-      kernels::Reduce(Resolve(s.dst), Resolve(s.src), f.staging.data(), s.dst.count, ctx_.dtype, ctx_.op);
     f.received = true;
     ++received_fused_;
     WEFT_RETURN_IF_ERROR(PostForwards());
     return false;
   }
-  if (s.op == StepOp::kRecvReduce)
-    kernels::Reduce(Resolve(s.dst), Resolve(s.src), f.staging.data(), s.dst.count, ctx_.dtype, ctx_.op);
   if (f.is_wait) fence_wait_ = false;
   if (f.fused) --received_fused_;
   return true;
@@ -366,6 +445,60 @@ Status Runner::Fail(Status st) {
   return st;
 }
 
+int Runner::FollowCulprits(int rank) const {
+  std::vector<bool> seen(static_cast<size_t>(ctx_.nranks), false);
+  while (rank >= 0 && rank < ctx_.nranks && rank != ctx_.rank && !seen[rank]) {
+    seen[rank] = true;
+    Transport* t = ctx_.peer_transport != nullptr ? (*ctx_.peer_transport)[rank] : nullptr;
+    int next = t != nullptr ? t->AnnouncedCulprit(rank) : -1;
+    if (next < 0 || next == ctx_.rank) break;  // silent (the culprit), or the wait loops back
+    rank = next;
+  }
+  return rank;
+}
+
+// Before blaming the rank it waits on, a timed-out rank announces that rank as its culprit
+// and listens for a grace period: every survivor's timer fires within milliseconds of the
+// others' (they stopped moving together), and one that waits on a healthy neighbour — who
+// waits too — learns from that neighbour's announcement whom to blame. Only the stopped (or
+// dead) rank stays silent, so the chain of announcements ends at it. A failure note that
+// arrives meanwhile (a neighbour saw the peer die) is the better error and is returned.
+Status Runner::TimedOut(double idle) {
+  const InFlight& f = *inflight_.front();
+  const std::string what = Describe(*f.step, f.index);
+  if (f.kernel)
+    return TimeoutError(what + ": the " + kb_.name() + " kernel backend did not complete it in " +
+                        std::to_string(static_cast<int>(idle)) + " s (WEFT_TIMEOUT / weftCommSetTimeout = " +
+                        std::to_string(ctx_.timeout_s) + " s)");
+  // A fused step past its receive waits on its forward's peer.
+  const int waited_on = f.received ? f.step->to : f.step->peer;
+  int culprit = waited_on;
+  for (Transport* t : used_transports_) t->AnnounceCulprit(culprit);
+  const double grace_s = std::min(2.0, std::max(0.25, ctx_.timeout_s / 4));
+  const Clock::time_point until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                     std::chrono::duration<double>(grace_s));
+  while (Clock::now() < until) {
+    for (Transport* t : used_transports_) {
+      Status st = t->Progress(t->HasPending() ? 1000 : 0);
+      if (!st.ok()) return st;
+    }
+    int next = FollowCulprits(waited_on);
+    if (next != culprit) {
+      culprit = next;
+      for (Transport* t : used_transports_) t->AnnounceCulprit(culprit);
+    }
+    if (!used_transports_.empty() && std::none_of(used_transports_.begin(), used_transports_.end(),
+                                                  [](Transport* t) { return t->HasPending(); }))
+      usleep(1000);
+  }
+  std::string blame = "rank " + std::to_string(culprit) + " may be stuck, dead, or calling a different collective";
+  if (culprit != waited_on)
+    blame = "it waits on rank " + std::to_string(waited_on) + ", which reports waiting in turn: " + blame;
+  return TimeoutError(what + " made no progress for " + std::to_string(static_cast<int>(idle)) +
+                      " s (WEFT_TIMEOUT / weftCommSetTimeout = " + std::to_string(ctx_.timeout_s) +
+                      " s); " + blame);
+}
+
 Status Runner::Run() {
   WEFT_RETURN_IF_ERROR(Prepare());
   const size_t n = sched_.steps.size();
@@ -405,7 +538,8 @@ Status Runner::Run() {
       InFlight& f = *inflight_[i];
       // A fused step that received but waits for an earlier forward's turn has nothing new.
       const bool waiting_turn = f.received && !f.forwarding;
-      if (waiting_turn || !f.req.done.load(std::memory_order_acquire)) { ++i; continue; }
+      const bool finished = f.kernel ? kb_.Poll(&f.kreq) : f.req.done.load(std::memory_order_acquire);
+      if (waiting_turn || !finished) { ++i; continue; }
       StatusOr<bool> done = Complete(f);
       if (!done.ok()) return Fail(done.status());
       progressed = true;
@@ -426,16 +560,7 @@ Status Runner::Run() {
         idle_since = Clock::now();
       }
       double idle = std::chrono::duration<double>(Clock::now() - idle_since).count();
-      if (idle > ctx_.timeout_s) {
-        const InFlight& f = *inflight_.front();
-        return Fail(TimeoutError(Describe(*f.step, f.index) + " made no progress for " +
-                                 std::to_string(static_cast<int>(idle)) +
-                                 " s (WEFT_TIMEOUT / weftCommSetTimeout = " +
-                                 std::to_string(ctx_.timeout_s) + " s); rank " +
-                                 // a fused step past its receive waits on its forward's peer
-                                 std::to_string(f.received ? f.step->to : f.step->peer) +
-                                 " may be stuck, dead, or calling a different collective"));
-      }
+      if (idle > ctx_.timeout_s) return Fail(TimedOut(idle));
     }
     Status st = WaitForProgress(idle_rounds);
     if (!st.ok()) return Fail(st);

@@ -19,15 +19,21 @@
 #include <vector>
 
 #include "algorithms/schedule.h"
+#include "common/memref.h"
 #include "common/status.h"
+#include "kernels/kernel_backend.h"
 #include "transports/transport.h"
 #include "weft/weft.h"
 
 namespace weft {
 
+// The caller's buffers. The executor hands them (and scratch, and peers' windows) to the
+// transports and the kernel backend as MemRefs of this kind.
 struct ExecBuffers {
   const void* input = nullptr;
   void* output = nullptr;
+  MemKind kind = MemKind::kHost;  // of both buffers
+  int device = -1;                // for kCudaDevice
 };
 
 struct ExecContext {
@@ -43,6 +49,10 @@ struct ExecContext {
   // Heap scratch owned by the caller (grown as needed) when the schedule has no direct steps.
   std::vector<unsigned char>* heap_scratch = nullptr;
   const char* what = "collective";  // for messages: "allreduce ring", ...
+  // Runs the local steps (copy, reduce, finalize, direct reads) and the reductions of received
+  // data; nullptr = CpuKernelBackend(). A backend that completes later (a CUDA stream) is
+  // polled like a transport: the step stays in flight, its memory guarded by the hazards.
+  KernelBackend* kernels = nullptr;
 };
 
 Status ExecuteSchedule(const RankSchedule& schedule, int window, const ExecContext& ctx,

@@ -32,6 +32,10 @@ namespace {
 using tcp_wire::kAbortMagic;
 using tcp_wire::kMaxAbortNoteBytes;
 constexpr size_t kHeaderBytes = tcp_wire::kFrameHeaderBytes;
+// A culprit note (AnnounceCulprit) is an empty data frame on the last channel, reserved for
+// it, whose tag is the rank the sender believes holds the job up. Not a failure: the stream
+// stays in use. (An empty data frame keeps tcp_wire's format and rules as they are.)
+constexpr uint32_t kCulpritChannel = tcp_wire::kMaxChannels - 1;
 constexpr int kMaxStreams = 64;
 // iovecs per sendmsg: enough to batch many small messages in one system call.
 constexpr int kMaxIov = 64;
@@ -190,9 +194,9 @@ Status TcpTransport::CheckPeer(int peer, int channel, const char* what) const {
                            " is not another rank of 0.." + std::to_string(nranks_ - 1) +
                            " (this is rank " + std::to_string(rank_) + ")");
   }
-  if (channel < 0 || channel >= static_cast<int>(tcp_wire::kMaxChannels)) {
+  if (channel < 0 || channel >= static_cast<int>(kCulpritChannel)) {
     return InvalidArgument(std::string("tcp ") + what + ": channel=" + std::to_string(channel) +
-                           " is outside 0.." + std::to_string(tcp_wire::kMaxChannels - 1));
+                           " is outside 0.." + std::to_string(kCulpritChannel - 1));
   }
   return OkStatus();
 }
@@ -523,6 +527,10 @@ bool TcpTransport::OnHeader(Peer& p, Stream& s) {
     if (h.bytes == 0) OnPayloadDone(p, s);
     return p.error.ok();
   }
+  if (h.channel == kCulpritChannel && h.bytes == 0 && h.tag < static_cast<uint64_t>(nranks_)) {
+    p.announced_culprit = static_cast<int>(h.tag);
+    return true;  // not a failure: the next header follows
+  }
   ChannelQueue& q = Channel(p, static_cast<int>(h.channel));
   s.rx_tag = h.tag;
   s.rx_channel = static_cast<int>(h.channel);
@@ -709,24 +717,51 @@ void TcpTransport::SendAbortNotes(const Status& why) {
   const AbortClock::time_point deadline = AbortClock::now() + std::chrono::milliseconds(200);
   for (Peer& p : peers_) {
     if (p.rank == rank_ || p.rank == origin || !p.error.ok()) continue;
-    // One note per peer, on its first usable stream (a stream whose handshake is out).
-    for (Stream& st : p.streams) {
-      if (st.state != StreamState::kReady || !st.prefix.empty()) continue;
-      const int fd = st.sock.fd();
-      bool boundary = true;
-      if (!st.sendq.empty() && st.sendq.front().done > 0) {
-        SendOp& op = st.sendq.front();
-        if (op.done < kHeaderBytes)
-          boundary = WriteBefore(fd, reinterpret_cast<const char*>(op.header) + op.done, kHeaderBytes - op.done,
-                                 deadline, discard_);
-        size_t payload_done = op.done > kHeaderBytes ? op.done - kHeaderBytes : 0;
-        boundary = boundary && WriteBefore(fd, op.buf + payload_done, op.bytes - payload_done, deadline, discard_);
-      }
-      if (boundary) (void)WriteBefore(fd, note.data(), note.size(), deadline, discard_);
-      DrainIncoming(fd, discard_);
-      break;
-    }
+    (void)SendNote(p, note, /*finish_partial=*/true, deadline);
   }
+}
+
+bool TcpTransport::SendNote(Peer& p, const std::string& note, bool finish_partial,
+                            AbortClock::time_point deadline) {
+  // One note per peer, on its first usable stream (a stream whose handshake is out).
+  for (Stream& st : p.streams) {
+    if (st.state != StreamState::kReady || !st.prefix.empty()) continue;
+    const bool partial = !st.sendq.empty() && st.sendq.front().done > 0;
+    // Without finishing it (the transport lives on), a half-sent message rules the stream out.
+    if (partial && !finish_partial) continue;
+    const int fd = st.sock.fd();
+    bool boundary = true;
+    if (partial) {
+      SendOp& op = st.sendq.front();
+      if (op.done < kHeaderBytes)
+        boundary = WriteBefore(fd, reinterpret_cast<const char*>(op.header) + op.done, kHeaderBytes - op.done,
+                               deadline, discard_);
+      size_t payload_done = op.done > kHeaderBytes ? op.done - kHeaderBytes : 0;
+      boundary = boundary && WriteBefore(fd, op.buf + payload_done, op.bytes - payload_done, deadline, discard_);
+    }
+    bool sent = boundary && WriteBefore(fd, note.data(), note.size(), deadline, discard_);
+    if (finish_partial) DrainIncoming(fd, discard_);  // aborting: what they send is dropped
+    return sent;
+  }
+  return false;
+}
+
+void TcpTransport::AnnounceCulprit(int culprit) {
+  if (culprit < 0 || culprit >= nranks_) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!abort_status_.ok()) return;
+  std::string note(kHeaderBytes, '\0');
+  EncodeHeader(kCulpritChannel, static_cast<uint64_t>(culprit), 0, reinterpret_cast<uint8_t*>(&note[0]));
+  // Short: a peer that is not reading (the stopped rank) must not hold the announcement up.
+  const AbortClock::time_point deadline = AbortClock::now() + std::chrono::milliseconds(20);
+  for (Peer& p : peers_)
+    if (p.rank != rank_ && p.rank != culprit && p.error.ok())
+      (void)SendNote(p, note, /*finish_partial=*/false, deadline);
+}
+
+int TcpTransport::AnnouncedCulprit(int peer) const {
+  if (peer < 0 || peer >= nranks_) return -1;
+  return peers_[peer].announced_culprit;
 }
 
 void TcpTransport::FailPeer(Peer& p, const Status& st) {

@@ -46,6 +46,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -124,6 +125,8 @@ class TcpTransport : public Transport {
   Status Progress(int timeout_us) override;
   bool HasPending() const override { return pending_.load(std::memory_order_acquire) > 0; }
   void Abort(const Status& why) override;
+  void AnnounceCulprit(int culprit) override;
+  int AnnouncedCulprit(int peer) const override;
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
@@ -189,6 +192,7 @@ class TcpTransport : public Transport {
     std::vector<Stream> streams;
     std::vector<std::unique_ptr<ChannelQueue>> channels;  // made on first use (Channel())
     int pending = 0;  // requests to/from this peer not yet done
+    int announced_culprit = -1;  // AnnounceCulprit's note from this peer, -1 = none yet
   };
 
   TcpTransport() = default;
@@ -214,6 +218,10 @@ class TcpTransport : public Transport {
   void OnAbortNote(Peer& p, Stream& s);
   // Abort: tells every connected peer which rank failed and why (best effort, never blocks).
   void SendAbortNotes(const Status& why);
+  // Writes a whole note (header + text) to p on its first stream that is at a message
+  // boundary; false if none is or the write did not finish before `deadline`.
+  bool SendNote(Peer& p, const std::string& note, bool finish_partial,
+                std::chrono::steady_clock::time_point deadline);
   void NoteOrigin(int origin, const std::string& reason);
   // One poll round over every socket, waiting up to timeout_ns; true if anything moved.
   bool PollOnce(int64_t timeout_ns);
