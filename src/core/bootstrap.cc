@@ -9,10 +9,14 @@
 //                  call header {op, sequence, bytes, root} to next, then the data.
 #include "core/bootstrap.h"
 
+#include <errno.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -35,8 +39,48 @@ constexpr int kMaxBootstrapRanks = 1 << 24;
 
 using bootstrap_wire::Get32;
 using bootstrap_wire::Put32;
-// How often a waiting root looks whether it was cancelled (CancelBootstrapRoot, exit).
-constexpr double kRootCancelPollS = 0.05;
+
+// How a root is stopped early (CancelBootstrapRoot, exit): the flag, and an eventfd that wakes
+// its poll at once. The thread closes the eventfd when it ends (under `mu`, so a cancel never
+// writes to a descriptor number that was reused), so a finished root holds no descriptor.
+struct RootControl {
+  std::atomic<bool> cancel{false};
+  std::mutex mu;
+  int wake_fd = -1;
+
+  void Cancel() {
+    cancel.store(true, std::memory_order_release);
+    std::lock_guard<std::mutex> lock(mu);
+    if (wake_fd >= 0) {
+      uint64_t one = 1;
+      (void)!write(wake_fd, &one, sizeof(one));  // a full counter wakes the poll just as well
+    }
+  }
+  void CloseWakeFd() {
+    std::lock_guard<std::mutex> lock(mu);
+    if (wake_fd >= 0) close(wake_fd);
+    wake_fd = -1;
+  }
+};
+
+// HandshakeServer::WaitStep that also returns (with nothing accepted) when the root is
+// cancelled.
+Status WaitStepOrCancel(net::HandshakeServer& server, const net::Deadline& deadline, RootControl* control,
+                        std::vector<net::HandshakeServer::Accepted>* out) {
+  const size_t before = out->size();
+  while (!control->cancel.load(std::memory_order_acquire)) {
+    WEFT_RETURN_IF_ERROR(server.Step(out));
+    if (out->size() > before || deadline.expired()) return OkStatus();
+    std::vector<pollfd> fds;
+    server.AppendPollFds(&fds);
+    fds.push_back({control->wake_fd, POLLIN, 0});
+    // Wakes at least every 100 ms so that handshake timeouts of silent clients are enforced.
+    if (poll(fds.data(), fds.size(), deadline.RemainingMs(100)) < 0 && errno != EINTR) {
+      return SystemError("poll on " + server.address().ToString() + ": " + net::ErrnoString(errno));
+    }
+  }
+  return OkStatus();
+}
 
 std::string RankList(const std::vector<int>& ranks) {
   // "2, 5, 6" (at most 16 listed: with thousands of ranks the message must stay readable).
@@ -62,7 +106,7 @@ void SendVerdict(net::Socket& sock, const Status& status, const std::vector<uint
 
 // The root service: one rendezvous, then return (also when `cancel` is set: it then tells
 // the ranks that arrived why, so they fail at once instead of at their timeout).
-void RunRoot(net::HandshakeServer server, double timeout_s, const std::atomic<bool>* cancel) {
+void RunRoot(net::HandshakeServer server, double timeout_s, RootControl* control) {
   const std::string where = "bootstrap root " + server.address().ToString();
   net::Deadline deadline = net::Deadline::After(timeout_s);
   int nranks = -1;
@@ -81,16 +125,14 @@ void RunRoot(net::HandshakeServer server, double timeout_s, const std::atomic<bo
   };
 
   while (nranks < 0 || arrived < nranks) {
-    if (cancel->load(std::memory_order_acquire)) {
+    if (control->cancel.load(std::memory_order_acquire)) {
       fail_all(RemoteError(where + ": cancelled by the process that started it (its own join failed, or it "
                                    "is exiting) with " + std::to_string(arrived) + " rank(s) joined"),
                nullptr);
       return;
     }
     std::vector<net::HandshakeServer::Accepted> accepted;
-    // Waits in short slices so that a cancel is seen within kRootCancelPollS.
-    net::Deadline slice = net::Deadline::After(std::min(deadline.RemainingSeconds(), kRootCancelPollS));
-    Status st = server.WaitStep(slice, &accepted);
+    Status st = WaitStepOrCancel(server, deadline, control, &accepted);
     if (!st.ok()) {
       fail_all(st.WithContext(where), nullptr);
       return;
@@ -155,7 +197,7 @@ void RunRoot(net::HandshakeServer server, double timeout_s, const std::atomic<bo
 
 // Every root thread this process started, so that none outlives the process's state: a root
 // is joined when it is cancelled (CancelBootstrapRoot), when a later StartBootstrapRoot finds it
-// finished, and at exit (cancelled first, so exit waits at most kRootCancelPollS plus the
+// finished, and at exit (cancelled first, so exit waits only for a root's last
 // verdicts' sends). Roots used to be detached threads: one still waiting at exit owned
 // sockets and heap that LeakSanitizer reported (fuzz/README.md, the bootstrap finding), and a
 // failed split could not close the root its leader had started (issue 11, minor).
@@ -166,18 +208,24 @@ class RootRegistry {
     return registry;
   }
 
-  void Start(const BootstrapId& id, net::HandshakeServer server, double timeout_s) {
+  Status Start(const BootstrapId& id, net::HandshakeServer server, double timeout_s) {
     auto root = std::make_unique<Root>();
     root->id = id;
     root->pid = getpid();
+    root->control.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (root->control.wake_fd < 0) {
+      return SystemError("bootstrap root: eventfd: " + net::ErrnoString(errno));
+    }
     Root* r = root.get();
     root->thread = std::thread([r, timeout_s, server = std::move(server)]() mutable {
-      RunRoot(std::move(server), timeout_s, &r->cancel);
+      RunRoot(std::move(server), timeout_s, &r->control);
+      r->control.CloseWakeFd();
       r->done.store(true, std::memory_order_release);
     });
     std::lock_guard<std::mutex> lock(mu_);
     ReapFinishedLocked();
     roots_.push_back(std::move(root));
+    return OkStatus();
   }
 
   bool Cancel(const BootstrapId& id) {
@@ -195,14 +243,14 @@ class RootRegistry {
     }
     if (!root) return false;
     const bool was_running = !root->done.load(std::memory_order_acquire);
-    root->cancel.store(true, std::memory_order_release);
+    root->control.Cancel();
     Finish(*root);  // joined outside the lock: the root may take a moment to tell its ranks
     return was_running;
   }
 
   ~RootRegistry() {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto& root : roots_) root->cancel.store(true, std::memory_order_release);
+    for (auto& root : roots_) root->control.Cancel();
     for (auto& root : roots_) Finish(*root);
   }
 
@@ -210,9 +258,10 @@ class RootRegistry {
   struct Root {
     BootstrapId id;
     pid_t pid = 0;
-    std::atomic<bool> cancel{false};
+    RootControl control;
     std::atomic<bool> done{false};
     std::thread thread;
+    ~Root() { control.CloseWakeFd(); }  // a fork()ed child's copy, whose thread never ran here
   };
 
   // Joins the thread — unless this is a fork()ed child, where the thread does not exist (a
@@ -306,7 +355,7 @@ StatusOr<BootstrapId> StartBootstrapRoot(const net::SockAddr& listen_addr,
                               kRootIoTimeoutS);
   // The root serves one rendezvous and ends by itself (success, error, timeout or cancel); it
   // owns everything it uses, so the caller may return first. The registry joins it.
-  RootRegistry::Get().Start(id, std::move(server), timeout_s);
+  WEFT_RETURN_IF_ERROR(RootRegistry::Get().Start(id, std::move(server), timeout_s));
   return id;
 }
 

@@ -54,7 +54,7 @@ StatusOr<BootstrapId> StartBootstrapRoot(const net::SockAddr& listen_addr,
                                          const net::Secret& secret, double timeout_s);
 // Stops the root this process started for `id` if it still waits: the ranks that reached it
 // get an error at once (RemoteError, "cancelled"), and its listener and connections are closed
-// before this returns (within ~50 ms). For a creator whose own join failed (weftCommSplit's
+// before this returns (an eventfd wakes it at once). For a creator whose own join failed (weftCommSplit's
 // leader), so that nothing it started outlives the failure. True when a waiting root was
 // stopped; false when it had finished or `id` names no root of this process. At exit every
 // root still waiting is cancelled and joined the same way.
