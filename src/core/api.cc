@@ -1,23 +1,13 @@
-// The C API (include/weft/weft.h): argument checking, error reporting, groups, host streams.
-//
-// Every entry point turns internal Status values into a weftResult_t and records the message
-// for weftGetLastError() on the calling thread. Messages name the argument and its value.
-#include <algorithm>
-#include <condition_variable>
-#include <cstdint>
+// The C API's communicator and collective entry points (include/weft/weft.h): argument
+// checks (api_checks.cc), then submission (groups.cc). Host streams are in host_stream.cc.
+// Messages name the argument and its value.
 #include <cstring>
-#include <deque>
-#include <functional>
-#include <limits>
-#include <mutex>
-#include <set>
 #include <string>
-#include <thread>
-#include <variant>
 
 #include "common/log.h"
 #include "compress/compress_error.h"
 #include "compress/job_wide_compression.h"
+#include "core/api_internal.h"
 #include "core/bootstrap.h"
 #include "core/comm.h"
 #include "core/init.h"
@@ -27,264 +17,6 @@
 
 namespace weft {
 namespace {
-thread_local std::string t_last_error;
-}  // namespace
-
-void SetLastErrorMessage(const std::string& message) { t_last_error = message; }
-
-namespace {
-
-weftResult_t Report(const Status& s) {
-  if (!s.ok()) {
-    t_last_error = s.message();
-    WEFT_WARN("%s: %s", weftGetErrorString(s.code()), s.message().c_str());
-  }
-  return s.code();
-}
-
-std::string PtrStr(const void* p) {
-  char buf[32];
-  snprintf(buf, sizeof(buf), "%p", p);
-  return buf;
-}
-
-// ---- argument checks ----
-
-Status CheckType(weftDataType_t t) {
-  if (IsValidDataType(t)) return OkStatus();
-  if (t == weftFloat8e4m3 || t == weftFloat8e5m2)
-    return InvalidArgument("datatype=" + std::to_string(static_cast<int>(t)) +
-                           " (fp8) is reserved and not yet supported by collectives");
-  return InvalidArgument("datatype=" + std::to_string(static_cast<int>(t)) +
-                         " is not a valid weftDataType_t");
-}
-
-Status CheckOp(weftRedOp_t op) {
-  if (IsValidRedOp(op)) return OkStatus();
-  return InvalidArgument("op=" + std::to_string(static_cast<int>(op)) +
-                         " is not a valid weftRedOp_t");
-}
-
-// count * multiplier * elem must fit in a signed size (no buffer can be larger).
-Status CheckCount(const char* name, size_t count, size_t multiplier, size_t elem) {
-  const size_t limit = static_cast<size_t>(std::numeric_limits<ptrdiff_t>::max());
-  if (elem == 0) return OkStatus();
-  if (multiplier == 0 || count <= limit / multiplier / elem) return OkStatus();
-  return InvalidArgument(std::string(name) + "=" + std::to_string(count) +
-                         " overflows: " + std::to_string(count) + " x " +
-                         std::to_string(multiplier) + " x " + std::to_string(elem) +
-                         " bytes does not fit in a buffer");
-}
-
-Status CheckBuffer(const char* name, const void* p, size_t count) {
-  if (p == nullptr && count > 0)
-    return InvalidArgument(std::string(name) + " is NULL with count=" + std::to_string(count));
-  return OkStatus();
-}
-
-Status CheckRank(const char* name, int value, const weftComm* comm) {
-  if (value < 0 || value >= comm->nranks)
-    return InvalidArgument(std::string(name) + "=" + std::to_string(value) +
-                           " is outside [0, " + std::to_string(comm->nranks) + ")");
-  return OkStatus();
-}
-
-// One side of an all-to-allv: counts[p] elements at displs[p]. Every block's end
-// (displs[p] + counts[p]) and its size in bytes, and the sum of all counts, are computed
-// without wrap-around: an unchecked unsigned sum lets (SIZE_MAX - 1) + 2 == 0 pass and the
-// copy then reads or writes before the buffer. *extent = elements the buffer must hold.
-Status CheckBlockTable(const char* side, const size_t* counts, const size_t* displs, int nranks,
-                       size_t elem, size_t* extent) {
-  const std::string cname = std::string(side) + "counts", dname = side[0] == 's' ? "sdispls" : "rdispls";
-  size_t total = 0;
-  *extent = 0;
-  for (int p = 0; p < nranks; ++p) {
-    const std::string at = "[" + std::to_string(p) + "]";
-    WEFT_RETURN_IF_ERROR(CheckCount((cname + at).c_str(), counts[p], 1, elem));
-    size_t end = 0;
-    if (__builtin_add_overflow(displs[p], counts[p], &end))
-      return InvalidArgument(dname + at + "=" + std::to_string(displs[p]) + " + " + cname + at +
-                             "=" + std::to_string(counts[p]) + " overflows size_t");
-    Status fits = CheckCount((dname + at + " + " + cname + at).c_str(), end, 1, elem);
-    if (!fits.ok()) return fits;
-    if (__builtin_add_overflow(total, counts[p], &total))
-      return InvalidArgument("the sum of " + cname + " overflows size_t (at " + cname + at + "=" +
-                             std::to_string(counts[p]) + ")");
-    if (counts[p] > 0) *extent = std::max(*extent, end);
-  }
-  return CheckCount(("sum of " + cname).c_str(), total, 1, elem);
-}
-
-// ---- host streams ----
-
-class HostStream {
- public:
-  HostStream() : worker_([this] { Loop(); }) {}
-  ~HostStream() {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    worker_.join();
-  }
-  void Enqueue(std::function<Status()> fn) {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      queue_.push_back(std::move(fn));
-      ++pending_;
-    }
-    cv_.notify_all();
-  }
-  Status Synchronize() {
-    std::unique_lock<std::mutex> l(mu_);
-    idle_cv_.wait(l, [&] { return pending_ == 0; });
-    return error_;
-  }
-  weftResult_t Query() {
-    std::lock_guard<std::mutex> l(mu_);
-    if (!error_.ok()) return error_.code();
-    return pending_ == 0 ? weftSuccess : weftInProgress;
-  }
-
- private:
-  void Loop() {
-    std::unique_lock<std::mutex> l(mu_);
-    for (;;) {
-      cv_.wait(l, [&] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stop requested and drained
-      std::function<Status()> fn = std::move(queue_.front());
-      queue_.pop_front();
-      l.unlock();
-      Status st = fn();
-      l.lock();
-      // Like a CUDA stream: the first error sticks; later operations still run (each fails
-      // fast on a communicator left unusable by the error).
-      if (!st.ok() && error_.ok()) error_ = st;
-      if (--pending_ == 0) idle_cv_.notify_all();
-    }
-  }
-  std::mutex mu_;
-  std::condition_variable cv_, idle_cv_;
-  std::deque<std::function<Status()>> queue_;
-  size_t pending_ = 0;
-  bool stop_ = false;
-  Status error_;
-  std::thread worker_;
-};
-
-std::mutex g_streams_mu;
-std::set<HostStream*> g_streams;
-
-HostStream* LookupStream(weftStream_t s) {
-  std::lock_guard<std::mutex> l(g_streams_mu);
-  auto* hs = static_cast<HostStream*>(s);
-  return g_streams.count(hs) ? hs : nullptr;
-}
-
-std::mutex g_comms_mu;
-std::set<weftComm*> g_comms;  // live handles (detects use after destroy)
-
-Status CheckLiveComm(const weftComm* comm) {
-  if (comm == nullptr) return InvalidArgument("comm is NULL");
-  {
-    std::lock_guard<std::mutex> l(g_comms_mu);
-    if (!g_comms.count(const_cast<weftComm*>(comm)))
-      return InvalidArgument("comm=" + PtrStr(comm) +
-                             " is not a live communicator (destroyed, or never initialized)");
-  }
-  return CheckComm(comm);
-}
-
-weftComm* NewComm() {
-  auto* c = new weftComm();
-  InitCommon(c);
-  std::lock_guard<std::mutex> l(g_comms_mu);
-  g_comms.insert(c);
-  return c;
-}
-
-void FreeComm(weftComm* c, const Status& why) {
-  {
-    std::lock_guard<std::mutex> l(g_comms_mu);
-    g_comms.erase(c);
-  }
-  for (auto& t : c->transports) t->Abort(why);
-  if (c->bootstrap) c->bootstrap->Abort();
-  {
-    // Wait for an operation still running on another thread (Abort from a watchdog) to
-    // notice the aborted transports and return before freeing what it uses.
-    std::lock_guard<std::mutex> l(c->exec_mu);
-    c->magic = 0;
-  }
-  delete c;
-}
-
-// ---- groups ----
-
-struct QueuedOp {
-  weftComm* comm;
-  std::variant<CollectiveCall, P2POp> op;
-  weftStream_t stream;
-};
-thread_local int t_group_depth = 0;
-thread_local std::vector<QueuedOp> t_group_ops;
-
-// Runs ops (already validated) on the stream or here: consecutive send/recv on the same
-// communicator run together as one batch.
-Status RunNow(weftComm* comm, std::vector<std::variant<CollectiveCall, P2POp>> ops) {
-  Status first;
-  std::vector<P2POp> batch;
-  auto flush = [&] {
-    if (batch.empty()) return;
-    Status st = RunP2P(comm, batch);
-    if (first.ok()) first = st;
-    batch.clear();
-  };
-  for (auto& op : ops) {
-    if (std::holds_alternative<P2POp>(op)) {
-      batch.push_back(std::get<P2POp>(op));
-    } else {
-      flush();
-      Status st = RunCollective(comm, std::get<CollectiveCall>(op));
-      if (first.ok()) first = st;
-    }
-  }
-  flush();
-  return first;
-}
-
-Status Dispatch(weftComm* comm, std::vector<std::variant<CollectiveCall, P2POp>> ops,
-                weftStream_t stream) {
-  if (stream == nullptr) return RunNow(comm, std::move(ops));
-  HostStream* hs = LookupStream(stream);
-  if (hs == nullptr)
-    return InvalidArgument("stream=" + PtrStr(stream) +
-                           " is not a weft host stream (use NULL or weftStreamCreate; device "
-                           "streams need a CUDA build)");
-  hs->Enqueue([comm, ops = std::move(ops)]() mutable { return RunNow(comm, std::move(ops)); });
-  return OkStatus();
-}
-
-Status Submit(weftComm* comm, std::variant<CollectiveCall, P2POp> op, weftStream_t stream) {
-  // Fast path: a blocking collective outside a group runs right here, with no queueing.
-  if (stream == nullptr && t_group_depth == 0 && std::holds_alternative<CollectiveCall>(op))
-    return RunCollective(comm, std::get<CollectiveCall>(op));
-  if (stream != nullptr && LookupStream(stream) == nullptr)
-    return InvalidArgument("stream=" + PtrStr(stream) +
-                           " is not a weft host stream (use NULL or weftStreamCreate)");
-  if (t_group_depth > 0) {
-    t_group_ops.push_back(QueuedOp{comm, std::move(op), stream});
-    return OkStatus();
-  }
-  std::vector<std::variant<CollectiveCall, P2POp>> ops;
-  ops.push_back(std::move(op));
-  return Dispatch(comm, std::move(ops), stream);
-}
-
-Status SubmitCollective(weftComm* comm, CollectiveCall call, weftStream_t stream) {
-  return Submit(comm, std::move(call), stream);
-}
 
 // What differs between the entry points of the regular collectives.
 struct EntrySpec {
@@ -352,7 +84,7 @@ const char* weftGetErrorString(weftResult_t result) {
 
 const char* weftGetLastError(weftComm_t comm) {
   (void)comm;
-  return t_last_error.c_str();
+  return LastErrorMessage().c_str();
 }
 
 weftResult_t weftGetVersion(int* version) {
@@ -431,22 +163,16 @@ weftResult_t weftCommSplit(weftComm_t comm, int color, int key, weftComm_t* newc
 
 weftResult_t weftCommDestroy(weftComm_t comm) {
   if (comm == nullptr) return weftSuccess;
-  {
-    std::lock_guard<std::mutex> l(g_comms_mu);
-    if (!g_comms.count(comm))
-      return Report(InvalidArgument("comm=" + PtrStr(comm) + " is not a live communicator"));
-  }
+  if (!IsLiveComm(comm))
+    return Report(InvalidArgument("comm=" + PtrStr(comm) + " is not a live communicator"));
   FreeComm(comm, InvalidUsage("communicator destroyed"));
   return weftSuccess;
 }
 
 weftResult_t weftCommAbort(weftComm_t comm) {
   if (comm == nullptr) return weftSuccess;
-  {
-    std::lock_guard<std::mutex> l(g_comms_mu);
-    if (!g_comms.count(comm))
-      return Report(InvalidArgument("comm=" + PtrStr(comm) + " is not a live communicator"));
-  }
+  if (!IsLiveComm(comm))
+    return Report(InvalidArgument("comm=" + PtrStr(comm) + " is not a live communicator"));
   FreeComm(comm, RemoteError("communicator aborted (weftCommAbort)"));
   return weftSuccess;
 }
@@ -469,14 +195,11 @@ weftResult_t weftCommUserRank(const weftComm_t comm, int* rank) {
 
 weftResult_t weftCommGetAsyncError(weftComm_t comm, weftResult_t* asyncError) {
   if (asyncError == nullptr) return Report(InvalidArgument("asyncError is NULL"));
-  {
-    std::lock_guard<std::mutex> l(g_comms_mu);
-    if (comm == nullptr || !g_comms.count(comm))
-      return Report(InvalidArgument("comm=" + PtrStr(comm) + " is not a live communicator"));
-  }
+  if (comm == nullptr || !IsLiveComm(comm))
+    return Report(InvalidArgument("comm=" + PtrStr(comm) + " is not a live communicator"));
   *asyncError = !comm->init_error.ok() ? comm->init_error.code() : comm->sticky_error.code();
   if (*asyncError != weftSuccess)
-    t_last_error = (!comm->init_error.ok() ? comm->init_error : comm->sticky_error).message();
+    SetLastErrorMessage((!comm->init_error.ok() ? comm->init_error : comm->sticky_error).message());
   return weftSuccess;
 }
 
@@ -504,7 +227,7 @@ weftResult_t weftAllReduce(const void* sendbuff, void* recvbuff, size_t count,
   // WEFT_COMPRESSION turns compression on job-wide without code changes; inside a group the
   // call is queued as written (the compressed path is a composition of collectives of its own).
   weft::Status compressed;
-  if (weft::t_group_depth == 0 &&
+  if (!weft::InGroup() &&
       weft::compress::MaybeRunJobWideCompression(sendbuff, recvbuff, count, datatype, op, comm,
                                                  stream, &compressed))
     return weft::Report(compressed.WithContext("weftAllReduce"));
@@ -607,79 +330,6 @@ weftResult_t weftSend(const void* sendbuff, size_t count, weftDataType_t datatyp
 weftResult_t weftRecv(void* recvbuff, size_t count, weftDataType_t datatype, int peer,
                       weftComm_t comm, weftStream_t stream) {
   return P2P(false, recvbuff, count, datatype, peer, comm, stream);
-}
-
-weftResult_t weftGroupStart(void) {
-  ++t_group_depth;
-  return weftSuccess;
-}
-
-weftResult_t weftGroupEnd(void) {
-  if (t_group_depth == 0)
-    return Report(InvalidUsage("weftGroupEnd without a matching weftGroupStart"));
-  if (--t_group_depth > 0) return weftSuccess;
-  std::vector<QueuedOp> ops;
-  ops.swap(t_group_ops);
-  // Keep each communicator's ops in call order; run communicators one after another.
-  // (Ops of different communicators in one group on one thread would need concurrent
-  // progress; we run them in order, which completes as long as the peers group alike.)
-  Status first;
-  std::vector<weftComm*> order;
-  for (const QueuedOp& q : ops)
-    if (std::find(order.begin(), order.end(), q.comm) == order.end()) order.push_back(q.comm);
-  for (weftComm* c : order) {
-    std::vector<std::variant<CollectiveCall, P2POp>> mine;
-    weftStream_t stream = nullptr;
-    for (QueuedOp& q : ops)
-      if (q.comm == c) {
-        mine.push_back(std::move(q.op));
-        stream = q.stream;
-      }
-    Status st = Dispatch(c, std::move(mine), stream);
-    if (first.ok()) first = st;
-  }
-  return Report(first.WithContext("weftGroupEnd"));
-}
-
-weftResult_t weftStreamCreate(weftStream_t* stream) {
-  if (stream == nullptr) return Report(InvalidArgument("stream (output pointer) is NULL"));
-  auto* s = new HostStream();
-  {
-    std::lock_guard<std::mutex> l(g_streams_mu);
-    g_streams.insert(s);
-  }
-  *stream = s;
-  return weftSuccess;
-}
-
-weftResult_t weftStreamSynchronize(weftStream_t stream) {
-  if (stream == nullptr) return weftSuccess;  // the blocking stream has nothing pending
-  HostStream* hs = LookupStream(stream);
-  if (hs == nullptr)
-    return Report(InvalidArgument("stream=" + PtrStr(stream) + " is not a weft host stream"));
-  return Report(hs->Synchronize());
-}
-
-weftResult_t weftStreamQuery(weftStream_t stream) {
-  if (stream == nullptr) return weftSuccess;
-  HostStream* hs = LookupStream(stream);
-  if (hs == nullptr)
-    return Report(InvalidArgument("stream=" + PtrStr(stream) + " is not a weft host stream"));
-  return hs->Query();
-}
-
-weftResult_t weftStreamDestroy(weftStream_t stream) {
-  if (stream == nullptr) return weftSuccess;
-  HostStream* hs = LookupStream(stream);
-  if (hs == nullptr)
-    return Report(InvalidArgument("stream=" + PtrStr(stream) + " is not a weft host stream"));
-  hs->Synchronize();
-  {
-    std::lock_guard<std::mutex> l(g_streams_mu);
-    g_streams.erase(hs);
-  }
-  delete hs;
-  return weftSuccess;
 }
 
 }  // extern "C"
