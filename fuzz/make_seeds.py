@@ -15,7 +15,7 @@ CORPUS = os.path.join(HERE, "corpus")
 
 HELLO_MAGIC = 0x57454654      # net/socket.h kHelloMagic
 UID_MAGIC = 0x57465455        # core/bootstrap.cc kUniqueIdMagic
-TCP_MAGIC = 0x57544350        # transports/tcp/tcp_transport.cc kHeaderMagic
+TCP_MAGIC = 0x57544350        # transports/tcp/tcp_wire.h kDataMagic
 WIRE_INET, WIRE_INET6 = 4, 6  # placeholders replaced below from the real encoder's layout
 
 
@@ -120,6 +120,23 @@ def main():
            (16, "[::1]:1"), (17, "^docker,lo"), (17, "=eth0"), (18, "AF_INET6"), (1, "16E"), (13, "-1")]
     for i, (var, value) in enumerate(env):
         write("settings_env", "e%d" % i, bytes([var]) + value.encode())
+
+    # Pure decoders (tcp_wire.h, shm_wire.h, bootstrap_wire.h): a header, optionally a u64 cap.
+    abort_magic = 0x57544341
+    write("tcp_wire", "data", struct.pack("<IIQQ", TCP_MAGIC, 3, 7, 4096))
+    write("tcp_wire", "data_capped", struct.pack("<IIQQQ", TCP_MAGIC, 3, 7, 4096, 1024))
+    write("tcp_wire", "note", struct.pack("<IIQQ", abort_magic, 1, 0, 40))
+    write("tcp_wire", "big_channel", struct.pack("<IIQQ", TCP_MAGIC, 70000, 7, 8))
+    msg_magic = 0x6d736731
+    def shm_header(channel, flags, tag, size, address):
+        return struct.pack("<IHHQQQ", msg_magic, channel, flags, tag, size, address) + bytes(32)
+    write("shm_wire", "ring", shm_header(2, 0, 9, 4096, 0))
+    write("shm_wire", "single_copy", shm_header(0, 1, 9, 1 << 20, 0x7f0000001000))
+    write("shm_wire", "capped", shm_header(0, 0, 9, 1 << 20, 0) + struct.pack("<Q", 4096))
+    write("bootstrap_wire", "verdict_ok", bytes([0]) + struct.pack(">II", 0, 0))
+    write("bootstrap_wire", "verdict_err", bytes([0]) + struct.pack(">II", 8, 120))
+    write("bootstrap_wire", "call", bytes([1]) + struct.pack(">IIIi", 2, 5, 4096, 1))
+    write("bootstrap_wire", "call_bad_op", bytes([1]) + struct.pack(">IIIi", 9, 5, 4096, -1))
     return 0
 
 

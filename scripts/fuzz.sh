@@ -12,9 +12,11 @@
 #     TARGET         e.g. tcp_frame (default: every fuzz/targets/*_fuzz.cc)
 #   FUZZ_ARGS        extra libFuzzer flags for every run (e.g. "-jobs=2 -workers=2")
 #
-# Prints one line per target (inputs, seconds, inputs/s, crashes) and a summary. A crash or
-# sanitizer report leaves the reproducer in BUILD/artifacts/<target>-crash-* and its log in
-# BUILD/logs/<target>.log; replay it with: BUILD/bin/<target>_fuzz REPRODUCER.
+# Each target first replays its committed reproducers (fuzz/crashes/<target>-*: past findings,
+# now fixed), then fuzzes. Prints one line per target (inputs, seconds, inputs/s, crashes)
+# and a summary. A crash or sanitizer report leaves the reproducer in
+# BUILD/artifacts/<target>-crash-* and its log in BUILD/logs/<target>.log; replay it with:
+# BUILD/bin/<target>_fuzz REPRODUCER.
 # Exit: 0 clean, 1 a target crashed (or the build failed), 77 clang/libFuzzer missing (skip).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -79,6 +81,19 @@ for t in "${TARGETS[@]}"; do
   [ -d "fuzz/corpus/$t" ] && cp -n fuzz/corpus/"$t"/* "$corpus"/ 2>/dev/null || true
   if [ -n "$RUNS" ]; then limit=(-runs="$RUNS"); else limit=(-max_total_time="$SECONDS_EACH"); fi
   log="$BUILD/logs/$t.log"
+  # The committed reproducers of this target's past findings (fuzz/crashes/<target>-*) run
+  # first: each must now pass, so a fixed finding that comes back fails at once.
+  repro=()
+  for f in fuzz/crashes/"$t"-*; do [ -f "$f" ] && repro+=("$f"); done
+  if [ ${#repro[@]} -gt 0 ]; then
+    if ! ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:allocator_may_return_null=1} \
+         UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1} \
+         "$bin" -timeout=25 -rss_limit_mb=2048 "${repro[@]}" > "$BUILD/logs/$t.replay.log" 2>&1; then
+      printf '%-16s %12s %8s %10s %s\n' "$t" - - - "REPRODUCER FAILS (log $BUILD/logs/$t.replay.log)"
+      failed+=("$t")
+      continue
+    fi
+  fi
   start=$(date +%s.%N)
   rc=0
   # -timeout: one input taking 25 s is a hang; -rss_limit_mb: a parser allocating 2 GiB is a

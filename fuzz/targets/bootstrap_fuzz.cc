@@ -1,6 +1,6 @@
 // Fuzz target: the bootstrap rendezvous messages, both directions, through the real code
-// (bootstrap.cc parses them inline in RunRoot and Bootstrap::Join; see fuzz/README.md for the
-// extraction that would allow a pure target):
+// (RunRoot and Bootstrap::Join over loopback; the fixed-size records alone are fuzzed much
+// faster by bootstrap_wire_fuzz.cc):
 //   mode 0, to the root: anyone who can reach the root's port sends bytes; with bit 1 of the
 //     mode byte the target puts the job's real secret into a hello-shaped prefix, so the
 //     fuzzer gets past the secret check (an insider or a derived secret, issue 11 defect 3).
@@ -10,9 +10,9 @@
 //     succeed, never crash, and never hand out an unknown result code. The joining rank is
 //     rank 0 of 1, so the table is read but no ring connection is made: a fuzzed table must
 //     not make the fuzzer connect to arbitrary addresses.
-// Input: byte 0 = mode (bit 0) | real secret (bit 1). Roots live on detached threads for
-// 0.2 s after their input, so a root crash may be reported under a later input: re-run the
-// reproducer alone (fuzz.sh prints how) to confirm it.
+// Input: byte 0 = mode (bit 0) | real secret (bit 1). Each input's root is cancelled and
+// joined before the next input (CancelBootstrapRoot), so a root's crash or leak is reported
+// under the input that caused it.
 #include <sys/socket.h>
 
 #include <thread>
@@ -55,6 +55,10 @@ void FuzzRoot(bool real_secret, std::string bytes) {
   net::Deadline deadline = net::Deadline::After(0.02);
   while (net::RecvAll(*sock, sink, 1, deadline).ok()) {
   }
+  // Done with this root: cancelling it (and joining its thread) here means a root's crash is
+  // reported under its own input, and no root outlives the process (the LeakSanitizer report
+  // of HandshakeServer::Pending on detached root threads, fixed with the root registry).
+  (void)CancelBootstrapRoot(*id);
 }
 
 // A fake root: accepts one rank, reads its hello and address, answers with `bytes`.
