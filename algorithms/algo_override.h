@@ -6,7 +6,8 @@
 //   e.g. "allreduce:ring", "allreduce:0-64K:recursive_doubling,64K-inf:ring;alltoall:pairwise"
 // Sizes are bytes as weft-perf's "size" column reports them (nccl-tests' convention):
 // allreduce/broadcast/reduce: count*typesize; allgather/reducescatter/alltoall:
-// nranks*count*typesize.
+// nranks*count*typesize; alltoallv: the mean bytes a rank sends (whole count table / nranks,
+// the same on every rank). The selector computes it, once per call (Selector::CallBytes).
 // Bad strings are rejected with a message quoting the offending part; a collective called
 // under an invalid WEFT_ALGO fails with weftInvalidUsage (never a silent fallback). A forced
 // algorithm that cannot run the call (e.g. a direct one across hosts) also fails with

@@ -16,7 +16,7 @@ StatusOr<Schedule> BuildAllGatherRecursiveDoubling(const ScheduleRequest& reques
   auto blocks = [&](int first_rank, int end_rank) {
     return Out(static_cast<size_t>(first_rank) * c, static_cast<size_t>(end_rank - first_rank) * c);
   };
-  for (int r = 0; r < p; ++r) {
+  for (int r : RanksToBuild(request)) {
     RankSchedule& rs = s.ranks[r];
     rs.input_count = c;
     rs.output_count = static_cast<size_t>(p) * c;

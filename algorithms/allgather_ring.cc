@@ -21,7 +21,7 @@ StatusOr<Schedule> BuildAllGatherRing(const ScheduleRequest& req) {
   const size_t n = req.count;
   const BlockChunks blk(n, req.chunk);
   sched.window = blk.Window();
-  for (int r = 0; r < p; ++r) {
+  for (int r : RanksToBuild(req)) {
     RankSchedule& rs = sched.ranks[r];
     rs.input_count = n;
     rs.output_count = n * p;

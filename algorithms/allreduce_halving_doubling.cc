@@ -21,7 +21,7 @@ StatusOr<Schedule> BuildAllReduceHalvingDoubling(const ScheduleRequest& request)
     size_t a = PartOffset(n, p2, lo), b = hi == p2 ? n : PartOffset(n, p2, hi);
     return std::make_pair(a, b - a);
   };
-  for (int r = 0; r < p; ++r) {
+  for (int r : RanksToBuild(request)) {
     RankSchedule& rs = s.ranks[r];
     rs.input_count = n;
     rs.output_count = n;

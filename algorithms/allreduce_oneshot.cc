@@ -33,7 +33,7 @@ StatusOr<Schedule> BuildAllReduceOneshot(const ScheduleRequest& req) {
   const size_t n = req.count;
   const DirectRounds plan(req, n, kDirectScratchElems / 2);
   const size_t c_max = plan.per_round, rounds = plan.rounds;
-  for (int r = 0; r < p; ++r) {
+  for (int r : RanksToBuild(req)) {
     RankSchedule& rs = sched.ranks[r];
     rs.input_count = n;
     rs.output_count = n;

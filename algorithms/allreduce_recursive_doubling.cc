@@ -16,7 +16,7 @@ StatusOr<Schedule> BuildAllReduceRecursiveDoubling(const ScheduleRequest& reques
   const int p = request.nranks;
   const size_t n = request.count;
   const Fold fold(p);
-  for (int r = 0; r < p; ++r) {
+  for (int r : RanksToBuild(request)) {
     RankSchedule& rs = s.ranks[r];
     rs.input_count = n;
     rs.output_count = n;

@@ -28,7 +28,7 @@ StatusOr<Schedule> BuildAllReduceRing(const ScheduleRequest& req) {
   const size_t n = req.count;
   RingLayout ring(p, n, req.chunk);
   sched.window = ring.Window();
-  for (int r = 0; r < p; ++r) {
+  for (int r : RanksToBuild(req)) {
     RankSchedule& rs = sched.ranks[r];
     rs.input_count = n;
     rs.output_count = n;

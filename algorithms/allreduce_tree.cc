@@ -79,7 +79,7 @@ StatusOr<Schedule> BuildAllReduceTree(const ScheduleRequest& request) {
   const std::vector<Chunk> halves[2] = {SplitChunks(0, half, request.chunk.chunk_elems),
                                         SplitChunks(half, n - half, request.chunk.chunk_elems)};
   const size_t nchunks = std::max(halves[0].size(), halves[1].size());
-  for (int r = 0; r < p; ++r) {
+  for (int r : RanksToBuild(request)) {
     RankSchedule& rs = s.ranks[r];
     rs.input_count = n;
     rs.output_count = n;

@@ -33,7 +33,7 @@ StatusOr<Schedule> BuildAllReduceTwoshot(const ScheduleRequest& req) {
   const size_t c_max = plan.per_round, rounds = plan.rounds;
   const size_t b_max = (c_max + p - 1) / p;
   const size_t slot_elems = c_max + b_max;
-  for (int r = 0; r < p; ++r) {
+  for (int r : RanksToBuild(req)) {
     RankSchedule& rs = sched.ranks[r];
     rs.input_count = n;
     rs.output_count = n;

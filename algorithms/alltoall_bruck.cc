@@ -14,7 +14,7 @@ StatusOr<Schedule> BuildAllToAllBruck(const ScheduleRequest& request) {
   const int p = request.nranks;
   const size_t c = request.count;
   const size_t pc = static_cast<size_t>(p) * c;
-  for (int r = 0; r < p; ++r) {
+  for (int r : RanksToBuild(request)) {
     RankSchedule& rs = s.ranks[r];
     rs.input_count = pc;
     rs.output_count = pc;

@@ -21,7 +21,7 @@ StatusOr<Schedule> BuildAllToAllvPairwise(const ScheduleRequest& request) {
   auto count = [&](int src, int dst) { return request.a2av_counts[src * n + dst]; };
   auto sdispl = [&](int src, int dst) { return request.a2av_send_displs[src * n + dst]; };
   auto rdispl = [&](int dst, int src) { return request.a2av_recv_displs[dst * n + src]; };
-  for (int r = 0; r < p; ++r) {
+  for (int r : RanksToBuild(request)) {
     RankSchedule& rs = s.ranks[r];
     for (int q = 0; q < p; ++q) {
       rs.input_count = std::max(rs.input_count, sdispl(r, q) + count(r, q));

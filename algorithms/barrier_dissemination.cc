@@ -17,7 +17,7 @@ StatusOr<Schedule> BuildBarrierDissemination(const ScheduleRequest& request) {
   Schedule s = NewSchedule(request, "dissemination");
   s.count = 0;
   const int p = request.nranks, rounds = CeilLog2(p);
-  for (int r = 0; r < p; ++r) {
+  for (int r : RanksToBuild(request)) {
     auto& steps = s.ranks[r].steps;
     for (int k = 0; k < rounds; ++k) {
       const int d = 1 << k;

@@ -12,7 +12,7 @@ StatusOr<Schedule> BuildBroadcastBinomial(const ScheduleRequest& request) {
   const int p = request.nranks, root = request.root;
   const size_t n = request.count;
   std::vector<Chunk> chunks = SplitChunks(0, n, request.chunk.chunk_elems);
-  for (int r = 0; r < p; ++r) {
+  for (int r : RanksToBuild(request)) {
     RankSchedule& rs = s.ranks[r];
     rs.input_count = r == root ? n : 0;
     rs.output_count = n;

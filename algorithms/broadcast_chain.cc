@@ -14,16 +14,17 @@ StatusOr<Schedule> BuildBroadcastChain(const ScheduleRequest& request) {
   Schedule s = NewSchedule(request, "chain");
   const int p = request.nranks, root = request.root;
   const size_t n = request.count;
-  for (int r = 0; r < p; ++r) {
+  for (int r : RanksToBuild(request)) {
     s.ranks[r].input_count = r == root ? n : 0;
     s.ranks[r].output_count = n;
   }
   // The root's own result: a local copy (the executor skips it when in-place).
-  if (n > 0) s.ranks[root].steps.push_back(CopyStep(In(0, n), Out(0, n)));
+  if (n > 0 && request.scope.Includes(root)) s.ranks[root].steps.push_back(CopyStep(In(0, n), Out(0, n)));
   std::vector<Chunk> chunks = SplitChunks(0, n, request.chunk.chunk_elems);
   for (int pos = 0; pos < p; ++pos) {
     const int rank = (root + pos) % p;
     const int prev = (root + pos - 1 + p) % p, next = (root + pos + 1) % p;
+    if (!request.scope.Includes(rank)) continue;  // only the plan's rank (PlanScope)
     auto& steps = s.ranks[rank].steps;
     for (size_t c = 0; c < chunks.size(); ++c) {
       const uint16_t ch = ChunkChannel(request.chunk, c);

@@ -15,7 +15,7 @@ StatusOr<Schedule> BuildBroadcastScatterAllgather(const ScheduleRequest& request
     size_t off = PartOffset(n, p, v), cnt = PartSize(n, p, v);
     return from_input ? In(off, cnt) : Out(off, cnt);
   };
-  for (int r = 0; r < p; ++r) {
+  for (int r : RanksToBuild(request)) {
     RankSchedule& rs = s.ranks[r];
     rs.input_count = r == root ? n : 0;
     rs.output_count = n;

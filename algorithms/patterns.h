@@ -28,8 +28,22 @@ inline Schedule NewSchedule(const ScheduleRequest& request, const std::string& a
   s.nranks = request.nranks;
   s.count = request.count;
   s.root = request.root;
+  s.scope = request.scope;
   s.ranks.resize(request.nranks > 0 ? request.nranks : 0);
   return s;
+}
+
+// The ranks a generator builds steps for: request.scope's one rank (the executor's plan) or
+// all of them (checker, simulator). Generators whose ranks' steps are independent loop over
+// this instead of [0, p), which makes one rank's plan cost that rank's steps only.
+inline std::vector<int> RanksToBuild(const ScheduleRequest& request) {
+  std::vector<int> ranks;
+  if (!request.scope.all()) {
+    if (request.scope.rank < request.nranks) ranks.push_back(request.scope.rank);
+    return ranks;
+  }
+  for (int r = 0; r < request.nranks; ++r) ranks.push_back(r);
+  return ranks;
 }
 
 // Common argument checks every generator does first.
@@ -216,6 +230,10 @@ inline Status EmbedAlgorithm(Collective collective, const std::string& algorithm
   sub_request.collective = collective;
   sub_request.nranks = static_cast<int>(e.members.size());
   sub_request.groups.clear();
+  // The parent's scope names a parent rank, not a sub rank, and compositions size scratch from
+  // every member's (ScratchTop): sub-schedules are built for all members; BuildSchedule trims
+  // the parent to its scope.
+  sub_request.scope = PlanScope::AllRanks();
   const AlgorithmInfo* info = FindAlgorithm(collective, algorithm);
   if (info == nullptr)
     return InternalError(std::string("sub-algorithm ") + CollectiveName(collective) + ":" +

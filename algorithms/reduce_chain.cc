@@ -14,12 +14,12 @@ StatusOr<Schedule> BuildReduceChain(const ScheduleRequest& request) {
   Schedule s = NewSchedule(request, "chain");
   const int p = request.nranks, root = request.root;
   const size_t n = request.count;
-  for (int r = 0; r < p; ++r) {
+  for (int r : RanksToBuild(request)) {
     s.ranks[r].input_count = n;
     s.ranks[r].output_count = r == root ? n : 0;
   }
   if (n == 0) return s;
-  if (p == 1) {
+  if (p == 1) {  // root == 0, the only rank: always in scope
     s.ranks[root].steps.push_back(CopyStep(In(0, n), Out(0, n)));
     s.ranks[root].steps.push_back(FinalizeStep(Out(0, n)));
     return s;
@@ -28,6 +28,7 @@ StatusOr<Schedule> BuildReduceChain(const ScheduleRequest& request) {
   for (int pos = 0; pos < p; ++pos) {
     const int rank = (root + pos) % p;
     const int towards_root = (root + pos - 1 + p) % p, from = (root + pos + 1) % p;
+    if (!request.scope.Includes(rank)) continue;  // only the plan's rank (PlanScope)
     auto& steps = s.ranks[rank].steps;
     for (size_t c = 0; c < chunks.size(); ++c) {
       const uint16_t ch = ChunkChannel(request.chunk, c);

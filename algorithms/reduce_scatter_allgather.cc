@@ -15,7 +15,7 @@ StatusOr<Schedule> BuildReduceScatterAllgather(const ScheduleRequest& request) {
   auto part = [&](int w, Buffer b) {
     return Region{b, PartOffset(n, p, w), PartSize(n, p, w)};
   };
-  for (int r = 0; r < p; ++r) {
+  for (int r : RanksToBuild(request)) {
     RankSchedule& rs = s.ranks[r];
     rs.input_count = n;
     rs.output_count = r == root ? n : 0;

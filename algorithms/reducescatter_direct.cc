@@ -28,7 +28,7 @@ StatusOr<Schedule> BuildReduceScatterDirect(const ScheduleRequest& req) {
   const DirectRounds plan(req, n, std::max<size_t>(1, kDirectScratchElems / 2 / p));
   const size_t c_max = plan.per_round, rounds = plan.rounds;
   const size_t slot_elems = p * c_max;
-  for (int r = 0; r < p; ++r) {
+  for (int r : RanksToBuild(req)) {
     RankSchedule& rs = sched.ranks[r];
     rs.input_count = n * p;
     rs.output_count = n;

@@ -18,7 +18,7 @@ StatusOr<Schedule> BuildReduceScatterHalvingDoubling(const ScheduleRequest& requ
   auto rank_blocks = [&](int first, int end) {  // blocks of ranks [first, end) as (offset, count)
     return std::make_pair(static_cast<size_t>(first) * c, static_cast<size_t>(end - first) * c);
   };
-  for (int r = 0; r < p; ++r) {
+  for (int r : RanksToBuild(request)) {
     RankSchedule& rs = s.ranks[r];
     rs.input_count = static_cast<size_t>(p) * c;
     rs.output_count = c;

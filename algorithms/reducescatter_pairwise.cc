@@ -12,7 +12,7 @@ StatusOr<Schedule> BuildReduceScatterPairwise(const ScheduleRequest& request) {
   Schedule s = NewSchedule(request, "pairwise");
   const int p = request.nranks;
   const size_t c = request.count;
-  for (int r = 0; r < p; ++r) {
+  for (int r : RanksToBuild(request)) {
     RankSchedule& rs = s.ranks[r];
     rs.input_count = static_cast<size_t>(p) * c;
     rs.output_count = c;

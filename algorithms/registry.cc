@@ -23,6 +23,29 @@ bool RegisterAlgorithm(AlgorithmInfo info) {
   return true;
 }
 
+StatusOr<Schedule> BuildSchedule(const AlgorithmInfo& algorithm, const ScheduleRequest& request,
+                                 BuildStats* stats) {
+  const PlanScope scope = request.scope;
+  if (!scope.all() && scope.rank >= request.nranks)
+    return InvalidArgument("plan scope rank " + std::to_string(scope.rank) + " outside [0, " +
+                           std::to_string(request.nranks) + ")");
+  StatusOr<Schedule> built = algorithm.build(request);
+  if (!built.ok()) return built;
+  Schedule& s = built.value();
+  if (stats != nullptr) {
+    stats->emitted_steps = 0;
+    for (const RankSchedule& rs : s.ranks) stats->emitted_steps += rs.steps.size();
+  }
+  if (!scope.all()) {
+    // A generator that built every rank (a composition) is trimmed to the scope; for one that
+    // honoured it the other entries are empty already and this costs O(p).
+    for (int r = 0; r < static_cast<int>(s.ranks.size()); ++r)
+      if (r != scope.rank) s.ranks[r] = RankSchedule();
+  }
+  s.scope = scope;
+  return built;
+}
+
 const std::vector<AlgorithmInfo>& AllAlgorithms() { return Registry(); }
 
 const AlgorithmInfo* FindAlgorithm(Collective collective, const std::string& name) {

@@ -1,7 +1,8 @@
 // Algorithm registry: the menu the selector chooses from and WEFT_ALGO forces from.
 //
 // Each algorithm file (algorithms/<collective>_<name>.cc) defines one generator and registers
-// it with WEFT_REGISTER_ALGORITHM. Generators are pure: ScheduleRequest -> Schedule.
+// it with WEFT_REGISTER_ALGORITHM. Generators are pure: ScheduleRequest -> Schedule, building
+// the ranks in request.scope (RanksToBuild in patterns.h); call them through BuildSchedule.
 #pragma once
 
 #include <functional>
@@ -30,6 +31,9 @@ struct ScheduleRequest {
   std::vector<size_t> a2av_counts;
   std::vector<size_t> a2av_send_displs;  // [src * nranks + dst]
   std::vector<size_t> a2av_recv_displs;  // [dst * nranks + src]
+  // Whose steps to build (schedule.h): every rank (checker, simulator, cost model) or the one
+  // rank that will run the plan (the communicator). Schedule caches key on it.
+  PlanScope scope;
 };
 
 struct AlgorithmInfo {
@@ -39,6 +43,21 @@ struct AlgorithmInfo {
   std::function<bool(const ScheduleRequest&)> applicable;
   std::function<StatusOr<Schedule>(const ScheduleRequest&)> build;
 };
+
+// What building a schedule cost: the steps the generator emitted (before BuildSchedule trims a
+// whole-schedule generator's result to the requested scope). Tests bound one rank's build
+// with it, in steps rather than wall time.
+struct BuildStats {
+  size_t emitted_steps = 0;
+};
+
+// Builds `algorithm`'s schedule for `request` within request.scope: the one entry point the
+// communicator uses. A generator that honours the scope emits only that rank's steps; one
+// that builds every rank (compositions) is trimmed to it here, so the result always holds
+// exactly the scope's steps (schedule.scope says which). Errors: a scope rank outside
+// [0, nranks) (InvalidArgument naming it), or the generator's own.
+StatusOr<Schedule> BuildSchedule(const AlgorithmInfo& algorithm, const ScheduleRequest& request,
+                                 BuildStats* stats = nullptr);
 
 // All registered algorithms (for every collective), in registration order.
 const std::vector<AlgorithmInfo>& AllAlgorithms();

@@ -1,7 +1,8 @@
 // Schedule: the intermediate representation between algorithms and the executor.
 //
-// An algorithm is a pure function (collective, layout, count, chunking) -> Schedule. A schedule
-// holds, for every rank, a list of steps over buffer regions. Regions name a buffer (the
+// An algorithm is a pure function (collective, layout, count, chunking, scope) -> Schedule. A
+// schedule holds, for every rank in its scope (all ranks, or the one rank the executor runs:
+// see PlanScope), a list of steps over buffer regions. Regions name a buffer (the
 // caller's input or output, or a scratch buffer the executor allocates) plus an element offset
 // and count, so schedules know nothing about pointers, dtypes or transports.
 //
@@ -107,6 +108,25 @@ struct RankSchedule {
   std::vector<Step> steps;
 };
 
+// Which ranks' steps a schedule holds. The executor's path builds one rank's plan
+// (ForRank(r): that rank's RankSchedule; every other entry stays empty, so memory and build
+// time are what that rank's own steps cost — O(p) for ring and pairwise schedules instead of
+// the O(p^2) of all ranks). The checker, the simulator and the cost model need every rank's
+// steps and build AllRanks(), the default. Generators honour it through RanksToBuild
+// (patterns.h); BuildSchedule (registry.h) trims the result of any generator that builds all
+// ranks anyway (compositions such as the hierarchical ones), so the scope always holds.
+struct PlanScope {
+  int rank = -1;  // -1: every rank
+  static PlanScope AllRanks() { return PlanScope{}; }
+  static PlanScope ForRank(int r) {
+    PlanScope s;
+    s.rank = r;
+    return s;
+  }
+  bool all() const { return rank < 0; }
+  bool Includes(int r) const { return rank < 0 || rank == r; }
+};
+
 struct Schedule {
   Collective collective = Collective::kAllReduce;
   std::string algorithm;  // e.g. "ring"
@@ -114,7 +134,8 @@ struct Schedule {
   size_t count = 0;  // the API's count argument (per-rank elements, as NCCL)
   int root = -1;     // broadcast / reduce
   int window = 8;    // max steps in flight per rank
-  std::vector<RankSchedule> ranks;
+  PlanScope scope;   // whose steps `ranks` holds (all ranks unless built for one)
+  std::vector<RankSchedule> ranks;  // always nranks entries; outside `scope` they are empty
 };
 
 // Chunking choices handed to generators (the selector fills them in).

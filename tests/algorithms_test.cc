@@ -136,6 +136,117 @@ TEST(AlgorithmLibrary, RejectsBadRequests) {
   EXPECT_NE(st.message().find("rank 3 is in no group"), std::string::npos) << st.message();
 }
 
+// Two steps are the same step: every field the executor reads.
+bool SameStep(const Step& u, const Step& v) {
+  auto same = [](const Region& a, const Region& b) {
+    return a.buffer == b.buffer && a.offset == b.offset && a.count == b.count;
+  };
+  return u.op == v.op && u.peer == v.peer && u.to == v.to && u.channel == v.channel &&
+         u.to_channel == v.to_channel && same(u.src, v.src) && same(u.dst, v.dst) &&
+         same(u.remote, v.remote);
+}
+
+// Uneven all-to-allv tables (rank src sends src + dst + 1 + extra elements to dst, packed).
+void FillAllToAllv(ScheduleRequest* r, size_t extra) {
+  const int p = r->nranks;
+  r->a2av_counts.assign(static_cast<size_t>(p) * p, 0);
+  r->a2av_send_displs.assign(static_cast<size_t>(p) * p, 0);
+  r->a2av_recv_displs.assign(static_cast<size_t>(p) * p, 0);
+  for (int a = 0; a < p; ++a)
+    for (int b = 0; b < p; ++b) r->a2av_counts[a * p + b] = static_cast<size_t>(a + b + 1) + extra;
+  for (int a = 0; a < p; ++a) {
+    size_t so = 0, ro = 0;
+    for (int b = 0; b < p; ++b) {
+      r->a2av_send_displs[a * p + b] = so;
+      so += r->a2av_counts[a * p + b];
+      r->a2av_recv_displs[a * p + b] = ro;  // [dst * p + src]: rank a receives from b
+      ro += r->a2av_counts[b * p + a];
+    }
+  }
+}
+
+// The executor's plan for rank r (PlanScope::ForRank(r)) is exactly rank r's part of the
+// whole schedule the checker proves, for every algorithm: same steps, counts and window, and
+// no other rank's steps. This is what keeps one-rank plans as correct as the proved ones.
+TEST(AlgorithmLibrary, OneRankPlanIsThatRankOfTheWholeSchedule) {
+  size_t plans = 0;
+  for (const AlgorithmInfo& a : AllAlgorithms()) {
+    if (a.collective == Collective::kSendRecv) continue;
+    for (int p : {1, 2, 3, 4, 5, 7, 8, 9, 12}) {
+      for (size_t count : {size_t{0}, size_t{1}, size_t{13}, size_t{100}}) {
+        for (size_t chunk : {size_t{0}, size_t{4}}) {
+          ScheduleRequest r;
+          r.collective = a.collective;
+          r.nranks = p;
+          r.count = count;
+          r.root = p > 2 ? 2 : 0;
+          r.chunk.chunk_elems = chunk;
+          r.chunk.channels = chunk ? 2 : 1;
+          r.all_ranks_mappable = true;
+          for (int g = 0, next = 0; next < p; ++g) {  // uneven groups: 1, 2, 3, ... ranks
+            r.groups.emplace_back();
+            for (int k = 0; k <= g && next < p; ++k) r.groups.back().push_back(next++);
+          }
+          if (a.collective == Collective::kAllToAllv) FillAllToAllv(&r, count);
+          if (a.applicable && !a.applicable(r)) continue;
+          const std::string what = std::string(CollectiveName(a.collective)) + ":" + a.name + " p=" +
+                                   std::to_string(p) + " count=" + std::to_string(count) +
+                                   " chunk=" + std::to_string(chunk);
+          StatusOr<Schedule> whole = BuildSchedule(a, r);
+          ASSERT_TRUE(whole.ok()) << what << ": " << whole.status().message();
+          ASSERT_TRUE(whole->scope.all()) << what;
+          for (int rank = 0; rank < p; ++rank) {
+            ScheduleRequest one = r;
+            one.scope = PlanScope::ForRank(rank);
+            StatusOr<Schedule> plan = BuildSchedule(a, one);
+            ASSERT_TRUE(plan.ok()) << what << " rank " << rank << ": " << plan.status().message();
+            ++plans;
+            EXPECT_EQ(plan->scope.rank, rank) << what;
+            EXPECT_EQ(plan->window, whole->window) << what;
+            ASSERT_EQ(plan->ranks.size(), whole->ranks.size()) << what;
+            for (int q = 0; q < p; ++q) {
+              const RankSchedule &got = plan->ranks[q], &want = whole->ranks[q];
+              if (q != rank) {
+                EXPECT_TRUE(got.steps.empty() && got.scratch_count == 0 && got.input_count == 0)
+                    << what << ": rank " << rank << "'s plan holds rank " << q << "'s steps";
+                continue;
+              }
+              EXPECT_EQ(got.input_count, want.input_count) << what << " rank " << q;
+              EXPECT_EQ(got.output_count, want.output_count) << what << " rank " << q;
+              EXPECT_EQ(got.scratch_count, want.scratch_count) << what << " rank " << q;
+              ASSERT_EQ(got.steps.size(), want.steps.size()) << what << " rank " << q;
+              for (size_t i = 0; i < got.steps.size(); ++i)
+                ASSERT_TRUE(SameStep(got.steps[i], want.steps[i])) << what << " rank " << q << " step " << i;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(plans, 1000u);  // the sweep really ran
+}
+
+TEST(AlgorithmLibrary, OneRankPlanOutsideTheRanksIsRefused) {
+  ScheduleRequest r;
+  r.collective = Collective::kAllReduce;
+  r.nranks = 4;
+  r.count = 10;
+  r.scope = PlanScope::ForRank(4);
+  StatusOr<Schedule> s = BuildSchedule(*FindAlgorithm(Collective::kAllReduce, "ring"), r);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), weftInvalidArgument);
+  EXPECT_NE(s.status().message().find("scope rank 4"), std::string::npos) << s.status().message();
+  // The checker proves whole schedules only: a one-rank plan is refused, not half-proved.
+  r.scope = PlanScope::ForRank(1);
+  s = BuildSchedule(*FindAlgorithm(Collective::kAllReduce, "ring"), r);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  ScheduleRequest whole = r;
+  whole.scope = PlanScope::AllRanks();
+  Status st = CheckSchedule(*s, whole, CheckOptions());
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("only rank 1"), std::string::npos) << st.message();
+}
+
 class RankCounts : public ::testing::TestWithParam<int> {};
 INSTANTIATE_TEST_SUITE_P(P, RankCounts, ::testing::Values(1, 2, 3, 4, 5, 8, 13, 16));
 

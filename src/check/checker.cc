@@ -257,6 +257,10 @@ Status Checker::Structure() {
   if (sched_.collective != req_.collective)
     return InvalidArgument(std::string("schedule is for ") + CollectiveName(sched_.collective) +
                            ", request for " + CollectiveName(req_.collective));
+  // A proof needs every rank's steps: a plan built for one rank (PlanScope) cannot be proved.
+  if (!sched_.scope.all())
+    return InvalidArgument("schedule holds only rank " + std::to_string(sched_.scope.rank) +
+                           "'s steps (a one-rank plan); the checker needs every rank's (PlanScope::AllRanks)");
   if (sched_.nranks != req_.nranks || static_cast<int>(sched_.ranks.size()) != req_.nranks)
     return InvalidArgument("schedule has nranks " + std::to_string(sched_.nranks) + " and " +
                            std::to_string(sched_.ranks.size()) + " rank schedules, request " +
@@ -851,7 +855,9 @@ Status CheckSchedule(const Schedule& schedule, const ScheduleRequest& request,
 }
 
 Status ProveAlgorithm(const AlgorithmInfo& info, const ScheduleRequest& request) {
-  StatusOr<Schedule> s = info.build(request);
+  ScheduleRequest all = request;
+  all.scope = PlanScope::AllRanks();  // a proof covers every rank
+  StatusOr<Schedule> s = BuildSchedule(info, all);
   if (!s.ok())
     return s.status().WithContext(std::string("building ") + CollectiveName(info.collective) +
                                   ":" + info.name);

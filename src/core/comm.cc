@@ -1,5 +1,5 @@
 // Running operations on a communicator: choose the algorithm (the selector), build (or fetch)
-// the schedule, run this rank's part of it with the executor.
+// this rank's plan (a schedule scoped to this rank: PlanScope), run it with the executor.
 #include "core/comm.h"
 
 #include <algorithm>
@@ -36,7 +36,8 @@ namespace {
 std::string CacheKey(const ScheduleRequest& r, const std::string& algo) {
   std::string k = std::string(CollectiveName(r.collective)) + "/" + algo + "/" +
                   std::to_string(r.count) + "/" + std::to_string(r.root) + "/" +
-                  std::to_string(r.chunk.chunk_elems) + "/" + std::to_string(r.chunk.channels);
+                  std::to_string(r.chunk.chunk_elems) + "/" + std::to_string(r.chunk.channels) +
+                  "/scope" + std::to_string(r.scope.rank);  // a one-rank plan is that rank's
   if (r.collective == Collective::kAllToAllv) {
     for (size_t v : r.a2av_counts) k += "," + std::to_string(v);
     for (size_t v : r.a2av_send_displs) k += ";" + std::to_string(v);
@@ -103,9 +104,10 @@ Status AllGatherBytes(weftComm* comm, uint64_t tag, const void* mine, size_t byt
   gather.nranks = comm->nranks;
   gather.count = bytes;
   gather.chunk = ChunkPolicy{};
+  gather.scope = PlanScope::ForRank(comm->rank);
   const AlgorithmInfo* ring = FindAlgorithm(Collective::kAllGather, "ring");
   if (ring == nullptr) return InternalError("ring allgather is not registered");
-  StatusOr<Schedule> gs = ring->build(gather);
+  StatusOr<Schedule> gs = BuildSchedule(*ring, gather);
   if (!gs.ok()) return gs.status();
   return Execute(comm, gs->ranks[comm->rank], gs->window, weftUint8, weftSum, tag, mine, all, what);
 }
@@ -160,13 +162,16 @@ Status BuildPlan(weftComm* comm, const CollectiveCall& call, ScheduleRequest* re
   plan->shape_hash = HashCallShape(MakeCallDescriptor(call.collective, cacheable ? call.count : 0,
                                                       call.dtype, call.op, call.root,
                                                       plan->algorithm->name));
+  // This rank's plan only (its own steps: O(p) for ring and pairwise schedules, where all
+  // ranks' would be O(p^2)); the selector above evaluated candidates with every rank's.
+  req->scope = PlanScope::ForRank(comm->rank);
   std::string skey = cacheable ? "" : CacheKey(*req, plan->algorithm->name);
   auto sit = cacheable ? comm->schedule_cache.end() : comm->schedule_cache.find(skey);
   if (sit != comm->schedule_cache.end()) {
     plan->schedule = sit->second;
     return OkStatus();
   }
-  StatusOr<Schedule> built = plan->algorithm->build(*req);
+  StatusOr<Schedule> built = BuildSchedule(*plan->algorithm, *req);
   if (!built.ok()) return built.status().WithContext(plan->what);
   if (static_cast<int>(built->ranks.size()) != comm->nranks)
     return InternalError("algorithm " + plan->algorithm->name + " built a schedule for " +

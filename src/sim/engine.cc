@@ -68,6 +68,9 @@ class Engine {
     if (sched_.nranks != fabric_.nranks())
       return InvalidArgument("simulate: schedule has nranks=" + std::to_string(sched_.nranks) + " but the fabric has " +
                              std::to_string(fabric_.nranks()));
+    if (!sched_.scope.all())  // a one-rank plan: the others' steps were never built
+      return InvalidArgument("simulate: schedule holds only rank " + std::to_string(sched_.scope.rank) +
+                             "'s steps; simulation needs every rank's (PlanScope::AllRanks)");
     if (static_cast<int>(sched_.ranks.size()) != sched_.nranks)
       return InvalidArgument("simulate: schedule lists " + std::to_string(sched_.ranks.size()) + " ranks, nranks=" +
                              std::to_string(sched_.nranks));

@@ -88,7 +88,8 @@ StatusOr<CostEstimate> PredictCost(const AlgorithmInfo& algorithm, const Schedul
     if (est.analytic_only) return est;
   }
   est.evaluated = req.chunk;
-  StatusOr<Schedule> sched = algorithm.build(req);
+  req.scope = PlanScope::AllRanks();  // the simulation needs every rank's steps
+  StatusOr<Schedule> sched = BuildSchedule(algorithm, req);
   if (!sched.ok()) return sched.status().WithContext("cost model: building " + algorithm.name);
   SimOptions so;
   so.shm_enabled = options.shm_enabled;
