@@ -24,80 +24,14 @@ using namespace weft_test;
 
 namespace {
 
-struct Outcome {
-  std::vector<int> status;  // raw wait status per process
-  std::vector<std::string> output;
-  double seconds = 0;
-  bool timed_out = false;
-};
+using Outcome = weft_test::LaunchOutcome;
 
-int FreePort() { return weft_test::FreeLoopbackPort(); }
 
-// Starts `n` processes (argv) with the weft environment plus `env`, waits at most
-// `timeout_s`, kills what is left, returns statuses and outputs (stdout+stderr).
-// With `must_finish` non-empty, the others are killed as soon as those ranks have exited.
+// Starts `n` processes (argv) with the weft environment plus `env` (weft_test::LaunchRanks).
 Outcome Launch(int n, const std::vector<std::string>& argv,
                const std::vector<std::pair<std::string, std::string>>& env, double timeout_s,
                const std::vector<int>& must_finish = {}) {
-  Outcome o;
-  o.status.assign(n, -1);
-  o.output.assign(n, "");
-  std::string root = "127.0.0.1:" + std::to_string(FreePort());
-  std::vector<pid_t> pids(n);
-  std::vector<std::string> files(n);
-  auto start = std::chrono::steady_clock::now();
-  for (int r = 0; r < n; ++r) {
-    files[r] = "/tmp/weft_process_test_" + std::to_string(getpid()) + "_" + std::to_string(r);
-    pid_t pid = fork();
-    if (pid == 0) {
-      int fd = open(files[r].c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      setenv("WEFT_RANK", std::to_string(r).c_str(), 1);
-      setenv("WEFT_WORLD_SIZE", std::to_string(n).c_str(), 1);
-      setenv("WEFT_LOCAL_RANK", std::to_string(r).c_str(), 1);
-      setenv("WEFT_ROOT", root.c_str(), 1);
-      setenv("WEFT_SECRET", "0123456789abcdef0123456789abcdef", 1);
-      for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-      std::vector<char*> args;
-      for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-      args.push_back(nullptr);
-      execv(args[0], args.data());
-      _exit(127);
-    }
-    pids[r] = pid;
-  }
-  int left = n;
-  while (left > 0) {
-    int st;
-    pid_t pid = waitpid(-1, &st, WNOHANG);
-    if (pid > 0) {
-      for (int r = 0; r < n; ++r)
-        if (pids[r] == pid) o.status[r] = st;
-      --left;
-      continue;
-    }
-    double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    bool finished = !must_finish.empty();
-    for (int r : must_finish) finished &= o.status[r] != -1;
-    if (el > timeout_s || finished) {
-      o.timed_out = !finished;
-      for (int r = 0; r < n; ++r)
-        if (o.status[r] == -1) kill(pids[r], SIGKILL);
-      while (left > 0 && (pid = waitpid(-1, &st, 0)) > 0) --left;
-      break;
-    }
-    usleep(20000);
-  }
-  o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  for (int r = 0; r < n; ++r) {
-    std::ifstream f(files[r]);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    o.output[r] = ss.str();
-    unlink(files[r].c_str());
-  }
-  return o;
+  return weft_test::LaunchRanks(n, argv, env, timeout_s, must_finish);
 }
 
 // Runs a shell command with a time limit; returns exit code (124 on timeout) and output.

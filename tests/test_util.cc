@@ -611,9 +611,9 @@ int FreeLoopbackPort() {
 
 namespace {
 
-[[noreturn]] void ExecRank(int r, int n, const std::string& root, const std::string& file,
-                           const std::vector<std::string>& argv,
-                           const std::vector<std::pair<std::string, std::string>>& env) {
+// In a forked rank: output to `file`, the weft environment (see LaunchRanks) plus `env`.
+void SetUpRank(int r, int n, const std::string& root, const std::string& file,
+               const std::vector<std::pair<std::string, std::string>>& env) {
   int fd = open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   dup2(fd, 1);
   dup2(fd, 2);
@@ -634,11 +634,6 @@ namespace {
     if (v.empty()) unsetenv(k.c_str());
     else setenv(k.c_str(), v.c_str(), 1);
   }
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  execv(args[0], args.data());
-  _exit(127);
 }
 
 }  // namespace
@@ -661,6 +656,21 @@ double SlowdownFactor() {
 LaunchOutcome LaunchRanks(int n, const std::vector<std::string>& argv,
                           const std::vector<std::pair<std::string, std::string>>& env,
                           double timeout_s, const std::vector<int>& must_finish) {
+  return ForkRanks(
+      n,
+      [&](int) {
+        std::vector<char*> args;
+        for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+        args.push_back(nullptr);
+        execv(args[0], args.data());
+        return 127;
+      },
+      env, timeout_s, must_finish);
+}
+
+LaunchOutcome ForkRanks(int n, const std::function<int(int rank)>& child,
+                        const std::vector<std::pair<std::string, std::string>>& env,
+                        double timeout_s, const std::vector<int>& must_finish) {
   LaunchOutcome o;
   o.status.assign(n, -1);
   o.output.assign(n, "");
@@ -672,7 +682,12 @@ LaunchOutcome LaunchRanks(int n, const std::vector<std::string>& argv,
   for (int r = 0; r < n; ++r) {
     files[r] = "/tmp/weft_launch_" + std::to_string(getpid()) + "_" + std::to_string(r);
     pid_t pid = fork();
-    if (pid == 0) ExecRank(r, n, root, files[r], argv, env);
+    if (pid == 0) {
+      SetUpRank(r, n, root, files[r], env);
+      int code = child(r);
+      fflush(nullptr);
+      _exit(code);
+    }
     pids[r] = pid;
   }
   int left = n;

@@ -144,6 +144,11 @@ struct LaunchOutcome {
 LaunchOutcome LaunchRanks(int n, const std::vector<std::string>& argv,
                           const std::vector<std::pair<std::string, std::string>>& env,
                           double timeout_s, const std::vector<int>& must_finish = {});
+// Like LaunchRanks, but each process is a fork of this one that runs child(r) in that
+// environment (its return value is the exit status; stdout and stderr are captured).
+LaunchOutcome ForkRanks(int n, const std::function<int(int rank)>& child,
+                        const std::vector<std::pair<std::string, std::string>>& env,
+                        double timeout_s, const std::vector<int>& must_finish = {});
 bool ExitedZero(int status);
 // The factor by which a test scales a bound on how long something may take: WEFT_TEST_SLOWDOWN
 // (>= 1), which scripts/sanitize_env.sh sets because sanitized code runs several times slower;

@@ -91,7 +91,6 @@ TEST(TransportRegistry, ParsesWeftTransport) {
 
 // ---- processes ----
 
-int FreePort() { return weft_test::FreeLoopbackPort(); }
 
 using RankBody = std::function<std::string(weftComm_t comm, int rank, int n)>;
 struct RankResult {
@@ -99,64 +98,36 @@ struct RankResult {
   std::string report;  // what the rank wrote (its checks' failures, or the init error)
 };
 
-// Forks n ranks with `env`; each inits from the environment and runs `body` (whose non-empty
-// return is a failure). A rank whose init fails writes "INIT <code>: <message>". Ranks still
-// running after `timeout_s` are killed (exit_code -1).
+// Forks n ranks with `env` (weft_test::ForkRanks); each inits from the environment and runs
+// `body` (whose non-empty return is a failure). A rank whose init fails reports
+// "INIT <code>: <message>". Ranks still running after `timeout_s` are killed (exit_code -1).
 std::vector<RankResult> RunProcesses(int n, const std::vector<std::pair<std::string, std::string>>& env,
                                      const RankBody& body, double timeout_s = 60) {
-  std::string root = "127.0.0.1:" + std::to_string(FreePort());
-  std::vector<pid_t> pids(n);
-  std::vector<std::string> files(n);
-  for (int r = 0; r < n; ++r) {
-    files[r] = "/tmp/weft_transport_registry_" + std::to_string(getpid()) + "_" + std::to_string(r);
-    pid_t pid = fork();
-    if (pid == 0) {
-      setenv("WEFT_RANK", std::to_string(r).c_str(), 1);
-      setenv("WEFT_WORLD_SIZE", std::to_string(n).c_str(), 1);
-      setenv("WEFT_LOCAL_RANK", std::to_string(r).c_str(), 1);
-      setenv("WEFT_ROOT", root.c_str(), 1);
-      setenv("WEFT_SECRET", "0123456789abcdef0123456789abcdef", 1);
-      setenv("WEFT_INIT_TIMEOUT", "30", 1);
-      for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-      weftComm_t comm = nullptr;
-      weftResult_t rc = weftCommInitFromEnv(&comm);
-      std::string report;
-      if (rc != weftSuccess)
-        report = "INIT " + std::to_string(rc) + ": " + weftGetLastError(comm);
-      else
-        report = body(comm, r, n);
-      if (comm != nullptr) weftCommDestroy(comm);
-      std::ofstream(files[r]) << report;
-      _exit(report.empty() ? 0 : 1);
-    }
-    pids[r] = pid;
-  }
+  static const std::string kOpen = "\nRANK REPORT<<", kClose = ">>\n";
+  std::vector<std::pair<std::string, std::string>> all = {{"WEFT_INIT_TIMEOUT", "30"}};
+  all.insert(all.end(), env.begin(), env.end());
+  weft_test::LaunchOutcome o = weft_test::ForkRanks(
+      n,
+      [&](int r) {
+        weftComm_t comm = nullptr;
+        weftResult_t rc = weftCommInitFromEnv(&comm);
+        std::string report = rc != weftSuccess
+                                 ? "INIT " + std::to_string(rc) + ": " + weftGetLastError(comm)
+                                 : body(comm, r, n);
+        if (comm != nullptr) weftCommDestroy(comm);
+        printf("%s%s%s", kOpen.c_str(), report.c_str(), kClose.c_str());
+        return report.empty() ? 0 : 1;
+      },
+      all, timeout_s);
   std::vector<RankResult> out(n);
-  auto start = std::chrono::steady_clock::now();
-  int left = n;
-  while (left > 0) {
-    int st;
-    pid_t pid = waitpid(-1, &st, WNOHANG);
-    if (pid > 0) {
-      for (int r = 0; r < n; ++r)
-        if (pids[r] == pid) out[r].exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-      --left;
-      continue;
-    }
-    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > timeout_s) {
-      for (int r = 0; r < n; ++r)
-        if (out[r].exit_code == -1) kill(pids[r], SIGKILL);
-      while (left > 0 && waitpid(-1, &st, 0) > 0) --left;
-      break;
-    }
-    usleep(10000);
-  }
   for (int r = 0; r < n; ++r) {
-    std::ifstream f(files[r]);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    out[r].report = ss.str();
-    unlink(files[r].c_str());
+    const int st = o.status[r];
+    out[r].exit_code = st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    // The report is what the rank printed between the markers (its log lines are around it).
+    const std::string& text = o.output[r];
+    size_t at = text.rfind(kOpen), end = at == std::string::npos ? at : text.find(kClose, at);
+    out[r].report = end == std::string::npos ? "no report; output:\n" + text
+                                             : text.substr(at + kOpen.size(), end - at - kOpen.size());
   }
   return out;
 }
