@@ -24,9 +24,9 @@
 // Rank a's figures reach every rank by one allgather, so every rank builds the same fabric
 // (same digest, same decisions).
 //
-// Cost (measured on a loaded 2-core VM, with the commands: perf/netns/CALIBRATION.md): the CPU
-// kernel probe 0.34-0.73 s (it faults in 3 x LLC), a shm tier 0.2-0.6 s (its beyond-LLC probes
-// move ~300 MiB), a TCP tier 0.07-0.15 s at 2 Gbit/s (~5 x target_ms): 0.6-1.7 s in all.
+// Cost: the CPU kernel probe faults in 3 x LLC, a shm tier's beyond-LLC probes move ~300 MiB,
+// a TCP tier runs ~5 x target_ms; the measured seconds, with their commands, are in
+// perf/netns/CALIBRATION.md and perf/RESULTS.md (calibration).
 #pragma once
 
 #include <functional>
