@@ -102,18 +102,27 @@ static Status MaybeCalibrate(weftComm* comm, Bootstrap* bs) {
   return OkStatus();
 }
 
-// Every rank checks its own WEFT_* values; one allgather makes a bad value on any rank fail
-// creation on every rank (the others name that rank) instead of leaving them to time out.
-static Status AgreeOnSettings(weftComm* comm, Bootstrap* bs) {
+// The first setup allgather: each rank's verdict on its WEFT_* settings (one byte) and its
+// host id, in one fixed-size record. A rank with a bad setting returns its own error (naming
+// the variable); the others fail naming that rank, so no rank goes on to wait for it.
+static Status ExchangeSettingsAndHostIds(weftComm* comm, Bootstrap* bs, std::vector<std::string>* ids) {
+  constexpr size_t kRecordBytes = 256;  // flag byte + host id (NUL-padded)
   const Status mine = CheckSettings();
-  const uint8_t bad = mine.ok() ? 0 : 1;
-  std::vector<uint8_t> all(comm->nranks);
-  WEFT_RETURN_IF_ERROR_CTX(bs->AllGather(&bad, 1, all.data()), "checking WEFT_* settings");
+  std::string record(1, mine.ok() ? '\0' : '\1');
+  record += TopoHostIdentity();
+  record.resize(kRecordBytes, '\0');
+  std::vector<char> all(kRecordBytes * comm->nranks);
+  WEFT_RETURN_IF_ERROR_CTX(bs->AllGather(record.data(), kRecordBytes, all.data()),
+                           "exchanging settings verdicts and host ids");
   if (!mine.ok()) return mine;
-  for (int r = 0; r < comm->nranks; ++r)
-    if (all[r] != 0)
+  ids->assign(comm->nranks, "");
+  for (int r = 0; r < comm->nranks; ++r) {
+    const char* rec = all.data() + r * kRecordBytes;
+    if (rec[0] != 0)
       return InvalidArgument("rank " + std::to_string(r) +
                              " has a bad WEFT_* setting (its own error names it)");
+    (*ids)[r] = std::string(rec + 1, strnlen(rec + 1, kRecordBytes - 1));
+  }
   return OkStatus();
 }
 
@@ -179,17 +188,8 @@ Status InitOverBootstrap(weftComm* comm, std::unique_ptr<Bootstrap> bootstrap) {
   comm->rank = bs->rank();
   comm->nranks = bs->nranks();
   SetLogRank(comm->rank);
-  WEFT_RETURN_IF_ERROR(AgreeOnSettings(comm, bs));
-  // Host ids, fixed-size records for the setup allgather.
-  constexpr size_t kIdBytes = 256;
-  std::string my_id = TopoHostIdentity();
-  my_id.resize(kIdBytes, '\0');
-  std::vector<char> all(kIdBytes * comm->nranks);
-  WEFT_RETURN_IF_ERROR_CTX(bs->AllGather(my_id.data(), kIdBytes, all.data()),
-                           "exchanging host ids");
-  std::vector<std::string> ids(comm->nranks);
-  for (int r = 0; r < comm->nranks; ++r)
-    ids[r] = std::string(all.data() + r * kIdBytes, strnlen(all.data() + r * kIdBytes, kIdBytes));
+  std::vector<std::string> ids;
+  WEFT_RETURN_IF_ERROR(ExchangeSettingsAndHostIds(comm, bs, &ids));
   WEFT_RETURN_IF_ERROR(SetupTopology(comm, ids));
   std::vector<int> local;
   for (const auto& g : comm->host_groups)
