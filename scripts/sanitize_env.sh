@@ -6,7 +6,7 @@
 #
 # scripts/sanitize.sh sources it before running the suite; sourcing it by hand re-runs a few
 # tests exactly as the script does. Sets the sanitizer options, the suppression files for
-# third-party libraries (scripts/sanitizers/*.supp), WEFT_TEST_SLOWDOWN and SANITIZE_RUN (the
+# third-party libraries (scripts/sanitizers/*.supp), WEFTTEST_SLOWDOWN and SANITIZE_RUN (the
 # command prefix to run under). Every process the tests start (workers, weftrun, python)
 # inherits these.
 _sanitize_kind=${1:-}
@@ -28,11 +28,12 @@ fi
 
 # Tests that bound a duration (a timeout must fire within X, a dead peer must be named within
 # Y) scale their bound by this factor (tests/test_util.h, SlowdownFactor): sanitized code runs
-# 2-5x (ASan) and 5-15x (TSan) slower. The normal suite leaves it unset (factor 1).
+# 2-5x (ASan) and 5-15x (TSan) slower. The normal suite leaves it unset (factor 1). Not
+# WEFT_*: weft warns on stderr about every WEFT_* variable it does not know.
 if [ "$_sanitize_kind" = asan ]; then
-  export WEFT_TEST_SLOWDOWN=${WEFT_TEST_SLOWDOWN:-3}
+  export WEFTTEST_SLOWDOWN=${WEFTTEST_SLOWDOWN:-3}
 else
-  export WEFT_TEST_SLOWDOWN=${WEFT_TEST_SLOWDOWN:-8}
+  export WEFTTEST_SLOWDOWN=${WEFTTEST_SLOWDOWN:-8}
 fi
 
 # hwloc's pci plugin (libpciaccess) allocates during discovery and is dlclose'd before exit, so

@@ -641,13 +641,13 @@ void SetUpRank(int r, int n, const std::string& root, const std::string& file,
 bool ExitedZero(int status) { return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0; }
 
 double SlowdownFactor() {
-  const char* v = std::getenv("WEFT_TEST_SLOWDOWN");
+  const char* v = std::getenv("WEFTTEST_SLOWDOWN");
   if (v == nullptr || *v == '\0') return 1.0;
   char* end = nullptr;
   const double f = std::strtod(v, &end);
   // A typo must not silently shrink or drop every bound: refuse it loudly (tests only).
   if (*end != '\0' || !(f >= 1.0) || f > 1000.0) {
-    std::fprintf(stderr, "WEFT_TEST_SLOWDOWN='%s' is not a factor in [1, 1000]\n", v);
+    std::fprintf(stderr, "WEFTTEST_SLOWDOWN='%s' is not a factor in [1, 1000]\n", v);
     std::abort();
   }
   return f;

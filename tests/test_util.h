@@ -150,9 +150,9 @@ LaunchOutcome ForkRanks(int n, const std::function<int(int rank)>& child,
                         const std::vector<std::pair<std::string, std::string>>& env,
                         double timeout_s, const std::vector<int>& must_finish = {});
 bool ExitedZero(int status);
-// The factor by which a test scales a bound on how long something may take: WEFT_TEST_SLOWDOWN
-// (>= 1), which scripts/sanitize_env.sh sets because sanitized code runs several times slower;
-// 1 when unset, so the normal suite keeps its bounds. LaunchRanks scales its timeout by it.
+// Factor by which a test scales a bound on a duration: WEFTTEST_SLOWDOWN (>= 1; scripts/
+// sanitize_env.sh sets it, sanitized code being slower; not WEFT_*, weft warns about unknown
+// WEFT_* names), 1 when unset so the normal suite keeps its bounds. Scales LaunchRanks' limit.
 double SlowdownFactor();
 // A loopback TCP port that was free a moment ago (for WEFT_ROOT in tests).
 int FreeLoopbackPort();
