@@ -303,8 +303,7 @@ Status TcpTransport::PostSend(int peer, int channel, uint64_t tag, const void* b
   if (!p.error.ok()) return p.error;
   // Channel c travels on stream c % nstreams only: that stream's state decides.
   if (p.streams[channel % p.nstreams].state == StreamState::kClosed) {
-    NoteOrigin(p.rank, "");  // it left while we still need it: it is the rank that failed
-    return RemoteError("tcp send: " + PeerName(p) + " has closed its connections");
+    return ClosedPeerError(p, tag, "send");
   }
   if (!p.connect_started) WEFT_RETURN_IF_ERROR(StartConnect(p));
   Stream& s = p.streams[channel % p.nstreams];
@@ -387,14 +386,30 @@ Status TcpTransport::PostRecvOp(int peer, int channel, const RecvOp& op) {
   // Only this channel's stream matters: another stream's EOF may come first while data for
   // this channel is still queued behind it.
   if (p.streams[channel % p.nstreams].state == StreamState::kClosed) {
-    NoteOrigin(p.rank, "");  // it left while we still need it: it is the rank that failed
-    return RemoteError("tcp recv: " + PeerName(p) + " has closed its connections");
+    return ClosedPeerError(p, op.tag, "recv");
   }
   if (!p.connect_started) WEFT_RETURN_IF_ERROR(StartConnect(p));
   q.posted.push_back(op);
   ++p.pending;
   pending_.fetch_add(1, std::memory_order_acq_rel);
   return OkStatus();
+}
+
+// The peer finished and closed while this rank still needs it. If it left a message of
+// another call behind (e.g. it was the root of a broadcast while this rank ran an allreduce:
+// the root is done after its sends), the ranks' calls differed: say so, naming both tags.
+// Otherwise it left early: it is the rank that failed.
+Status TcpTransport::ClosedPeerError(Peer& p, uint64_t tag, const char* what) {
+  for (const std::unique_ptr<ChannelQueue>& q : p.channels) {
+    if (!q) continue;
+    for (const std::shared_ptr<Unexpected>& ux : q->unexpected)
+      if (ux->tag != tag)
+        return TagMismatch("tcp " + std::string(what) + ": " + PeerName(p) +
+                               " closed its connections after sending a message of another call",
+                           tag, ux->tag);
+  }
+  NoteOrigin(p.rank, "");
+  return RemoteError("tcp " + std::string(what) + ": " + PeerName(p) + " has closed its connections");
 }
 
 Status TcpTransport::RecvMismatch(const Peer& p, int channel, const RecvOp& op, uint64_t got_tag,
