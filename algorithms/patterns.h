@@ -140,20 +140,22 @@ struct Fold {
 // Grows each rank's scratch_count to cover every Scratch region its steps name, and each
 // peer's to cover the remote regions read from it (one place, so generators never get the
 // arithmetic wrong).
-inline void FitScratch(Schedule* s) {
+// FitScratchStep does it for one step of `rank` (what EmbedSchedule uses for the steps it
+// appends, so that composing k sub-schedules costs their steps, not k passes over the parent).
+inline void FitScratchStep(Schedule* s, int rank, const Step& st) {
   auto grow = [](RankSchedule& rs, const Region& r) {
     if (r.buffer == Buffer::kScratch && r.count > 0)
       rs.scratch_count = std::max(rs.scratch_count, r.offset + r.count);
   };
-  for (RankSchedule& rs : s->ranks) {
-    for (const Step& st : rs.steps) {
-      grow(rs, st.src);
-      grow(rs, st.dst);
-      if ((st.op == StepOp::kDirectRead || st.op == StepOp::kDirectReduce) && st.peer >= 0 &&
-          st.peer < static_cast<int>(s->ranks.size()))
-        grow(s->ranks[st.peer], st.remote);
-    }
-  }
+  grow(s->ranks[rank], st.src);
+  grow(s->ranks[rank], st.dst);
+  if ((st.op == StepOp::kDirectRead || st.op == StepOp::kDirectReduce) && st.peer >= 0 &&
+      st.peer < static_cast<int>(s->ranks.size()))
+    grow(s->ranks[st.peer], st.remote);
+}
+inline void FitScratch(Schedule* s) {
+  for (int r = 0; r < static_cast<int>(s->ranks.size()); ++r)
+    for (const Step& st : s->ranks[r].steps) FitScratchStep(s, r, st);
 }
 
 // Where one buffer of a sub-schedule lands in the parent: `buffer` at element `base`.
@@ -180,10 +182,11 @@ inline Region PlaceRegion(const Embedding& e, int sub_rank, const Region& r) {
 }
 
 // Appends every step of `sub` to the parent ranks it maps to (program order kept per rank),
-// remapping peers, regions and channels. Scratch counts are refitted afterwards.
+// remapping peers, regions and channels. Scratch counts grow to cover the appended steps
+// (FitScratchStep; steps already in the parent were fitted when they were added).
 inline void EmbedSchedule(const Schedule& sub, const Embedding& e, Schedule* parent) {
   for (int i = 0; i < static_cast<int>(sub.ranks.size()); ++i) {
-    RankSchedule& dst = parent->ranks[e.members[i]];
+    const int member = e.members[i];
     for (const Step& st : sub.ranks[i].steps) {
       if (e.drop_finalize && st.op == StepOp::kFinalize) continue;
       Step out = st;
@@ -194,10 +197,10 @@ inline void EmbedSchedule(const Schedule& sub, const Embedding& e, Schedule* par
       out.src = PlaceRegion(e, i, st.src);
       out.dst = PlaceRegion(e, i, st.dst);
       if (st.peer >= 0) out.remote = PlaceRegion(e, st.peer, st.remote);
-      dst.steps.push_back(out);
+      parent->ranks[member].steps.push_back(out);
+      FitScratchStep(parent, member, out);
     }
   }
-  FitScratch(parent);
 }
 
 // The largest scratch_count over `ranks`: a fresh scratch base for the next embedded
