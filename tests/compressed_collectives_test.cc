@@ -6,8 +6,10 @@
 // Thread-per-rank through weftCommInitAll; the multi-process case re-runs this binary as the
 // workers (the DISABLED_ test below, selected with --gtest_also_run_disabled_tests).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -443,6 +445,48 @@ TEST(CompressedCollectives, HostStreamRunsInOrder) {
     weftStreamDestroy(stream);
     for (float v : b)
       if (v != 6.0f) return "expected 2 x (1 + 2) = 6, got " + std::to_string(v);
+    return "";
+  });
+  EXPECT_EQ(failure, "");
+}
+
+TEST(CompressedCollectives, OnAHostStreamTheCallQueuesAndReturns) {
+  // Rank 0 queues a plain allreduce and then compressed calls on its stream; rank 1 joins the
+  // plain allreduce only once rank 0's compressed calls have returned. A compressed call that
+  // waited for the stream (instead of queueing) would wait for rank 1, which waits for it.
+  std::atomic<bool> rank0_returned{false};
+  const std::string failure = RunRanks(2, [&](weftComm_t comm, int rank) -> std::string {
+    weftStream_t stream;
+    if (weftStreamCreate(&stream) != weftSuccess) return "stream";
+    std::vector<float> a(1000, 1.0f + rank), b(1000, 0.0f), c(2 * 300, 0.0f);
+    std::vector<float> d(2 * 300);
+    for (size_t i = 0; i < d.size(); ++i) d[i] = static_cast<float>(rank * 1000 + i);
+    const weftCompression spec = Spec(weftCodecBf16);
+    if (rank == 1) {
+      for (int i = 0; i < 1000 && !rank0_returned.load(); ++i) usleep(10000);
+      if (!rank0_returned.load()) return "rank 0's compressed calls did not return while its stream waited";
+    }
+    if (weftAllReduce(a.data(), a.data(), a.size(), weftFloat32, weftSum, comm, stream) != weftSuccess) return "enqueue";
+    if (weftAllReduceCompressed(a.data(), b.data(), a.size(), weftFloat32, weftSum, &spec, nullptr,
+                                comm, stream) != weftSuccess)
+      return weft::compress::LastCompressionError();
+    // weftAllToAllCompressed builds its count tables on its own stack: the queued call must
+    // not read them after it returned.
+    if (weftAllToAllCompressed(d.data(), c.data(), 300, weftFloat32, &spec, comm, stream) != weftSuccess)
+      return weft::compress::LastCompressionError();
+    if (rank == 0) rank0_returned.store(true);
+    if (weftStreamSynchronize(stream) != weftSuccess) return std::string("sync: ") + weftGetLastError(comm);
+    weftStreamDestroy(stream);
+    for (float v : b)
+      if (v != 6.0f) return "allreduce: expected 2 x (1 + 2) = 6, got " + std::to_string(v);
+    for (int q = 0; q < 2; ++q)
+      for (size_t i = 0; i < 300; ++i) {
+        const float want = static_cast<float>(q * 1000 + rank * 300 + i);  // bf16: within 2^-8 relative
+        const float got = c[q * 300 + i];
+        if (std::fabs(got - want) > std::fabs(want) / 128 + 1e-6f)
+          return "alltoall block " + std::to_string(q) + "[" + std::to_string(i) + "]: expected " +
+                 std::to_string(want) + ", got " + std::to_string(got);
+      }
     return "";
   });
   EXPECT_EQ(failure, "");

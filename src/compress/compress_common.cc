@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/api_internal.h"  // host streams: the compressed call queues like any other
 #include "kernels/codec.h"
 #include "kernels/codec_table.h"
 #include "kernels/half.h"
@@ -45,9 +46,13 @@ Status CommShape(weftComm_t comm, int* nranks, int* rank) {
   return FromResult(weftCommUserRank(comm, rank), "weftCommUserRank", comm);
 }
 
-Status WaitForStream(weftStream_t stream) {
-  if (stream == nullptr) return OkStatus();
-  return FromResult(weftStreamSynchronize(stream), "waiting for the stream's earlier work", nullptr);
+Status RunOnStream(weftStream_t stream, std::function<Status()> call) {
+  if (stream == nullptr) return call();
+  HostStream* hs = LookupStream(stream);
+  if (hs == nullptr)
+    return InvalidArgument("stream=" + PtrStr(stream) + " is not a weft host stream (use NULL or weftStreamCreate)");
+  EnqueueOnStream(hs, std::move(call));
+  return OkStatus();
 }
 
 size_t ElementBytes(weftDataType_t datatype) { return datatype == weftBfloat16 ? 2 : 4; }

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "common/status.h"
@@ -27,8 +28,12 @@ Status CheckCompressedCall(weftComm_t comm, weftDataType_t datatype, bool has_op
 // Rank count and rank of comm (through the public API).
 Status CommShape(weftComm_t comm, int* nranks, int* rank);
 
-// With a host stream: waits for its earlier work (the compressed call then runs synchronously).
-Status WaitForStream(weftStream_t stream);
+// Runs `call` now (NULL stream), or queues it on the host stream, where it runs on the stream's
+// worker after the stream's earlier work and before its later work, as any collective queued
+// there; its error then sticks to the stream (weftStreamSynchronize/Query). Arguments must be
+// checked before: what reaches the stream is the call alone. A handle that is not a host
+// stream fails naming it.
+Status RunOnStream(weftStream_t stream, std::function<Status()> call);
 
 // A public call's result as a Status carrying weftGetLastError's message.
 Status FromResult(weftResult_t result, const char* what, weftComm_t comm);

@@ -18,21 +18,22 @@ Status RunAllGatherCompressed(const void* sendbuff, void* recvbuff, size_t sendc
   if (comm != nullptr) WEFT_RETURN_IF_ERROR(CommShape(comm, &nranks, &rank));
   WEFT_RETURN_IF_ERROR(CheckCompressedCall(comm, datatype, false, weftSum, spec, sendbuff,
                                            sendcount, recvbuff, sendcount * nranks));
-  WEFT_RETURN_IF_ERROR(WaitForStream(stream));
   if (sendcount == 0) return OkStatus();
-  const size_t bytes = codec::EncodedBytes(*spec, sendcount), total = sendcount * nranks;
-  float* x = ScratchFloats(0, sendcount);
-  LoadWithResidual(sendbuff, datatype, sendcount, residual, x);
-  uint8_t* own = ScratchBytes(0, bytes);
-  EncodeWithFeedback(*spec, x, sendcount, own, static_cast<uint64_t>(rank) << 32, residual);
-  uint8_t* gathered = ScratchBytes(1, bytes * nranks);
-  WEFT_RETURN_IF_ERROR(FromResult(weftAllGather(own, gathered, bytes, weftUint8, comm, nullptr),
-                                  "gathering encoded blocks (weftAllGather)", comm));
-  float* result = datatype == weftFloat32 ? static_cast<float*>(recvbuff) : ScratchFloats(1, total);
-  for (int r = 0; r < nranks; ++r)
-    codec::Decode(*spec, gathered + r * bytes, sendcount, result + r * sendcount);
-  StoreAs(result, total, datatype, recvbuff);
-  return OkStatus();
+  return RunOnStream(stream, [=, spec = *spec]() -> Status {
+    const size_t bytes = codec::EncodedBytes(spec, sendcount), total = sendcount * nranks;
+    float* x = ScratchFloats(0, sendcount);
+    LoadWithResidual(sendbuff, datatype, sendcount, residual, x);
+    uint8_t* own = ScratchBytes(0, bytes);
+    EncodeWithFeedback(spec, x, sendcount, own, static_cast<uint64_t>(rank) << 32, residual);
+    uint8_t* gathered = ScratchBytes(1, bytes * nranks);
+    WEFT_RETURN_IF_ERROR(FromResult(weftAllGather(own, gathered, bytes, weftUint8, comm, nullptr),
+                                    "gathering encoded blocks (weftAllGather)", comm));
+    float* result = datatype == weftFloat32 ? static_cast<float*>(recvbuff) : ScratchFloats(1, total);
+    for (int r = 0; r < nranks; ++r)
+      codec::Decode(spec, gathered + r * bytes, sendcount, result + r * sendcount);
+    StoreAs(result, total, datatype, recvbuff);
+    return OkStatus();
+  });
 }
 
 }  // namespace weft::compress

@@ -115,9 +115,10 @@ Status RunAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t count
                               weftStream_t stream) {
   WEFT_RETURN_IF_ERROR(CheckCompressedCall(comm, datatype, true, op, spec, sendbuff, count,
                                            recvbuff, count));
-  WEFT_RETURN_IF_ERROR(WaitForStream(stream));
   if (count == 0) return OkStatus();
-  return AllReduceCompressed(sendbuff, recvbuff, count, datatype, op, *spec, residual, comm);
+  return RunOnStream(stream, [=, spec = *spec] {
+    return AllReduceCompressed(sendbuff, recvbuff, count, datatype, op, spec, residual, comm);
+  });
 }
 
 }  // namespace weft::compress

@@ -81,8 +81,14 @@ Status RunAllToAllv(const void* sendbuff, const Layout& l, void* recvbuff, weftD
   WEFT_RETURN_IF_ERROR(CheckLayout(l, nranks, &send_extent, &recv_extent));
   WEFT_RETURN_IF_ERROR(CheckCompressedCall(comm, datatype, false, weftSum, spec, sendbuff,
                                            send_extent, recvbuff, recv_extent));
-  WEFT_RETURN_IF_ERROR(WaitForStream(stream));
-  return AllToAllvCompressed(sendbuff, l, recvbuff, datatype, *spec, nranks, rank, comm);
+  // A queued call outlives the caller's count tables (weftAllToAllCompressed's are its own
+  // locals): it keeps copies.
+  auto copy = [nranks](const size_t* t) { return std::vector<size_t>(t, t + nranks); };
+  return RunOnStream(stream, [=, spec = *spec, sc = copy(l.sendcounts), sd = copy(l.sdispls),
+                              rc = copy(l.recvcounts), rd = copy(l.rdispls)] {
+    const Layout own{sc.data(), sd.data(), rc.data(), rd.data()};
+    return AllToAllvCompressed(sendbuff, own, recvbuff, datatype, spec, nranks, rank, comm);
+  });
 }
 
 }  // namespace

@@ -21,30 +21,31 @@ Status RunReduceScatterCompressed(const void* sendbuff, void* recvbuff, size_t r
   if (comm != nullptr) WEFT_RETURN_IF_ERROR(CommShape(comm, &nranks, &rank));
   WEFT_RETURN_IF_ERROR(CheckCompressedCall(comm, datatype, true, op, spec, sendbuff,
                                            recvcount * nranks, recvbuff, recvcount));
-  WEFT_RETURN_IF_ERROR(WaitForStream(stream));
   if (recvcount == 0) return OkStatus();
-  const size_t total = recvcount * nranks, bytes = codec::EncodedBytes(*spec, recvcount);
-  float* x = ScratchFloats(0, total);
-  LoadWithResidual(sendbuff, datatype, total, residual, x);
-  uint8_t* send = ScratchBytes(0, bytes * nranks);
-  for (int r = 0; r < nranks; ++r)
-    EncodeWithFeedback(*spec, x + r * recvcount, recvcount, send + r * bytes,
-                       (static_cast<uint64_t>(rank) << 32) | static_cast<uint32_t>(r),
-                       residual ? residual + r * recvcount : nullptr);
-  uint8_t* received = ScratchBytes(1, bytes * nranks);
-  WEFT_RETURN_IF_ERROR(FromResult(weftAllToAll(send, received, bytes, weftUint8, comm, nullptr),
-                                  "exchanging encoded contributions (weftAllToAll)", comm));
-  float* sum = ScratchFloats(1, recvcount);
-  float* contribution = ScratchFloats(2, recvcount);
-  codec::Decode(*spec, received, recvcount, sum);
-  for (int q = 1; q < nranks; ++q) {
-    codec::Decode(*spec, received + q * bytes, recvcount, contribution);
-    for (size_t i = 0; i < recvcount; ++i) sum[i] += contribution[i];
-  }
-  if (op == weftAvg && nranks > 1)
-    for (size_t i = 0; i < recvcount; ++i) sum[i] /= static_cast<float>(nranks);
-  StoreAs(sum, recvcount, datatype, recvbuff);
-  return OkStatus();
+  return RunOnStream(stream, [=, spec = *spec]() -> Status {
+    const size_t total = recvcount * nranks, bytes = codec::EncodedBytes(spec, recvcount);
+    float* x = ScratchFloats(0, total);
+    LoadWithResidual(sendbuff, datatype, total, residual, x);
+    uint8_t* send = ScratchBytes(0, bytes * nranks);
+    for (int r = 0; r < nranks; ++r)
+      EncodeWithFeedback(spec, x + r * recvcount, recvcount, send + r * bytes,
+                         (static_cast<uint64_t>(rank) << 32) | static_cast<uint32_t>(r),
+                         residual ? residual + r * recvcount : nullptr);
+    uint8_t* received = ScratchBytes(1, bytes * nranks);
+    WEFT_RETURN_IF_ERROR(FromResult(weftAllToAll(send, received, bytes, weftUint8, comm, nullptr),
+                                    "exchanging encoded contributions (weftAllToAll)", comm));
+    float* sum = ScratchFloats(1, recvcount);
+    float* contribution = ScratchFloats(2, recvcount);
+    codec::Decode(spec, received, recvcount, sum);
+    for (int q = 1; q < nranks; ++q) {
+      codec::Decode(spec, received + q * bytes, recvcount, contribution);
+      for (size_t i = 0; i < recvcount; ++i) sum[i] += contribution[i];
+    }
+    if (op == weftAvg && nranks > 1)
+      for (size_t i = 0; i < recvcount; ++i) sum[i] /= static_cast<float>(nranks);
+    StoreAs(sum, recvcount, datatype, recvbuff);
+    return OkStatus();
+  });
 }
 
 }  // namespace weft::compress
