@@ -26,8 +26,10 @@
  * pipelined, and they do not keep full precision inside a host (that needs encode/decode steps
  * in the schedule IR). Host buffers only.
  *
- * Streams: with a weft host stream the call first waits for the stream's earlier work, then
- * runs to completion before returning (it is synchronous, ordered after that work).
+ * Streams: with a weft host stream the call checks its arguments, queues on the stream and
+ * returns; it runs after the stream's earlier work and before its later work, and its error
+ * (if any) sticks to the stream (weftStreamSynchronize/Query), as for any queued collective.
+ * The buffers and the residual must stay valid until then. With NULL it runs to completion.
  */
 #ifndef WEFT_WEFT_COMPRESS_H_
 #define WEFT_WEFT_COMPRESS_H_

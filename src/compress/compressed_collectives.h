@@ -1,6 +1,6 @@
 // The compressed collectives as Status-returning functions (the C entry points in
-// include/weft/weft_compress.h wrap these and report errors). Each checks its arguments,
-// waits for the stream's earlier work when given a host stream, and runs synchronously.
+// include/weft/weft_compress.h wrap these and report errors). Each checks its arguments, then
+// runs (NULL stream) or queues on the host stream (RunOnStream in compress_common.h).
 //
 // Compositions of weft's public collectives on encoded uint8 payloads, not yet schedules
 // proved by the checker (see compress_common.h).
