@@ -5,7 +5,7 @@
 // and does nothing ucx-specific, so the same body checks shm where shm serves a pair.
 //
 // The rank body (OneSidedRank) runs in this binary re-executed as a child
-// (WEFT_UCX_ONE_SIDED_CHILD=1, run by a global test environment). Ranks form a ring: each puts 1 MiB
+// (ONE_SIDED_TEST_CHILD=1, run by a global test environment). Ranks form a ring: each puts 1 MiB
 // (two puts, not waited for before the signal: the signal must still follow their data) into
 // the next rank's registered window and signals it with a tag; each waits for the previous
 // rank's signal, checks every byte (and that nothing outside the range was written), tells
@@ -61,10 +61,10 @@ unsigned char Pattern(int seed, size_t i) { return static_cast<unsigned char>(se
     if (!s_.ok()) return std::string(what) + ": " + s_.message(); \
   } while (0)
 
-// Every peer's transport must be ucx, or with WEFT_ONE_SIDED_UCX_ACROSS=<ranks per host> only
+// Every peer's transport must be ucx, or with ONE_SIDED_TEST_UCX_ACROSS=<ranks per host> only
 // the peers on other hosts (the namespace harness: shm inside a namespace).
 std::string CheckTransports(weftComm_t comm) {
-  const char* across = std::getenv("WEFT_ONE_SIDED_UCX_ACROSS");
+  const char* across = std::getenv("ONE_SIDED_TEST_UCX_ACROSS");
   int per_host = across != nullptr ? std::atoi(across) : 0;
   for (int p = 0; p < comm->nranks; ++p) {
     if (p == comm->rank) continue;
@@ -126,7 +126,8 @@ std::string RingPutGet(weftComm_t comm, std::vector<unsigned char>& window, cons
   std::vector<unsigned char> src(kPutBytes);
   for (size_t i = 0; i < kPutBytes; ++i) src[i] = Pattern(r, i);
   const size_t half = kPutBytes / 2;
-  TransportRequest put1, put2, wait, get;
+  // Static: a request a failed check leaves posted must outlive the communicator's Abort.
+  static TransportRequest put1, put2, wait, get;
   CHECK_OK(tn->PostPut(next, MemRef::Host(src.data(), half), key[next], kOffset, &put1), "put 1");
   CHECK_OK(tn->PostPut(next, MemRef::Host(src.data() + half, half), key[next], kOffset + half, &put2), "put 2");
   CHECK_OK(tn->Signal(next, kDataTag), "signal after the puts");  // before they complete here
@@ -160,7 +161,7 @@ std::string BadUses(weftComm_t comm, std::vector<unsigned char>& window, const s
   const int n = comm->nranks, r = comm->rank, next = (r + 1) % n, prev = (r + n - 1) % n;
   Transport* tn = comm->peer_transport[next];
   Transport* tp = comm->peer_transport[prev];
-  TransportRequest req;
+  static TransportRequest req;  // outlives the communicator (see RingPutGet)
   std::vector<unsigned char> small(100);
   Status bad = tn->PostPut(next, MemRef::Host(small.data(), 100), key[next], kWindowBytes - 50, &req);
   if (bad.code() != weftInvalidArgument || bad.message().find("outside") == std::string::npos)
@@ -197,9 +198,22 @@ std::string OneSidedRank() {
   if (err.empty()) err = ExchangeKeys(comm, window, &key, &handles);
   if (err.empty()) err = RingPutGet(comm, window, key);
   if (err.empty()) err = BadUses(comm, window, key, handles);
-  // Nobody unregisters memory a peer may still read.
-  Status barrier = comm->bootstrap->Barrier();
-  if (err.empty() && !barrier.ok()) err = "final barrier: " + barrier.message();
+  // Signals may need progress to leave (transport.h: as sends): drive every transport until
+  // nothing is pending, as the executor does, before leaving the transports alone.
+  for (int p = 0; err.empty() && p < comm->nranks; ++p) {
+    Clock::time_point start = Clock::now();
+    while (p != comm->rank && comm->peer_transport[p]->HasPending() && err.empty()) {
+      Status st = comm->peer_transport[p]->Progress(1000);
+      if (!st.ok()) err = "draining: " + st.message();
+      if (Clock::now() - start > std::chrono::seconds(10)) err = "a signal to rank " + std::to_string(p) + " never left";
+    }
+  }
+  // Nobody unregisters memory a peer may still read. A barrier over the transports, not the
+  // bootstrap's: UCX's tcp lane completes an eager send (our last signal) once it is in its
+  // own buffer, and it reaches the socket only while this rank progresses; a rank blocked in
+  // the bootstrap barrier would hold back the signal its peer still waits for.
+  if (weftBarrier(comm, nullptr) != weftSuccess && err.empty())
+    err = std::string("final barrier: ") + weftGetLastError(comm);
   for (int p = 0; err.empty() && p < comm->nranks; ++p) {
     if (p == comm->rank) continue;
     Status st = comm->peer_transport[p]->Deregister(handles[p]);
@@ -214,7 +228,7 @@ std::string OneSidedRank() {
 class ChildRank : public testing::Environment {
  public:
   void SetUp() override {
-    if (std::getenv("WEFT_UCX_ONE_SIDED_CHILD") == nullptr) return;
+    if (std::getenv("ONE_SIDED_TEST_CHILD") == nullptr) return;
     std::string err = OneSidedRank();
     printf("%s\n", err.empty() ? "OK one-sided" : ("FAIL " + err).c_str());
     fflush(stdout);
@@ -243,7 +257,7 @@ TEST_P(UcxOneSidedProcesses, RingPutSignalWaitGetThroughTheTransportInterface) {
   const Param& p = GetParam();
   weft_test::LaunchOutcome o = weft_test::LaunchRanks(
       p.nranks, {SelfPath()},
-      {{"WEFT_UCX_ONE_SIDED_CHILD", "1"}, {"WEFT_TRANSPORT", "ucx"}, {"WEFT_SHM_DISABLE", "1"}, {"UCX_TLS", p.tls},
+      {{"ONE_SIDED_TEST_CHILD", "1"}, {"WEFT_TRANSPORT", "ucx"}, {"WEFT_SHM_DISABLE", "1"}, {"UCX_TLS", p.tls},
        {"WEFT_INIT_TIMEOUT", "30"}},
       90);
   std::string all;

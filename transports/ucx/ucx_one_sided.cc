@@ -2,6 +2,7 @@
 // interface (transport.h): Register/Deregister with the registration cache (ucp_mem_map),
 // packed rkeys, Put/Get over UCX RMA, and Signal/PostWait as flushed tagged messages. The rules
 // are in ucx_transport.h; why signals are messages and not remote atomics is in README.md.
+#include <chrono>
 #include <cstring>
 #include <string>
 
@@ -14,6 +15,8 @@ namespace {
 using namespace ucx_tag;  // NOLINT: the tag layout is this file's vocabulary
 
 constexpr uint32_t kKeyMagic = 0x4b435557;  // "WUCK"
+// How long Signal drives its endpoint flush before leaving the rest to Progress.
+constexpr int kSignalDriveUs = 200;
 
 // The packed key's fixed head; UCX's packed rkey follows it.
 struct KeyHead {
@@ -181,6 +184,7 @@ Status UcxTransport::PostRma(bool put, int peer, const MemRef& local, RemoteKey 
     prm.memory_type = UCS_MEMORY_TYPE_CUDA;
   }
   ucp_ep_h ep = peers_[peer].ep;
+  ++peers_[peer].rma_unflushed;  // the next Signal to this peer must flush first
   void* r = put ? ucp_put_nbx(ep, local.ptr, local.bytes, k.address + offset, k.rkey, &prm)
                 : ucp_get_nbx(ep, local.ptr, local.bytes, k.address + offset, k.rkey, &prm);
   if (UCS_PTR_IS_ERR(r)) {
@@ -208,9 +212,15 @@ Status UcxTransport::Signal(int peer, uint64_t tag) {
   op->kind = OpKind::kSignal;
   op->word = tag;
   p.signals.push_back(op);
+  if (p.rma_unflushed == 0) {  // no put/get to order: the message may leave now
+    op->flush_done = true;
+    PumpSignals(p);
+    return OkStatus();
+  }
   // Remote completion of every put/get posted to this peer before the signal: only then may
   // the peer learn of it (UCX lanes may differ between RMA and tagged messages, so a fence
   // would not order them; a flush does).
+  p.rma_unflushed = 0;
   ucp_request_param_t prm{};
   prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   prm.cb.send = &UcxTransport::OnSendDone;
@@ -227,7 +237,12 @@ Status UcxTransport::Signal(int peer, uint64_t tag) {
   if (r == nullptr) {
     op->ucx_done = true;
     FinishSignal(op);
+    return OkStatus();
   }
+  // The flush usually needs one round trip: drive it briefly here, so the signal leaves even
+  // if the caller does not call Progress again soon (it must while HasPending(), else).
+  const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(kSignalDriveUs);
+  while (!p.signals.empty() && std::chrono::steady_clock::now() < end) Drive();
   return OkStatus();
 }
 
@@ -235,6 +250,7 @@ Status UcxTransport::Signal(int peer, uint64_t tag) {
 // then the message finished (the signal is done).
 void UcxTransport::FinishSignal(Op* op) {
   Peer& p = peers_[op->peer];
+
   if (op->ucx_request != nullptr && !UCS_PTR_IS_ERR(op->ucx_request)) ucp_request_free(op->ucx_request);
   op->ucx_request = nullptr;
   if (!op->flush_done) {

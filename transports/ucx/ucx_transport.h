@@ -131,9 +131,11 @@ class UcxTransport : public Transport {
   // PackRemoteKey: {magic, owner rank, address, bytes} + UCX's packed rkey; ImportRemoteKey
   // checks the owner is `peer` and unpacks the rkey on the endpoint to it.
   // PostPut/PostGet: ucp_put_nbx/ucp_get_nbx, completed through Progress like sends (req->bytes
-  // = bytes moved). Signal(peer, tag): ucp_ep_flush_nbx to the peer (every put/get posted
-  // before it is complete *at the target*), then an 8-byte tagged message carrying `tag` on
-  // the reserved signal channel; signals to one peer leave in posting order. PostWait: a
+  // = bytes moved). Signal(peer, tag): when puts/gets went to the peer since its last signal,
+  // ucp_ep_flush_nbx first (every put/get posted before it is complete *at the target*; Signal
+  // drives the flush for up to 200 us, Progress does the rest), then an 8-byte tagged message
+  // carrying `tag` on the reserved signal channel; signals to one peer leave in posting order.
+  // Like a send, a signal may need Progress to leave: HasPending() is true until it has. PostWait: a
   // receive on that channel (counted, never lost: UCX queues early signals), checked against
   // expect_tag (TagMismatch). A dead peer fails them like sends and receives.
   StatusOr<RegHandle> Register(const MemRef& mem) override;
@@ -189,6 +191,7 @@ class UcxTransport : public Transport {
     std::string lanes;
     bool detects_failure = true;
     std::list<Op*> signals;  // kSignal ops in posting order, waiting for their flush
+    uint64_t rma_unflushed = 0;  // puts/gets posted since the last Signal's flush
   };
   // A peer's registered memory, imported (ImportRemoteKey); RemoteKey = index + 1.
   struct ImportedKey {
