@@ -116,6 +116,13 @@ TEST_P(FaultMatrix, EverySurvivorGetsAnErrorNamingTheFailedRank) {
   if (c.transport == "ucx") {
     env.push_back({"WEFT_TRANSPORT", "ucx"});
     env.push_back({"UCX_TLS", "tcp"});
+    // UCX 1.13's tcp lane (Debian 12) aborts the *survivor* with "uct_iface.h:884 Assertion
+    // `comp->count > 0' failed ... status=-80" when a peer's connection breaks while zero-copy
+    // sends to it are in flight (measured: 2 of 25 runs of ucx reset with 2 ranks; 0 of 50
+    // with zero-copy off). A UCX defect, not weft's (transports/ucx/README.md, "Known
+    // issues"): the matrix checks weft's failure handling with zero-copy off on that lane.
+    env.push_back({"UCX_ZCOPY_THRESH", "inf"});
+    env.push_back({"UCX_TCP_PUT_ENABLE", "n"});
   }
   std::set<std::string> shm_before = WeftShmEntries();
 
@@ -174,14 +181,9 @@ TEST_P(FaultMatrix, EverySurvivorGetsAnErrorNamingTheFailedRank) {
 
   // Over TCP and UCX, survivors that are not the victim's neighbours learn of it from the
   // abort note the neighbour forwards, which names the origin (e6d3351, 36a9191; ucx:
-  // transports/ucx/ucx_abort_notes.cc). A stopped (SIGSTOP)
-  // victim sends no note: every survivor's own timer fires within milliseconds of the others,
-  // and one that times out before a note arrives names the rank it waited on (a known race,
-  // issue 11: the executor should drain the transports briefly before reporting a timeout).
-  if (!blamed_other.empty() && c.network() && c.fault == "stop" && c.nranks >= 3 && !HasFailure())
-    GTEST_SKIP() << "known race, issue 11: a stopped rank's survivors may blame the rank they "
-                    "waited on when their own timeout precedes the forwarded note\n"
-                 << blamed_other;
+  // transports/ucx/ucx_abort_notes.cc). A stopped (SIGSTOP) victim sends no note: survivors
+  // time out together, and before reporting, each announces the rank it waits on and follows
+  // the announcements of the others to the silent rank (executor: drain, bb1e27c).
   EXPECT_TRUE(blamed_other.empty())
       << "a survivor's error does not name the failed rank " << kVictim << ":\n" << blamed_other;
 }

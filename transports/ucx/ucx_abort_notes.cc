@@ -1,4 +1,4 @@
-// UcxTransport's abort notes: blame that travels, so a survivor that is not the failed rank's
+// UcxTransport's abort notes and culprit announcements. Abort notes: blame that travels, so a survivor that is not the failed rank's
 // neighbour names the failed rank and not the healthy neighbour that aborted in turn (the
 // same rule as tcp's notes, issue 11; here on UCX's reserved kNoteChannel).
 //
@@ -6,6 +6,9 @@
 // are not counted as pending (HasPending ignores them). A note is {int32 origin, reason}. It
 // is handled inside UCX's receive callback, so a note followed by the sender's close is read
 // before the close is reported (UCX delivers what arrived before the error).
+// Culprits (transport.h's timeout diagnosis, used by the executor before it reports a
+// timeout): a 4-byte message on kCulpritChannel; one receive per peer stays posted the same
+// way and is re-posted by Drive after each announcement.
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -26,32 +29,76 @@ constexpr int kNoteGraceMs = 100;      // progress after the notes left, before 
 
 }  // namespace
 
+UcxTransport::Op* UcxTransport::NewInternalOp(int peer, OpKind kind, int channel) {
+  ops_.emplace_back();
+  Op* op = &ops_.back();
+  op->owner = this;
+  op->self = std::prev(ops_.end());
+  op->peer = peer;
+  op->channel = channel;
+  op->kind = kind;
+  op->req = nullptr;  // nobody waits for it: not pending
+  return op;
+}
+
 void UcxTransport::PostNoteRecvs() {
   for (Peer& p : peers_) {
     if (p.rank == rank_ || p.ep == nullptr) continue;
-    ops_.emplace_back();
-    Op* op = &ops_.back();
-    op->owner = this;
-    op->self = std::prev(ops_.end());
-    op->peer = p.rank;
-    op->channel = kNoteChannel;
-    op->kind = OpKind::kNote;
-    op->is_recv = true;
-    op->req = nullptr;  // nobody waits for a note: not pending
-    op->note.assign(kMaxNoteBytes, '\0');
-    ucp_request_param_t prm{};
-    prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                       UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-    prm.cb.recv = &UcxTransport::OnRecvDone;
-    prm.user_data = op;
-    void* r = ucp_tag_recv_nbx(worker_, &op->note[0], op->note.size(), MakeTag(p.rank, kNoteChannel, 0),
-                               kMatchMask, &prm);
-    if (UCS_PTR_IS_ERR(r)) {  // no blame from this peer; failures are still reported
-      op->ucx_done = true;
-      r = nullptr;
-    }
-    op->ucx_request = r;
+    Op* note = NewInternalOp(p.rank, OpKind::kNote, kNoteChannel);
+    note->is_recv = true;
+    note->note.assign(kMaxNoteBytes, '\0');
+    PostInternalRecv(note);
+    Op* culprit = NewInternalOp(p.rank, OpKind::kCulprit, kCulpritChannel);
+    culprit->is_recv = true;
+    PostInternalRecv(culprit);
   }
+}
+
+void UcxTransport::PostInternalRecv(Op* op) {
+  op->ucx_done = false;
+  ucp_request_param_t prm{};
+  prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                     UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  prm.cb.recv = &UcxTransport::OnRecvDone;
+  prm.user_data = op;
+  void* buf = op->kind == OpKind::kNote ? static_cast<void*>(&op->note[0]) : static_cast<void*>(&op->word);
+  size_t bytes = op->kind == OpKind::kNote ? op->note.size() : sizeof(op->word);
+  void* r = ucp_tag_recv_nbx(worker_, buf, bytes, MakeTag(op->peer, op->channel, 0), kMatchMask, &prm);
+  if (UCS_PTR_IS_ERR(r)) {  // no blame from this peer; failures are still reported
+    op->ucx_done = true;
+    r = nullptr;
+  }
+  op->ucx_request = r;
+}
+
+// ---- culprits (timeout diagnosis, transport.h) ----
+
+void UcxTransport::AnnounceCulprit(int culprit) {
+  if (culprit < 0 || culprit >= nranks_) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (aborted_.load()) return;
+  for (Peer& p : peers_) {
+    if (p.rank == rank_ || p.rank == culprit || !p.error.ok() || p.ep == nullptr) continue;
+    Op* op = NewInternalOp(p.rank, OpKind::kCulprit, kCulpritChannel);
+    int32_t c = culprit;
+    std::memcpy(&op->word, &c, sizeof(c));
+    ucp_request_param_t prm{};
+    prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    prm.cb.send = &UcxTransport::OnSendDone;
+    prm.user_data = op;
+    void* r = ucp_tag_send_nbx(p.ep, &op->word, sizeof(c), MakeTag(rank_, kCulpritChannel, 0), &prm);
+    if (r == nullptr || UCS_PTR_IS_ERR(r)) {  // sent in place, or not at all (best effort)
+      ops_.erase(op->self);
+      continue;
+    }
+    op->ucx_request = r;  // FinishOp frees it when UCX is done
+  }
+}
+
+int UcxTransport::AnnouncedCulprit(int peer) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (peer < 0 || peer >= nranks_ || peer == rank_) return -1;
+  return peers_[peer].announced_culprit;
 }
 
 // Inside ucp_worker_progress (under mu_). The op stays in ops_ (the destructor frees its

@@ -21,7 +21,8 @@ constexpr ucp_tag_t kFoldMask = 0x00000000FFFFFFFFull;
 constexpr int kHelloChannel = 4095;   // setup hellos
 constexpr int kSignalChannel = 4094;  // one-sided Signal/PostWait (ucx_one_sided.cc)
 constexpr int kNoteChannel = 4093;    // abort notes (who failed), see ucx_transport.h
-// User channels are 0..4092 (UcxTransport::kMaxUserChannel).
+constexpr int kCulpritChannel = 4092; // AnnounceCulprit (transport.h: timeout diagnosis)
+// User channels are 0..4091 (UcxTransport::kMaxUserChannel).
 
 // The operation tag folded into 32 bits: low word XOR high word. Two tags with the same high
 // word (the executor's call descriptor) fold to different values exactly when their low words

@@ -122,8 +122,12 @@ class UcxTransport : public Transport {
   std::string PeerLanes(int peer) const;
   // Whether UCX will report `peer`'s death (false: its lanes have no failure handler).
   bool DetectsPeerFailure(int peer) const;
-  // Highest user channel (4093..4095: abort notes, signals, the setup hello; ucx_tag.h).
-  static constexpr int kMaxUserChannel = 4092;
+  // Highest user channel (4092..4095: culprits, abort notes, signals, the setup hello).
+  static constexpr int kMaxUserChannel = 4091;
+  // Timeout diagnosis (transport.h): a 4-byte message on the reserved culprit channel to every
+  // healthy peer; one receive per peer stays posted (not pending) and is re-posted in Progress.
+  void AnnounceCulprit(int culprit) override;
+  int AnnouncedCulprit(int peer) const override;
 
   // ---- registered memory and one-sided operations (ucx_one_sided.cc; transport.h) ----
   // Register: ucp_mem_map (cached: a range inside an earlier registration returns its handle
@@ -157,7 +161,7 @@ class UcxTransport : public Transport {
  private:
   struct Peer;
   // What an Op is. Signals are two-stage: a flush of the endpoint, then the message.
-  enum class OpKind : uint8_t { kSend, kRecv, kPut, kGet, kSignal, kWait, kNote };
+  enum class OpKind : uint8_t { kSend, kRecv, kPut, kGet, kSignal, kWait, kNote, kCulprit };
   // One posted operation, alive until UCX is done with it (even after the user's request
   // was failed by Abort or a peer failure: `req` is then null).
   struct Op {
@@ -192,6 +196,7 @@ class UcxTransport : public Transport {
     bool detects_failure = true;
     std::list<Op*> signals;  // kSignal ops in posting order, waiting for their flush
     uint64_t rma_unflushed = 0;  // puts/gets posted since the last Signal's flush
+    int announced_culprit = -1;  // the last AnnounceCulprit from this peer; -1 = none
   };
   // A peer's registered memory, imported (ImportRemoteKey); RemoteKey = index + 1.
   struct ImportedKey {
@@ -234,6 +239,9 @@ class UcxTransport : public Transport {
   // note {origin rank, reason} and flushes it (bounded) before the endpoints close; the origin
   // is the rank this transport saw fail, the origin of a note it received, else itself.
   void PostNoteRecvs();
+  // Posts `op` (kNote or kCulprit, not pending) as a receive into its own buffer.
+  void PostInternalRecv(Op* op);
+  Op* NewInternalOp(int peer, OpKind kind, int channel);
   void OnNote(Op* op);  // inside UCX's callback, before the peer's close can be reported
   void NoteOrigin(int origin, const std::string& reason);
   void SendAbortNotes(const Status& why);
@@ -265,6 +273,7 @@ class UcxTransport : public Transport {
   std::vector<Peer> peers_;
   std::list<Op> ops_;
   std::vector<Op*> completed_;  // filled by UCX callbacks during ucp_worker_progress
+  std::vector<Op*> culprit_reposts_;  // culprit receives that completed: post again in Drive
   std::atomic<int> pending_{0};
   Status round_error_;
   std::atomic<bool> aborted_{false};

@@ -154,6 +154,16 @@ void UcxTransport::OnRecvDone(void* request, ucs_status_t status, const ucp_tag_
   if (info != nullptr) op->info = *info;
   // A note must be read before the close that follows it fails the peer with less detail.
   if (op->kind == OpKind::kNote) return op->owner->OnNote(op);
+  if (op->kind == OpKind::kCulprit) {  // re-posted by Drive (not from inside UCX's callback)
+    op->ucx_done = true;
+    if (status != UCS_OK) return;  // cancelled: the transport is closing
+    int32_t culprit = -1;
+    std::memcpy(&culprit, &op->word, sizeof(culprit));
+    UcxTransport* t = op->owner;
+    if (culprit >= 0 && culprit < t->nranks_) t->peers_[op->peer].announced_culprit = culprit;
+    t->culprit_reposts_.push_back(op);
+    return;
+  }
   op->owner->completed_.push_back(op);
 }
 
@@ -239,6 +249,15 @@ bool UcxTransport::Drive() {
     std::vector<Op*> done;
     done.swap(completed_);
     for (Op* op : done) FinishOp(op);
+  }
+  if (!culprit_reposts_.empty()) {
+    std::vector<Op*> again;
+    again.swap(culprit_reposts_);
+    for (Op* op : again) {
+      if (op->ucx_request != nullptr) ucp_request_free(op->ucx_request);
+      op->ucx_request = nullptr;
+      if (!aborted_.load() && peers_[op->peer].error.ok()) PostInternalRecv(op);
+    }
   }
   return moved;
 }
