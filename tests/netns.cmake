@@ -10,3 +10,31 @@ if(TARGET weft-perf)
   set_tests_properties(netns_2x2_allreduce PROPERTIES
     SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS "netns;multiprocess")
 endif()
+
+# Issue 16: UCX across the 2x2 namespaces (WEFT_TRANSPORT=ucx: UCX's tcp lane on wh<i> between
+# namespaces, weft's shm inside each). Every collective exactly (tests/helpers/
+# ucx_collectives_worker.cc; WEFT_DEBUG=INFO must never show tcp serving a peer), with
+# UCX_TLS=tcp and sm,tcp; and one-sided Put/Get/Signal/Wait through the Transport interface
+# between processes in two namespaces (tests/ucx_one_sided_test.cc's rank body, which checks
+# that the cross-namespace peers are ucx). Seconds each; skipped (77) like the test above.
+if(WEFT_UCX_ENABLED)
+  foreach(tls tcp sm,tcp)
+    string(REPLACE "," "" tls_name ${tls})
+    add_test(NAME netns_2x2_ucx_collectives_${tls_name}
+      COMMAND bash ${CMAKE_SOURCE_DIR}/perf/netns/run.sh --hosts 2 --ranks-per-host 2
+              --rate 2gbit --timeout 120 --
+              env WEFT_TRANSPORT=ucx UCX_TLS=${tls} WEFT_DEBUG=INFO WEFT_TIMEOUT=60
+              $<TARGET_FILE:ucx_collectives_worker>)
+    set_tests_properties(netns_2x2_ucx_collectives_${tls_name} PROPERTIES
+      SKIP_RETURN_CODE 77 TIMEOUT 180 LABELS "netns;multiprocess;ucx"
+      FAIL_REGULAR_EXPRESSION "tcp to rank\\(s\\);FAIL ")
+    add_test(NAME netns_2x2_ucx_one_sided_${tls_name}
+      COMMAND bash ${CMAKE_SOURCE_DIR}/perf/netns/run.sh --hosts 2 --ranks-per-host 2
+              --rate 2gbit --timeout 120 --
+              env ONE_SIDED_TEST_CHILD=1 ONE_SIDED_TEST_UCX_ACROSS=2 WEFT_TRANSPORT=ucx
+              UCX_TLS=${tls} WEFT_TIMEOUT=60 $<TARGET_FILE:ucx_one_sided_test>)
+    set_tests_properties(netns_2x2_ucx_one_sided_${tls_name} PROPERTIES
+      SKIP_RETURN_CODE 77 TIMEOUT 180 LABELS "netns;multiprocess;ucx"
+      FAIL_REGULAR_EXPRESSION "FAIL ")
+  endforeach()
+endif()
