@@ -38,7 +38,6 @@ TEST(UcxTransportTest, NotBuilt) { GTEST_SKIP() << "weft was built without UCX (
 #include "core/bootstrap.h"
 #include "transports/tcp/tcp_transport.h"
 #include "transports/ucx/ib_discovery.h"
-#include "transports/ucx/ucx_memory.h"
 #include "transports/ucx/ucx_selection.h"
 
 extern char** environ;
@@ -540,97 +539,7 @@ TEST(UcxTransportTest, NormalShutdownIsNotAnError) {
   EXPECT_FALSE(rank->ucx->HasPending());
 }
 
-// ---- one-sided ----
-
-Status WaitOneSided(UcxOneSided* o, const std::vector<TransportRequest*>& reqs) {
-  Clock::time_point t0 = Clock::now();
-  while (true) {
-    bool all = true;
-    for (TransportRequest* r : reqs) all = all && r->done.load(std::memory_order_acquire);
-    if (all) break;
-    if (Since(t0) > 30) return TimeoutError("test: one-sided requests not done in time");
-    WEFT_RETURN_IF_ERROR(o->Progress(1000));
-  }
-  for (TransportRequest* r : reqs) WEFT_RETURN_IF_ERROR(r->status);
-  return OkStatus();
-}
-
-TEST(UcxMemoryTest, RegistrationCacheReusesContainingRegion) {
-  BootstrapId id = StartRoot();
-  StatusOr<Rank> rank = MakeRank(id, 0, 1, WithTls("tcp"));
-  ASSERT_TRUE(rank.ok()) << rank.status().message();
-  UcxMemoryRegistry reg(rank->ucx->context());
-  std::vector<char> buf(1 << 20);
-  StatusOr<const UcxMemoryRegistry::Region*> a = reg.Register(buf.data(), buf.size());
-  ASSERT_TRUE(a.ok()) << a.status().message();
-  EXPECT_FALSE((*a)->packed_rkey.empty());
-  StatusOr<const UcxMemoryRegistry::Region*> b = reg.Register(buf.data() + 4096, 1000);
-  ASSERT_TRUE(b.ok());
-  EXPECT_EQ(*a, *b);  // inside the first: cached
-  EXPECT_EQ(reg.regions(), 1u);
-  std::vector<char> other(4096);
-  ASSERT_TRUE(reg.Register(other.data(), other.size()).ok());
-  EXPECT_EQ(reg.regions(), 2u);
-  StatusOr<const UcxMemoryRegistry::Region*> bad = reg.Register(buf.data(), 0);
-  EXPECT_EQ(bad.status().code(), weftInvalidArgument);
-  EXPECT_NE(bad.status().message().find("bytes=0"), std::string::npos) << bad.status().message();
-}
-
-class UcxOneSidedTest : public ::testing::TestWithParam<std::string> {};
-
-// Rank 0 puts into rank 1's window and signals; rank 1 waits, checks, then gets from rank 0's
-// window and signals back; out-of-window accesses are refused naming the window size.
-TEST_P(UcxOneSidedTest, PutSignalWaitGet) {
-  RunThreads(2, WithTls(GetParam()), [&](int r, Rank& rank) {
-    const size_t window_bytes = 1 << 20, put_bytes = 200000, get_bytes = 300001;
-    std::vector<uint8_t> window(window_bytes);
-    for (size_t i = 0; i < window_bytes; ++i) window[i] = Pattern(r, 9, 0, 1, i);
-    StatusOr<std::unique_ptr<UcxOneSided>> os =
-        UcxOneSided::Create(rank.ucx.get(), rank.adapter.get(), window.data(), window.size());
-    ASSERT_TRUE(os.ok()) << os.status().message();
-    UcxOneSided* o = os->get();
-    int peer = 1 - r;
-    TransportRequest bad;
-    Status st = o->PostPut(peer, window.data(), 2, window_bytes - 1, &bad);
-    EXPECT_EQ(st.code(), weftInvalidArgument);
-    EXPECT_NE(st.message().find("window of 1048576 bytes"), std::string::npos) << st.message();
-    if (r == 0) {
-      std::vector<uint8_t> src(put_bytes);
-      for (size_t i = 0; i < put_bytes; ++i) src[i] = Pattern(0, 1, 7, 3, i);
-      TransportRequest put, wait;
-      ASSERT_TRUE(o->PostPut(1, src.data(), put_bytes, 4096, &put).ok());
-      ASSERT_TRUE(o->Signal(1).ok());
-      ASSERT_TRUE(o->PostWait(1, &wait).ok());
-      st = WaitOneSided(o, {&put, &wait});
-      ASSERT_TRUE(st.ok()) << st.message();
-    } else {
-      TransportRequest wait, get;
-      ASSERT_TRUE(o->PostWait(0, &wait).ok());
-      st = WaitOneSided(o, {&wait});
-      ASSERT_TRUE(st.ok()) << st.message();
-      for (size_t i = 0; i < window_bytes; ++i) {
-        bool in_put = i >= 4096 && i < 4096 + put_bytes;
-        ASSERT_EQ(window[i], in_put ? Pattern(0, 1, 7, 3, i - 4096) : Pattern(1, 9, 0, 1, i)) << i;
-      }
-      std::vector<uint8_t> dst(get_bytes, 0);
-      ASSERT_TRUE(o->PostGet(0, dst.data(), get_bytes, 777, &get).ok());
-      st = WaitOneSided(o, {&get});
-      ASSERT_TRUE(st.ok()) << st.message();
-      for (size_t i = 0; i < get_bytes; ++i) ASSERT_EQ(dst[i], Pattern(0, 9, 0, 1, 777 + i)) << i;
-      ASSERT_TRUE(o->Signal(0).ok());
-      // Drive until the signal has left (the peer needs it; UCX completes it locally).
-      for (int i = 0; i < 100 && o->HasPending(); ++i) ASSERT_TRUE(o->Progress(1000).ok());
-    }
-    EXPECT_EQ(o->registry().regions(), 2u);  // the window and the signal counters
-    // Keep both windows registered until the peer is done with them.
-    ASSERT_TRUE(rank.bootstrap->Barrier().ok());
-  });
-}
-
-INSTANTIATE_TEST_SUITE_P(Tls, UcxOneSidedTest, ::testing::Values("tcp", "sm"),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           return info.param == "tcp" ? std::string("Tcp") : std::string("Sm");
-                         });
+// ---- one-sided: tests/ucx_one_sided_test.cc (through the Transport interface) ----
 
 // ---- a killed peer (processes) ----
 

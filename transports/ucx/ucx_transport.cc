@@ -101,7 +101,7 @@ Status UcxTransport::InitUcx(const UcxOptions& options) {
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS |
                       UCP_PARAM_FIELD_MT_WORKERS_SHARED;
-  // RMA and 64-bit atomics for the one-sided layer (ucx_memory.h).
+  // RMA for the one-sided operations (ucx_one_sided.cc); AMO64 kept for RDMA atomics.
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP | UCP_FEATURE_RMA | UCP_FEATURE_AMO64;
   params.estimated_num_eps = static_cast<size_t>(nranks_);
   params.mt_workers_shared = 0;

@@ -152,8 +152,7 @@ class UcxTransport : public Transport {
   Status PostWait(int peer, TransportRequest* req, uint64_t expect_tag) override;
   size_t registered_regions() const;
 
-  // For the one-sided layer (ucx_memory.h): the context and worker, and the endpoint to a
-  // peer. Only for use under the same one-thread-at-a-time rule as Post*/Progress.
+  // The context and worker, and the endpoint to a peer (for tests and diagnostics). Only for use under the same one-thread-at-a-time rule as Post*/Progress.
   ucp_context_h context() const { return context_; }
   ucp_worker_h worker() const { return worker_; }
   ucp_ep_h endpoint(int peer) const { return peers_[peer].ep; }
