@@ -139,7 +139,12 @@ bool IsBlockCodec(weftCodec_t codec) {
 }
 
 std::string ValidateSpec(const weftCompression& spec) {
-  const int id = static_cast<int>(spec.codec);
+  // The spec comes from C or Python callers whose codec field may hold any integer; loading a
+  // C++ enum outside its enumerators' range is undefined (UBSan: "not a valid value for type
+  // weftCodec_t"), so the field is read as raw bits until it is known to be a codec.
+  int id;  // a C enum is an int-sized field; signed, so a stored -1 is reported as -1
+  static_assert(sizeof id == sizeof spec.codec, "weftCodec_t is read as an int");
+  std::memcpy(&id, &spec.codec, sizeof id);
   if (id <= weftCodecNone || id >= weftNumCodecs)
     return "spec->codec=" + std::to_string(id) + " is not a weftCodec_t (1.." +
            std::to_string(weftNumCodecs - 1) + ")";
