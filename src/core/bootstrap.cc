@@ -18,6 +18,7 @@
 #include <atomic>
 #include <mutex>
 #include <cstring>
+#include <map>
 #include <thread>
 #include <vector>
 
@@ -82,15 +83,20 @@ Status WaitStepOrCancel(net::HandshakeServer& server, const net::Deadline& deadl
   return OkStatus();
 }
 
-std::string RankList(const std::vector<int>& ranks) {
-  // "2, 5, 6" (at most 16 listed: with thousands of ranks the message must stay readable).
-  std::string s;
-  for (size_t i = 0; i < ranks.size() && i < 16; ++i) {
-    if (i) s += ", ";
-    s += std::to_string(ranks[i]);
+// "rank(s) 2, 5, 6 (3 of 8 joined)", or "any rank" before the first one: at most 16 listed (with
+// thousands of ranks the message must stay readable), found without a per-rank table.
+template <typename ArrivedMap>
+std::string MissingRanks(const ArrivedMap& arrived, int nranks) {
+  if (nranks < 0) return "any rank";
+  const int missing = nranks - static_cast<int>(arrived.size());
+  std::string s = "rank(s) ";
+  int listed = 0;
+  for (int r = 0; r < nranks && listed < 16; ++r) {
+    if (arrived.count(r)) continue;
+    s += (listed++ ? ", " : "") + std::to_string(r);
   }
-  if (ranks.size() > 16) s += ", ... (" + std::to_string(ranks.size()) + " in all)";
-  return s;
+  if (missing > 16) s += ", ... (" + std::to_string(missing) + " in all)";
+  return s + " (" + std::to_string(arrived.size()) + " of " + std::to_string(nranks) + " joined)";
 }
 
 // Sends {code, message, [table]} to one rank; failures are ignored (the rank may be gone, and
@@ -104,30 +110,36 @@ void SendVerdict(net::Socket& sock, const Status& status, const std::vector<uint
   (void)net::SendAll(sock, msg.data(), msg.size(), net::Deadline::After(kRootIoTimeoutS));
 }
 
-// The root service: one rendezvous, then return (also when `cancel` is set: it then tells
-// the ranks that arrived why, so they fail at once instead of at their timeout).
+// The root service: one rendezvous, then return (also when `control` cancels it: it then
+// tells the ranks that arrived why, so they fail at once instead of at their timeout).
+//
+// What it keeps grows with the ranks that actually connected, never with the nranks a hello
+// claims: a hello with the right secret and nranks = 2^24 once made it allocate 3.4 GB of
+// per-rank tables up front (found by fuzz/targets/bootstrap; nranks itself is capped at 2^24).
 void RunRoot(net::HandshakeServer server, double timeout_s, RootControl* control) {
   const std::string where = "bootstrap root " + server.address().ToString();
   net::Deadline deadline = net::Deadline::After(timeout_s);
   int nranks = -1;
   int first_rank = -1;
-  std::vector<net::Socket> conns;
-  std::vector<std::string> from;  // peer address of each rank (for duplicate messages)
-  std::vector<uint8_t> table;
-  int arrived = 0;
-  Status verdict;
+  struct Arrival {
+    net::Socket sock;
+    std::string from;  // peer address (for duplicate messages)
+    uint8_t address[net::kSockAddrWireBytes];
+  };
+  std::map<int, Arrival> arrived;  // by rank
+  const std::vector<uint8_t> no_table;
 
   auto fail_all = [&](const Status& s, net::Socket* extra) {
-    for (net::Socket& c : conns) {
-      if (c.valid()) SendVerdict(c, s, table);
+    for (auto& [rank, a] : arrived) {
+      if (a.sock.valid()) SendVerdict(a.sock, s, no_table);
     }
-    if (extra) SendVerdict(*extra, s, table);
+    if (extra) SendVerdict(*extra, s, no_table);
   };
 
-  while (nranks < 0 || arrived < nranks) {
+  while (nranks < 0 || static_cast<int>(arrived.size()) < nranks) {
     if (control->cancel.load(std::memory_order_acquire)) {
       fail_all(RemoteError(where + ": cancelled by the process that started it (its own join failed, or it "
-                                   "is exiting) with " + std::to_string(arrived) + " rank(s) joined"),
+                                   "is exiting) with " + std::to_string(arrived.size()) + " rank(s) joined"),
                nullptr);
       return;
     }
@@ -144,22 +156,17 @@ void RunRoot(net::HandshakeServer server, double timeout_s, RootControl* control
       }
       StatusOr<net::SockAddr> addr = net::DecodeSockAddr(wire);
       int r = a.hello.rank, n = a.hello.nranks;
-      // The first hello sizes the root's tables (a socket and an address per rank), so a bound
-      // keeps a forged nranks near 2^31 from exhausting memory on the root's thread.
       if (!addr.ok() || n <= 0 || n > kMaxBootstrapRanks || r < 0 || r >= n) {
         Status bad = InvalidArgument(where + ": connection from " + a.sock.peer().ToString() +
                                      " says rank " + std::to_string(r) + " of nranks " +
                                      std::to_string(n) + ", which is not a valid rank (nranks <= " +
                                      std::to_string(kMaxBootstrapRanks) + ")");
-        SendVerdict(a.sock, bad, table);
+        SendVerdict(a.sock, bad, no_table);
         continue;
       }
       if (nranks < 0) {
         nranks = n;
         first_rank = r;
-        conns.resize(n);
-        from.resize(n);
-        table.assign(static_cast<size_t>(n) * net::kSockAddrWireBytes, 0);
       } else if (n != nranks) {
         Status bad = InvalidArgument(where + ": rank " + std::to_string(r) + " (from " +
                                      a.sock.peer().ToString() + ") says nranks=" +
@@ -168,31 +175,31 @@ void RunRoot(net::HandshakeServer server, double timeout_s, RootControl* control
         fail_all(bad, &a.sock);
         return;
       }
-      if (conns[r].valid()) {
+      auto found = arrived.find(r);
+      if (found != arrived.end()) {
         Status bad = InvalidArgument(where + ": rank " + std::to_string(r) + " joined twice (from " +
-                                     from[r] + " and from " + a.sock.peer().ToString() + ")");
+                                     found->second.from + " and from " + a.sock.peer().ToString() + ")");
         fail_all(bad, &a.sock);
         return;
       }
-      std::memcpy(table.data() + static_cast<size_t>(r) * net::kSockAddrWireBytes, wire, sizeof(wire));
-      from[r] = a.sock.peer().ToString();
-      conns[r] = std::move(a.sock);
-      ++arrived;
+      Arrival& in = arrived[r];
+      std::memcpy(in.address, wire, sizeof(wire));
+      in.from = a.sock.peer().ToString();
+      in.sock = std::move(a.sock);
     }
-    if ((nranks < 0 || arrived < nranks) && deadline.expired()) {
-      std::vector<int> missing;
-      for (int r = 0; r < nranks; ++r) {
-        if (!conns[r].valid()) missing.push_back(r);
-      }
-      std::string msg = where + ": timed out after " + net::SecondsString(timeout_s) + " waiting for ";
-      if (nranks < 0) msg += "any rank";
-      else msg += "rank(s) " + RankList(missing) + " (" + std::to_string(arrived) + " of " +
-                  std::to_string(nranks) + " joined)";
-      fail_all(TimeoutError(msg), nullptr);
+    if ((nranks < 0 || static_cast<int>(arrived.size()) < nranks) && deadline.expired()) {
+      fail_all(TimeoutError(where + ": timed out after " + net::SecondsString(timeout_s) + " waiting for " +
+                            MissingRanks(arrived, nranks)),
+               nullptr);
       return;
     }
   }
-  fail_all(OkStatus(), nullptr);  // success: everyone gets the table
+  // Success: every rank arrived, so the table is as large as the connections already held.
+  std::vector<uint8_t> table(static_cast<size_t>(nranks) * net::kSockAddrWireBytes);
+  for (auto& [rank, a] : arrived) {
+    std::memcpy(table.data() + static_cast<size_t>(rank) * net::kSockAddrWireBytes, a.address, sizeof(a.address));
+  }
+  for (auto& [rank, a] : arrived) SendVerdict(a.sock, OkStatus(), table);
 }
 
 // Every root thread this process started, so that none outlives the process's state: a root
