@@ -8,7 +8,9 @@
 #   ctest arguments select a part of the suite: -L <label> (every GoogleTest executable is a
 #   label of its own, e.g. -L fault_matrix_test; also multiprocess, python, netns), -LE, -R.
 #   BUILD_DIR  overrides the build directory; JOBS the build parallelism (default nproc);
-#   TEST_JOBS  ctest parallelism (default 2); CMAKE_ARGS extra configure flags.
+#   TEST_JOBS  ctest parallelism (default 2); TEST_TIMEOUT ctest's limit per test in seconds
+#   (default 1800: the normal 300 s is too short for the longest proofs under a sanitizer);
+#   CMAKE_ARGS extra configure flags.
 #   To re-run single tests by hand with the same environment:
 #     source scripts/sanitize_env.sh asan && ctest --test-dir build-asan -R <regex>
 #
@@ -47,6 +49,7 @@ if [ "$build" = 1 ]; then
     -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
     -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
     -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" \
+    -DWEFT_TEST_TIMEOUT="${TEST_TIMEOUT:-1800}" \
     "${launcher[@]}" ${CMAKE_ARGS:-} >/dev/null
   cmake --build "$BUILD_DIR" -j "$JOBS"
 fi

@@ -56,6 +56,14 @@ if [ "$_sanitize_kind" = asan ]; then
   done
 fi
 
+# UCX's libucm (libweft links UCX) hooks mmap/madvise; glibc madvises a thread's stack as the
+# thread exits, after TSan has torn down the thread's state, and libucm's hook then takes a
+# pthread rwlock that TSan intercepts: every test that ends a thread dies with SIGSEGV in
+# __tsan::MutexPreReadLock (third-party; no weft frame). Without the hooks UCX works as before.
+if [ "$_sanitize_kind" = tsan ]; then
+  export UCX_MEM_MMAP_HOOK_MODE=${UCX_MEM_MMAP_HOOK_MODE:-none}
+fi
+
 # TSan maps its shadow at fixed addresses; with the kernel's full ASLR entropy some mappings
 # collide ("unexpected memory mapping"): run without address randomization.
 SANITIZE_RUN=()
