@@ -233,7 +233,11 @@ Status InitInproc(weftComm* comm, std::shared_ptr<InprocHub> hub, int rank) {
                              std::to_string(total) + " ranks, not " + std::to_string(comm->nranks));
   }
   comm->local_rank = rank;
-  return SetupTopology(comm, ids);
+  WEFT_RETURN_IF_ERROR(SetupTopology(comm, ids));
+  // Threads of one process: no fabric describes them, so a selector without a model
+  // (WEFT_ALGO, tuning file, then the default flat algorithm), made here at creation.
+  comm->selector = std::make_shared<Selector>(comm->nranks, comm->host_groups, comm->overrides);
+  return OkStatus();
 }
 
 StatusOr<BootstrapId> CreateUniqueId() {

@@ -541,6 +541,10 @@ StatusOr<HostInfo> HostFromRecords(const std::vector<Record>& records, int host_
       WEFT_ASSIGN_OR_RETURN(n.gbps, r.GetDouble("gbps", 0));
       WEFT_ASSIGN_OR_RETURN(n.pcie_gbps, r.GetDouble("pcie_gbps", 0));
       WEFT_ASSIGN_OR_RETURN(v, r.GetInt("leaf", 0));
+      // The fabric indexes its leaf switches by this number (found by fuzz/targets/topology_file).
+      if (v < 0 || v > (1 << 20))
+        return InvalidArgument("nic record of host " + std::to_string(host_index) + ": leaf=" +
+                               std::to_string(v) + " is outside 0..1048576");
       n.leaf = static_cast<int>(v);
       h.nics.push_back(n);
     }
