@@ -166,14 +166,19 @@ TEST(ExecutorKernelBackend, DeferredKernelsGiveTheCpuBackendsBytesForEveryAlgori
   EXPECT_GE(algorithms, 10) << "too few schedules ran any kernel through the backend";
 }
 
-TEST(ExecutorKernelBackend, AFailedKernelFailsTheCallNamingTheStep) {
+// Every rank's steps of a ring allreduce of `count` float32 over p ranks.
+StatusOr<Schedule> RingAllReduce(int p, size_t count) {
   const AlgorithmInfo* ring = FindAlgorithm(Collective::kAllReduce, "ring");
-  ASSERT_NE(ring, nullptr);
+  if (ring == nullptr) return InternalError("no ring allreduce registered");
   ScheduleRequest req;
   req.collective = Collective::kAllReduce;
-  req.nranks = 3;
-  req.count = 999;
-  StatusOr<Schedule> s = ring->build(req);
+  req.nranks = p;
+  req.count = count;
+  return ring->build(req);
+}
+
+TEST(ExecutorKernelBackend, AFailedKernelFailsTheCallNamingTheStep) {
+  StatusOr<Schedule> s = RingAllReduce(3, 999);
   ASSERT_TRUE(s.ok()) << s.status().message();
   RunResult late = Execute(*s, true, /*fail_at=*/2, /*timeout_s=*/1);
   ASSERT_FALSE(late.status[0].ok());
@@ -185,13 +190,7 @@ TEST(ExecutorKernelBackend, AFailedKernelFailsTheCallNamingTheStep) {
 }
 
 TEST(ExecutorKernelBackend, MemoryTheBackendCannotTouchIsRefusedBeforeAnyStep) {
-  const AlgorithmInfo* ring = FindAlgorithm(Collective::kAllReduce, "ring");
-  ASSERT_NE(ring, nullptr);
-  ScheduleRequest req;
-  req.collective = Collective::kAllReduce;
-  req.nranks = 1;
-  req.count = 16;
-  StatusOr<Schedule> s = ring->build(req);
+  StatusOr<Schedule> s = RingAllReduce(1, 16);
   ASSERT_TRUE(s.ok()) << s.status().message();
   std::vector<float> in(16, 1.0f), out(16, 0.0f);
   std::vector<Transport*> peers(1, nullptr);

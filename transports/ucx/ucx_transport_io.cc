@@ -38,16 +38,10 @@ Status UcxTransport::CheckArgs(int peer, int channel, const char* what) const {
 
 UcxTransport::Op* UcxTransport::NewOp(int peer, int channel, bool is_recv, uint64_t tag,
                                       size_t bytes, TransportRequest* req) {
-  ops_.emplace_back();
-  Op* op = &ops_.back();
-  op->owner = this;
-  op->self = std::prev(ops_.end());
-  op->peer = peer;
-  op->channel = channel;
+  Op* op = NewInternalOp(peer, is_recv ? OpKind::kRecv : OpKind::kSend, channel);
   op->is_recv = is_recv;
   op->tag = tag;
   op->bytes = bytes;
-  op->kind = is_recv ? OpKind::kRecv : OpKind::kSend;
   op->req = req != nullptr ? req : &op->internal;
   op->req->Reset();
   ++peers_[peer].pending;
