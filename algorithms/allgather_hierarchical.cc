@@ -4,12 +4,35 @@
 //   2. across leaders, one broadcast per group of that group's part (from its leader);
 //   3. inside each group, the leader broadcasts the other groups' parts;
 //   4. every rank copies the blocks from group order to rank order in its output.
+// With one direct transport per host (request.groups_mappable), phase 1 is the direct
+// allgather and in phase 3 the members read the other groups' parts straight from the
+// leader's window (its scratch), instead of the leader sending them (group_direct.h).
 // Each group's data crosses the slow tier once per other group's leader. Every phase is a
 // flat generator applied to a subgroup and embedded (patterns.h).
+#include "algorithms/group_direct.h"
 #include "algorithms/patterns.h"
 
 namespace weft {
 namespace {
+
+// Phase 3 with direct steps: the leader signals that its scratch holds the other groups'
+// parts; each member reads both ranges from the leader's window into its own scratch and
+// signals back; the leader waits for those "done" signals before its operation ends.
+void ReadFromLeaderWindow(Schedule* s, const std::vector<int>& group,
+                          const std::pair<size_t, size_t> (&ranges)[2]) {
+  const int leader = group[0];
+  const std::vector<int> leader_only{leader};
+  SignalEach(s, leader, group);
+  for (size_t i = 1; i < group.size(); ++i) {
+    WaitEach(s, group[i], leader_only);
+    for (const auto& range : ranges)
+      if (range.second > 0)
+        PushFitted(s, group[i], DirectStep(leader, Tmp(range.first, range.second),
+                                           Tmp(range.first, range.second), /*reduce=*/false));
+    SignalEach(s, group[i], leader_only);
+  }
+  WaitEach(s, leader, group);
+}
 
 StatusOr<Schedule> BuildAllGatherHierarchical(const ScheduleRequest& request) {
   WEFT_RETURN_IF_ERROR(CheckRequestBasics(request));
@@ -27,7 +50,7 @@ StatusOr<Schedule> BuildAllGatherHierarchical(const ScheduleRequest& request) {
     return s;
   }
   const std::string gather_algo =
-      FirstRegistered(Collective::kAllGather, {"ring", "recursive_doubling", "bruck"});
+      InGroupAlgorithm(Collective::kAllGather, request, {"ring", "recursive_doubling", "bruck"});
   const std::string bcast_algo = FirstRegistered(Collective::kBroadcast, {"chain", "binomial"});
   std::vector<size_t> base(groups.size());  // element offset of group g's part
   std::vector<int> order;                   // rank at each group-order position
@@ -44,8 +67,9 @@ StatusOr<Schedule> BuildAllGatherHierarchical(const ScheduleRequest& request) {
     e.members = groups[g];
     e.place = SamePlacement({Buffer::kInput, 0}, {Buffer::kScratch, base[g]},
                             {Buffer::kScratch, ScratchTop(s, groups[g])});
-    sub.count = c;
-    WEFT_RETURN_IF_ERROR(EmbedAlgorithm(Collective::kAllGather, gather_algo, sub, e, &s));
+    ScheduleRequest in_group = InGroupRequest(sub);
+    in_group.count = c;
+    WEFT_RETURN_IF_ERROR(EmbedAlgorithm(Collective::kAllGather, gather_algo, in_group, e, &s));
   }
   // 2. each group's part to the other leaders.
   if (leaders.size() > 1) {
@@ -64,6 +88,10 @@ StatusOr<Schedule> BuildAllGatherHierarchical(const ScheduleRequest& request) {
     if (groups[g].size() == 1) continue;
     const size_t end = base[g] + groups[g].size() * c, total = static_cast<size_t>(p) * c;
     const std::pair<size_t, size_t> ranges[2] = {{0, base[g]}, {end, total - end}};
+    if (request.groups_mappable) {
+      ReadFromLeaderWindow(&s, groups[g], ranges);
+      continue;
+    }
     for (const auto& range : ranges) {
       if (range.second == 0) continue;
       Embedding e;

@@ -9,6 +9,11 @@
 // work: ranks beyond the K-th of a larger group contribute in step 1 and receive in step 3.
 // Every phase is a flat generator applied to a subgroup and embedded (patterns.h).
 //
+// With one direct transport per host (request.groups_mappable), phases 1 and 3 use direct
+// steps instead (group_direct.h): every member publishes its vector in its window and owner l
+// reduces slice l straight from the members' windows in group order; after the rail, every
+// member reads the finished slices from the owners' windows. Only the rails send messages.
+//
 // Pipelining: the three phases run one after another on a given element, so for large
 // messages the vector is cut into parts (about one chunk per rail slice each) and the whole
 // three-phase schedule is laid out once per part. Parts touch disjoint elements and scratch,
@@ -16,10 +21,50 @@
 // i+1's in-group reduce and part i-1's in-group broadcast.
 #include <algorithm>
 
+#include "algorithms/group_direct.h"
 #include "algorithms/patterns.h"
 
 namespace weft {
 namespace {
+
+// Rail l (local rank l of every group) allreduces the slice [off, off + cnt) in place in
+// the output and finalizes it.
+Status EmbedRail(const ScheduleRequest& request, const std::vector<std::vector<int>>& groups,
+                 int l, size_t off, size_t cnt, Schedule* s) {
+  const std::string rail_algo =
+      FirstRegistered(Collective::kAllReduce, {"ring", "halving_doubling", "recursive_doubling"});
+  ScheduleRequest sub = request;
+  sub.root = 0;
+  sub.count = cnt;
+  sub.all_ranks_mappable = sub.groups_mappable = false;  // rails cross groups: messages
+  Embedding rail;
+  for (const auto& g : groups) rail.members.push_back(g[l]);
+  rail.place = SamePlacement({Buffer::kOutput, off}, {Buffer::kOutput, off},
+                             {Buffer::kScratch, ScratchTop(*s, rail.members)});
+  WEFT_RETURN_IF_ERROR(EmbedAlgorithm(Collective::kAllReduce, rail_algo, sub, rail, s));
+  for (int r : rail.members) s->ranks[r].steps.push_back(FinalizeStep(Out(off, cnt)));
+  return OkStatus();
+}
+
+// One pipeline part with direct steps inside the groups (request.groups_mappable).
+StatusOr<Schedule> BuildOnePartDirect(const ScheduleRequest& request,
+                                      const std::vector<std::vector<int>>& groups, int K) {
+  Schedule s = NewSchedule(request, "hierarchical");
+  const size_t n = request.count;
+  for (RankSchedule& rs : s.ranks) rs.input_count = rs.output_count = n;
+  std::vector<std::pair<size_t, size_t>> slices(K);
+  for (int l = 0; l < K; ++l) slices[l] = {PartOffset(n, K, l), PartSize(n, K, l)};
+  for (const auto& g : groups)
+    DirectReduceToOwners(&s, g, n, In(0, n), Out(0, n), ScratchTop(s, g), slices);
+  for (int l = 0; l < K; ++l)
+    if (slices[l].second > 0)
+      WEFT_RETURN_IF_ERROR(EmbedRail(request, groups, l, slices[l].first, slices[l].second, &s));
+  for (const auto& g : groups)
+    DirectShareFromOwners(&s, g, Out(0, n), Out(0, n), ScratchTop(s, g), slices,
+                          /*consume_previous_done=*/true);
+  s.window = 32;
+  return s;
+}
 
 // The three phases over the whole of `request` (one pipeline part).
 StatusOr<Schedule> BuildOnePart(const ScheduleRequest& request) {
@@ -32,9 +77,8 @@ StatusOr<Schedule> BuildOnePart(const ScheduleRequest& request) {
   size_t k_slices = groups[0].size();
   for (const auto& g : groups) k_slices = std::min(k_slices, g.size());
   const int K = static_cast<int>(k_slices);
+  if (request.groups_mappable) return BuildOnePartDirect(request, groups, K);
   const std::string reduce_algo = FirstRegistered(Collective::kReduce, {"chain", "binomial"});
-  const std::string rail_algo =
-      FirstRegistered(Collective::kAllReduce, {"ring", "halving_doubling", "recursive_doubling"});
   const std::string bcast_algo = FirstRegistered(Collective::kBroadcast, {"chain", "binomial"});
   std::vector<int> all(request.nranks);
   for (int r = 0; r < request.nranks; ++r) all[r] = r;
@@ -53,13 +97,7 @@ StatusOr<Schedule> BuildOnePart(const ScheduleRequest& request) {
       WEFT_RETURN_IF_ERROR(EmbedAlgorithm(Collective::kReduce, reduce_algo, sub, e, &s));
     }
     // 2. rail l: allreduce of slice l across groups, in place in the output; then finalize.
-    Embedding rail;
-    for (const auto& g : groups) rail.members.push_back(g[l]);
-    rail.place = SamePlacement({Buffer::kOutput, off}, {Buffer::kOutput, off},
-                               {Buffer::kScratch, ScratchTop(s, rail.members)});
-    sub.root = 0;
-    WEFT_RETURN_IF_ERROR(EmbedAlgorithm(Collective::kAllReduce, rail_algo, sub, rail, &s));
-    for (int r : rail.members) s.ranks[r].steps.push_back(FinalizeStep(Out(off, cnt)));
+    WEFT_RETURN_IF_ERROR(EmbedRail(request, groups, l, off, cnt, &s));
   }
   for (int l = 0; l < K; ++l) {
     const size_t off = PartOffset(n, K, l), cnt = PartSize(n, K, l);

@@ -6,11 +6,17 @@
 //      sends it in one message; its own output it assembles in place.
 // The slow tier carries one large message per pair of groups instead of one per pair of ranks.
 //
+// With one direct transport per host (request.groups_mappable), phases 1 and 3 use direct
+// steps instead of messages (group_direct.h): each member publishes its input in its window
+// and the leader reads the blocks it packs and assembles straight from there; the leader
+// assembles every member's output in its own window (A_j per member) and the member reads it.
+//
 // Scratch layout at a leader of group g (s = group size, c = count):
 //   G:    [0, s*p*c)                 member i's input at i*p*c
 //   S[h]: outgoing pack for group h  (s * |h| * c), blocks [i][j] (i in g, j in h)
 //   R[h]: incoming pack from group h (|h| * s * c), blocks [i][j] (i in h, j in g)
 //   A:    one member's assembled output (p*c), reused per member
+#include "algorithms/group_direct.h"
 #include "algorithms/patterns.h"
 
 namespace weft {
@@ -31,6 +37,7 @@ StatusOr<Schedule> BuildAllToAllHierarchical(const ScheduleRequest& request) {
       group_of[groups[g][i]] = g;
       index_in[groups[g][i]] = static_cast<int>(i);
     }
+  const bool direct = request.groups_mappable;
   for (int g = 0; g < m; ++g) {
     const std::vector<int>& G = groups[g];
     const int leader = G[0];
@@ -47,10 +54,22 @@ StatusOr<Schedule> BuildAllToAllHierarchical(const ScheduleRequest& request) {
       top += groups[h].size() * sg * c;
     }
     const size_t assemble = top;
-    s.ranks[leader].scratch_count = top + pc;
-    // 1. aggregate the members' inputs.
+    s.ranks[leader].scratch_count = top + (direct ? sg : 1) * pc;
+    // Block i -> q (member i's input block for rank q) into `dst` at the leader: from the
+    // aggregated copy, or (direct) straight from member i's window.
+    auto block = [&](size_t i, int q, Region dst) {
+      return direct && i > 0 ? DirectStep(G[i], Tmp(q * c, c), dst, /*reduce=*/false)
+                             : CopyStep(Tmp(i * pc + q * c, c), dst);
+    };
+    // 1. aggregate the members' inputs (direct: members publish them in their windows).
     L.push_back(CopyStep(In(0, pc), Tmp(0, pc)));
     for (size_t i = 1; i < sg; ++i) {
+      if (direct) {
+        PushFitted(&s, G[i], CopyStep(In(0, pc), Tmp(0, pc)));
+        SignalEach(&s, G[i], {leader});
+        WaitEach(&s, leader, {G[i]});
+        continue;
+      }
       s.ranks[G[i]].steps.push_back(SendStep(leader, In(0, pc)));
       L.push_back(RecvStep(G[i], Tmp(i * pc, pc)));
     }
@@ -60,25 +79,36 @@ StatusOr<Schedule> BuildAllToAllHierarchical(const ScheduleRequest& request) {
       const auto& H = groups[to];
       size_t at = send_pack[to];
       for (size_t i = 0; i < sg; ++i)
-        for (size_t j = 0; j < H.size(); ++j, at += c)
-          L.push_back(CopyStep(Tmp(i * pc + H[j] * c, c), Tmp(at, c)));
+        for (size_t j = 0; j < H.size(); ++j, at += c) L.push_back(block(i, H[j], Tmp(at, c)));
       L.push_back(SendStep(groups[to][0], Tmp(send_pack[to], sg * H.size() * c)));
       L.push_back(RecvStep(groups[from][0], Tmp(recv_pack[from], groups[from].size() * sg * c)));
     }
     // 3. assemble each member's output (sources in rank order) and hand it over.
     for (size_t j = 0; j < sg; ++j) {
       const int dst = G[j];
+      const size_t a = assemble + (direct ? j * pc : 0);  // direct: one region per member
       for (int q = 0; q < p; ++q) {
         const int h = group_of[q];
         const size_t i = static_cast<size_t>(index_in[q]);
-        Region from = h == g ? Tmp(i * pc + dst * c, c)
-                             : Tmp(recv_pack[h] + (i * sg + j) * c, c);
-        L.push_back(CopyStep(from, dst == leader ? Out(q * c, c) : Tmp(assemble + q * c, c)));
+        const Region to = dst == leader ? Out(q * c, c) : Tmp(a + q * c, c);
+        L.push_back(h == g ? block(i, dst, to)
+                           : CopyStep(Tmp(recv_pack[h] + (i * sg + j) * c, c), to));
       }
-      if (dst != leader) {
-        L.push_back(SendStep(dst, Tmp(assemble, pc)));
+      if (dst != leader && !direct) {
+        L.push_back(SendStep(dst, Tmp(a, pc)));
         s.ranks[dst].steps.push_back(RecvStep(leader, Out(0, pc)));
       }
+    }
+    // Direct hand-over: the leader is done reading the members' windows; each member reads
+    // its output from the leader's window and signals back before the leader may end.
+    if (direct && sg > 1) {
+      SignalEach(&s, leader, G);
+      for (size_t j = 1; j < sg; ++j) {
+        WaitEach(&s, G[j], {leader});
+        PushFitted(&s, G[j], DirectStep(leader, Tmp(assemble + j * pc, pc), Out(0, pc), false));
+        SignalEach(&s, G[j], {leader});
+      }
+      WaitEach(&s, leader, G);
     }
   }
   s.window = 32;

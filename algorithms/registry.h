@@ -26,6 +26,10 @@ struct ScheduleRequest {
   std::vector<std::vector<int>> groups;
   // Ranks whose memory this rank can map (same host) — direct algorithms need all of them.
   bool all_ranks_mappable = false;
+  // Every rank can map the windows of the other members of its group (one direct transport
+  // per host): hierarchical compositions then run their in-group phases with direct
+  // (one-sided) steps and keep messages for the phases across groups.
+  bool groups_mappable = false;
   // all-to-allv: counts[src * nranks + dst] elements from src to dst, and per-rank
   // displacements (elements) of each block in the sender's input / receiver's output.
   std::vector<size_t> a2av_counts;

@@ -5,9 +5,14 @@
 # microbenchmarks, then writes perf/RESULTS.md (every table with the exact commands, the peer's
 # figure from the same run, the ratios) and the PNGs in perf/plots/.
 #
-#   perf/results.sh [--quick] [--build DIR] [--work DIR] [--no-netns]
+#   perf/results.sh [--quick] [--build DIR] [--work DIR] [--no-netns] [--baseline COMMIT]
 #
 # --quick: 2 collectives, fewer sizes (a smoke run of the whole pipeline, ~3 min).
+# --baseline COMMIT: also builds COMMIT's weft (in WORK/baseline-*) and runs its weft-perf
+#   right after every weft sweep, so each table compares the tree with COMMIT in the same run
+#   (the "regression" goal: geometric mean of new/old time per table <= 1.05).
+# Sections of RESULTS.md after the line "<!-- kept by perf/results.sh -->" are hand-written
+# (figures of one-off benchmarks) and are carried over unchanged.
 # Runtime: ~5 min on a 2-core machine. To stay there each size gets at most 200 iterations and
 # at most ~0.25 s of timed calls (weft-perf --time-budget; big sizes run fewer iterations, the
 # JSON files record how many), 3 warmups, and every sweep has a time limit.
@@ -17,12 +22,14 @@ BUILD=/tmp/weft-results-build
 WORK=/tmp/weft-results
 QUICK=0
 NETNS=1
+BASELINE=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) QUICK=1; shift ;;
     --build) BUILD="$2"; shift 2 ;;
     --work) WORK="$2"; shift 2 ;;
     --no-netns) NETNS=0; shift ;;
+    --baseline) BASELINE="$2"; shift 2 ;;
     *) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
   esac
 done
@@ -47,6 +54,26 @@ for t in weftrun weft-perf gloo-perf mpi-perf-openmpi mpi-perf-mpich nccl-perf r
     log "could not build $t (see $WORK/build.log)"
   fi
 done
+
+# The baseline's launcher and weft-perf, built from a checkout of COMMIT (kept between runs).
+OLD_BIN=""
+if [ -n "$BASELINE" ]; then
+  OLD_SRC="$WORK/baseline-src" OLD_BUILD="$WORK/baseline-build"
+  OLD_SHA=$(git -C "$REPO" rev-parse --short "$BASELINE") || { log "unknown commit $BASELINE"; exit 2; }
+  if [ "$(cat "$OLD_SRC/.baseline" 2>/dev/null)" != "$OLD_SHA" ]; then
+    rm -rf "$OLD_SRC" "$OLD_BUILD" && mkdir -p "$OLD_SRC"
+    git -C "$REPO" archive "$OLD_SHA" | tar -x -C "$OLD_SRC" && echo "$OLD_SHA" >"$OLD_SRC/.baseline"
+  fi
+  if [ "$(cat "$OLD_SRC/.baseline" 2>/dev/null)" = "$OLD_SHA" ] &&
+     { [ -f "$OLD_BUILD/CMakeCache.txt" ] ||
+       cmake -S "$OLD_SRC" -B "$OLD_BUILD" -DCMAKE_BUILD_TYPE=Release >>"$WORK/build.log" 2>&1; } &&
+     cmake --build "$OLD_BUILD" -j2 --target weftrun weft-perf >>"$WORK/build.log" 2>&1; then
+    OLD_BIN="$OLD_BUILD/bin"
+    log "baseline $OLD_SHA built in $OLD_BUILD"
+  else
+    log "could not build baseline $BASELINE (see $WORK/build.log)"; exit 1
+  fi
+fi
 
 # ---- sweeps ----
 ITERS="-n 200 -w 10 -c 1 --time-budget 0.25"
@@ -86,6 +113,8 @@ for n in 2 4; do
     {
       [ -x "$BIN/weft-perf" ] && [ -x "$BIN/weftrun" ] &&
         run_sweep "local-$c-$n-weft" weft "$BIN/weftrun" -n "$n" --no-prefix "$BIN/weft-perf" $args
+      [ -n "$OLD_BIN" ] &&
+        run_sweep "local-$c-$n-weftold" "weft-$OLD_SHA" "$OLD_BIN/weftrun" -n "$n" --no-prefix "$OLD_BIN/weft-perf" $args
       [ -x "$BIN/mpi-perf-openmpi" ] &&
         run_sweep "local-$c-$n-openmpi" openmpi mpirun.openmpi --allow-run-as-root --oversubscribe \
           -np "$n" "$BIN/mpi-perf-openmpi" $args
@@ -102,6 +131,8 @@ args="-C allreduce $SIZES_ALLREDUCE $ITERS"
 # shellcheck disable=SC2086
 {
   run_sweep "tcp-allreduce-2-weft" weft env WEFT_SHM_DISABLE=1 "$BIN/weftrun" -n 2 --no-prefix "$BIN/weft-perf" $args
+  [ -n "$OLD_BIN" ] &&
+    run_sweep "tcp-allreduce-2-weftold" "weft-$OLD_SHA" env WEFT_SHM_DISABLE=1 "$OLD_BIN/weftrun" -n 2 --no-prefix "$OLD_BIN/weft-perf" $args
   [ -x "$BIN/gloo-perf" ] &&
     run_sweep "tcp-allreduce-2-gloo" gloo "$BIN/weftrun" -n 2 --no-prefix "$BIN/gloo-perf" $args
 }
@@ -147,7 +178,7 @@ for f in "$WORK"/*.cmd; do
   [ "$group" = microbench ] || [ -n "${PLOTTED[$group]:-}" ] && continue
   PLOTTED[$group]=1
   files=()
-  for b in weft openmpi mpich gloo nccl; do
+  for b in weft weftold openmpi mpich gloo nccl; do
     [ -s "$WORK/$group-$b.json" ] && files+=("$WORK/$group-$b.json")
   done
   [ ${#files[@]} -gt 0 ] &&
@@ -248,7 +279,7 @@ for group in sorted(groups, key=order):
     docs = {}
     w("Commands (in this order, same run):\n")
     w("```")
-    for b in ["weft", "openmpi", "mpich", "gloo", "nccl"]:
+    for b in ["weft", "weftold", "openmpi", "mpich", "gloo", "nccl"]:
         base = os.path.join(work, f"{group}-{b}")
         if not os.path.exists(base + ".cmd"):
             continue
@@ -262,7 +293,7 @@ for group in sorted(groups, key=order):
             docs[b] = d
     w("```\n")
     if "weft" in docs:
-        base, peers = docs["weft"], [docs[b] for b in ["openmpi", "mpich", "gloo", "nccl"] if b in docs]
+        base, peers = docs["weft"], [docs[b] for b in ["weftold", "openmpi", "mpich", "gloo", "nccl"] if b in docs]
     else:
         avail = [docs[b] for b in ["openmpi", "mpich", "gloo", "nccl"] if b in docs]
         base, peers = (avail[0], avail[1:]) if avail else (None, [])
@@ -352,6 +383,17 @@ for r, limit in ((2, 1.15), (4, 1.2)):
              f"{a / link_bound:.2f} ({a / 1e3:.0f} ms vs {link_bound / 1e3:.0f} ms)", f"<= {limit}", a / link_bound <= limit)
     if a and b and r == 2:
         goal("2 hosts x 2 ranks, allreduce 64 MiB: Gloo time / weft time", f"{b / a:.2f}x", ">= 1.4", b / a >= 1.4)
+# The tree against the baseline commit (--baseline): per table, the geometric mean over sizes
+# of new/old out-of-place time (<= 1.05: no table slower by more than 5%).
+for group in sorted(groups, key=order):
+    dn, do_ = load(os.path.join(work, f"{group}-weft.json")), load(os.path.join(work, f"{group}-weftold.json"))
+    if not dn or not do_:
+        continue
+    rs = [r["out_of_place"]["time_us"] / row_of(do_, r["size"])["out_of_place"]["time_us"]
+          for r in dn["rows"] if row_of(do_, r["size"]) and row_of(do_, r["size"])["out_of_place"]["time_us"]]
+    gm = compare.geomean(rs)
+    if gm:
+        goal(f"{group}: weft time / {do_['backend']} time, geometric mean over {len(rs)} sizes", f"{gm:.2f}", "<= 1.05", gm <= 1.05)
 if goal_rows:
     g_out = []
     w = g_out.append
@@ -458,6 +500,11 @@ if mb:
     w(mb.strip())
     w("```\n")
 
+# Hand-written sections (one-off benchmarks with their own commands) are carried over.
+KEEP = "<!-- kept by perf/results.sh -->"
+old = read(md_path)
+if KEEP in old:
+    out.append(old[old.index(KEEP):].rstrip("\n"))
 with open(md_path, "w") as f:
     f.write("\n".join(out) + "\n")
 EOF

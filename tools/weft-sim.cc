@@ -154,6 +154,7 @@ int main(int argc, char** argv) {
     } else {
       req.groups = f.HostGroups();
       req.all_ranks_mappable = f.AllRanksMappable(shm);
+      req.groups_mappable = f.GroupsMappable(shm);
       if (!forced->applicable(req)) {
         printf("# %zu: %s cannot run this call\n", bytes, forced->name.c_str());
         ++failures;

@@ -74,7 +74,7 @@ struct weftComm {
   std::shared_ptr<weft::InprocHub> hub;
   std::vector<std::unique_ptr<weft::Transport>> transports;  // owned, any kind
   std::vector<weft::Transport*> peer_transport;               // index = peer rank
-  weft::DirectTransport* direct = nullptr;  // maps every rank's window (all on one host)
+  weft::DirectTransport* direct = nullptr;  // maps the windows of this rank's host peers
   std::vector<std::vector<int>> host_groups;  // ranks grouped by host
   std::shared_ptr<const weft::Fabric> fabric;
   // Chooses every collective's algorithm (one path: the call's size and WEFT_ALGO are applied

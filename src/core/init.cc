@@ -150,8 +150,10 @@ static Status SetupFabric(weftComm* comm, Bootstrap* bs) {
 }
 
 // Asks the transport registry (transports/registry.h) which transport serves each peer and
-// creates those transports (collective). The shm transport becomes the communicator's direct
-// transport when it maps every rank's window (all ranks on one host).
+// creates those transports (collective). A window transport (shm) that serves every other
+// rank of this rank's host group becomes the communicator's direct transport: one per host,
+// so direct algorithms run when all ranks share a host, and hierarchical ones use direct steps
+// inside each host while messages cross between hosts (possibly on another transport).
 static Status SetupTransports(weftComm* comm, Bootstrap* bs) {
   StatusOr<TransportSettings> settings = TransportSettings::Agree(bs);
   if (!settings.ok()) return settings.status().WithContext("choosing transports");
@@ -166,13 +168,25 @@ static Status SetupTransports(weftComm* comm, Bootstrap* bs) {
   StatusOr<CreatedTransports> created = CreateTransports(ctx);
   if (!created.ok()) return created.status();
   comm->peer_transport = created->by_peer;
+  const int my_host = ctx.host_of[comm->rank];
   for (auto& t : created->owned) {
     auto* direct = dynamic_cast<DirectTransport*>(t.get());
-    bool serves_all = comm->nranks > 1;
-    for (int p = 0; p < comm->nranks; ++p)
-      if (p != comm->rank && comm->peer_transport[p] != t.get()) serves_all = false;
-    if (direct != nullptr && serves_all) comm->direct = direct;
+    bool serves_host = false;  // at least one host peer, and every host peer through `t`
+    for (int p = 0; p < comm->nranks; ++p) {
+      if (p == comm->rank || ctx.host_of[p] != my_host) continue;
+      serves_host = comm->peer_transport[p] == t.get();
+      if (!serves_host) break;
+    }
+    if (direct != nullptr && serves_host) comm->direct = direct;
     comm->transports.push_back(std::move(t));
+  }
+  if (comm->direct != nullptr) {
+    std::string peers;
+    for (int p = 0; p < comm->nranks; ++p)
+      if (p != comm->rank && comm->peer_transport[p] == comm->direct)
+        peers += (peers.empty() ? "" : ",") + std::to_string(p);
+    WEFT_INFO("rank %d: direct (one-sided) steps inside the host with rank(s) %s", comm->rank,
+              peers.c_str());
   }
   std::string summary;
   for (const std::string& s : created->summary) summary += (summary.empty() ? "" : "; ") + s;

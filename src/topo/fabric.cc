@@ -164,6 +164,12 @@ bool Fabric::AllRanksMappable(bool shm_enabled) const {
   return true;
 }
 
+bool Fabric::GroupsMappable(bool shm_enabled) const {
+  for (int r = 0; r < nranks(); ++r)
+    if (!IsGpu(r) && !shm_enabled) return false;
+  return true;
+}
+
 LinkType Fabric::Link(int a, int b, bool shm_enabled) const { return RouteOf(a, b, shm_enabled).type; }
 
 Route Fabric::RouteOf(int a, int b, bool shm_enabled) const {

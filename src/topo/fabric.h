@@ -76,6 +76,9 @@ class Fabric {
   // True when all ranks are on one host and (for CPU ranks) shared memory is enabled or (for
   // GPU ranks) every pair has NVLink/PCIe P2P: direct algorithms may map every peer.
   bool AllRanksMappable(bool shm_enabled) const;
+  // True when every rank can map the other ranks of its own host (CPU ranks: shared memory
+  // enabled): hierarchical schedules may use direct steps inside each host group.
+  bool GroupsMappable(bool shm_enabled) const;
 
   LinkType Link(int a, int b, bool shm_enabled) const;
   // The route of one message from a to b (resources it occupies, latency, stream cap).

@@ -39,11 +39,13 @@ bool Rooted(Collective c) { return c == Collective::kBroadcast || c == Collectiv
 Selector::Selector(std::shared_ptr<const Fabric> fabric, AlgoOverrides overrides, bool shm_enabled)
     : fabric_(std::move(fabric)), overrides_(std::move(overrides)), shm_(shm_enabled),
       fabric_digest_(fabric_->Digest()), nranks_(fabric_->nranks()),
-      groups_(fabric_->HostGroups()), mappable_(fabric_->AllRanksMappable(shm_enabled)) {}
+      groups_(fabric_->HostGroups()), mappable_(fabric_->AllRanksMappable(shm_enabled)),
+      groups_mappable_(fabric_->GroupsMappable(shm_enabled)) {}
 
 Selector::Selector(int nranks, std::vector<std::vector<int>> host_groups, AlgoOverrides overrides)
     : overrides_(std::move(overrides)), shm_(false), fabric_digest_(0), nranks_(nranks),
-      groups_(std::move(host_groups)), mappable_(false) {}
+      groups_(std::move(host_groups)), mappable_(false),
+      groups_mappable_(false) {}
 
 size_t Selector::CallBytes(const ScheduleRequest& request, size_t elem_size) {
   return NcclBytes(request, elem_size);
@@ -343,6 +345,7 @@ StatusOr<Decision> Selector::Choose(ScheduleRequest* request, size_t elem_size) 
   if (elem_size == 0) return InvalidArgument("selector: elem_size=0");
   request->groups = groups_;
   request->all_ranks_mappable = mappable_;
+  request->groups_mappable = groups_mappable_;
   const Collective c = request->collective;
   // The call's size, computed here and nowhere else: WEFT_ALGO ranges, tuning rules and the
   // decision cache all read this one number (see CallBytes for alltoallv's).
@@ -454,6 +457,7 @@ std::vector<Decision> Selector::Explain(const ScheduleRequest& request, size_t e
   ScheduleRequest req = request;
   req.groups = groups_;
   req.all_ranks_mappable = mappable_;
+  req.groups_mappable = groups_mappable_;
   std::vector<Decision> all;
   if (req.nranks != nranks_) return all;
   if (!fabric_) {  // nothing to predict: the one decision a call would get

@@ -144,6 +144,7 @@ class Selector {
   int nranks_;
   std::vector<std::vector<int>> groups_;  // host groups handed to generators
   bool mappable_;                         // every rank's window mapped (direct algorithms)
+  bool groups_mappable_;                  // each host group's windows mapped (hierarchical)
   std::vector<AlgorithmInfo> test_candidates_;
   bool use_test_candidates_ = false;
   bool full_simulation_for_testing_ = false;

@@ -61,27 +61,16 @@
 
 namespace weft {
 
-// Measured with the benchmark in tests/tcp_transport_test.cc: two processes over loopback on
-// the shared 2-core build VM. Wall-clock figures depend on the other tenants (load average
-// 3-10 during these runs); "per CPU-s" = bytes / max CPU time of either side, i.e. what one
-// core per rank would give.
-//   streams  buffer    8 B RTT  64 MiB one-way                    blocking-socket baseline
-//   1        autotune  18-20us  0.9-3.1 GB/s, 3.9-5.3 GB/s/CPU-s  13 us, 0.8-1.5 GB/s, 3.2-3.5
-//   2        autotune  18-21us  0.8-2.7 GB/s, 4.2-4.8 GB/s/CPU-s
-//   4        autotune  22-28us  0.55-1.1 GB/s, 2.8-3.8 GB/s/CPU-s
-//   1        4 MiB     20 us    0.78-1.1 GB/s, 4.6 GB/s/CPU-s
-// The RTT is the same whether the waiter blocks at once or first spins 64 Progress(0) rounds
-// like the executor, thanks to the sched_yield() in an idle Progress(0) (without it: 81 us,
-// the woken peer waiting on our core for our spin to end). Command:
-//   WEFT_BENCH_SPIN_ROUNDS=64 WEFT_BENCH_STREAMS=1,2,4 WEFT_BENCH_BUFFERS=0,4194304
-//   bin/tcp_transport_test --gtest_also_run_disabled_tests --gtest_filter='*Bench*'
+// Options. Their defaults were chosen from the loopback benchmark in
+// tests/tcp_transport_test.cc (streams, buffer sizes, spinning); the figures and the command
+// are in perf/RESULTS.md, "Transport microbenchmarks".
 struct TcpOptions {
   // Connections per peer pair. One is the most CPU-efficient on loopback with a single thread
-  // driving progress (table above); more help only on links one TCP flow cannot fill, and
+  // driving progress (perf/RESULTS.md); more help only on links one TCP flow cannot fill, and
   // only when the executor spreads work over that many channels. WEFT_SOCKET_NSTREAMS.
   int streams_per_peer = 1;
   // SO_SNDBUF/SO_RCVBUF; 0 leaves Linux's autotuning on (it grows to tcp_rmem/tcp_wmem max;
-  // a fixed 4 MiB was no better, table above). WEFT_SOCKET_BUFFER (bytes).
+  // a fixed 4 MiB was no better, perf/RESULTS.md). WEFT_SOCKET_BUFFER (bytes).
   size_t socket_buffer_bytes = 0;
   // Microseconds of zero-timeout polls before blocking in Progress(timeout > 0). 0 by default:
   // the executor spins with Progress(0) before it asks to block, and on oversubscribed cores
