@@ -107,7 +107,7 @@ inline void DirectShareFromOwners(Schedule* s, const std::vector<int>& group, Re
     for (size_t l = 0; l < k; ++l) {
       if (l == i || owners[l].second == 0) continue;
       const size_t off = owners[l].first, cnt = owners[l].second;
-      PushFitted(s, group[i], 
+      PushFitted(s, group[i],
           DirectStep(group[l], Tmp(base + off, cnt), Region{to.buffer, to.offset + off, cnt}, false));
     }
   for (int r : group) SignalEach(s, r, group);                     // done reading
