@@ -98,7 +98,8 @@ const std::map<std::string, Setter>& Options() {
 const std::map<std::string, bool TrainConfig::*>& Flags() {
   static const std::map<std::string, bool TrainConfig::*> flags = {
       {"zero1", &TrainConfig::zero1}, {"resume", &TrainConfig::resume},
-      {"quiet", &TrainConfig::quiet}, {"digest", &TrainConfig::digest}};
+      {"quiet", &TrainConfig::quiet}, {"digest", &TrainConfig::digest},
+      {"onebit-adam", &TrainConfig::onebit_adam}};
   return flags;
 }
 
@@ -123,6 +124,7 @@ Status ParseArgs(int argc, char** argv, TrainConfig* config) {
     if (i + 1 >= argc) return Status::Error("option '" + arg + "' needs a value");
     MOE_RETURN_IF_ERROR(option->second(argv[++i], config));
   }
+  if (config->onebit_adam && config->compress.empty()) config->compress = "1bit";
   return Status();
 }
 
@@ -146,6 +148,13 @@ Status ValidateCompression(const TrainConfig& c) {
   if (c.compress_after < 0 || (c.compress_after > 0 && c.compress.empty()))
     return Status::Error("--compress-after " + std::to_string(c.compress_after) +
                          " must be >= 0 and needs --compress");
+  if (c.onebit_adam && c.compress_after < 1)
+    return Status::Error("--onebit-adam needs --compress-after N >= 1 (got " +
+                         std::to_string(c.compress_after) + "): the full-precision warm-up "
+                         "whose Adam variance it then freezes");
+  if (c.onebit_adam && c.zero1)
+    return Status::Error("--onebit-adam with --zero1: 1-bit Adam all-reduces whole momenta, "
+                         "ZeRO-1 shards them; use one or the other");
   if (c.compress_dispatch.empty()) return Status();
   MOE_RETURN_IF_ERROR(ParseCompression("compress-dispatch", c.compress_dispatch, &spec));
   if (spec.codec == weftCodecTopK || spec.codec == weftCodecSign1)
@@ -204,6 +213,7 @@ std::string Describe(const TrainConfig& c) {
     << " ep=" << c.ep << " zero1=" << c.zero1 << " seed=" << c.seed;
   if (!c.compress.empty()) o << " compress=" << c.compress;
   if (c.compress_after > 0) o << " compress_after=" << c.compress_after;
+  if (c.onebit_adam) o << " onebit_adam=1";
   if (!c.compress_dispatch.empty()) o << " compress_dispatch=" << c.compress_dispatch;
   return o.str();
 }
@@ -216,6 +226,8 @@ std::string UsageText() {
          "         --seed --threads --no-overlap\n"
          "  comm:  --compress int8|fp8|1bit|SPEC (gradients, error feedback per bucket)\n"
          "         --compress-after N (the first N steps uncompressed)\n"
+         "         --onebit-adam (1-bit Adam: after the --compress-after warm-up, freeze Adam's\n"
+         "           variance and all-reduce momenta with --compress, default 1bit)\n"
          "         --compress-dispatch fp8|SPEC (EP token dispatch)\n"
          "  ops:   --log-every --val-every --val-batches --data DIR --checkpoint-dir DIR\n"
          "         --checkpoint-every N --resume --stop-after N --loss-file F --plot F.png --quiet\n"

@@ -67,6 +67,10 @@ struct TrainConfig {
   // DP buckets all-reduced (ZeRO-1: reduce-scattered) compressed, with error feedback per bucket.
   std::string compress;
   int compress_after = 0;  // the first N steps reduce uncompressed (warm-up, as 1-bit Adam)
+  // 1-bit Adam (Tang et al. 2021, DeepSpeed): after the --compress-after warm-up, Adam's
+  // variance is frozen and each rank's momentum (not its gradient) is all-reduced through the
+  // --compress codec (default 1bit) with error feedback; see optimizer.h.
+  bool onebit_adam = false;
   // EP token dispatch codec (e.g. "fp8"; empty = float32): the rows sent to the experts.
   std::string compress_dispatch;
   bool quiet = false;

@@ -64,4 +64,57 @@ void AdamW::Step(const TrainConfig& c, int step, float lr, float grad_scale,
   }
 }
 
+size_t AdamW::StateIndex(bool expert, size_t offset) const {
+  size_t state = 0;
+  for (const Segment& s : segments_) {
+    if (s.expert == expert && offset >= s.begin && offset < s.begin + s.count)
+      return state + (offset - s.begin);
+    state += s.count;
+  }
+  return state;  // not held here: callers only ask for whole-buffer segments (no ZeRO-1)
+}
+
+void AdamW::LocalMomentum(const TrainConfig& c, bool expert, size_t offset, size_t count,
+                          int group, ParamBuffers* grads) const {
+  float* g = (expert ? grads->expert.data() : grads->dense.data()) + offset;
+  const float* ms = m.data() + StateIndex(expert, offset);
+  const float keep = c.beta1 / static_cast<float>(group), take = 1.0f - c.beta1;
+  const float* vs = v.data() + StateIndex(expert, offset);
+  ParallelFor(count, count > 65536, [&](long lo, long hi) {
+    for (long i = lo; i < hi; ++i) g[i] = vs[i] > 0.0f ? ms[i] * keep + g[i] * take : 0.0f;
+  });
+}
+
+void AdamW::FrozenVarianceStep(const TrainConfig& c, int step, int freeze_step, float lr,
+                               const ParamBuffers& momenta, ParamBuffers* params) {
+  const double bias1 = 1.0 - std::pow(static_cast<double>(c.beta1), step);
+  // v_hat = v / (1 - beta2^t) stops at the freeze: v no longer moves, so neither may its
+  // correction (letting t grow would shrink v_hat and raise the step size ~2x by step 400).
+  const double bias2 = 1.0 - std::pow(static_cast<double>(c.beta2), freeze_step);
+  const float step_size = static_cast<float>(lr / bias1);
+  const float bias2_sqrt = static_cast<float>(std::sqrt(bias2));
+  const float decay_factor = 1.0f - lr * c.weight_decay;
+  size_t state = 0;
+  for (const Segment& s : segments_) {
+    float* p = (s.expert ? params->expert.data() : params->dense.data()) + s.begin;
+    const float* mom = (s.expert ? momenta.expert.data() : momenta.dense.data()) + s.begin;
+    const unsigned char* decay = (s.expert ? decay_expert_.data() : decay_dense_.data()) + s.begin;
+    float* ms = m.data() + state;
+    const float* vs = v.data() + state;
+    ParallelFor(s.count, s.count > 65536, [&](long lo, long hi) {
+      for (long i = lo; i < hi; ++i) {
+        if (decay[i]) p[i] *= decay_factor;
+        // v == 0: no gradient ever reached this element in the warm-up (embedding rows of
+        // bytes the text never holds). Its frozen step size would be lr / eps, so the codec's
+        // error on it (a sign codec gives every element of a block a magnitude) would throw
+        // the parameter away; DeepSpeed's 1-bit Adam masks such momenta too (exp_avg_mask).
+        ms[i] = vs[i] > 0.0f ? mom[i] : 0.0f;
+        const float denom = std::sqrt(vs[i]) / bias2_sqrt + c.adam_eps;
+        p[i] -= step_size * (ms[i] / denom);
+      }
+    });
+    state += s.count;
+  }
+}
+
 }  // namespace moe

@@ -50,6 +50,8 @@ class Parallel {
   void set_step(int step) { step_ = step; }
   bool compressing() const { return compress_ && step_ >= config_.compress_after; }
 
+  // How many ranks hold (and so reduce) this bucket's parameters: 1 when none share them.
+  int BucketGroupSize(const Bucket& b) const;
   // The ranges of the parameter buffers this rank's optimizer updates.
   std::vector<Segment> OptimizerSegments(const ParamLayout& layout) const;
   // Called by backward for each finished bucket: starts its reduction (overlap on).
@@ -75,7 +77,6 @@ class Parallel {
   weftComm_t BucketComm(const Bucket& b) const;
   weftStream_t BucketStream(const Bucket& b) const;
   int BucketGroupRank(const Bucket& b) const;
-  int BucketGroupSize(const Bucket& b) const;
   Status ReduceBucket(const ParamLayout& layout, int bucket, ParamBuffers* grads,
                       weftStream_t stream);
   Status ReduceBucketCompressed(const ParamLayout& layout, int bucket, ParamBuffers* grads);

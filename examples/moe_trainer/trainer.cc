@@ -31,7 +31,13 @@ Status Trainer::ComputeGradients(const Batch& batch, StepStats* stats) {
   ForwardResult fwd;
   MOE_RETURN_IF_ERROR(model_->Forward(batch, Scale(), parallel_->exchange(), &fwd));
   const ParamLayout& layout = model_->layout();
+  const bool onebit = OneBitStage();
   MOE_RETURN_IF_ERROR(model_->Backward(batch, Scale(), parallel_->exchange(), [&](int bucket) {
+    if (onebit) {  // the bucket's gradient becomes this rank's share of the momentum
+      const Bucket& b = layout.buckets()[bucket];
+      optimizer_.LocalMomentum(config_, b.expert, b.offset, b.count,
+                               parallel_->BucketGroupSize(b), &model_->grads);
+    }
     return parallel_->BucketDone(layout, bucket, &model_->grads);
   }));
   MOE_RETURN_IF_ERROR(parallel_->FinishGradients(layout, &model_->grads));
@@ -57,11 +63,16 @@ Status Trainer::ComputeGradients(const Batch& batch, StepStats* stats) {
 
 Status Trainer::ApplyUpdate(int step, StepStats* stats) {
   double norm_sq = 0.0;
+  // In 1-bit Adam's compressed stage the buffers hold the reduced momentum: its norm is shown.
   MOE_RETURN_IF_ERROR(parallel_->GradNormSquared(model_->layout(), model_->grads, &norm_sq));
   stats->grad_norm = std::sqrt(norm_sq);
   stats->lr = LearningRate(config_, step);
-  optimizer_.Step(config_, step + 1, stats->lr, ClipScale(stats->grad_norm, config_.grad_clip),
-                  model_->grads, &model_->params);
+  if (OneBitStage())
+    optimizer_.FrozenVarianceStep(config_, step + 1, config_.compress_after, stats->lr,
+                                  model_->grads, &model_->params);
+  else
+    optimizer_.Step(config_, step + 1, stats->lr, ClipScale(stats->grad_norm, config_.grad_clip),
+                    model_->grads, &model_->params);
   MOE_RETURN_IF_ERROR(parallel_->GatherParams(model_->layout(), &model_->params));
   if (config_.model.router == RouterKind::kSigmoid) {
     // DeepSeek-V3: overloaded experts' bias down by gamma, underloaded up, from global counts.
@@ -79,6 +90,7 @@ Status Trainer::ApplyUpdate(int step, StepStats* stats) {
 
 Status Trainer::TrainStep(int step, const Batch& batch, StepStats* stats) {
   parallel_->set_step(step);
+  step_ = step;
   MOE_RETURN_IF_ERROR(ComputeGradients(batch, stats));
   return ApplyUpdate(step, stats);
 }

@@ -44,7 +44,10 @@ class Trainer {
 
  private:
   LossScale Scale() const;
+  // 1-bit Adam's compressed stage: momenta, not gradients, travel (optimizer.h).
+  bool OneBitStage() const { return config_.onebit_adam && step_ >= config_.compress_after; }
   TrainConfig config_;
+  int step_ = 0;  // the step being trained (from 0)
   Parallel* parallel_;
   std::unique_ptr<Model> model_;
   AdamW optimizer_;
