@@ -153,7 +153,7 @@ std::string ValidateSpec(const weftCompression& spec) {
            std::to_string(WEFT_COMPRESS_MAX_BLOCK) + "]";
   if (spec.codec == weftCodecTopK && !(spec.ratio > 0.0f && spec.ratio <= 1.0f))
     return "spec->ratio=" + std::to_string(spec.ratio) + " is outside (0, 1] (top-k)";
-  if ((spec.flags & ~(WEFT_COMPRESS_STOCHASTIC | WEFT_COMPRESS_HADAMARD)) != 0)
+  if ((spec.flags & ~(WEFT_COMPRESS_STOCHASTIC | WEFT_COMPRESS_HADAMARD | WEFT_COMPRESS_FLAT)) != 0)
     return "spec->flags=" + std::to_string(spec.flags) + " has unknown bits";
   if ((spec.flags & WEFT_COMPRESS_STOCHASTIC) && spec.codec != weftCodecInt8 &&
       spec.codec != weftCodecInt4)

@@ -1,6 +1,8 @@
 // Compressed collectives (include/weft/weft_compress.h, src/compress/): results against an
 // independent float64 reference within each codec's stated bound, bitwise identity across
 // ranks, error feedback (the running mean converges), bad specs, streams, WEFT_COMPRESSION,
+// the hierarchical placement (full precision inside hosts: thread ranks grouped into "hosts"
+// by WEFT_INPROC_GROUPS; processes in two network namespaces by tests/netns_compress.cmake),
 // and the same allreduce across processes.
 //
 // Thread-per-rank through weftCommInitAll; the multi-process case re-runs this binary as the
@@ -13,11 +15,13 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "compress/compress_error.h"
+#include "compress/host_tiers.h"
 #include "compress/job_wide_compression.h"
 #include "kernels/half.h"
 #include "test_util.h"
@@ -33,6 +37,25 @@ weftCompression Spec(weftCodec_t codec, uint32_t flags = 0, float ratio = 0.01f)
   s.flags = flags;
   s.ratio = ratio;
   return s;
+}
+
+// Like RunRanks, with the thread ranks grouped into "hosts" of the sizes in `groups` ("2,2"):
+// compressed allreduces then take the hierarchical placement. WEFT_INPROC_GROUPS is unset
+// again before the ranks run, since the tiers' weftCommSplit makes thread communicators of
+// other sizes (which would refuse it). The tiers are released before the communicators go.
+std::string RunRanksOnHosts(const char* groups, int n,
+                            const std::function<std::string(weftComm_t, int)>& fn) {
+  setenv("WEFT_INPROC_GROUPS", groups, 1);
+  std::vector<weftComm_t> comms(n);
+  const weftResult_t created = weftCommInitAll(comms.data(), n, nullptr);
+  unsetenv("WEFT_INPROC_GROUPS");
+  if (created != weftSuccess) return std::string("weftCommInitAll: ") + weftGetLastError(nullptr);
+  const std::string failure = weft_test::RunOnComms(comms, fn);
+  for (weftComm_t c : comms) {
+    weft::compress::ReleaseHostTiers(c);
+    weftCommDestroy(c);
+  }
+  return failure;
 }
 
 // Rank r's contribution: smooth values of varied sign and size, plus a large outlier.
@@ -126,14 +149,15 @@ std::vector<float> FromType(const std::vector<uint8_t>& bytes, weftDataType_t dt
   return v;
 }
 
+// groups: NULL for one host, else the "hosts" (RunRanksOnHosts).
 CaseResult RunAllReduce(int nranks, size_t count, weftDataType_t dtype, weftRedOp_t op,
-                        const weftCompression& spec, bool in_place) {
+                        const weftCompression& spec, bool in_place, const char* groups = nullptr) {
   CaseResult r;
   r.out.resize(nranks);
   r.in.resize(nranks);
   for (int q = 0; q < nranks; ++q) r.in[q] = Contribution(q, count, dtype);
   std::mutex mu;
-  const std::string failure = RunRanks(nranks, [&](weftComm_t comm, int rank) -> std::string {
+  const auto body = [&](weftComm_t comm, int rank) -> std::string {
     std::vector<uint8_t> send, recv;
     ToType(r.in[rank], dtype, &send);
     recv.assign(send.size(), 0xCD);
@@ -145,9 +169,38 @@ CaseResult RunAllReduce(int nranks, size_t count, weftDataType_t dtype, weftRedO
     std::lock_guard<std::mutex> l(mu);
     r.out[rank] = FromType(in_place ? send : recv, dtype, count);
     return "";
-  });
+  };
+  const std::string failure = groups != nullptr ? RunRanksOnHosts(groups, nranks, body)
+                                                : RunRanks(nranks, body);
   EXPECT_EQ(failure, "");
   return r;
+}
+
+// Sizes of the "hosts" in a WEFT_INPROC_GROUPS value ("2,2" -> {2, 2}).
+std::vector<int> GroupSizes(const char* groups) {
+  std::vector<int> sizes;
+  for (const char* p = groups; *p != '\0';) {
+    char* end = nullptr;
+    sizes.push_back(static_cast<int>(std::strtol(p, &end, 10)));
+    p = *end == ',' ? end + 1 : end;
+  }
+  return sizes;
+}
+
+// What the hierarchical placement encodes: each host's float32 sum of its ranks' inputs (ranks
+// are grouped consecutively). NULL groups: the ranks' own inputs (flat placement).
+std::vector<std::vector<float>> EncodedContributions(const std::vector<std::vector<float>>& in,
+                                                     const char* groups) {
+  if (groups == nullptr) return in;
+  std::vector<std::vector<float>> sums;
+  int rank = 0;
+  for (int size : GroupSizes(groups)) {
+    std::vector<float> sum(in[0].size(), 0.0f);
+    for (int k = 0; k < size; ++k, ++rank)
+      for (size_t i = 0; i < sum.size(); ++i) sum[i] += in[rank][i];
+    sums.push_back(sum);
+  }
+  return sums;
 }
 
 std::string CaseName(int n, size_t count, weftDataType_t t, weftRedOp_t op, const weftCompression& s) {
@@ -157,17 +210,21 @@ std::string CaseName(int n, size_t count, weftDataType_t t, weftRedOp_t op, cons
 }
 
 void CheckAllReduce(int n, size_t count, weftDataType_t dtype, weftRedOp_t op,
-                    const weftCompression& spec, bool in_place = false) {
-  const CaseResult r = RunAllReduce(n, count, dtype, op, spec, in_place);
-  const std::string name = CaseName(n, count, dtype, op, spec);
-  const std::vector<double> max_abs = MaxAbs(r.in);
+                    const weftCompression& spec, bool in_place = false,
+                    const char* groups = nullptr) {
+  const CaseResult r = RunAllReduce(n, count, dtype, op, spec, in_place, groups);
+  const std::string name = CaseName(n, count, dtype, op, spec) + (groups ? " hosts " : "") +
+                           (groups ? groups : "");
+  const std::vector<std::vector<float>> encoded = EncodedContributions(r.in, groups);
+  const std::vector<double> max_abs = MaxAbs(encoded);
   for (int q = 1; q < n; ++q)
     ASSERT_EQ(0, std::memcmp(r.out[0].data(), r.out[q].data(), count * sizeof(float)))
         << name << ": rank " << q << " differs from rank 0";
   for (size_t i = 0; i < count; ++i) {
     double exact = 0;
     for (int q = 0; q < n; ++q) exact += r.in[q][i];
-    double bound = AllReduceBound(spec, r.in, max_abs, i, exact, true);
+    double bound = AllReduceBound(spec, encoded, max_abs, i, exact, true);
+    for (int q = 0; q < n; ++q) bound += 1e-6 * std::fabs(r.in[q][i]);  // host sums in float32
     double got = r.out[0][i];
     if (op == weftAvg) {
       exact /= n;
@@ -213,13 +270,13 @@ TEST(CompressedAllReduce, LosslessTopKIsTheRankOrderSumBitwise) {
 // Error feedback: the same gradients every step; the running mean of K compressed results
 // approaches the exact sum (error ~ C/K, where C grows as the codec keeps less: sign1 and
 // top-k take hundreds of steps), while without feedback it stays where it starts.
-double RunningMeanError(const weftCompression& spec, bool feedback, int steps) {
-  const int n = 2;
+double RunningMeanError(const weftCompression& spec, bool feedback, int steps, int n = 2,
+                        const char* groups = nullptr) {
   const size_t count = 2000;
   std::vector<std::vector<float>> in(n);
   for (int q = 0; q < n; ++q) in[q] = Contribution(q, count, weftFloat32, 5);
   std::vector<std::vector<double>> mean(n, std::vector<double>(count, 0.0));
-  const std::string failure = RunRanks(n, [&](weftComm_t comm, int rank) -> std::string {
+  const auto body = [&](weftComm_t comm, int rank) -> std::string {
     std::vector<float> residual(count, 0.0f), out(count);
     for (int k = 0; k < steps; ++k) {
       if (weftAllReduceCompressed(in[rank].data(), out.data(), count, weftFloat32, weftSum, &spec,
@@ -228,11 +285,13 @@ double RunningMeanError(const weftCompression& spec, bool feedback, int steps) {
       for (size_t i = 0; i < count; ++i) mean[rank][i] += out[i] / steps;
     }
     return "";
-  });
+  };
+  const std::string failure = groups != nullptr ? RunRanksOnHosts(groups, n, body) : RunRanks(n, body);
   EXPECT_EQ(failure, "");
   double err = 0, norm = 0;
   for (size_t i = 0; i < count; ++i) {
-    const double exact = static_cast<double>(in[0][i]) + in[1][i];
+    double exact = 0;
+    for (int q = 0; q < n; ++q) exact += in[q][i];
     err += (mean[0][i] - exact) * (mean[0][i] - exact);
     norm += exact * exact;
   }
@@ -258,6 +317,107 @@ TEST(CompressedAllReduce, ErrorFeedbackMakesTheRunningMeanConverge) {
     // to settle: measured K=1000 at 0.12 of K=1, the others at 0.01.
     EXPECT_LT(e1000, e1 * (c == weftCodecSign1 ? 0.25 : 0.1)) << weftCodecName(c);
     EXPECT_LT(e100, plain100 * 0.7) << weftCodecName(c) << ": feedback must beat no feedback";
+  }
+}
+
+// ---- hierarchical placement (several hosts: full precision inside each) ----
+
+TEST(HierarchicalCompressedAllReduce, WithinBoundAndIdenticalOnEveryRank) {
+  for (weftCodec_t c : {weftCodecInt8, weftCodecFp8E4M3, weftCodecInt4, weftCodecSign1, weftCodecTopK})
+    CheckAllReduce(4, 1000, weftFloat32, weftSum, Spec(c), false, "2,2");
+  // Uneven slices (count not a multiple of the ranks per host; fewer elements than ranks),
+  // three hosts, avg, bf16 and in place.
+  CheckAllReduce(6, 1001, weftFloat32, weftSum, Spec(weftCodecInt8), false, "3,3");
+  CheckAllReduce(6, 2, weftFloat32, weftSum, Spec(weftCodecInt8), false, "2,2,2");
+  CheckAllReduce(6, 4099, weftFloat32, weftAvg, Spec(weftCodecFp8E4M3), false, "2,2,2");
+  CheckAllReduce(4, 777, weftBfloat16, weftAvg, Spec(weftCodecInt8), false, "2,2");
+  CheckAllReduce(4, 1000, weftFloat32, weftSum, Spec(weftCodecInt4), /*in_place=*/true, "2,2");
+}
+
+// The placement is really hierarchical: two ranks of one host send x and -x + y, the other
+// host sends zeros. Inside the host the sum y is exact, so only y is quantized (error ~ |y|
+// / 254 for int8); the flat placement quantizes x and -x + y (error ~ |x| / 254). And the
+// tiers are made once per communicator and cached.
+TEST(HierarchicalCompressedAllReduce, KeepsFullPrecisionInsideHosts) {
+  const size_t count = 4096;
+  std::vector<float> x(count), y(count);
+  for (size_t i = 0; i < count; ++i) {
+    x[i] = 1000.0f * static_cast<float>(std::sin(0.1 * i) + 2.0);
+    y[i] = static_cast<float>(std::cos(0.37 * i));
+  }
+  const auto worst_error = [&](const weftCompression& spec) {
+    std::vector<double> worst(4, 0.0);
+    const std::string failure = RunRanksOnHosts("2,2", 4, [&](weftComm_t comm, int rank) -> std::string {
+      std::vector<float> in(count, 0.0f), out(count);
+      for (size_t i = 0; i < count; ++i) in[i] = rank == 0 ? x[i] : rank == 1 ? -x[i] + y[i] : 0.0f;
+      const size_t cached = weft::compress::CachedHostTierCount();
+      for (int call = 0; call < 2; ++call)
+        if (weftAllReduceCompressed(in.data(), out.data(), count, weftFloat32, weftSum, &spec,
+                                    nullptr, comm, nullptr) != weftSuccess)
+          return weft::compress::LastCompressionError();
+      if ((spec.flags & WEFT_COMPRESS_FLAT) != 0 && weft::compress::CachedHostTierCount() != cached)
+        return "the flat placement made host tiers";
+      for (size_t i = 0; i < count; ++i)
+        worst[rank] = std::max(worst[rank], std::fabs(static_cast<double>(out[i]) - (x[i] + (-x[i] + y[i]))));
+      return "";
+    });
+    EXPECT_EQ(failure, "");
+    return *std::max_element(worst.begin(), worst.end());
+  };
+  const double hierarchical = worst_error(Spec(weftCodecInt8));
+  EXPECT_EQ(weft::compress::CachedHostTierCount(), 0u) << "tiers left after ReleaseHostTiers";
+  const double flat = worst_error(Spec(weftCodecInt8, WEFT_COMPRESS_FLAT));
+  std::printf("int8, host sums y of x and -x + y: worst error hierarchical %.3g, flat %.3g\n",
+              hierarchical, flat);
+  EXPECT_LT(hierarchical, 2.0 / 254 * 1.01 + 1e-3) << "|y| <= 1: two int8 steps of 1/254";
+  EXPECT_GT(flat, 20 * hierarchical) << "the flat placement quantizes x itself";
+}
+
+// Error feedback keeps exactly what was dropped: after one call, result + the sum of every
+// rank's residual equals the exact sum (up to float32 rounding), in both placements.
+TEST(HierarchicalCompressedAllReduce, ResidualsHoldWhatWasDropped) {
+  for (const uint32_t flags : {0u, static_cast<uint32_t>(WEFT_COMPRESS_FLAT)}) {
+    const int n = 4;
+    const size_t count = 1003;
+    std::vector<std::vector<float>> in(n), out(n), residual(n);
+    for (int q = 0; q < n; ++q) in[q] = Contribution(q, count, weftFloat32, 3);
+    const weftCompression spec = Spec(weftCodecInt4, flags);
+    const std::string failure = RunRanksOnHosts("2,2", n, [&](weftComm_t comm, int rank) -> std::string {
+      out[rank].assign(count, 0.0f);
+      residual[rank].assign(count, 0.0f);
+      return weftAllReduceCompressed(in[rank].data(), out[rank].data(), count, weftFloat32, weftSum,
+                                     &spec, residual[rank].data(), comm, nullptr) == weftSuccess
+                 ? "" : weft::compress::LastCompressionError();
+    });
+    ASSERT_EQ(failure, "");
+    double dropped = 0;
+    for (size_t i = 0; i < count; ++i) {
+      double exact = 0, kept = out[0][i], magnitude = 0;
+      for (int q = 0; q < n; ++q) {
+        exact += in[q][i];
+        kept += residual[q][i];
+        magnitude += std::fabs(in[q][i]) + std::fabs(residual[q][i]);
+        dropped += std::fabs(residual[q][i]);
+      }
+      ASSERT_LE(std::fabs(kept - exact), 1e-5 * magnitude + 1e-30) << "flags=" << flags << " i=" << i;
+    }
+    EXPECT_GT(dropped, 0) << "int4 drops something";
+  }
+}
+
+TEST(HierarchicalCompressedAllReduce, ErrorFeedbackMakesTheRunningMeanConverge) {
+  for (weftCodec_t c : {weftCodecInt8, weftCodecSign1, weftCodecTopK}) {
+    const weftCompression spec = Spec(c, 0, 0.05f);
+    const double e1 = RunningMeanError(spec, true, 1, 4, "2,2");
+    const double e10 = RunningMeanError(spec, true, 10, 4, "2,2");
+    const double e200 = RunningMeanError(spec, true, 200, 4, "2,2");
+    const double plain200 = RunningMeanError(spec, false, 200, 4, "2,2");
+    std::printf("%-6s hierarchical, relative error of the running mean: K=1 %.3g  K=10 %.3g  "
+                "K=200 %.3g  (no feedback, K=200: %.3g)\n", weftCodecName(c), e1, e10, e200, plain200);
+    EXPECT_GT(e1, 0) << weftCodecName(c);
+    EXPECT_LT(e10, e1) << weftCodecName(c);
+    EXPECT_LT(e200, e10) << weftCodecName(c);
+    EXPECT_LT(e200, plain200 * 0.7) << weftCodecName(c) << ": feedback must beat no feedback";
   }
 }
 
@@ -501,8 +661,16 @@ TEST(JobWideCompression, SettingsAndTheHookFunction) {
   EXPECT_NE(s.parse_error.message().find("WEFT_COMPRESSION=int3"), std::string::npos) << s.parse_error.message();
   setenv("WEFT_COMPRESSION", "int8", 1);
   setenv("WEFT_COMPRESSION_MIN_BYTES", "4096", 1);
+  setenv("WEFT_COMPRESSION", "int4:block=64,always", 1);
   s = weft::compress::ReadJobWideSettings();
   EXPECT_TRUE(s.parse_error.ok()) << s.parse_error.message();
+  EXPECT_TRUE(s.always);
+  EXPECT_EQ(s.spec.codec, weftCodecInt4);
+  EXPECT_EQ(s.spec.block, 64u);
+  setenv("WEFT_COMPRESSION", "int8", 1);
+  s = weft::compress::ReadJobWideSettings();
+  EXPECT_TRUE(s.parse_error.ok()) << s.parse_error.message();
+  EXPECT_FALSE(s.always);
   EXPECT_EQ(s.spec.codec, weftCodecInt8);
   EXPECT_EQ(s.min_bytes, 4096u);
   // The function weftAllReduce would call: applies to large float sums, not to the rest, and
@@ -518,10 +686,16 @@ TEST(JobWideCompression, SettingsAndTheHookFunction) {
     if (weft::compress::MaybeRunJobWideCompression(s, in.data(), out.data(), 100, weftFloat32,
                                                    weftSum, comm, nullptr, &st))
       return "below WEFT_COMPRESSION_MIN_BYTES must stay uncompressed";
+    // One host (threads of one process): compression never pays; "always" overrides that.
+    if (weft::compress::MaybeRunJobWideCompression(s, in.data(), out.data(), in.size(),
+                                                   weftFloat32, weftSum, comm, nullptr, &st))
+      return "compressed on one host";
+    weft::compress::JobWideSettings always = s;
+    always.always = true;
     std::vector<double> mean(in.size(), 0.0);
     double first_error = 0, norm = 0, mean_error = 0;
     for (int k = 0; k < 20; ++k) {
-      if (!weft::compress::MaybeRunJobWideCompression(s, in.data(), out.data(), in.size(),
+      if (!weft::compress::MaybeRunJobWideCompression(always, in.data(), out.data(), in.size(),
                                                       weftFloat32, weftSum, comm, nullptr, &st))
         return "large float32 sum not compressed";
       if (!st.ok()) return st.message();
@@ -575,6 +749,53 @@ TEST(CompressedProcesses, DISABLED_Worker) {
     checksum = (checksum ^ weft::FloatBits(out[i])) * 1099511628211ull;
   }
   std::printf("CHECKSUM %llx\n", static_cast<unsigned long long>(checksum));
+  weftCommDestroy(comm);
+}
+
+// The worker of tests/netns_compress.cmake: 2 hosts x 2 ranks in network namespaces (shm
+// inside, TCP across). The compressed allreduce must take the hierarchical placement (its
+// host tiers get made), stay within int8's bound for host sums, give every rank the same bits
+// (compared through an allgather of checksums) and keep in the residuals what it dropped.
+TEST(CompressedProcesses, DISABLED_HierarchicalWorker) {
+  weftComm_t comm;
+  ASSERT_EQ(weftCommInitFromEnv(&comm), weftSuccess) << weftGetLastError(nullptr);
+  int n = 0, rank = 0;
+  weftCommCount(comm, &n);
+  weftCommUserRank(comm, &rank);
+  ASSERT_EQ(n, 4) << "run as 2 hosts x 2 ranks (perf/netns/run.sh)";
+  const size_t count = 100003;
+  const weftCompression spec = Spec(weftCodecInt8);
+  std::vector<std::vector<float>> in(n);
+  for (int q = 0; q < n; ++q) in[q] = Contribution(q, count, weftFloat32);
+  std::vector<float> out(count), residual(count, 0.0f);
+  ASSERT_EQ(weftAllReduceCompressed(in[rank].data(), out.data(), count, weftFloat32, weftSum, &spec,
+                                    residual.data(), comm, nullptr), weftSuccess)
+      << weft::compress::LastCompressionError();
+  EXPECT_EQ(weft::compress::CachedHostTierCount(), 1u) << "the hierarchical placement was not taken";
+  const std::vector<std::vector<float>> sums = EncodedContributions(in, "2,2");  // run.sh: r = 2h + l
+  const std::vector<double> max_abs = MaxAbs(sums);
+  uint64_t checksum = 1469598103934665603ull;
+  for (size_t i = 0; i < count; ++i) {
+    double exact = 0, magnitude = 0;
+    for (int q = 0; q < n; ++q) exact += in[q][i], magnitude += std::fabs(in[q][i]);
+    ASSERT_LE(std::fabs(out[i] - exact), AllReduceBound(spec, sums, max_abs, i, exact, true) + 1e-6 * magnitude)
+        << "i=" << i;
+    checksum = (checksum ^ weft::FloatBits(out[i])) * 1099511628211ull;
+  }
+  std::vector<uint64_t> all(n);
+  ASSERT_EQ(weftAllGather(&checksum, all.data(), 1, weftUint64, comm, nullptr), weftSuccess);
+  for (int q = 0; q < n; ++q) EXPECT_EQ(all[q], checksum) << "rank " << q << " has other bits";
+  // Every rank's residual, summed with the result, is the exact sum.
+  std::vector<float> residuals(count);
+  ASSERT_EQ(weftAllReduce(residual.data(), residuals.data(), count, weftFloat32, weftSum, comm, nullptr),
+            weftSuccess);
+  for (size_t i = 0; i < count; ++i) {
+    double exact = 0, magnitude = std::fabs(residuals[i]);
+    for (int q = 0; q < n; ++q) exact += in[q][i], magnitude += std::fabs(in[q][i]);
+    ASSERT_LE(std::fabs(out[i] + residuals[i] - exact), 1e-5 * magnitude) << "i=" << i;
+  }
+  std::printf("HIERARCHICAL OK rank %d checksum %llx\n", rank, static_cast<unsigned long long>(checksum));
+  weft::compress::ReleaseHostTiers(comm);
   weftCommDestroy(comm);
 }
 
@@ -636,15 +857,19 @@ weft_test::LaunchOutcome RunJobWide(const std::string& setting) {
       {{"WEFT_TIMEOUT", "60"}, {"WEFT_COMPRESSION", setting}}, 120);
 }
 
-// WEFT_COMPRESSION=int8 changes what a plain weftAllReduce returns (int8-quantized, within
-// int8's error) without any code change; unset, the same call is exact; a bad value fails the
-// call with a message naming the variable.
+// WEFT_COMPRESSION=int8:always changes what a plain weftAllReduce returns (int8-quantized,
+// within int8's error) without any code change; unset, the same call is exact, and so it is
+// with WEFT_COMPRESSION=int8 on one host (compression does not pay where nothing crosses a
+// slow tier: compression_pays.h); a bad value fails the call with a message naming the
+// variable.
 TEST(CompressedProcesses, JobWideSettingReachesPlainAllReduce) {
   const weft_test::LaunchOutcome off = RunJobWide("");
-  const weft_test::LaunchOutcome int8 = RunJobWide("int8");
+  const weft_test::LaunchOutcome one_host = RunJobWide("int8");
+  const weft_test::LaunchOutcome int8 = RunJobWide("int8:always");
   const weft_test::LaunchOutcome bad = RunJobWide("int3");
   for (int r = 0; r < 2; ++r) {
     EXPECT_NE(off.output[r].find("EXACT"), std::string::npos) << off.output[r];
+    EXPECT_NE(one_host.output[r].find("EXACT"), std::string::npos) << one_host.output[r];
     const size_t at = int8.output[r].find("RELERR ");
     ASSERT_NE(at, std::string::npos) << int8.output[r];
     const double relerr = std::atof(int8.output[r].c_str() + at + 7);

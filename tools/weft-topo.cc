@@ -1,12 +1,14 @@
 // weft-topo: shows the fabric weft sees (like lstopo, for ranks) and the selector's decisions.
 //
 //   weft-topo [-n RANKS] [--preset NAME | --topo-file FILE] [--no-shm] [-C COLLECTIVE]
-//             [--explain COLLECTIVE BYTES] [--save FILE] [-d DTYPE]
+//             [--explain COLLECTIVE BYTES [--compress SPEC]] [--save FILE] [-d DTYPE]
 //   weftrun -n N weft-topo --calibrate [--calibrate-ms MS] [--save FILE] [...]
 // Without --preset/--topo-file it discovers this machine (WEFT_TOPO_FILE honoured) and
 // places RANKS ranks on it (default: its core count), exactly as a communicator would.
 // Per collective it prints size -> algorithm, chunk, channels, predicted time and busbw;
-// --explain lists every candidate for one call with its predicted time.
+// --explain lists every candidate for one call with its predicted time; for an allreduce it
+// also says whether compressing it pays (src/compress/compression_pays.h), for --compress SPEC,
+// else WEFT_COMPRESSION when set, else for each of int8, fp8, int4, sign1 and topk:0.01.
 // --calibrate runs as a job (under weftrun, the namespace harness, srun...): the ranks join,
 // measure each link tier of their fabric with short probes (topo/calibrate.h), and rank 0
 // prints the figures and continues with the calibrated fabric (--save writes it as a topology
@@ -21,6 +23,8 @@
 
 #include "algorithms/algo_override.h"
 #include "algorithms/registry.h"
+#include "compress/compression_pays.h"
+#include "compress/job_wide_compression.h"
 #include "core/comm.h"
 #include "core/bootstrap.h"
 #include "topo/calibrate.h"
@@ -40,7 +44,7 @@ int Usage(const char* msg) {
   if (msg) fprintf(stderr, "weft-topo: %s\n", msg);
   fprintf(stderr,
           "usage: weft-topo [-n RANKS] [--preset NAME | --topo-file FILE] [--no-shm] [-C COLLECTIVE]\n"
-          "                 [--explain COLLECTIVE BYTES] [--save FILE] [-d DTYPE]\n"
+          "                 [--explain COLLECTIVE BYTES [--compress SPEC]] [--save FILE] [-d DTYPE]\n"
           "       weftrun -n N weft-topo --calibrate [--calibrate-ms MS] [--save FILE] [-C ..] [--explain ..]\n"
           "         (measures each link tier between the job's ranks; rank 0 prints and saves)\n"
           "presets: dgx-h100, dgx-h100:N, dgx-h100-fattree:N[:OVERSUB], netns:KxR[@GBIT], host:R\n");
@@ -88,10 +92,35 @@ ScheduleRequest Request(Collective c, int n, size_t bytes, size_t elem) {
   return req;
 }
 
+// --explain allreduce: whether compression pays for this call, per codec asked for.
+int ExplainCompression(const Fabric& f, const std::string& spec_text, size_t count, size_t elem) {
+  std::vector<std::string> specs;
+  const char* env = getenv("WEFT_COMPRESSION");
+  if (!spec_text.empty()) specs = {spec_text};
+  else if (env != nullptr && *env != '\0') specs = {env};
+  else specs = {"int8", "fp8", "int4", "sign1", "topk:0.01"};
+  if (elem != 4 && elem != 2) {
+    printf("Compression: applies to float and bfloat16 only\n");
+    return 0;
+  }
+  printf("Compression (encode/decode time vs wire time saved on the slowest tier):\n");
+  for (const std::string& text : specs) {
+    weftCompression spec;
+    bool always = false;
+    const std::string parsed = compress::WithoutAlwaysOption(text, &always);
+    if (weftCompressionParse(parsed.c_str(), &spec) != weftSuccess) {
+      fprintf(stderr, "weft-topo: --compress '%s' is not a compression spec (as WEFT_COMPRESSION)\n", text.c_str());
+      return 2;
+    }
+    printf("  %s\n", compress::DecideCompression(&f, f.HostGroups(), spec, count, elem).why.c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string preset, topo_file, save, only_coll, explain_coll, dtype = "float";
+  std::string preset, topo_file, save, only_coll, explain_coll, dtype = "float", compress_spec;
   size_t explain_bytes = 0;
   int nranks = 0;
   bool shm = true, calibrate = false;
@@ -110,6 +139,7 @@ int main(int argc, char** argv) {
     else if (a == "--save") save = v;
     else if (a == "-C") only_coll = v;
     else if (a == "-d") dtype = v;
+    else if (a == "--compress") compress_spec = v;
     else if (a == "--calibrate-ms") {
       char* end = nullptr;
       cal_options.target_ms = strtod(v, &end);
@@ -186,6 +216,7 @@ int main(int argc, char** argv) {
     StatusOr<Decision> chosen = selector.Choose(&req, elem);
     if (chosen.ok()) printf("Decision: %s\n", chosen->why.c_str());
     else printf("Decision: error: %s\n", chosen.status().message().c_str());
+    if (c == Collective::kAllReduce) return ExplainCompression(f, compress_spec, req.count, elem);
     return 0;
   }
 

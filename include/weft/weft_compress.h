@@ -22,9 +22,13 @@
  *
  * The collectives below are, in this release, compositions of weft's public collectives
  * (weftAllToAll(v)/weftAllGather on the encoded bytes) with encode/decode steps on the host
- * around them: correct and deterministic, but not yet schedules proved by the checker, not
- * pipelined, and they do not keep full precision inside a host (that needs encode/decode steps
- * in the schedule IR). Host buffers only.
+ * around them: correct and deterministic, but not yet schedules proved by the checker and not
+ * pipelined. Host buffers only. The allreduce is topology-aware: on a communicator of several
+ * hosts with the same number of ranks each (and more than one), it reduce-scatters in full
+ * precision inside each host, runs the compressed allreduce of each rank's 1/L slice with the
+ * ranks of the same local index on the other hosts, and all-gathers inside the host; so only
+ * the slow tier carries encoded data and each rank encodes 1/L of it. The sub-communicators it
+ * needs (weftCommSplit) are made at the first such call, which all ranks make together.
  *
  * Streams: with a weft host stream the call checks its arguments, queues on the stream and
  * returns; it runs after the stream's earlier work and before its later work, and its error
@@ -58,6 +62,10 @@ typedef enum {
 /** flags: randomized Hadamard rotation of each block before quantizing (fp8/int8/int4/sign1;
  *  block must be a power of two <= 65536). Seeded by `seed`; every rank must pass the same. */
 #define WEFT_COMPRESS_HADAMARD 0x2u
+/** flags: placement (allreduce): compress every transfer, inside hosts too, instead of keeping
+ *  full precision inside each host and compressing only between hosts (the default where the
+ *  communicator spans several hosts with the same rank count each). For comparisons. */
+#define WEFT_COMPRESS_FLAT 0x4u
 #define WEFT_COMPRESS_DEFAULT_BLOCK 128
 #define WEFT_COMPRESS_MAX_BLOCK 65536
 
@@ -75,7 +83,7 @@ WEFT_API weftResult_t weftCompressionDefault(weftCodec_t codec, weftCompression*
 /**
  * Parses "NAME[:OPTION,...]" into *spec (defaults as weftCompressionDefault). NAME: bf16,
  * fp16, fp8 (= fp8e4m3), fp8e4m3, fp8e5m2, int8, int4, sign1 (or 1bit), topk. OPTION:
- * block=N, ratio=R, seed=S, stochastic, hadamard; "topk:0.01" is short for topk:ratio=0.01.
+ * block=N, ratio=R, seed=S, stochastic, hadamard, flat; "topk:0.01" is short for topk:ratio=0.01.
  * Example: "int4:block=64,hadamard". The result is validated as the collectives would.
  */
 WEFT_API weftResult_t weftCompressionParse(const char* text, weftCompression* spec);
@@ -103,9 +111,13 @@ WEFT_API weftResult_t weftDecode(const weftCompression* spec, const void* src, s
  */
 
 /** allreduce: every rank receives bitwise-identical results. residual: count floats.
- *  Each rank's contribution is encoded once, reduced in float32 in rank order at the owner of
- *  each of nranks slices, the reduced slice encoded once and all-gathered; every rank (the
- *  owner too) decodes the same bytes. */
+ *  Flat placement (one host, uneven hosts, or WEFT_COMPRESS_FLAT): each rank's contribution is
+ *  encoded once, reduced in float32 in rank order at the owner of each of nranks slices, the
+ *  reduced slice encoded once and all-gathered; every rank (the owner too) decodes the same
+ *  bytes. Hierarchical placement (several hosts): the contribution encoded is the host's
+ *  float32 sum of the slice a rank owns inside its host; the residual then carries what was
+ *  dropped from that slice (the rest of it is added to the input and zeroed), so the sum of
+ *  all ranks' residuals is still what the call dropped. */
 WEFT_API weftResult_t weftAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t count,
                                               weftDataType_t datatype, weftRedOp_t op,
                                               const weftCompression* spec, float* residual,

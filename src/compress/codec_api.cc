@@ -53,6 +53,10 @@ Status ApplyOption(const std::string& option, weftCompression* spec) {
     spec->flags |= WEFT_COMPRESS_HADAMARD;
     return OkStatus();
   }
+  if (option == "flat") {
+    spec->flags |= WEFT_COMPRESS_FLAT;
+    return OkStatus();
+  }
   const size_t eq = option.find('=');
   const std::string key = eq == std::string::npos ? "ratio" : option.substr(0, eq);
   const std::string text = eq == std::string::npos ? option : option.substr(eq + 1);
@@ -69,7 +73,7 @@ Status ApplyOption(const std::string& option, weftCompression* spec) {
     spec->seed = std::strtoull(text.c_str(), nullptr, 0);
   } else {
     return InvalidArgument("unknown option '" + key +
-                           "' (block=N, ratio=R, seed=S, stochastic, hadamard)");
+                           "' (block=N, ratio=R, seed=S, stochastic, hadamard, flat)");
   }
   return OkStatus();
 }

@@ -17,12 +17,17 @@
 // A composition of weft's public collectives, not yet a schedule proved by the checker (that
 // needs encode/decode steps in the schedule IR: "Core v2", issue 14). Wire bytes per rank:
 // about 2 (nranks - 1) / nranks x the encoded size, as a ring allreduce of the encoded data.
+//
+// This is the flat placement. On a communicator of several hosts the public call runs
+// hierarchical_allreduce.cc instead (full precision inside hosts), which runs this one across
+// hosts on each rank's slice.
 #include <cstring>
 #include <vector>
 
 #include "compress/compress_common.h"
 #include "compress/compress_error.h"
 #include "compress/compressed_collectives.h"
+#include "compress/host_tiers.h"
 #include "kernels/codec.h"
 
 namespace weft::compress {
@@ -71,9 +76,11 @@ void ReduceSlice(const weftCompression& spec, const uint8_t* received, size_t sl
     for (size_t i = 0; i < slice; ++i) sum[i] /= static_cast<float>(nranks);
 }
 
-Status AllReduceCompressed(const void* sendbuff, void* recvbuff, size_t count,
-                           weftDataType_t datatype, weftRedOp_t op, const weftCompression& spec,
-                           float* residual, weftComm_t comm) {
+}  // namespace
+
+Status FlatAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t count,
+                               weftDataType_t datatype, weftRedOp_t op,
+                               const weftCompression& spec, float* residual, weftComm_t comm) {
   int nranks = 0, rank = 0;
   WEFT_RETURN_IF_ERROR(CommShape(comm, &nranks, &rank));
   float* x = ScratchFloats(0, count);
@@ -105,6 +112,21 @@ Status AllReduceCompressed(const void* sendbuff, void* recvbuff, size_t count,
                   result + SliceOffset(count, nranks, r));
   StoreAs(result, count, datatype, recvbuff);
   return OkStatus();
+}
+
+namespace {
+
+// Placement: full precision inside hosts where the communicator spans several (host_tiers.h),
+// unless the spec asks for the flat form.
+Status AllReduceCompressed(const void* sendbuff, void* recvbuff, size_t count,
+                           weftDataType_t datatype, weftRedOp_t op, const weftCompression& spec,
+                           float* residual, weftComm_t comm) {
+  int nranks = 0, rank = 0;
+  WEFT_RETURN_IF_ERROR(CommShape(comm, &nranks, &rank));  // a live communicator first
+  if ((spec.flags & WEFT_COMPRESS_FLAT) == 0 && HierarchicalPlacementApplies(comm))
+    return HierarchicalAllReduceCompressed(sendbuff, recvbuff, count, datatype, op, spec,
+                                           residual, comm);
+  return FlatAllReduceCompressed(sendbuff, recvbuff, count, datatype, op, spec, residual, comm);
 }
 
 }  // namespace

@@ -23,6 +23,17 @@ Status RunAllGatherCompressed(const void* sendbuff, void* recvbuff, size_t sendc
                               weftDataType_t datatype, const weftCompression* spec,
                               float* residual, weftComm_t comm, weftStream_t stream);
 
+// The two placements of the allreduce, after the checks (compressed_allreduce.cc,
+// hierarchical_allreduce.cc). Flat: every transfer carries encoded data. Hierarchical: only
+// transfers between hosts do; needs HierarchicalPlacementApplies(comm) (host_tiers.h).
+Status FlatAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t count,
+                               weftDataType_t datatype, weftRedOp_t op,
+                               const weftCompression& spec, float* residual, weftComm_t comm);
+Status HierarchicalAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t count,
+                                       weftDataType_t datatype, weftRedOp_t op,
+                                       const weftCompression& spec, float* residual,
+                                       weftComm_t comm);
+
 // Bytes this rank puts on the wire (sent to other ranks) for one compressed allreduce of
 // count elements, and the same for the uncompressed ring allreduce of float32: what
 // weft-perf's "wire bytes" column reports.

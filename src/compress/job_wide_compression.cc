@@ -10,6 +10,9 @@
 
 #include "compress/compress_error.h"
 #include "compress/compressed_collectives.h"
+#include "compress/compression_pays.h"
+#include "core/api_internal.h"
+#include "core/comm.h"
 #include "common/settings.h"
 
 namespace weft::compress {
@@ -32,14 +35,39 @@ float* ResidualFor(weftComm_t comm, void* recvbuff, size_t count, weftDataType_t
   return r.data();  // stable: map nodes never move, and this entry is never resized again
 }
 
+// Whether this call's compression pays on comm's fabric (compression_pays.h). A handle that is
+// not a live, usable communicator: false, so that weftAllReduce reports it as usual.
+bool CompressionPays(const JobWideSettings& s, weftComm_t comm, size_t count, size_t element) {
+  if (s.always) return true;
+  if (!IsLiveComm(comm) || !CheckComm(comm).ok()) return false;
+  return DecideCompression(comm->fabric.get(), comm->host_groups, s.spec, count, element).compress;
+}
+
 }  // namespace
+
+std::string WithoutAlwaysOption(const std::string& text, bool* always) {
+  const size_t colon = text.find(':');
+  if (colon == std::string::npos) return text;
+  std::string kept;
+  size_t start = colon + 1;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    const std::string option = text.substr(start, comma - start);
+    if (option == "always") *always = true;
+    else kept += (kept.empty() ? "" : ",") + option;
+    start = comma + 1;
+  }
+  return kept.empty() ? text.substr(0, colon) : text.substr(0, colon + 1) + kept;
+}
 
 JobWideSettings ReadJobWideSettings() {
   JobWideSettings s;
   const char* text = std::getenv("WEFT_COMPRESSION");
   if (text == nullptr || *text == '\0') return s;
   s.enabled = true;
-  if (weftCompressionParse(text, &s.spec) != weftSuccess)
+  const std::string spec = WithoutAlwaysOption(text, &s.always);
+  if (weftCompressionParse(spec.c_str(), &s.spec) != weftSuccess)
     s.parse_error = InvalidArgument(std::string("WEFT_COMPRESSION=") + text + ": " +
                                     LastCompressionError());
   const StatusOr<size_t> min_bytes = SettingBytes("WEFT_COMPRESSION_MIN_BYTES", s.min_bytes);
@@ -71,6 +99,7 @@ bool MaybeRunJobWideCompression(const JobWideSettings& s, const void* sendbuff,
   }
   const size_t element = datatype == weftBfloat16 ? 2 : 4;
   if (count * element < s.min_bytes) return false;
+  if (!CompressionPays(s, comm, count, element)) return false;
   float* residual = s.feedback && recvbuff != nullptr ? ResidualFor(comm, recvbuff, count, datatype) : nullptr;
   *result = RunAllReduceCompressed(sendbuff, recvbuff, count, datatype, op, &s.spec, residual,
                                    comm, stream)
