@@ -4,9 +4,10 @@
 //   2. across leaders, one broadcast per group of that group's part (from its leader);
 //   3. inside each group, the leader broadcasts the other groups' parts;
 //   4. every rank copies the blocks from group order to rank order in its output.
-// With one direct transport per host (request.groups_mappable), phase 1 is the direct
-// allgather and in phase 3 the members read the other groups' parts straight from the
-// leader's window (its scratch), instead of the leader sending them (group_direct.h).
+// hierarchical_direct, the variant for one direct transport per host (groups_mappable):
+// phase 1 is the direct allgather and in phase 3 the members read the other groups' parts
+// straight from the leader's window (its scratch) instead of the leader sending them
+// (group_direct.h).
 // Each group's data crosses the slow tier once per other group's leader. Every phase is a
 // flat generator applied to a subgroup and embedded (patterns.h).
 #include "algorithms/group_direct.h"
@@ -34,7 +35,7 @@ void ReadFromLeaderWindow(Schedule* s, const std::vector<int>& group,
   WaitEach(s, leader, group);
 }
 
-StatusOr<Schedule> BuildAllGatherHierarchical(const ScheduleRequest& request) {
+StatusOr<Schedule> BuildAllGatherHierarchical(const ScheduleRequest& request, bool direct) {
   WEFT_RETURN_IF_ERROR(CheckRequestBasics(request));
   WEFT_ASSIGN_OR_RETURN(std::vector<std::vector<int>> groups, ValidGroups(request));
   Schedule s = NewSchedule(request, "hierarchical");
@@ -50,7 +51,7 @@ StatusOr<Schedule> BuildAllGatherHierarchical(const ScheduleRequest& request) {
     return s;
   }
   const std::string gather_algo =
-      InGroupAlgorithm(Collective::kAllGather, request, {"ring", "recursive_doubling", "bruck"});
+      InGroupAlgorithm(Collective::kAllGather, direct, {"ring", "recursive_doubling", "bruck"});
   const std::string bcast_algo = FirstRegistered(Collective::kBroadcast, {"chain", "binomial"});
   std::vector<size_t> base(groups.size());  // element offset of group g's part
   std::vector<int> order;                   // rank at each group-order position
@@ -67,7 +68,7 @@ StatusOr<Schedule> BuildAllGatherHierarchical(const ScheduleRequest& request) {
     e.members = groups[g];
     e.place = SamePlacement({Buffer::kInput, 0}, {Buffer::kScratch, base[g]},
                             {Buffer::kScratch, ScratchTop(s, groups[g])});
-    ScheduleRequest in_group = InGroupRequest(sub);
+    ScheduleRequest in_group = InGroupRequest(sub, direct);
     in_group.count = c;
     WEFT_RETURN_IF_ERROR(EmbedAlgorithm(Collective::kAllGather, gather_algo, in_group, e, &s));
   }
@@ -88,7 +89,7 @@ StatusOr<Schedule> BuildAllGatherHierarchical(const ScheduleRequest& request) {
     if (groups[g].size() == 1) continue;
     const size_t end = base[g] + groups[g].size() * c, total = static_cast<size_t>(p) * c;
     const std::pair<size_t, size_t> ranges[2] = {{0, base[g]}, {end, total - end}};
-    if (request.groups_mappable) {
+    if (direct) {
       ReadFromLeaderWindow(&s, groups[g], ranges);
       continue;
     }
@@ -117,8 +118,11 @@ StatusOr<Schedule> BuildAllGatherHierarchical(const ScheduleRequest& request) {
   return s;
 }
 
-WEFT_REGISTER_ALGORITHM(Collective::kAllGather, "hierarchical", AlwaysApplicable,
-                        BuildAllGatherHierarchical);
+StatusOr<Schedule> BuildMessages(const ScheduleRequest& r) { return BuildAllGatherHierarchical(r, false); }
+StatusOr<Schedule> BuildDirect(const ScheduleRequest& r) { return BuildAllGatherHierarchical(r, true); }
+
+WEFT_REGISTER_ALGORITHM(Collective::kAllGather, "hierarchical", AlwaysApplicable, BuildMessages);
+WEFT_REGISTER_ALGORITHM(Collective::kAllGather, "hierarchical_direct", GroupsMappable, BuildDirect);
 
 }  // namespace
 }  // namespace weft

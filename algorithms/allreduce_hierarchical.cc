@@ -9,10 +9,13 @@
 // work: ranks beyond the K-th of a larger group contribute in step 1 and receive in step 3.
 // Every phase is a flat generator applied to a subgroup and embedded (patterns.h).
 //
-// With one direct transport per host (request.groups_mappable), phases 1 and 3 use direct
-// steps instead (group_direct.h): every member publishes its vector in its window and owner l
-// reduces slice l straight from the members' windows in group order; after the rail, every
-// member reads the finished slices from the owners' windows. Only the rails send messages.
+// hierarchical_direct, the variant for one direct transport per host (groups_mappable):
+// phases 1 and 3 use direct steps (group_direct.h): every member publishes its vector in its
+// window and owner l reduces slice l straight from the members' windows in group order; after
+// the rail, every member reads the finished slices from the owners' windows. Only the rails
+// send messages. Its signals are fences (a signal issues after every earlier step), so its
+// pipeline parts overlap less than the message variant's: the selector's simulation decides
+// which pays on a given fabric and size.
 //
 // Pipelining: the three phases run one after another on a given element, so for large
 // messages the vector is cut into parts (about one chunk per rail slice each) and the whole
@@ -67,7 +70,7 @@ StatusOr<Schedule> BuildOnePartDirect(const ScheduleRequest& request,
 }
 
 // The three phases over the whole of `request` (one pipeline part).
-StatusOr<Schedule> BuildOnePart(const ScheduleRequest& request) {
+StatusOr<Schedule> BuildOnePart(const ScheduleRequest& request, bool direct) {
   WEFT_RETURN_IF_ERROR(CheckRequestBasics(request));
   WEFT_ASSIGN_OR_RETURN(std::vector<std::vector<int>> groups, ValidGroups(request));
   Schedule s = NewSchedule(request, "hierarchical");
@@ -77,7 +80,7 @@ StatusOr<Schedule> BuildOnePart(const ScheduleRequest& request) {
   size_t k_slices = groups[0].size();
   for (const auto& g : groups) k_slices = std::min(k_slices, g.size());
   const int K = static_cast<int>(k_slices);
-  if (request.groups_mappable) return BuildOnePartDirect(request, groups, K);
+  if (direct) return BuildOnePartDirect(request, groups, K);
   const std::string reduce_algo = FirstRegistered(Collective::kReduce, {"chain", "binomial"});
   const std::string bcast_algo = FirstRegistered(Collective::kBroadcast, {"chain", "binomial"});
   std::vector<int> all(request.nranks);
@@ -120,14 +123,14 @@ StatusOr<Schedule> BuildOnePart(const ScheduleRequest& request) {
 
 constexpr size_t kMaxParts = 32;  // bounds schedule size; more parts add little overlap
 
-StatusOr<Schedule> BuildAllReduceHierarchical(const ScheduleRequest& request) {
+StatusOr<Schedule> BuildAllReduceHierarchical(const ScheduleRequest& request, bool direct) {
   WEFT_ASSIGN_OR_RETURN(std::vector<std::vector<int>> groups, ValidGroups(request));
   size_t k = groups[0].size();
   for (const auto& g : groups) k = std::min(k, g.size());
   const size_t n = request.count;
   const size_t parts =
       request.chunk.chunk_elems == 0 ? 1 : std::min(kMaxParts, NumChunks(n, request.chunk.chunk_elems * k));
-  if (parts <= 1) return BuildOnePart(request);
+  if (parts <= 1) return BuildOnePart(request, direct);
   Schedule s = NewSchedule(request, "hierarchical");
   for (RankSchedule& rs : s.ranks) rs.input_count = rs.output_count = n;
   std::vector<int> all(request.nranks);
@@ -137,7 +140,7 @@ StatusOr<Schedule> BuildAllReduceHierarchical(const ScheduleRequest& request) {
     const size_t off = PartOffset(n, static_cast<int>(parts), static_cast<int>(i));
     sub.count = PartSize(n, static_cast<int>(parts), static_cast<int>(i));
     if (sub.count == 0) continue;
-    WEFT_ASSIGN_OR_RETURN(Schedule part, BuildOnePart(sub));
+    WEFT_ASSIGN_OR_RETURN(Schedule part, BuildOnePart(sub, direct));
     Embedding e;
     e.members = all;
     e.drop_finalize = false;  // each part is a complete allreduce of its elements
@@ -149,8 +152,11 @@ StatusOr<Schedule> BuildAllReduceHierarchical(const ScheduleRequest& request) {
   return s;
 }
 
-WEFT_REGISTER_ALGORITHM(Collective::kAllReduce, "hierarchical", AlwaysApplicable,
-                        BuildAllReduceHierarchical);
+StatusOr<Schedule> BuildMessages(const ScheduleRequest& r) { return BuildAllReduceHierarchical(r, false); }
+StatusOr<Schedule> BuildDirect(const ScheduleRequest& r) { return BuildAllReduceHierarchical(r, true); }
+
+WEFT_REGISTER_ALGORITHM(Collective::kAllReduce, "hierarchical", AlwaysApplicable, BuildMessages);
+WEFT_REGISTER_ALGORITHM(Collective::kAllReduce, "hierarchical_direct", GroupsMappable, BuildDirect);
 
 }  // namespace
 }  // namespace weft

@@ -6,8 +6,8 @@
 //      sends it in one message; its own output it assembles in place.
 // The slow tier carries one large message per pair of groups instead of one per pair of ranks.
 //
-// With one direct transport per host (request.groups_mappable), phases 1 and 3 use direct
-// steps instead of messages (group_direct.h): each member publishes its input in its window
+// hierarchical_direct, the variant for one direct transport per host (groups_mappable):
+// phases 1 and 3 use direct steps instead of messages (group_direct.h): each member publishes its input in its window
 // and the leader reads the blocks it packs and assembles straight from there; the leader
 // assembles every member's output in its own window (A_j per member) and the member reads it.
 //
@@ -22,7 +22,7 @@
 namespace weft {
 namespace {
 
-StatusOr<Schedule> BuildAllToAllHierarchical(const ScheduleRequest& request) {
+StatusOr<Schedule> BuildAllToAllHierarchical(const ScheduleRequest& request, bool direct) {
   WEFT_RETURN_IF_ERROR(CheckRequestBasics(request));
   WEFT_ASSIGN_OR_RETURN(std::vector<std::vector<int>> groups, ValidGroups(request));
   Schedule s = NewSchedule(request, "hierarchical");
@@ -37,7 +37,6 @@ StatusOr<Schedule> BuildAllToAllHierarchical(const ScheduleRequest& request) {
       group_of[groups[g][i]] = g;
       index_in[groups[g][i]] = static_cast<int>(i);
     }
-  const bool direct = request.groups_mappable;
   for (int g = 0; g < m; ++g) {
     const std::vector<int>& G = groups[g];
     const int leader = G[0];
@@ -115,8 +114,11 @@ StatusOr<Schedule> BuildAllToAllHierarchical(const ScheduleRequest& request) {
   return s;
 }
 
-WEFT_REGISTER_ALGORITHM(Collective::kAllToAll, "hierarchical", AlwaysApplicable,
-                        BuildAllToAllHierarchical);
+StatusOr<Schedule> BuildMessages(const ScheduleRequest& r) { return BuildAllToAllHierarchical(r, false); }
+StatusOr<Schedule> BuildDirect(const ScheduleRequest& r) { return BuildAllToAllHierarchical(r, true); }
+
+WEFT_REGISTER_ALGORITHM(Collective::kAllToAll, "hierarchical", AlwaysApplicable, BuildMessages);
+WEFT_REGISTER_ALGORITHM(Collective::kAllToAll, "hierarchical_direct", GroupsMappable, BuildDirect);
 
 }  // namespace
 }  // namespace weft

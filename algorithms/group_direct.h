@@ -114,17 +114,23 @@ inline void DirectShareFromOwners(Schedule* s, const std::vector<int>& group, Re
   for (int r : group) WaitEach(s, r, group);
 }
 
-// The name of the flat generator a composition embeds inside a group: "direct" when the
-// request's groups are mappable and one is registered for `collective`, else the first
-// registered of `flat`. InGroupRequest marks the sub-request mappable to match.
-inline std::string InGroupAlgorithm(Collective collective, const ScheduleRequest& request,
-                                    std::initializer_list<const char*> flat) {
-  if (request.groups_mappable && FindAlgorithm(collective, "direct") != nullptr) return "direct";
-  return FirstRegistered(collective, flat);
+// Applicability of the hierarchical_direct variants: every group's windows are mapped (one
+// direct transport per host; all ranks mappable implies it) and there are at least two
+// groups (on one host the flat direct algorithms serve better).
+inline bool GroupsMappable(const ScheduleRequest& request) {
+  return (request.groups_mappable || request.all_ranks_mappable) && request.groups.size() >= 2;
 }
-inline ScheduleRequest InGroupRequest(const ScheduleRequest& request) {
+
+// The flat generator a composition embeds inside a group: "direct" for the direct variant
+// (its sub-request marked mappable, as every group's windows are), else the first registered
+// of `flat` (messages).
+inline std::string InGroupAlgorithm(Collective collective, bool direct,
+                                    std::initializer_list<const char*> flat) {
+  return direct ? "direct" : FirstRegistered(collective, flat);
+}
+inline ScheduleRequest InGroupRequest(const ScheduleRequest& request, bool direct) {
   ScheduleRequest sub = request;
-  sub.all_ranks_mappable = request.groups_mappable;
+  sub.all_ranks_mappable = direct;
   return sub;
 }
 

@@ -33,6 +33,8 @@ TEST_P(ForcedOverProcesses, EveryAlgorithmExactWithGuards) {
   std::vector<std::string> argv = {BinPath("weft_test_worker"), "forced", "96"};
   for (const weft::AlgorithmInfo& a : weft::AllAlgorithms()) {
     if (cfg.tcp && IsDirect(a.name)) continue;
+    // needs two hosts with a window each: netns_2x2_hierarchical_direct runs it
+    if (a.name == "hierarchical_direct") continue;
     argv.push_back(std::string(weft::CollectiveName(a.collective)) + ":" + a.name);
   }
   std::vector<std::pair<std::string, std::string>> env;

@@ -1,10 +1,11 @@
-// Hierarchical compositions with one direct transport per host (ScheduleRequest::
+// hierarchical_direct, the compositions for one direct transport per host (ScheduleRequest::
 // groups_mappable): allreduce, allgather and alltoall use direct (one-sided) steps inside each
-// group and messages only between groups. For many groupings (even, uneven, interleaved, one
-// group, singletons), counts and chunkings, every schedule is proved by the checker, has
-// direct steps exactly when some group has more than one member, and never reaches across a
-// group with a direct step nor inside one with a message. The selector marks the groups
-// mappable only where a window transport can exist (shm on).
+// group and messages only between groups. For many groupings (even, uneven, interleaved,
+// singletons), counts and chunkings, every schedule is proved by the checker, has direct
+// steps exactly when some group has more than one member, and never reaches across a group
+// with a direct step nor inside one with a message. The variant applies only to mappable
+// groups, two or more; the message variant ("hierarchical") never has direct steps; the
+// selector marks the groups mappable only where a window transport can exist (shm on).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -29,7 +30,6 @@ std::vector<Shape> Shapes() {
   return {{"2x2", {{0, 1}, {2, 3}}},
           {"3+2", {{0, 1, 2}, {3, 4}}},
           {"interleaved", {{0, 2, 4}, {1, 3, 5}}},
-          {"one host", {{0, 1, 2}}},
           {"singletons", {{0}, {1}, {2}}},
           {"2+1+3", {{0, 1}, {2}, {3, 4, 5}}}};
 }
@@ -66,7 +66,7 @@ int CountDirectSteps(const Schedule& sched, const Shape& shape, const std::strin
 TEST(HierarchicalDirect, ProvedAndDirectInsideGroupsOnly) {
   int proofs = 0;
   for (Collective c : {Collective::kAllReduce, Collective::kAllGather, Collective::kAllToAll}) {
-    const AlgorithmInfo* info = FindAlgorithm(c, "hierarchical");
+    const AlgorithmInfo* info = FindAlgorithm(c, "hierarchical_direct");
     ASSERT_NE(info, nullptr);
     for (const Shape& shape : Shapes()) {
       bool any_pair = false;
@@ -88,30 +88,34 @@ TEST(HierarchicalDirect, ProvedAndDirectInsideGroupsOnly) {
           ++proofs;
           StatusOr<Schedule> sched = info->build(r);
           ASSERT_TRUE(sched.ok()) << label << ": " << sched.status().message();
+          ASSERT_TRUE(info->applicable(r)) << label;
           const int direct = CountDirectSteps(*sched, shape, label);
-          if (c == Collective::kAllGather && shape.groups.size() == 1 && count > 0) {
-            EXPECT_GT(direct, 0) << label;  // the in-group allgather is the direct one
-          } else {
-            EXPECT_EQ(direct > 0, any_pair) << label << ": " << direct << " direct steps";
-          }
+          EXPECT_EQ(direct > 0, any_pair) << label << ": " << direct << " direct steps";
         }
     }
   }
   RecordProperty("proofs", proofs);
 }
 
-// Without mappable groups the compositions stay message-only (as before this change).
-TEST(HierarchicalDirect, MessagesOnlyWhenGroupsAreNotMappable) {
+// The direct variant needs mappable groups, two or more; the message variant never has
+// direct steps, mappable or not.
+TEST(HierarchicalDirect, ApplicabilityAndTheMessageVariant) {
   for (Collective c : {Collective::kAllReduce, Collective::kAllGather, Collective::kAllToAll}) {
     ScheduleRequest r;
     r.collective = c;
     r.nranks = 4;
     r.count = 100;
     r.groups = {{0, 1}, {2, 3}};
+    const AlgorithmInfo* direct = FindAlgorithm(c, "hierarchical_direct");
+    EXPECT_FALSE(direct->applicable(r)) << CollectiveName(c) << ": groups not mappable";
+    r.groups_mappable = true;
+    EXPECT_TRUE(direct->applicable(r)) << CollectiveName(c);
     StatusOr<Schedule> sched = FindAlgorithm(c, "hierarchical")->build(r);
     ASSERT_TRUE(sched.ok());
     for (const RankSchedule& rs : sched->ranks)
       for (const Step& s : rs.steps) EXPECT_FALSE(SemanticsOf(s.op).needs_direct) << CollectiveName(c);
+    r.groups = {{0, 1, 2, 3}};
+    EXPECT_FALSE(direct->applicable(r)) << CollectiveName(c) << ": one host";
   }
 }
 

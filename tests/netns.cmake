@@ -39,15 +39,15 @@ if(WEFT_UCX_ENABLED)
   endforeach()
 endif()
 
-# Issue 10: one direct transport per host. Hierarchical allreduce, allgather and alltoall
-# (forced) over the 2x2 namespaces: direct (one-sided) steps on shm windows inside each
+# Issue 10: one direct transport per host. allreduce, allgather and alltoall
+# hierarchical_direct (forced) over the 2x2 namespaces: direct (one-sided) steps on shm windows inside each
 # namespace, tcp between them, in one communicator; every collective checked exactly by the
 # worker. Each of the 4 ranks must log its per-host direct transport (WEFT_DEBUG=INFO); that
 # the schedules then contain direct steps, and only inside hosts, tests/hierarchical_direct_test
 # checks. Skipped (77) like the tests above.
 if(TARGET weft-perf)
   add_test(NAME netns_2x2_hierarchical_direct
-    COMMAND bash -c "out=$(bash \"$0\" --hosts 2 --ranks-per-host 2 --rate 2gbit --timeout 120 -- env WEFT_DEBUG=INFO WEFT_TIMEOUT=60 'WEFT_ALGO=allreduce:hierarchical;allgather:hierarchical;alltoall:hierarchical' \"$1\" 2>&1); rc=$?; echo \"$out\"; [ $rc -eq 0 ] || exit $rc; n=$(grep -c 'direct (one-sided) steps inside the host' <<<\"$out\"); [ \"$n\" -eq 4 ] || { echo \"FAIL: $n of 4 ranks have a per-host direct transport\"; exit 1; }"
+    COMMAND bash -c "out=$(bash \"$0\" --hosts 2 --ranks-per-host 2 --rate 2gbit --timeout 120 -- env WEFT_DEBUG=INFO WEFT_TIMEOUT=60 'WEFT_ALGO=allreduce:hierarchical_direct;allgather:hierarchical_direct;alltoall:hierarchical_direct' \"$1\" 2>&1); rc=$?; echo \"$out\"; [ $rc -eq 0 ] || exit $rc; n=$(grep -c 'direct (one-sided) steps inside the host' <<<\"$out\"); [ \"$n\" -eq 4 ] || { echo \"FAIL: $n of 4 ranks have a per-host direct transport\"; exit 1; }"
             ${CMAKE_SOURCE_DIR}/perf/netns/run.sh $<TARGET_FILE:ucx_collectives_worker>)
   set_tests_properties(netns_2x2_hierarchical_direct PROPERTIES
     SKIP_RETURN_CODE 77 TIMEOUT 180 LABELS "netns;multiprocess"
