@@ -334,6 +334,8 @@ TEST(HierarchicalCompressedAllReduce, WithinBoundAndIdenticalOnEveryRank) {
   CheckAllReduce(4, 1000, weftFloat32, weftSum, Spec(weftCodecInt4), /*in_place=*/true, "2,2");
 }
 
+
+
 // The placement is really hierarchical: two ranks of one host send x and -x + y, the other
 // host sends zeros. Inside the host the sum y is exact, so only y is quantized (error ~ |y|
 // / 254 for int8); the flat placement quantizes x and -x + y (error ~ |x| / 254). And the
@@ -375,10 +377,9 @@ TEST(HierarchicalCompressedAllReduce, KeepsFullPrecisionInsideHosts) {
 
 // Error feedback keeps exactly what was dropped: after one call, result + the sum of every
 // rank's residual equals the exact sum (up to float32 rounding), in both placements.
-TEST(HierarchicalCompressedAllReduce, ResidualsHoldWhatWasDropped) {
-  for (const uint32_t flags : {0u, static_cast<uint32_t>(WEFT_COMPRESS_FLAT)}) {
+void CheckResidualsHoldWhatWasDropped(uint32_t flags, size_t count) {
+  {
     const int n = 4;
-    const size_t count = 1003;
     std::vector<std::vector<float>> in(n), out(n), residual(n);
     for (int q = 0; q < n; ++q) in[q] = Contribution(q, count, weftFloat32, 3);
     const weftCompression spec = Spec(weftCodecInt4, flags);
@@ -403,6 +404,19 @@ TEST(HierarchicalCompressedAllReduce, ResidualsHoldWhatWasDropped) {
     }
     EXPECT_GT(dropped, 0) << "int4 drops something";
   }
+}
+
+TEST(HierarchicalCompressedAllReduce, ResidualsHoldWhatWasDropped) {
+  for (const uint32_t flags : {0u, static_cast<uint32_t>(WEFT_COMPRESS_FLAT)})
+    CheckResidualsHoldWhatWasDropped(flags, 1003);
+}
+
+// Calls of 16 MiB and more are cut into pieces that the host and the slow tier work on at once
+// (hierarchical_allreduce.cc): uneven pieces, avg, in place, with error feedback.
+TEST(HierarchicalCompressedAllReduce, PipelinedPiecesWithinBoundAndIdentical) {
+  const size_t count = (size_t{16} << 20) / 4 + 7;  // 2 pieces of 2 x part, padded
+  CheckAllReduce(4, count, weftFloat32, weftAvg, Spec(weftCodecInt8), /*in_place=*/true, "2,2");
+  CheckResidualsHoldWhatWasDropped(0, count);
 }
 
 TEST(HierarchicalCompressedAllReduce, ErrorFeedbackMakesTheRunningMeanConverge) {

@@ -83,10 +83,13 @@ Status FlatAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t coun
                                const weftCompression& spec, float* residual, weftComm_t comm) {
   int nranks = 0, rank = 0;
   WEFT_RETURN_IF_ERROR(CommShape(comm, &nranks, &rank));
-  float* x = ScratchFloats(0, count);
-  LoadWithResidual(sendbuff, datatype, count, residual, x);
+  // float32 without feedback: encode straight from the caller's buffer (no copy of count).
+  const bool as_is = datatype == weftFloat32 && residual == nullptr;
+  float* x = as_is ? nullptr : ScratchFloats(0, count);
+  if (!as_is) LoadWithResidual(sendbuff, datatype, count, residual, x);
   uint8_t* received = nullptr;
-  WEFT_RETURN_IF_ERROR(ExchangeContributions(spec, x, count, nranks, rank, residual, comm, &received));
+  WEFT_RETURN_IF_ERROR(ExchangeContributions(spec, as_is ? static_cast<const float*>(sendbuff) : x,
+                                             count, nranks, rank, residual, comm, &received));
 
   const size_t slice = SliceCount(count, nranks, rank), offset = SliceOffset(count, nranks, rank);
   float* sum = ScratchFloats(1, slice);
@@ -106,7 +109,7 @@ Status FlatAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t coun
   WEFT_RETURN_IF_ERROR(FromResult(weftAllGather(own, gathered, padded, weftUint8, comm, nullptr),
                                   "gathering reduced slices (weftAllGather)", comm));
 
-  float* result = datatype == weftFloat32 ? static_cast<float*>(recvbuff) : x;
+  float* result = datatype == weftFloat32 ? static_cast<float*>(recvbuff) : ScratchFloats(0, count);
   for (int r = 0; r < nranks; ++r)
     codec::Decode(spec, gathered + r * padded, SliceCount(count, nranks, r),
                   result + SliceOffset(count, nranks, r));
