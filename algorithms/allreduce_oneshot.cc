@@ -17,6 +17,16 @@
 // from every peer was consumed in round k + 1.
 // Scratch: 2 * C elements; C = chunk_elems (capped) or kDirectScratchElems / 2, which keeps
 // the window <= 4 MiB even for 8-byte types (the shm transport's initial window).
+//
+// Single-round variant (ScheduleRequest::window_half = h, set by the communicator for calls
+// that fit one round in half the window): steps 1-3 only, in half h of the window (elements
+// [h * H, h * H + n), H = window_half_elems, a fixed byte size), and no "done" round: the
+// call returns while peers may still read our half h. The communicator alternates h between
+// calls, so call m + 1 writes the other half; call m + 2 rewrites half h only after it
+// consumed every peer's "ready m + 1", which each peer signals after finishing call m. Any
+// other schedule that uses the window first runs DirectWindowRelease (direct_pattern.h). The
+// checker proves such call sequences (checker.h: CheckCallSequence). One signal latency per
+// call instead of two: the tiny-message path.
 #include <algorithm>
 
 #include "algorithms/direct_pattern.h"
@@ -25,6 +35,35 @@
 
 namespace weft {
 namespace {
+
+// Steps 1-3 of one round: elements [o, o + c) through `slot` of Scratch.
+void PublishWaitReduce(RankSchedule& rs, int r, int p, size_t o, size_t c, size_t slot,
+                       bool wait_done_first) {
+  // 1. publish our contribution
+  rs.steps.push_back(CopyStep(In(o, c), Tmp(slot, c)));
+  SignalAll(rs, r, p);
+  // 2. everyone's contribution is ready
+  for (int q = 0; q < p; ++q) {
+    if (q == r) continue;
+    if (wait_done_first) WaitOne(rs, q);  // done k-1
+    WaitOne(rs, q);                       // ready k
+  }
+  // 3. reduce in rank order
+  for (int q = 0; q < p; ++q) {
+    Step s;
+    if (q == r) {
+      s = q == 0 ? CopyStep(Tmp(slot, c), Out(o, c)) : ReduceStep(Tmp(slot, c), Out(o, c));
+    } else {
+      s.op = q == 0 ? StepOp::kDirectRead : StepOp::kDirectReduce;
+      s.peer = q;
+      if (q != 0) s.src = Out(o, c);
+      s.dst = Out(o, c);
+      s.remote = Tmp(slot, c);
+    }
+    rs.steps.push_back(s);
+  }
+  rs.steps.push_back(FinalizeStep(Out(o, c)));
+}
 
 StatusOr<Schedule> BuildAllReduceOneshot(const ScheduleRequest& req) {
   WEFT_RETURN_IF_ERROR(CheckRequestBasics(req));
@@ -42,33 +81,17 @@ StatusOr<Schedule> BuildAllReduceOneshot(const ScheduleRequest& req) {
       SingleRankResult(rs, n, /*reduction=*/true);
       continue;
     }
+    if (SingleRoundInHalf(req, n, plan)) {
+      const size_t half = req.window_half_elems;
+      rs.scratch_count = 2 * half;  // fixed: the window never grows between such calls
+      PublishWaitReduce(rs, r, p, /*o=*/0, n, /*slot=*/static_cast<size_t>(req.window_half) * half,
+                        /*wait_done_first=*/false);
+      continue;
+    }
     rs.scratch_count = 2 * c_max;
     for (size_t k = 0; k < rounds; ++k) {
       const size_t o = k * c_max, c = std::min(c_max, n - o), slot = (k % 2) * c_max;
-      // 1. publish our contribution
-      rs.steps.push_back(CopyStep(In(o, c), Tmp(slot, c)));
-      SignalAll(rs, r, p);
-      // 2. everyone's contribution is ready
-      for (int q = 0; q < p; ++q) {
-        if (q == r) continue;
-        if (k > 0) WaitOne(rs, q);  // done k-1
-        WaitOne(rs, q);             // ready k
-      }
-      // 3. reduce in rank order
-      for (int q = 0; q < p; ++q) {
-        Step s;
-        if (q == r) {
-          s = q == 0 ? CopyStep(Tmp(slot, c), Out(o, c)) : ReduceStep(Tmp(slot, c), Out(o, c));
-        } else {
-          s.op = q == 0 ? StepOp::kDirectRead : StepOp::kDirectReduce;
-          s.peer = q;
-          if (q != 0) s.src = Out(o, c);
-          s.dst = Out(o, c);
-          s.remote = Tmp(slot, c);
-        }
-        rs.steps.push_back(s);
-      }
-      rs.steps.push_back(FinalizeStep(Out(o, c)));
+      PublishWaitReduce(rs, r, p, o, c, slot, /*wait_done_first=*/k > 0);
       // 4. done reading this round's slots
       SignalAll(rs, r, p);
     }
@@ -77,9 +100,14 @@ StatusOr<Schedule> BuildAllReduceOneshot(const ScheduleRequest& req) {
   return sched;
 }
 
-WEFT_REGISTER_ALGORITHM(Collective::kAllReduce, "oneshot",
-                        AllRanksMappable,
-                        BuildAllReduceOneshot);
+// The single-round variant returns holding the window (peers may still read its half).
+bool OneshotHoldsWindow(const ScheduleRequest& req) {
+  if (req.nranks < 2) return false;
+  return SingleRoundInHalf(req, req.count, DirectRounds(req, req.count, kDirectScratchElems / 2));
+}
+
+const bool kRegistered = RegisterAlgorithm(AlgorithmInfo{
+    "oneshot", Collective::kAllReduce, AllRanksMappable, BuildAllReduceOneshot, OneshotHoldsWindow});
 
 }  // namespace
 }  // namespace weft

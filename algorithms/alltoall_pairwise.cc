@@ -7,6 +7,8 @@
 // arriving in rounds j <= p/2 (before or with their send) are staged in scratch and copied in
 // after round p-j; later ones are received in place (the issue rule makes the recv wait for
 // the earlier send of the same region).
+// Out-of-place calls (ScheduleRequest::out_of_place) receive every block straight into the
+// output: nothing to protect, and the staging copy would move (p-1)/2 of the blocks twice.
 #include "algorithms/patterns.h"
 
 namespace weft {
@@ -25,7 +27,9 @@ StatusOr<Schedule> BuildAllToAllPairwise(const ScheduleRequest& request) {
     // Our own block is copied locally right after round 1 is posted, so the peers'
     // transfers (which a single-copy transport performs on their side) overlap the copy.
     if (p == 1) rs.steps.push_back(CopyStep(In(r * c, c), Out(r * c, c)));
-    auto staged = [&](int j) { return 2 * j <= p; };  // arrives no later than its send
+    auto staged = [&](int j) {  // arrives no later than its send, into a shared buffer
+      return !request.out_of_place && 2 * j <= p;
+    };
     for (int k = 1; k < p; ++k) {
       const int to = Mod(r + k, p), from = Mod(r - k, p);
       const uint16_t ch = ChunkChannel(request.chunk, static_cast<size_t>(k));

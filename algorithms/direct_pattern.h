@@ -55,6 +55,47 @@ struct DirectRounds {
   }
 };
 
+// Single-round direct schedules (ScheduleRequest::window_half): each half of the window is
+// kWindowHalfBytes, at a fixed byte offset, whatever the dtype.
+constexpr size_t kWindowHalfBytes = size_t{1} << 20;
+
+// Whether `req` asks for a single-round schedule in one half of the window that holds `n`
+// elements in one round (else the generator builds its classic schedule).
+inline bool SingleRoundInHalf(const ScheduleRequest& req, size_t n, const DirectRounds& plan) {
+  return (req.window_half == 0 || req.window_half == 1) && req.window_half_elems > 0 &&
+         n > 0 && n <= req.window_half_elems && plan.rounds == 1;
+}
+
+// The release handshake the communicator runs before a schedule that uses the window another
+// way, after one that returned holding it (AlgorithmInfo::holds_window): every rank signals
+// every peer once its own reads are done (they are: it returned) and waits for every peer's
+// signal, after which no peer reads this rank's window any more. One signal round, paid only
+// when a different direct schedule follows a single-round one.
+inline RankSchedule DirectWindowRelease(int r, int p) {
+  RankSchedule rs;
+  SignalAll(rs, r, p);
+  WaitAll(rs, r, p);
+  return rs;
+}
+
+// The communicator's bookkeeping of its window across calls (src/core/comm.cc runs it; the
+// checker's call-sequence tests replay it, so the rule they prove is the rule that runs):
+// which half the next single-round call uses, and when a release must run first.
+struct WindowSequencer {
+  uint64_t single_round_calls = 0;  // identical on every rank: calls are the same everywhere
+  bool held = false;  // the last call that used the window returned holding it
+  int NextHalf() const { return static_cast<int>(single_round_calls & 1); }
+  bool NeedsRelease(bool uses_window, bool holds_window) const {
+    return uses_window && !holds_window && held;
+  }
+  void Released() { held = false; }
+  void Completed(bool uses_window, bool holds_window) {
+    if (!uses_window) return;  // the window is untouched: what held it still does
+    held = holds_window;
+    if (holds_window) ++single_round_calls;
+  }
+};
+
 // One rank: its result is its own input (reductions also finalize, for avg).
 inline void SingleRankResult(RankSchedule& rs, size_t n, bool reduction) {
   rs.steps.push_back(CopyStep(In(0, n), Out(0, n)));

@@ -38,6 +38,22 @@ struct ScheduleRequest {
   // Whose steps to build (schedule.h): every rank (checker, simulator, cost model) or the one
   // rank that will run the plan (the communicator). Schedule caches key on it.
   PlanScope scope;
+  // Single-round direct schedules (added last, as these fields are set only by the
+  // communicator; algorithms/allreduce_oneshot.cc): a schedule that returns while its peers may
+  // still read this rank's window saves the trailing "done" signal round. Calls alternate
+  // between two halves of the window at fixed byte offsets (window_half_elems = a fixed byte
+  // size / the element size, so halves of calls with different dtypes never overlap): a peer's
+  // first signal in call n proves it finished reading call n - 1, so call n + 1 may rewrite
+  // that half. -1 (default, and in every composition): the classic schedule, which releases
+  // the window before it returns. See AlgorithmInfo::holds_window.
+  int window_half = -1;
+  size_t window_half_elems = 0;
+  // The call's send and receive buffers do not overlap (set by the communicator, from the
+  // call's pointers; added last for the same reason): a generator may then skip what only an
+  // in-place call needs (alltoall pairwise: staging blocks that arrive before their own block
+  // left, one extra copy of most of the data). Such a schedule is correct out-of-place only;
+  // the checker proves it so (ProveAlgorithm skips the in-place run).
+  bool out_of_place = false;
 };
 
 struct AlgorithmInfo {
@@ -46,6 +62,12 @@ struct AlgorithmInfo {
   // Whether this algorithm can run the request (e.g. direct needs mappable peers).
   std::function<bool(const ScheduleRequest&)> applicable;
   std::function<StatusOr<Schedule>(const ScheduleRequest&)> build;
+  // Non-null for generators that honour ScheduleRequest::window_half: whether the schedule
+  // built for `request` (window_half 0 or 1) returns holding the window, i.e. peers may still
+  // read this rank's window afterwards. The communicator then alternates halves per call and,
+  // before the next schedule that uses the window another way, runs a release handshake
+  // (DirectWindowRelease in algorithms/direct_pattern.h).
+  std::function<bool(const ScheduleRequest&)> holds_window;
 };
 
 // What building a schedule cost: the steps the generator emitted (before BuildSchedule trims a
@@ -76,4 +98,4 @@ bool RegisterAlgorithm(AlgorithmInfo info);
 // archive / shared object, so registrations are never dropped.
 #define WEFT_REGISTER_ALGORITHM(collective, name, applicable_fn, build_fn)              \
   static const bool WEFT_CONCAT(weft_registered_, __LINE__) = ::weft::RegisterAlgorithm( \
-      ::weft::AlgorithmInfo{name, collective, applicable_fn, build_fn})
+      ::weft::AlgorithmInfo{name, collective, applicable_fn, build_fn, nullptr})

@@ -39,6 +39,7 @@ struct WeftContext {
   weftComm_t comm = nullptr;
   const weftCompression* compression = nullptr;  // --compress, or nullptr
   std::string last_algorithm = "-";  // of the last measured collective (not of bookkeeping calls)
+  const char* last_algorithm_source = nullptr;  // the name last_algorithm was copied from
 };
 
 weftComm_t Comm(perf_backend_t* b) { return static_cast<WeftContext*>(b->ctx)->comm; }
@@ -54,7 +55,13 @@ const char* WeftAlgorithmName(perf_backend_t* b, perf_coll_t coll, size_t bytes)
 void RecordAlgorithm(perf_backend_t* b) {
   const char* name = nullptr;
   bool known = weftCommGetLastAlgorithm(Comm(b), &name) == weftSuccess && name != nullptr && *name != '\0';
-  static_cast<WeftContext*>(b->ctx)->last_algorithm = known ? name : "-";  // "-": nothing ran (count 0)
+  auto* ctx = static_cast<WeftContext*>(b->ctx);
+  // Names live as long as the library: copy only when it changes (this runs after every timed
+  // call; a string copy per call would be charged to weft's latency).
+  const char* shown = known ? name : "-";  // "-": nothing ran (count 0)
+  if (shown == ctx->last_algorithm_source) return;
+  ctx->last_algorithm_source = shown;
+  ctx->last_algorithm = shown;
 }
 
 int Fail(weftResult_t r, weftComm_t comm, const char* what, char* err, size_t errlen) {
@@ -138,6 +145,7 @@ int WeftRun(perf_backend_t* b, perf_coll_t coll, const void* send, void* recv, s
   auto* ctx = static_cast<WeftContext*>(b->ctx);
   if (rc == 0 && ctx->compression != nullptr) {
     ctx->last_algorithm = std::string("compressed-") + weftCodecName(ctx->compression->codec);
+    ctx->last_algorithm_source = nullptr;
   } else if (rc == 0 && coll != PERF_SENDRECV) {
     RecordAlgorithm(b);
   }

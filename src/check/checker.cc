@@ -854,6 +854,32 @@ Status CheckSchedule(const Schedule& schedule, const ScheduleRequest& request,
   return CheckScheduleWithStats(schedule, request, options, nullptr);
 }
 
+Status CheckCallSequence(const std::vector<const Schedule*>& calls, const ScheduleRequest& request,
+                         const CheckOptions& options) {
+  if (calls.empty()) return InvalidArgument("call sequence: no calls");
+  if (options.in_place) return InvalidArgument("call sequence: out-of-place only");
+  Schedule joined = *calls.front();
+  std::string names = joined.algorithm;
+  for (size_t k = 1; k < calls.size(); ++k) {
+    const Schedule& next = *calls[k];
+    if (!next.scope.all() || next.ranks.size() != joined.ranks.size())
+      return InvalidArgument("call sequence: call " + std::to_string(k) + " (" + next.algorithm +
+                             ") does not hold every rank's steps");
+    names += "," + next.algorithm;
+    joined.window = std::max(joined.window, next.window);
+    for (size_t r = 0; r < joined.ranks.size(); ++r) {
+      RankSchedule& to = joined.ranks[r];
+      const RankSchedule& from = next.ranks[r];
+      to.input_count = std::max(to.input_count, from.input_count);
+      to.output_count = std::max(to.output_count, from.output_count);
+      to.scratch_count = std::max(to.scratch_count, from.scratch_count);
+      to.steps.insert(to.steps.end(), from.steps.begin(), from.steps.end());
+    }
+  }
+  joined.algorithm = "sequence[" + names + "]";
+  return CheckSchedule(joined, request, options);
+}
+
 Status ProveAlgorithm(const AlgorithmInfo& info, const ScheduleRequest& request) {
   ScheduleRequest all = request;
   all.scope = PlanScope::AllRanks();  // a proof covers every rank
@@ -865,7 +891,8 @@ Status ProveAlgorithm(const AlgorithmInfo& info, const ScheduleRequest& request)
   CheckOptions o;
   o.avg = reducing;
   WEFT_RETURN_IF_ERROR(CheckSchedule(*s, request, o));
-  if (request.collective != Collective::kAllToAllv && request.collective != Collective::kBarrier) {
+  if (request.collective != Collective::kAllToAllv && request.collective != Collective::kBarrier &&
+      !request.out_of_place) {  // a schedule built for out-of-place calls runs only those
     o.in_place = true;
     WEFT_RETURN_IF_ERROR(CheckSchedule(*s, request, o));
   }

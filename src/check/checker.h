@@ -56,6 +56,16 @@ Status CheckSchedule(const Schedule& schedule, const ScheduleRequest& request,
 // out-of-place only), with avg on for reducing collectives (which implies avg off).
 Status ProveAlgorithm(const AlgorithmInfo& info, const ScheduleRequest& request);
 
+// Proves calls that run back to back on one communicator, for the same request shape: each
+// rank runs the calls' steps one after another, so what a call leaves behind (a single-round
+// direct schedule returns while peers may still read its window: ScheduleRequest::window_half)
+// is checked against what later calls write there, with the same vector clocks as within one
+// schedule; signals stay counted across calls, as the transport counts them. Every output must
+// hold the last call's result. Out-of-place only (in place, each call would reduce the result
+// of the one before). Every schedule must hold every rank's steps (PlanScope::AllRanks()).
+Status CheckCallSequence(const std::vector<const Schedule*>& calls, const ScheduleRequest& request,
+                         const CheckOptions& options);
+
 // What the proof executed (tests use it for structural properties, e.g. traffic per rank).
 struct CheckStats {
   size_t steps = 0;     // steps executed

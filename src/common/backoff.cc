@@ -39,7 +39,13 @@ BackoffPolicy BackoffPolicy::FromEnv(int ranks_per_host) {
     p.spin_us = 0;
     p.yield_us = 20;
   }
-  p.spin_us = SettingOr("WEFT_SPIN_US", p.spin_us);
+  const int spin_env = SettingOr("WEFT_SPIN_US", -1);  // -1: unset (or invalid, refused at init)
+  if (spin_env >= 0) {
+    p.spin_us = spin_env;
+    // With a core per rank there is no yield stage by default: WEFT_SPIN_US alone must not
+    // create one.
+    if (ranks_per_host <= UsableCpuCount()) p.yield_us = spin_env;
+  }
   p.yield_us = SettingOr("WEFT_YIELD_US", p.yield_us);
   if (p.yield_us < p.spin_us) p.yield_us = p.spin_us;
   return p;
@@ -65,10 +71,18 @@ Backoff::Stage Backoff::CurrentStage() {
 Backoff::Stage Backoff::Pause() {
   Stage s = CurrentStage();
   if (s == Stage::kSpin) {
-    for (int i = 0; i < 32; ++i) CpuRelax();  // ~0.3-1 us: short enough to stay responsive
+    // A few pause hints only: data that arrives mid-burst waits for the burst to end (a Zen 2
+    // pause is ~65 cycles, a Skylake one ~140), and the poll between bursts is a cache hit.
+    for (int i = 0; i < 8; ++i) CpuRelax();
   } else if (s == Stage::kYield) {
     sched_yield();
   }
+  return s;
+}
+
+Backoff::Stage Backoff::Yield() {
+  Stage s = CurrentStage();
+  if (s != Stage::kSleep) sched_yield();
   return s;
 }
 

@@ -10,16 +10,22 @@
 //                               wake + context switch on each side.
 // Measured cost of each stage (shm ping-pong, own cores vs one shared core): see the table in
 // transports/shm/shm_transport.h.
-// On oversubscribed hosts (more ranks than cores) spinning only steals the core from the rank
-// that would produce our data, so the policy drops the spin stage and shortens the yield one.
+// Two regimes, chosen by whether this host's ranks outnumber the usable cores:
+//  - a core per rank: spin for up to 2 ms, then sleep; no yield stage. sched_yield() is what
+//    made tiny collectives slow whenever anything else ran on the machine: CFS hands the core
+//    to the other runnable task for its slice, so a rank that yields while a competing process
+//    (a build, a `nice -n 10` busy loop) is runnable waits milliseconds for the core back,
+//    while a spinning rank keeps its fair share and answers within the cache-line round trip.
+//    (Open MPI's shared-memory progress spins the same way.) The 2 ms bound covers a peer that
+//    was preempted for one scheduler slice; after it the rank sleeps on the futex, so a long
+//    wait (a straggler, a slow tier) does not burn a core.
+//  - more ranks than cores: no spin (it only steals the core from the rank that would produce
+//    our data), yield for 20 us, then sleep.
 //
 // Knobs (environment, read by BackoffPolicy::FromEnv):
-//   WEFT_SPIN_US   spin stage length, microseconds (default 5; 0 when oversubscribed)
-//   WEFT_YIELD_US  end of the yield stage, microseconds since idle (default 1000; 20 when
-//                  oversubscribed). A rank with a core of its own loses nothing by yielding
-//                  for a millisecond, while sleeping in the middle of a pipelined transfer
-//                  risks a convoy in which both ranks pay a futex wake-up per chunk (suspected
-//                  cause of 3-5x slower runs of 1-64 MiB allreduce seen in perf/results.sh).
+//   WEFT_SPIN_US   spin stage length, microseconds (default 2000; 0 when oversubscribed)
+//   WEFT_YIELD_US  end of the yield stage, microseconds since idle (default = spin, i.e. no
+//                  yield stage; 20 when oversubscribed); raised to WEFT_SPIN_US if below it.
 //
 // Also here: futex helpers on a 32-bit word (process-shared: the word may live in a shared
 // memory segment, so the non-private futex ops are used).
@@ -32,8 +38,8 @@
 namespace weft {
 
 struct BackoffPolicy {
-  int spin_us = 5;
-  int yield_us = 1000;
+  int spin_us = 2000;
+  int yield_us = 2000;
   // The defaults above, adjusted for `ranks_per_host` ranks sharing this host's usable CPUs
   // (sched_getaffinity), then overridden by WEFT_SPIN_US / WEFT_YIELD_US when set.
   static BackoffPolicy FromEnv(int ranks_per_host);
@@ -54,6 +60,9 @@ class Backoff {
   // Waits once according to the current stage: a burst of pause instructions, or one
   // sched_yield(). Returns kSleep without waiting when the caller should block in the kernel.
   Stage Pause();
+  // Like Pause, but yields the CPU in the spin stage too (the caller knows that the task it
+  // waits for needs this CPU). Returns kSleep without waiting when the caller should block.
+  Stage Yield();
   // Microseconds since the idle period began (0 right after Reset).
   int64_t IdleMicros() const;
   const BackoffPolicy& policy() const { return policy_; }

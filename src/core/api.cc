@@ -57,7 +57,9 @@ weftResult_t Entry(const EntrySpec& spec, const void* sendbuff, void* recvbuff, 
   c.dtype = datatype;
   c.op = op;
   c.root = root;
-  return Report(SubmitCollective(comm, std::move(c), stream).WithContext(spec.fn));
+  Status st2 = SubmitCollective(comm, std::move(c), stream);
+  // WithContext takes a std::string: build it only for an error (this is the tiny-call path).
+  return st2.ok() ? weftSuccess : Report(st2.WithContext(spec.fn));
 }
 
 }  // namespace

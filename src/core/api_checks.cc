@@ -2,6 +2,7 @@
 // (api_internal.h). Every entry point turns internal Status values into a weftResult_t and
 // records the message for weftGetLastError() on the calling thread.
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <limits>
 #include <mutex>
@@ -20,6 +21,13 @@ namespace {
 thread_local std::string t_last_error;
 std::mutex g_comms_mu;
 std::set<weftComm*> g_comms;  // live handles (detects use after destroy)
+// Bumped whenever a handle leaves g_comms. A thread remembers the last handle it found live
+// and the generation it saw then: while no communicator was freed since, the handle is still
+// live and the lookup under the global mutex is skipped (every collective call checks its
+// communicator; the mutex and the set walk were a measurable part of a tiny allreduce).
+std::atomic<uint64_t> g_comms_freed{0};
+thread_local const weftComm* t_live_comm = nullptr;
+thread_local uint64_t t_live_comm_freed = 0;
 }  // namespace
 
 void SetLastErrorMessage(const std::string& message) { t_last_error = message; }
@@ -106,11 +114,15 @@ Status CheckBlockTable(const char* side, const size_t* counts, const size_t* dis
 
 Status CheckLiveComm(const weftComm* comm) {
   if (comm == nullptr) return InvalidArgument("comm is NULL");
-  {
+  const uint64_t freed = g_comms_freed.load(std::memory_order_acquire);
+  if (comm != t_live_comm || freed != t_live_comm_freed) {
     std::lock_guard<std::mutex> l(g_comms_mu);
     if (!g_comms.count(const_cast<weftComm*>(comm)))
       return InvalidArgument("comm=" + PtrStr(comm) +
                              " is not a live communicator (destroyed, or never initialized)");
+    t_live_comm = comm;
+    // Read under the mutex: a handle erased after this point bumps the counter past it.
+    t_live_comm_freed = g_comms_freed.load(std::memory_order_relaxed);
   }
   return CheckComm(comm);
 }
@@ -132,6 +144,7 @@ void FreeComm(weftComm* c, const Status& why) {
   {
     std::lock_guard<std::mutex> l(g_comms_mu);
     g_comms.erase(c);
+    g_comms_freed.fetch_add(1, std::memory_order_release);
   }
   for (auto& t : c->transports) t->Abort(why);
   if (c->bootstrap) c->bootstrap->Abort();

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "algorithms/direct_pattern.h"
+#include "algorithms/step_table.h"
 #include "common/log.h"
 #include "core/call_check.h"
 #include "exec/executor.h"
@@ -150,6 +152,18 @@ Status ExchangeAllToAllvCounts(weftComm* comm, const CollectiveCall& call, uint6
   return OkStatus();
 }
 
+// Builds `plan`'s algorithm for `req` (this rank's scope) and checks it has every rank's entry.
+StatusOr<std::shared_ptr<const Schedule>> BuildChecked(weftComm* comm, const Plan& plan,
+                                                       const ScheduleRequest& req) {
+  StatusOr<Schedule> built = BuildSchedule(*plan.algorithm, req);
+  if (!built.ok()) return built.status().WithContext(plan.what);
+  if (static_cast<int>(built->ranks.size()) != comm->nranks)
+    return InternalError("algorithm " + plan.algorithm->name + " built a schedule for " +
+                         std::to_string(built->ranks.size()) + " ranks, not " +
+                         std::to_string(comm->nranks));
+  return std::make_shared<const Schedule>(std::move(built.value()));
+}
+
 // Builds a plan for a call shape not seen before: algorithm, schedule (cached for alltoallv
 // by its count tables), descriptor hash.
 Status BuildPlan(weftComm* comm, const CollectiveCall& call, ScheduleRequest* req, size_t elem,
@@ -171,13 +185,24 @@ Status BuildPlan(weftComm* comm, const CollectiveCall& call, ScheduleRequest* re
     plan->schedule = sit->second;
     return OkStatus();
   }
-  StatusOr<Schedule> built = BuildSchedule(*plan->algorithm, *req);
-  if (!built.ok()) return built.status().WithContext(plan->what);
-  if (static_cast<int>(built->ranks.size()) != comm->nranks)
-    return InternalError("algorithm " + plan->algorithm->name + " built a schedule for " +
-                         std::to_string(built->ranks.size()) + " ranks, not " +
-                         std::to_string(comm->nranks));
-  plan->schedule = std::make_shared<const Schedule>(std::move(built.value()));
+  // Single-round direct schedules: one per window half (see ScheduleRequest::window_half).
+  if (plan->algorithm->holds_window && cacheable) {
+    req->window_half = 0;
+    req->window_half_elems = kWindowHalfBytes / std::max<size_t>(elem, 1);
+    plan->holds_window = plan->algorithm->holds_window(*req);
+    if (!plan->holds_window) req->window_half = -1;
+  }
+  StatusOr<std::shared_ptr<const Schedule>> built = BuildChecked(comm, *plan, *req);
+  if (!built.ok()) return built.status();
+  plan->schedule = *built;
+  if (plan->holds_window) {
+    req->window_half = 1;
+    built = BuildChecked(comm, *plan, *req);
+    if (!built.ok()) return built.status();
+    plan->other_half = *built;
+  }
+  for (const Step& s : plan->schedule->ranks[comm->rank].steps)
+    plan->uses_window |= SemanticsOf(s.op).needs_direct;
   WEFT_INFO("rank %d: %s count=%zu dtype=%s -> %s (chunk %zu elems, %d channels)", comm->rank,
             CollectiveName(req->collective), req->count, DataTypeName(call.dtype),
             plan->algorithm->name.c_str(), req->chunk.chunk_elems, req->chunk.channels);
@@ -216,6 +241,29 @@ Status CheckFingerprints(weftComm* comm, const CollectiveCall& call, const Plan&
 
 namespace {
 
+// An all-to-all whose send and receive buffers (nranks * count elements each) do not overlap:
+// its schedule may skip in-place staging (ScheduleRequest::out_of_place). Other collectives
+// keep one plan for both placements.
+bool DisjointAllToAllBuffers(const weftComm* comm, const CollectiveCall& call, size_t elem) {
+  if (call.collective != Collective::kAllToAll) return false;
+  const uintptr_t s = reinterpret_cast<uintptr_t>(call.sendbuff);
+  const uintptr_t r = reinterpret_cast<uintptr_t>(call.recvbuff);
+  const uintptr_t bytes = static_cast<uintptr_t>(comm->nranks) * call.count * elem;  // checked at the API
+  return s + bytes <= r || r + bytes <= s;
+}
+
+// The last call returned holding the window (a single-round direct schedule) and this one uses
+// it another way: one signal round proves every peer finished reading it
+// (DirectWindowRelease). Tagged with this call's tag, so ranks running different calls still
+// fail as mismatched.
+Status ReleaseWindow(weftComm* comm, uint64_t tag, const char* what) {
+  const RankSchedule release = DirectWindowRelease(comm->rank, comm->nranks);
+  WEFT_RETURN_IF_ERROR(Execute(comm, release, comm->nranks, weftUint8, weftSum, tag, nullptr,
+                               nullptr, what));
+  comm->window.Released();
+  return OkStatus();
+}
+
 // One collective after the communicator is locked and the sequence number taken: plan (cached
 // per call shape), optional fingerprint check, execution. Fills in the flight entry's
 // algorithm and peers as soon as the plan is known.
@@ -228,10 +276,11 @@ Status RunPlanned(weftComm* comm, const CollectiveCall& call, uint64_t seq, Flig
   req.root = call.root;
   if (call.collective == Collective::kAllToAllv)
     WEFT_RETURN_IF_ERROR(ExchangeAllToAllvCounts(comm, call, seq, &req));
+  req.out_of_place = DisjointAllToAllBuffers(comm, call, elem);
   const Plan* plan = nullptr;
   Plan fresh;
   const bool cacheable = call.collective != Collective::kAllToAllv;
-  PlanKey key{call.collective, call.count, elem, call.root};
+  PlanKey key{call.collective, call.count, elem, call.root, req.out_of_place};
   if (cacheable) {
     auto it = comm->plans.find(key);
     if (it != comm->plans.end()) plan = &it->second;
@@ -254,9 +303,16 @@ Status RunPlanned(weftComm* comm, const CollectiveCall& call, uint64_t seq, Flig
   }
   if (comm->check_calls) WEFT_RETURN_IF_ERROR(CheckFingerprints(comm, call, *plan, seq));
   const uint32_t hash = MixCallType(plan->shape_hash, call.collective, call.dtype, call.op);
-  Status st = Execute(comm, plan->schedule->ranks[comm->rank], plan->schedule->window, call.dtype,
-                      call.op, MakeCallTag(hash, seq), call.sendbuff, call.recvbuff,
-                      plan->what.c_str());
+  const uint64_t tag = MakeCallTag(hash, seq);
+  const Schedule* sched = plan->schedule.get();
+  if (plan->holds_window && comm->window.NextHalf() == 1) sched = plan->other_half.get();
+  Status st;
+  if (comm->window.NeedsRelease(plan->uses_window, plan->holds_window))
+    st = ReleaseWindow(comm, tag, plan->what.c_str());
+  if (st.ok())
+    st = Execute(comm, sched->ranks[comm->rank], sched->window, call.dtype, call.op, tag,
+                 call.sendbuff, call.recvbuff, plan->what.c_str());
+  if (st.ok()) comm->window.Completed(plan->uses_window, plan->holds_window);
   if (IsCallMismatch(st)) {
     st = CallMismatchError(st, comm->rank, DescriptorOf(call, *plan), hash);
     comm->sticky_error = st;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "algorithms/algo_override.h"
+#include "algorithms/direct_pattern.h"
 #include "algorithms/registry.h"
 #include "algorithms/schedule.h"
 #include "common/status.h"
@@ -39,14 +40,17 @@ struct PlanKey {
   size_t count;
   size_t elem_size;
   int root;
+  bool out_of_place = false;  // ScheduleRequest::out_of_place: such plans skip in-place staging
   bool operator==(const PlanKey& o) const {
-    return collective == o.collective && count == o.count && elem_size == o.elem_size && root == o.root;
+    return collective == o.collective && count == o.count && elem_size == o.elem_size &&
+           root == o.root && out_of_place == o.out_of_place;
   }
 };
 struct PlanKeyHash {
   size_t operator()(const PlanKey& k) const {
     size_t h = std::hash<size_t>()(k.count);
-    h ^= (static_cast<size_t>(k.collective) << 48) ^ (k.elem_size << 40) ^ (static_cast<size_t>(k.root) << 20);
+    h ^= (static_cast<size_t>(k.collective) << 48) ^ (k.elem_size << 40) ^
+         (static_cast<size_t>(k.root) << 20) ^ (static_cast<size_t>(k.out_of_place) << 63);
     return h;
   }
 };
@@ -56,6 +60,13 @@ struct Plan {
   std::string what;  // "allreduce ring", for messages
   uint32_t shape_hash = 0;  // HashCallShape (core/call_check.h) of the call shape + algorithm
   std::vector<int> peers;   // distinct peers of this rank's steps (for the flight recorder)
+  // Direct window use (ScheduleRequest::window_half): `uses_window` when the schedule has
+  // direct steps; `holds_window` when it is a single-round schedule that returns while peers
+  // may still read this rank's window: then `schedule` uses half 0 and `other_half` half 1,
+  // and calls alternate between them (weftComm::window).
+  bool uses_window = false;
+  bool holds_window = false;
+  std::shared_ptr<const Schedule> other_half;
 };
 }  // namespace weft
 
@@ -92,6 +103,9 @@ struct weftComm {
   std::unordered_map<weft::PlanKey, weft::Plan, weft::PlanKeyHash> plans;
   std::map<std::string, std::shared_ptr<const weft::Schedule>> schedule_cache;  // alltoallv
   const std::string* last_algorithm = nullptr;  // name of the last collective's algorithm
+  // Which window half the next single-round direct call uses and whether peers may still read
+  // the window (algorithms/direct_pattern.h).
+  weft::WindowSequencer window;
 
   // The last operations (WEFT_FLIGHT_RECORDER entries), dumped when one fails for a peer's
   // or the clock's reason. Written under exec_mu.

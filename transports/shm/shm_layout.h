@@ -32,6 +32,10 @@ struct alignas(kLine) RankHeader {
   uint64_t ring_offset;  // bytes from the segment start to ring 0's data
   alignas(kLine) std::atomic<uint32_t> doorbell;  // futex word: bumped by peers that wake us
   std::atomic<uint32_t> sleeping;                 // 1 while the owner may block on doorbell
+  // The CPU the owner last ran on while waiting (sched_getcpu), -1 before: a waiting peer that
+  // finds it equal to its own CPU yields instead of spinning, since spinning would keep the
+  // owner, whose progress it waits for, off that CPU (shm_transport.cc, Progress).
+  alignas(kLine) std::atomic<int32_t> waiting_cpu;
   alignas(kLine) std::atomic<uint64_t> window_gen;
   std::atomic<uint64_t> window_bytes;
   std::atomic<uint32_t> closed;  // owner closed or aborted: waiting on it is pointless

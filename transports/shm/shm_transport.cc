@@ -5,6 +5,7 @@
 #include "transports/shm/shm_layout.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/random.h>
@@ -164,6 +165,7 @@ StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::CreateWithOps(
       h->ring_bytes = ring;
       h->ring_offset = ring_offset;
       h->doorbell.store(0);
+      h->waiting_cpu.store(-1);
       h->sleeping.store(0);
       h->window_gen.store(0);
       h->window_bytes.store(0);
@@ -913,6 +915,24 @@ Status ShmTransport::CheckLiveness(bool force) {
   return first;
 }
 
+int ShmTransport::PublishWaitingCpu() {
+  const int cpu = sched_getcpu();  // vDSO / rseq: tens of nanoseconds
+  header_->waiting_cpu.store(cpu, std::memory_order_relaxed);
+  return cpu;
+}
+
+// A local peer that last waited on our CPU is most likely queued behind us on it (the
+// scheduler put two ranks of this job on one core, e.g. while the other core runs something
+// else): spinning would keep it, and the progress we wait for, off the CPU until the next
+// tick. Reads only the peers' published words (no lock needed: peers_ is fixed after Create).
+bool ShmTransport::PeerWaitsForMyCpu(int my_cpu) const {
+  if (my_cpu < 0) return false;
+  for (const Peer& p : peers_)
+    if (p.rank != rank_ && p.header->waiting_cpu.load(std::memory_order_relaxed) == my_cpu)
+      return true;
+  return false;
+}
+
 Status ShmTransport::Progress(int timeout_us) {
   std::unique_lock<std::mutex> lock(mu_);
   if (!aborted_.ok()) return aborted_;
@@ -924,10 +944,12 @@ Status ShmTransport::Progress(int timeout_us) {
   WEFT_RETURN_IF_ERROR(CheckLiveness(false));
   if (timeout_us <= 0) return OkStatus();
   const Clock::time_point deadline = Clock::now() + std::chrono::microseconds(timeout_us);
-  while (true) {
+  int my_cpu = PublishWaitingCpu();
+  for (uint32_t round = 1;; ++round) {
     // The lock is dropped while pausing/sleeping so that Abort() from another thread gets in.
     lock.unlock();
-    Backoff::Stage stage = backoff_.Pause();
+    if ((round & 255) == 0) my_cpu = PublishWaitingCpu();  // the scheduler may move us
+    Backoff::Stage stage = PeerWaitsForMyCpu(my_cpu) ? backoff_.Yield() : backoff_.Pause();
     lock.lock();
     if (!aborted_.ok()) return aborted_;
     if (stage == Backoff::Stage::kSleep) {

@@ -37,7 +37,10 @@
 // in p's control segment (release), PostWait consumes one (acquire).
 //
 // Waiting (Progress with a timeout) follows common/backoff.h: spin, then sched_yield, then a
-// futex on this rank's doorbell word in its control segment. Any peer that publishes something
+// futex on this rank's doorbell word in its control segment. A waiting rank publishes the CPU
+// it runs on; one that finds a peer's published CPU equal to its own yields instead of
+// spinning (two ranks the scheduler put on one core would otherwise each spin away the
+// slice the other needs). Any peer that publishes something
 // for us (ring tail, ring head when we wait for room, a signal) checks our `sleeping` flag and
 // bumps + wakes the doorbell. What each stage costs, measured with ShmPerf.* in
 // tests/shm_transport_test.cc (8-byte ping-pong round trip between 2 processes, `nice -n -20`)
@@ -292,6 +295,8 @@ class ShmTransport : public DirectTransport {
   void Complete(TransportRequest* req, Status st);
   void Wake(Peer& p);
   Status CheckLiveness(bool force);
+  int PublishWaitingCpu();
+  bool PeerWaitsForMyCpu(int my_cpu) const;
   Status PeerAlive(const Peer& p) const;
   void FailPeer(Peer& p, const Status& st);      // peer dead: fail its requests, mark it
   void FailRequests(Peer& p, const Status& st);  // fail every pending request involving p
