@@ -78,9 +78,9 @@ void ReduceSlice(const weftCompression& spec, const uint8_t* received, size_t sl
 
 }  // namespace
 
-Status FlatAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t count,
-                               weftDataType_t datatype, weftRedOp_t op,
-                               const weftCompression& spec, float* residual, weftComm_t comm) {
+Status FlatAllReduceToEncoded(const void* sendbuff, size_t count, weftDataType_t datatype,
+                              weftRedOp_t op, const weftCompression& spec, float* residual,
+                              weftComm_t comm, const uint8_t** gathered, size_t* stride) {
   int nranks = 0, rank = 0;
   WEFT_RETURN_IF_ERROR(CommShape(comm, &nranks, &rank));
   // float32 without feedback: encode straight from the caller's buffer (no copy of count).
@@ -96,7 +96,7 @@ Status FlatAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t coun
   ReduceSlice(spec, received, slice, nranks, op, sum);
 
   const size_t padded = codec::EncodedBytes(spec, SliceCount(count, nranks, 0));  // the largest
-  uint8_t* gathered = ScratchBytes(2, padded * nranks);
+  uint8_t* all = ScratchBytes(2, padded * nranks);
   uint8_t* own = ScratchBytes(0, padded);  // phase 1's buffer is free again
   std::memset(own, 0, padded);
   float* reduced_dropped = residual != nullptr ? ScratchFloats(2, slice) : nullptr;
@@ -106,13 +106,31 @@ Status FlatAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t coun
     const float weight = op == weftAvg ? static_cast<float>(nranks) : 1.0f;
     for (size_t i = 0; i < slice; ++i) residual[offset + i] += weight * reduced_dropped[i];
   }
-  WEFT_RETURN_IF_ERROR(FromResult(weftAllGather(own, gathered, padded, weftUint8, comm, nullptr),
+  WEFT_RETURN_IF_ERROR(FromResult(weftAllGather(own, all, padded, weftUint8, comm, nullptr),
                                   "gathering reduced slices (weftAllGather)", comm));
+  *gathered = all;
+  *stride = padded;
+  return OkStatus();
+}
 
-  float* result = datatype == weftFloat32 ? static_cast<float*>(recvbuff) : ScratchFloats(0, count);
+void DecodeGathered(const weftCompression& spec, const uint8_t* gathered, size_t stride,
+                    size_t count, int nranks, float* out) {
   for (int r = 0; r < nranks; ++r)
-    codec::Decode(spec, gathered + r * padded, SliceCount(count, nranks, r),
-                  result + SliceOffset(count, nranks, r));
+    codec::Decode(spec, gathered + r * stride, SliceCount(count, nranks, r),
+                  out + SliceOffset(count, nranks, r));
+}
+
+Status FlatAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t count,
+                               weftDataType_t datatype, weftRedOp_t op,
+                               const weftCompression& spec, float* residual, weftComm_t comm) {
+  const uint8_t* gathered = nullptr;
+  size_t stride = 0;
+  WEFT_RETURN_IF_ERROR(FlatAllReduceToEncoded(sendbuff, count, datatype, op, spec, residual, comm,
+                                              &gathered, &stride));
+  int nranks = 0;
+  WEFT_RETURN_IF_ERROR(FromResult(weftCommCount(comm, &nranks), "weftCommCount", comm));
+  float* result = datatype == weftFloat32 ? static_cast<float*>(recvbuff) : ScratchFloats(0, count);
+  DecodeGathered(spec, gathered, stride, count, nranks, result);
   StoreAs(result, count, datatype, recvbuff);
   return OkStatus();
 }

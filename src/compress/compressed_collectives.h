@@ -6,6 +6,9 @@
 // proved by the checker (see compress_common.h).
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+
 #include "common/status.h"
 #include "weft/weft_compress.h"
 
@@ -29,6 +32,14 @@ Status RunAllGatherCompressed(const void* sendbuff, void* recvbuff, size_t sendc
 Status FlatAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t count,
                                weftDataType_t datatype, weftRedOp_t op,
                                const weftCompression& spec, float* residual, weftComm_t comm);
+// The flat allreduce up to its last phase: what every rank decodes, nranks encoded reduced
+// slices of `stride` bytes each (per-thread scratch, valid until this thread's next compressed
+// call); DecodeGathered turns them into the count results. Bitwise the same on every rank.
+Status FlatAllReduceToEncoded(const void* sendbuff, size_t count, weftDataType_t datatype,
+                              weftRedOp_t op, const weftCompression& spec, float* residual,
+                              weftComm_t comm, const uint8_t** gathered, size_t* stride);
+void DecodeGathered(const weftCompression& spec, const uint8_t* gathered, size_t stride,
+                    size_t count, int nranks, float* out);
 Status HierarchicalAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t count,
                                        weftDataType_t datatype, weftRedOp_t op,
                                        const weftCompression& spec, float* residual,

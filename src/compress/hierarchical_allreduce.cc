@@ -7,15 +7,16 @@
 //            of slice l with the ranks of local index l on the other hosts: each rank encodes
 //            1/L of the data, and only encoded bytes cross between hosts. Its result is
 //            bitwise the same on those H ranks.
-//   phase 3 (intra-host, float32): weftAllGather of the reduced slices over the host's ranks:
-//            copies of bits that are already identical, so every rank of every host ends
-//            with the same bits.
+//   phase 3 (intra-host): weftAllGather over the host's ranks of the *encoded* reduced slices
+//            that phase 2 ends with (what its ranks decode), and every rank decodes all of
+//            them: the same bytes decoded the same way, so every rank of every host ends with
+//            the same bits, and the host moves encoded bytes rather than float32 results.
 //
 // Error feedback: the residual is added to this rank's input and zeroed before phase 1; phase
 // 2 then stores in the residual's slice l what it dropped (of the host's sum of slice l, and
 // of the reduced part of it this rank re-encodes). Every dropped value is thus kept by exactly
 // one rank, so the next call sends it. Sums stay in sum units until the end; avg divides the
-// reduced slice by the total rank count once, before phase 3.
+// decoded result by the total rank count once.
 //
 // Pipelined: a large call is cut into up to kMaxPieces pieces (each split over the host's ranks
 // as above). A helper thread runs the intra-host phases (phase 1 of every piece, then phase 3
@@ -35,6 +36,7 @@
 #include "compress/compress_common.h"
 #include "compress/compressed_collectives.h"
 #include "compress/host_tiers.h"
+#include "kernels/codec.h"
 
 namespace weft::compress {
 namespace {
@@ -43,32 +45,42 @@ constexpr size_t kMaxPieces = 4;
 constexpr size_t kMinPieceBytes = size_t{8} << 20;  // smaller pieces: thread and call costs dominate
 
 // Per-thread buffers of this file (the flat allreduce it calls uses compress_common's slots).
-float* HierarchyScratch(int slot, size_t count) {
+float* HierarchyFloats(int slot, size_t count) {
   thread_local std::vector<float> buffers[3];
+  if (buffers[slot].size() < count) buffers[slot].resize(count);
+  return buffers[slot].data();
+}
+uint8_t* HierarchyBytes(int slot, size_t count) {
+  thread_local std::vector<uint8_t> buffers[2];
   if (buffers[slot].size() < count) buffers[slot].resize(count);
   return buffers[slot].data();
 }
 
 // How the call is cut: `pieces` pieces of per_host x part elements (the last padded with
-// zeros); this rank owns part elements of each, at PartOffset.
+// zeros); local rank j owns part elements of each, at PartOffset(j, k). Phase 2 of a part
+// ends with nhosts encoded sub-slices, at most blob bytes in all.
 struct Layout {
-  size_t pieces = 1, per_host = 1, part = 0, padded = 0, local_rank = 0, count = 0;
+  size_t pieces = 1, per_host = 1, nhosts = 1, part = 0, padded = 0, local_rank = 0, count = 0;
+  size_t blob = 0;
   size_t PieceOffset(size_t k) const { return k * per_host * part; }
-  size_t PartOffset(size_t k) const { return PieceOffset(k) + local_rank * part; }
-  size_t Valid(size_t k) const {  // elements of this rank's part of piece k inside count
-    const size_t at = PartOffset(k);
+  size_t PartOffset(size_t j, size_t k) const { return PieceOffset(k) + j * part; }
+  size_t Valid(size_t j, size_t k) const {  // elements of rank j's part of piece k inside count
+    const size_t at = PartOffset(j, k);
     return at < count ? std::min(part, count - at) : 0;
   }
 };
 
-Layout MakeLayout(size_t count, const HostTiers& tiers) {
+Layout MakeLayout(size_t count, const HostTiers& tiers, const weftCompression& spec) {
   Layout l;
   l.count = count;
   l.per_host = static_cast<size_t>(tiers.local_size);
+  l.nhosts = static_cast<size_t>(tiers.nhosts);
   l.local_rank = static_cast<size_t>(tiers.local_rank);
   l.pieces = std::clamp<size_t>(count * sizeof(float) / kMinPieceBytes, 1, kMaxPieces);
   l.part = (count + l.pieces * l.per_host - 1) / (l.pieces * l.per_host);
   l.padded = l.pieces * l.per_host * l.part;
+  // A part's largest sub-slice encoding x nhosts: no smaller part encodes to more.
+  l.blob = l.nhosts * codec::EncodedBytes(spec, SliceCount(l.part, tiers.nhosts, 0));
   return l;
 }
 
@@ -78,7 +90,7 @@ const float* PhaseOneInput(const void* sendbuff, const Layout& l, weftDataType_t
                            float* residual) {
   if (datatype == weftFloat32 && residual == nullptr && l.padded == l.count)
     return static_cast<const float*>(sendbuff);
-  float* x = HierarchyScratch(0, l.padded);
+  float* x = HierarchyFloats(0, l.padded);
   LoadWithResidual(sendbuff, datatype, l.count, residual, x);
   std::memset(x + l.count, 0, (l.padded - l.count) * sizeof(float));
   if (residual != nullptr) std::memset(residual, 0, l.count * sizeof(float));
@@ -115,8 +127,10 @@ class Handoff {
 
 struct Call {
   const float* in;
-  float* mine;  // this rank's parts, piece after piece (part elements each)
-  float* out;   // padded result
+  float* mine;         // this rank's float32 parts, piece after piece (part elements each)
+  uint8_t* encoded;    // this rank's phase-2 encodings, piece after piece (blob bytes each)
+  uint8_t* gathered;   // every local rank's, piece after piece (per_host x blob bytes each)
+  float* out;          // count results
   Layout layout;
   HostTiers tiers;
   weftRedOp_t op;
@@ -125,42 +139,65 @@ struct Call {
   weftComm_t comm;
 };
 
-// Phases 1 and 3 (on the helper thread when pipelined): every piece's reduce-scatter, then
-// each piece's allgather once phase 2 has crossed it.
-void IntraHostPhases(const Call& c, Handoff* h) {
+// Phase 1 of piece k.
+Status ReducePiece(const Call& c, size_t k) {
   const Layout& l = c.layout;
-  for (size_t k = 0; k < l.pieces; ++k) {
-    const Status st = FromResult(weftReduceScatter(c.in + l.PieceOffset(k), c.mine + k * l.part,
-                                                   l.part, weftFloat32, weftSum, c.tiers.local, nullptr),
-                                 "reducing inside the host (weftReduceScatter)", c.comm);
-    h->Publish(&h->reduced, st);
-    if (!st.ok()) return;
-  }
-  for (size_t k = 0; k < l.pieces; ++k) {
-    if (!h->WaitFor(&h->crossed, k)) return;
-    const Status st = FromResult(weftAllGather(c.mine + k * l.part, c.out + l.PieceOffset(k), l.part,
-                                               weftFloat32, c.tiers.local, nullptr),
-                                 "gathering inside the host (weftAllGather)", c.comm);
-    if (!st.ok()) return h->Publish(&h->crossed, st);
-  }
+  return FromResult(weftReduceScatter(c.in + l.PieceOffset(k), c.mine + k * l.part, l.part,
+                                      weftFloat32, weftSum, c.tiers.local, nullptr),
+                    "reducing inside the host (weftReduceScatter)", c.comm);
 }
 
 // Phase 2 of piece k: the compressed allreduce of this rank's part with the same-index ranks
-// of the other hosts (the same Valid(k) on all of them), then avg's division.
+// of the other hosts (the same Valid on all of them), kept encoded for phase 3.
 Status AcrossHosts(const Call& c, size_t k) {
   const Layout& l = c.layout;
-  const size_t valid = l.Valid(k);
-  float* part = c.mine + k * l.part;
-  if (valid > 0)
-    WEFT_RETURN_IF_ERROR(FlatAllReduceCompressed(part, part, valid, weftFloat32, weftSum, *c.spec,
-                                                 c.residual ? c.residual + l.PartOffset(k) : nullptr,
-                                                 c.tiers.cross)
-                             .WithContext("across hosts"));
-  if (c.op == weftAvg) {
-    const float n = static_cast<float>(l.per_host * static_cast<size_t>(c.tiers.nhosts));
-    for (size_t i = 0; i < valid; ++i) part[i] /= n;
+  const size_t valid = l.Valid(l.local_rank, k);
+  if (valid == 0) return OkStatus();
+  const uint8_t* gathered = nullptr;
+  size_t stride = 0;
+  WEFT_RETURN_IF_ERROR(FlatAllReduceToEncoded(
+                           c.mine + k * l.part, valid, weftFloat32, weftSum, *c.spec,
+                           c.residual ? c.residual + l.PartOffset(l.local_rank, k) : nullptr,
+                           c.tiers.cross, &gathered, &stride)
+                           .WithContext("across hosts"));
+  std::memcpy(c.encoded + k * l.blob, gathered, l.nhosts * stride);
+  return OkStatus();
+}
+
+// Phase 3 of piece k: gathers the host's encodings and decodes every part (avg: divided).
+Status GatherPiece(const Call& c, size_t k) {
+  const Layout& l = c.layout;
+  uint8_t* all = c.gathered + k * l.per_host * l.blob;
+  WEFT_RETURN_IF_ERROR(FromResult(weftAllGather(c.encoded + k * l.blob, all, l.blob, weftUint8,
+                                                c.tiers.local, nullptr),
+                                  "gathering inside the host (weftAllGather)", c.comm));
+  const float n = static_cast<float>(l.per_host * l.nhosts);
+  for (size_t j = 0; j < l.per_host; ++j) {
+    const size_t valid = l.Valid(j, k);
+    if (valid == 0) continue;
+    float* out = c.out + l.PartOffset(j, k);
+    DecodeGathered(*c.spec, all + j * l.blob,
+                   codec::EncodedBytes(*c.spec, SliceCount(valid, c.tiers.nhosts, 0)), valid,
+                   c.tiers.nhosts, out);
+    if (c.op == weftAvg)
+      for (size_t i = 0; i < valid; ++i) out[i] /= n;
   }
   return OkStatus();
+}
+
+// Phases 1 and 3 (on the helper thread): every piece's reduce-scatter, then each piece's
+// gather once phase 2 has crossed it.
+void IntraHostPhases(const Call& c, Handoff* h) {
+  for (size_t k = 0; k < c.layout.pieces; ++k) {
+    const Status st = ReducePiece(c, k);
+    h->Publish(&h->reduced, st);
+    if (!st.ok()) return;
+  }
+  for (size_t k = 0; k < c.layout.pieces; ++k) {
+    if (!h->WaitFor(&h->crossed, k)) return;
+    const Status st = GatherPiece(c, k);
+    if (!st.ok()) return h->Publish(&h->crossed, st);
+  }
 }
 
 // Phase 2 on this thread (the flat allreduce's scratch stays with it from call to call) while
@@ -186,27 +223,26 @@ Status HierarchicalAllReduceCompressed(const void* sendbuff, void* recvbuff, siz
                                        weftComm_t comm) {
   Call c;
   WEFT_RETURN_IF_ERROR(GetHostTiers(comm, &c.tiers));
-  c.layout = MakeLayout(count, c.tiers);
-  c.in = PhaseOneInput(sendbuff, c.layout, datatype, residual);
-  c.mine = HierarchyScratch(1, c.layout.pieces * c.layout.part);
-  const bool direct = datatype == weftFloat32 && c.layout.padded == count;
-  c.out = direct ? static_cast<float*>(recvbuff) : HierarchyScratch(2, c.layout.padded);
+  const Layout& l = c.layout = MakeLayout(count, c.tiers, spec);
+  c.in = PhaseOneInput(sendbuff, l, datatype, residual);
+  c.mine = HierarchyFloats(1, l.pieces * l.part);
+  c.encoded = HierarchyBytes(0, l.pieces * l.blob);
+  c.gathered = HierarchyBytes(1, l.pieces * l.per_host * l.blob);
+  // bf16: results in float32 scratch of their own (phase 1's input may still be read by a
+  // peer of the host when phase 3 starts here).
+  c.out = datatype == weftFloat32 ? static_cast<float*>(recvbuff) : HierarchyFloats(2, count);
   c.op = op;
   c.spec = &spec;
   c.residual = residual;
   c.comm = comm;
-  if (c.layout.pieces > 1) {
+  if (l.pieces > 1) {
     WEFT_RETURN_IF_ERROR(RunPipelined(c));
   } else {  // one piece: nothing to overlap, no thread
-    WEFT_RETURN_IF_ERROR(FromResult(weftReduceScatter(c.in, c.mine, c.layout.part, weftFloat32,
-                                                      weftSum, c.tiers.local, nullptr),
-                                    "reducing inside the host (weftReduceScatter)", comm));
+    WEFT_RETURN_IF_ERROR(ReducePiece(c, 0));
     WEFT_RETURN_IF_ERROR(AcrossHosts(c, 0));
-    WEFT_RETURN_IF_ERROR(FromResult(weftAllGather(c.mine, c.out, c.layout.part, weftFloat32,
-                                                  c.tiers.local, nullptr),
-                                    "gathering inside the host (weftAllGather)", comm));
+    WEFT_RETURN_IF_ERROR(GatherPiece(c, 0));
   }
-  if (!direct) StoreAs(c.out, count, datatype, recvbuff);
+  if (datatype != weftFloat32) StoreAs(c.out, count, datatype, recvbuff);
   return OkStatus();
 }
 
