@@ -13,6 +13,7 @@
 
 #include "algorithms/algo_override.h"
 #include "common/backoff.h"
+#include "common/settings.h"
 #include "core/init.h"
 #include "fuzz_common.h"
 #include "net/socket.h"
@@ -27,6 +28,7 @@ const char* const kVariables[] = {
     "WEFT_SOCKET_NSTREAMS", "WEFT_SOCKET_BUFFER",   "WEFT_SOCKET_SPIN_US",  "WEFT_SPIN_US",
     "WEFT_YIELD_US",        "WEFT_TIMEOUT",         "WEFT_ALGO",            "WEFT_SECRET",
     "WEFT_ROOT",            "WEFT_SOCKET_IFNAME",   "WEFT_SOCKET_FAMILY",
+    "WEFT_TCP_MAX_UNEXPECTED_BYTES",
 };
 constexpr size_t kNumVariables = sizeof(kVariables) / sizeof(kVariables[0]);
 
@@ -46,6 +48,15 @@ void RunReaders() {
                            "a bad WEFT_SHM_* value's error does not name the variable");
   weft::TcpOptions tcp = weft::TcpOptionsFromEnv();
   FuzzCheck(tcp.streams_per_peer >= 1 && tcp.streams_per_peer <= 64, "streams outside 1..64");
+  // The unexpected-message cap: a value the settings table accepts is taken as given, a bad
+  // one keeps the default (ValidateSettings reports it at communicator creation).
+  const size_t default_cap = weft::TcpOptions().max_unexpected_bytes;
+  weft::StatusOr<size_t> cap = weft::SettingBytes("WEFT_TCP_MAX_UNEXPECTED_BYTES", default_cap);
+  FuzzCheck(tcp.max_unexpected_bytes == (cap.ok() ? *cap : default_cap),
+            "WEFT_TCP_MAX_UNEXPECTED_BYTES is not what the settings table reads");
+  if (!cap.ok())
+    FuzzCheck(cap.status().message().find("WEFT_TCP_MAX_UNEXPECTED_BYTES") != std::string::npos,
+              "a bad WEFT_TCP_MAX_UNEXPECTED_BYTES value's error does not name the variable");
   weft::BackoffPolicy backoff = weft::BackoffPolicy::FromEnv(2);
   FuzzCheck(backoff.yield_us >= backoff.spin_us, "yield stage ends before the spin stage");
   double timeout = weft::DefaultTimeoutSeconds();

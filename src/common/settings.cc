@@ -46,6 +46,8 @@ const std::vector<SettingInfo>& Table() {
       {"WEFT_SOCKET_BUFFER", K::kInt, "0", "socket buffer bytes (0 = autotuning)", 0, 1 << 30},
       {"WEFT_SOCKET_SPIN_US", K::kInt, "policy", "TCP progress spin before polling", 0, 1000000},
       {"WEFT_SOCKET_YIELD", K::kFlag, "policy", "TCP progress yields the core when idle"},
+      {"WEFT_TCP_MAX_UNEXPECTED_BYTES", K::kBytes, "1G",
+       "cap on TCP messages buffered before their recv, all peers"},
       {"WEFT_SHM_DISABLE", K::kFlag, "0", "same-host ranks use the network transport"},
       {"WEFT_SHM_RING_BYTES", K::kBytes, "1M", "shm ring per peer"},
       {"WEFT_SHM_SLICE_BYTES", K::kBytes, "64K", "shm copy slice"},

@@ -6,6 +6,8 @@
 #include "transports/tcp/tcp_transport.h"
 #include "transports/tcp/tcp_wire.h"
 
+#include "common/settings.h"
+
 #include <endian.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -91,6 +93,8 @@ TcpOptions TcpOptionsFromEnv() {
   if (EnvInt("WEFT_SOCKET_NSTREAMS", 1, kMaxStreams, &v)) o.streams_per_peer = static_cast<int>(v);
   if (EnvInt("WEFT_SOCKET_BUFFER", 0, 1L << 30, &v)) o.socket_buffer_bytes = static_cast<size_t>(v);
   if (EnvInt("WEFT_SOCKET_SPIN_US", 0, 1000000, &v)) o.spin_us = static_cast<int>(v);
+  // A bad value keeps the default here; ValidateSettings fails communicator creation on it.
+  o.max_unexpected_bytes = SettingBytesOr("WEFT_TCP_MAX_UNEXPECTED_BYTES", o.max_unexpected_bytes);
   return o;
 }
 
