@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "compress/compress_error.h"
+#include "compress/compressed_collectives.h"
 #include "compress/host_tiers.h"
 #include "compress/job_wide_compression.h"
 #include "kernels/half.h"
@@ -373,6 +374,29 @@ TEST(HierarchicalCompressedAllReduce, KeepsFullPrecisionInsideHosts) {
               hierarchical, flat);
   EXPECT_LT(hierarchical, 2.0 / 254 * 1.01 + 1e-3) << "|y| <= 1: two int8 steps of 1/254";
   EXPECT_GT(flat, 20 * hierarchical) << "the flat placement quantizes x itself";
+}
+
+// On 2 hosts x 2 ranks each rank sends half the encoded bytes across hosts that the flat
+// placement sends (it encodes half the data, and for 2 hosts instead of 4 ranks), and float32
+// only inside its host.
+TEST(HierarchicalCompressedAllReduce, HalvesTheBytesAcrossHosts) {
+  const size_t count = size_t{1} << 20;
+  const std::string failure = RunRanksOnHosts("2,2", 4, [&](weftComm_t comm, int rank) -> std::string {
+    const weft::compress::AllReduceWireBytes hier =
+        weft::compress::AllReduceCompressedWireBytes(Spec(weftCodecInt8), count, comm);
+    const weft::compress::AllReduceWireBytes flat =
+        weft::compress::AllReduceCompressedWireBytes(Spec(weftCodecInt8, WEFT_COMPRESS_FLAT), count, comm);
+    size_t encoded = 0;
+    weftCompression spec = Spec(weftCodecInt8);
+    weftCompressedSize(&spec, count, &encoded);
+    const double ratio = static_cast<double>(hier.across_hosts) / static_cast<double>(flat.across_hosts);
+    if (ratio < 0.45 || ratio > 0.55) return "across hosts: hierarchical / flat = " + std::to_string(ratio);
+    if (flat.across_hosts < encoded * 95 / 100 || flat.across_hosts > encoded * 105 / 100)
+      return "flat across hosts " + std::to_string(flat.across_hosts) + ", expected ~" + std::to_string(encoded);
+    if (hier.inside_hosts < count * 2) return "float32 half of the data inside the host";
+    return "";
+  });
+  EXPECT_EQ(failure, "");
 }
 
 // Error feedback keeps exactly what was dropped: after one call, result + the sum of every

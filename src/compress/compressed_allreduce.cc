@@ -28,6 +28,7 @@
 #include "compress/compress_error.h"
 #include "compress/compressed_collectives.h"
 #include "compress/host_tiers.h"
+#include "core/comm.h"
 #include "kernels/codec.h"
 
 namespace weft::compress {
@@ -186,6 +187,31 @@ size_t AllReduceCompressedWireBytes(const weftCompression& spec, size_t count, i
   // phase 5: a bandwidth-optimal allgather sends nranks - 1 padded slices per rank.
   const size_t padded = codec::EncodedBytes(spec, SliceCount(count, nranks, 0));
   return exchanged + static_cast<size_t>(nranks - 1) * padded;
+}
+
+AllReduceWireBytes AllReduceCompressedWireBytes(const weftCompression& spec, size_t count,
+                                                weftComm_t comm) {
+  AllReduceWireBytes bytes;
+  int nranks = 0, rank = 0;
+  if (!CommShape(comm, &nranks, &rank).ok()) return bytes;  // not a live communicator
+  if ((spec.flags & WEFT_COMPRESS_FLAT) == 0 && HierarchicalPlacementApplies(comm)) {
+    const std::vector<std::vector<int>>& hosts = comm->host_groups;
+    for (size_t h = 0; h < hosts.size(); ++h)
+      for (size_t i = 0; i < hosts[h].size(); ++i)
+        if (hosts[h][i] == rank)
+          return HierarchicalWireBytes(spec, count, static_cast<int>(hosts[h].size()),
+                                       static_cast<int>(i), static_cast<int>(hosts.size()),
+                                       static_cast<int>(h));
+  }
+  // Flat: the encoded slices to each other rank, split by where that rank is.
+  const size_t total = AllReduceCompressedWireBytes(spec, count, nranks, rank);
+  size_t local = 1;
+  for (const std::vector<int>& g : comm->host_groups)
+    for (int r : g)
+      if (r == rank) local = g.size();
+  bytes.inside_hosts = nranks > 1 ? total * (local - 1) / static_cast<size_t>(nranks - 1) : 0;
+  bytes.across_hosts = total - bytes.inside_hosts;
+  return bytes;
 }
 
 }  // namespace weft::compress

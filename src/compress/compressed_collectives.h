@@ -50,4 +50,18 @@ Status HierarchicalAllReduceCompressed(const void* sendbuff, void* recvbuff, siz
 // weft-perf's "wire bytes" column reports.
 size_t AllReduceCompressedWireBytes(const weftCompression& spec, size_t count, int nranks, int rank);
 
+// The same for the placement weftAllReduceCompressed takes on comm, split into bytes sent to
+// ranks of this rank's host and to ranks of other hosts. Hierarchical: the float32
+// reduce-scatter and the gather of encodings inside the host, the flat compressed allreduce of
+// this rank's parts across hosts. (weft-perf's "wire bytes" column should report across_hosts
+// + inside_hosts from this.) Zero when comm is not a live communicator.
+struct AllReduceWireBytes {
+  size_t inside_hosts = 0, across_hosts = 0;
+};
+AllReduceWireBytes AllReduceCompressedWireBytes(const weftCompression& spec, size_t count,
+                                                weftComm_t comm);
+// The hierarchical placement's, for local rank local_rank of local_size on each of nhosts hosts.
+AllReduceWireBytes HierarchicalWireBytes(const weftCompression& spec, size_t count, int local_size,
+                                         int local_rank, int nhosts, int host);
+
 }  // namespace weft::compress

@@ -246,4 +246,21 @@ Status HierarchicalAllReduceCompressed(const void* sendbuff, void* recvbuff, siz
   return OkStatus();
 }
 
+AllReduceWireBytes HierarchicalWireBytes(const weftCompression& spec, size_t count, int local_size,
+                                         int local_rank, int nhosts, int host) {
+  HostTiers shape;
+  shape.local_size = local_size;
+  shape.local_rank = local_rank;
+  shape.nhosts = nhosts;
+  const Layout l = MakeLayout(count, shape, spec);
+  AllReduceWireBytes bytes;
+  for (size_t k = 0; k < l.pieces; ++k) {
+    // A bandwidth-optimal reduce-scatter sends per_host - 1 parts; the gather, per_host - 1
+    // copies of this rank's encodings.
+    bytes.inside_hosts += (l.per_host - 1) * (l.part * sizeof(float) + l.blob);
+    bytes.across_hosts += AllReduceCompressedWireBytes(spec, l.Valid(l.local_rank, k), nhosts, host);
+  }
+  return bytes;
+}
+
 }  // namespace weft::compress
