@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -128,9 +129,18 @@ INSTANTIATE_TEST_SUITE_P(ShmAndTcp, Transports, testing::Values(false, true),
 // sends to it). The first survivor to notice times out (weftTimeout) naming the step and the
 // stuck peer, rank 1, and tears its connections down, so the other survivor may see that as
 // weftRemoteError instead; nobody may hang.
+//
+// WEFT_TIMEOUT is 3 s scaled by SlowdownFactor() (at most 40 s, below rank 1's 60 s sleep):
+// under TSan the healthy 64 MiB allreduces run ~10x slower, and with 3 s rank 1 itself timed
+// out in a healthy iteration ("step 6 (recv from rank 0) made no progress for 3 s") before it
+// stopped, so both survivors got its abort (weftRemoteError) and nobody weftTimeout (1 of 2
+// TSan runs).
 TEST(Faults, HungRankTimesOutNamingTheStuckPeer) {
+  const int timeout_s = static_cast<int>(std::min(3.0 * SlowdownFactor(), 40.0));
   Outcome o = Launch(3, {Worker(), "hang-mid"},
-                     {{"WEFT_TIMEOUT", "3"}, {"WEFT_SHM_DISABLE", "1"}, {"WEFT_ALGO", "allreduce:ring"}}, 60, {0, 2});
+                     {{"WEFT_TIMEOUT", std::to_string(timeout_s)}, {"WEFT_SHM_DISABLE", "1"},
+                      {"WEFT_ALGO", "allreduce:ring"}},
+                     60, {0, 2});
   ASSERT_FALSE(o.timed_out) << o.output[0] << o.output[2];
   const std::regex names_peer(R"(step [0-9]+ \((recv|recv_reduce|send) (from|to) rank ([0-9]+)\) made no progress)");
   int timeouts = 0;

@@ -154,6 +154,21 @@ bool ExitedZero(int status);
 // sanitize_env.sh sets it, sanitized code being slower; not WEFT_*, weft warns about unknown
 // WEFT_* names), 1 when unset so the normal suite keeps its bounds. Scales LaunchRanks' limit.
 double SlowdownFactor();
+// True when this test executable is built with ThreadSanitizer (gcc defines
+// __SANITIZE_THREAD__, clang reports __has_feature(thread_sanitizer)). TSan does not support a
+// process that forks while it has threads and then starts threads in the child ("starting new
+// threads after multi-threaded fork is not supported"): such a test skips under it, saying so.
+#if defined(__SANITIZE_THREAD__)
+inline constexpr bool kBuiltWithThreadSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+inline constexpr bool kBuiltWithThreadSanitizer = true;
+#else
+inline constexpr bool kBuiltWithThreadSanitizer = false;
+#endif
+#else
+inline constexpr bool kBuiltWithThreadSanitizer = false;
+#endif
 // A loopback TCP port that was free a moment ago (for WEFT_ROOT in tests).
 int FreeLoopbackPort();
 
