@@ -10,7 +10,8 @@
 #   BUILD_DIR  overrides the build directory; JOBS the build parallelism (default nproc);
 #   TEST_JOBS  ctest parallelism (default 2); TEST_TIMEOUT ctest's limit per test in seconds
 #   (default 1800: the normal 300 s is too short for the longest proofs under a sanitizer);
-#   CMAKE_ARGS extra configure flags.
+#   CMAKE_ARGS extra configure flags; BUILD_TARGETS (space-separated) builds only those targets
+#   instead of the whole tree (then run only the tests they provide, with -L/-R).
 #   To re-run single tests by hand with the same environment:
 #     source scripts/sanitize_env.sh asan && ctest --test-dir build-asan -R <regex>
 #
@@ -51,7 +52,12 @@ if [ "$build" = 1 ]; then
     -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" \
     -DWEFT_TEST_TIMEOUT="${TEST_TIMEOUT:-1800}" \
     "${launcher[@]}" ${CMAKE_ARGS:-} >/dev/null
-  cmake --build "$BUILD_DIR" -j "$JOBS"
+  if [ -n "${BUILD_TARGETS:-}" ]; then
+    # shellcheck disable=SC2086  # a list of target names
+    cmake --build "$BUILD_DIR" -j "$JOBS" --target ${BUILD_TARGETS}
+  else
+    cmake --build "$BUILD_DIR" -j "$JOBS"
+  fi
 fi
 echo "sanitize.sh $kind: build $(( $(date +%s) - build_start )) s"
 
