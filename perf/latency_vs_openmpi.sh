@@ -5,8 +5,12 @@
 # optionally with competing `nice -n 10` busy loops. Prints each run's table and the load
 # average before and after.
 #
-#   perf/latency_vs_openmpi.sh [--build DIR] [--ranks N] [--busy K] [--repeat R] [-- weft-perf args]
+#   perf/latency_vs_openmpi.sh [--build DIR] [--ranks N] [--busy K] [--repeat R] [--bind]
+#                              [-- weft-perf args]
 #
+# --bind: each weft rank runs under `taskset -c <local rank mod cores>`, as mpirun binds its
+# ranks to cores by default (without it, the weft ranks float: on a loaded machine the
+# scheduler may put both on one core).
 # Defaults: --build build, --ranks 2, --busy 0, --repeat 2, then
 #   -C allreduce -b 8 -e 1K -f 2 -n 2000 -w 200 -c 0
 set -u
@@ -15,14 +19,16 @@ BUILD="$REPO/build"
 RANKS=2
 BUSY=0
 REPEAT=2
+BIND=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) BUILD="$2"; shift 2 ;;
     --ranks) RANKS="$2"; shift 2 ;;
     --busy) BUSY="$2"; shift 2 ;;
     --repeat) REPEAT="$2"; shift 2 ;;
+    --bind) BIND=1; shift ;;
     --) shift; break ;;
-    *) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+    *) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
   esac
 done
 ARGS=("$@")
@@ -40,8 +46,15 @@ for ((i = 0; i < BUSY; i++)); do
 done
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg); busy loops at nice 10: $BUSY"
 for ((k = 1; k <= REPEAT; k++)); do
-  echo "# run $k: weft: $BIN/weftrun -n $RANKS --no-prefix $BIN/weft-perf ${ARGS[*]}"
-  timeout 120 "$BIN/weftrun" -n "$RANKS" --no-prefix "$BIN/weft-perf" "${ARGS[@]}" | grep -v '^#'
+  if [ "$BIND" = 1 ]; then
+    CORES=$(nproc)
+    echo "# run $k: weft (bound): $BIN/weftrun -n $RANKS --no-prefix sh -c 'exec taskset -c \$((WEFT_LOCAL_RANK % $CORES)) $BIN/weft-perf ${ARGS[*]}'"
+    timeout 120 "$BIN/weftrun" -n "$RANKS" --no-prefix sh -c \
+      "exec taskset -c \$((WEFT_LOCAL_RANK % $CORES)) $BIN/weft-perf ${ARGS[*]}" | grep -v '^#'
+  else
+    echo "# run $k: weft: $BIN/weftrun -n $RANKS --no-prefix $BIN/weft-perf ${ARGS[*]}"
+    timeout 120 "$BIN/weftrun" -n "$RANKS" --no-prefix "$BIN/weft-perf" "${ARGS[@]}" | grep -v '^#'
+  fi
   echo "# run $k: openmpi: mpirun.openmpi --allow-run-as-root --oversubscribe -np $RANKS $BIN/mpi-perf-openmpi ${ARGS[*]}"
   timeout 120 mpirun.openmpi --allow-run-as-root --oversubscribe -np "$RANKS" "$BIN/mpi-perf-openmpi" \
     "${ARGS[@]}" 2>/dev/null | grep -v '^#'

@@ -32,9 +32,18 @@ int UsableCpuCount() {
   return n > 0 ? static_cast<int>(n) : 1;
 }
 
+int UsableCpuCountOfHost() {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
 BackoffPolicy BackoffPolicy::FromEnv(int ranks_per_host) {
+  return FromEnv(ranks_per_host, UsableCpuCount());
+}
+
+BackoffPolicy BackoffPolicy::FromEnv(int ranks_per_host, int usable_cpus) {
   BackoffPolicy p;
-  if (ranks_per_host > UsableCpuCount()) {
+  if (ranks_per_host > usable_cpus) {
     // Oversubscribed: the producer we wait for likely needs our core. Spinning only delays it.
     p.spin_us = 0;
     p.yield_us = 20;
@@ -44,7 +53,7 @@ BackoffPolicy BackoffPolicy::FromEnv(int ranks_per_host) {
     p.spin_us = spin_env;
     // With a core per rank there is no yield stage by default: WEFT_SPIN_US alone must not
     // create one.
-    if (ranks_per_host <= UsableCpuCount()) p.yield_us = spin_env;
+    if (ranks_per_host <= usable_cpus) p.yield_us = spin_env;
   }
   p.yield_us = SettingOr("WEFT_YIELD_US", p.yield_us);
   if (p.yield_us < p.spin_us) p.yield_us = p.spin_us;

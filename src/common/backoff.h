@@ -43,10 +43,15 @@ struct BackoffPolicy {
   // The defaults above, adjusted for `ranks_per_host` ranks sharing this host's usable CPUs
   // (sched_getaffinity), then overridden by WEFT_SPIN_US / WEFT_YIELD_US when set.
   static BackoffPolicy FromEnv(int ranks_per_host);
+  // The same with the number of CPUs the host's ranks may use between them (shm exchanges the
+  // ranks' affinity masks: two ranks each pinned to its own core have 2 CPUs, not 1).
+  static BackoffPolicy FromEnv(int ranks_per_host, int usable_cpus);
 };
 
 // Number of CPUs this process may run on (sched_getaffinity), at least 1.
 int UsableCpuCount();
+// Number of CPUs online on this host, at least 1.
+int UsableCpuCountOfHost();
 
 class Backoff {
  public:

@@ -16,6 +16,7 @@ constexpr uint32_t kMsgMagic = 0x6d736731;                 // "msg1"
 constexpr uint64_t kWindowMagic = 0x7765667477696e31ULL;   // "weftwin1"
 constexpr size_t kLine = 64;
 constexpr size_t kWindowHeaderBytes = 4096;  // keeps the window's data page-aligned
+constexpr size_t kAffinityWords = 16;         // RankHeader::affinity: CPUs 0..1023
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared atomics must be lock-free");
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "shared atomics must be lock-free");
@@ -36,6 +37,10 @@ struct alignas(kLine) RankHeader {
   // finds it equal to its own CPU yields instead of spinning, since spinning would keep the
   // owner, whose progress it waits for, off that CPU (shm_transport.cc, Progress).
   alignas(kLine) std::atomic<int32_t> waiting_cpu;
+  // The owner's CPU affinity at creation (bit c: CPU c, the first kAffinityWords * 64 CPUs):
+  // the ranks of a host are oversubscribed when the union of their masks has fewer CPUs than
+  // ranks (a rank pinned to one core is not oversubscribed when its peers have other cores).
+  uint64_t affinity[kAffinityWords];
   alignas(kLine) std::atomic<uint64_t> window_gen;
   std::atomic<uint64_t> window_bytes;
   std::atomic<uint32_t> closed;  // owner closed or aborted: waiting on it is pointless

@@ -73,7 +73,32 @@ struct NameRecord {
   uint32_t ok;     // second round: 1 when mapping every peer succeeded
 };
 
+// This process's CPU affinity as a bit mask of the first kAffinityWords * 64 CPUs (all ones
+// when it cannot be read: then nothing is concluded from it).
+void StoreAffinity(uint64_t* words) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const bool known = sched_getaffinity(0, sizeof(set), &set) == 0;
+  for (size_t w = 0; w < shm_detail::kAffinityWords; ++w) {
+    uint64_t bits = 0;
+    for (size_t b = 0; b < 64; ++b) {
+      const size_t cpu = w * 64 + b;
+      if (!known || (cpu < CPU_SETSIZE && CPU_ISSET(cpu, &set))) bits |= uint64_t{1} << b;
+    }
+    words[w] = bits;
+  }
+}
+
 }  // namespace
+
+int ShmTransport::CpusOfLocalRanks() const {
+  uint64_t all[shm_detail::kAffinityWords] = {};
+  for (const Peer& p : peers_)
+    for (size_t w = 0; w < shm_detail::kAffinityWords; ++w) all[w] |= p.header->affinity[w];
+  int n = 0;
+  for (uint64_t w : all) n += __builtin_popcountll(w);
+  return std::max(1, std::min(n, UsableCpuCountOfHost()));
+}
 
 StatusOr<ShmOptions> ShmOptionsFromEnv() {
   ShmOptions o;
@@ -166,6 +191,7 @@ StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::CreateWithOps(
       h->ring_offset = ring_offset;
       h->doorbell.store(0);
       h->waiting_cpu.store(-1);
+      StoreAffinity(h->affinity);
       h->sleeping.store(0);
       h->window_gen.store(0);
       h->window_bytes.store(0);
@@ -307,7 +333,7 @@ StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::CreateWithOps(
     p.single_copy = options.single_copy && ((mask >> t->local_index_) & 1) != 0;
   }
   int nlocal_int = static_cast<int>(nlocal);
-  BackoffPolicy policy = BackoffPolicy::FromEnv(nlocal_int);
+  BackoffPolicy policy = BackoffPolicy::FromEnv(nlocal_int, t->CpusOfLocalRanks());
   if (options.spin_us >= 0) policy.spin_us = options.spin_us;
   if (options.yield_us >= 0) policy.yield_us = std::max(options.yield_us, policy.spin_us);
   t->backoff_ = Backoff(policy);
@@ -917,7 +943,9 @@ Status ShmTransport::CheckLiveness(bool force) {
 
 int ShmTransport::PublishWaitingCpu() {
   const int cpu = sched_getcpu();  // vDSO / rseq: tens of nanoseconds
-  header_->waiting_cpu.store(cpu, std::memory_order_relaxed);
+  // Store only a change: peers poll this line, and every store would cost them a cache miss.
+  if (header_->waiting_cpu.load(std::memory_order_relaxed) != cpu)
+    header_->waiting_cpu.store(cpu, std::memory_order_relaxed);
   return cpu;
 }
 

@@ -296,6 +296,9 @@ class ShmTransport : public DirectTransport {
   void Wake(Peer& p);
   Status CheckLiveness(bool force);
   int PublishWaitingCpu();
+  // CPUs in the union of the local ranks' affinity masks (how many cores the host's ranks
+  // may use between them: fewer than ranks means oversubscribed).
+  int CpusOfLocalRanks() const;
   bool PeerWaitsForMyCpu(int my_cpu) const;
   Status PeerAlive(const Peer& p) const;
   void FailPeer(Peer& p, const Status& st);      // peer dead: fail its requests, mark it
