@@ -483,6 +483,10 @@ TEST(CodecSpec, Parse) {
   EXPECT_EQ(s.codec, weftCodecFp8E4M3);
   ASSERT_EQ(weftCompressionParse("1bit", &s), weftSuccess);
   EXPECT_EQ(s.codec, weftCodecSign1);
+  // "flat": the placement flag (every transfer compressed), accepted with any codec.
+  ASSERT_EQ(weftCompressionParse("topk:0.01,flat", &s), weftSuccess);
+  EXPECT_EQ(s.flags, WEFT_COMPRESS_FLAT);
+  EXPECT_FLOAT_EQ(s.ratio, 0.01f);
   EXPECT_EQ(weftCompressionParse("int3", &s), weftInvalidArgument);
   EXPECT_EQ(weftCompressionParse("int8:block=0", &s), weftInvalidArgument);
   EXPECT_EQ(weftCompressionParse("int8:colour=red", &s), weftInvalidArgument);

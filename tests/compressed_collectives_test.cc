@@ -43,7 +43,8 @@ weftCompression Spec(weftCodec_t codec, uint32_t flags = 0, float ratio = 0.01f)
 // Like RunRanks, with the thread ranks grouped into "hosts" of the sizes in `groups` ("2,2"):
 // compressed allreduces then take the hierarchical placement. WEFT_INPROC_GROUPS is unset
 // again before the ranks run, since the tiers' weftCommSplit makes thread communicators of
-// other sizes (which would refuse it). The tiers are released before the communicators go.
+// other sizes (which would refuse it). The tiers are released before the communicators go
+// (ReleaseCommunicator, the hook weftCommDestroy should call).
 std::string RunRanksOnHosts(const char* groups, int n,
                             const std::function<std::string(weftComm_t, int)>& fn) {
   setenv("WEFT_INPROC_GROUPS", groups, 1);
@@ -53,7 +54,7 @@ std::string RunRanksOnHosts(const char* groups, int n,
   if (created != weftSuccess) return std::string("weftCommInitAll: ") + weftGetLastError(nullptr);
   const std::string failure = weft_test::RunOnComms(comms, fn);
   for (weftComm_t c : comms) {
-    weft::compress::ReleaseHostTiers(c);
+    weft::compress::ReleaseCommunicator(c);
     weftCommDestroy(c);
   }
   return failure;

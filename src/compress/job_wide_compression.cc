@@ -2,6 +2,7 @@
 #include "compress/job_wide_compression.h"
 
 #include <cstdlib>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <string>
@@ -11,6 +12,7 @@
 #include "compress/compress_error.h"
 #include "compress/compressed_collectives.h"
 #include "compress/compression_pays.h"
+#include "compress/host_tiers.h"
 #include "core/api_internal.h"
 #include "core/comm.h"
 #include "common/settings.h"
@@ -105,6 +107,13 @@ bool MaybeRunJobWideCompression(const JobWideSettings& s, const void* sendbuff,
                                    comm, stream)
                 .WithContext("WEFT_COMPRESSION");
   return true;
+}
+
+void ReleaseCommunicator(weftComm_t comm) {
+  ReleaseHostTiers(comm);
+  std::lock_guard<std::mutex> lock(g_feedback_mu);
+  for (auto it = g_feedback.begin(); it != g_feedback.end();)
+    it = std::get<0>(it->first) == comm ? g_feedback.erase(it) : std::next(it);
 }
 
 }  // namespace weft::compress
