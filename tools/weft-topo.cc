@@ -159,6 +159,12 @@ int main(int argc, char** argv) {
   }
   size_t elem = DtypeSizeByName(dtype);
   if (elem == 0) return Usage(("unknown dtype " + dtype).c_str());
+  if (!compress_spec.empty()) {
+    bool always = false;
+    weftCompression spec;
+    if (weftCompressionParse(compress::WithoutAlwaysOption(compress_spec, &always).c_str(), &spec) != weftSuccess)
+      return Usage(("--compress '" + compress_spec + "' is not a compression spec (as WEFT_COMPRESSION)").c_str());
+  }
   StatusOr<std::shared_ptr<const Fabric>> fabric = InvalidArgument("no fabric");
   if (calibrate && (!preset.empty() || !topo_file.empty() || nranks > 0))
     return Usage("--calibrate measures the job's own fabric: it takes no --preset, --topo-file or -n");
