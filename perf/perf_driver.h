@@ -88,6 +88,7 @@ typedef struct {
   const char* compress;   /* --compress CODEC: compressed collectives (weft only) */
   double tolerance;       /* set by a compressing backend: allowed |result - exact| (0 = exact) */
   char command[2048];     /* the command line, recorded in --json/--csv */
+  int batches;            /* --batches B: median of B timed batches (0/1 = nccl-tests' mean) */
 } perf_options_t;
 
 struct perf_backend;
@@ -403,6 +404,9 @@ static void perf_usage(const char* prog, FILE* f) {
           "  -c,--check 0|1          check every result before timing (default 1)\n"
           "  --time-budget SEC       fewer iterations (at least 2) for sizes whose calls are\n"
           "                          slow: about SEC seconds per size and placement\n"
+          "  --batches B             time B batches of iters/B calls and report the median\n"
+          "                          batch's time per call (robust to a preempted batch on a\n"
+          "                          shared machine); default 1: the mean over all iterations\n"
           "output (rank 0):\n"
           "  --json FILE             the rows as JSON (RESULTS.md and compare.py read these)\n"
           "  --csv FILE              the rows as CSV\n"
@@ -450,7 +454,7 @@ static int perf_parse_options(int argc, char** argv, perf_options_t* o) {
       {"algo", required_argument, 0, 1},         {"json", required_argument, 0, 2},
       {"csv", required_argument, 0, 3},          {"label", required_argument, 0, 4},
       {"time-budget", required_argument, 0, 5},  {"help", no_argument, 0, 'h'},
-      {"compress", required_argument, 0, 6},
+      {"compress", required_argument, 0, 6},     {"batches", required_argument, 0, 7},
       {0, 0, 0, 0}};
   optind = 1;
   int c, v;
@@ -492,6 +496,7 @@ static int perf_parse_options(int argc, char** argv, perf_options_t* o) {
       case 4: o->label = optarg; break;
       case 5: o->time_budget = atof(optarg); break;
       case 6: o->compress = optarg; break;
+      case 7: o->batches = atoi(optarg); break;
       case 'h': perf_usage(argv[0], stdout); return 1;
       default: perf_usage(argv[0], stderr); return -1;
     }
@@ -684,6 +689,33 @@ static int perf_call(perf_backend_t* b, const perf_options_t* o, const void* s, 
   return rc;
 }
 
+static int perf_cmp_double(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b;
+  return x < y ? -1 : x > y;
+}
+
+/* `iters` timed calls; *sec = seconds per call: the mean, or with --batches B the median over
+ * B batches of iters/B calls (a batch that a preemption of this machine hit is an outlier the
+ * median ignores; every backend is timed the same way). */
+static int perf_timed_calls(perf_backend_t* b, const perf_options_t* o, const void* s, void* r,
+                            size_t count, int iters, double* sec) {
+  int nb = o->batches > 1 ? o->batches : 1;
+  if (nb > iters) nb = iters;
+  double per[64];
+  if (nb > 64) nb = 64;
+  const int each = iters / nb;
+  for (int k = 0; k < nb; ++k) {
+    double t0 = perf_now();
+    for (int i = 0; i < each; ++i)
+      if (perf_call(b, o, s, r, count, 0)) return -1;
+    if (b->sync && b->sync(b)) return -1;
+    per[k] = (perf_now() - t0) / each;
+  }
+  qsort(per, (size_t)nb, sizeof per[0], perf_cmp_double);
+  *sec = per[nb / 2];
+  return 0;
+}
+
 /* One placement (in place or not) of one size: check, warm up, time. */
 static int perf_measure(perf_backend_t* b, const perf_options_t* o, perf_buffers_t* bufs,
                         size_t count, size_t send_elems, size_t recv_elems, int inplace,
@@ -748,11 +780,8 @@ static int perf_measure(perf_backend_t* b, const perf_options_t* o, perf_buffers
     }
   }
   if (b->barrier(b)) return -1;
-  double t0 = perf_now();
-  for (int i = 0; i < iters; ++i)
-    if (perf_call(b, o, sendp, recvp, count, 0)) return -1;
-  if (b->sync && b->sync(b)) return -1;
-  double sec = (perf_now() - t0) / iters;
+  double sec = 0;
+  if (perf_timed_calls(b, o, sendp, recvp, count, iters, &sec)) return -1;
   if (b->allreduce_max_double(b, &sec)) return -1;
   res->time_us = sec * 1e6;
   res->algbw = sec > 0 ? (double)size / 1e9 / sec : 0.0;
