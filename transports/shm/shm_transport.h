@@ -300,6 +300,7 @@ class ShmTransport : public DirectTransport {
   // may use between them: fewer than ranks means oversubscribed).
   int CpusOfLocalRanks() const;
   bool PeerWaitsForMyCpu(int my_cpu) const;
+  bool MoveOffSharedCpu(int my_cpu);
   Status PeerAlive(const Peer& p) const;
   void FailPeer(Peer& p, const Status& st);      // peer dead: fail its requests, mark it
   void FailRequests(Peer& p, const Status& st);  // fail every pending request involving p
@@ -326,6 +327,7 @@ class ShmTransport : public DirectTransport {
   Status aborted_;
   Backoff backoff_;
   std::chrono::steady_clock::time_point last_liveness_check_;
+  std::chrono::steady_clock::time_point last_cpu_move_;  // MoveOffSharedCpu's rate limit
   uint64_t liveness_calls_ = 0;
 };
 
