@@ -1,0 +1,80 @@
+// The waiting policy's two regimes (src/common/backoff.h): with a core per rank, spin for
+// 2 ms and never sched_yield (yielding handed the core to any competing process for a whole
+// slice); with more ranks than the CPUs they may use between them, no spin and a short yield
+// stage. WEFT_SPIN_US alone must not create a yield stage; WEFT_YIELD_US still sets one.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "common/backoff.h"
+
+namespace weft {
+namespace {
+
+struct EnvGuard {
+  EnvGuard() { Clear(); }
+  ~EnvGuard() { Clear(); }
+  static void Clear() {
+    unsetenv("WEFT_SPIN_US");
+    unsetenv("WEFT_YIELD_US");
+  }
+};
+
+TEST(BackoffPolicy, CorePerRankSpinsAndNeverYields) {
+  EnvGuard env;
+  BackoffPolicy p = BackoffPolicy::FromEnv(/*ranks_per_host=*/2, /*usable_cpus=*/2);
+  EXPECT_EQ(p.spin_us, 2000);
+  EXPECT_EQ(p.yield_us, p.spin_us);  // no yield stage
+  // Two ranks each pinned to its own core: 2 CPUs between them, still a core per rank.
+  p = BackoffPolicy::FromEnv(2, 8);
+  EXPECT_EQ(p.spin_us, 2000);
+}
+
+TEST(BackoffPolicy, OversubscribedYieldsBriefly) {
+  EnvGuard env;
+  BackoffPolicy p = BackoffPolicy::FromEnv(/*ranks_per_host=*/4, /*usable_cpus=*/2);
+  EXPECT_EQ(p.spin_us, 0);
+  EXPECT_EQ(p.yield_us, 20);
+}
+
+TEST(BackoffPolicy, SpinSettingAloneAddsNoYieldStage) {
+  EnvGuard env;
+  setenv("WEFT_SPIN_US", "7", 1);
+  BackoffPolicy p = BackoffPolicy::FromEnv(2, 2);
+  EXPECT_EQ(p.spin_us, 7);
+  EXPECT_EQ(p.yield_us, 7);
+  setenv("WEFT_YIELD_US", "500", 1);
+  p = BackoffPolicy::FromEnv(2, 2);
+  EXPECT_EQ(p.spin_us, 7);
+  EXPECT_EQ(p.yield_us, 500);
+  // Oversubscribed keeps its own yield stage unless WEFT_YIELD_US says otherwise.
+  unsetenv("WEFT_YIELD_US");
+  p = BackoffPolicy::FromEnv(4, 2);
+  EXPECT_EQ(p.spin_us, 7);
+  EXPECT_EQ(p.yield_us, 20);
+}
+
+TEST(BackoffPolicy, YieldNeverEndsBeforeSpin) {
+  EnvGuard env;
+  setenv("WEFT_SPIN_US", "300", 1);
+  setenv("WEFT_YIELD_US", "100", 1);
+  BackoffPolicy p = BackoffPolicy::FromEnv(2, 2);
+  EXPECT_EQ(p.spin_us, 300);
+  EXPECT_EQ(p.yield_us, 300);
+}
+
+TEST(BackoffPolicy, YieldStageOfTheBackoffItself) {
+  // Backoff::Yield yields in the spin stage and reports the stage like Pause.
+  BackoffPolicy p;
+  p.spin_us = 1000000;
+  p.yield_us = 1000000;
+  Backoff b(p);
+  EXPECT_EQ(b.Yield(), Backoff::Stage::kSpin);
+  p.spin_us = 0;
+  p.yield_us = 0;
+  Backoff sleeper(p);
+  EXPECT_EQ(sleeper.Yield(), Backoff::Stage::kSleep);
+}
+
+}  // namespace
+}  // namespace weft
