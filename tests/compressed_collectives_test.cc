@@ -403,32 +403,30 @@ TEST(HierarchicalCompressedAllReduce, HalvesTheBytesAcrossHosts) {
 // Error feedback keeps exactly what was dropped: after one call, result + the sum of every
 // rank's residual equals the exact sum (up to float32 rounding), in both placements.
 void CheckResidualsHoldWhatWasDropped(uint32_t flags, size_t count) {
-  {
-    const int n = 4;
-    std::vector<std::vector<float>> in(n), out(n), residual(n);
-    for (int q = 0; q < n; ++q) in[q] = Contribution(q, count, weftFloat32, 3);
-    const weftCompression spec = Spec(weftCodecInt4, flags);
-    const std::string failure = RunRanksOnHosts("2,2", n, [&](weftComm_t comm, int rank) -> std::string {
-      out[rank].assign(count, 0.0f);
-      residual[rank].assign(count, 0.0f);
-      return weftAllReduceCompressed(in[rank].data(), out[rank].data(), count, weftFloat32, weftSum,
-                                     &spec, residual[rank].data(), comm, nullptr) == weftSuccess
-                 ? "" : weft::compress::LastCompressionError();
-    });
-    ASSERT_EQ(failure, "");
-    double dropped = 0;
-    for (size_t i = 0; i < count; ++i) {
-      double exact = 0, kept = out[0][i], magnitude = 0;
-      for (int q = 0; q < n; ++q) {
-        exact += in[q][i];
-        kept += residual[q][i];
-        magnitude += std::fabs(in[q][i]) + std::fabs(residual[q][i]);
-        dropped += std::fabs(residual[q][i]);
-      }
-      ASSERT_LE(std::fabs(kept - exact), 1e-5 * magnitude + 1e-30) << "flags=" << flags << " i=" << i;
+  const int n = 4;
+  std::vector<std::vector<float>> in(n), out(n), residual(n);
+  for (int q = 0; q < n; ++q) in[q] = Contribution(q, count, weftFloat32, 3);
+  const weftCompression spec = Spec(weftCodecInt4, flags);
+  const std::string failure = RunRanksOnHosts("2,2", n, [&](weftComm_t comm, int rank) -> std::string {
+    out[rank].assign(count, 0.0f);
+    residual[rank].assign(count, 0.0f);
+    return weftAllReduceCompressed(in[rank].data(), out[rank].data(), count, weftFloat32, weftSum,
+                                   &spec, residual[rank].data(), comm, nullptr) == weftSuccess
+               ? "" : weft::compress::LastCompressionError();
+  });
+  ASSERT_EQ(failure, "");
+  double dropped = 0;
+  for (size_t i = 0; i < count; ++i) {
+    double exact = 0, kept = out[0][i], magnitude = 0;
+    for (int q = 0; q < n; ++q) {
+      exact += in[q][i];
+      kept += residual[q][i];
+      magnitude += std::fabs(in[q][i]) + std::fabs(residual[q][i]);
+      dropped += std::fabs(residual[q][i]);
     }
-    EXPECT_GT(dropped, 0) << "int4 drops something";
+    ASSERT_LE(std::fabs(kept - exact), 1e-5 * magnitude + 1e-30) << "flags=" << flags << " i=" << i;
   }
+  EXPECT_GT(dropped, 0) << "int4 drops something";
 }
 
 TEST(HierarchicalCompressedAllReduce, ResidualsHoldWhatWasDropped) {
