@@ -67,6 +67,10 @@ struct alignas(kLine) RingControl {
   alignas(kLine) std::atomic<uint64_t> tail;     // bytes published by the sender
   alignas(kLine) std::atomic<uint64_t> head;     // bytes consumed by the owner
   alignas(kLine) std::atomic<uint64_t> signals;  // Signal() count from the sender
+  // The latest tagged signal, on the counter's own cache line: a receiver that consumes the
+  // latest one checks its tag without touching signal_tags' lines (one cache-line transfer
+  // less per tiny collective); older ones are checked in signal_tags as before.
+  SignalTagSlot latest_tagged;
   alignas(kLine) std::atomic<uint64_t> cma_acks;  // single-copy messages the owner has read
   alignas(kLine) SignalTagSlot signal_tags[kSignalTagSlots];  // written by the sender
 };

@@ -205,6 +205,8 @@ StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::CreateWithOps(
         rc->tail.store(0);
         rc->head.store(0);
         rc->signals.store(0);
+        rc->latest_tagged.index.store(0);
+        rc->latest_tagged.tag.store(0);
         rc->cma_acks.store(0);
       }
       t->header_ = h;
@@ -441,12 +443,16 @@ Status ShmTransport::Signal(int peer, uint64_t tag) {
   Peer* p = Find(peer, &st);
   if (p == nullptr) return st;
   if (tag != 0) {
-    // Only this rank increments this counter: its current value is this signal's number.
-    uint64_t number = p->out->signals.load(std::memory_order_relaxed);
+    // Only this rank increments this counter: its count of signals sent is this one's number
+    // (kept here, so the counter's line is not read before it is written).
+    const uint64_t number = p->signals_sent;
     shm_detail::SignalTagSlot& slot = p->out->signal_tags[number % shm_detail::kSignalTagSlots];
     slot.tag.store(tag, std::memory_order_relaxed);
     slot.index.store(number + 1, std::memory_order_release);
+    p->out->latest_tagged.tag.store(tag, std::memory_order_relaxed);
+    p->out->latest_tagged.index.store(number + 1, std::memory_order_release);
   }
+  ++p->signals_sent;
   // seq_cst: releases every write the executor finished before this step (the fence rule),
   // and orders the increment before Wake's load of the peer's `sleeping` flag.
   p->out->signals.fetch_add(1, std::memory_order_seq_cst);
@@ -827,6 +833,15 @@ bool ShmTransport::ProgressWaits(Peer& p) {
 }
 
 Status ShmTransport::CheckSignalTag(const Peer& p, uint64_t number, uint64_t expect_tag) const {
+  // The latest tagged signal sits on the counter's line (already in our cache): when it is
+  // this one and intact, its tag decides; otherwise the slot array below does.
+  const shm_detail::SignalTagSlot& latest = p.in->latest_tagged;
+  if (latest.index.load(std::memory_order_acquire) == number + 1) {
+    const uint64_t tag = latest.tag.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (latest.index.load(std::memory_order_relaxed) == number + 1 && tag == expect_tag)
+      return OkStatus();
+  }
   const shm_detail::SignalTagSlot& slot = p.in->signal_tags[number % shm_detail::kSignalTagSlots];
   uint64_t index = slot.index.load(std::memory_order_acquire);
   uint64_t tag = slot.tag.load(std::memory_order_relaxed);

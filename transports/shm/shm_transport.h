@@ -257,6 +257,7 @@ class ShmTransport : public DirectTransport {
     std::map<uint16_t, std::deque<std::unique_ptr<Stashed>>> stash;
     Incoming cur;
     uint64_t signals_consumed = 0;
+    uint64_t signals_sent = 0;  // to this peer (we are the only writer of its counter)
     std::deque<WaitOp> waits;
     std::unique_ptr<ShmSegment> window;  // peer's window mapping (not for self)
     uint64_t window_gen = 0;
