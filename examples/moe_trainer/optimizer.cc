@@ -30,7 +30,13 @@ void AdamW::Init(const ParamLayout& layout, std::vector<Segment> segments) {
   // Per-element decay flags: shards cut across tensors. Padding is never decayed (stays 0).
   decay_dense_.assign(layout.dense_size(), 0);
   decay_expert_.assign(layout.expert_size(), 0);
+  tensors_.clear();
   for (const TensorInfo& t : layout.tensors()) {
+    // Expert tensors hold [local experts, rows, cols]: one matrix (and one clip) per expert,
+    // as an expert that starts to get tokens is exactly the case the clip is for.
+    const int parts = t.expert ? t.shape[0] : 1;
+    for (int e = 0; e < parts; ++e)
+      tensors_.push_back(Segment{t.expert, t.offset + e * (t.size / parts), t.size / parts});
     auto& mask = t.expert ? decay_expert_ : decay_dense_;
     std::fill(mask.begin() + t.offset, mask.begin() + t.offset + t.size, t.decay ? 1 : 0);
   }
@@ -91,29 +97,36 @@ void AdamW::FrozenVarianceStep(const TrainConfig& c, int step, int freeze_step, 
   // v_hat = v / (1 - beta2^t) stops at the freeze: v no longer moves, so neither may its
   // correction (letting t grow would shrink v_hat and raise the step size ~2x by step 400).
   const double bias2 = 1.0 - std::pow(static_cast<double>(c.beta2), freeze_step);
-  const float step_size = static_cast<float>(lr / bias1);
+  const float inv_bias1 = static_cast<float>(1.0 / bias1);
   const float bias2_sqrt = static_cast<float>(std::sqrt(bias2));
   const float decay_factor = 1.0f - lr * c.weight_decay;
-  size_t state = 0;
-  for (const Segment& s : segments_) {
-    float* p = (s.expert ? params->expert.data() : params->dense.data()) + s.begin;
-    const float* mom = (s.expert ? momenta.expert.data() : momenta.dense.data()) + s.begin;
-    const unsigned char* decay = (s.expert ? decay_expert_.data() : decay_dense_.data()) + s.begin;
-    float* ms = m.data() + state;
-    const float* vs = v.data() + state;
-    ParallelFor(s.count, s.count > 65536, [&](long lo, long hi) {
+  for (const Segment& t : tensors_) {
+    float* p = (t.expert ? params->expert.data() : params->dense.data()) + t.begin;
+    const float* mom = (t.expert ? momenta.expert.data() : momenta.dense.data()) + t.begin;
+    const unsigned char* decay = (t.expert ? decay_expert_.data() : decay_dense_.data()) + t.begin;
+    float* ms = m.data() + StateIndex(t.expert, t.begin);
+    const float* vs = v.data() + StateIndex(t.expert, t.begin);
+    auto update = [&](long i) {  // u = m_hat / (sqrt(v_hat) + eps)
+      return ms[i] * inv_bias1 / (std::sqrt(vs[i]) / bias2_sqrt + c.adam_eps);
+    };
+    double sum_sq = 0.0;  // one thread, fixed order: every rank and layout gets the same bits
+    for (long i = 0; i < static_cast<long>(t.count); ++i) {
+      // v == 0: no gradient ever reached this element in the warm-up (embedding rows of
+      // bytes the text never holds). Its frozen step size would be lr / eps, so the codec's
+      // error on it (a sign codec gives every element of a block a magnitude) would throw
+      // the parameter away; DeepSpeed's 1-bit Adam masks such momenta too (exp_avg_mask).
+      ms[i] = vs[i] > 0.0f ? mom[i] : 0.0f;
+      const double u = update(i);
+      sum_sq += u * u;
+    }
+    const double rms = std::sqrt(sum_sq / std::max<size_t>(1, t.count));
+    const float scale = lr * static_cast<float>(rms > 1.0 ? 1.0 / rms : 1.0);
+    ParallelFor(t.count, t.count > 65536, [&](long lo, long hi) {
       for (long i = lo; i < hi; ++i) {
         if (decay[i]) p[i] *= decay_factor;
-        // v == 0: no gradient ever reached this element in the warm-up (embedding rows of
-        // bytes the text never holds). Its frozen step size would be lr / eps, so the codec's
-        // error on it (a sign codec gives every element of a block a magnitude) would throw
-        // the parameter away; DeepSpeed's 1-bit Adam masks such momenta too (exp_avg_mask).
-        ms[i] = vs[i] > 0.0f ? mom[i] : 0.0f;
-        const float denom = std::sqrt(vs[i]) / bias2_sqrt + c.adam_eps;
-        p[i] -= step_size * (ms[i] / denom);
+        p[i] -= scale * update(i);
       }
     });
-    state += s.count;
   }
 }
 

@@ -20,6 +20,18 @@ bool LauncherEnvironment() {
   return false;
 }
 
+// weft's default waiting policy (spin 5 us, then sched_yield for 1 ms, then sleep on a futex)
+// assumes a rank owns its core while it waits. A trainer rank does not: its compute thread
+// runs backward on that core while weft's stream thread waits for the peer's bucket, so
+// spinning or yielding takes the core from the rank's own work (and, on a shared machine,
+// from the peer's). The overlapped waits are hidden behind backward anyway, so the trainer
+// sleeps at once unless the user chose a policy. Measured on the loaded 2-core VM
+// (README, throughput): DP=2 +38% tokens/s, +14% tokens per CPU-second.
+void ChooseWaitingPolicy() {
+  setenv("WEFT_SPIN_US", "0", /*overwrite=*/0);
+  setenv("WEFT_YIELD_US", "0", /*overwrite=*/0);
+}
+
 // Adds the time of a blocking weft call to the communication counter.
 class CommTimer {
  public:
@@ -100,6 +112,7 @@ Status Parallel::Create(const TrainConfig& config, std::unique_ptr<Parallel>* ou
   std::unique_ptr<Parallel> p(new Parallel());
   p->config_ = config;
   if (LauncherEnvironment()) {
+    ChooseWaitingPolicy();
     MOE_RETURN_IF_ERROR(p->Check(weftCommInitFromEnv(&p->world_), nullptr, "weftCommInitFromEnv"));
     weftCommCount(p->world_, &p->world_size_);
     weftCommUserRank(p->world_, &p->world_rank_);
