@@ -763,20 +763,39 @@ TEST(JobWideCompression, SettingsAndTheHookFunction) {
 
 // The worker: one rank of a compressed int8 allreduce over processes; prints a checksum of
 // the result bits so the launcher can compare ranks. Runs only when launched below.
-TEST(CompressedProcesses, DISABLED_Worker) {
-  weftComm_t comm;
-  ASSERT_EQ(weftCommInitFromEnv(&comm), weftSuccess) << weftGetLastError(nullptr);
+// What both process workers start with: this rank joins the job (weftCommInitFromEnv) and runs
+// an int8 allreduce, with a residual, of every rank's Contribution.
+struct WorkerRun {
+  weftComm_t comm = nullptr;
   int n = 0, rank = 0;
-  weftCommCount(comm, &n);
-  weftCommUserRank(comm, &rank);
-  const size_t count = 100003;
-  const weftCompression spec = Spec(weftCodecInt8);
-  std::vector<std::vector<float>> in(n);
-  for (int q = 0; q < n; ++q) in[q] = Contribution(q, count, weftFloat32);
-  std::vector<float> out(count), residual(count, 0.0f);
-  ASSERT_EQ(weftAllReduceCompressed(in[rank].data(), out.data(), count, weftFloat32, weftSum, &spec,
-                                    residual.data(), comm, nullptr), weftSuccess)
+  weftCompression spec{};
+  std::vector<std::vector<float>> in;
+  std::vector<float> out, residual;
+};
+
+void RunWorker(size_t count, WorkerRun* w) {
+  ASSERT_EQ(weftCommInitFromEnv(&w->comm), weftSuccess) << weftGetLastError(nullptr);
+  weftCommCount(w->comm, &w->n);
+  weftCommUserRank(w->comm, &w->rank);
+  w->spec = Spec(weftCodecInt8);
+  w->in.resize(w->n);
+  for (int q = 0; q < w->n; ++q) w->in[q] = Contribution(q, count, weftFloat32);
+  w->out.assign(count, 0.0f);
+  w->residual.assign(count, 0.0f);
+  ASSERT_EQ(weftAllReduceCompressed(w->in[w->rank].data(), w->out.data(), count, weftFloat32, weftSum,
+                                    &w->spec, w->residual.data(), w->comm, nullptr), weftSuccess)
       << weft::compress::LastCompressionError();
+}
+
+TEST(CompressedProcesses, DISABLED_Worker) {
+  const size_t count = 100003;
+  WorkerRun w;
+  ASSERT_NO_FATAL_FAILURE(RunWorker(count, &w));
+  const int n = w.n;
+  const weftCompression& spec = w.spec;
+  const std::vector<std::vector<float>>& in = w.in;
+  const std::vector<float>& out = w.out;
+  weftComm_t comm = w.comm;
   uint64_t checksum = 1469598103934665603ull;
   const std::vector<double> max_abs = MaxAbs(in);
   for (size_t i = 0; i < count; ++i) {
@@ -794,20 +813,16 @@ TEST(CompressedProcesses, DISABLED_Worker) {
 // host tiers get made), stay within int8's bound for host sums, give every rank the same bits
 // (compared through an allgather of checksums) and keep in the residuals what it dropped.
 TEST(CompressedProcesses, DISABLED_HierarchicalWorker) {
-  weftComm_t comm;
-  ASSERT_EQ(weftCommInitFromEnv(&comm), weftSuccess) << weftGetLastError(nullptr);
-  int n = 0, rank = 0;
-  weftCommCount(comm, &n);
-  weftCommUserRank(comm, &rank);
-  ASSERT_EQ(n, 4) << "run as 2 hosts x 2 ranks (perf/netns/run.sh)";
   const size_t count = 100003;
-  const weftCompression spec = Spec(weftCodecInt8);
-  std::vector<std::vector<float>> in(n);
-  for (int q = 0; q < n; ++q) in[q] = Contribution(q, count, weftFloat32);
-  std::vector<float> out(count), residual(count, 0.0f);
-  ASSERT_EQ(weftAllReduceCompressed(in[rank].data(), out.data(), count, weftFloat32, weftSum, &spec,
-                                    residual.data(), comm, nullptr), weftSuccess)
-      << weft::compress::LastCompressionError();
+  WorkerRun w;
+  ASSERT_NO_FATAL_FAILURE(RunWorker(count, &w));
+  ASSERT_EQ(w.n, 4) << "run as 2 hosts x 2 ranks (perf/netns/run.sh)";
+  const int n = w.n, rank = w.rank;
+  const weftCompression& spec = w.spec;
+  const std::vector<std::vector<float>>& in = w.in;
+  const std::vector<float>& out = w.out;
+  const std::vector<float>& residual = w.residual;
+  weftComm_t comm = w.comm;
   EXPECT_EQ(weft::compress::CachedHostTierCount(), 1u) << "the hierarchical placement was not taken";
   const std::vector<std::vector<float>> sums = EncodedContributions(in, "2,2");  // run.sh: r = 2h + l
   const std::vector<double> max_abs = MaxAbs(sums);

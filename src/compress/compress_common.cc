@@ -87,13 +87,13 @@ size_t SliceOffset(size_t count, int nranks, int r) {
 }
 
 float* ScratchFloats(int slot, size_t count) {
-  thread_local std::vector<float> buffers[4];
+  thread_local std::vector<float> buffers[kScratchSlots];
   if (buffers[slot].size() < count) buffers[slot].resize(count);
   return buffers[slot].data();
 }
 
 uint8_t* ScratchBytes(int slot, size_t count) {
-  thread_local std::vector<uint8_t> buffers[4];
+  thread_local std::vector<uint8_t> buffers[kScratchSlots];
   if (buffers[slot].size() < count) buffers[slot].resize(count);
   return buffers[slot].data();
 }

@@ -49,7 +49,9 @@ size_t ElementBytes(weftDataType_t datatype);
 size_t SliceCount(size_t count, int nranks, int r);
 size_t SliceOffset(size_t count, int nranks, int r);
 
-// Per-thread scratch that only grows (thread-per-rank tests keep one per rank).
+// Per-thread scratch that only grows (thread-per-rank tests keep one per rank). Slots 0-3:
+// the flat collectives; 4-7: the hierarchical allreduce, which calls the flat one in between.
+constexpr int kScratchSlots = 8;
 float* ScratchFloats(int slot, size_t count);
 uint8_t* ScratchBytes(int slot, size_t count);
 

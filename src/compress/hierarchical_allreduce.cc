@@ -44,17 +44,10 @@ namespace {
 constexpr size_t kMaxPieces = 4;
 constexpr size_t kMinPieceBytes = size_t{8} << 20;  // smaller pieces: thread and call costs dominate
 
-// Per-thread buffers of this file (the flat allreduce it calls uses compress_common's slots).
-float* HierarchyFloats(int slot, size_t count) {
-  thread_local std::vector<float> buffers[3];
-  if (buffers[slot].size() < count) buffers[slot].resize(count);
-  return buffers[slot].data();
-}
-uint8_t* HierarchyBytes(int slot, size_t count) {
-  thread_local std::vector<uint8_t> buffers[2];
-  if (buffers[slot].size() < count) buffers[slot].resize(count);
-  return buffers[slot].data();
-}
+// compress_common's per-thread scratch slots of this file (the flat allreduce it calls in
+// between uses slots 0-3).
+constexpr int kInputSlot = 4, kPartsSlot = 5, kResultSlot = 6;  // floats
+constexpr int kEncodedSlot = 4, kGatheredSlot = 5;              // bytes
 
 // How the call is cut: `pieces` pieces of per_host x part elements (the last padded with
 // zeros); local rank j owns part elements of each, at PartOffset(j, k). Phase 2 of a part
@@ -90,7 +83,7 @@ const float* PhaseOneInput(const void* sendbuff, const Layout& l, weftDataType_t
                            float* residual) {
   if (datatype == weftFloat32 && residual == nullptr && l.padded == l.count)
     return static_cast<const float*>(sendbuff);
-  float* x = HierarchyFloats(0, l.padded);
+  float* x = ScratchFloats(kInputSlot, l.padded);
   LoadWithResidual(sendbuff, datatype, l.count, residual, x);
   std::memset(x + l.count, 0, (l.padded - l.count) * sizeof(float));
   if (residual != nullptr) std::memset(residual, 0, l.count * sizeof(float));
@@ -225,12 +218,12 @@ Status HierarchicalAllReduceCompressed(const void* sendbuff, void* recvbuff, siz
   WEFT_RETURN_IF_ERROR(GetHostTiers(comm, &c.tiers));
   const Layout& l = c.layout = MakeLayout(count, c.tiers, spec);
   c.in = PhaseOneInput(sendbuff, l, datatype, residual);
-  c.mine = HierarchyFloats(1, l.pieces * l.part);
-  c.encoded = HierarchyBytes(0, l.pieces * l.blob);
-  c.gathered = HierarchyBytes(1, l.pieces * l.per_host * l.blob);
+  c.mine = ScratchFloats(kPartsSlot, l.pieces * l.part);
+  c.encoded = ScratchBytes(kEncodedSlot, l.pieces * l.blob);
+  c.gathered = ScratchBytes(kGatheredSlot, l.pieces * l.per_host * l.blob);
   // bf16: results in float32 scratch of their own (phase 1's input may still be read by a
   // peer of the host when phase 3 starts here).
-  c.out = datatype == weftFloat32 ? static_cast<float*>(recvbuff) : HierarchyFloats(2, count);
+  c.out = datatype == weftFloat32 ? static_cast<float*>(recvbuff) : ScratchFloats(kResultSlot, count);
   c.op = op;
   c.spec = &spec;
   c.residual = residual;
