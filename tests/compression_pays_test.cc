@@ -62,6 +62,15 @@ TEST(CompressionPays, NeverOnOneHost) {
   EXPECT_FALSE(DecideCompression(nullptr, {{0, 1, 2, 3}}, Spec("int8"), 1 << 24, 4).compress);
 }
 
+TEST(CompressionPays, WithoutAFabricSeveralHostsCompress) {
+  // Thread ranks grouped into "hosts" (WEFT_INPROC_GROUPS): no model says it does not pay.
+  const CompressionDecision d = DecideCompression(nullptr, {{0, 1}, {2, 3}}, Spec("int8"), 1 << 24, 4);
+  EXPECT_TRUE(d.compress) << d.why;
+  EXPECT_EQ(d.ranks_per_host, 2);
+  // Uneven hosts take the flat placement.
+  EXPECT_EQ(DecideCompression(nullptr, {{0, 1}, {2}}, Spec("int8"), 1 << 24, 4).ranks_per_host, 1);
+}
+
 TEST(CompressionPays, AboveSomeSizeOnASlowLinkBetweenHosts) {
   const std::shared_ptr<const weft::Fabric> f = SlowTwoHostFabricFromFile();
   ASSERT_NE(f, nullptr);

@@ -5,6 +5,7 @@
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "compress/host_tiers.h"
 #include "core/api_internal.h"
 #include "core/comm.h"
+#include "common/log.h"
 #include "common/settings.h"
 
 namespace weft::compress {
@@ -37,12 +39,25 @@ float* ResidualFor(weftComm_t comm, void* recvbuff, size_t count, weftDataType_t
   return r.data();  // stable: map nodes never move, and this entry is never resized again
 }
 
+// WEFT_DEBUG=INFO shows each size's decision once per communicator (at most kLoggedDecisions).
+void LogFirstDecision(weftComm_t comm, size_t bytes, const CompressionDecision& d) {
+  constexpr size_t kLoggedDecisions = 1024;
+  static std::mutex mu;
+  static std::set<std::pair<weftComm_t, size_t>> logged;
+  std::lock_guard<std::mutex> lock(mu);
+  if (logged.size() >= kLoggedDecisions || !logged.insert({comm, bytes}).second) return;
+  WEFT_INFO("WEFT_COMPRESSION, allreduce of %zu bytes: %s", bytes, d.why.c_str());
+}
+
 // Whether this call's compression pays on comm's fabric (compression_pays.h). A handle that is
 // not a live, usable communicator: false, so that weftAllReduce reports it as usual.
 bool CompressionPays(const JobWideSettings& s, weftComm_t comm, size_t count, size_t element) {
   if (s.always) return true;
   if (!IsLiveComm(comm) || !CheckComm(comm).ok()) return false;
-  return DecideCompression(comm->fabric.get(), comm->host_groups, s.spec, count, element).compress;
+  const CompressionDecision d =
+      DecideCompression(comm->fabric.get(), comm->host_groups, s.spec, count, element);
+  LogFirstDecision(comm, count * element, d);
+  return d.compress;
 }
 
 }  // namespace
