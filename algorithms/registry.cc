@@ -43,6 +43,11 @@ StatusOr<Schedule> BuildSchedule(const AlgorithmInfo& algorithm, const ScheduleR
       if (r != scope.rank) s.ranks[r] = RankSchedule();
   }
   s.scope = scope;
+  for (RankSchedule& rs : s.ranks) {  // the executor's per-call question, answered once
+    rs.direct_steps = 0;
+    for (const Step& st : rs.steps)
+      if (SemanticsOf(st.op).needs_direct) rs.direct_steps = 1;
+  }
   return built;
 }
 

@@ -106,6 +106,9 @@ struct RankSchedule {
   size_t output_count = 0;   // elements of Output this rank owns
   size_t scratch_count = 0;  // elements of Scratch the executor must allocate
   std::vector<Step> steps;
+  // Whether steps use the direct (window) transport: 1 / 0 once known (BuildSchedule sets it,
+  // so the executor does not rescan a cached plan on every call), -1 = not known, scan.
+  int8_t direct_steps = -1;
 };
 
 // Which ranks' steps a schedule holds. The executor's path builds one rank's plan

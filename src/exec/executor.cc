@@ -180,15 +180,18 @@ Transport* Runner::TransportFor(int rank, const Step& s, Status* st) const {
 Status Runner::Prepare() {
   size_t scratch_bytes = sched_.scratch_count * elem_;
   bool direct = false;
-  for (const Step& s : sched_.steps) {
-    if (!SemanticsOf(s.op).needs_direct) continue;
-    direct = true;
-    // Direct steps reach only the ranks that this rank's window transport maps (its host).
-    if (ctx_.direct == nullptr || s.peer < 0 || s.peer >= ctx_.nranks ||
-        (*ctx_.peer_transport)[s.peer] != ctx_.direct)
-      return InternalError(std::string(ctx_.what) + ": schedule has a direct step with rank " +
-                           std::to_string(s.peer) +
-                           " but no window transport of this rank maps that rank");
+  // A plan from BuildSchedule says whether it has direct steps; hand-made schedules are scanned.
+  if (sched_.direct_steps != 0) {
+    for (const Step& s : sched_.steps) {
+      if (!SemanticsOf(s.op).needs_direct) continue;
+      direct = true;
+      // Direct steps reach only the ranks that this rank's window transport maps (its host).
+      if (ctx_.direct == nullptr || s.peer < 0 || s.peer >= ctx_.nranks ||
+          (*ctx_.peer_transport)[s.peer] != ctx_.direct)
+        return InternalError(std::string(ctx_.what) + ": schedule has a direct step with rank " +
+                             std::to_string(s.peer) +
+                             " but no window transport of this rank maps that rank");
+    }
   }
   if (direct) {
     direct_used_ = true;
