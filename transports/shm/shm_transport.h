@@ -42,21 +42,10 @@
 // spinning (two ranks the scheduler put on one core would otherwise each spin away the
 // slice the other needs). Any peer that publishes something
 // for us (ring tail, ring head when we wait for room, a signal) checks our `sleeping` flag and
-// bumps + wakes the doorbell. What each stage costs, measured with ShmPerf.* in
-// tests/shm_transport_test.cc (8-byte ping-pong round trip between 2 processes, `nice -n -20`)
-// on the dev box: a 2-vCPU VM shared with other builds (load average ~10), where even two
-// threads bouncing one atomic take 22-360 us per round trip, so these are upper bounds:
-//   own cores, spin only:   34-39 us      (spinning competes with the other load)
-//   own cores, yield only:  13-14 us
-//   own cores, futex only:  58-183 us     (futex wake + context switch each way)
-//   ONE core, spin only:    23,000 us     (each spinner burns its whole time slice)
-//   ONE core, yield only:   14-15 us;  ONE core, default policy (auto: no spin): 13-14 us
-// 8 processes on 2 cores, 200 x (ring exchange + signal barrier): 26-67 ms in all.
-// Bulk, same box: 64 MiB one-way 1.1-1.7 GB/s on either path (two-copy ring or single-copy;
-// a private 64 MiB memcpy runs at 2.9-5.2 GB/s there); reading a peer's 4 MiB window runs at
-// private-memcpy speed (37-45 GB/s, cache-resident): mapped windows cost nothing extra.
-// On an idle many-core host the spin stage is what keeps small-message latency near the
-// hardware's cache-line round trip (~0.2-0.5 us); re-measure there with the same test.
+// bumps + wakes the doorbell. What each stage costs (ShmPerf.* in tests/shm_transport_test.cc)
+// and the bulk rates are in perf/RESULTS.md, "Transport microbenchmarks": on an idle
+// many-core host the spin stage is what keeps small-message latency near the hardware's
+// cache-line round trip (~0.2-0.5 us); a yield costs a scheduler slice to a competing process.
 // Dead peers. Each rank holds an OFD write lock on its control segment for its lifetime; the
 // kernel drops it when the process dies (even while it is an unreaped zombie, which kill(pid, 0)
 // would still report alive). A waiting rank checks, every WEFT_SHM_LIVENESS_MS (100 ms), the
