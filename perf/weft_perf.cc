@@ -162,8 +162,10 @@ size_t WeftWireBytes(perf_backend_t* b, perf_coll_t coll, size_t count, perf_dty
     return static_cast<size_t>(static_cast<double>(bytes) * perf_busbw_factor(coll, b->nranks));
   }
   switch (coll) {
-    case PERF_ALLREDUCE:
-      return weft::compress::AllReduceCompressedWireBytes(*spec, count, b->nranks, b->rank);
+    case PERF_ALLREDUCE: {  // in the placement the call takes (hierarchical: inside + across)
+      const auto w = weft::compress::AllReduceCompressedWireBytes(*spec, count, Comm(b));
+      return w.inside_hosts + w.across_hosts;
+    }
     case PERF_REDUCESCATTER:
     case PERF_ALLGATHER:
     case PERF_ALLTOALL:  // n - 1 encoded blocks of count elements leave this rank

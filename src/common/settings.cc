@@ -71,7 +71,8 @@ const std::vector<SettingInfo>& Table() {
       {"WEFT_LINK_TABLE", K::kText, "built-in", "cost model link constants"},
       {"WEFT_CALIBRATE", K::kFlag, "0", "measure each link tier at init (weft-topo --calibrate)"},
       // Compression.
-      {"WEFT_COMPRESSION", K::kText, "off", "compress float sum/avg allreduces job-wide"},
+      {"WEFT_COMPRESSION", K::kText, "off",
+       "compress float sum/avg allreduces job-wide where it pays (':always' forces it)"},
       {"WEFT_COMPRESSION_MIN_BYTES", K::kBytes, "64K", "smaller allreduces stay uncompressed"},
       {"WEFT_COMPRESSION_FEEDBACK", K::kFlag, "1", "error feedback for WEFT_COMPRESSION"},
   };

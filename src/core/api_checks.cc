@@ -11,6 +11,7 @@
 
 #include "common/log.h"
 #include "compress/compress_error.h"
+#include "compress/job_wide_compression.h"
 #include "core/api_internal.h"
 #include "core/bootstrap.h"
 #include "core/init.h"
@@ -141,6 +142,9 @@ weftComm* NewComm() {
 }
 
 void FreeComm(weftComm* c, const Status& why) {
+  // Compression's per-communicator state: its host-tier sub-communicators and the
+  // WEFT_COMPRESSION residuals (keyed by this address, which a new communicator may reuse).
+  compress::ReleaseCommunicator(c);
   {
     std::lock_guard<std::mutex> l(g_comms_mu);
     g_comms.erase(c);

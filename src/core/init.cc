@@ -215,7 +215,33 @@ Status InitOverBootstrap(weftComm* comm, std::unique_ptr<Bootstrap> bootstrap) {
   return OkStatus();
 }
 
-Status InitInproc(weftComm* comm, std::shared_ptr<InprocHub> hub, int rank) {
+// Threads of one process share a host. For tests of hierarchical algorithms,
+// WEFT_INPROC_GROUPS="3,5" pretends consecutive ranks form groups ("hosts") of those sizes.
+static Status InprocHostIds(int nranks, std::vector<std::string>* ids) {
+  ids->assign(nranks, TopoHostIdentity());
+  const char* groups = getenv("WEFT_INPROC_GROUPS");
+  if (groups == nullptr || *groups == '\0') return OkStatus();
+  int r = 0, g = 0;
+  long total = 0;
+  for (const char* p = groups; *p != '\0';) {
+    char* end = nullptr;
+    long size = strtol(p, &end, 10);
+    if (end == p || size < 1)
+      return InvalidArgument(std::string("WEFT_INPROC_GROUPS=") + groups +
+                             ": expected comma-separated positive group sizes");
+    total += size;
+    for (long k = 0; k < size && r < nranks; ++k) (*ids)[r++] += "#group" + std::to_string(g);
+    ++g;
+    p = *end == ',' ? end + 1 : end;
+  }
+  if (total != nranks)
+    return InvalidArgument(std::string("WEFT_INPROC_GROUPS=") + groups + " covers " +
+                           std::to_string(total) + " ranks, not " + std::to_string(nranks));
+  return OkStatus();
+}
+
+Status InitInproc(weftComm* comm, std::shared_ptr<InprocHub> hub, int rank,
+                  const std::vector<std::string>* host_ids) {
   WEFT_RETURN_IF_ERROR(CheckSettings());  // threads of one process: one environment
   comm->rank = rank;
   comm->nranks = hub->nranks();
@@ -224,28 +250,13 @@ Status InitInproc(weftComm* comm, std::shared_ptr<InprocHub> hub, int rank) {
   comm->peer_transport.assign(comm->nranks, t.get());
   comm->peer_transport[rank] = nullptr;
   comm->transports.push_back(std::move(t));
-  // Threads of one process share a host. For tests of hierarchical algorithms,
-  // WEFT_INPROC_GROUPS="3,5" pretends consecutive ranks form groups ("hosts") of those sizes.
-  std::vector<std::string> ids(comm->nranks, TopoHostIdentity());
-  const char* groups = getenv("WEFT_INPROC_GROUPS");
-  if (groups != nullptr && *groups != '\0') {
-    int r = 0, g = 0;
-    long total = 0;
-    for (const char* p = groups; *p != '\0';) {
-      char* end = nullptr;
-      long size = strtol(p, &end, 10);
-      if (end == p || size < 1)
-        return InvalidArgument(std::string("WEFT_INPROC_GROUPS=") + groups +
-                               ": expected comma-separated positive group sizes");
-      total += size;
-      for (long k = 0; k < size && r < comm->nranks; ++k) ids[r++] += "#group" + std::to_string(g);
-      ++g;
-      p = *end == ',' ? end + 1 : end;
-    }
-    if (total != comm->nranks)
-      return InvalidArgument(std::string("WEFT_INPROC_GROUPS=") + groups + " covers " +
-                             std::to_string(total) + " ranks, not " + std::to_string(comm->nranks));
-  }
+  // A split child keeps its members' hosts from the parent (WEFT_INPROC_GROUPS describes the
+  // parent's ranks, not the child's).
+  std::vector<std::string> ids;
+  if (host_ids != nullptr && static_cast<int>(host_ids->size()) == comm->nranks)
+    ids = *host_ids;
+  else
+    WEFT_RETURN_IF_ERROR(InprocHostIds(comm->nranks, &ids));
   comm->local_rank = rank;
   WEFT_RETURN_IF_ERROR(SetupTopology(comm, ids));
   // Threads of one process: no fabric describes them, so a selector without a model

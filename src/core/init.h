@@ -20,7 +20,9 @@ StatusOr<BootstrapId> CreateUniqueId();
 Status JoinAndInit(weftComm* comm, const BootstrapId& id, int nranks, int rank);
 Status InitOverBootstrap(weftComm* comm, std::unique_ptr<Bootstrap> bootstrap);
 // One rank of a thread-per-rank group sharing `hub`.
-Status InitInproc(weftComm* comm, std::shared_ptr<InprocHub> hub, int rank);
+// `host_ids` (split children): each rank's host identity, instead of WEFT_INPROC_GROUPS.
+Status InitInproc(weftComm* comm, std::shared_ptr<InprocHub> hub, int rank,
+                  const std::vector<std::string>* host_ids = nullptr);
 // weftCommInitFromEnv.
 Status InitFromEnvironment(weftComm* comm);
 

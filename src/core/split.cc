@@ -88,7 +88,12 @@ Status SplitComm(weftComm* parent, int color, int key, weftComm* child, bool* jo
     if (inproc) {
       std::shared_ptr<InprocHub>* h = nullptr;
       memcpy(&h, id.internal, sizeof(h));
-      init = InitInproc(child, *h, new_rank);
+      std::vector<std::string> hosts(members.size());  // the parent's host of each member
+      for (size_t i = 0; i < members.size(); ++i)
+        for (size_t g = 0; g < parent->host_groups.size(); ++g)
+          for (int r : parent->host_groups[g])
+            if (r == members[i]) hosts[i] = "parent-host-" + std::to_string(g);
+      init = InitInproc(child, *h, new_rank, &hosts);
     } else {
       StatusOr<BootstrapId> bid = UnpackUniqueId(id);
       init = bid.ok() ? JoinAndInit(child, *bid, static_cast<int>(members.size()), new_rank)

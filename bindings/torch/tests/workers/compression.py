@@ -1,4 +1,4 @@
-"""Compression under the weft backend (2 processes, launched with WEFT_COMPRESSION=int8 and
+"""Compression under the weft backend (2 processes, launched with WEFT_COMPRESSION=int8:always and
 WEFT_COMPRESSION_MIN_BYTES=1048576 by test_compression.py):
 
   1. WEFT_COMPRESSION applies to plain dist.all_reduce: a 4 MiB float32 sum is approximate
