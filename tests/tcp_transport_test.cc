@@ -101,18 +101,23 @@ TEST(TcpOptionsTest, FromEnv) {
   setenv("WEFT_SOCKET_NSTREAMS", "3", 1);
   setenv("WEFT_SOCKET_BUFFER", "1048576", 1);
   setenv("WEFT_SOCKET_SPIN_US", "7", 1);
+  setenv("WEFT_TCP_MAX_UNEXPECTED_BYTES", "64M", 1);
   TcpOptions o = TcpOptionsFromEnv();
+  EXPECT_EQ(o.max_unexpected_bytes, size_t{64} << 20);
   EXPECT_EQ(o.streams_per_peer, 3);
   EXPECT_EQ(o.socket_buffer_bytes, 1048576u);
   EXPECT_EQ(o.spin_us, 7);
   setenv("WEFT_SOCKET_NSTREAMS", "0", 1);  // invalid: default kept
   setenv("WEFT_SOCKET_BUFFER", "lots", 1);
+  setenv("WEFT_TCP_MAX_UNEXPECTED_BYTES", "lots", 1);
   TcpOptions d = TcpOptionsFromEnv();
+  EXPECT_EQ(d.max_unexpected_bytes, TcpOptions().max_unexpected_bytes);
   EXPECT_EQ(d.streams_per_peer, TcpOptions().streams_per_peer);
   EXPECT_EQ(d.socket_buffer_bytes, TcpOptions().socket_buffer_bytes);
   unsetenv("WEFT_SOCKET_NSTREAMS");
   unsetenv("WEFT_SOCKET_BUFFER");
   unsetenv("WEFT_SOCKET_SPIN_US");
+  unsetenv("WEFT_TCP_MAX_UNEXPECTED_BYTES");
 }
 
 class TcpPingPongTest : public ::testing::TestWithParam<int> {};

@@ -589,7 +589,7 @@ bool TcpTransport::StartUnexpected(Peer& p, Stream& s, ChannelQueue& q, uint64_t
                     std::to_string(bytes) + "-byte message on channel " + std::to_string(s.rx_channel) +
                     " before its recv was posted, with " + std::to_string(unexpected_bytes_) +
                     " bytes already buffered; the limit is " + std::to_string(cap) +
-                    " (TcpOptions::max_unexpected_bytes)" +
+                    " (TcpOptions::max_unexpected_bytes, WEFT_TCP_MAX_UNEXPECTED_BYTES)" +
                     (bytes <= cap && unexpected_bytes_ <= cap - bytes ? " but the allocation failed" : "") +
                     ": the peer is out of sync, or a recv was posted far too late"));
     return false;
