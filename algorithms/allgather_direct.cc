@@ -51,12 +51,7 @@ StatusOr<Schedule> BuildAllGatherDirect(const ScheduleRequest& req) {
           rs.steps.push_back(CopyStep(Tmp(slot, c), Out(r * n + o, c)));
           continue;
         }
-        Step s;
-        s.op = StepOp::kDirectRead;
-        s.peer = q;
-        s.dst = Out(q * n + o, c);
-        s.remote = Tmp(slot, c);
-        rs.steps.push_back(s);
+        rs.steps.push_back(DirectStep(q, Tmp(slot, c), Out(q * n + o, c), /*reduce=*/false));
       }
       SignalAll(rs, r, p);  // done k
     }

@@ -63,8 +63,7 @@ StatusOr<Schedule> BuildOnePartDirect(const ScheduleRequest& request,
     if (slices[l].second > 0)
       WEFT_RETURN_IF_ERROR(EmbedRail(request, groups, l, slices[l].first, slices[l].second, &s));
   for (const auto& g : groups)
-    DirectShareFromOwners(&s, g, Out(0, n), Out(0, n), ScratchTop(s, g), slices,
-                          /*consume_previous_done=*/true);
+    DirectShareFromOwners(&s, g, Out(0, n), Out(0, n), ScratchTop(s, g), slices);
   s.window = 32;
   return s;
 }

@@ -49,19 +49,7 @@ void PublishWaitReduce(RankSchedule& rs, int r, int p, size_t o, size_t c, size_
     WaitOne(rs, q);                       // ready k
   }
   // 3. reduce in rank order
-  for (int q = 0; q < p; ++q) {
-    Step s;
-    if (q == r) {
-      s = q == 0 ? CopyStep(Tmp(slot, c), Out(o, c)) : ReduceStep(Tmp(slot, c), Out(o, c));
-    } else {
-      s.op = q == 0 ? StepOp::kDirectRead : StepOp::kDirectReduce;
-      s.peer = q;
-      if (q != 0) s.src = Out(o, c);
-      s.dst = Out(o, c);
-      s.remote = Tmp(slot, c);
-    }
-    rs.steps.push_back(s);
-  }
+  for (int q = 0; q < p; ++q) rs.steps.push_back(InRankOrder(r, q, q == 0, Tmp(slot, c), Out(o, c)));
   rs.steps.push_back(FinalizeStep(Out(o, c)));
 }
 

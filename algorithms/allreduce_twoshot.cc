@@ -59,17 +59,7 @@ StatusOr<Schedule> BuildAllReduceTwoshot(const ScheduleRequest& req) {
       const size_t po = PartOffset(c, p, r), ps = PartSize(c, p, r);
       if (ps > 0) {
         for (int q = 0; q < p; ++q) {
-          Step s;
-          if (q == r) {
-            s = q == 0 ? CopyStep(Tmp(a + po, ps), Tmp(b, ps)) : ReduceStep(Tmp(a + po, ps), Tmp(b, ps));
-          } else {
-            s.op = q == 0 ? StepOp::kDirectRead : StepOp::kDirectReduce;
-            s.peer = q;
-            if (q != 0) s.src = Tmp(b, ps);
-            s.dst = Tmp(b, ps);
-            s.remote = Tmp(a + po, ps);
-          }
-          rs.steps.push_back(s);
+          rs.steps.push_back(InRankOrder(r, q, q == 0, Tmp(a + po, ps), Tmp(b, ps)));
         }
         rs.steps.push_back(FinalizeStep(Tmp(b, ps)));
       }
@@ -82,12 +72,7 @@ StatusOr<Schedule> BuildAllReduceTwoshot(const ScheduleRequest& req) {
         if (q == r) {
           rs.steps.push_back(CopyStep(Tmp(b, qs), Out(o + qo, qs)));
         } else {
-          Step s;
-          s.op = StepOp::kDirectRead;
-          s.peer = q;
-          s.dst = Out(o + qo, qs);
-          s.remote = Tmp(b, qs);
-          rs.steps.push_back(s);
+          rs.steps.push_back(DirectStep(q, Tmp(b, qs), Out(o + qo, qs), /*reduce=*/false));
         }
       }
       SignalAll(rs, r, p);  // done k

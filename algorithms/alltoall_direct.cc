@@ -55,12 +55,7 @@ StatusOr<Schedule> BuildAllToAllDirect(const ScheduleRequest& req) {
       }
       for (int q = 0; q < p; ++q) {
         if (q == r) continue;
-        Step s;
-        s.op = StepOp::kDirectRead;
-        s.peer = q;
-        s.dst = Out(q * n + o, c);
-        s.remote = Tmp(slot + r * c_max, c);
-        rs.steps.push_back(s);
+        rs.steps.push_back(DirectStep(q, Tmp(slot + r * c_max, c), Out(q * n + o, c), /*reduce=*/false));
       }
       SignalAll(rs, r, p);  // done k
     }

@@ -14,15 +14,37 @@ namespace weft {
 // window even for 8-byte types, so windows never grow in normal use.
 constexpr size_t kDirectScratchElems = size_t{512} << 10;
 
-// One signal to every peer of rank r (release fence: our window writes are visible).
+// One signal to peer q (release fence: our window writes are visible).
+inline void SignalOne(RankSchedule& rs, int q) {
+  Step s;
+  s.op = StepOp::kSignal;
+  s.peer = q;
+  rs.steps.push_back(s);
+}
+
+// One signal to every peer of rank r.
 inline void SignalAll(RankSchedule& rs, int r, int p) {
   for (int q = 0; q < p; ++q)
-    if (q != r) {
-      Step s;
-      s.op = StepOp::kSignal;
-      s.peer = q;
-      rs.steps.push_back(s);
-    }
+    if (q != r) SignalOne(rs, q);
+}
+
+// Reads `remote` (a Scratch region of `peer`) into dst, or reduces it into dst.
+inline Step DirectStep(int peer, Region remote, Region dst, bool reduce) {
+  Step s;
+  s.op = reduce ? StepOp::kDirectReduce : StepOp::kDirectRead;
+  s.peer = peer;
+  s.remote = remote;
+  s.dst = dst;
+  if (reduce) s.src = dst;
+  return s;
+}
+
+// One term of a reduction in rank order into dst: the contribution of rank q, published in
+// q's Scratch at `slot` (the same region in every rank's window). The first term is copied,
+// later ones are reduced in; rank `self`'s own contribution is read locally.
+inline Step InRankOrder(int self, int q, bool first, Region slot, Region dst) {
+  if (q == self) return first ? CopyStep(slot, dst) : ReduceStep(slot, dst);
+  return DirectStep(q, slot, dst, /*reduce=*/!first);
 }
 
 // Waits for the next signal from peer q (acquire fence).

@@ -24,26 +24,10 @@ inline void PushFitted(Schedule* s, int r, const Step& st) {
   FitScratchStep(s, r, st);
 }
 
-// A step reading `remote` (a Scratch region of `peer`) into dst, or reducing it into dst.
-inline Step DirectStep(int peer, Region remote, Region dst, bool reduce) {
-  Step s;
-  s.op = reduce ? StepOp::kDirectReduce : StepOp::kDirectRead;
-  s.peer = peer;
-  s.remote = remote;
-  s.dst = dst;
-  if (reduce) s.src = dst;
-  return s;
-}
-
 // One signal from `from` to each of `to` (skipping itself), or one wait for each.
 inline void SignalEach(Schedule* s, int from, const std::vector<int>& to) {
-  for (int q : to) {
-    if (q == from) continue;
-    Step st;
-    st.op = StepOp::kSignal;
-    st.peer = q;
-    PushFitted(s, from, st);
-  }
+  for (int q : to)
+    if (q != from) SignalOne(s->ranks[from], q);
 }
 inline void WaitEach(Schedule* s, int at, const std::vector<int>& from) {
   for (int q : from)
@@ -72,25 +56,20 @@ inline void DirectReduceToOwners(Schedule* s, const std::vector<int>& group, siz
     const size_t off = owners[l].first, cnt = owners[l].second;
     if (cnt == 0) continue;
     const Region dst{out.buffer, out.offset + off, cnt};
-    for (size_t i = 0; i < group.size(); ++i) {
-      const Region mine = Tmp(base + off, cnt);
-      Step st = group[i] == owner ? (i == 0 ? CopyStep(mine, dst) : ReduceStep(mine, dst))
-                                  : DirectStep(group[i], mine, dst, /*reduce=*/i != 0);
-      PushFitted(s, owner, st);
-    }
+    for (size_t i = 0; i < group.size(); ++i)
+      PushFitted(s, owner, InRankOrder(owner, group[i], i == 0, Tmp(base + off, cnt), dst));
   }
   for (int r : group) SignalEach(s, r, group);                     // done reading
 }
 
 // Owners share: owner l holds slice l (owners[l]) at `from` + offset; every other member
 // reads it from the owner's window into `to` + offset. Owners copy their slice into their
-// window at `base` + offset first. Ends with every "done" consumed (windows free again); the
-// helper that ran before in the same operation must have left exactly one unconsumed
-// signal per pair (its "done"), which is consumed here first.
+// window at `base` + offset first. Runs after DirectReduceToOwners in the same operation: its
+// "done" signals (one per pair, not yet consumed) are consumed here first; ends with every
+// "done" consumed (windows free again).
 inline void DirectShareFromOwners(Schedule* s, const std::vector<int>& group, Region from,
                                   Region to, size_t base,
-                                  const std::vector<std::pair<size_t, size_t>>& owners,
-                                  bool consume_previous_done) {
+                                  const std::vector<std::pair<size_t, size_t>>& owners) {
   const size_t k = std::min(owners.size(), group.size());
   if (group.size() == 1) return;  // nobody to share with; `from` is `to` in the compositions
   for (size_t l = 0; l < k; ++l)
@@ -100,8 +79,8 @@ inline void DirectShareFromOwners(Schedule* s, const std::vector<int>& group, Re
           Tmp(base + owners[l].first, owners[l].second)));
   for (int r : group) SignalEach(s, r, group);                     // ready
   for (int r : group) {
-    if (consume_previous_done) WaitEach(s, r, group);
-    WaitEach(s, r, group);
+    WaitEach(s, r, group);  // DirectReduceToOwners' "done"
+    WaitEach(s, r, group);  // "ready"
   }
   for (size_t i = 0; i < group.size(); ++i)
     for (size_t l = 0; l < k; ++l) {

@@ -50,17 +50,7 @@ StatusOr<Schedule> BuildReduceScatterDirect(const ScheduleRequest& req) {
       }
       const Region mine = Tmp(slot + r * c_max, c);  // block r in every rank's slot
       for (int q = 0; q < p; ++q) {
-        Step s;
-        if (q == r) {
-          s = q == 0 ? CopyStep(mine, Out(o, c)) : ReduceStep(mine, Out(o, c));
-        } else {
-          s.op = q == 0 ? StepOp::kDirectRead : StepOp::kDirectReduce;
-          s.peer = q;
-          if (q != 0) s.src = Out(o, c);
-          s.dst = Out(o, c);
-          s.remote = mine;
-        }
-        rs.steps.push_back(s);
+        rs.steps.push_back(InRankOrder(r, q, q == 0, mine, Out(o, c)));
       }
       rs.steps.push_back(FinalizeStep(Out(o, c)));
       SignalAll(rs, r, p);  // done k

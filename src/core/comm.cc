@@ -7,7 +7,6 @@
 #include <cstring>
 
 #include "algorithms/direct_pattern.h"
-#include "algorithms/step_table.h"
 #include "common/log.h"
 #include "core/call_check.h"
 #include "exec/executor.h"
@@ -201,8 +200,7 @@ Status BuildPlan(weftComm* comm, const CollectiveCall& call, ScheduleRequest* re
     if (!built.ok()) return built.status();
     plan->other_half = *built;
   }
-  for (const Step& s : plan->schedule->ranks[comm->rank].steps)
-    plan->uses_window |= SemanticsOf(s.op).needs_direct;
+  plan->uses_window = plan->schedule->ranks[comm->rank].direct_steps == 1;  // BuildSchedule's
   WEFT_INFO("rank %d: %s count=%zu dtype=%s -> %s (chunk %zu elems, %d channels)", comm->rank,
             CollectiveName(req->collective), req->count, DataTypeName(call.dtype),
             plan->algorithm->name.c_str(), req->chunk.chunk_elems, req->chunk.channels);

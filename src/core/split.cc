@@ -88,11 +88,11 @@ Status SplitComm(weftComm* parent, int color, int key, weftComm* child, bool* jo
     if (inproc) {
       std::shared_ptr<InprocHub>* h = nullptr;
       memcpy(&h, id.internal, sizeof(h));
-      std::vector<std::string> hosts(members.size());  // the parent's host of each member
-      for (size_t i = 0; i < members.size(); ++i)
-        for (size_t g = 0; g < parent->host_groups.size(); ++g)
-          for (int r : parent->host_groups[g])
-            if (r == members[i]) hosts[i] = "parent-host-" + std::to_string(g);
+      std::vector<int> host_of(parent->nranks, 0);  // parent rank -> its host group
+      for (size_t g = 0; g < parent->host_groups.size(); ++g)
+        for (int r : parent->host_groups[g]) host_of[r] = static_cast<int>(g);
+      std::vector<std::string> hosts;  // the parent's host of each member
+      for (int m : members) hosts.push_back("parent-host-" + std::to_string(host_of[m]));
       init = InitInproc(child, *h, new_rank, &hosts);
     } else {
       StatusOr<BootstrapId> bid = UnpackUniqueId(id);
