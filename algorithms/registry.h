@@ -11,6 +11,7 @@
 
 #include "algorithms/schedule.h"
 #include "common/status.h"
+#include "weft/weft_compress.h"
 
 namespace weft {
 
@@ -54,6 +55,10 @@ struct ScheduleRequest {
   // left, one extra copy of most of the data). Such a schedule is correct out-of-place only;
   // the checker proves it so (ProveAlgorithm skips the in-place run).
   bool out_of_place = false;
+  // Compressed schedules (algorithms/*_compressed.cc): the call's codec, which sizes the
+  // encoded regions (schedule.h); codec weftCodecNone (the default) for every other request.
+  // Only the compressed generators read it, and only they apply when it is set.
+  weftCompression codec = {};
 };
 
 struct AlgorithmInfo {
