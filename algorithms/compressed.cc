@@ -25,6 +25,12 @@ const std::vector<AlgorithmInfo>& CompressedAlgorithms() {
       AlgorithmInfo{"compressed", Collective::kAllReduce,
                     [](const ScheduleRequest& r) { return Applies(r, Collective::kAllReduce); },
                     BuildAllReduceCompressed, nullptr},
+      AlgorithmInfo{"compressed", Collective::kReduceScatter,
+                    [](const ScheduleRequest& r) { return Applies(r, Collective::kReduceScatter); },
+                    BuildReduceScatterCompressed, nullptr},
+      AlgorithmInfo{"compressed", Collective::kAllGather,
+                    [](const ScheduleRequest& r) { return Applies(r, Collective::kAllGather); },
+                    BuildAllGatherCompressed, nullptr},
   };
   return list;
 }

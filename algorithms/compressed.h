@@ -27,6 +27,8 @@ bool HasUsableCodec(const ScheduleRequest& request);
 
 // The generators (algorithms/<collective>_compressed.cc).
 StatusOr<Schedule> BuildAllReduceCompressed(const ScheduleRequest& request);
+StatusOr<Schedule> BuildReduceScatterCompressed(const ScheduleRequest& request);
+StatusOr<Schedule> BuildAllGatherCompressed(const ScheduleRequest& request);
 
 // The compressed generators, each with its collective and name ("compressed").
 const std::vector<AlgorithmInfo>& CompressedAlgorithms();

@@ -10,7 +10,9 @@
 #include <cmath>
 #include <cstring>
 #include <mutex>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "algorithms/compressed.h"
@@ -21,6 +23,8 @@
 #include "sim/engine.h"
 #include "test_util.h"
 #include "topo/presets.h"
+#include "exec/executor.h"
+#include "transports/inproc/inproc_transport.h"
 #include "weft/weft_compress.h"
 
 namespace weft {
@@ -77,6 +81,40 @@ TEST(CompressedScheduleProof, AllReduceForOneToEightRanks) {
           ++proofs;
         }
   RecordProperty("proofs", proofs);
+}
+
+// Reduce-scatter and allgather, proved the same way (allgather: every rank decodes the same
+// bytes, the sender too).
+TEST(CompressedScheduleProof, ReduceScatterAndAllGatherForOneToEightRanks) {
+  for (Collective coll : {Collective::kReduceScatter, Collective::kAllGather}) {
+    const AlgorithmInfo* a = FindCompressedAlgorithm(coll);
+    ASSERT_NE(a, nullptr);
+    for (weftCodec_t c : {weftCodecInt8, weftCodecFp8E5M2, weftCodecFp16, weftCodecTopK})
+      for (int p = 1; p <= 8; ++p)
+        for (size_t count : {size_t{0}, size_t{1}, size_t{37}, size_t{300}}) {
+          ScheduleRequest r = Request(p, count, Spec(c, 32));
+          r.collective = coll;
+          ASSERT_TRUE(a->applicable(r));
+          Status st = ProveAlgorithm(*a, r);
+          ASSERT_TRUE(st.ok()) << CollectiveName(coll) << " " << weftCodecName(c) << ": " << st.message();
+        }
+  }
+}
+
+TEST(CompressedScheduleDefects, AllGatherSenderMustDecodeItsOwnBlock) {
+  const weftCompression spec = Spec(weftCodecInt8);
+  ScheduleRequest r = Request(3, 50, spec);
+  r.collective = Collective::kAllGather;
+  StatusOr<Schedule> s = BuildSchedule(*FindCompressedAlgorithm(Collective::kAllGather), r);
+  ASSERT_TRUE(s.ok());
+  // Rank 1 copies its own input into its block instead of decoding what it sent.
+  for (Step& st : s->ranks[1].steps)
+    if (st.op == StepOp::kDecode && st.dst.offset == 50) st = CopyStep(In(0, 50), st.dst);
+  CheckOptions o;
+  Status st = CheckSchedule(*s, r, o);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("would not hold bitwise-identical results"), std::string::npos)
+      << st.message();
 }
 
 TEST(CompressedScheduleProof, NeedsACodec) {
@@ -237,6 +275,59 @@ TEST(CompressedScheduleExecutor, SameBitsAsTheCompositionOverPublicCollectives) 
   EXPECT_EQ(CompareWithComposition(3, 777, weftSum, Spec(weftCodecTopK)), "");
 }
 
+// Reduce-scatter and allgather against a reference made with the codec directly: each rank's
+// block encoded once with stream (rank << 32 | block), decoded, summed in float32 in rank order
+// (reduce-scatter; avg divides once) or placed (allgather); residual = what encoding dropped.
+std::string CompareWithCodecReference(Collective coll, int p, size_t n, weftRedOp_t op,
+                                      const weftCompression& spec) {
+  const bool rs = coll == Collective::kReduceScatter;
+  const size_t in_count = rs ? n * p : n, out_count = rs ? n : n * p;
+  return weft_test::RunRanks(p, [&](weftComm_t comm, int rank) -> std::string {
+    std::vector<float> want(out_count, 0.0f), decoded(n), out(out_count), residual(in_count, 0.0f);
+    std::vector<uint8_t> enc(codec::EncodedBytes(spec, n));
+    for (int q = 0; q < p; ++q) {
+      const std::vector<float> xq = Contribution(q, in_count);
+      const size_t block = rs ? static_cast<size_t>(rank) : 0;
+      codec::Encode(spec, xq.data() + block * n, n, enc.data(), static_cast<uint64_t>(q) << 32 | block);
+      codec::Decode(spec, enc.data(), n, decoded.data());
+      for (size_t i = 0; i < n; ++i) {
+        if (!rs) want[q * n + i] = decoded[i];
+        else want[i] = q == 0 ? decoded[i] : want[i] + decoded[i];
+      }
+    }
+    if (rs && op == weftAvg && p > 1)
+      for (float& v : want) v /= static_cast<float>(p);
+    const std::vector<float> x = Contribution(rank, in_count);
+    const weftResult_t res =
+        rs ? weftReduceScatterCompressed(x.data(), out.data(), n, weftFloat32, op, &spec,
+                                         residual.data(), comm, nullptr)
+           : weftAllGatherCompressed(x.data(), out.data(), n, weftFloat32, &spec,
+                                     residual.data(), comm, nullptr);
+    if (res != weftSuccess) return compress::LastCompressionError();
+    if (std::memcmp(out.data(), want.data(), out_count * 4) != 0) return "output differs";
+    // The residual holds x - decode(encode(x)) for this rank's own blocks.
+    for (size_t b = 0; b < in_count / n; ++b) {
+      codec::Encode(spec, x.data() + b * n, n, enc.data(), static_cast<uint64_t>(rank) << 32 | b);
+      codec::Decode(spec, enc.data(), n, decoded.data());
+      for (size_t i = 0; i < n; ++i)
+        if (residual[b * n + i] != x[b * n + i] - decoded[i]) return "residual differs";
+    }
+    return "";
+  });
+}
+
+TEST(CompressedScheduleExecutor, ReduceScatterAndAllGatherMatchTheCodecReference) {
+  for (Collective coll : {Collective::kReduceScatter, Collective::kAllGather})
+    for (weftCodec_t c : {weftCodecInt8, weftCodecFp8E4M3, weftCodecBf16})
+      for (int p : {1, 2, 3, 4})
+        for (size_t n : {size_t{3}, size_t{1000}})
+          for (weftRedOp_t op : {weftSum, weftAvg}) {
+            if (coll == Collective::kAllGather && op == weftAvg) continue;
+            EXPECT_EQ(CompareWithCodecReference(coll, p, n, op, Spec(c)), "")
+                << CollectiveName(coll) << " " << weftCodecName(c) << " p=" << p << " n=" << n;
+          }
+}
+
 // One rank: its contribution is the result, quantized once (the composition quantized it
 // twice, once as a contribution and once as the "reduced" slice).
 TEST(CompressedScheduleExecutor, OneRankQuantizesOnce) {
@@ -259,6 +350,70 @@ TEST(CompressedScheduleExecutor, OneRankQuantizesOnce) {
     return "";
   });
   EXPECT_EQ(failure, "");
+}
+
+// Rank 0 encodes n values with spec[0] and sends them; rank 1 receives into a region sized
+// for spec[1] and decodes with spec[1]. Returns rank 1's status; its output in *out.
+Status SendOneEncoding(const weftCompression spec[2], size_t n, std::vector<float>* out) {
+  auto hub = std::make_shared<InprocHub>(2);
+  Status result[2];
+  out->assign(n, -1.0f);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      const Region enc = Tmp(0, EncodedElements(spec[r], n));
+      RankSchedule rs;
+      rs.input_count = rs.output_count = n;
+      rs.scratch_count = enc.count;
+      if (r == 0) rs.steps = {EncodeStep(In(0, n), enc, 0), SendStep(1, enc)};
+      else rs.steps = {RecvStep(0, enc), DecodeStep(enc, Out(0, n))};
+      InprocTransport t(hub, r);
+      std::vector<Transport*> peers(2, &t);
+      std::vector<float> in = Contribution(r, n), unused(n);
+      std::vector<unsigned char> heap;
+      ExecContext ctx;
+      ctx.rank = r;
+      ctx.nranks = 2;
+      ctx.tag = 7;
+      ctx.timeout_s = 5;
+      ctx.peer_transport = &peers;
+      ctx.heap_scratch = &heap;
+      ctx.what = "compressed schedule test";
+      ctx.codec = &spec[r];
+      ExecBuffers b;
+      b.input = in.data();
+      b.output = r == 1 ? out->data() : unused.data();
+      result[r] = ExecuteSchedule(rs, 4, ctx, b);
+      if (!result[r].ok()) t.Abort(result[r]);
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_TRUE(result[0].ok()) << result[0].message();
+  return result[1];
+}
+
+// The executor sends only the encoding (not the whole region, rounded up to elements) and the
+// receive reports its size, which the decode checks: 257 int8 values at block 128 are 269
+// bytes in a region of 68 elements (272 bytes); at block 256 they are 265 bytes, which a rank
+// expecting block 128 refuses, naming both sizes, instead of decoding garbage.
+TEST(CompressedScheduleExecutor, TheEncodedSizeTravelsAndTheDecodeChecksIt) {
+  const size_t n = 257;
+  const weftCompression same[2] = {Spec(weftCodecInt8, 128), Spec(weftCodecInt8, 128)};
+  std::vector<float> out, want(n);
+  ASSERT_EQ(codec::EncodedBytes(same[0], n), 269u);
+  ASSERT_EQ(EncodedElements(same[0], n), 68u);
+  Status st = SendOneEncoding(same, n, &out);
+  ASSERT_TRUE(st.ok()) << st.message();
+  const std::vector<float> x = Contribution(0, n);
+  std::vector<uint8_t> enc(269);
+  codec::Encode(same[0], x.data(), n, enc.data(), 0);
+  codec::Decode(same[0], enc.data(), n, want.data());
+  EXPECT_EQ(0, std::memcmp(out.data(), want.data(), n * 4));
+  const weftCompression differ[2] = {Spec(weftCodecInt8, 256), Spec(weftCodecInt8, 128)};
+  st = SendOneEncoding(differ, n, &out);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("decode src holds 265 bytes, the codec encodes to exactly 269"),
+            std::string::npos) << st.message();
 }
 
 // ---- the simulator: encoded bytes on the wire, codec time on the core ----

@@ -141,7 +141,7 @@ Status FlatAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t coun
   if (!as_is) LoadWithResidual(sendbuff, datatype, count, residual, x);
   const float* in = as_is ? static_cast<const float*>(sendbuff) : x;
   float* result = datatype == weftFloat32 ? static_cast<float*>(recvbuff) : ScratchFloats(1, count);
-  static thread_local std::vector<unsigned char> scratch;
+  std::vector<unsigned char>& scratch = CompressedScheduleScratch();
   RankSchedule ran;
   WEFT_RETURN_IF_ERROR(RunCompressedSchedule(comm, Collective::kAllReduce, count, spec, op, in,
                                              result, &scratch, residual ? &ran : nullptr));
@@ -219,8 +219,13 @@ AllReduceWireBytes AllReduceCompressedWireBytes(const weftCompression& spec, siz
                                        static_cast<int>(i), static_cast<int>(hosts.size()),
                                        static_cast<int>(h));
   }
-  // Flat: the encoded slices to each other rank, split by where that rank is.
-  const size_t total = AllReduceCompressedWireBytes(spec, count, nranks, rank);
+  // Flat (the compressed schedule): every rank's encoded contribution slice to its owner, then
+  // this rank's encoded reduced slice, unpadded, to every other rank; split by where the
+  // receivers are.
+  size_t total = 0;
+  for (int r = 0; r < nranks && nranks > 1; ++r)
+    total += r != rank ? codec::EncodedBytes(spec, SliceCount(count, nranks, r))
+                       : (nranks - 1) * codec::EncodedBytes(spec, SliceCount(count, nranks, r));
   size_t local = 1;
   for (const std::vector<int>& g : comm->host_groups)
     for (int r : g)

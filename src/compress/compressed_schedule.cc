@@ -89,6 +89,11 @@ Status RunCompressedSchedule(weftComm_t comm, Collective collective, size_t coun
   return st;
 }
 
+std::vector<unsigned char>& CompressedScheduleScratch() {
+  static thread_local std::vector<unsigned char> scratch;
+  return scratch;
+}
+
 void ResidualFromEncodings(const weftCompression& spec, const RankSchedule& steps,
                            const float* in, const unsigned char* scratch, size_t reduced_offset,
                            float weight, float* residual) {

@@ -22,6 +22,10 @@ Status RunCompressedSchedule(weftComm_t comm, Collective collective, size_t coun
                              float* out, std::vector<unsigned char>* scratch,
                              RankSchedule* rank_schedule);
 
+// The calling thread's scratch for compressed schedules (grows only; thread-per-rank tests
+// keep one per rank).
+std::vector<unsigned char>& CompressedScheduleScratch();
+
 // What every encode step of `steps` dropped: for each encode whose src is the input, sets
 // residual[src] = src values - decode(encoding) (0 where not finite), the values read from
 // `in`; for each encode of a scratch region (a reduced slice), adds weight x its dropped part to
