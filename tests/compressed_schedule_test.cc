@@ -19,6 +19,8 @@
 #include "check/checker.h"
 #include "compress/compress_error.h"
 #include "compress/compressed_collectives.h"
+#include "compress/compressed_schedule.h"
+#include "compress/compression_pays.h"
 #include "kernels/codec.h"
 #include "sim/engine.h"
 #include "test_util.h"
@@ -166,6 +168,19 @@ TEST(CompressedScheduleDefects, DecodeOfWhatWasNeverEncoded) {
   s = Build(3, 100, spec);
   s.ranks[1].steps.erase(s.ranks[1].steps.begin());  // the encode of slice 0
   ExpectRejected(s, spec, "is sent before anything wrote it");
+}
+
+// Encodings move only through encode, plain send/recv and decode (the executor sends an
+// encoding's own size, which a copy does not know).
+TEST(CompressedScheduleDefects, CopyOfAnEncoding) {
+  const weftCompression spec = Spec(weftCodecInt8);
+  Schedule s = Build(2, 100, spec);
+  auto& steps = s.ranks[0].steps;
+  ASSERT_EQ(steps[0].op, StepOp::kEncode);
+  ASSERT_EQ(steps[1].op, StepOp::kEncode);
+  ASSERT_EQ(steps[0].dst.count, steps[1].dst.count);
+  steps.insert(steps.begin() + 2, CopyStep(steps[0].dst, steps[1].dst));
+  ExpectRejected(s, spec, "only plain send/recv and decode may move an encoding");
 }
 
 TEST(CompressedScheduleDefects, ContributionReducedTwice) {
@@ -352,44 +367,50 @@ TEST(CompressedScheduleExecutor, OneRankQuantizesOnce) {
   EXPECT_EQ(failure, "");
 }
 
-// Rank 0 encodes n values with spec[0] and sends them; rank 1 receives into a region sized
-// for spec[1] and decodes with spec[1]. Returns rank 1's status; its output in *out.
-Status SendOneEncoding(const weftCompression spec[2], size_t n, std::vector<float>* out) {
-  auto hub = std::make_shared<InprocHub>(2);
-  Status result[2];
+// Rank 0 encodes n values with spec[0] and sends them; with relay, rank 1 receives them and
+// passes them on unchanged to rank 2 (a plain send of the received region). The last rank
+// receives into a region sized for its spec and decodes with it. Returns the last rank's
+// status; its output in *out.
+Status SendOneEncoding(const weftCompression spec[2], size_t n, std::vector<float>* out,
+                       bool relay = false) {
+  const int p = relay ? 3 : 2;
+  auto hub = std::make_shared<InprocHub>(p);
+  std::vector<Status> result(p);
   out->assign(n, -1.0f);
   std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r) {
+  for (int r = 0; r < p; ++r) {
     threads.emplace_back([&, r] {
-      const Region enc = Tmp(0, EncodedElements(spec[r], n));
+      const weftCompression& mine = spec[r == 0 ? 0 : 1];
+      const Region enc = Tmp(0, EncodedElements(mine, n));
       RankSchedule rs;
       rs.input_count = rs.output_count = n;
       rs.scratch_count = enc.count;
       if (r == 0) rs.steps = {EncodeStep(In(0, n), enc, 0), SendStep(1, enc)};
-      else rs.steps = {RecvStep(0, enc), DecodeStep(enc, Out(0, n))};
+      else if (r == p - 1) rs.steps = {RecvStep(r - 1, enc), DecodeStep(enc, Out(0, n))};
+      else rs.steps = {RecvStep(0, enc), SendStep(2, enc)};
       InprocTransport t(hub, r);
-      std::vector<Transport*> peers(2, &t);
+      std::vector<Transport*> peers(p, &t);
       std::vector<float> in = Contribution(r, n), unused(n);
       std::vector<unsigned char> heap;
       ExecContext ctx;
       ctx.rank = r;
-      ctx.nranks = 2;
+      ctx.nranks = p;
       ctx.tag = 7;
       ctx.timeout_s = 5;
       ctx.peer_transport = &peers;
       ctx.heap_scratch = &heap;
       ctx.what = "compressed schedule test";
-      ctx.codec = &spec[r];
+      ctx.codec = &mine;
       ExecBuffers b;
       b.input = in.data();
-      b.output = r == 1 ? out->data() : unused.data();
+      b.output = r == p - 1 ? out->data() : unused.data();
       result[r] = ExecuteSchedule(rs, 4, ctx, b);
       if (!result[r].ok()) t.Abort(result[r]);
     });
   }
   for (auto& th : threads) th.join();
-  EXPECT_TRUE(result[0].ok()) << result[0].message();
-  return result[1];
+  for (int r = 0; r < p - 1; ++r) EXPECT_TRUE(result[r].ok()) << result[r].message();
+  return result[p - 1];
 }
 
 // The executor sends only the encoding (not the whole region, rounded up to elements) and the
@@ -408,6 +429,11 @@ TEST(CompressedScheduleExecutor, TheEncodedSizeTravelsAndTheDecodeChecksIt) {
   std::vector<uint8_t> enc(269);
   codec::Encode(same[0], x.data(), n, enc.data(), 0);
   codec::Decode(same[0], enc.data(), n, want.data());
+  EXPECT_EQ(0, std::memcmp(out.data(), want.data(), n * 4));
+  // Through a relay (received, then sent on unchanged): the same 269 bytes arrive.
+  out.assign(n, 0.0f);
+  st = SendOneEncoding(same, n, &out, /*relay=*/true);
+  ASSERT_TRUE(st.ok()) << st.message();
   EXPECT_EQ(0, std::memcmp(out.data(), want.data(), n * 4));
   const weftCompression differ[2] = {Spec(weftCodecInt8, 256), Spec(weftCodecInt8, 128)};
   st = SendOneEncoding(differ, n, &out);
@@ -439,6 +465,16 @@ TEST(CompressedScheduleSim, SendsEncodedBytesAndCostsTheCodec) {
   EXPECT_EQ(a->bytes_moved, want);
   EXPECT_LT(a->bytes_moved, 0.3 * 2.0 * (p - 1) * count * 4);  // vs float32 of the same pattern
   EXPECT_GT(b->time_us, a->time_us);
+  // At the codec's measured speed (compression_pays.h): between the two.
+  StatusOr<SimResult> m = compress::SimulateCompressedSchedule(**fabric, Collective::kAllReduce, p,
+                                                               count, spec);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->bytes_moved, want);
+  const compress::CodecSpeed speed = compress::MeasuredCodecSpeed(spec);
+  SimOptions measured;
+  measured.encode_gbps = speed.encode_gbps;
+  measured.decode_gbps = speed.decode_gbps;
+  EXPECT_EQ(m->time_us, SimulateSchedule(s, **fabric, 4, measured)->time_us);
 }
 
 }  // namespace

@@ -505,6 +505,11 @@ Status Checker::Evaluate(int r, size_t i, const Val* received, Val* out) {
         if (lhs[e].idx == kUnwritten)
           return InvalidArgument(Where(r, i) + ": " + element_name(m.lhs, e) +
                                  " is read before anything wrote it");
+        // Encodings move only through encode, plain send/recv and decode: the executor sends
+        // an encoding's own size, which copies and fused forwards know nothing of.
+        if (lhs[e].idx == kEncoded && !(m.receives && !ForwardsAfterReceive(m)))
+          return InvalidArgument(Where(r, i) + ": " + element_name(m.lhs, e) + " is encoded: " +
+                                 "only plain send/recv and decode may move an encoding");
         out[e] = lhs[e];
       }
       return OkStatus();

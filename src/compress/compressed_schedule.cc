@@ -6,6 +6,7 @@
 
 #include "algorithms/compressed.h"
 #include "compress/compress_common.h"
+#include "compress/compression_pays.h"
 #include "core/call_check.h"
 #include "core/comm.h"
 #include "exec/executor.h"
@@ -87,6 +88,26 @@ Status RunCompressedSchedule(weftComm_t comm, Collective collective, size_t coun
   comm->recorder.Complete(entry, st);
   if (st.ok() && rank_schedule != nullptr) *rank_schedule = rs;
   return st;
+}
+
+StatusOr<SimResult> SimulateCompressedSchedule(const Fabric& fabric, Collective collective,
+                                               int nranks, size_t count,
+                                               const weftCompression& spec) {
+  const AlgorithmInfo* algorithm = FindCompressedAlgorithm(collective);
+  if (algorithm == nullptr)
+    return InvalidArgument(std::string("no compressed schedule for ") + CollectiveName(collective));
+  ScheduleRequest req;
+  req.collective = collective;
+  req.nranks = nranks;
+  req.count = count;
+  req.codec = spec;
+  StatusOr<Schedule> sched = BuildSchedule(*algorithm, req);
+  if (!sched.ok()) return sched.status();
+  const CodecSpeed speed = MeasuredCodecSpeed(spec);
+  SimOptions options;
+  options.encode_gbps = speed.encode_gbps;
+  options.decode_gbps = speed.decode_gbps;
+  return SimulateSchedule(*sched, fabric, sizeof(float), options);
 }
 
 std::vector<unsigned char>& CompressedScheduleScratch() {

@@ -9,6 +9,8 @@
 
 #include "algorithms/schedule.h"
 #include "common/status.h"
+#include "sim/engine.h"
+#include "topo/fabric.h"
 #include "weft/weft_compress.h"
 
 namespace weft::compress {
@@ -21,6 +23,13 @@ Status RunCompressedSchedule(weftComm_t comm, Collective collective, size_t coun
                              const weftCompression& spec, weftRedOp_t op, const float* in,
                              float* out, std::vector<unsigned char>* scratch,
                              RankSchedule* rank_schedule);
+
+// The predicted time of the compressed `collective` schedule of `count` (every rank's steps)
+// on `fabric`, its codec steps at the codec's measured speed (MeasuredCodecSpeed,
+// compression_pays.h) and its messages of the encoded size.
+StatusOr<SimResult> SimulateCompressedSchedule(const Fabric& fabric, Collective collective,
+                                               int nranks, size_t count,
+                                               const weftCompression& spec);
 
 // The calling thread's scratch for compressed schedules (grows only; thread-per-rank tests
 // keep one per rank).

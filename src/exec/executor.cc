@@ -314,19 +314,34 @@ Status Runner::IssueLocal(size_t index) {
   }
 }
 
-// The regions encode steps write and decode steps read. Fused steps never carry encodings
-// (their forward would send the whole region, not the encoding), so they may not touch one.
+// The regions that may hold an encoding: what encode steps write, what decode steps read, and
+// what a receive fills and a plain send passes on unchanged (a relay of an encoding). Fused
+// steps never carry encodings (their forward would send the whole region, not the encoding),
+// so they may not touch one; the checker refuses the same (check/checker.cc).
 Status Runner::FindEncodedRegions() {
   encoded_.clear();
-  for (const Step& s : sched_.steps) {
-    const StepCodec c = SemanticsOf(s.op).codec;
-    if (c == StepCodec::kNone) continue;
-    const Region& r = c == StepCodec::kEncodeSrc ? s.dst : s.src;
-    if (EncodedAt(r) != nullptr) continue;
+  auto add = [&](const Region& r) {
+    if (r.count == 0 || EncodedAt(r) != nullptr) return;
     EncodedRegion e;
     e.ptr = Resolve(r);
     e.capacity = r.count * elem_;
     encoded_.push_back(e);
+  };
+  for (const Step& s : sched_.steps) {
+    const StepCodec c = SemanticsOf(s.op).codec;
+    if (c != StepCodec::kNone) add(c == StepCodec::kEncodeSrc ? s.dst : s.src);
+  }
+  for (size_t i = 0; i < sched_.steps.size(); ++i) {
+    const Step& recv = sched_.steps[i];
+    if (recv.op != StepOp::kRecv || EncodedAt(recv.dst) != nullptr) continue;
+    for (size_t j = i + 1; j < sched_.steps.size(); ++j) {
+      const Step& send = sched_.steps[j];
+      if (send.op == StepOp::kSend && send.src.buffer == recv.dst.buffer &&
+          send.src.offset == recv.dst.offset && send.src.count == recv.dst.count) {
+        add(recv.dst);
+        break;
+      }
+    }
   }
   for (size_t i = 0; i < sched_.steps.size(); ++i) {
     const Step& s = sched_.steps[i];
