@@ -134,11 +134,12 @@ inline void SignalRound(RankSchedule& rs, int r, int p) {
 
 // dst = x_0 (op) x_1 (op) ... (op) x_{p-1}, folded left in rank order, where x_q is the Input
 // region `in` of rank q (read in place from peers). In place, dst aliases this rank's own x_r,
-// which must not be overwritten before it is folded in: rank 0 starts with its own block, rank
-// 1 starts with x_1 (op) x_0 (the same bits as x_0 (op) x_1: every weft reduction is
-// commutative elementwise), ranks >= 2 fold x_0 .. x_r in Scratch [tmp, tmp + n) and write
-// dst only with the next term (or copy, when x_r is the last). The rank-order fold is what
-// the staging schedules compute, so registered and unregistered calls give the same bits.
+// which must not be overwritten before it is folded in: rank 0 starts with x_0 (op) x_1 (its
+// own block as the local operand, one pass, no copy), rank 1 with x_1 (op) x_0 (the same bits
+// as x_0 (op) x_1: every weft reduction is commutative elementwise), ranks >= 2 fold x_0 ..
+// x_r in Scratch [tmp, tmp + n) and write dst only with the next term (or copy, when x_r is
+// the last). The rank-order fold is what the staging schedules compute, so registered and
+// unregistered calls give the same bits.
 inline void ZeroCopyReduceInRankOrder(RankSchedule& rs, int r, int p, Region in, Region dst,
                                       size_t tmp) {
   // acc_dst = acc_src (op) x_q for a peer q
@@ -148,9 +149,8 @@ inline void ZeroCopyReduceInRankOrder(RankSchedule& rs, int r, int p, Region in,
     rs.steps.push_back(s);
   };
   if (r <= 1) {
-    if (r == 0) rs.steps.push_back(CopyStep(in, dst));
-    else fold_peer(0, in, dst);
-    for (int q = r == 0 ? 1 : 2; q < p; ++q) fold_peer(q, dst, dst);
+    fold_peer(1 - r, in, dst);  // x_0 (op) x_1 on both (rank 1: x_1 (op) x_0, the same bits)
+    for (int q = 2; q < p; ++q) fold_peer(q, dst, dst);
     return;
   }
   const Region acc = Tmp(tmp, in.count);
