@@ -296,7 +296,12 @@ StatusOr<bool> AgreeOnZeroCopy(weftComm* comm, const CollectiveCall& call, size_
     return Execute(comm, round, comm->nranks, weftUint8, weftSum, tag, nullptr, nullptr,
                    "zero-copy agreement");
   });
-  if (!agreed.ok() && comm->sticky_error.ok()) comm->sticky_error = agreed.status();
+  if (!agreed.ok()) {
+    // The peers may already be in the call's schedule, waiting on this rank: fail them now
+    // (they see this rank closed) instead of letting them wait for the timeout.
+    if (comm->sticky_error.ok()) comm->sticky_error = agreed.status();
+    comm->direct->Abort(agreed.status());
+  }
   return agreed;
 }
 

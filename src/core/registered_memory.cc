@@ -186,7 +186,6 @@ StatusOr<bool> AgreeZeroCopy(weftComm* comm, const ZeroCopyCall& call,
     reg.peer_buffers[q] = PeerUserBuffers{static_cast<const unsigned char*>(*i), call.input_bytes,
                                           static_cast<const unsigned char*>(*o), call.output_bytes};
   }
-  ++reg.zero_copy_calls;
   return true;
 }
 

@@ -55,7 +55,6 @@ struct CommRegistry {
   std::vector<std::unique_ptr<CommRegistration>> entries;
   bool any_usable = false;  // identical on every rank: a usable registration was ever made
   uint64_t agreements = 0;  // zero-copy agreements run (identical on every rank)
-  uint64_t zero_copy_calls = 0;  // calls that ran zero-copy (for tests and WEFT_DEBUG)
   std::vector<PeerUserBuffers> peer_buffers;  // the current zero-copy call's, per rank
 };
 
