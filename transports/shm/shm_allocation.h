@@ -25,7 +25,8 @@ struct SharedAllocation {
   uint64_t id = 0;   // unique in this process, never reused
 };
 
-// Allocates `bytes` (> 0) of shareable memory, zero-filled, page-aligned.
+// Allocates `bytes` (> 0) of shareable memory, zero-filled, page-aligned, its pages
+// populated at once (MAP_POPULATE).
 StatusOr<void*> SharedAllocate(size_t bytes);
 // Frees an allocation made by SharedAllocate; anything else (or a second free) is an error
 // naming the pointer.

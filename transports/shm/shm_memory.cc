@@ -34,7 +34,8 @@ StatusOr<std::shared_ptr<void>> MapPeerMemory(int peer, const PackedRemoteKey& k
     return InvalidArgument(who + ": not the " + std::to_string(k.mem_bytes) +
                            "-byte memory the key names (the allocation was freed?)");
   }
-  void* p = mmap(nullptr, k.mem_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  // Page tables filled now (registration is setup), not by faults inside the first call.
+  void* p = mmap(nullptr, k.mem_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   int e = errno;
   close(fd);  // the mapping keeps the memory
   if (p == MAP_FAILED) return SystemError(who + ": mmap: " + strerror(e));
