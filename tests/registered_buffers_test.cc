@@ -330,6 +330,38 @@ TEST(ZeroCopyProcesses, RegisteredMallocMemoryTakesTheStagingPath) {
   EXPECT_TRUE(f.empty()) << f;
 }
 
+// Memory freed while registered (without weftCommDeregister) and allocated again (often at
+// the same address) is not registered: the call copies, and peers never read the old pages.
+TEST(ZeroCopyProcesses, MemoryFreedWhileRegisteredIsNotReadInPlace) {
+  std::string f = RunRanksProcesses(2, [](weftComm_t comm, int rank, int) -> std::string {
+    const size_t bytes = kAllReduceCount * sizeof(float);
+    void *send = nullptr, *recv = nullptr, *hs = nullptr, *hr = nullptr;
+    if (weftMemAlloc(&send, bytes) != weftSuccess || weftMemAlloc(&recv, bytes) != weftSuccess ||
+        weftCommRegister(comm, send, bytes, &hs) != weftSuccess ||
+        weftCommRegister(comm, recv, bytes, &hr) != weftSuccess)
+      return weftGetLastError(comm);
+    weftMemFree(recv);
+    void* again = nullptr;
+    if (weftMemAlloc(&again, bytes) != weftSuccess) return weftGetLastError(comm);
+    for (size_t i = 0; i < kAllReduceCount; ++i) weft_test::StoreNonExactInput(send, weftFloat32, rank, i, 5);
+    std::vector<float> expect(kAllReduceCount);
+    if (weftAllReduce(send, again, kAllReduceCount, weftFloat32, weftSum, comm, nullptr) != weftSuccess)
+      return weftGetLastError(comm);
+    std::string err;
+    if (EndsWithZeroCopy(LastAlgorithm(comm)))
+      err = std::string("reallocated memory") + (again == recv ? " (same address)" : "") + " ran " +
+            LastAlgorithm(comm);
+    else if (weftAllReduce(send, expect.data(), kAllReduceCount, weftFloat32, weftSum, comm, nullptr) != weftSuccess ||
+             std::memcmp(again, expect.data(), bytes) != 0)
+      err = "wrong result";
+    weftCommDeregister(comm, hs);
+    weftMemFree(send);
+    weftMemFree(again);
+    return err;
+  });
+  EXPECT_TRUE(f.empty()) << f;
+}
+
 TEST(RegisteredMemoryArgs, BadArgumentsNameTheArgument) {
   void* p = nullptr;
   EXPECT_EQ(weftMemAlloc(nullptr, 64), weftInvalidArgument);

@@ -35,6 +35,7 @@ KeyRecord PackMine(weftComm* comm, CommRegistration* reg) {
   mine.bytes = reg->bytes;
   SharedAllocation a;
   if (comm->direct == nullptr || !FindSharedAllocation(reg->begin, reg->bytes, &a)) return mine;
+  reg->allocation_id = a.id;
   StatusOr<RegHandle> h = comm->direct->Register(MemRef{reg->begin, reg->bytes, MemKind::kHost, -1, 0});
   if (!h.ok()) return mine;
   reg->direct_handle = *h;
@@ -72,15 +73,19 @@ bool ImportPeers(weftComm* comm, CommRegistration* reg, const std::vector<KeyRec
   return every;
 }
 
-// The registration (live, usable) that holds [p, p + bytes), as its index; -1 when none.
+// The registration (live, usable) that holds [p, p + bytes), as its index; -1 when none. The
+// memory must still be the allocation that was registered: one freed with weftMemFree (the
+// peers still map the old pages) and reallocated at the same address is not registered.
 int FindUsable(const weftComm* comm, const void* p, size_t bytes) {
   const char* c = static_cast<const char*>(p);
   const auto& entries = comm->registry.entries;
   for (size_t i = 0; i < entries.size(); ++i) {
     const CommRegistration& r = *entries[i];
-    if (r.live && r.usable && c >= r.begin && bytes <= r.bytes &&
-        static_cast<size_t>(c - r.begin) <= r.bytes - bytes)
-      return static_cast<int>(i);
+    if (!r.live || !r.usable || c < r.begin || bytes > r.bytes ||
+        static_cast<size_t>(c - r.begin) > r.bytes - bytes)
+      continue;
+    SharedAllocation a;
+    if (FindSharedAllocation(p, bytes, &a) && a.id == r.allocation_id) return static_cast<int>(i);
   }
   return -1;
 }

@@ -47,6 +47,7 @@ struct CommRegistration {
   size_t bytes = 0;
   bool live = true;     // cleared by weftCommDeregister (the entry keeps its index)
   bool usable = false;  // every rank's buffer of this registration is mapped by all its peers
+  uint64_t allocation_id = 0;       // the weftMemAlloc allocation it lies in (0: none)
   RegHandle direct_handle = 0;      // this rank's registration with its direct transport
   std::vector<uint64_t> peer_keys;  // per rank: the imported RemoteKey of its buffer (0: none)
 };
