@@ -36,6 +36,16 @@ StatusOr<Schedule> BuildAllGatherDirect(const ScheduleRequest& req) {
       SingleRankResult(rs, n, /*reduction=*/false);
       continue;
     }
+    if (req.peer_buffers_mapped) {
+      // Zero-copy: after "ready", block q = rank q's input read in place; "done" keeps every
+      // rank from returning while a peer still reads its input.
+      SignalRound(rs, r, p);
+      rs.steps.push_back(CopyStep(In(0, n), Out(r * n, n)));  // nothing to do in place
+      for (int q = 0; q < p; ++q)
+        if (q != r) rs.steps.push_back(DirectStep(q, In(0, n), Out(q * n, n), /*reduce=*/false));
+      SignalRound(rs, r, p);
+      continue;
+    }
     rs.scratch_count = 2 * c_max;
     for (size_t k = 0; k < rounds; ++k) {
       const size_t o = k * c_max, c = std::min(c_max, n - o), slot = (k % 2) * c_max;

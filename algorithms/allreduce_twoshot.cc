@@ -14,6 +14,18 @@
 // After the last round: wait every peer's last "done". Slot reuse in round k + 2 is safe: A_k
 // was last read before the peers' "reduced k" (consumed in round k), B_k before their
 // "done k" (consumed in round k + 1).
+//
+// Zero-copy variant (ScheduleRequest::peer_buffers_mapped: every rank's buffers registered
+// and mapped by its peers), one round over the whole count, no staging:
+//   1. signal every peer "ready", wait for theirs (their inputs are published);
+//   2. output[part r] = input_0[part r] (op) input_1[part r] (op) ... read in place from the
+//      peers' inputs in rank order (ZeroCopyReduceInRankOrder), finalize;
+//   3. signal "reduced", wait for every peer's: every part is final in its owner's output,
+//      and no peer reads our input any more, so in place we may overwrite it;
+//   4. output[part q] = peer q's output[part q] for every q != r;
+//   5. signal "done", wait for every peer's: nobody reads our output, the call may return.
+// Per rank: reads (1 + (p-1)/p) n elements and writes n (2-rank: 1.5 n read, n written,
+// against 3.5 n read and 2.5 n written with staging).
 #include <algorithm>
 
 #include "algorithms/direct_pattern.h"
@@ -22,6 +34,24 @@
 
 namespace weft {
 namespace {
+
+// The zero-copy variant's steps for rank r (see the file comment).
+void BuildZeroCopyRank(RankSchedule& rs, int r, int p, size_t n) {
+  const size_t po = PartOffset(n, p, r), ps = PartSize(n, p, r);
+  rs.scratch_count = ZeroCopyReduceScratch(r, ps);
+  SignalRound(rs, r, p);  // 1. ready
+  if (ps > 0) {           // 2. reduce our part
+    ZeroCopyReduceInRankOrder(rs, r, p, In(po, ps), Out(po, ps), /*tmp=*/0);
+    rs.steps.push_back(FinalizeStep(Out(po, ps)));
+  }
+  SignalRound(rs, r, p);  // 3. reduced
+  for (int q = 0; q < p; ++q) {  // 4. gather the other parts
+    const size_t qo = PartOffset(n, p, q), qs = PartSize(n, p, q);
+    if (q != r && qs > 0)
+      rs.steps.push_back(DirectStep(q, Out(qo, qs), Out(qo, qs), /*reduce=*/false));
+  }
+  SignalRound(rs, r, p);  // 5. done
+}
 
 StatusOr<Schedule> BuildAllReduceTwoshot(const ScheduleRequest& req) {
   WEFT_RETURN_IF_ERROR(CheckRequestBasics(req));
@@ -40,6 +70,10 @@ StatusOr<Schedule> BuildAllReduceTwoshot(const ScheduleRequest& req) {
     if (n == 0) continue;
     if (p == 1) {
       SingleRankResult(rs, n, /*reduction=*/true);
+      continue;
+    }
+    if (req.peer_buffers_mapped) {
+      BuildZeroCopyRank(rs, r, p, n);
       continue;
     }
     rs.scratch_count = 2 * slot_elems;

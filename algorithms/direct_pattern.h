@@ -118,6 +118,56 @@ struct WindowSequencer {
   }
 };
 
+// ---- zero-copy schedules (ScheduleRequest::peer_buffers_mapped) ----
+// Peers' Input/Output regions are read in place. Two rules keep that safe, and the checker
+// proves both (src/check/checker.cc): a peer's buffer is read only after that peer's signal in
+// this call (it has entered the call and published where its buffers are), and no rank
+// overwrites or returns its buffers while a peer may still read them (a signal from every
+// reader follows its last read: the "reduced" and "done" rounds of the generators).
+
+// The signal round that opens and closes a zero-copy schedule: signal every peer, then wait
+// for every peer's signal.
+inline void SignalRound(RankSchedule& rs, int r, int p) {
+  SignalAll(rs, r, p);
+  WaitAll(rs, r, p);
+}
+
+// dst = x_0 (op) x_1 (op) ... (op) x_{p-1}, folded left in rank order, where x_q is the Input
+// region `in` of rank q (read in place from peers). In place, dst aliases this rank's own x_r,
+// which must not be overwritten before it is folded in: rank 0 starts with x_0 (op) x_1 (its
+// own block as the local operand, one pass, no copy), rank 1 with x_1 (op) x_0 (the same bits
+// as x_0 (op) x_1: every weft reduction is commutative elementwise), ranks >= 2 fold x_0 ..
+// x_r in Scratch [tmp, tmp + n) and write dst only with the next term (or copy, when x_r is
+// the last). The rank-order fold is what the staging schedules compute, so registered and
+// unregistered calls give the same bits.
+inline void ZeroCopyReduceInRankOrder(RankSchedule& rs, int r, int p, Region in, Region dst,
+                                      size_t tmp) {
+  // acc_dst = acc_src (op) x_q for a peer q
+  auto fold_peer = [&](int q, Region acc_src, Region acc_dst) {
+    Step s = DirectStep(q, in, acc_dst, /*reduce=*/true);
+    s.src = acc_src;
+    rs.steps.push_back(s);
+  };
+  if (r <= 1) {
+    fold_peer(1 - r, in, dst);  // x_0 (op) x_1 on both (rank 1: x_1 (op) x_0, the same bits)
+    for (int q = 2; q < p; ++q) fold_peer(q, dst, dst);
+    return;
+  }
+  const Region acc = Tmp(tmp, in.count);
+  rs.steps.push_back(DirectStep(0, in, acc, /*reduce=*/false));
+  for (int q = 1; q < r; ++q) fold_peer(q, acc, acc);
+  rs.steps.push_back(ReduceStep(in, acc));  // acc = acc (op) x_r
+  if (r == p - 1) {
+    rs.steps.push_back(CopyStep(acc, dst));
+    return;
+  }
+  for (int q = r + 1; q < p - 1; ++q) fold_peer(q, acc, acc);
+  fold_peer(p - 1, acc, dst);
+}
+
+// Scratch elements ZeroCopyReduceInRankOrder needs for a block of n elements on rank r.
+inline size_t ZeroCopyReduceScratch(int r, size_t n) { return r >= 2 ? n : 0; }
+
 // One rank: its result is its own input (reductions also finalize, for avg).
 inline void SingleRankResult(RankSchedule& rs, size_t n, bool reduction) {
   rs.steps.push_back(CopyStep(In(0, n), Out(0, n)));

@@ -37,6 +37,17 @@ StatusOr<Schedule> BuildReduceScatterDirect(const ScheduleRequest& req) {
       SingleRankResult(rs, n, /*reduction=*/true);
       continue;
     }
+    if (req.peer_buffers_mapped) {
+      // Zero-copy: after "ready", output = block r of every rank's input, read in place in
+      // rank order; "done" keeps every rank from returning while a peer still reads its input
+      // (in place, our output is our own block r, which no peer reads).
+      rs.scratch_count = ZeroCopyReduceScratch(r, n);
+      SignalRound(rs, r, p);
+      ZeroCopyReduceInRankOrder(rs, r, p, In(r * n, n), Out(0, n), /*tmp=*/0);
+      rs.steps.push_back(FinalizeStep(Out(0, n)));
+      SignalRound(rs, r, p);
+      continue;
+    }
     rs.scratch_count = 2 * slot_elems;
     for (size_t k = 0; k < rounds; ++k) {
       const size_t o = k * c_max, c = std::min(c_max, n - o), slot = (k % 2) * slot_elems;

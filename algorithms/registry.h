@@ -55,6 +55,13 @@ struct ScheduleRequest {
   // left, one extra copy of most of the data). Such a schedule is correct out-of-place only;
   // the checker proves it so (ProveAlgorithm skips the in-place run).
   bool out_of_place = false;
+  // Zero-copy (set by the communicator, added last like the fields above): every rank's input
+  // and output of this call lie in registered, shareable memory that every peer has mapped
+  // (weftCommRegister; src/core/registered_memory.h), and all ranks agreed on it. The direct
+  // generators (allreduce twoshot, allgather and reduce-scatter direct) then read peers'
+  // Input/Output regions in place instead of staging through the Scratch windows, and keep
+  // every peer from returning before its readers are done (a trailing "done" round).
+  bool peer_buffers_mapped = false;
   // Compressed schedules (algorithms/*_compressed.cc): the call's codec, which sizes the
   // encoded regions (schedule.h); codec weftCodecNone (the default) for every other request.
   // Only the compressed generators read it, and only they apply when it is set.

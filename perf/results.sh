@@ -155,6 +155,12 @@ if [ "$NETNS" = 1 ] && [ "$(id -u)" = 0 ]; then
       run_sweep "netns-allreduce-2x$r-$b" "$b" "${topo[@]}" bash "$REPO/perf/netns/run.sh" --hosts 2 \
         --ranks-per-host "$r" --rate 2gbit --timeout "$SWEEP_LIMIT" -- "$BIN/$b-perf" $args
     done
+    # The baseline commit over the same links and topology file (its row in the goals table).
+    # shellcheck disable=SC2086
+    [ -n "$OLD_BIN" ] &&
+      run_sweep "netns-allreduce-2x$r-weftold" "weft-$OLD_SHA" env "WEFT_TOPO_FILE=preset:netns:2x$r@2" \
+        bash "$REPO/perf/netns/run.sh" --hosts 2 --ranks-per-host "$r" --rate 2gbit \
+        --timeout "$SWEEP_LIMIT" -- "$OLD_BIN/weft-perf" $args
   done
 else
   NETNS_NOTE="Namespace runs skipped (not root, or --no-netns)."

@@ -8,7 +8,12 @@
 // --compress CODEC runs the compressed collectives of weft/weft_compress.h instead (without
 // error feedback: the timing is the collective's), checks results against the codec's stated
 // bound, and reports the encoded bytes in the wire column.
+// -R / --registered: the send and receive buffers come from weftMemAlloc and are registered
+// with weftCommRegister (every rank), so same-host direct collectives read peers' buffers in
+// place (zero-copy; the algo column then ends in "+zerocopy"). Parsed here, before the shared
+// driver's options.
 #include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -35,8 +40,12 @@ static_assert(static_cast<int>(PERF_AVG) == static_cast<int>(weftAvg) &&
                   static_cast<int>(PERF_PROD) == static_cast<int>(weftProd),
               "perf_op_t mirrors weftRedOp_t");
 
+bool g_registered = false;  // -R, for the header line
+
 struct WeftContext {
   weftComm_t comm = nullptr;
+  bool registered = false;  // -R: buffers from weftMemAlloc, registered with the communicator
+  std::vector<std::pair<void*, void*>> registrations;  // (buffer, handle)
   const weftCompression* compression = nullptr;  // --compress, or nullptr
   std::string last_algorithm = "-";  // of the last measured collective (not of bookkeeping calls)
   const char* last_algorithm_source = nullptr;  // the name last_algorithm was copied from
@@ -222,6 +231,50 @@ std::string CompressionUnsupported(const perf_options_t& o) {
   return "";
 }
 
+// -R: the driver's buffers are shareable and registered (collective: every rank allocates
+// the same buffers in the same order). A failure is reported and the run stops (NULL).
+void* WeftRegisteredAlloc(perf_backend_t* b, size_t bytes) {
+  auto* ctx = static_cast<WeftContext*>(b->ctx);
+  void* p = nullptr;
+  void* handle = nullptr;
+  weftResult_t r = weftMemAlloc(&p, bytes ? bytes : 1);
+  if (r == weftSuccess) r = weftCommRegister(ctx->comm, p, bytes ? bytes : 1, &handle);
+  if (r != weftSuccess) {
+    fprintf(stderr, "weft-perf -R: %s: %s\n", weftGetErrorString(r), weftGetLastError(ctx->comm));
+    if (p != nullptr) weftMemFree(p);
+    return nullptr;
+  }
+  ctx->registrations.push_back({p, handle});
+  return p;
+}
+
+void WeftRegisteredRelease(perf_backend_t* b, void* p) {
+  auto* ctx = static_cast<WeftContext*>(b->ctx);
+  for (auto& reg : ctx->registrations) {
+    if (reg.first != p) continue;
+    weftCommDeregister(ctx->comm, reg.second);
+    weftMemFree(p);
+    reg.first = nullptr;
+    return;
+  }
+}
+
+// Removes -R / --registered from argv (the shared driver does not know it); true if present.
+bool TakeRegisteredFlag(int* argc, char** argv) {
+  bool found = false;
+  int out = 1;
+  for (int i = 1; i < *argc; ++i) {
+    if (std::strcmp(argv[i], "-R") == 0 || std::strcmp(argv[i], "--registered") == 0) {
+      found = true;
+      continue;
+    }
+    argv[out++] = argv[i];
+  }
+  *argc = out;
+  argv[out] = nullptr;
+  return found;
+}
+
 int WeftBarrier(perf_backend_t* b) { return weftBarrier(Comm(b), nullptr) != weftSuccess; }
 
 int WeftMaxDouble(perf_backend_t* b, double* v) {
@@ -239,6 +292,7 @@ std::string Description() {
                   std::to_string(version / 100 % 100) + "." + std::to_string(version % 100);
   const char* algo = getenv("WEFT_ALGO");
   d += std::string(", WEFT_ALGO=") + (algo && *algo ? algo : "(selector)");
+  if (g_registered) d += ", registered buffers (-R: weftMemAlloc + weftCommRegister)";
   const char* compression = getenv("WEFT_COMPRESSION");
   if (compression && *compression) d += std::string(", WEFT_COMPRESSION=") + compression;
   return d;
@@ -259,6 +313,10 @@ perf_backend_t MakeBackend(WeftContext* ctx, const std::string& description) {
   b.description = description.c_str();
   b.wire_bytes = WeftWireBytes;
   b.compresses = 1;
+  if (ctx->registered) {
+    b.alloc = WeftRegisteredAlloc;
+    b.release = WeftRegisteredRelease;
+  }
   return b;
 }
 
@@ -272,7 +330,12 @@ bool LauncherEnvironmentSet() {
 
 int main(int argc, char** argv) {
   perf_options_t o;
+  const bool registered = TakeRegisteredFlag(&argc, argv);
+  g_registered = registered;
   int prc = perf_parse_options(argc, argv, &o);
+  if (prc > 0)
+    printf("  -R, --registered        weft-perf only: buffers from weftMemAlloc, registered with\n"
+           "                          weftCommRegister (zero-copy same-host collectives)\n");
   if (prc != 0) return prc > 0 ? 0 : 2;
   if (o.algo) setenv("WEFT_ALGO", o.algo, 1);
   weftCompression compression;
@@ -308,6 +371,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < o.threads; ++i) {
       ctxs[i].comm = comms[i];
       ctxs[i].compression = o.compress ? &compression : nullptr;
+      ctxs[i].registered = registered;
       threads.emplace_back([&, i] {
         perf_backend_t b = MakeBackend(&ctxs[i], description);
         rcs[i] = perf_run(&b, &o);
@@ -335,6 +399,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   ctx.compression = o.compress ? &compression : nullptr;
+  ctx.registered = registered;
   perf_backend_t b = MakeBackend(&ctx, description);
   if (o.compress) o.tolerance = CompressedTolerance(o, compression, b.nranks);
   int rc = perf_run(&b, &o);

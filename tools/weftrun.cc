@@ -198,7 +198,7 @@ int main(int argc, char** argv) {
   const std::string dump_pattern = DebugFilePattern(&own_dump_dir);
   signal(SIGINT, OnSignal);
   signal(SIGTERM, OnSignal);
-  signal(SIGHUP, OnSignal);  // the terminal went away: stop the ranks too (they have their own sessions)
+  signal(SIGHUP, OnSignal);  // the terminal went away: stop the ranks too
   signal(SIGPIPE, SIG_IGN);
 
   std::vector<Rank> ranks(n);
@@ -216,13 +216,15 @@ int main(int argc, char** argv) {
       return 1;
     }
     if (pid == 0) {
-      // Own session (and so own process group): stopping a rank also stops what it started
-      // (a shell's children would otherwise keep the output pipes open after the rank itself
-      // died), and with the kernel's session autogroup (sched_autogroup_enabled, on by default
-      // in many distributions) each rank gets a session's share of the CPU, not all ranks
-      // together one share as one session: measured +20% tokens/s for the 2-rank trainer on a
-      // loaded machine. Signals still reach it: weftrun forwards them to each rank's group.
-      if (setsid() < 0) setpgid(0, 0);
+      // Own process group: stopping a rank also stops what it started (a shell's children
+      // would otherwise keep the output pipes open after the rank itself died). Not its own
+      // session: with the kernel's session autogroup (sched_autogroup_enabled) each session is
+      // its own scheduling group, and on EEVDF kernels (Linux 6.6+) sched_yield() only yields
+      // within the caller's group, so ranks in separate sessions cannot hand a shared core to
+      // each other by yielding, which is how oversubscribed ranks wait (src/common/backoff.h).
+      // Measured with one setsid() per rank: 4 ranks on 2 cores, broadcast 32 KiB, 10-20x the
+      // futex and sched_yield calls and ~25% more time per call (perf stat; RESULTS.md, session 5).
+      setpgid(0, 0);
       dup2(out[1], 1);
       dup2(err[1], 2);
       close(out[0]); close(out[1]); close(err[0]); close(err[1]);
@@ -242,8 +244,7 @@ int main(int argc, char** argv) {
     }
     close(out[1]);
     close(err[1]);
-    // No setpgid(pid, pid) here: it would make the child a group leader before its setsid(),
-    // which then fails; until the child's setsid() a kill(-pid) misses (stop_all falls back).
+    setpgid(pid, pid);  // also here: no race with the child's own call
     ranks[r].pid = pid;
     ranks[r].out_fd = out[0];
     ranks[r].err_fd = err[0];

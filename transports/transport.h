@@ -150,6 +150,13 @@ class Transport {
   // Completes `req` once the next not-yet-consumed signal from `peer` has arrived (with a
   // non-zero `expect_tag`, that signal must carry it, else a kTagMismatchMarker error).
   virtual Status PostWait(int peer, TransportRequest* req, uint64_t expect_tag);
+  // Forgets an imported key (the peer's memory is no longer reached through it: a mapping
+  // made for it is dropped). The default keeps nothing, so there is nothing to forget.
+  virtual Status ReleaseRemoteKey(int peer, RemoteKey key) {
+    (void)peer;
+    (void)key;
+    return OkStatus();
+  }
 
  protected:
   RegistrationCache registrations_;
@@ -188,6 +195,30 @@ class DirectTransport : public Transport {
   // kTagMismatchMarker error naming both.
   Status PostWait(int peer, TransportRequest* req, uint64_t expect_tag) override = 0;
   Status PostWait(int peer, TransportRequest* req) { return PostWait(peer, req, 0); }
+
+  // ---- zero-copy: peers read the caller's registered buffers (src/core/registered_memory.h) ----
+  // A small per-call record each rank publishes for its peers (which registered buffer holds
+  // its input and output in this call) before the signal that lets them read it. Two slots,
+  // chosen by the parity of `seq`: a rank publishes call seq + 2 only after every peer
+  // signalled it in call seq + 1, i.e. after the peer finished reading call seq's record.
+  static constexpr size_t kCallInfoBytes = 48;
+  virtual Status PublishCallInfo(uint64_t seq, const void* info, size_t bytes) {
+    (void)seq; (void)info; (void)bytes;
+    return InvalidUsage(std::string(name()) + " transport: no per-call records");
+  }
+  // Reads `peer`'s record for call `seq`; a record of another call is an error (ranks out of
+  // step). Only valid after a Wait whose matching Signal followed the peer's PublishCallInfo.
+  virtual Status PeerCallInfo(int peer, uint64_t seq, void* info, size_t bytes) {
+    (void)peer; (void)seq; (void)info; (void)bytes;
+    return InvalidUsage(std::string(name()) + " transport: no per-call records");
+  }
+  // Where [offset, offset + bytes) of `peer`'s registered memory behind `key` (imported) is
+  // mapped in this process, for direct steps to read in place; an error when the memory is
+  // not mapped (it was not allocated shareable: weftMemAlloc) or the range leaves it.
+  virtual StatusOr<const void*> MappedRemote(int peer, RemoteKey key, size_t offset, size_t bytes) {
+    (void)peer; (void)key; (void)offset; (void)bytes;
+    return InvalidUsage(std::string(name()) + " transport: peers' memory is not mapped");
+  }
 };
 
 }  // namespace weft

@@ -10,11 +10,13 @@
 //     succeed, never crash, and never hand out an unknown result code. The joining rank is
 //     rank 0 of 1, so the table is read but no ring connection is made: a fuzzed table must
 //     not make the fuzzer connect to arbitrary addresses.
+// One fake root (listener and thread) serves every mode-1 input, each on its own connection.
 // Input: byte 0 = mode (bit 0) | real secret (bit 1). Each input's root is cancelled and
 // joined before the next input (CancelBootstrapRoot), so a root's crash or leak is reported
 // under the input that caused it.
 #include <sys/socket.h>
 
+#include <mutex>
 #include <thread>
 
 #include "core/bootstrap.h"
@@ -61,22 +63,53 @@ void FuzzRoot(bool real_secret, std::string bytes) {
   (void)CancelBootstrapRoot(*id);
 }
 
-// A fake root: accepts one rank, reads its hello and address, answers with `bytes`.
+// A fake root, one for the process: a thread that accepts each joining rank, reads its hello
+// and address, answers with the current input's bytes and hangs up. (One listener and thread
+// for all inputs instead of one per input: each input still gets its own connection.)
+class FakeRoot {
+ public:
+  FakeRoot() {
+    auto listener = net::Listen(net::SockAddr::Loopback(AF_INET, 0));
+    FuzzCheck(listener.ok(), "fake root listen failed");
+    listener_ = std::move(*listener);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  BootstrapId Id() const {
+    BootstrapId id;
+    id.root = listener_.peer();
+    id.secret = JobSecret();
+    return id;
+  }
+  void SetAnswer(const std::string& bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    answer_ = bytes;
+  }
+
+ private:
+  void Serve() {
+    while (true) {
+      auto conn = net::Accept(listener_, net::Deadline::After(3600));
+      if (!conn.ok()) continue;
+      uint8_t hello[net::kHelloWireBytes + net::kSockAddrWireBytes];
+      if (!net::RecvAll(*conn, hello, sizeof(hello), net::Deadline::After(5)).ok()) continue;
+      std::string bytes;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        bytes = answer_;
+      }
+      (void)net::SendAll(*conn, bytes.data(), bytes.size(), net::Deadline::After(5));
+    }
+  }
+  net::Socket listener_;
+  std::thread thread_;
+  std::mutex mu_;
+  std::string answer_;
+};
+
 void FuzzJoin(const std::string& bytes) {
-  auto listener = net::Listen(net::SockAddr::Loopback(AF_INET, 0));
-  FuzzCheck(listener.ok(), "fake root listen failed");
-  BootstrapId id;
-  id.root = listener->peer();
-  id.secret = JobSecret();
-  std::thread root([&] {
-    auto conn = net::Accept(*listener, net::Deadline::After(5));
-    if (!conn.ok()) return;
-    uint8_t hello[net::kHelloWireBytes + net::kSockAddrWireBytes];
-    if (!net::RecvAll(*conn, hello, sizeof(hello), net::Deadline::After(5)).ok()) return;
-    (void)net::SendAll(*conn, bytes.data(), bytes.size(), net::Deadline::After(5));
-  });
-  auto bs = Bootstrap::Join(id, 0, 1, 0.3);
-  root.join();
+  static FakeRoot* root = new FakeRoot();  // lives for the process
+  root->SetAnswer(bytes);
+  auto bs = Bootstrap::Join(root->Id(), 0, 1, 0.3);
   if (!bs.ok()) {
     weftResult_t code = bs.status().code();
     FuzzCheck(code > weftSuccess && code < weftNumResults, "join failed with an unknown result code");

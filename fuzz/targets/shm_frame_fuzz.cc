@@ -11,7 +11,23 @@
 // tearing down with requests still pending neither crashes nor hangs.
 // Input: repeated {op u8 (bit 0: direction, bit 1: send or recv), channel u8, tag u8,
 // size u16 (x 8 bytes when op bit 2 is set, to cross the ring size and the single-copy
-// threshold)}.
+// threshold)}. When the first op has bits 3-5 all set, the pair is torn down right after
+// the input with whatever it left pending, instead of drained (below).
+//
+// Cost per input (why it is built this way): creating a pair (shared memory segments, the
+// rendezvous with the helper thread) costs more than most inputs, so one pair serves many
+// inputs. After an input, what it left behind is drained through the same model: every send
+// no recv took gets a recv of its tag and size, every recv still waiting gets a send of its
+// tag and size, and these are checked like the input's own operations (each recv gets
+// exactly the bytes of the send it matches). The pair is reused when that left it as new:
+// every request done, no error but tag/size mismatches (which skip one message and keep the
+// stream in sync), nothing pending. Otherwise it is torn down with whatever is still pending
+// (a promise checked) and the next input gets a fresh pair. A reused pair starts at another
+// ring offset than a fresh one: a finding that needs that offset replays with the inputs
+// that ran before it (libFuzzer -runs over the same corpus order), not alone.
+// Progress stops when every request is done, or when no request completed for
+// kIdleRounds rounds of both ranks (a message still moving completes a slice of the ring
+// at least every few rounds; the longest fuzzed one is 40 ring-slices).
 #include <deque>
 #include <map>
 #include <vector>
@@ -60,10 +76,112 @@ void CreatePair(std::unique_ptr<weft::ShmTransport> t[2]) {
   FuzzCheck(t[0] && t[1], "shm transport creation failed");
 }
 
+constexpr int kIdleRounds = 256;
+constexpr int kMaxRounds = 2000;
+
+size_t DoneCount(const std::deque<Op>& ops) {
+  size_t n = 0;
+  for (const Op& op : ops) n += op.req.done.load() ? 1 : 0;
+  return n;
+}
+
+// Progresses both ranks until every request is done or none completed for kIdleRounds.
+void ProgressUntilIdle(std::unique_ptr<weft::ShmTransport> t[2], const std::deque<Op>& ops) {
+  size_t done = DoneCount(ops);
+  for (int round = 0, idle = 0; round < kMaxRounds && idle < kIdleRounds; ++round) {
+    if (!t[0]->HasPending() && !t[1]->HasPending()) return;
+    bool a = t[0]->Progress(0).ok(), b = t[1]->Progress(0).ok();
+    if (!a || !b) return;
+    size_t now = DoneCount(ops);
+    idle = now == done ? idle + 1 : 0;
+    done = now;
+  }
+}
+
+bool IsMismatch(const weft::Status& st) {
+  return st.message().find(weft::kTagMismatchMarker) != std::string::npos;
+}
+
+using SendsOf = std::map<std::pair<int, int>, std::deque<size_t>>;
+
+// Checks what completed against the send it matched (the k-th recv of a direction and
+// channel matches its k-th send); returns whether the pair is as new (see the header).
+bool CheckCompleted(std::deque<Op>& ops, SendsOf& sends_of) {
+  bool as_new = true;
+  std::map<std::pair<int, int>, size_t> recvs_seen;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    Op& op = ops[i];
+    if (!op.req.done.load() || (!op.req.status.ok() && !IsMismatch(op.req.status))) as_new = false;
+    if (op.send) continue;
+    size_t k = recvs_seen[{op.from, op.channel}]++;
+    if (!op.req.done.load()) continue;
+    const auto& sends = sends_of[{op.from, op.channel}];
+    if (!op.req.status.ok()) {
+      FuzzCheck(op.req.status.message().find("rank") != std::string::npos, "recv error does not name the peer");
+      if (IsMismatch(op.req.status) && k < sends.size()) {
+        const Op& s = ops[sends[k]];
+        FuzzCheck(s.tag != op.tag || s.bytes != op.bytes, "a recv failed as mismatched with its send's tag and size");
+      }
+      continue;
+    }
+    FuzzCheck(k < sends.size(), "a recv completed without a matching send");
+    const Op& s = ops[sends[k]];
+    FuzzCheck(s.tag == op.tag && s.bytes == op.bytes, "a recv completed with another tag or size");
+    FuzzCheck(s.buf == op.buf, "a recv completed with other bytes than its send");
+  }
+  for (const auto& kv : sends_of)
+    if (recvs_seen[kv.first] != kv.second.size()) as_new = false;
+  for (const auto& kv : recvs_seen)
+    if (sends_of[kv.first].size() != kv.second) as_new = false;
+  return as_new;
+}
+
+// Posts op i (filling a send's buffer with its pattern).
+void Post(std::unique_ptr<weft::ShmTransport> t[2], std::deque<Op>& ops, SendsOf& sends_of, size_t i) {
+  Op& op = ops[i];
+  op.buf.resize(op.bytes);
+  int poster = op.send ? op.from : 1 - op.from;
+  int peer = 1 - poster;
+  weft::Status st;
+  if (op.send) {
+    for (size_t b = 0; b < op.bytes; ++b) op.buf[b] = Pattern(i, b);
+    sends_of[{op.from, op.channel}].push_back(i);
+    st = t[poster]->PostSend(peer, op.channel, op.tag, op.buf.data(), op.bytes, &op.req);
+  } else {
+    st = t[poster]->PostRecv(peer, op.channel, op.tag, op.buf.data(), op.bytes, &op.req);
+  }
+  FuzzCheck(st.ok(), "posting on a healthy transport failed");
+}
+
+// Appends and posts the operations that take up what the input left behind: a recv for each
+// send no recv matched, a send for each recv still waiting (same direction, channel, tag and
+// size). Returns false (nothing posted) when an error other than a mismatch occurred.
+bool PostDrain(std::unique_ptr<weft::ShmTransport> t[2], std::deque<Op>& ops, SendsOf& sends_of) {
+  std::map<std::pair<int, int>, std::vector<size_t>> recvs_of;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const Op& op = ops[i];
+    if (op.req.done.load() && !op.req.status.ok() && !IsMismatch(op.req.status)) return false;
+    if (!op.send) recvs_of[{op.from, op.channel}].push_back(i);
+  }
+  std::vector<std::pair<bool, size_t>> extra;  // {post a send, the op it takes up}
+  for (const auto& kv : sends_of)
+    for (size_t k = recvs_of[kv.first].size(); k < kv.second.size(); ++k) extra.push_back({false, kv.second[k]});
+  for (const auto& kv : recvs_of)
+    for (size_t k = sends_of[kv.first].size(); k < kv.second.size(); ++k) extra.push_back({true, kv.second[k]});
+  for (const auto& e : extra) {
+    Op& op = ops.emplace_back();
+    const Op& left = ops[e.second];
+    op.send = e.first, op.from = left.from, op.channel = left.channel, op.tag = left.tag, op.bytes = left.bytes;
+    Post(t, ops, sends_of, ops.size() - 1);
+  }
+  return true;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   weft_fuzz::Bytes in(data, size);
+  const bool tear_down = size > 0 && (data[0] & 0x38) == 0x38;
   std::deque<Op> ops;  // deque: requests must not move once posted
   while (in.left() >= 5 && ops.size() < 64) {
     uint8_t code = in.U8();
@@ -75,50 +193,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     uint32_t raw = in.U8() | static_cast<uint32_t>(in.U8()) << 8;
     op.bytes = (code & 4) ? raw * 8 % 40000 : raw % 2048;
   }
-  std::unique_ptr<weft::ShmTransport> t[2];
-  CreatePair(t);
+  // The pair of the previous input when it was left as new, else a fresh one.
+  static std::unique_ptr<weft::ShmTransport> t[2];
+  if (!t[0]) CreatePair(t);
+  FuzzCheck(!t[0]->HasPending() && !t[1]->HasPending(), "a reused pair still has requests pending");
 
-  // Which send each recv matches: the k-th recv of (direction, channel) gets the k-th send.
-  std::map<std::pair<int, int>, std::deque<size_t>> sends_of;
+  SendsOf sends_of;
   for (size_t i = 0; i < ops.size(); ++i) {
-    Op& op = ops[i];
-    op.buf.resize(op.bytes);
-    int poster = op.send ? op.from : 1 - op.from;
-    int peer = 1 - poster;
-    weft::Status st;
-    if (op.send) {
-      for (size_t b = 0; b < op.bytes; ++b) op.buf[b] = Pattern(i, b);
-      sends_of[{op.from, op.channel}].push_back(i);
-      st = t[poster]->PostSend(peer, op.channel, op.tag, op.buf.data(), op.bytes, &op.req);
-    } else {
-      st = t[poster]->PostRecv(peer, op.channel, op.tag, op.buf.data(), op.bytes, &op.req);
-    }
-    FuzzCheck(st.ok(), "posting on a healthy transport failed");
+    Post(t, ops, sends_of, i);
     (void)t[0]->Progress(0);
     (void)t[1]->Progress(0);
   }
-  for (int round = 0; round < 2000 && (t[0]->HasPending() || t[1]->HasPending()); ++round) {
-    bool a = t[0]->Progress(0).ok(), b = t[1]->Progress(0).ok();
-    if (!a || !b) break;
+  ProgressUntilIdle(t, ops);
+  bool as_new = CheckCompleted(ops, sends_of);
+  if (!as_new && !tear_down && PostDrain(t, ops, sends_of)) {
+    ProgressUntilIdle(t, ops);
+    as_new = CheckCompleted(ops, sends_of);
   }
-  // Check what completed against the send it matched.
-  std::map<std::pair<int, int>, size_t> recvs_seen;
-  for (size_t i = 0; i < ops.size(); ++i) {
-    Op& op = ops[i];
-    if (op.send) continue;
-    size_t k = recvs_seen[{op.from, op.channel}]++;
-    if (!op.req.done.load()) continue;
-    if (!op.req.status.ok()) {
-      FuzzCheck(op.req.status.message().find("rank") != std::string::npos, "recv error does not name the peer");
-      continue;
-    }
-    const auto& sends = sends_of[{op.from, op.channel}];
-    FuzzCheck(k < sends.size(), "a recv completed without a matching send");
-    const Op& s = ops[sends[k]];
-    FuzzCheck(s.tag == op.tag && s.bytes == op.bytes, "a recv completed with another tag or size");
-    FuzzCheck(s.buf == op.buf, "a recv completed with other bytes than its send");
+  if (!as_new || tear_down || t[0]->HasPending() || t[1]->HasPending()) {
+    t[0].reset();  // teardown with requests pending: must neither crash nor hang
+    t[1].reset();
   }
-  t[0].reset();  // teardown with requests pending: must neither crash nor hang
-  t[1].reset();
   return 0;
 }

@@ -197,6 +197,33 @@ WEFT_API weftResult_t weftStreamSynchronize(weftStream_t stream);
 WEFT_API weftResult_t weftStreamQuery(weftStream_t stream);
 WEFT_API weftResult_t weftStreamDestroy(weftStream_t stream);
 
+/* ---- registered memory: zero-copy collectives on one host ---- */
+
+/**
+ * Allocates size (> 0) bytes of host memory that the other processes of this host can map
+ * (as ncclMemAlloc): page-aligned, zero-filled, backed by an anonymous memory file, so nothing
+ * is left behind when the process exits. Free it with weftMemFree.
+ */
+WEFT_API weftResult_t weftMemAlloc(void** ptr, size_t size);
+/** Frees memory from weftMemAlloc (anything else, or a second free: weftInvalidArgument). */
+WEFT_API weftResult_t weftMemFree(void* ptr);
+/**
+ * Registers buff[0, size) with comm for its collectives (as ncclCommRegister). Collective:
+ * every rank registers, in the same order (each rank its own buffer). When every rank's buffer
+ * comes from weftMemAlloc and all ranks share a host, allreduce, allgather and reduce-scatter
+ * calls of at least 256 KiB whose send and receive buffers lie in registered memory on every
+ * rank read the peers' buffers in place (no staging copy through shared windows;
+ * weftCommGetLastAlgorithm then ends in "+zerocopy"). Other buffers may be registered too (no
+ * effect: calls on them copy as unregistered calls do). *handle is for weftCommDeregister.
+ */
+WEFT_API weftResult_t weftCommRegister(const weftComm_t comm, void* buff, size_t size,
+                                       void** handle);
+/**
+ * Ends a registration on this rank (local: later calls on the buffer take the staging path).
+ * Peers keep their mapping of the buffer until the communicator is destroyed.
+ */
+WEFT_API weftResult_t weftCommDeregister(const weftComm_t comm, void* handle);
+
 /** Size in bytes of one element of datatype, or 0 for an unknown type. */
 WEFT_API size_t weftTypeSize(weftDataType_t datatype);
 

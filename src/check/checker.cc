@@ -49,6 +49,7 @@ struct Range {
   size_t lo = 0, hi = 0;
   bool empty() const { return lo == hi; }
   bool Overlaps(const Range& o) const { return space == o.space && lo < o.hi && o.lo < hi; }
+  bool operator==(const Range& o) const { return space == o.space && lo == o.lo && hi == o.hi; }
 };
 struct Access {
   Range read[2];
@@ -125,14 +126,16 @@ struct RankState {
   std::vector<uint32_t> issue_vc, done_vc;
   std::vector<size_t> unabsorbed;         // completed recvs/waits not yet known to issue
   std::vector<uint32_t> absorbed_at;      // per step: issue epoch that learned its completion
-  std::vector<int32_t> scratch_writer;    // per scratch element: last writing step, -1 none
-  // Direct reads of this rank's scratch since the last write of those elements.
+  // Per element of each space (Space: user buffers, scratch): the last step of this rank that
+  // wrote it, -1 none; and peers' direct reads of it since that write. User buffers are read
+  // directly only by zero-copy schedules (ScheduleRequest::peer_buffers_mapped).
+  std::vector<int32_t> writer[2];
   struct ReadRecord {
     int reader;
     size_t step;
     size_t lo, hi;
   };
-  std::vector<ReadRecord> scratch_reads;
+  std::vector<ReadRecord> reads[2];
   // Fused steps issued whose forward is not yet posted, per (to, channel), in program order;
   // and per step whether its receive has completed (its forward may be posted).
   std::unordered_map<uint64_t, std::deque<size_t>> forwards;
@@ -172,6 +175,7 @@ class Checker {
                  size_t n, const char* what);
   Status WriteScratchCheck(int r, size_t i, const Region& dst, const uint32_t* writer_vc);
   Status ReadRemoteCheck(int r, size_t i, int peer, const Region& remote);
+  Status ReadsDoneBeforeReturn() const;
   Range Resolve(int r, const Region& reg) const;
   Val* Ptr(int r, const Region& reg) {
     Range g = Resolve(r, reg);
@@ -335,9 +339,10 @@ Status Checker::StepStructure(int r, size_t i) {
   if (m.reads_src) WEFT_RETURN_IF_ERROR(in_bounds(r, s.src, "src"));
   if (m.writes_dst || m.reads_dst) WEFT_RETURN_IF_ERROR(in_bounds(r, s.dst, "dst"));
   if (m.reads_remote) {
-    if (s.remote.buffer != Buffer::kScratch)
+    if (s.remote.buffer != Buffer::kScratch && !req_.peer_buffers_mapped)
       return InvalidArgument(StepName(r, i, s) + ": remote region " + RegionName(s.remote) +
-                             " must be the peer's scratch (only windows are mapped)");
+                             " must be the peer's scratch (only windows are mapped; peers' "
+                             "buffers only in zero-copy schedules: peer_buffers_mapped)");
     WEFT_RETURN_IF_ERROR(in_bounds(s.peer, s.remote, "remote"));
     if (s.remote.count != s.dst.count)
       return InvalidArgument(StepName(r, i, s) + ": remote " + RegionName(s.remote) + " and dst " +
@@ -389,7 +394,8 @@ Status Checker::Initialize() {
     if (track_hb_) {
       st.clock.assign(p_, 0);
       st.absorbed_at.assign(st.sched->steps.size(), 0);
-      st.scratch_writer.assign(st.sched->scratch_count, -1);
+      st.writer[kScr].assign(st.sched->scratch_count, -1);
+      st.writer[kUser].assign(st.layout.user_size, -1);
       st.issue_vc.assign(st.sched->steps.size() * p_, 0);
       st.done_vc.assign(st.sched->steps.size() * p_, 0);
     }
@@ -423,48 +429,79 @@ Status Checker::Combine(int r, size_t i, const Region& dst_region, const Val* a,
   return OkStatus();
 }
 
-// A write to this rank's scratch must happen-after every direct read of those elements by
-// peers since the previous write (otherwise the peer may read the new data).
+// A write to this rank's scratch (or, in zero-copy schedules, its buffers) must happen-after
+// every direct read of those elements by peers since the previous write (otherwise the peer
+// may read the new data).
 Status Checker::WriteScratchCheck(int r, size_t i, const Region& dst, const uint32_t* wvc) {
-  if (!track_hb_ || dst.buffer != Buffer::kScratch || dst.count == 0) return OkStatus();
+  if (!track_hb_ || dst.count == 0) return OkStatus();
   RankState& st = ranks_[r];
-  const size_t lo = dst.offset, hi = dst.offset + dst.count;
+  const Range g = Resolve(r, dst);
+  const size_t lo = g.lo, hi = g.hi;
+  const char* space = g.space == kScr ? "scratch" : "its buffer";
   std::vector<RankState::ReadRecord> keep;
-  for (const auto& rd : st.scratch_reads) {
+  for (const auto& rd : st.reads[g.space]) {
     if (rd.hi <= lo || hi <= rd.lo) {
       keep.push_back(rd);
       continue;
     }
     if (wvc[rd.reader] < rd.step + 1)
-      return InvalidArgument(Where(r, i) + " writes scratch[" + std::to_string(std::max(lo, rd.lo)) +
+      return InvalidArgument(Where(r, i) + " writes " + space + "[" + std::to_string(std::max(lo, rd.lo)) +
                              "] while " + Where(rd.reader, rd.step) +
                              " may still be reading it (race: no signal/wait orders them)");
     // The parts of the read this write does not cover stay recorded.
     if (rd.lo < lo) keep.push_back({rd.reader, rd.step, rd.lo, lo});
     if (hi < rd.hi) keep.push_back({rd.reader, rd.step, hi, rd.hi});
   }
-  st.scratch_reads.swap(keep);
-  for (size_t e = lo; e < hi; ++e) st.scratch_writer[e] = static_cast<int32_t>(i);
+  st.reads[g.space].swap(keep);
+  for (size_t e = lo; e < hi; ++e) st.writer[g.space][e] = static_cast<int32_t>(i);
   return OkStatus();
 }
 
-// A direct read of peer's scratch must happen-after the peer's last write of those elements.
+// A direct read of peer's scratch (or buffers) must happen-after the peer's last write of
+// those elements; a peer's buffer it has not written in this call (its input) may be read
+// only after a signal of the peer in this call (before it, the peer may not have entered the
+// call, so its buffer may not hold this call's data, nor be published).
 Status Checker::ReadRemoteCheck(int r, size_t i, int peer, const Region& remote) {
   RankState& me = ranks_[r];
   RankState& pst = ranks_[peer];
-  for (size_t e = remote.offset; e < remote.offset + remote.count; ++e) {
-    int32_t w = pst.scratch_writer[e];
+  const Range g = Resolve(peer, remote);
+  const char* space = g.space == kScr ? "scratch" : "buffer";
+  for (size_t e = g.lo; e < g.hi; ++e) {
+    int32_t w = pst.writer[g.space][e];
+    if (w < 0 && g.space == kUser && me.clock[peer] < 1)
+      return InvalidArgument(Where(r, i) + " reads " + RegionName(remote) + " of rank " +
+                             std::to_string(peer) + " before any signal of rank " +
+                             std::to_string(peer) + " in this call (missing wait)");
     if (w >= 0) {
       const Step& ws = pst.sched->steps[w];
       uint32_t epoch = IsAsync(ws.op) ? pst.absorbed_at[w] : static_cast<uint32_t>(w) + 1;
       if (epoch == 0 || me.clock[peer] < epoch)
-        return InvalidArgument(Where(r, i) + " reads scratch[" + std::to_string(e) + "] of rank " +
+        return InvalidArgument(Where(r, i) + " reads " + space + "[" + std::to_string(e) + "] of rank " +
                                std::to_string(peer) + " written by " + Where(peer, w) +
                                " with no happens-before (race: missing signal/wait)");
     }
   }
-  if (remote.count > 0)
-    pst.scratch_reads.push_back({r, i, remote.offset, remote.offset + remote.count});
+  if (remote.count > 0) pst.reads[g.space].push_back({r, i, g.lo, g.hi});
+  return OkStatus();
+}
+
+// Zero-copy: a rank's caller may reuse its buffers once the call returns, so every peer's read
+// of them must happen-before the rank's last step completes (a signal from the reader after
+// its read, waited for: the "done" round).
+Status Checker::ReadsDoneBeforeReturn() const {
+  if (!track_hb_) return OkStatus();
+  for (int r = 0; r < p_; ++r) {
+    const RankState& st = ranks_[r];
+    if (st.reads[kUser].empty()) continue;
+    VClock last = st.clock;  // what the rank knows once all its steps completed
+    for (size_t j : st.unabsorbed)
+      for (int q = 0; q < p_; ++q) last[q] = std::max(last[q], st.done_vc[j * p_ + q]);
+    for (const auto& rd : st.reads[kUser])
+      if (last[rd.reader] < rd.step + 1)
+        return InvalidArgument("rank " + std::to_string(r) + " may return while " +
+                               Where(rd.reader, rd.step) +
+                               " still reads its buffer (missing signal/wait after the read)");
+  }
   return OkStatus();
 }
 
@@ -635,7 +672,9 @@ Status Checker::ApplyLocal(int r, size_t i) {
   const StepSemantics& m = SemanticsOf(s.op);
   const size_t n = s.dst.count;
   if (track_hb_ && m.reads_remote) WEFT_RETURN_IF_ERROR(ReadRemoteCheck(r, i, s.peer, s.remote));
-  if (track_hb_ && m.writes_dst && n > 0)
+  // A copy onto itself (in place: input and output alias) writes nothing: the executor skips it.
+  const bool self_copy = s.op == StepOp::kCopy && Resolve(r, s.src) == Resolve(r, s.dst);
+  if (track_hb_ && m.writes_dst && n > 0 && !self_copy)
     WEFT_RETURN_IF_ERROR(WriteScratchCheck(r, i, s.dst, st.clock.data()));
   if (!track_values_ || n == 0 || m.combine == StepCombine::kNothing) return OkStatus();
   std::vector<Val> tmp(n);
@@ -975,6 +1014,7 @@ Status Checker::Run() {
   WEFT_RETURN_IF_ERROR(Structure());
   WEFT_RETURN_IF_ERROR(Initialize());
   WEFT_RETURN_IF_ERROR(Simulate());
+  WEFT_RETURN_IF_ERROR(ReadsDoneBeforeReturn());
   WEFT_RETURN_IF_ERROR(Verify());
   return VerifyIdenticalAcrossRanks();
 }

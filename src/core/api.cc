@@ -13,6 +13,7 @@
 #include "core/init.h"
 #include "kernels/dtype.h"
 #include "transports/inproc/inproc_transport.h"
+#include "transports/shm/shm_allocation.h"
 #include "weft/weft.h"
 
 namespace weft {
@@ -220,6 +221,43 @@ weftResult_t weftCommSetTimeout(weftComm_t comm, double seconds) {
     return Report(InvalidArgument("seconds=" + std::to_string(seconds) + " must be >= 0"));
   comm->timeout_s = seconds;
   return weftSuccess;
+}
+
+weftResult_t weftMemAlloc(void** ptr, size_t size) {
+  if (ptr == nullptr) return Report(InvalidArgument("weftMemAlloc: ptr is NULL"));
+  *ptr = nullptr;
+  if (size == 0) return Report(InvalidArgument("weftMemAlloc: size=0: nothing to allocate"));
+  StatusOr<void*> p = SharedAllocate(size);
+  if (!p.ok()) return Report(p.status().WithContext("weftMemAlloc(size=" + std::to_string(size) + ")"));
+  *ptr = *p;
+  return weftSuccess;
+}
+
+weftResult_t weftMemFree(void* ptr) {
+  Status st = SharedFree(ptr);
+  return st.ok() ? weftSuccess : Report(st.WithContext("weftMemFree"));
+}
+
+weftResult_t weftCommRegister(const weftComm_t comm, void* buff, size_t size, void** handle) {
+  if (handle == nullptr) return Report(InvalidArgument("weftCommRegister: handle is NULL"));
+  *handle = nullptr;
+  if (buff == nullptr) return Report(InvalidArgument("weftCommRegister: buff is NULL"));
+  if (size == 0) return Report(InvalidArgument("weftCommRegister: size=0 (buff=" + PtrStr(buff) + ")"));
+  Status st = CheckLiveComm(comm);
+  if (!st.ok()) return Report(st.WithContext("weftCommRegister"));
+  std::lock_guard<std::mutex> lock(comm->exec_mu);
+  st = CheckComm(comm);
+  if (st.ok()) st = RegisterBuffer(comm, buff, size, handle);
+  return st.ok() ? weftSuccess : Report(st.WithContext("weftCommRegister"));
+}
+
+weftResult_t weftCommDeregister(const weftComm_t comm, void* handle) {
+  if (handle == nullptr) return Report(InvalidArgument("weftCommDeregister: handle is NULL"));
+  Status st = CheckLiveComm(comm);
+  if (!st.ok()) return Report(st.WithContext("weftCommDeregister"));
+  std::lock_guard<std::mutex> lock(comm->exec_mu);
+  st = DeregisterBuffer(comm, handle);
+  return st.ok() ? weftSuccess : Report(st.WithContext("weftCommDeregister"));
 }
 
 weftResult_t weftAllReduce(const void* sendbuff, void* recvbuff, size_t count,

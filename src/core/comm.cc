@@ -48,7 +48,8 @@ std::string CacheKey(const ScheduleRequest& r, const std::string& algo) {
 }
 
 Status Execute(weftComm* comm, const RankSchedule& rs, int window, weftDataType_t dtype,
-               weftRedOp_t op, uint64_t tag, const void* in, void* out, const char* what) {
+               weftRedOp_t op, uint64_t tag, const void* in, void* out, const char* what,
+               const std::vector<PeerUserBuffers>* peer_buffers = nullptr) {
   ExecContext ctx;
   ctx.rank = comm->rank;
   ctx.nranks = comm->nranks;
@@ -59,6 +60,7 @@ Status Execute(weftComm* comm, const RankSchedule& rs, int window, weftDataType_
   ctx.peer_transport = &comm->peer_transport;
   ctx.direct = comm->direct;
   ctx.heap_scratch = &comm->heap_scratch;
+  ctx.peer_buffers = peer_buffers;
   ctx.what = what;
   ExecBuffers bufs;
   bufs.input = in;
@@ -172,9 +174,11 @@ Status BuildPlan(weftComm* comm, const CollectiveCall& call, ScheduleRequest* re
   plan->algorithm = *algo;
   plan->what = std::string(CollectiveName(req->collective)) + " " + plan->algorithm->name;
   const bool cacheable = call.collective != Collective::kAllToAllv;
+  plan->zero_copy = req->peer_buffers_mapped;
   plan->shape_hash = HashCallShape(MakeCallDescriptor(call.collective, cacheable ? call.count : 0,
                                                       call.dtype, call.op, call.root,
-                                                      plan->algorithm->name));
+                                                      plan->algorithm->name +
+                                                          (plan->zero_copy ? kZeroCopySuffix : "")));
   // This rank's plan only (its own steps: O(p) for ring and pairwise schedules, where all
   // ranks' would be O(p^2)); the selector above evaluated candidates with every rank's.
   req->scope = PlanScope::ForRank(comm->rank);
@@ -201,9 +205,11 @@ Status BuildPlan(weftComm* comm, const CollectiveCall& call, ScheduleRequest* re
     plan->other_half = *built;
   }
   plan->uses_window = plan->schedule->ranks[comm->rank].direct_steps == 1;  // BuildSchedule's
-  WEFT_INFO("rank %d: %s count=%zu dtype=%s -> %s (chunk %zu elems, %d channels)", comm->rank,
+  WEFT_INFO("rank %d: %s count=%zu dtype=%s -> %s%s (chunk %zu elems, %d channels)", comm->rank,
             CollectiveName(req->collective), req->count, DataTypeName(call.dtype),
-            plan->algorithm->name.c_str(), req->chunk.chunk_elems, req->chunk.channels);
+            plan->algorithm->name.c_str(),
+            plan->zero_copy ? " zero-copy (registered buffers read in place, no staging)" : "",
+            req->chunk.chunk_elems, req->chunk.channels);
   if (!cacheable) {
     // alltoallv shapes vary per call: keep a bounded cache of recent ones.
     if (comm->schedule_cache.size() > 64) comm->schedule_cache.clear();
@@ -262,6 +268,54 @@ Status ReleaseWindow(weftComm* comm, uint64_t tag, const char* what) {
   return OkStatus();
 }
 
+// The buffers of `call` as the zero-copy agreement sees them (sizes in bytes).
+ZeroCopyCall ZeroCopyView(const weftComm* comm, const CollectiveCall& call, size_t elem) {
+  ZeroCopyCall z;
+  z.collective = call.collective;
+  z.input = call.sendbuff;
+  z.output = call.recvbuff;
+  const size_t n = call.count * elem, all = n * static_cast<size_t>(comm->nranks);
+  z.input_bytes = call.collective == Collective::kReduceScatter ? all : n;
+  z.output_bytes = call.collective == Collective::kAllGather ? all : n;
+  return z;
+}
+
+// Registered buffers: whether this call reads them in place (every rank agrees, through one
+// signal round tagged like the call; see core/registered_memory.h). False without running
+// anything when no usable registration exists or the call is not worth it.
+StatusOr<bool> AgreeOnZeroCopy(weftComm* comm, const CollectiveCall& call, size_t elem, uint64_t seq) {
+  const ZeroCopyCall view = ZeroCopyView(comm, call, elem);
+  if (!ZeroCopyCandidate(comm, view)) return false;
+  const uint32_t hash = MixCallType(
+      HashCallShape(MakeCallDescriptor(call.collective, call.count, call.dtype, call.op, call.root,
+                                       "zero-copy agreement")),
+      call.collective, call.dtype, call.op);
+  const uint64_t tag = MakeCallTag(hash, seq);
+  StatusOr<bool> agreed = AgreeZeroCopy(comm, view, [&] {
+    const RankSchedule round = DirectWindowRelease(comm->rank, comm->nranks);  // signal, wait
+    return Execute(comm, round, comm->nranks, weftUint8, weftSum, tag, nullptr, nullptr,
+                   "zero-copy agreement");
+  });
+  if (!agreed.ok()) {
+    // The peers may already be in the call's schedule, waiting on this rank: fail them now
+    // (they see this rank closed) instead of letting them wait for the timeout.
+    if (comm->sticky_error.ok()) comm->sticky_error = agreed.status();
+    comm->direct->Abort(agreed.status());
+  }
+  return agreed;
+}
+
+// The name weftCommGetLastAlgorithm reports for a zero-copy plan of `algorithm` (interned for
+// the process, as the registry's names are).
+const std::string* ZeroCopyName(const std::string& algorithm) {
+  static std::mutex mu;
+  static auto* names = new std::map<std::string, std::string>();
+  std::lock_guard<std::mutex> l(mu);
+  auto it = names->find(algorithm);
+  if (it == names->end()) it = names->emplace(algorithm, algorithm + kZeroCopySuffix).first;
+  return &it->second;
+}
+
 // One collective after the communicator is locked and the sequence number taken: plan (cached
 // per call shape), optional fingerprint check, execution. Fills in the flight entry's
 // algorithm and peers as soon as the plan is known.
@@ -275,10 +329,13 @@ Status RunPlanned(weftComm* comm, const CollectiveCall& call, uint64_t seq, Flig
   if (call.collective == Collective::kAllToAllv)
     WEFT_RETURN_IF_ERROR(ExchangeAllToAllvCounts(comm, call, seq, &req));
   req.out_of_place = DisjointAllToAllBuffers(comm, call, elem);
+  StatusOr<bool> zero_copy = AgreeOnZeroCopy(comm, call, elem, seq);
+  if (!zero_copy.ok()) return zero_copy.status();
+  req.peer_buffers_mapped = *zero_copy;
   const Plan* plan = nullptr;
   Plan fresh;
   const bool cacheable = call.collective != Collective::kAllToAllv;
-  PlanKey key{call.collective, call.count, elem, call.root, req.out_of_place};
+  PlanKey key{call.collective, call.count, elem, call.root, req.out_of_place, *zero_copy};
   if (cacheable) {
     auto it = comm->plans.find(key);
     if (it != comm->plans.end()) plan = &it->second;
@@ -294,7 +351,8 @@ Status RunPlanned(weftComm* comm, const CollectiveCall& call, uint64_t seq, Flig
       plan = &fresh;
     }
   }
-  comm->last_algorithm = &plan->algorithm->name;  // registry entries live for the process
+  // registry entries (and interned zero-copy names) live for the process
+  comm->last_algorithm = plan->zero_copy ? ZeroCopyName(plan->algorithm->name) : &plan->algorithm->name;
   if (entry != nullptr) {
     entry->algorithm = &plan->algorithm->name;
     FlightRecorder::SetPeers(entry, plan->peers);
@@ -309,7 +367,8 @@ Status RunPlanned(weftComm* comm, const CollectiveCall& call, uint64_t seq, Flig
     st = ReleaseWindow(comm, tag, plan->what.c_str());
   if (st.ok())
     st = Execute(comm, sched->ranks[comm->rank], sched->window, call.dtype, call.op, tag,
-                 call.sendbuff, call.recvbuff, plan->what.c_str());
+                 call.sendbuff, call.recvbuff, plan->what.c_str(),
+                 plan->zero_copy ? &comm->registry.peer_buffers : nullptr);
   if (st.ok()) comm->window.Completed(plan->uses_window, plan->holds_window);
   if (IsCallMismatch(st)) {
     st = CallMismatchError(st, comm->rank, DescriptorOf(call, *plan), hash);

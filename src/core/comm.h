@@ -22,6 +22,7 @@
 #include "algorithms/schedule.h"
 #include "common/status.h"
 #include "core/flight_recorder.h"
+#include "core/registered_memory.h"
 #include "transports/transport.h"
 #include "weft/weft.h"
 
@@ -41,16 +42,18 @@ struct PlanKey {
   size_t elem_size;
   int root;
   bool out_of_place = false;  // ScheduleRequest::out_of_place: such plans skip in-place staging
+  bool zero_copy = false;     // ScheduleRequest::peer_buffers_mapped: registered buffers read in place
   bool operator==(const PlanKey& o) const {
     return collective == o.collective && count == o.count && elem_size == o.elem_size &&
-           root == o.root && out_of_place == o.out_of_place;
+           root == o.root && out_of_place == o.out_of_place && zero_copy == o.zero_copy;
   }
 };
 struct PlanKeyHash {
   size_t operator()(const PlanKey& k) const {
     size_t h = std::hash<size_t>()(k.count);
     h ^= (static_cast<size_t>(k.collective) << 48) ^ (k.elem_size << 40) ^
-         (static_cast<size_t>(k.root) << 20) ^ (static_cast<size_t>(k.out_of_place) << 63);
+         (static_cast<size_t>(k.root) << 20) ^ (static_cast<size_t>(k.out_of_place) << 63) ^
+         (static_cast<size_t>(k.zero_copy) << 62);
     return h;
   }
 };
@@ -67,7 +70,13 @@ struct Plan {
   bool uses_window = false;
   bool holds_window = false;
   std::shared_ptr<const Schedule> other_half;
+  // Built with ScheduleRequest::peer_buffers_mapped: reads peers' registered buffers in place
+  // (the call's agreement said so on every rank; core/registered_memory.h).
+  bool zero_copy = false;
 };
+// Appended to the algorithm's name in a zero-copy plan's descriptor hash (ranks that disagree
+// fail as mismatched) and in weftCommGetLastAlgorithm ("twoshot+zerocopy").
+constexpr const char* kZeroCopySuffix = "+zerocopy";
 }  // namespace weft
 
 // The handle type of the C API (weftComm_t = weftComm*).
@@ -106,6 +115,10 @@ struct weftComm {
   // Which window half the next single-round direct call uses and whether peers may still read
   // the window (algorithms/direct_pattern.h).
   weft::WindowSequencer window;
+
+  // weftCommRegister's registrations and the zero-copy agreement's state
+  // (core/registered_memory.h). Used under exec_mu.
+  weft::CommRegistry registry;
 
   // The last operations (WEFT_FLIGHT_RECORDER entries), dumped when one fails for a peer's
   // or the clock's reason. Written under exec_mu.

@@ -112,6 +112,9 @@ class Runner {
     return ByteRange{lo, lo + r.count * elem_};
   }
   Access AccessOf(const Step& s) const;
+  // Where a direct step's remote region lies in this process: the peer's window (Scratch) or,
+  // in zero-copy schedules, its mapped registered buffers (Input/Output).
+  StatusOr<const unsigned char*> PeerRegion(const Step& s);
   Transport* TransportFor(int rank, const Step& s, Status* st) const;
   Status Issue(size_t index);
   Status IssueLocal(size_t index);
@@ -231,6 +234,29 @@ Status Runner::Prepare() {
   return OkStatus();
 }
 
+StatusOr<const unsigned char*> Runner::PeerRegion(const Step& s) {
+  const size_t lo = s.remote.offset * elem_, bytes = s.remote.count * elem_;
+  if (s.remote.buffer == Buffer::kScratch) {
+    StatusOr<const void*> w = ctx_.direct->PeerWindow(s.peer, lo + bytes);
+    if (!w.ok()) return w.status();
+    return static_cast<const unsigned char*>(*w) + lo;
+  }
+  const bool input = s.remote.buffer == Buffer::kInput;
+  const char* which = input ? "input" : "output";
+  if (ctx_.peer_buffers == nullptr || s.peer < 0 ||
+      static_cast<size_t>(s.peer) >= ctx_.peer_buffers->size())
+    return InternalError(std::string("reads rank ") + std::to_string(s.peer) + "'s " + which +
+                         " but no peer buffers are mapped for this call (not registered)");
+  const PeerUserBuffers& b = (*ctx_.peer_buffers)[s.peer];
+  const unsigned char* base = input ? b.input : b.output;
+  const size_t have = input ? b.input_bytes : b.output_bytes;
+  if (base == nullptr || lo > have || bytes > have - lo)
+    return InternalError(std::string("reads bytes [") + std::to_string(lo) + ", " +
+                         std::to_string(lo + bytes) + ") of rank " + std::to_string(s.peer) + "'s " +
+                         which + ", of which " + std::to_string(have) + " bytes are mapped");
+  return base + lo;
+}
+
 std::unique_ptr<InFlight> Runner::TakeSlot(size_t index) {
   std::unique_ptr<InFlight> f;
   if (!free_.empty()) {
@@ -287,10 +313,9 @@ Status Runner::IssueLocal(size_t index) {
       });
     case StepOp::kDirectRead:
     case StepOp::kDirectReduce: {
-      size_t need = (s.remote.offset + s.remote.count) * elem_;
-      StatusOr<const void*> w = ctx_.direct->PeerWindow(s.peer, need);
+      StatusOr<const unsigned char*> w = PeerRegion(s);
       if (!w.ok()) return w.status().WithContext(Describe(s, index));
-      const unsigned char* base = static_cast<const unsigned char*>(*w) + s.remote.offset * elem_;
+      const unsigned char* base = *w;
       const MemRef remote{const_cast<unsigned char*>(base), s.remote.count * elem_, MemKind::kHostShared, -1, 0};
       if (s.op == StepOp::kDirectRead)
         return RunKernel(index, [&](KernelRequest* r) { return kb_.Copy(Ref(s.dst), remote, r); });

@@ -37,6 +37,15 @@ struct ExecBuffers {
   int device = -1;                // for kCudaDevice
 };
 
+// Where a peer's input and output of this call are mapped in this process (zero-copy: its
+// buffers are registered; src/core/registered_memory.h). Null pointers: not readable.
+struct PeerUserBuffers {
+  const unsigned char* input = nullptr;
+  size_t input_bytes = 0;
+  const unsigned char* output = nullptr;
+  size_t output_bytes = 0;
+};
+
 struct ExecContext {
   int rank = 0;
   int nranks = 1;
@@ -49,6 +58,9 @@ struct ExecContext {
   DirectTransport* direct = nullptr;  // same-host window transport, if any
   // Heap scratch owned by the caller (grown as needed) when the schedule has no direct steps.
   std::vector<unsigned char>* heap_scratch = nullptr;
+  // Per peer rank: its mapped buffers, for direct steps whose remote region is the peer's
+  // Input or Output (zero-copy schedules); nullptr when the call has none.
+  const std::vector<PeerUserBuffers>* peer_buffers = nullptr;
   const char* what = "collective";  // for messages: "allreduce ring", ...
   // Runs the local steps (copy, reduce, finalize, direct reads) and the reductions of received
   // data; nullptr = CpuKernelBackend(). A backend that completes later (a CUDA stream) is

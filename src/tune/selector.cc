@@ -338,6 +338,20 @@ StatusOr<Decision> Selector::DefaultDecision(ScheduleRequest* request, size_t el
   return d;
 }
 
+namespace {
+// The algorithm that has a zero-copy variant for the request's collective, when the request
+// asks for it and it can run the call; nullptr otherwise.
+const AlgorithmInfo* ZeroCopyAlgorithm(const ScheduleRequest& request) {
+  if (!request.peer_buffers_mapped) return nullptr;
+  const char* name = request.collective == Collective::kAllReduce       ? "twoshot"
+                     : request.collective == Collective::kAllGather     ? "direct"
+                     : request.collective == Collective::kReduceScatter ? "direct"
+                                                                        : nullptr;
+  const AlgorithmInfo* a = name ? FindAlgorithm(request.collective, name) : nullptr;
+  return a != nullptr && a->applicable(request) ? a : nullptr;
+}
+}  // namespace
+
 StatusOr<Decision> Selector::Choose(ScheduleRequest* request, size_t elem_size) {
   if (request->nranks != nranks_)
     return InvalidArgument("selector: request nranks=" + std::to_string(request->nranks) + " but the " +
@@ -366,6 +380,15 @@ StatusOr<Decision> Selector::Choose(ScheduleRequest* request, size_t elem_size) 
                           std::to_string(bytes) + " bytes, but it cannot run this call" +
                           (request->all_ranks_mappable ? "" : " (ranks are not all mappable / on one host)"));
     why_prefix = "WEFT_ALGO forces " + *forced + "; ";
+  } else if (const AlgorithmInfo* z = ZeroCopyAlgorithm(*request)) {
+    // Registered buffers every rank agreed on (ScheduleRequest::peer_buffers_mapped): the
+    // zero-copy direct schedule moves the fewest bytes on one host (no staging copy), so it
+    // is taken without modelling; WEFT_ALGO above still wins.
+    Decision d;
+    d.algorithm = z;
+    d.why = "registered buffers: zero-copy " + z->name;
+    request->chunk = d.chunk;
+    return d;
   } else {
     WEFT_RETURN_IF_ERROR(LoadTuningOnce());
     if (const TuningRule* rule = tuning_.Lookup(c, bytes)) {

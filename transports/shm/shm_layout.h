@@ -49,6 +49,13 @@ struct alignas(kLine) RankHeader {
   alignas(kLine) uint64_t cma_probe;
   uint64_t cma_probe_addr;
   std::atomic<uint64_t> cma_from_mask;
+  // Per-call records for peers (DirectTransport::PublishCallInfo): slot seq % 2 holds the
+  // record of call `seq`, written before `seq` (release) and read after a signal (acquire).
+  struct alignas(kLine) CallInfoSlot {
+    std::atomic<uint64_t> seq;
+    unsigned char data[48];
+  };
+  CallInfoSlot call_info[2];
 };
 
 // Tags of tagged signals: signal number i (0-based) with a tag writes slot i % kSignalTagSlots

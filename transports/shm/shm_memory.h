@@ -2,7 +2,11 @@
 // ShmTransport's, implemented in shm_memory.cc; this header documents them and the packed key).
 //
 // Registration: ShmTransport::Register(MemRef) records the range (cached, like every
-// transport's: registration_cache.h). Host memory only. Two kinds of registered memory:
+// transport's: registration_cache.h). Host memory only. Three kinds of registered memory:
+//   - inside a shareable allocation (weftMemAlloc, shm_allocation.h): the key carries the
+//     owner's memory-file descriptor; ImportRemoteKey maps the file (/proc/<pid>/fd/<fd>), so
+//     the peer reads and writes it in place (MappedRemote: zero-copy direct steps; Put/Get
+//     are a memcpy); the mapping is dropped by ReleaseRemoteKey or with the transport;
 //   - inside this rank's window (its shared segment, LocalWindow()): peers reach it through
 //     their mapping of that window, a plain memcpy — the "placed in shared memory" case; it
 //     stays valid until the window grows (PrepareWindow to a larger size replaces it);
@@ -10,8 +14,12 @@
 //     (process_vm_writev / process_vm_readv, Linux CMA: one copy, no shared mapping), which
 //     works where the single-copy probe works (same user, no ptrace restriction or seccomp
 //     filter); where it is refused, Put/Get fail with an error that says so.
-// PackRemoteKey(handle) -> 64 bytes {magic, owner rank, pid, address, bytes, window offset
-// and generation}; ImportRemoteKey(peer, blob) checks it was packed by `peer` on this host.
+// PackRemoteKey(handle) -> 80 bytes {magic, owner rank, pid, address, bytes, window offset
+// and generation, memory file (fd, allocation id, size, offset of the range in it)};
+// ImportRemoteKey(peer, blob) checks it was packed by `peer` on this host.
+//
+// Per-call records (PublishCallInfo / PeerCallInfo): two slots in the owner's control header
+// (shm_layout.h), read by peers after a signal.
 //
 // Put/Get complete before they return (a copy by this rank's CPU), through the request as
 // the interface says. Ordering with Signal: the copy is done when Put returns, and Signal's
@@ -36,9 +44,13 @@ struct PackedRemoteKey {
   uint64_t bytes;
   uint64_t window_offset;
   uint64_t window_gen;
-  uint64_t reserved;
+  int32_t mem_fd;  // >= 0: the range lies in a shareable allocation (a memory file) ...
+  uint32_t pad0;
+  uint64_t mem_id;      // ... with this id in the owner's process,
+  uint64_t mem_bytes;   // of this size,
+  uint64_t mem_offset;  // the range starting this far into it
 };
-static_assert(sizeof(PackedRemoteKey) == 56, "packed key layout");
+static_assert(sizeof(PackedRemoteKey) == 80, "packed key layout");
 
 }  // namespace shm_detail
 }  // namespace weft

@@ -169,6 +169,10 @@ class ShmTransport : public DirectTransport {
   StatusOr<RemoteKey> ImportRemoteKey(int peer, const std::string& packed) override;
   Status PostPut(int peer, const MemRef& src, RemoteKey dst, size_t offset, TransportRequest* req) override;
   Status PostGet(int peer, const MemRef& dst, RemoteKey src, size_t offset, TransportRequest* req) override;
+  Status ReleaseRemoteKey(int peer, RemoteKey key) override;
+  Status PublishCallInfo(uint64_t seq, const void* info, size_t bytes) override;
+  Status PeerCallInfo(int peer, uint64_t seq, void* info, size_t bytes) override;
+  StatusOr<const void*> MappedRemote(int peer, RemoteKey key, size_t offset, size_t bytes) override;
 
   int rank() const { return rank_; }
   const std::vector<int>& local_ranks() const { return local_ranks_; }
@@ -262,6 +266,10 @@ class ShmTransport : public DirectTransport {
     bool in_window = false;  // inside the owner's window: reached through our mapping of it
     uint64_t window_offset = 0;
     uint64_t window_gen = 0;
+    // Shareable memory (weftMemAlloc): the owner's memory file mapped here; the key's range
+    // starts at `mapped`. Null when the memory is not shareable or the key was released.
+    std::shared_ptr<void> mapping;
+    const char* mapped = nullptr;
   };
 
   ShmTransport() = default;
