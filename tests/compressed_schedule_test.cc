@@ -82,6 +82,13 @@ TEST(CompressedScheduleProof, AllReduceForOneToEightRanks) {
           ASSERT_TRUE(st.ok()) << weftCodecName(c) << " block " << block << ": " << st.message();
           ++proofs;
         }
+  // A few larger rank counts (the checker's limit is 64): fewer elements than ranks too.
+  for (int p : {17, 64})
+    for (size_t count : {size_t{5}, size_t{300}}) {
+      Status st = ProveAlgorithm(Compressed(), Request(p, count, Spec(weftCodecInt8, 32)));
+      ASSERT_TRUE(st.ok()) << "p=" << p << ": " << st.message();
+      ++proofs;
+    }
   RecordProperty("proofs", proofs);
 }
 
