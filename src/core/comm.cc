@@ -275,8 +275,10 @@ ZeroCopyCall ZeroCopyView(const weftComm* comm, const CollectiveCall& call, size
   z.input = call.sendbuff;
   z.output = call.recvbuff;
   const size_t n = call.count * elem, all = n * static_cast<size_t>(comm->nranks);
-  z.input_bytes = call.collective == Collective::kReduceScatter ? all : n;
-  z.output_bytes = call.collective == Collective::kAllGather ? all : n;
+  const bool alltoall = call.collective == Collective::kAllToAll;
+  z.input_bytes = call.collective == Collective::kReduceScatter || alltoall ? all : n;
+  z.output_bytes = call.collective == Collective::kAllGather || alltoall ? all : n;
+  z.disjoint = DisjointAllToAllBuffers(comm, call, elem);
   return z;
 }
 

@@ -144,7 +144,7 @@ Status DeregisterBuffer(weftComm* comm, void* handle) {
 bool ZeroCopyCandidate(const weftComm* comm, const ZeroCopyCall& call) {
   if (!comm->registry.any_usable || comm->direct == nullptr) return false;
   if (call.collective != Collective::kAllReduce && call.collective != Collective::kAllGather &&
-      call.collective != Collective::kReduceScatter)
+      call.collective != Collective::kReduceScatter && call.collective != Collective::kAllToAll)
     return false;
   return std::max(call.input_bytes, call.output_bytes) >= kZeroCopyMinBytes;
 }
@@ -155,7 +155,9 @@ StatusOr<bool> AgreeZeroCopy(weftComm* comm, const ZeroCopyCall& call,
   CallRecord mine;
   const int in = FindUsable(comm, call.input, call.input_bytes);
   const int out = FindUsable(comm, call.output, call.output_bytes);
-  if (in >= 0 && out >= 0) {
+  // An all-to-all in place cannot be read in place (its blocks must be staged).
+  const bool placement_ok = call.collective != Collective::kAllToAll || call.disjoint;
+  if (in >= 0 && out >= 0 && placement_ok) {
     mine.ok = 1;
     mine.input_reg = static_cast<uint32_t>(in);
     mine.output_reg = static_cast<uint32_t>(out);
