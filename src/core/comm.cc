@@ -356,7 +356,7 @@ Status RunPlanned(weftComm* comm, const CollectiveCall& call, uint64_t seq, Flig
   // registry entries (and interned zero-copy names) live for the process
   comm->last_algorithm = plan->zero_copy ? ZeroCopyName(plan->algorithm->name) : &plan->algorithm->name;
   if (entry != nullptr) {
-    entry->algorithm = &plan->algorithm->name;
+    entry->algorithm = comm->last_algorithm;
     FlightRecorder::SetPeers(entry, plan->peers);
   }
   if (comm->check_calls) WEFT_RETURN_IF_ERROR(CheckFingerprints(comm, call, *plan, seq));
