@@ -286,6 +286,7 @@ ZeroCopyCall ZeroCopyView(const weftComm* comm, const CollectiveCall& call, size
 // signal round tagged like the call; see core/registered_memory.h). False without running
 // anything when no usable registration exists or the call is not worth it.
 StatusOr<bool> AgreeOnZeroCopy(weftComm* comm, const CollectiveCall& call, size_t elem, uint64_t seq) {
+  if (!comm->registry.any_usable) return false;  // the tiny-call path: one load, nothing else
   const ZeroCopyCall view = ZeroCopyView(comm, call, elem);
   if (!ZeroCopyCandidate(comm, view)) return false;
   const uint32_t hash = MixCallType(
