@@ -12,6 +12,11 @@
 // In-place calls are safe: every block of the round is copied out of the input before the
 // signal, and the output writes of step 3 only touch this round's blocks.
 // After the last round: wait every peer's last "done".
+//
+// Zero-copy variant (ScheduleRequest::peer_buffers_mapped, and out_of_place: in place, block q
+// of our buffer is both what peer q reads and where its block to us lands, so it must be
+// staged): after "ready", output[q * n, n) = block r of peer q's input, read in place; "done"
+// keeps every rank from returning while a peer still reads its input.
 #include <algorithm>
 
 #include "algorithms/direct_pattern.h"
@@ -36,6 +41,14 @@ StatusOr<Schedule> BuildAllToAllDirect(const ScheduleRequest& req) {
     if (n == 0) continue;
     if (p == 1) {
       SingleRankResult(rs, n, /*reduction=*/false);
+      continue;
+    }
+    if (req.peer_buffers_mapped && req.out_of_place) {
+      SignalRound(rs, r, p);  // ready
+      rs.steps.push_back(CopyStep(In(r * n, n), Out(r * n, n)));
+      for (int q = 0; q < p; ++q)
+        if (q != r) rs.steps.push_back(DirectStep(q, In(r * n, n), Out(q * n, n), /*reduce=*/false));
+      SignalRound(rs, r, p);  // done
       continue;
     }
     rs.scratch_count = 2 * slot_elems;

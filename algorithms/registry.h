@@ -58,7 +58,8 @@ struct ScheduleRequest {
   // Zero-copy (set by the communicator, added last like the fields above): every rank's input
   // and output of this call lie in registered, shareable memory that every peer has mapped
   // (weftCommRegister; src/core/registered_memory.h), and all ranks agreed on it. The direct
-  // generators (allreduce twoshot, allgather and reduce-scatter direct) then read peers'
+  // generators (allreduce twoshot, allgather, reduce-scatter and, with out_of_place on every
+  // rank, alltoall direct) then read peers'
   // Input/Output regions in place instead of staging through the Scratch windows, and keep
   // every peer from returning before its readers are done (a trailing "done" round).
   bool peer_buffers_mapped = false;

@@ -1,12 +1,13 @@
 // Registered buffers and zero-copy collectives (weftMemAlloc, weftCommRegister; src/core/
 // registered_memory.h):
 //  - the zero-copy schedules (allreduce twoshot, allgather / reduce-scatter direct with
-//    ScheduleRequest::peer_buffers_mapped) are proved by the checker for several rank counts,
+//    ScheduleRequest::peer_buffers_mapped; all-to-all direct out of place) are proved by the checker for several rank counts,
 //    counts, in place and out of place; planted defects (a peer's input read before its
 //    signal, a buffer overwritten or returned while a peer still reads it) are rejected;
 //  - over processes (2 and 4 ranks, shm): registered weftMemAlloc buffers run the zero-copy
 //    variant (weftCommGetLastAlgorithm ends in "+zerocopy") and give bit-identical results to
-//    the same calls on unregistered buffers, in place and out of place; a call where one rank's
+//    the same calls on unregistered buffers, in place and out of place (all-to-all: out of
+//    place only; in place it stages); a call where one rank's
 //    buffer is not registered, registered malloc memory, and calls after weftCommDeregister all
 //    take the staging path identically on every rank and stay correct;
 //  - bad arguments get errors naming the argument and value.
@@ -34,6 +35,9 @@ ScheduleRequest ZeroCopyRequest(Collective c, int p, size_t count) {
   r.count = count;
   r.all_ranks_mappable = true;
   r.peer_buffers_mapped = true;
+  // all-to-all reads in place only out of place on every rank (ProveAlgorithm then proves the
+  // out-of-place run only)
+  r.out_of_place = c == Collective::kAllToAll;
   return r;
 }
 
@@ -45,6 +49,7 @@ const ZeroCopyAlgo kZeroCopyAlgos[] = {
     {Collective::kAllReduce, "twoshot"},
     {Collective::kAllGather, "direct"},
     {Collective::kReduceScatter, "direct"},
+    {Collective::kAllToAll, "direct"},
 };
 
 TEST(ZeroCopyProof, CheckerProvesEveryZeroCopySchedule) {
@@ -160,7 +165,7 @@ std::string RunRanksProcesses(int n, const std::function<std::string(weftComm_t,
   std::vector<std::pair<std::string, std::string>> env = {{"WEFT_INIT_TIMEOUT", "30"},
                                                           {"WEFT_TIMEOUT", "60"}};
   if (same_algorithms)
-    env.push_back({"WEFT_ALGO", "allreduce:twoshot;allgather:direct;reducescatter:direct"});
+    env.push_back({"WEFT_ALGO", "allreduce:twoshot;allgather:direct;reducescatter:direct;alltoall:direct"});
   weft_test::LaunchOutcome o = weft_test::ForkRanks(
       n,
       [&](int r) {
@@ -197,6 +202,7 @@ weftResult_t Run(const std::string& c, const float* send, float* recv, bool in_p
   if (c == "allgather")
     return weftAllGather(in_place ? recv + rank * kBlockCount : send, recv, kBlockCount, weftFloat32, comm,
                          nullptr);
+  if (c == "alltoall") return weftAllToAll(in_place ? recv : send, recv, kBlockCount, weftFloat32, comm, nullptr);
   return weftReduceScatter(in_place ? recv : send, in_place ? recv + rank * kBlockCount : recv, kBlockCount,
                            weftFloat32, weftSum, comm, nullptr);
 }
@@ -207,6 +213,7 @@ struct Sizes {
 Sizes SizesOf(const std::string& c, int n) {
   if (c == "allreduce") return {kAllReduceCount, kAllReduceCount};
   if (c == "allgather") return {kBlockCount, kBlockCount * n};
+  if (c == "alltoall") return {kBlockCount * n, kBlockCount * n};
   return {kBlockCount * n, kBlockCount};
 }
 
@@ -230,8 +237,12 @@ std::string CompareRegisteredWithPlain(weftComm_t comm, int rank, int n, const s
   if (EndsWithZeroCopy(LastAlgorithm(comm))) return what + ": plain buffers ran " + LastAlgorithm(comm);
   if (Run(c, reg_send, reg_recv, in_place, comm, rank) != weftSuccess)
     return what + " (registered): " + weftGetLastError(comm);
-  if (!EndsWithZeroCopy(LastAlgorithm(comm)))
-    return what + ": registered buffers ran " + LastAlgorithm(comm) + ", not a zero-copy variant";
+  // An all-to-all in place must stage its blocks (block q is read by peer q and overwritten by
+  // its block): registered or not, it copies.
+  const bool zero_copy = !(c == "alltoall" && in_place);
+  if (EndsWithZeroCopy(LastAlgorithm(comm)) != zero_copy)
+    return what + ": registered buffers ran " + LastAlgorithm(comm) +
+           (zero_copy ? ", not a zero-copy variant" : ", a zero-copy variant in place");
   // In place, reduce-scatter's output is block `rank` of the receive buffer.
   const size_t at = c == "reducescatter" && in_place ? rank * kBlockCount : 0;
   const float* plain_out = recv.data() + at;
@@ -255,7 +266,7 @@ std::string ZeroCopyBody(weftComm_t comm, int rank, int n) {
       weftCommRegister(comm, recv, bytes, &hr) != weftSuccess)
     return std::string("weftCommRegister: ") + weftGetLastError(comm);
   std::string err;
-  for (const char* c : {"allreduce", "allgather", "reducescatter"})
+  for (const char* c : {"allreduce", "allgather", "reducescatter", "alltoall"})
     for (bool in_place : {false, true})
       if (err.empty())
         err = CompareRegisteredWithPlain(comm, rank, n, c, in_place, static_cast<float*>(send),

@@ -356,5 +356,29 @@ TEST(TopologyFiles, ZeroDramReproducerReloadsToTheSameDigest) {
   EXPECT_EQ(reloaded.value()->Digest(), fabric.value()->Digest());
 }
 
+
+// Fuzz findings (fuzz/crashes/open/topology_file-nhosts-1e11-out-of-memory,
+// preset-netns-4059x449-1.8m-ranks-oom): a topology file or preset naming more ranks or hosts
+// than fit in memory was built anyway. Both are refused, naming the field and the value, and the
+// largest preset in use (dgx-h100:2048) still builds.
+TEST(TopologyFiles, AbsurdSizesAreRefusedNamingTheField) {
+  auto recs = ParseRecords("fabric nhosts=100000000000 nranks=1\n", "huge.topo");
+  ASSERT_TRUE(recs.ok()) << recs.status().message();
+  auto fabric = FabricFromRecords(*recs, "huge.topo");
+  ASSERT_FALSE(fabric.ok());
+  EXPECT_NE(fabric.status().message().find("huge.topo: fabric nhosts=100000000000"), std::string::npos)
+      << fabric.status().message();
+  for (const char* name : {"netns:4059x449", "netns:1048576x1048576", "dgx-h100:1048576", "host:1048576"}) {
+    auto p = MakePreset(name);
+    ASSERT_FALSE(p.ok()) << name;
+    EXPECT_NE(p.status().message().find(std::string("preset '") + name + "'"), std::string::npos)
+        << p.status().message();
+    EXPECT_NE(p.status().message().find("at most 131072"), std::string::npos) << p.status().message();
+  }
+  auto big = MakePreset("dgx-h100:2048");
+  ASSERT_TRUE(big.ok()) << big.status().message();
+  EXPECT_EQ(big.value()->nranks(), 16384);
+}
+
 }  // namespace
 }  // namespace weft

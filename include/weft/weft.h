@@ -210,9 +210,9 @@ WEFT_API weftResult_t weftMemFree(void* ptr);
 /**
  * Registers buff[0, size) with comm for its collectives (as ncclCommRegister). Collective:
  * every rank registers, in the same order (each rank its own buffer). When every rank's buffer
- * comes from weftMemAlloc and all ranks share a host, allreduce, allgather and reduce-scatter
- * calls of at least 256 KiB whose send and receive buffers lie in registered memory on every
- * rank read the peers' buffers in place (no staging copy through shared windows;
+ * comes from weftMemAlloc and all ranks share a host, allreduce, allgather, reduce-scatter and
+ * (out of place) all-to-all calls of at least 256 KiB whose send and receive buffers lie in
+ * registered memory on every rank read the peers' buffers in place (no staging copy through shared windows;
  * weftCommGetLastAlgorithm then ends in "+zerocopy"). Other buffers may be registered too (no
  * effect: calls on them copy as unregistered calls do). *handle is for weftCommDeregister.
  */

@@ -25,6 +25,11 @@
 //     forward does.
 // Direct reads of a peer's Scratch are checked for races with vector clocks (happens-before
 // through matched send/recv, signal/wait and same-rank ordering the executor guarantees).
+// Zero-copy schedules (ScheduleRequest::peer_buffers_mapped) read peers' Input/Output the same
+// way, with two more rules: a peer's buffer it has not written in the call (its input) is read
+// only after one of its signals in this call, and every read of a rank's buffers happens-before
+// that rank's last step completes (its caller may reuse the buffer once the call returns). A
+// copy onto itself (in place, input and output aliased) writes nothing, as in the executor.
 //
 // Limits: up to 64 ranks (contributions are a 64-bit mask).
 #pragma once

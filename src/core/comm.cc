@@ -275,8 +275,10 @@ ZeroCopyCall ZeroCopyView(const weftComm* comm, const CollectiveCall& call, size
   z.input = call.sendbuff;
   z.output = call.recvbuff;
   const size_t n = call.count * elem, all = n * static_cast<size_t>(comm->nranks);
-  z.input_bytes = call.collective == Collective::kReduceScatter ? all : n;
-  z.output_bytes = call.collective == Collective::kAllGather ? all : n;
+  const bool alltoall = call.collective == Collective::kAllToAll;
+  z.input_bytes = call.collective == Collective::kReduceScatter || alltoall ? all : n;
+  z.output_bytes = call.collective == Collective::kAllGather || alltoall ? all : n;
+  z.disjoint = DisjointAllToAllBuffers(comm, call, elem);
   return z;
 }
 
@@ -284,6 +286,7 @@ ZeroCopyCall ZeroCopyView(const weftComm* comm, const CollectiveCall& call, size
 // signal round tagged like the call; see core/registered_memory.h). False without running
 // anything when no usable registration exists or the call is not worth it.
 StatusOr<bool> AgreeOnZeroCopy(weftComm* comm, const CollectiveCall& call, size_t elem, uint64_t seq) {
+  if (!comm->registry.any_usable) return false;  // the tiny-call path: one load, nothing else
   const ZeroCopyCall view = ZeroCopyView(comm, call, elem);
   if (!ZeroCopyCandidate(comm, view)) return false;
   const uint32_t hash = MixCallType(
@@ -354,7 +357,7 @@ Status RunPlanned(weftComm* comm, const CollectiveCall& call, uint64_t seq, Flig
   // registry entries (and interned zero-copy names) live for the process
   comm->last_algorithm = plan->zero_copy ? ZeroCopyName(plan->algorithm->name) : &plan->algorithm->name;
   if (entry != nullptr) {
-    entry->algorithm = &plan->algorithm->name;
+    entry->algorithm = comm->last_algorithm;
     FlightRecorder::SetPeers(entry, plan->peers);
   }
   if (comm->check_calls) WEFT_RETURN_IF_ERROR(CheckFingerprints(comm, call, *plan, seq));

@@ -1,6 +1,7 @@
 // Registered buffers and the per-call zero-copy agreement (see registered_memory.h).
 #include "core/registered_memory.h"
 
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -90,6 +91,12 @@ int FindUsable(const weftComm* comm, const void* p, size_t bytes) {
   return -1;
 }
 
+std::string HandleName(const void* handle) {
+  char buf[32];
+  snprintf(buf, sizeof(buf), "%p", handle);
+  return std::string("handle=") + buf;
+}
+
 }  // namespace
 
 Status RegisterBuffer(weftComm* comm, void* buff, size_t size, void** handle) {
@@ -127,8 +134,7 @@ Status DeregisterBuffer(weftComm* comm, void* handle) {
   for (auto& e : comm->registry.entries) {
     if (e.get() != handle) continue;
     if (!e->live)
-      return InvalidArgument("handle=" + std::to_string(reinterpret_cast<uintptr_t>(handle)) +
-                             " was deregistered already");
+      return InvalidArgument(HandleName(handle) + " was deregistered already");
     e->live = false;
     if (e->direct_handle != 0 && comm->direct != nullptr) {
       Status st = comm->direct->Deregister(e->direct_handle);
@@ -137,14 +143,14 @@ Status DeregisterBuffer(weftComm* comm, void* handle) {
     }
     return OkStatus();
   }
-  return InvalidArgument("handle=" + std::to_string(reinterpret_cast<uintptr_t>(handle)) +
+  return InvalidArgument(HandleName(handle) +
                          " is not a registration of this communicator (weftCommRegister)");
 }
 
 bool ZeroCopyCandidate(const weftComm* comm, const ZeroCopyCall& call) {
   if (!comm->registry.any_usable || comm->direct == nullptr) return false;
   if (call.collective != Collective::kAllReduce && call.collective != Collective::kAllGather &&
-      call.collective != Collective::kReduceScatter)
+      call.collective != Collective::kReduceScatter && call.collective != Collective::kAllToAll)
     return false;
   return std::max(call.input_bytes, call.output_bytes) >= kZeroCopyMinBytes;
 }
@@ -155,7 +161,9 @@ StatusOr<bool> AgreeZeroCopy(weftComm* comm, const ZeroCopyCall& call,
   CallRecord mine;
   const int in = FindUsable(comm, call.input, call.input_bytes);
   const int out = FindUsable(comm, call.output, call.output_bytes);
-  if (in >= 0 && out >= 0) {
+  // An all-to-all in place cannot be read in place (its blocks must be staged).
+  const bool placement_ok = call.collective != Collective::kAllToAll || call.disjoint;
+  if (in >= 0 && out >= 0 && placement_ok) {
     mine.ok = 1;
     mine.input_reg = static_cast<uint32_t>(in);
     mine.output_reg = static_cast<uint32_t>(out);

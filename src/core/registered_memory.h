@@ -11,7 +11,8 @@
 // rank. Registration i has index i on every rank (deregistered entries keep their index).
 //
 // Per call (the communicator, before it chooses the plan): when any registration is usable and
-// the call is a large allreduce / allgather / reduce-scatter, every rank publishes which
+// the call is a large allreduce / allgather / reduce-scatter / all-to-all (out of place on
+// every rank), every rank publishes which
 // registration and offset hold its input and output (DirectTransport::PublishCallInfo), runs
 // one signal round, and reads every peer's record. Only if every rank's buffers are registered
 // and usable does the call take the zero-copy schedule (ScheduleRequest::peer_buffers_mapped),
@@ -71,6 +72,9 @@ struct ZeroCopyCall {
   size_t input_bytes = 0;
   const void* output = nullptr;
   size_t output_bytes = 0;
+  // Input and output do not overlap: an all-to-all reads peers' buffers in place only when
+  // they are disjoint on every rank (ScheduleRequest::out_of_place).
+  bool disjoint = false;
 };
 // Whether the call is worth an agreement; decided from what every rank knows alike.
 bool ZeroCopyCandidate(const weftComm* comm, const ZeroCopyCall& call);

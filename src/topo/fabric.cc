@@ -344,6 +344,9 @@ StatusOr<std::shared_ptr<const Fabric>> FabricFromRecords(const std::vector<Reco
   }
   if (nhosts <= 0 || nranks <= 0)
     return InvalidArgument(origin + ": missing 'fabric nhosts=.. nranks=..' record");
+  if (nhosts > kMaxFabricRanks || nranks > kMaxFabricRanks)
+    return InvalidArgument(origin + ": fabric nhosts=" + std::to_string(nhosts) + " nranks=" + std::to_string(nranks) +
+                           ": at most " + std::to_string(kMaxFabricRanks) + " of each");
   // Group host-scoped records by host index once (files with 1000s of hosts stay linear).
   std::vector<std::vector<Record>> per_host(nhosts);
   for (const Record& r : records) {

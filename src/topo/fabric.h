@@ -49,6 +49,12 @@ struct NetworkConfig {
   double oversubscription = 1.0;
 };
 
+// The largest fabric weft models: 131072 ranks (or hosts). Topology files and presets beyond it
+// are refused with an error naming the field, instead of building a model that does not fit in
+// memory (a fuzzed "nhosts=100000000000" or "netns:4059x449" did that). 16x today's largest
+// preset in use (dgx-h100:2048, 16384 ranks).
+constexpr int64_t kMaxFabricRanks = int64_t{1} << 17;
+
 class Fabric {
  public:
   Fabric(std::vector<HostInfo> hosts, std::vector<RankPlacement> ranks, LinkTable table,

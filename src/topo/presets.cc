@@ -101,6 +101,12 @@ StatusOr<std::shared_ptr<const Fabric>> MakePreset(const std::string& name, int 
       }
       WEFT_ASSIGN_OR_RETURN(nodes, ParsePositive(n, "node count", name));
     }
+    if (nranks <= 0 && int64_t{8} * nodes > kMaxFabricRanks)
+      return InvalidArgument("preset '" + name + "' has " + std::to_string(int64_t{8} * nodes) + " ranks: at most " +
+                             std::to_string(kMaxFabricRanks));
+    if (nranks > kMaxFabricRanks)
+      return InvalidArgument("preset '" + name + "' for " + std::to_string(nranks) + " ranks: at most " +
+                             std::to_string(kMaxFabricRanks));
     if (nranks <= 0) nranks = 8 * nodes;
     nodes = (nranks + 7) / 8;  // the communicator's size decides the node count
     return Dgx(nodes, nranks, rail, oversub, name);
@@ -124,6 +130,9 @@ StatusOr<std::shared_ptr<const Fabric>> MakePreset(const std::string& name, int 
       if (*end || gbit <= 0) return InvalidArgument("preset '" + name + "': rate '" + rate + "' must be Gbit/s > 0");
       gbps = gbit / 8;
     }
+    if (int64_t{k} * per > kMaxFabricRanks)
+      return InvalidArgument("preset '" + name + "' has " + std::to_string(int64_t{k} * per) + " ranks: at most " +
+                             std::to_string(kMaxFabricRanks));
     if (nranks > 0 && nranks != k * per)
       return InvalidArgument("preset '" + name + "' has " + std::to_string(k * per) + " ranks, asked for " +
                              std::to_string(nranks));
@@ -160,6 +169,9 @@ StatusOr<std::shared_ptr<const Fabric>> MakePreset(const std::string& name, int 
   if (base == "host") {
     int per = nranks > 0 ? nranks : 2;
     if (!arg.empty()) { WEFT_ASSIGN_OR_RETURN(per, ParsePositive(arg, "rank count", name)); }
+    if (per > kMaxFabricRanks)
+      return InvalidArgument("preset '" + name + "' has " + std::to_string(per) + " ranks: at most " +
+                             std::to_string(kMaxFabricRanks));
     if (nranks > 0 && nranks != per)
       return InvalidArgument("preset '" + name + "' has " + std::to_string(per) + " ranks, asked for " + std::to_string(nranks));
     HostInfo host;

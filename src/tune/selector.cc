@@ -346,6 +346,7 @@ const AlgorithmInfo* ZeroCopyAlgorithm(const ScheduleRequest& request) {
   const char* name = request.collective == Collective::kAllReduce       ? "twoshot"
                      : request.collective == Collective::kAllGather     ? "direct"
                      : request.collective == Collective::kReduceScatter ? "direct"
+                     : request.collective == Collective::kAllToAll      ? "direct"
                                                                         : nullptr;
   const AlgorithmInfo* a = name ? FindAlgorithm(request.collective, name) : nullptr;
   return a != nullptr && a->applicable(request) ? a : nullptr;
