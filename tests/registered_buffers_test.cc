@@ -319,24 +319,46 @@ TEST(ZeroCopyProcesses, FourRanksMatchUnregisteredBitwise) {
   EXPECT_TRUE(f.empty()) << f;
 }
 
-// Registered malloc memory cannot be mapped by peers: the calls copy as unregistered ones do.
+// Registered malloc memory cannot be mapped by peers: the calls copy as unregistered ones do,
+// on every rank, also when only some ranks' registered buffers are malloc memory.
+std::string MallocRegistrationBody(weftComm_t comm, int rank, bool malloc_here) {
+  const size_t bytes = kAllReduceCount * sizeof(float);
+  std::vector<float> heap_send(kAllReduceCount), heap_recv(kAllReduceCount), expect(kAllReduceCount);
+  void *send = heap_send.data(), *recv = heap_recv.data(), *hs = nullptr, *hr = nullptr;
+  if (!malloc_here && (weftMemAlloc(&send, bytes) != weftSuccess || weftMemAlloc(&recv, bytes) != weftSuccess))
+    return weftGetLastError(comm);
+  std::string err;
+  if (weftCommRegister(comm, send, bytes, &hs) != weftSuccess ||
+      weftCommRegister(comm, recv, bytes, &hr) != weftSuccess)
+    err = std::string("register: ") + weftGetLastError(comm);
+  for (size_t i = 0; err.empty() && i < kAllReduceCount; ++i)
+    weft_test::StoreNonExactInput(send, weftFloat32, rank, i, 3);
+  if (err.empty() && weftAllReduce(send, recv, kAllReduceCount, weftFloat32, weftSum, comm, nullptr) != weftSuccess)
+    err = weftGetLastError(comm);
+  if (err.empty() && EndsWithZeroCopy(LastAlgorithm(comm))) err = "malloc memory ran " + LastAlgorithm(comm);
+  if (err.empty() && (weftCommDeregister(comm, hs) != weftSuccess || weftCommDeregister(comm, hr) != weftSuccess))
+    err = std::string("deregister: ") + weftGetLastError(comm);
+  if (err.empty() &&
+      (weftAllReduce(send, expect.data(), kAllReduceCount, weftFloat32, weftSum, comm, nullptr) != weftSuccess ||
+       std::memcmp(recv, expect.data(), bytes) != 0))
+    err = "wrong result";
+  if (!malloc_here) {
+    weftMemFree(send);
+    weftMemFree(recv);
+  }
+  return err;
+}
+
 TEST(ZeroCopyProcesses, RegisteredMallocMemoryTakesTheStagingPath) {
-  std::string f = RunRanksProcesses(2, [](weftComm_t comm, int rank, int) -> std::string {
-    std::vector<float> send(kAllReduceCount), recv(kAllReduceCount), expect(kAllReduceCount);
-    void *hs = nullptr, *hr = nullptr;
-    if (weftCommRegister(comm, send.data(), send.size() * 4, &hs) != weftSuccess ||
-        weftCommRegister(comm, recv.data(), recv.size() * 4, &hr) != weftSuccess)
-      return std::string("register: ") + weftGetLastError(comm);
-    for (size_t i = 0; i < send.size(); ++i) weft_test::StoreNonExactInput(send.data(), weftFloat32, rank, i, 3);
-    if (weftAllReduce(send.data(), recv.data(), kAllReduceCount, weftFloat32, weftSum, comm, nullptr) != weftSuccess)
-      return weftGetLastError(comm);
-    if (EndsWithZeroCopy(LastAlgorithm(comm))) return "malloc memory ran " + LastAlgorithm(comm);
-    if (weftCommDeregister(comm, hs) != weftSuccess || weftCommDeregister(comm, hr) != weftSuccess)
-      return std::string("deregister: ") + weftGetLastError(comm);
-    if (weftAllReduce(send.data(), expect.data(), kAllReduceCount, weftFloat32, weftSum, comm, nullptr) != weftSuccess ||
-        std::memcmp(recv.data(), expect.data(), recv.size() * 4) != 0)
-      return "wrong result";
-    return "";
+  std::string f = RunRanksProcesses(2, [](weftComm_t comm, int rank, int) {
+    return MallocRegistrationBody(comm, rank, /*malloc_here=*/true);
+  });
+  EXPECT_TRUE(f.empty()) << f;
+}
+
+TEST(ZeroCopyProcesses, OneRankWithMallocMemoryKeepsEveryRankOnTheStagingPath) {
+  std::string f = RunRanksProcesses(3, [](weftComm_t comm, int rank, int) {
+    return MallocRegistrationBody(comm, rank, /*malloc_here=*/rank == 1);
   });
   EXPECT_TRUE(f.empty()) << f;
 }
