@@ -160,12 +160,14 @@ constexpr size_t kBlockCount = 100003;      // allgather / reduce-scatter per-ra
 // can be compared bit for bit on any rank count (different algorithms add in different
 // orders; registered calls still take their zero-copy variant under WEFT_ALGO); without it
 // the selector chooses (on 2 ranks every order gives the same bits).
+// `algo`, when not empty, is WEFT_ALGO itself.
 std::string RunRanksProcesses(int n, const std::function<std::string(weftComm_t, int, int)>& body,
-                              bool same_algorithms = false) {
+                              bool same_algorithms = false, const std::string& algo = "") {
   std::vector<std::pair<std::string, std::string>> env = {{"WEFT_INIT_TIMEOUT", "30"},
                                                           {"WEFT_TIMEOUT", "60"}};
   if (same_algorithms)
     env.push_back({"WEFT_ALGO", "allreduce:twoshot;allgather:direct;reducescatter:direct;alltoall:direct"});
+  if (!algo.empty()) env.push_back({"WEFT_ALGO", algo});
   weft_test::LaunchOutcome o = weft_test::ForkRanks(
       n,
       [&](int r) {
@@ -319,24 +321,46 @@ TEST(ZeroCopyProcesses, FourRanksMatchUnregisteredBitwise) {
   EXPECT_TRUE(f.empty()) << f;
 }
 
-// Registered malloc memory cannot be mapped by peers: the calls copy as unregistered ones do.
+// Registered malloc memory cannot be mapped by peers: the calls copy as unregistered ones do,
+// on every rank, also when only some ranks' registered buffers are malloc memory.
+std::string MallocRegistrationBody(weftComm_t comm, int rank, bool malloc_here) {
+  const size_t bytes = kAllReduceCount * sizeof(float);
+  std::vector<float> heap_send(kAllReduceCount), heap_recv(kAllReduceCount), expect(kAllReduceCount);
+  void *send = heap_send.data(), *recv = heap_recv.data(), *hs = nullptr, *hr = nullptr;
+  if (!malloc_here && (weftMemAlloc(&send, bytes) != weftSuccess || weftMemAlloc(&recv, bytes) != weftSuccess))
+    return weftGetLastError(comm);
+  std::string err;
+  if (weftCommRegister(comm, send, bytes, &hs) != weftSuccess ||
+      weftCommRegister(comm, recv, bytes, &hr) != weftSuccess)
+    err = std::string("register: ") + weftGetLastError(comm);
+  for (size_t i = 0; err.empty() && i < kAllReduceCount; ++i)
+    weft_test::StoreNonExactInput(send, weftFloat32, rank, i, 3);
+  if (err.empty() && weftAllReduce(send, recv, kAllReduceCount, weftFloat32, weftSum, comm, nullptr) != weftSuccess)
+    err = weftGetLastError(comm);
+  if (err.empty() && EndsWithZeroCopy(LastAlgorithm(comm))) err = "malloc memory ran " + LastAlgorithm(comm);
+  if (err.empty() && (weftCommDeregister(comm, hs) != weftSuccess || weftCommDeregister(comm, hr) != weftSuccess))
+    err = std::string("deregister: ") + weftGetLastError(comm);
+  if (err.empty() &&
+      (weftAllReduce(send, expect.data(), kAllReduceCount, weftFloat32, weftSum, comm, nullptr) != weftSuccess ||
+       std::memcmp(recv, expect.data(), bytes) != 0))
+    err = "wrong result";
+  if (!malloc_here) {
+    weftMemFree(send);
+    weftMemFree(recv);
+  }
+  return err;
+}
+
 TEST(ZeroCopyProcesses, RegisteredMallocMemoryTakesTheStagingPath) {
-  std::string f = RunRanksProcesses(2, [](weftComm_t comm, int rank, int) -> std::string {
-    std::vector<float> send(kAllReduceCount), recv(kAllReduceCount), expect(kAllReduceCount);
-    void *hs = nullptr, *hr = nullptr;
-    if (weftCommRegister(comm, send.data(), send.size() * 4, &hs) != weftSuccess ||
-        weftCommRegister(comm, recv.data(), recv.size() * 4, &hr) != weftSuccess)
-      return std::string("register: ") + weftGetLastError(comm);
-    for (size_t i = 0; i < send.size(); ++i) weft_test::StoreNonExactInput(send.data(), weftFloat32, rank, i, 3);
-    if (weftAllReduce(send.data(), recv.data(), kAllReduceCount, weftFloat32, weftSum, comm, nullptr) != weftSuccess)
-      return weftGetLastError(comm);
-    if (EndsWithZeroCopy(LastAlgorithm(comm))) return "malloc memory ran " + LastAlgorithm(comm);
-    if (weftCommDeregister(comm, hs) != weftSuccess || weftCommDeregister(comm, hr) != weftSuccess)
-      return std::string("deregister: ") + weftGetLastError(comm);
-    if (weftAllReduce(send.data(), expect.data(), kAllReduceCount, weftFloat32, weftSum, comm, nullptr) != weftSuccess ||
-        std::memcmp(recv.data(), expect.data(), recv.size() * 4) != 0)
-      return "wrong result";
-    return "";
+  std::string f = RunRanksProcesses(2, [](weftComm_t comm, int rank, int) {
+    return MallocRegistrationBody(comm, rank, /*malloc_here=*/true);
+  });
+  EXPECT_TRUE(f.empty()) << f;
+}
+
+TEST(ZeroCopyProcesses, OneRankWithMallocMemoryKeepsEveryRankOnTheStagingPath) {
+  std::string f = RunRanksProcesses(3, [](weftComm_t comm, int rank, int) {
+    return MallocRegistrationBody(comm, rank, /*malloc_here=*/rank == 1);
   });
   EXPECT_TRUE(f.empty()) << f;
 }
@@ -370,6 +394,46 @@ TEST(ZeroCopyProcesses, MemoryFreedWhileRegisteredIsNotReadInPlace) {
     weftMemFree(again);
     return err;
   });
+  EXPECT_TRUE(f.empty()) << f;
+}
+
+// Zero-copy calls between single-round oneshot calls (which return while peers may still read
+// their window half) on 3 ranks, whose rank 2 folds in its window: the window hand-over and the
+// agreement's signal round keep every result right.
+TEST(ZeroCopyProcesses, InterleavedWithSingleRoundCallsOnThreeRanks) {
+  std::string f = RunRanksProcesses(3, [](weftComm_t comm, int rank, int n) -> std::string {
+    const size_t bytes = kAllReduceCount * sizeof(float);
+    void *send = nullptr, *recv = nullptr, *hs = nullptr, *hr = nullptr;
+    if (weftMemAlloc(&send, bytes) != weftSuccess || weftMemAlloc(&recv, bytes) != weftSuccess ||
+        weftCommRegister(comm, send, bytes, &hs) != weftSuccess ||
+        weftCommRegister(comm, recv, bytes, &hr) != weftSuccess)
+      return weftGetLastError(comm);
+    std::string err;
+    std::vector<float> small_in(1024), small_out(1024);
+    float* big_in = static_cast<float*>(send);
+    float* big_out = static_cast<float*>(recv);
+    for (int round = 0; round < 6 && err.empty(); ++round) {
+      // Small integers: every order of addition gives the exact sum.
+      for (size_t i = 0; i < small_in.size(); ++i) small_in[i] = static_cast<float>((rank + 1) * (i % 7 + round));
+      for (size_t i = 0; i < kAllReduceCount; ++i) big_in[i] = static_cast<float>((rank + 1) * (i % 5 + round));
+      if (weftAllReduce(small_in.data(), small_out.data(), 1024, weftFloat32, weftSum, comm, nullptr) != weftSuccess)
+        return weftGetLastError(comm);
+      if (LastAlgorithm(comm) != "oneshot") return "the small call ran " + LastAlgorithm(comm) + ", not oneshot";
+      if (weftAllReduce(big_in, big_out, kAllReduceCount, weftFloat32, weftSum, comm, nullptr) != weftSuccess)
+        return weftGetLastError(comm);
+      if (!EndsWithZeroCopy(LastAlgorithm(comm))) err = "registered call ran " + LastAlgorithm(comm);
+      const float ranks_sum = static_cast<float>(n * (n + 1) / 2);
+      for (size_t i = 0; err.empty() && i < small_out.size(); ++i)
+        if (small_out[i] != ranks_sum * (i % 7 + round)) err = "small call, round " + std::to_string(round) + ": wrong";
+      for (size_t i = 0; err.empty() && i < kAllReduceCount; ++i)
+        if (big_out[i] != ranks_sum * (i % 5 + round)) err = "registered call, round " + std::to_string(round) + ": wrong";
+    }
+    weftCommDeregister(comm, hs);
+    weftCommDeregister(comm, hr);
+    weftMemFree(send);
+    weftMemFree(recv);
+    return err;
+  }, /*same_algorithms=*/false, /*algo=*/"allreduce:0-64K:oneshot");  // larger: the selector's
   EXPECT_TRUE(f.empty()) << f;
 }
 
