@@ -11,6 +11,7 @@
 
 #include "algorithms/schedule.h"
 #include "common/status.h"
+#include "weft/weft_compress.h"
 
 namespace weft {
 
@@ -62,6 +63,10 @@ struct ScheduleRequest {
   // Input/Output regions in place instead of staging through the Scratch windows, and keep
   // every peer from returning before its readers are done (a trailing "done" round).
   bool peer_buffers_mapped = false;
+  // Compressed schedules (algorithms/*_compressed.cc): the call's codec, which sizes the
+  // encoded regions (schedule.h); codec weftCodecNone (the default) for every other request.
+  // Only the compressed generators read it, and only they apply when it is set.
+  weftCompression codec = {};
 };
 
 struct AlgorithmInfo {

@@ -31,6 +31,17 @@
 // send, as the unfused schedule's next step would be, and must not keep later receives from
 // being posted), and its hazard on dst until its forward has completed.
 //
+// Codec steps (compressed collectives): kEncode writes dst = encode(src) with the call's codec
+// (ExecContext::codec), kDecode dst = decode(src), kDecodeReduce dst = dst (op) decode(src).
+// An encoded region is a Scratch region like any other, counted in elements of the call's
+// element type (float32: codec steps run only on float32 schedules): ceil(EncodedBytes / 4)
+// elements, enough for the codec's exact encoded size (kernels/codec.h). Counting elements
+// keeps one unit for the hazard rule, the matching rule (equal element counts) and the
+// checker's symbolic memory; the bytes beyond the encoding (at most 3) are never sent: the
+// executor sends what the encode reported, the receive reports what arrived, and the decode
+// checks that size (see src/exec/executor.cc). The checker treats decode(encode(x)) as
+// carrying x's contributions (src/check/checker.h).
+//
 // Step semantics live in one table, algorithms/step_table.h: for every op what it reads and
 // writes (the regions the hazard rule applies to), what it receives and sends, how it computes
 // dst, whether it is asynchronous and whether it is a fence. The executor, the checker and the
@@ -85,9 +96,13 @@ enum class StepOp : uint8_t {
   // there, instead of waiting for a separate send step's turn in program order.
   kRecvReduceSend,  // dst = src (op) received from `peer`; send dst to `to`
   kRecvCopySend,    // dst = received from `peer`; send dst to `to`
+  // Codec steps (see above): src and dst differ in size (values vs encoded elements).
+  kEncode,        // dst = encode(src), stochastic stream (rank << 32 | codec_stream)
+  kDecode,        // dst = decode(src)
+  kDecodeReduce,  // dst = dst (op) decode(src): the accumulator is the left operand
   // New ops go last (kLastStepOp below) and need a row in algorithms/step_table.cc.
 };
-constexpr StepOp kLastStepOp = StepOp::kRecvCopySend;
+constexpr StepOp kLastStepOp = StepOp::kDecodeReduce;
 const char* StepOpName(StepOp op);
 
 struct Step {
@@ -99,6 +114,9 @@ struct Step {
   Region src;           // local operand read
   Region dst;           // local operand written
   Region remote;        // peer's region (direct ops only)
+  // kEncode: which stochastic-rounding stream of this rank the encode draws from (the codec
+  // gets rank << 32 | codec_stream), so every encoding of a call has its own; 0 otherwise.
+  uint32_t codec_stream = 0;
 };
 
 struct RankSchedule {
@@ -202,6 +220,16 @@ inline Step ReduceStep(Region src, Region dst) {
 }
 inline Step FinalizeStep(Region dst) {
   Step s; s.op = StepOp::kFinalize; s.dst = dst; return s;
+}
+inline Step EncodeStep(Region src, Region dst, uint32_t codec_stream) {
+  Step s; s.op = StepOp::kEncode; s.src = src; s.dst = dst; s.codec_stream = codec_stream;
+  return s;
+}
+inline Step DecodeStep(Region src, Region dst) {
+  Step s; s.op = StepOp::kDecode; s.src = src; s.dst = dst; return s;
+}
+inline Step DecodeReduceStep(Region src, Region dst) {
+  Step s; s.op = StepOp::kDecodeReduce; s.src = src; s.dst = dst; return s;
 }
 
 }  // namespace weft

@@ -14,7 +14,7 @@ StepSemantics& Row(Table& t, StepOp op, const char* name) {
   StepSemantics& m = t[static_cast<size_t>(op)];
   m = StepSemantics{op, name, StepCombine::kNothing, StepOperand::kNone, StepOperand::kNone,
                     false, false, false, false, StepOperand::kNone, false, false, false, false,
-                    false, StepFence::kNone, false, false};
+                    false, StepFence::kNone, false, false, StepCodec::kNone};
   return m;
 }
 
@@ -95,11 +95,37 @@ void DirectRows(Table& t) {
   wait.fence = StepFence::kAcquire;
 }
 
+// Codec steps are local (the CPU backend completes them at issue) and read a src of another
+// size than dst: values -> encoded elements, or back (schedule.h). Encoded bytes travel in
+// ordinary send/recv steps.
+void CodecRows(Table& t) {
+  StepSemantics& enc = Row(t, StepOp::kEncode, "encode");
+  enc.combine = StepCombine::kCopyIn;
+  enc.lhs = StepOperand::kSrc;
+  enc.reads_src = enc.writes_dst = true;
+  enc.codec = StepCodec::kEncodeSrc;
+
+  StepSemantics& dec = Row(t, StepOp::kDecode, "decode");
+  dec = enc;
+  dec.op = StepOp::kDecode;
+  dec.name = "decode";
+  dec.codec = StepCodec::kDecodeSrc;
+
+  // dst = dst (op) decode(src): the accumulator first, as kReduce (rank order of the sum).
+  StepSemantics& dr = Row(t, StepOp::kDecodeReduce, "decode_reduce");
+  dr.combine = StepCombine::kReduceIn;
+  dr.lhs = StepOperand::kDst;
+  dr.rhs = StepOperand::kSrc;
+  dr.reads_src = dr.reads_dst = dr.writes_dst = true;
+  dr.codec = StepCodec::kDecodeSrc;
+}
+
 Table BuildTable() {
   Table t{};
   MessageRows(t);
   LocalRows(t);
   DirectRows(t);
+  CodecRows(t);
   return t;
 }
 
@@ -112,7 +138,7 @@ const StepSemantics& SemanticsOf(StepOp op) {
   static const StepSemantics unknown{static_cast<StepOp>(255), "unknown", StepCombine::kNothing, StepOperand::kNone,
                                      StepOperand::kNone, false, false, false, false,
                                      StepOperand::kNone, false, false, false, false, false,
-                                     StepFence::kNone, false, false};
+                                     StepFence::kNone, false, false, StepCodec::kNone};
   const size_t i = static_cast<size_t>(op);
   return i < table.size() && table[i].name != nullptr ? table[i] : unknown;
 }

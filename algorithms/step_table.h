@@ -13,6 +13,10 @@
 // where an operand is the step's src or dst region, the message received from `peer`, or the
 // peer's `remote` region (direct steps). A step that `sends` posts a message of its src (plain
 // send, to `peer`) or of the value it just wrote to dst (fused steps, to `to`).
+//
+// Codec steps pass their src operand through the codec first (StepCodec): kEncode is
+// dst = encode(src) (a kCopyIn of the encoded src), kDecode dst = decode(src), kDecodeReduce
+// dst = dst (op) decode(src).
 #pragma once
 
 #include <cstdint>
@@ -27,6 +31,9 @@ enum class StepCombine : uint8_t { kNothing, kCopyIn, kReduceIn, kFinalizeIn };
 // visible before the peer learns of it). kAcquire: while in flight, no later step issues
 // (what the peer wrote before its signal is visible to everything after the wait).
 enum class StepFence : uint8_t { kNone, kRelease, kAcquire };
+// What the codec does to the src operand before combine: nothing, encode it (dst holds the
+// encoding, src the values), or decode it (src holds an encoding, dst the values).
+enum class StepCodec : uint8_t { kNone, kEncodeSrc, kDecodeSrc };
 
 struct StepSemantics {
   StepOp op;
@@ -45,6 +52,7 @@ struct StepSemantics {
   StepFence fence;
   bool needs_direct;      // needs the same-host window transport
   bool same_size_src_dst; // src and dst must hold the same number of elements
+  StepCodec codec;        // codec steps: how src is transformed (sizes then differ)
 };
 
 // The row of `op`; every StepOp has one (tests/step_table_test.cc checks the enum is covered).

@@ -4,22 +4,30 @@
 
 #include <string>
 
+#include "kernels/codec.h"
+#include "kernels/codec_backend.h"
 #include "kernels/dtype.h"
 #include "kernels/half.h"
 #include "kernels/reduce.h"
 
 namespace weft {
 
-Status KernelBackend::Encode(const MemRef&, const MemRef&, size_t, weftDataType_t, const char* codec,
-                             size_t*, KernelRequest*) {
+Status KernelBackend::Encode(const MemRef&, const MemRef&, size_t, const weftCompression& spec,
+                             uint64_t, size_t*, KernelRequest*) {
   return InvalidUsage(std::string(name()) + " kernel backend: encode with codec " +
-                      (codec ? codec : "(null)") + " is not implemented");
+                      codec::CodecName(spec.codec) + " is not implemented");
 }
 
-Status KernelBackend::Decode(const MemRef&, const MemRef&, size_t, weftDataType_t, const char* codec,
+Status KernelBackend::Decode(const MemRef&, const MemRef&, size_t, const weftCompression& spec,
                              KernelRequest*) {
   return InvalidUsage(std::string(name()) + " kernel backend: decode with codec " +
-                      (codec ? codec : "(null)") + " is not implemented");
+                      codec::CodecName(spec.codec) + " is not implemented");
+}
+
+Status KernelBackend::DecodeReduce(const MemRef&, const MemRef&, size_t,
+                                   const weftCompression& spec, weftRedOp_t, KernelRequest*) {
+  return InvalidUsage(std::string(name()) + " kernel backend: decode_reduce with codec " +
+                      codec::CodecName(spec.codec) + " is not implemented");
 }
 
 namespace {
@@ -119,6 +127,26 @@ class CpuBackend final : public KernelBackend {
                              std::to_string(static_cast<int>(dst_type)) +
                              ": only floating types convert into each other");
     for (size_t i = 0; i < count; ++i) Store(dst.ptr, i, dst_type, Load(src.ptr, i, src_type));
+    req->Complete();
+    return OkStatus();
+  }
+
+  // The codec hooks (kernels/codec_backend.cc).
+  Status Encode(const MemRef& dst, const MemRef& src, size_t count, const weftCompression& spec,
+                uint64_t stream, size_t* encoded_bytes, KernelRequest* req) override {
+    WEFT_RETURN_IF_ERROR(CpuEncode(dst, src, count, spec, stream, encoded_bytes));
+    req->Complete();
+    return OkStatus();
+  }
+  Status Decode(const MemRef& dst, const MemRef& src, size_t count, const weftCompression& spec,
+                KernelRequest* req) override {
+    WEFT_RETURN_IF_ERROR(CpuDecode(dst, src, count, spec));
+    req->Complete();
+    return OkStatus();
+  }
+  Status DecodeReduce(const MemRef& dst, const MemRef& src, size_t count,
+                      const weftCompression& spec, weftRedOp_t op, KernelRequest* req) override {
+    WEFT_RETURN_IF_ERROR(CpuDecodeReduce(dst, src, count, spec, op));
     req->Complete();
     return OkStatus();
   }

@@ -17,6 +17,7 @@
 #include "common/memref.h"
 #include "common/status.h"
 #include "weft/weft.h"
+#include "weft/weft_compress.h"
 
 namespace weft {
 
@@ -51,13 +52,19 @@ class KernelBackend {
   // type is a copy.
   virtual Status Cast(const MemRef& dst, weftDataType_t dst_type, const MemRef& src,
                       weftDataType_t src_type, size_t count, KernelRequest* req) = 0;
-  // Compression hooks (the compression issue fills them in): encode `count` elements of src
-  // with the codec named `codec` into dst, reporting the bytes written in *encoded_bytes;
-  // decode reverses it. Until then every backend refuses them.
-  virtual Status Encode(const MemRef& dst, const MemRef& src, size_t count, weftDataType_t dtype,
-                        const char* codec, size_t* encoded_bytes, KernelRequest* req);
-  virtual Status Decode(const MemRef& dst, const MemRef& src, size_t count, weftDataType_t dtype,
-                        const char* codec, KernelRequest* req);
+  // Compression hooks, float32 values (kernels/codec.h semantics): encode `count` values of
+  // src with `spec` into dst (at least codec::EncodedBytes(spec, count) bytes), drawing
+  // stochastic rounding from `stream`, and report the bytes written in *encoded_bytes; decode
+  // `count` values from src, whose `bytes` must be exactly the encoded size (a shorter or
+  // longer encoding is a mismatched codec or a corrupt message); decode_reduce sets
+  // dst = dst (op) decode(src). The base class refuses them (a backend without codecs).
+  virtual Status Encode(const MemRef& dst, const MemRef& src, size_t count,
+                        const weftCompression& spec, uint64_t stream, size_t* encoded_bytes,
+                        KernelRequest* req);
+  virtual Status Decode(const MemRef& dst, const MemRef& src, size_t count,
+                        const weftCompression& spec, KernelRequest* req);
+  virtual Status DecodeReduce(const MemRef& dst, const MemRef& src, size_t count,
+                              const weftCompression& spec, weftRedOp_t op, KernelRequest* req);
   // Moves outstanding work forward; true once `req` is done (the CPU backend: always).
   virtual bool Poll(KernelRequest* req) { return req->done; }
   // True when every call completes before it returns (the CPU backend): the executor then

@@ -161,8 +161,9 @@ int WeftRun(perf_backend_t* b, perf_coll_t coll, const void* send, void* recv, s
   return rc;
 }
 
-// Bytes this rank sends per call: the encoded payloads with --compress (as the composition in
-// src/compress moves them), else the bandwidth-optimal uncompressed volume.
+// Bytes this rank sends per call: the encoded payloads with --compress (as the compressed
+// schedules and compositions in src/compress move them), else the bandwidth-optimal
+// uncompressed volume.
 size_t WeftWireBytes(perf_backend_t* b, perf_coll_t coll, size_t count, perf_dtype_t dtype) {
   const weftCompression* spec = static_cast<WeftContext*>(b->ctx)->compression;
   const size_t n = static_cast<size_t>(b->nranks), elem = perf_type_sizes[dtype];

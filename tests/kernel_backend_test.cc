@@ -10,6 +10,7 @@
 #include "kernels/half.h"
 #include "kernels/kernel_backend.h"
 #include "kernels/reduce.h"
+#include "weft/weft_compress.h"
 
 namespace weft {
 namespace {
@@ -75,16 +76,55 @@ TEST(CpuKernelBackend, BadOperandsNameTheArgumentAndWriteNothing) {
   st = k.Copy(dev, MemRef::Host(a.data(), 32), &req);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("dst is cuda-device memory (device 1)"), std::string::npos) << st.message();
-  // invalid op, integer casts, and the compression hooks not filled in yet.
+  // invalid op, integer casts, and codec operands too short for the encoding.
   st = k.Reduce(MemRef::Host(dst.data(), 32), MemRef::Host(a.data(), 32), MemRef::Host(a.data(), 32), 8,
                 weftFloat32, static_cast<weftRedOp_t>(99), &req);
   EXPECT_NE(st.message().find("op 99"), std::string::npos) << st.message();
   st = k.Cast(MemRef::Host(dst.data(), 32), weftInt32, MemRef::Host(a.data(), 32), weftFloat32, 8, &req);
   EXPECT_NE(st.message().find("only floating types"), std::string::npos) << st.message();
   size_t n = 0;
-  st = k.Encode(MemRef::Host(dst.data(), 32), MemRef::Host(a.data(), 32), 8, weftFloat32, "int8", &n, &req);
-  EXPECT_NE(st.message().find("encode with codec int8 is not implemented"), std::string::npos) << st.message();
+  weftCompression spec;
+  ASSERT_EQ(weftCompressionDefault(weftCodecInt8, &spec), weftSuccess);
+  st = k.Encode(MemRef::Host(dst.data(), 8), MemRef::Host(a.data(), 32), 8, spec, 0, &n, &req);
+  EXPECT_NE(st.message().find("encode dst holds 8 bytes, the codec needs 12"), std::string::npos)
+      << st.message();
+  st = k.Decode(MemRef::Host(dst.data(), 32), MemRef::Host(a.data(), 11), 8, spec, &req);
+  EXPECT_NE(st.message().find("decode src holds 11 bytes, the codec encodes to exactly 12"),
+            std::string::npos) << st.message();
   EXPECT_EQ(dst[0], 7.0f);
+}
+
+// The codec hooks give the codec's bytes and values (kernels/codec.h), complete at issue, and
+// decode_reduce adds the decoded values to dst in float32.
+TEST(CpuKernelBackend, CodecHooksMatchTheCodec) {
+  KernelBackend& k = CpuKernelBackend();
+  weftCompression spec;
+  ASSERT_EQ(weftCompressionDefault(weftCodecInt8, &spec), weftSuccess);
+  spec.block = 4;
+  std::vector<float> x = {1.0f, -2.5f, 3.25f, 0.125f, 100.0f, -7.0f, 0.0f, 9.5f, 0.75f};
+  size_t bytes = 0;
+  ASSERT_EQ(weftCompressedSize(&spec, x.size(), &bytes), weftSuccess);
+  std::vector<uint8_t> want(bytes), got(bytes + 3, 0xAB);
+  ASSERT_EQ(weftEncode(&spec, x.data(), x.size(), want.data(), 5), weftSuccess);
+  KernelRequest req;
+  size_t reported = 0;
+  ASSERT_TRUE(k.Encode(MemRef::Host(got.data(), got.size()), MemRef::Host(x.data(), x.size() * 4),
+                       x.size(), spec, 5, &reported, &req).ok());
+  EXPECT_TRUE(req.done);
+  EXPECT_EQ(reported, bytes);
+  EXPECT_EQ(0, std::memcmp(got.data(), want.data(), bytes));
+  std::vector<float> ref(x.size()), out(x.size()), acc(x.size(), 1.5f);
+  ASSERT_EQ(weftDecode(&spec, want.data(), x.size(), ref.data()), weftSuccess);
+  KernelRequest d, dr;
+  ASSERT_TRUE(k.Decode(MemRef::Host(out.data(), out.size() * 4), MemRef::Host(got.data(), bytes),
+                       x.size(), spec, &d).ok());
+  ASSERT_TRUE(k.DecodeReduce(MemRef::Host(acc.data(), acc.size() * 4),
+                             MemRef::Host(got.data(), bytes), x.size(), spec, weftSum, &dr).ok());
+  EXPECT_TRUE(d.done && dr.done);
+  for (size_t i = 0; i < x.size(); ++i) {
+    EXPECT_EQ(out[i], ref[i]) << i;
+    EXPECT_EQ(acc[i], 1.5f + ref[i]) << i;
+  }
 }
 
 }  // namespace

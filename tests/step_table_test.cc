@@ -84,6 +84,31 @@ TEST(StepTable, LocalRegionsFollowTheRow) {
   EXPECT_EQ(g.write, nullptr);
 }
 
+// Codec steps are local, read src and write dst of another size (values <-> encoded
+// elements); decode_reduce also reads its accumulator, as reduce does.
+TEST(StepTable, CodecRows) {
+  for (StepOp op : {StepOp::kEncode, StepOp::kDecode, StepOp::kDecodeReduce}) {
+    const StepSemantics& m = SemanticsOf(op);
+    SCOPED_TRACE(m.name);
+    EXPECT_FALSE(m.asynchronous || m.receives || HasPeer(m) || m.needs_direct);
+    EXPECT_EQ(m.fence, StepFence::kNone);
+    EXPECT_TRUE(m.reads_src && m.writes_dst);
+    EXPECT_FALSE(m.same_size_src_dst);
+  }
+  EXPECT_EQ(SemanticsOf(StepOp::kEncode).codec, StepCodec::kEncodeSrc);
+  EXPECT_EQ(SemanticsOf(StepOp::kDecode).codec, StepCodec::kDecodeSrc);
+  EXPECT_EQ(SemanticsOf(StepOp::kDecodeReduce).codec, StepCodec::kDecodeSrc);
+  EXPECT_EQ(SemanticsOf(StepOp::kDecodeReduce).combine, StepCombine::kReduceIn);
+  EXPECT_EQ(SemanticsOf(StepOp::kDecodeReduce).lhs, StepOperand::kDst);  // accumulator first
+  EXPECT_TRUE(SemanticsOf(StepOp::kDecodeReduce).reads_dst);
+  EXPECT_FALSE(SemanticsOf(StepOp::kDecode).reads_dst);
+  for (int i = 0; i < kNumStepOps; ++i) {
+    const StepOp op = static_cast<StepOp>(i);
+    if (op != StepOp::kEncode && op != StepOp::kDecode && op != StepOp::kDecodeReduce)
+      EXPECT_EQ(SemanticsOf(op).codec, StepCodec::kNone) << SemanticsOf(op).name;
+  }
+}
+
 // ---- the three consumers on one schedule ----
 
 Schedule Sched(Collective c, int p, size_t count, size_t in, size_t out) {

@@ -20,10 +20,12 @@
  * NaN/inf: casts keep them element-wise; a block codec turns a whole block holding NaN/inf
  * into NaN (never into finite values); top-k keeps them (they rank highest).
  *
- * The collectives below are, in this release, compositions of weft's public collectives
- * (weftAllToAll(v)/weftAllGather on the encoded bytes) with encode/decode steps on the host
- * around them: correct and deterministic, but not yet schedules proved by the checker and not
- * pipelined. Host buffers only. The allreduce is topology-aware: on a communicator of several
+ * The flat allreduce, the reduce-scatter and the allgather run as schedules with encode and
+ * decode steps that weft's checker proves (algorithms/<collective>_compressed.cc: every
+ * contribution quantized once, decoded and reduced in float32 at its owner, every rank
+ * decoding the same bytes); the hierarchical allreduce and the all-to-alls are compositions
+ * of weft's public collectives with encode/decode on the host around them. None is pipelined.
+ * Host buffers only. The allreduce is topology-aware: on a communicator of several
  * hosts with the same number of ranks each (and more than one), it reduce-scatters in full
  * precision inside each host, runs the compressed allreduce of each rank's 1/L slice with the
  * ranks of the same local index on the other hosts, and all-gathers inside the host; so only
@@ -114,7 +116,8 @@ WEFT_API weftResult_t weftDecode(const weftCompression* spec, const void* src, s
  *  Flat placement (one host, uneven hosts, or WEFT_COMPRESS_FLAT): each rank's contribution is
  *  encoded once, reduced in float32 in rank order at the owner of each of nranks slices, the
  *  reduced slice encoded once and all-gathered; every rank (the owner too) decodes the same
- *  bytes. Hierarchical placement (several hosts): the contribution encoded is the host's
+ *  bytes (one rank: its contribution is the result, encoded once). Hierarchical placement
+ *  (several hosts): the contribution encoded is the host's
  *  float32 sum of the slice a rank owns inside its host; the residual then carries what was
  *  dropped from that slice (the rest of it is added to the input and zeroed), so the sum of
  *  all ranks' residuals is still what the call dropped. */

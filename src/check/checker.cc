@@ -22,13 +22,24 @@ namespace {
 
 constexpr int kMaxRanks = 64;
 
-// One element's symbolic value. idx < 0: nothing was ever written.
+// One element's symbolic value. idx -1: nothing was ever written; kEncoded: the element is
+// part of an encoding (codec steps), `origin` says which.
 struct Val {
   uint64_t mask = 0;  // ranks whose contribution it holds
   int32_t idx = -1;   // element index in the contributors' input
   uint8_t fin = 0;    // finalized (weftAvg division applied)
+  uint8_t quant = 0;  // kQuantPartial | kQuantComplete: how the value went through a codec
+  // Encoded elements: 1 + the encoding's number. Values: 1 + the encoding they were decoded
+  // from (kept by copies and messages, which move the same bits), 0 for values computed here.
+  uint16_t origin = 0;
 };
+constexpr int32_t kUnwritten = -1;
 constexpr int32_t kDontCare = -2;  // expected-value marker: output element not checked
+constexpr int32_t kEncoded = -3;
+// A decoded value went through a codec while it held part of the contributions (a contribution
+// or a partial sum), or once it held them all (the reduced result). Quantizing a partial sum
+// that was quantized before is "re-quantizing at a hop"; quantizing a result twice is too.
+constexpr uint8_t kQuantPartial = 1, kQuantComplete = 2;
 
 enum Space : uint8_t { kUser = 0, kScr = 1 };
 
@@ -190,6 +201,15 @@ class Checker {
   std::unordered_map<uint64_t, size_t> waits_matched_;
   std::deque<int> work_;      // ranks to retry
   std::vector<char> dirty_;   // queued in work_
+  // Encodings made by codec steps: the values each one carries (decode gives them back).
+  struct Encoding {
+    std::vector<Val> values;
+    size_t elems = 0;  // size of the encoded region (elements)
+  };
+  std::vector<Encoding> encodings_;
+  Status EncodeValues(int r, size_t i, const Val* src, Val* out);
+  Status DecodeValues(int r, size_t i, const Val* src, std::vector<Val>* decoded);
+  Status VerifyIdenticalAcrossRanks();
 };
 
 Status Checker::Layouts() {
@@ -349,6 +369,15 @@ Status Checker::StepStructure(int r, size_t i) {
       return InvalidArgument(StepName(r, i, s) + ": src " + RegionName(s.src) + " and dst " +
                              RegionName(s.dst) + " partially overlap");
   }
+  if (m.codec != StepCodec::kNone) {
+    // An encoding of no values is empty and only it; the codec never works in place.
+    if ((s.src.count == 0) != (s.dst.count == 0))
+      return InvalidArgument(StepName(r, i, s) + ": src " + RegionName(s.src) + " and dst " +
+                             RegionName(s.dst) + ": one is empty, the other not");
+    if (s.dst.count > 0 && Resolve(r, s.src).Overlaps(Resolve(r, s.dst)))
+      return InvalidArgument(StepName(r, i, s) + ": src " + RegionName(s.src) + " and dst " +
+                             RegionName(s.dst) + " overlap (codecs do not work in place)");
+  }
   if (m.needs_direct) track_hb_ = true;
   if (m.asynchronous) ++ranks_[r].total_async;
   return OkStatus();
@@ -384,7 +413,10 @@ Status Checker::Combine(int r, size_t i, const Region& dst_region, const Val* a,
       return InvalidArgument(Where(r, i) + ": " + RegionName(dst_region) + " element " +
                              std::to_string(dst_region.offset + e) + ": " + why);
     };
-    if (x.idx < 0 || y.idx < 0) return fail(std::string(what) + " reads an element nothing wrote");
+    if (x.idx == kUnwritten || y.idx == kUnwritten)
+      return fail(std::string(what) + " reads an element nothing wrote");
+    if (x.idx == kEncoded || y.idx == kEncoded)
+      return fail(std::string(what) + " reduces encoded bytes (decode them first)");
     if (x.idx != y.idx)
       return fail("reduces input element " + std::to_string(x.idx) + " with input element " +
                   std::to_string(y.idx));
@@ -392,7 +424,7 @@ Status Checker::Combine(int r, size_t i, const Region& dst_region, const Val* a,
       return fail("already holds rank " + std::to_string(LowestRank(x.mask & y.mask)) +
                   "'s contribution (double counting)");
     if (x.fin || y.fin) return fail("reduces an already finalized value");
-    out[e] = Val{x.mask | y.mask, x.idx, 0};
+    out[e] = Val{x.mask | y.mask, x.idx, 0, static_cast<uint8_t>(x.quant | y.quant), 0};
   }
   return OkStatus();
 }
@@ -496,24 +528,38 @@ Status Checker::Evaluate(int r, size_t i, const Val* received, Val* out) {
            std::to_string(g.offset + e);
   };
   const Val* lhs = operand(m.lhs);
+  const Val* rhs = operand(m.rhs);
+  // Codec steps: src goes through the codec first (step_table.h).
+  std::vector<Val> decoded;
+  if (m.codec == StepCodec::kEncodeSrc) return EncodeValues(r, i, Ptr(r, s.src), out);
+  if (m.codec == StepCodec::kDecodeSrc) {
+    WEFT_RETURN_IF_ERROR(DecodeValues(r, i, Ptr(r, s.src), &decoded));
+    (m.lhs == StepOperand::kSrc ? lhs : rhs) = decoded.data();
+  }
   switch (m.combine) {
     case StepCombine::kCopyIn:
       for (size_t e = 0; e < n; ++e) {
-        if (lhs[e].idx < 0)
+        if (lhs[e].idx == kUnwritten)
           return InvalidArgument(Where(r, i) + ": " + element_name(m.lhs, e) +
                                  " is read before anything wrote it");
+        // Encodings move only through encode, plain send/recv and decode: the executor sends
+        // an encoding's own size, which copies and fused forwards know nothing of.
+        if (lhs[e].idx == kEncoded && !(m.receives && !ForwardsAfterReceive(m)))
+          return InvalidArgument(Where(r, i) + ": " + element_name(m.lhs, e) + " is encoded: " +
+                                 "only plain send/recv and decode may move an encoding");
         out[e] = lhs[e];
       }
       return OkStatus();
     case StepCombine::kReduceIn:
-      return Combine(r, i, s.dst, lhs, operand(m.rhs), out, n, m.name);
+      return Combine(r, i, s.dst, lhs, rhs, out, n, m.name);
     case StepCombine::kFinalizeIn:
       for (size_t e = 0; e < n; ++e) {
         auto fail = [&](const std::string& why) {
           return InvalidArgument(Where(r, i) + ": " + RegionName(s.dst) + " element " +
                                  std::to_string(s.dst.offset + e) + ": " + why);
         };
-        if (lhs[e].idx < 0) return fail("finalizes an element nothing wrote");
+        if (lhs[e].idx == kUnwritten) return fail("finalizes an element nothing wrote");
+        if (lhs[e].idx == kEncoded) return fail("finalizes encoded bytes");
         if (lhs[e].fin) return fail("finalized twice");
         if (lhs[e].mask != full_)
           return fail("finalized before it is complete (missing ranks " +
@@ -523,6 +569,99 @@ Status Checker::Evaluate(int r, size_t i, const Val* received, Val* out) {
       }
       return OkStatus();
     case StepCombine::kNothing: break;
+  }
+  return OkStatus();
+}
+
+// dst = encode(src): every element of the encoded region stands for the whole encoding, which
+// carries the src values exactly. A value quantized before may be quantized again only once
+// it holds every contribution (the reduced slice), and then only once.
+Status Checker::EncodeValues(int r, size_t i, const Val* src, Val* out) {
+  const Step& s = ranks_[r].sched->steps[i];
+  Encoding enc;
+  enc.elems = s.dst.count;
+  enc.values.assign(src, src + s.src.count);
+  uint64_t mask = 0;
+  for (size_t e = 0; e < s.src.count; ++e) {
+    const Val& x = src[e];
+    auto fail = [&](const std::string& why) {
+      return InvalidArgument(Where(r, i) + ": " + RegionName(s.src) + " element " +
+                             std::to_string(s.src.offset + e) + ": " + why);
+    };
+    if (x.idx == kUnwritten) return fail("encodes an element nothing wrote");
+    if (x.idx == kEncoded) return fail("encodes encoded bytes");
+    if ((x.quant & kQuantPartial) && x.mask != full_)
+      return fail("re-quantizes a partial sum (ranks " + RankList(x.mask) +
+                  "): each contribution is quantized once, partial sums are reduced in float32");
+    if (x.quant & kQuantComplete) return fail("quantizes the reduced result a second time");
+    mask |= x.mask;
+  }
+  if (encodings_.size() >= 65535)
+    return InvalidArgument(Where(r, i) + ": more than 65535 encodings: too many to check");
+  encodings_.push_back(std::move(enc));
+  const uint16_t token = static_cast<uint16_t>(encodings_.size());  // 1 + its index
+  for (size_t e = 0; e < s.dst.count; ++e) out[e] = Val{mask, kEncoded, 0, 0, token};
+  return OkStatus();
+}
+
+// decode(src): src must be one whole encoding (every element of it, nothing else); the values
+// are exactly the ones encoded, marked as quantized and as decoded from that encoding.
+Status Checker::DecodeValues(int r, size_t i, const Val* src, std::vector<Val>* decoded) {
+  const Step& s = ranks_[r].sched->steps[i];
+  auto fail = [&](const std::string& why) {
+    return InvalidArgument(Where(r, i) + ": " + RegionName(s.src) + " " + why);
+  };
+  const uint16_t token = src[0].origin;
+  for (size_t e = 0; e < s.src.count; ++e) {
+    if (src[e].idx == kUnwritten) return fail("holds bytes nothing wrote: decodes what was never encoded");
+    if (src[e].idx != kEncoded) return fail("holds values, not an encoding: decodes what was never encoded");
+    if (src[e].origin != token)
+      return fail("mixes two encodings (element " + std::to_string(s.src.offset + e) + ")");
+  }
+  const Encoding& enc = encodings_[token - 1];
+  if (enc.elems != s.src.count)
+    return fail("is " + std::to_string(s.src.count) + " elements of an encoding of " +
+                std::to_string(enc.elems) + " (decode reads exactly one whole encoding)");
+  if (enc.values.size() != s.dst.count)
+    return fail("encodes " + std::to_string(enc.values.size()) + " values, the decode writes " +
+                std::to_string(s.dst.count));
+  decoded->assign(enc.values.begin(), enc.values.end());
+  for (Val& v : *decoded) {
+    v.quant |= v.mask == full_ ? kQuantComplete : kQuantPartial;
+    v.origin = token;
+  }
+  return OkStatus();
+}
+
+// Compressed collectives must leave every rank the same bits (replicas must not drift): where
+// any rank's output element went through a codec, every rank's must have been decoded from
+// the same encoding (and copied on unchanged), not computed on its own.
+Status Checker::VerifyIdenticalAcrossRanks() {
+  if (encodings_.empty()) return OkStatus();
+  if (req_.collective != Collective::kAllReduce && req_.collective != Collective::kAllGather)
+    return OkStatus();
+  auto out = [&](int r, size_t e) -> const Val& {
+    return ranks_[r].user[ranks_[r].layout.out_base + e];
+  };
+  for (size_t e = 0; e < ranks_[0].layout.out_user; ++e) {
+    int decoded_rank = -1;
+    bool quantized = false;
+    for (int r = 0; r < p_; ++r) {
+      quantized |= out(r, e).quant != 0;
+      if (decoded_rank < 0 && out(r, e).origin != 0) decoded_rank = r;
+    }
+    if (!quantized) continue;
+    const uint16_t want = decoded_rank < 0 ? 0 : out(decoded_rank, e).origin;
+    for (int r = 0; r < p_; ++r) {
+      if (want != 0 && out(r, e).origin == want) continue;
+      return InvalidArgument(
+          "rank " + std::to_string(r) + " output[" + std::to_string(e) + "] " +
+          (out(r, e).origin == 0 ? "was computed on that rank from decoded values"
+                                 : "was decoded from another encoding") +
+          (decoded_rank >= 0 ? " than rank " + std::to_string(decoded_rank) + "'s" : "") +
+          ": the ranks would not hold bitwise-identical results (every rank, the owner too, "
+          "must decode the same encoded bytes)");
+    }
   }
   return OkStatus();
 }
@@ -681,7 +820,7 @@ Status Checker::Match(const std::pair<int, size_t>& snd, const std::pair<int, si
     // Data is captured at match time.
     const Val* in = Ptr(a, sent);
     for (size_t e = 0; e < n; ++e)
-      if (in[e].idx < 0)
+      if (in[e].idx == kUnwritten)
         return InvalidArgument(Where(a, snd.second) + ": " + RegionName(sent) + " element " +
                                std::to_string(sent.offset + e) + " is sent before anything wrote it");
     std::vector<Val> tmp(n);
@@ -835,7 +974,9 @@ Status Checker::Verify() {
       if (want.idx == kDontCare) continue;
       const Val& got = st.user[L.out_base + i];
       auto at = [&] { return "rank " + std::to_string(r) + " output[" + std::to_string(i) + "]"; };
-      if (got.idx < 0) return InvalidArgument(at() + " is never written");
+      if (got.idx == kUnwritten) return InvalidArgument(at() + " is never written");
+      if (got.idx == kEncoded)
+        return InvalidArgument(at() + " holds encoded bytes that no step decoded");
       if (got.idx != want.idx || (!reducing && got.mask != want.mask))
         return InvalidArgument(at() + " holds input element " + std::to_string(got.idx) +
                                " of ranks " + RankList(got.mask) + ", expected element " +
@@ -874,7 +1015,8 @@ Status Checker::Run() {
   WEFT_RETURN_IF_ERROR(Initialize());
   WEFT_RETURN_IF_ERROR(Simulate());
   WEFT_RETURN_IF_ERROR(ReadsDoneBeforeReturn());
-  return Verify();
+  WEFT_RETURN_IF_ERROR(Verify());
+  return VerifyIdenticalAcrossRanks();
 }
 
 }  // namespace

@@ -3,10 +3,10 @@
 // residual, slice arithmetic, per-thread scratch, and turning a failed public call into a
 // Status with weftGetLastError's message.
 //
-// The compressed collectives are compositions of weft's *public* collectives on uint8 payloads
-// (weftAllToAll/weftAllToAllv/weftAllGather) with encode/decode on the host around them. They
-// are not schedules proved by the checker: that needs encode/decode steps in the schedule IR
-// and receives of variable size ("Core v2", see issue 14).
+// The flat allreduce, the reduce-scatter and the allgather run compressed schedules (encode and
+// decode steps the checker proves: compressed_schedule.h); the hierarchical allreduce and the
+// all-to-alls are compositions of weft's *public* collectives on uint8 payloads
+// (weftAllToAll/weftAllToAllv/weftAllGather) with encode/decode on the host around them.
 #pragma once
 
 #include <cstddef>

@@ -1,12 +1,13 @@
-// Compressed allgather: this rank's block is encoded once (with error feedback) and gathered
-// with weftAllGather; every rank, the sender included, decodes all blocks from the same bytes,
+// Compressed allgather: this rank's block is encoded once (with error feedback) and sent to
+// every other rank; every rank, the sender included, decodes all blocks from the same bytes,
 // so all ranks hold bitwise-identical results.
 //
-// A composition of weft's public collectives, not yet a schedule proved by the checker (that
-// needs encode/decode steps in the schedule IR: "Core v2", issue 14).
+// Runs as the compressed schedule (algorithms/allgather_compressed.cc: encode/decode steps the
+// checker proves) through the executor; error feedback is read back from its encoding.
 #include "compress/compress_common.h"
 #include "compress/compress_error.h"
 #include "compress/compressed_collectives.h"
+#include "compress/compressed_schedule.h"
 #include "kernels/codec.h"
 
 namespace weft::compress {
@@ -20,17 +21,16 @@ Status RunAllGatherCompressed(const void* sendbuff, void* recvbuff, size_t sendc
                                            sendcount, recvbuff, sendcount * nranks));
   if (sendcount == 0) return OkStatus();
   return RunOnStream(stream, [=, spec = *spec]() -> Status {
-    const size_t bytes = codec::EncodedBytes(spec, sendcount), total = sendcount * nranks;
+    const size_t total = sendcount * nranks;
     float* x = ScratchFloats(0, sendcount);
     LoadWithResidual(sendbuff, datatype, sendcount, residual, x);
-    uint8_t* own = ScratchBytes(0, bytes);
-    EncodeWithFeedback(spec, x, sendcount, own, static_cast<uint64_t>(rank) << 32, residual);
-    uint8_t* gathered = ScratchBytes(1, bytes * nranks);
-    WEFT_RETURN_IF_ERROR(FromResult(weftAllGather(own, gathered, bytes, weftUint8, comm, nullptr),
-                                    "gathering encoded blocks (weftAllGather)", comm));
     float* result = datatype == weftFloat32 ? static_cast<float*>(recvbuff) : ScratchFloats(1, total);
-    for (int r = 0; r < nranks; ++r)
-      codec::Decode(spec, gathered + r * bytes, sendcount, result + r * sendcount);
+    std::vector<unsigned char>& scratch = CompressedScheduleScratch();
+    RankSchedule ran;
+    WEFT_RETURN_IF_ERROR(RunCompressedSchedule(comm, Collective::kAllGather, sendcount, spec,
+                                               weftSum, x, result, &scratch,
+                                               residual ? &ran : nullptr));
+    if (residual != nullptr) ResidualFromEncodings(spec, ran, x, scratch.data(), 0, 1.0f, residual);
     StoreAs(result, total, datatype, recvbuff);
     return OkStatus();
   });

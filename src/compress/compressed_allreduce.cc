@@ -14,9 +14,11 @@
 //   phase 5 (gather):   weftAllGather of the padded encodings; every rank, the owner included,
 //                       decodes all slices from the same bytes: bitwise-identical results.
 //
-// A composition of weft's public collectives, not yet a schedule proved by the checker (that
-// needs encode/decode steps in the schedule IR: "Core v2", issue 14). Wire bytes per rank:
-// about 2 (nranks - 1) / nranks x the encoded size, as a ring allreduce of the encoded data.
+// Two forms of the same phases: FlatAllReduceCompressed runs them as the compressed schedule
+// (algorithms/allreduce_compressed.cc: encode/decode steps the checker proves, run by the
+// executor); FlatAllReduceToEncoded, which stops before the last decode for the hierarchical
+// placement, still composes weft's public collectives. Both give the same bits. Wire bytes per
+// rank: about 2 (nranks - 1) / nranks x the encoded size, as a ring allreduce of the encoded data.
 //
 // This is the flat placement. On a communicator of several hosts the public call runs
 // hierarchical_allreduce.cc instead (full precision inside hosts), which runs this one across
@@ -26,6 +28,7 @@
 
 #include "compress/compress_common.h"
 #include "compress/compress_error.h"
+#include "compress/compressed_schedule.h"
 #include "compress/compressed_collectives.h"
 #include "compress/host_tiers.h"
 #include "core/comm.h"
@@ -121,17 +124,30 @@ void DecodeGathered(const weftCompression& spec, const uint8_t* gathered, size_t
                   out + SliceOffset(count, nranks, r));
 }
 
+// The flat placement runs the compressed schedule (algorithms/allreduce_compressed.cc, proved
+// by the checker) through the executor: the same phases as FlatAllReduceToEncoded above, with
+// the same encodings, reductions and streams, so the same bits. Error feedback stays outside
+// the schedule: it is this rank's own state, not a contribution, and needs no message; it is
+// read back from the schedule's encodings (ResidualFromEncodings), one decode pass, as
+// EncodeWithFeedback costs here.
 Status FlatAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t count,
                                weftDataType_t datatype, weftRedOp_t op,
                                const weftCompression& spec, float* residual, weftComm_t comm) {
-  const uint8_t* gathered = nullptr;
-  size_t stride = 0;
-  WEFT_RETURN_IF_ERROR(FlatAllReduceToEncoded(sendbuff, count, datatype, op, spec, residual, comm,
-                                              &gathered, &stride));
-  int nranks = 0;
-  WEFT_RETURN_IF_ERROR(FromResult(weftCommCount(comm, &nranks), "weftCommCount", comm));
-  float* result = datatype == weftFloat32 ? static_cast<float*>(recvbuff) : ScratchFloats(0, count);
-  DecodeGathered(spec, gathered, stride, count, nranks, result);
+  int nranks = 0, rank = 0;
+  WEFT_RETURN_IF_ERROR(CommShape(comm, &nranks, &rank));
+  // float32 without feedback: encode straight from the caller's buffer (no copy of count).
+  const bool as_is = datatype == weftFloat32 && residual == nullptr;
+  float* x = as_is ? nullptr : ScratchFloats(0, count);
+  if (!as_is) LoadWithResidual(sendbuff, datatype, count, residual, x);
+  const float* in = as_is ? static_cast<const float*>(sendbuff) : x;
+  float* result = datatype == weftFloat32 ? static_cast<float*>(recvbuff) : ScratchFloats(1, count);
+  std::vector<unsigned char>& scratch = CompressedScheduleScratch();
+  RankSchedule ran;
+  WEFT_RETURN_IF_ERROR(RunCompressedSchedule(comm, Collective::kAllReduce, count, spec, op, in,
+                                             result, &scratch, residual ? &ran : nullptr));
+  if (residual != nullptr)
+    ResidualFromEncodings(spec, ran, in, scratch.data(), SliceOffset(count, nranks, rank),
+                          op == weftAvg ? static_cast<float>(nranks) : 1.0f, residual);
   StoreAs(result, count, datatype, recvbuff);
   return OkStatus();
 }
@@ -203,8 +219,13 @@ AllReduceWireBytes AllReduceCompressedWireBytes(const weftCompression& spec, siz
                                        static_cast<int>(i), static_cast<int>(hosts.size()),
                                        static_cast<int>(h));
   }
-  // Flat: the encoded slices to each other rank, split by where that rank is.
-  const size_t total = AllReduceCompressedWireBytes(spec, count, nranks, rank);
+  // Flat (the compressed schedule): every rank's encoded contribution slice to its owner, then
+  // this rank's encoded reduced slice, unpadded, to every other rank; split by where the
+  // receivers are.
+  size_t total = 0;
+  for (int r = 0; r < nranks && nranks > 1; ++r)
+    total += r != rank ? codec::EncodedBytes(spec, SliceCount(count, nranks, r))
+                       : (nranks - 1) * codec::EncodedBytes(spec, SliceCount(count, nranks, r));
   size_t local = 1;
   for (const std::vector<int>& g : comm->host_groups)
     for (int r : g)

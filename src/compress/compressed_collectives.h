@@ -2,8 +2,7 @@
 // include/weft/weft_compress.h wrap these and report errors). Each checks its arguments, then
 // runs (NULL stream) or queues on the host stream (RunOnStream in compress_common.h).
 //
-// Compositions of weft's public collectives on encoded uint8 payloads, not yet schedules
-// proved by the checker (see compress_common.h).
+// Which of them run proved schedules and which compose public collectives: compress_common.h.
 #pragma once
 
 #include <cstddef>
@@ -45,9 +44,9 @@ Status HierarchicalAllReduceCompressed(const void* sendbuff, void* recvbuff, siz
                                        const weftCompression& spec, float* residual,
                                        weftComm_t comm);
 
-// Bytes this rank puts on the wire (sent to other ranks) for one compressed allreduce of
-// count elements, and the same for the uncompressed ring allreduce of float32: what
-// weft-perf's "wire bytes" column reports.
+// Bytes this rank puts on the wire (sent to other ranks) for one FlatAllReduceToEncoded of
+// count elements (the composition, whose gather pads every slice to the largest's encoding):
+// what the hierarchical placement sends across hosts.
 size_t AllReduceCompressedWireBytes(const weftCompression& spec, size_t count, int nranks, int rank);
 
 // The same for the placement weftAllReduceCompressed takes on comm, split into bytes sent to

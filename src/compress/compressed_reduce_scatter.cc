@@ -1,14 +1,15 @@
 // Compressed reduce-scatter: each of this rank's nranks slices is encoded once (with error
-// feedback), exchanged with weftAllToAll so that rank r receives every rank's encoding of
+// feedback), sent to its owner so that rank r receives every rank's encoding of
 // slice r, then decoded and added in float32 in rank order (avg: one division at the end).
 // The reduced slice is not re-encoded: the output is the exact float32 sum of the decoded
 // contributions (rounded once to bf16 for bf16 outputs).
 //
-// A composition of weft's public collectives, not yet a schedule proved by the checker (that
-// needs encode/decode steps in the schedule IR: "Core v2", issue 14).
+// Runs as the compressed schedule (algorithms/reducescatter_compressed.cc: encode/decode steps
+// the checker proves) through the executor; error feedback is read back from its encodings.
 #include "compress/compress_common.h"
 #include "compress/compress_error.h"
 #include "compress/compressed_collectives.h"
+#include "compress/compressed_schedule.h"
 #include "kernels/codec.h"
 
 namespace weft::compress {
@@ -23,27 +24,16 @@ Status RunReduceScatterCompressed(const void* sendbuff, void* recvbuff, size_t r
                                            recvcount * nranks, recvbuff, recvcount));
   if (recvcount == 0) return OkStatus();
   return RunOnStream(stream, [=, spec = *spec]() -> Status {
-    const size_t total = recvcount * nranks, bytes = codec::EncodedBytes(spec, recvcount);
+    const size_t total = recvcount * nranks;
     float* x = ScratchFloats(0, total);
     LoadWithResidual(sendbuff, datatype, total, residual, x);
-    uint8_t* send = ScratchBytes(0, bytes * nranks);
-    for (int r = 0; r < nranks; ++r)
-      EncodeWithFeedback(spec, x + r * recvcount, recvcount, send + r * bytes,
-                         (static_cast<uint64_t>(rank) << 32) | static_cast<uint32_t>(r),
-                         residual ? residual + r * recvcount : nullptr);
-    uint8_t* received = ScratchBytes(1, bytes * nranks);
-    WEFT_RETURN_IF_ERROR(FromResult(weftAllToAll(send, received, bytes, weftUint8, comm, nullptr),
-                                    "exchanging encoded contributions (weftAllToAll)", comm));
-    float* sum = ScratchFloats(1, recvcount);
-    float* contribution = ScratchFloats(2, recvcount);
-    codec::Decode(spec, received, recvcount, sum);
-    for (int q = 1; q < nranks; ++q) {
-      codec::Decode(spec, received + q * bytes, recvcount, contribution);
-      for (size_t i = 0; i < recvcount; ++i) sum[i] += contribution[i];
-    }
-    if (op == weftAvg && nranks > 1)
-      for (size_t i = 0; i < recvcount; ++i) sum[i] /= static_cast<float>(nranks);
-    StoreAs(sum, recvcount, datatype, recvbuff);
+    float* result = datatype == weftFloat32 ? static_cast<float*>(recvbuff) : ScratchFloats(1, recvcount);
+    std::vector<unsigned char>& scratch = CompressedScheduleScratch();
+    RankSchedule ran;
+    WEFT_RETURN_IF_ERROR(RunCompressedSchedule(comm, Collective::kReduceScatter, recvcount, spec,
+                                               op, x, result, &scratch, residual ? &ran : nullptr));
+    if (residual != nullptr) ResidualFromEncodings(spec, ran, x, scratch.data(), 0, 1.0f, residual);
+    StoreAs(result, recvcount, datatype, recvbuff);
     return OkStatus();
   });
 }

@@ -57,6 +57,18 @@ struct InFlight {
   bool kernel = false;      // waits on `kreq` (a local step, or a received chunk's reduction)
   bool reducing = false;    // kernel: it reduces what `req` received
   KernelRequest kreq;
+  size_t* encoded_size = nullptr;  // a recv into an encoded region: where its size goes
+};
+
+// An encoded region of a compressed schedule (schedule.h: codec steps) and the size of the
+// encoding it holds now: set by the encode that wrote it or the receive that filled it, read
+// by the send that carries it and the decode that reads it, so only the encoded bytes travel
+// and a decode sees exactly what arrived.
+struct EncodedRegion {
+  const unsigned char* ptr = nullptr;
+  size_t capacity = 0;  // bytes of the region (elements, rounded up from the encoding)
+  size_t bytes = 0;     // of the encoding it holds
+  bool holds = false;   // something encoded or received into it
 };
 
 // Request slots are reused across operations of a thread: a tiny collective then allocates
@@ -106,6 +118,10 @@ class Runner {
   Transport* TransportFor(int rank, const Step& s, Status* st) const;
   Status Issue(size_t index);
   Status IssueLocal(size_t index);
+  Status IssueCodec(size_t index);
+  // Compressed schedules: the encoded regions (Prepare), and the one `r` resolves to, if any.
+  Status FindEncodedRegions();
+  EncodedRegion* EncodedAt(const Region& r);
   std::unique_ptr<InFlight> TakeSlot(size_t index);
   // Runs one kernel through the backend: at once when it completes at issue, else in flight.
   template <typename Launch>
@@ -142,6 +158,7 @@ class Runner {
   std::vector<Transport*> used_transports_;
   std::vector<uint8_t>& direct_firsts_ = t_direct_firsts;
   bool direct_used_ = false;  // the schedule has direct steps (window, signals)  // kSignalled | kWaited per peer
+  std::vector<EncodedRegion> encoded_;  // compressed schedules only (ctx_.codec set)
   // The call tag of the first signal to / wait on `peer` in this operation, else 0.
   uint64_t FirstTag(int peer, uint8_t which) {
     uint8_t& f = direct_firsts_[peer];
@@ -206,6 +223,8 @@ Status Runner::Prepare() {
     if (ctx_.heap_scratch->size() < scratch_bytes) ctx_.heap_scratch->resize(scratch_bytes);
     scratch_ = ctx_.heap_scratch->data();
   }
+  // Encoded regions resolve into the scratch just placed.
+  if (ctx_.codec != nullptr) WEFT_RETURN_IF_ERROR(FindEncodedRegions());
   // Refuse up front what the backend cannot touch (e.g. device buffers on the CPU backend):
   // failing at the first kernel would leave the peers half-way through the schedule.
   for (MemKind k : {bufs_.kind, scratch_kind_})
@@ -251,6 +270,7 @@ std::unique_ptr<InFlight> Runner::TakeSlot(size_t index) {
   f->step = &s;
   f->access = AccessOf(s);
   f->is_wait = f->fused = f->received = f->forwarding = f->kernel = f->reducing = false;
+  f->encoded_size = nullptr;
   return f;
 }
 
@@ -303,6 +323,10 @@ Status Runner::IssueLocal(size_t index) {
         return kb_.Reduce(Ref(s.dst), Ref(s.src), remote, s.dst.count, dt, op, r);
       });
     }
+    case StepOp::kEncode:
+    case StepOp::kDecode:
+    case StepOp::kDecodeReduce:
+      return IssueCodec(index);
     case StepOp::kSignal: {
       // Describe() builds strings: only on the error path (this is the tiny-message hot path).
       if (s.peer < 0 || s.peer >= ctx_.nranks)
@@ -313,6 +337,83 @@ Status Runner::IssueLocal(size_t index) {
     default:
       return InternalError(Describe(s, index) + ": not a local step");
   }
+}
+
+// The regions that may hold an encoding: what encode steps write, what decode steps read, and
+// what a receive fills and a plain send passes on unchanged (a relay of an encoding). Fused
+// steps never carry encodings (their forward would send the whole region, not the encoding),
+// so they may not touch one; the checker refuses the same (check/checker.cc).
+Status Runner::FindEncodedRegions() {
+  encoded_.clear();
+  auto add = [&](const Region& r) {
+    if (r.count == 0 || EncodedAt(r) != nullptr) return;
+    EncodedRegion e;
+    e.ptr = Resolve(r);
+    e.capacity = r.count * elem_;
+    encoded_.push_back(e);
+  };
+  for (const Step& s : sched_.steps) {
+    const StepCodec c = SemanticsOf(s.op).codec;
+    if (c != StepCodec::kNone) add(c == StepCodec::kEncodeSrc ? s.dst : s.src);
+  }
+  for (size_t i = 0; i < sched_.steps.size(); ++i) {
+    const Step& recv = sched_.steps[i];
+    if (recv.op != StepOp::kRecv || EncodedAt(recv.dst) != nullptr) continue;
+    for (size_t j = i + 1; j < sched_.steps.size(); ++j) {
+      const Step& send = sched_.steps[j];
+      if (send.op == StepOp::kSend && send.src.buffer == recv.dst.buffer &&
+          send.src.offset == recv.dst.offset && send.src.count == recv.dst.count) {
+        add(recv.dst);
+        break;
+      }
+    }
+  }
+  for (size_t i = 0; i < sched_.steps.size(); ++i) {
+    const Step& s = sched_.steps[i];
+    if (ForwardsAfterReceive(SemanticsOf(s.op)) && EncodedAt(s.dst) != nullptr)
+      return InternalError(Describe(s, i) + ": a fused step cannot carry an encoded region");
+  }
+  return OkStatus();
+}
+
+EncodedRegion* Runner::EncodedAt(const Region& r) {
+  if (encoded_.empty() || r.count == 0) return nullptr;
+  const unsigned char* p = Resolve(r);
+  for (EncodedRegion& e : encoded_)
+    if (e.ptr == p && e.capacity == r.count * elem_) return &e;
+  return nullptr;
+}
+
+// Codec steps (float32 values): the encode notes the size it wrote, decodes read exactly the
+// encoding their region holds (what an encode wrote or a receive delivered).
+Status Runner::IssueCodec(size_t index) {
+  const Step& s = sched_.steps[index];
+  if (ctx_.codec == nullptr || ctx_.dtype != weftFloat32)
+    return InvalidArgument(Describe(s, index) + ": codec steps need the call's codec and float32 "
+                           "values (ExecContext::codec, dtype " + std::to_string(ctx_.dtype) + ")");
+  const weftCompression& spec = *ctx_.codec;
+  if (s.op == StepOp::kEncode) {
+    EncodedRegion* e = EncodedAt(s.dst);  // found by Prepare (FindEncodedRegions)
+    if (e == nullptr) return InternalError(Describe(s, index) + ": its dst is no encoded region");
+    e->holds = true;
+    const uint64_t stream = static_cast<uint64_t>(ctx_.rank) << 32 | s.codec_stream;
+    return RunKernel(index, [&](KernelRequest* r) {
+      return kb_.Encode(Ref(s.dst), Ref(s.src), s.src.count, spec, stream, &e->bytes, r);
+    });
+  }
+  EncodedRegion* e = EncodedAt(s.src);
+  if (e == nullptr || !e->holds)
+    return InvalidArgument(Describe(s, index) + ": decodes " + std::to_string(s.src.count) +
+                           " elements that hold no encoding (nothing encoded or received them)");
+  MemRef encoded = Ref(s.src);  // the encoding itself, not the whole region
+  encoded.bytes = e->bytes;
+  if (s.op == StepOp::kDecode)
+    return RunKernel(index, [&](KernelRequest* r) {
+      return kb_.Decode(Ref(s.dst), encoded, s.dst.count, spec, r);
+    });
+  return RunKernel(index, [&](KernelRequest* r) {
+    return kb_.DecodeReduce(Ref(s.dst), encoded, s.dst.count, spec, ctx_.op, r);
+  });
 }
 
 // Asynchronous steps are posted to their transport and retired when it completes them.
@@ -326,14 +427,27 @@ Status Runner::PostAsync(InFlight& f) {
       if (s.peer < 0 || s.peer >= ctx_.nranks)
         return InternalError(Describe(s, f.index) + ": invalid peer");
       return ctx_.direct->PostWait(s.peer, &f.req, FirstTag(s.peer, kWaited));
-    case StepOp::kSend:
+    case StepOp::kSend: {
       f.transport = TransportFor(s.peer, s, &st);
       if (!st.ok()) return st;
-      return f.transport->PostSend(s.peer, ch, ctx_.tag, Resolve(s.src), s.src.count * elem_, &f.req);
+      size_t bytes = s.src.count * elem_;
+      if (EncodedRegion* e = EncodedAt(s.src)) {  // only the encoding travels
+        if (!e->holds) return InternalError(Describe(s, f.index) + ": sends an encoded region nothing encoded or received");
+        bytes = e->bytes;
+      }
+      return f.transport->PostSend(s.peer, ch, ctx_.tag, Resolve(s.src), bytes, &f.req);
+    }
     case StepOp::kRecv:
     case StepOp::kRecvCopySend:  // lands in dst; forwarded from there (Forward)
       f.transport = TransportFor(s.peer, s, &st);
       if (!st.ok()) return st;
+      if (s.op == StepOp::kRecv) {
+        if (EncodedRegion* e = EncodedAt(s.dst)) {  // an encoding: its size arrives with it
+          e->holds = false;
+          f.encoded_size = &e->bytes;
+          return f.transport->PostRecvUpTo(s.peer, ch, ctx_.tag, Resolve(s.dst), e->capacity, &f.req);
+        }
+      }
       return f.transport->PostRecv(s.peer, ch, ctx_.tag, Resolve(s.dst), s.dst.count * elem_, &f.req);
     case StepOp::kRecvReduce:
     case StepOp::kRecvReduceSend:  // lands in staging, reduced into dst on arrival
@@ -412,6 +526,10 @@ StatusOr<bool> Runner::Complete(InFlight& f) {
     return AfterReceive(f);
   }
   if (!f.req.status.ok()) return f.req.status.WithContext(Describe(s, f.index));
+  if (f.encoded_size != nullptr) {  // the receive into an encoded region: note its size
+    *f.encoded_size = f.req.bytes;
+    EncodedAt(s.dst)->holds = true;
+  }
   const bool reduce_on_arrival =
       s.op == StepOp::kRecvReduce || (s.op == StepOp::kRecvReduceSend && !f.forwarding);
   if (reduce_on_arrival) {

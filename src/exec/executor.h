@@ -24,6 +24,7 @@
 #include "kernels/kernel_backend.h"
 #include "transports/transport.h"
 #include "weft/weft.h"
+#include "weft/weft_compress.h"
 
 namespace weft {
 
@@ -65,6 +66,9 @@ struct ExecContext {
   // data; nullptr = CpuKernelBackend(). A backend that completes later (a CUDA stream) is
   // polled like a transport: the step stays in flight, its memory guarded by the hazards.
   KernelBackend* kernels = nullptr;
+  // The codec of encode/decode steps (compressed schedules, dtype float32); nullptr when the
+  // schedule has none (a codec step then fails naming itself).
+  const weftCompression* codec = nullptr;
 };
 
 Status ExecuteSchedule(const RankSchedule& schedule, int window, const ExecContext& ctx,

@@ -378,6 +378,7 @@ class Engine {
       }
       return end;
     }
+    if (m.codec != StepCodec::kNone) return RunCodec(r, st, now);
     if (m.reads_remote) {
       double end = Transfer(st.peer, r, kDirectChannel, now, bytes, /*direct=*/true);
       if (m.combine == StepCombine::kReduceIn) end = Compute(r, end, bytes, true);
@@ -392,6 +393,29 @@ class Engine {
       case StepCombine::kNothing: break;
     }
     return now;
+  }
+
+  // Codec steps run on the rank's core at the codec's speed (SimOptions: GB/s of float32
+  // values, measured by codec_bench), counted on the values side: src for an encode, dst for
+  // a decode (plus the reduction of a decode_reduce). Without a speed, the copy rate. The
+  // encoded bytes then travel as ordinary messages of the encoded region's size.
+  double RunCodec(int r, const Step& st, double now) {
+    const StepSemantics& m = SemanticsOf(st.op);
+    const bool encode = m.codec == StepCodec::kEncodeSrc;
+    const double values = static_cast<double>(encode ? st.src.count : st.dst.count) * elem_;
+    const double gbps = encode ? opt_.encode_gbps : opt_.decode_gbps;
+    double end = now;
+    if (gbps <= 0) {
+      end = Compute(r, now, values, false);
+    } else {
+      const int res = fabric_.ComputeResource(r);
+      const double dt = values / (gbps * 1e3);
+      backlog_[res] = std::max(now, backlog_[res]) + dt;
+      busy_[res] += dt;
+      end = backlog_[res];
+    }
+    if (m.combine == StepCombine::kReduceIn) end = Compute(r, end, values, true);
+    return end + fabric_.Compute(r).overhead_us;
   }
 
   struct Queue {

@@ -49,6 +49,9 @@ struct SimOptions {
   double overhead_multiplier = 1.0;
   size_t real_chunk_elems = 0;
   int window = -1;  // -1: the schedule's own window
+  // Codec steps (compressed schedules): one core's encode and decode speed in GB/s of float32
+  // values (compress::MeasuredCodecSpeed); 0 = the rank's copy rate.
+  double encode_gbps = 0, decode_gbps = 0;
 };
 
 struct SimResult {

@@ -1,0 +1,44 @@
+// The list of compressed generators and the sizing they share (see compressed.h).
+#include "algorithms/compressed.h"
+
+#include "kernels/codec.h"
+
+namespace weft {
+namespace {
+
+bool Applies(const ScheduleRequest& req, Collective c) {
+  return req.collective == c && HasUsableCodec(req);
+}
+
+}  // namespace
+
+size_t EncodedElements(const weftCompression& spec, size_t values) {
+  return (codec::EncodedBytes(spec, values) + sizeof(float) - 1) / sizeof(float);
+}
+
+bool HasUsableCodec(const ScheduleRequest& request) {
+  return request.codec.codec != weftCodecNone && codec::ValidateSpec(request.codec).empty();
+}
+
+const std::vector<AlgorithmInfo>& CompressedAlgorithms() {
+  static const std::vector<AlgorithmInfo> list = {
+      AlgorithmInfo{"compressed", Collective::kAllReduce,
+                    [](const ScheduleRequest& r) { return Applies(r, Collective::kAllReduce); },
+                    BuildAllReduceCompressed, nullptr},
+      AlgorithmInfo{"compressed", Collective::kReduceScatter,
+                    [](const ScheduleRequest& r) { return Applies(r, Collective::kReduceScatter); },
+                    BuildReduceScatterCompressed, nullptr},
+      AlgorithmInfo{"compressed", Collective::kAllGather,
+                    [](const ScheduleRequest& r) { return Applies(r, Collective::kAllGather); },
+                    BuildAllGatherCompressed, nullptr},
+  };
+  return list;
+}
+
+const AlgorithmInfo* FindCompressedAlgorithm(Collective collective) {
+  for (const AlgorithmInfo& a : CompressedAlgorithms())
+    if (a.collective == collective) return &a;
+  return nullptr;
+}
+
+}  // namespace weft

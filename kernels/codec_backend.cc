@@ -1,0 +1,75 @@
+// The CPU backend's codec hooks (see codec_backend.h).
+#include "kernels/codec_backend.h"
+
+#include <string>
+#include <vector>
+
+#include "kernels/codec.h"
+#include "kernels/dtype.h"
+#include "kernels/reduce.h"
+
+namespace weft {
+namespace {
+
+Status CheckSpec(const weftCompression& spec) {
+  std::string why = codec::ValidateSpec(spec);
+  if (!why.empty()) return InvalidArgument("cpu kernel backend: codec spec: " + why);
+  return OkStatus();
+}
+
+// `m` must be host memory of at least `bytes` (exactly `bytes` when `exact`).
+Status CheckHost(const MemRef& m, size_t bytes, const char* what, bool exact) {
+  if (m.kind == MemKind::kCudaDevice)
+    return InvalidArgument(std::string("cpu kernel backend: ") + what + " is " +
+                           MemKindName(m.kind) + " memory, which the CPU cannot access");
+  if (bytes > 0 && m.ptr == nullptr)
+    return InvalidArgument(std::string("cpu kernel backend: ") + what + " is null");
+  if (m.bytes < bytes || (exact && m.bytes != bytes))
+    return InvalidArgument(std::string("cpu kernel backend: ") + what + " holds " +
+                           std::to_string(m.bytes) + " bytes, the codec " +
+                           (exact ? "encodes to exactly " : "needs ") + std::to_string(bytes) +
+                           " (a mismatched codec spec or a truncated message)");
+  return OkStatus();
+}
+
+// Decoded values of a decode-reduce, reused by the thread (grows only).
+thread_local std::vector<float> t_decoded;
+
+}  // namespace
+
+Status CpuEncode(const MemRef& dst, const MemRef& src, size_t count, const weftCompression& spec,
+                 uint64_t stream, size_t* encoded_bytes) {
+  WEFT_RETURN_IF_ERROR(CheckSpec(spec));
+  const size_t bytes = codec::EncodedBytes(spec, count);
+  WEFT_RETURN_IF_ERROR(CheckHost(src, count * sizeof(float), "encode src", false));
+  WEFT_RETURN_IF_ERROR(CheckHost(dst, bytes, "encode dst", false));
+  if (count > 0)
+    codec::Encode(spec, static_cast<const float*>(src.ptr), count,
+                  static_cast<uint8_t*>(dst.ptr), stream);
+  *encoded_bytes = bytes;
+  return OkStatus();
+}
+
+Status CpuDecode(const MemRef& dst, const MemRef& src, size_t count, const weftCompression& spec) {
+  WEFT_RETURN_IF_ERROR(CheckSpec(spec));
+  WEFT_RETURN_IF_ERROR(CheckHost(src, codec::EncodedBytes(spec, count), "decode src", true));
+  WEFT_RETURN_IF_ERROR(CheckHost(dst, count * sizeof(float), "decode dst", false));
+  if (count > 0)
+    codec::Decode(spec, static_cast<const uint8_t*>(src.ptr), count, static_cast<float*>(dst.ptr));
+  return OkStatus();
+}
+
+Status CpuDecodeReduce(const MemRef& dst, const MemRef& src, size_t count,
+                       const weftCompression& spec, weftRedOp_t op) {
+  if (!IsValidRedOp(op))
+    return InvalidArgument("cpu kernel backend: op " + std::to_string(static_cast<int>(op)) +
+                           " is not a valid weftRedOp_t");
+  if (t_decoded.size() < count) t_decoded.resize(count);
+  WEFT_RETURN_IF_ERROR(CpuDecode(MemRef::Host(t_decoded.data(), count * sizeof(float)), src,
+                                 count, spec));
+  WEFT_RETURN_IF_ERROR(CheckHost(dst, count * sizeof(float), "decode_reduce dst", false));
+  if (count > 0) kernels::Reduce(dst.ptr, dst.ptr, t_decoded.data(), count, weftFloat32, op);
+  return OkStatus();
+}
+
+}  // namespace weft

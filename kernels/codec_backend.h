@@ -1,0 +1,26 @@
+// The CPU kernel backend's compression hooks (KernelBackend::Encode / Decode / DecodeReduce in
+// kernels/kernel_backend.h): argument checks naming the operand and sizes, then the codecs of
+// kernels/codec.h on float32 values. Every call completes before it returns.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/memref.h"
+#include "common/status.h"
+#include "weft/weft.h"
+#include "weft/weft_compress.h"
+
+namespace weft {
+
+// dst = encode(src[0..count)); *encoded_bytes = codec::EncodedBytes(spec, count).
+Status CpuEncode(const MemRef& dst, const MemRef& src, size_t count, const weftCompression& spec,
+                 uint64_t stream, size_t* encoded_bytes);
+// dst[0..count) = decode(src); src.bytes must be the exact encoded size of count values.
+Status CpuDecode(const MemRef& dst, const MemRef& src, size_t count, const weftCompression& spec);
+// dst[0..count) = dst (op) decode(src), reduced in float32 by kernels/reduce.h (op sum or avg:
+// a sum; avg's division stays in Finalize).
+Status CpuDecodeReduce(const MemRef& dst, const MemRef& src, size_t count,
+                       const weftCompression& spec, weftRedOp_t op);
+
+}  // namespace weft
