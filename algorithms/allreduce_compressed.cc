@@ -20,7 +20,6 @@
 #include "algorithms/compressed.h"
 
 #include "algorithms/patterns.h"
-#include "kernels/codec.h"
 
 namespace weft {
 namespace {
@@ -86,14 +85,9 @@ void AddGatherAndDecode(const CompressedLayout& L, int r, std::vector<Step>* ste
 }  // namespace
 
 StatusOr<Schedule> BuildAllReduceCompressed(const ScheduleRequest& req) {
-  WEFT_RETURN_IF_ERROR(CheckRequestBasics(req));
-  if (!HasUsableCodec(req))
-    return InvalidArgument("allreduce:compressed needs a codec (ScheduleRequest::codec): " +
-                           codec::ValidateSpec(req.codec));
-  Schedule sched = NewSchedule(req, "compressed");
+  WEFT_ASSIGN_OR_RETURN(Schedule sched, NewCompressedSchedule(req, "allreduce:compressed"));
   const int p = req.nranks;
   const size_t n = req.count;
-  sched.window = 2 * p;  // every exchange and gather message of a rank may be in flight
   for (int r : RanksToBuild(req)) {
     RankSchedule& rs = sched.ranks[r];
     rs.input_count = rs.output_count = n;

@@ -1,6 +1,7 @@
 // The list of compressed generators and the sizing they share (see compressed.h).
 #include "algorithms/compressed.h"
 
+#include "algorithms/patterns.h"
 #include "kernels/codec.h"
 
 namespace weft {
@@ -18,6 +19,16 @@ size_t EncodedElements(const weftCompression& spec, size_t values) {
 
 bool HasUsableCodec(const ScheduleRequest& request) {
   return request.codec.codec != weftCodecNone && codec::ValidateSpec(request.codec).empty();
+}
+
+StatusOr<Schedule> NewCompressedSchedule(const ScheduleRequest& request, const char* generator) {
+  WEFT_RETURN_IF_ERROR(CheckRequestBasics(request));
+  if (!HasUsableCodec(request))
+    return InvalidArgument(std::string(generator) + " needs a codec (ScheduleRequest::codec): " +
+                           codec::ValidateSpec(request.codec));
+  Schedule sched = NewSchedule(request, "compressed");
+  sched.window = 2 * request.nranks;  // every exchange and gather message of a rank may be in flight
+  return sched;
 }
 
 const std::vector<AlgorithmInfo>& CompressedAlgorithms() {

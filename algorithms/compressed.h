@@ -25,6 +25,11 @@ size_t EncodedElements(const weftCompression& spec, size_t values);
 // Whether `request` carries a usable codec (a compressed generator applies).
 bool HasUsableCodec(const ScheduleRequest& request);
 
+// The start every compressed generator shares: the request's basic checks, a usable codec
+// (else an error naming the generator and what is wrong with the spec), and an empty schedule
+// named "compressed" whose window lets every message of a rank be in flight (2p).
+StatusOr<Schedule> NewCompressedSchedule(const ScheduleRequest& request, const char* generator);
+
 // The generators (algorithms/<collective>_compressed.cc).
 StatusOr<Schedule> BuildAllReduceCompressed(const ScheduleRequest& request);
 StatusOr<Schedule> BuildReduceScatterCompressed(const ScheduleRequest& request);

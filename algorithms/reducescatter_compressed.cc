@@ -13,20 +13,14 @@
 #include "algorithms/compressed.h"
 
 #include "algorithms/patterns.h"
-#include "kernels/codec.h"
 
 namespace weft {
 
 StatusOr<Schedule> BuildReduceScatterCompressed(const ScheduleRequest& req) {
-  WEFT_RETURN_IF_ERROR(CheckRequestBasics(req));
-  if (!HasUsableCodec(req))
-    return InvalidArgument("reducescatter:compressed needs a codec (ScheduleRequest::codec): " +
-                           codec::ValidateSpec(req.codec));
-  Schedule sched = NewSchedule(req, "compressed");
+  WEFT_ASSIGN_OR_RETURN(Schedule sched, NewCompressedSchedule(req, "reducescatter:compressed"));
   const int p = req.nranks;
   const size_t n = req.count;
   const size_t enc_elems = EncodedElements(req.codec, n);
-  sched.window = 2 * p;
   for (int r : RanksToBuild(req)) {
     RankSchedule& rs = sched.ranks[r];
     rs.input_count = n * p;

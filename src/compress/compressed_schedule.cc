@@ -31,26 +31,10 @@ uint32_t DescriptorHash(Collective collective, size_t count, const weftCompressi
 Status Execute(weftComm_t comm, const RankSchedule& rs, int window, const weftCompression& spec,
                weftRedOp_t op, uint64_t tag, const float* in, float* out,
                std::vector<unsigned char>* scratch, const char* what) {
-  ExecContext ctx;
-  ctx.rank = comm->rank;
-  ctx.nranks = comm->nranks;
-  ctx.dtype = weftFloat32;
-  ctx.op = op;
-  ctx.tag = tag;
-  ctx.timeout_s = comm->timeout_s;
-  ctx.peer_transport = &comm->peer_transport;
-  ctx.direct = comm->direct;
-  ctx.heap_scratch = scratch;
-  ctx.what = what;
-  ctx.codec = &spec;
-  ExecBuffers bufs;
-  bufs.input = in;
-  bufs.output = out;
-  Status st = ExecuteSchedule(rs, window, ctx, bufs);
-  if (IsCallMismatch(st)) st = Status(weftInvalidUsage, st.message());
-  // Messages half-sent: later operations could not be matched safely (as comm.cc's Execute).
-  if (!st.ok()) comm->sticky_error = st;
-  return st;
+  ExecExtras extras;
+  extras.codec = &spec;
+  extras.heap_scratch = scratch;
+  return ExecuteOnComm(comm, rs, window, weftFloat32, op, tag, in, out, what, extras);
 }
 
 }  // namespace

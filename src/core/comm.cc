@@ -47,9 +47,20 @@ std::string CacheKey(const ScheduleRequest& r, const std::string& algo) {
   return k;
 }
 
+// The communicator's executor call (comm.h), under the short name the call sites here use.
 Status Execute(weftComm* comm, const RankSchedule& rs, int window, weftDataType_t dtype,
                weftRedOp_t op, uint64_t tag, const void* in, void* out, const char* what,
                const std::vector<PeerUserBuffers>* peer_buffers = nullptr) {
+  ExecExtras extras;
+  extras.peer_buffers = peer_buffers;
+  return ExecuteOnComm(comm, rs, window, dtype, op, tag, in, out, what, extras);
+}
+
+}  // namespace
+
+Status ExecuteOnComm(weftComm* comm, const RankSchedule& rs, int window, weftDataType_t dtype,
+                     weftRedOp_t op, uint64_t tag, const void* in, void* out, const char* what,
+                     const ExecExtras& extras) {
   ExecContext ctx;
   ctx.rank = comm->rank;
   ctx.nranks = comm->nranks;
@@ -59,8 +70,9 @@ Status Execute(weftComm* comm, const RankSchedule& rs, int window, weftDataType_
   ctx.timeout_s = comm->timeout_s;
   ctx.peer_transport = &comm->peer_transport;
   ctx.direct = comm->direct;
-  ctx.heap_scratch = &comm->heap_scratch;
-  ctx.peer_buffers = peer_buffers;
+  ctx.heap_scratch = extras.heap_scratch != nullptr ? extras.heap_scratch : &comm->heap_scratch;
+  ctx.peer_buffers = extras.peer_buffers;
+  ctx.codec = extras.codec;
   ctx.what = what;
   ExecBuffers bufs;
   bufs.input = in;
@@ -74,8 +86,6 @@ Status Execute(weftComm* comm, const RankSchedule& rs, int window, weftDataType_
   if (!st.ok()) comm->sticky_error = st;
   return st;
 }
-
-}  // namespace
 
 StatusOr<const AlgorithmInfo*> ChooseAlgorithm(weftComm* comm, ScheduleRequest* request,
                                                size_t elem_size, weftRedOp_t op) {

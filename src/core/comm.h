@@ -151,6 +151,20 @@ struct CollectiveCall {
 // Runs a collective to completion on the calling thread.
 Status RunCollective(weftComm* comm, const CollectiveCall& call);
 
+// What one execution of a rank's schedule on the communicator may add to the plain call.
+struct ExecExtras {
+  const std::vector<PeerUserBuffers>* peer_buffers = nullptr;  // zero-copy: peers' buffers
+  const weftCompression* codec = nullptr;                        // codec steps' spec
+  std::vector<unsigned char>* heap_scratch = nullptr;            // default: the communicator's
+};
+// Runs `rs` through the executor with the communicator's transports, timeout and scratch. A
+// mismatch between ranks' calls becomes weftInvalidUsage, and any failure makes the
+// communicator's sticky error (messages may be half-sent: later operations could not be
+// matched safely, as NCCL's). Used by every collective path (plain, zero-copy, compressed).
+Status ExecuteOnComm(weftComm* comm, const RankSchedule& rs, int window, weftDataType_t dtype,
+                     weftRedOp_t op, uint64_t tag, const void* in, void* out, const char* what,
+                     const ExecExtras& extras = ExecExtras());
+
 // One point-to-point operation (weftSend / weftRecv).
 struct P2POp {
   bool is_send = true;
