@@ -2,13 +2,13 @@
 // --preset; src/topo/presets.h), with a rank count. A name either builds a fabric of the asked
 // size or fails with a message naming it.
 //
-// Sizes: presets accept any node/host/rank count up to 2^20 each, and building and digesting
+// Sizes: presets accept up to kMaxFabricRanks (131072) ranks in all, and building and digesting
 // a fabric costs time in proportion to its ranks (a 666662-rank netns preset takes more than
 // 25 s under ASan: fuzz/crashes/preset-timeout-huge-netns-preset). The parsing does not
 // depend on the size, so the target asks only for fabrics of at most kMaxRanks ranks: the
 // product of the numbers in the name (nodes, KxR, R) and the rank count are capped; inputs
-// over the cap are skipped. (Products above 2^31 overflow MakePreset's `k * per`: see
-// fuzz/README.md, "Open findings".)
+// over the cap are skipped, for speed. (Larger presets, and products above 2^31, are refused by
+// MakePreset since ff8958d: fuzz/README.md, the fifth campaign's findings.)
 #include <cctype>
 
 #include "fuzz_common.h"

@@ -4,8 +4,8 @@
 // digest (every rank must build the identical fabric from the same bytes).
 //
 // Sizes: a `fabric nhosts=N nranks=M` record makes the parser build N hosts and check M ranks,
-// so a 40-byte file can ask for 10^11 hosts (FabricFromRecords then allocates N vectors before
-// it reads further: fuzz/README.md, "Open findings") or cost seconds per input. The parsing of
+// so a 40-byte file could ask for 10^11 hosts (refused above kMaxFabricRanks since ff8958d:
+// fuzz/README.md, the fifth campaign's findings) or cost seconds per input. The parsing of
 // each record does not depend on N, so files whose fabric records ask for more than
 // kMaxFabric hosts or ranks are skipped.
 #include <algorithm>
