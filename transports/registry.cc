@@ -123,6 +123,7 @@ StatusOr<std::unique_ptr<Transport>> CreateShm(const TransportSetupContext& ctx,
   std::sort(local.begin(), local.end());
   StatusOr<ShmOptions> options = ShmOptionsFromEnv();
   if (!options.ok()) return options.status();
+  options->ranks_on_machine = ctx.ranks_on_machine;
   StatusOr<std::unique_ptr<ShmTransport>> shm = ShmTransport::Create(ctx.bootstrap, local, *options);
   if (!shm.ok()) return shm.status().WithContext("creating the shared-memory transport");
   return std::unique_ptr<Transport>(std::move(*shm));

@@ -47,6 +47,7 @@ struct TransportSetupContext {
   int rank = 0;
   int nranks = 1;
   std::vector<int> host_of;  // rank -> host index
+  int ranks_on_machine = 0;  // this rank's machine, all its hosts (netns) together; 0 = unknown
   TransportSettings settings;
   bool same_host(int a, int b) const { return host_of[a] == host_of[b]; }
 };

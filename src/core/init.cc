@@ -154,7 +154,17 @@ static Status SetupFabric(weftComm* comm, Bootstrap* bs) {
 // rank of this rank's host group becomes the communicator's direct transport: one per host,
 // so direct algorithms run when all ranks share a host, and hierarchical ones use direct steps
 // inside each host while messages cross between hosts (possibly on another transport).
-static Status SetupTransports(weftComm* comm, Bootstrap* bs) {
+// A host identity is hostname|boot_id|netns inode (topo/host.h); the machine is the part
+// before the netns, which ranks in several namespaces of one machine share.
+static int RanksOnMyMachine(const std::vector<std::string>& ids, int rank) {
+  auto machine = [](const std::string& id) { return id.substr(0, id.rfind('|')); };
+  const std::string mine = machine(ids[rank]);
+  int n = 0;
+  for (const std::string& id : ids) n += machine(id) == mine ? 1 : 0;
+  return n;
+}
+
+static Status SetupTransports(weftComm* comm, Bootstrap* bs, const std::vector<std::string>& ids) {
   StatusOr<TransportSettings> settings = TransportSettings::Agree(bs);
   if (!settings.ok()) return settings.status().WithContext("choosing transports");
   TransportSetupContext ctx;
@@ -165,6 +175,7 @@ static Status SetupTransports(weftComm* comm, Bootstrap* bs) {
   for (size_t h = 0; h < comm->host_groups.size(); ++h)
     for (int r : comm->host_groups[h]) ctx.host_of[r] = static_cast<int>(h);
   ctx.settings = std::move(*settings);
+  ctx.ranks_on_machine = RanksOnMyMachine(ids, comm->rank);
   StatusOr<CreatedTransports> created = CreateTransports(ctx);
   if (!created.ok()) return created.status();
   comm->peer_transport = created->by_peer;
@@ -210,7 +221,7 @@ Status InitOverBootstrap(weftComm* comm, std::unique_ptr<Bootstrap> bootstrap) {
     if (std::find(g.begin(), g.end(), comm->rank) != g.end()) local = g;
   comm->local_rank = static_cast<int>(std::find(local.begin(), local.end(), comm->rank) - local.begin());
 
-  WEFT_RETURN_IF_ERROR(SetupTransports(comm, bs));
+  WEFT_RETURN_IF_ERROR(SetupTransports(comm, bs, ids));
   WEFT_RETURN_IF_ERROR(SetupFabric(comm, bs));
   return OkStatus();
 }

@@ -335,7 +335,9 @@ StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::CreateWithOps(
     p.single_copy = options.single_copy && ((mask >> t->local_index_) & 1) != 0;
   }
   int nlocal_int = static_cast<int>(nlocal);
-  BackoffPolicy policy = BackoffPolicy::FromEnv(nlocal_int, t->CpusOfLocalRanks());
+  BackoffPolicy policy = options.ranks_on_machine > nlocal_int
+                             ? BackoffPolicy::FromEnv(options.ranks_on_machine, UsableCpuCountOfHost())
+                             : BackoffPolicy::FromEnv(nlocal_int, t->CpusOfLocalRanks());
   if (options.spin_us >= 0) policy.spin_us = options.spin_us;
   if (options.yield_us >= 0) policy.yield_us = std::max(options.yield_us, policy.spin_us);
   t->backoff_ = Backoff(policy);

@@ -102,6 +102,14 @@ struct ShmOptions {
   size_t single_copy_min_bytes = size_t{256} << 10;  // WEFT_SHM_CMA_MIN_BYTES
   int spin_us = -1;   // -1: BackoffPolicy::FromEnv for the number of local ranks
   int yield_us = -1;  // -1: idem
+  // Ranks of the job on this machine, counting other "hosts" that share its CPUs (network
+  // namespaces: weft's host identity includes the netns, so their ranks are not this
+  // transport's peers). 0 = only this transport's ranks. When larger than the local ranks,
+  // the waiting policy is chosen for this many ranks on the machine's CPUs: 2 x 2 ranks in
+  // two namespaces on 2 cores are oversubscribed although each namespace has a core per rank,
+  // and spinning for 2 ms there starved the peer the spinner waited for (netns 2x2 allreduce
+  // 128-512 KiB took ~3 ms flat instead of 0.5-2.2 ms, RESULTS.md session 5).
+  int ranks_on_machine = 0;
 };
 // Defaults overridden by the WEFT_SHM_* variables above. Bad values fail with InvalidArgument
 // naming the variable and value.
