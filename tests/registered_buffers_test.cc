@@ -209,6 +209,14 @@ weftResult_t Run(const std::string& c, const float* send, float* recv, bool in_p
                            weftFloat32, weftSum, comm, nullptr);
 }
 
+// weftMemAlloc's a send and a receive buffer of `bytes` and registers both with `comm`; false
+// (weftGetLastError says why) when any step fails.
+bool AllocAndRegister(weftComm_t comm, size_t bytes, void** send, void** recv, void** hs, void** hr) {
+  return weftMemAlloc(send, bytes) == weftSuccess && weftMemAlloc(recv, bytes) == weftSuccess &&
+         weftCommRegister(comm, *send, bytes, hs) == weftSuccess &&
+         weftCommRegister(comm, *recv, bytes, hr) == weftSuccess;
+}
+
 struct Sizes {
   size_t in, out;  // elements
 };
@@ -371,10 +379,7 @@ TEST(ZeroCopyProcesses, MemoryFreedWhileRegisteredIsNotReadInPlace) {
   std::string f = RunRanksProcesses(2, [](weftComm_t comm, int rank, int) -> std::string {
     const size_t bytes = kAllReduceCount * sizeof(float);
     void *send = nullptr, *recv = nullptr, *hs = nullptr, *hr = nullptr;
-    if (weftMemAlloc(&send, bytes) != weftSuccess || weftMemAlloc(&recv, bytes) != weftSuccess ||
-        weftCommRegister(comm, send, bytes, &hs) != weftSuccess ||
-        weftCommRegister(comm, recv, bytes, &hr) != weftSuccess)
-      return weftGetLastError(comm);
+    if (!AllocAndRegister(comm, bytes, &send, &recv, &hs, &hr)) return weftGetLastError(comm);
     weftMemFree(recv);
     void* again = nullptr;
     if (weftMemAlloc(&again, bytes) != weftSuccess) return weftGetLastError(comm);
@@ -404,10 +409,7 @@ TEST(ZeroCopyProcesses, InterleavedWithSingleRoundCallsOnThreeRanks) {
   std::string f = RunRanksProcesses(3, [](weftComm_t comm, int rank, int n) -> std::string {
     const size_t bytes = kAllReduceCount * sizeof(float);
     void *send = nullptr, *recv = nullptr, *hs = nullptr, *hr = nullptr;
-    if (weftMemAlloc(&send, bytes) != weftSuccess || weftMemAlloc(&recv, bytes) != weftSuccess ||
-        weftCommRegister(comm, send, bytes, &hs) != weftSuccess ||
-        weftCommRegister(comm, recv, bytes, &hr) != weftSuccess)
-      return weftGetLastError(comm);
+    if (!AllocAndRegister(comm, bytes, &send, &recv, &hs, &hr)) return weftGetLastError(comm);
     std::string err;
     std::vector<float> small_in(1024), small_out(1024);
     float* big_in = static_cast<float*>(send);
