@@ -42,37 +42,18 @@ START=$(date +%s)
 log() { echo "[results $(( $(date +%s) - START ))s] $*" >&2; }
 
 # ---- build ----
-if [ ! -f "$BUILD/CMakeCache.txt" ]; then
-  log "configuring $BUILD"
-  cmake -S "$REPO" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >"$WORK/build.log" 2>&1 ||
-    { log "cmake configure failed: $WORK/build.log"; exit 1; }
-fi
+# shellcheck source=perf/build_pair.sh
+source "$REPO/perf/build_pair.sh"
 for t in weftrun weft-perf gloo-perf mpi-perf-openmpi mpi-perf-mpich nccl-perf reduce_bench; do
-  if cmake --build "$BUILD" -j2 --target "$t" >>"$WORK/build.log" 2>&1; then
-    log "built $t"
-  else
-    log "could not build $t (see $WORK/build.log)"
-  fi
+  if build_tree "$REPO" "$BUILD" "$WORK/build.log" "$t"; then log "built $t"; fi
 done
 
 # The baseline's launcher and weft-perf, built from a checkout of COMMIT (kept between runs).
-OLD_BIN=""
+OLD_BIN="" OLD_SHA=""
 if [ -n "$BASELINE" ]; then
-  OLD_SRC="$WORK/baseline-src" OLD_BUILD="$WORK/baseline-build"
-  OLD_SHA=$(git -C "$REPO" rev-parse --short "$BASELINE") || { log "unknown commit $BASELINE"; exit 2; }
-  if [ "$(cat "$OLD_SRC/.baseline" 2>/dev/null)" != "$OLD_SHA" ]; then
-    rm -rf "$OLD_SRC" "$OLD_BUILD" && mkdir -p "$OLD_SRC"
-    git -C "$REPO" archive "$OLD_SHA" | tar -x -C "$OLD_SRC" && echo "$OLD_SHA" >"$OLD_SRC/.baseline"
-  fi
-  if [ "$(cat "$OLD_SRC/.baseline" 2>/dev/null)" = "$OLD_SHA" ] &&
-     { [ -f "$OLD_BUILD/CMakeCache.txt" ] ||
-       cmake -S "$OLD_SRC" -B "$OLD_BUILD" -DCMAKE_BUILD_TYPE=Release >>"$WORK/build.log" 2>&1; } &&
-     cmake --build "$OLD_BUILD" -j2 --target weftrun weft-perf >>"$WORK/build.log" 2>&1; then
-    OLD_BIN="$OLD_BUILD/bin"
-    log "baseline $OLD_SHA built in $OLD_BUILD"
-  else
-    log "could not build baseline $BASELINE (see $WORK/build.log)"; exit 1
-  fi
+  build_baseline "$REPO" "$BASELINE" "$WORK" "$WORK/build.log" || exit 1
+  OLD_BIN="$BASELINE_BIN" OLD_SHA="$BASELINE_SHA"
+  log "baseline $OLD_SHA built in $OLD_BIN"
 fi
 
 # ---- sweeps ----
