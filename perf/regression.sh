@@ -7,13 +7,14 @@
 # median of R interleaved rounds does not.
 #
 #   perf/regression.sh [--baseline COMMIT] [--build DIR] [--work DIR] [--rounds R]
-#                      [--only REGEX] [--no-netns] [--budget SEC]
+#                      [--only REGEX] [--no-netns] [--budget SEC] [--new-env VAR=VALUE]...
 #
 # --baseline COMMIT: the old build (default ceded60, the commit before this wave), built once in
 #   WORK/baseline-build as perf/results.sh builds it. --build DIR: the tree's Release build
 #   (default /tmp/weft-results-build, built if missing). --rounds R: rounds per table (default
 #   5). --only REGEX: tables whose name matches (e.g. 'allreduce-4|broadcast'). --budget SEC:
-#   weft-perf --time-budget per size (default 0.1).
+#   weft-perf --time-budget per size (default 0.1). --new-env VAR=VALUE: set for the tree's
+#   runs only (e.g. WEFT_YIELD_US=1000 to try a setting against the baseline); repeatable.
 # Tables: local-{allreduce,allgather,reducescatter,alltoall,broadcast}-{2,4}, tcp-allreduce-2 and,
 # as root, netns-allreduce-2x{2,4} (2 Gbit/s links, the topology file that results.sh uses).
 # Output: WORK/regression/regression.md (per table: per-size medians, ratio new/old, the spread
@@ -27,6 +28,7 @@ ROUNDS=5
 ONLY=.
 NETNS=1
 BUDGET=0.1
+NEW_ENV=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --baseline) BASELINE="$2"; shift 2 ;;
@@ -36,7 +38,8 @@ while [ $# -gt 0 ]; do
     --only) ONLY="$2"; shift 2 ;;
     --no-netns) NETNS=0; shift ;;
     --budget) BUDGET="$2"; shift 2 ;;
-    *) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+    --new-env) NEW_ENV+=("$2"); shift 2 ;;
+    *) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
   esac
 done
 case "$ROUNDS" in ''|*[!0-9]*|0) echo "regression.sh: --rounds must be a positive integer, got '$ROUNDS'" >&2; exit 2 ;; esac
@@ -60,20 +63,23 @@ done
 TABLES+=(tcp-allreduce-2)
 [ "$NETNS" = 1 ] && [ "$(id -u)" = 0 ] && TABLES+=(netns-allreduce-2x2 netns-allreduce-2x4)
 
-# sweep TABLE BIN_DIR JSON: one weft-perf sweep of TABLE's sizes with the binaries in BIN_DIR.
+# sweep TABLE BIN_DIR JSON [VAR=VALUE...]: one weft-perf sweep of TABLE's sizes with the
+# binaries in BIN_DIR, with the given environment.
 sweep() {
   local table="$1" bin="$2" json="$3" coll n sizes
+  shift 3
+  local -a env=(env "$@")
   coll=$(echo "$table" | cut -d- -f2)
   n=$(echo "$table" | cut -d- -f3)
   if [ "$coll" = allreduce ]; then sizes="-b 8 -e 64M -f 2"; else sizes="-b 1K -e 16M -f 8"; fi
   local args="-C $coll $sizes $ITERS --json $json"
   # shellcheck disable=SC2086
   case "$table" in
-    local-*) timeout -k 5 240 "$bin/weftrun" -n "$n" --no-prefix "$bin/weft-perf" $args ;;
-    tcp-*) WEFT_SHM_DISABLE=1 timeout -k 5 240 "$bin/weftrun" -n "$n" --no-prefix "$bin/weft-perf" $args ;;
+    local-*) "${env[@]}" timeout -k 5 240 "$bin/weftrun" -n "$n" --no-prefix "$bin/weft-perf" $args ;;
+    tcp-*) "${env[@]}" WEFT_SHM_DISABLE=1 timeout -k 5 240 "$bin/weftrun" -n "$n" --no-prefix "$bin/weft-perf" $args ;;
     netns-*)
       local r=${n#2x}
-      WEFT_TOPO_FILE="preset:netns:2x$r@2" bash "$REPO/perf/netns/run.sh" --hosts 2 \
+      "${env[@]}" WEFT_TOPO_FILE="preset:netns:2x$r@2" bash "$REPO/perf/netns/run.sh" --hosts 2 \
         --ranks-per-host "$r" --rate 2gbit --timeout 240 -- "$bin/weft-perf" $args ;;
   esac >/dev/null 2>>"$OUT/$table.err"
 }
@@ -85,12 +91,12 @@ for table in "${TABLES[@]}"; do
     # ABBA order: the build that ran second in one round runs first in the next.
     if (( r % 2 )); then order="new old"; else order="old new"; fi
     for b in $order; do
-      bin=$NEW_BIN; [ "$b" = old ] && bin=$OLD_BIN
-      sweep "$table" "$bin" "$OUT/$table-$b-$r.json" || log "$table $b round $r failed (see $OUT/$table.err)"
+      if [ "$b" = new ]; then bin=$NEW_BIN envs=("${NEW_ENV[@]}"); else bin=$OLD_BIN envs=(); fi
+      sweep "$table" "$bin" "$OUT/$table-$b-$r.json" "${envs[@]}" || log "$table $b round $r failed (see $OUT/$table.err)"
     done
   done
 done
 
 log "writing $OUT/regression.md"
 python3 "$REPO/perf/regression_table.py" "$OUT" "$BASELINE" "$(git -C "$REPO" rev-parse --short HEAD)" \
-  "$ROUNDS" "$(cut -d' ' -f1-3 /proc/loadavg)" | tee "$OUT/regression.md"
+  "$ROUNDS" "${NEW_ENV[*]}" "$(cut -d' ' -f1-3 /proc/loadavg)" | tee "$OUT/regression.md"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """regression_table.py - the tables of perf/regression.sh from its JSON files.
 
-  regression_table.py OUT_DIR BASELINE NEW_COMMIT ROUNDS LOAD
+  regression_table.py OUT_DIR BASELINE NEW_COMMIT ROUNDS NEW_ENV LOAD
 
 OUT_DIR holds TABLE-new-R.json and TABLE-old-R.json (weft-perf --json, one sweep per build and
 round). Per table and size: the median over rounds of each build's out-of-place time, their
@@ -56,12 +56,14 @@ def table(out_dir, name, rounds):
 
 
 def main():
-    out_dir, baseline, commit, rounds, load = sys.argv[1:6]
+    out_dir, baseline, commit, rounds, new_env, load = sys.argv[1:7]
     rounds = int(rounds)
     names = sorted({re.sub(r"-(new|old)-\d+\.json$", "", os.path.basename(p))
                     for p in glob.glob(os.path.join(out_dir, "*-new-*.json"))})
-    print(f"# weft {commit} against {baseline}: {rounds} interleaved rounds per table\n")
-    print(f"Command: `perf/regression.sh --baseline {baseline} --rounds {rounds}`; load average "
+    env_txt = f" with {new_env} for {commit}" if new_env else ""
+    env_opt = "".join(f" --new-env {e}" for e in new_env.split())
+    print(f"# weft {commit} against {baseline}{env_txt}: {rounds} interleaved rounds per table\n")
+    print(f"Command: `perf/regression.sh --baseline {baseline} --rounds {rounds}{env_opt}`; load average "
           f"at the end: {load}. Time = out-of-place time per call (us), median over the rounds; "
           "ratio = new/old (above 1: the tree is slower); one-round spread = lowest and highest "
           "new/old of a single round's pair.\n")
