@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # perf/build_pair.sh — sourced by perf/results.sh and perf/regression.sh: builds the tree's
 # Release binaries and an older commit's, the same way for both scripts.
 
@@ -29,8 +30,11 @@ build_baseline() {
     rm -rf "$src" "$build" && mkdir -p "$src"
     git -C "$repo" archive "$BASELINE_SHA" | tar -x -C "$src" && echo "$BASELINE_SHA" >"$src/.baseline"
   fi
-  [ "$(cat "$src/.baseline" 2>/dev/null)" = "$BASELINE_SHA" ] &&
-    build_tree "$src" "$build" "$log" weftrun weft-perf ||
-    { echo "could not build baseline $commit (see $log)" >&2; return 1; }
+  if [ "$(cat "$src/.baseline" 2>/dev/null)" != "$BASELINE_SHA" ] ||
+     ! build_tree "$src" "$build" "$log" weftrun weft-perf; then
+    echo "could not build baseline $commit (see $log)" >&2
+    return 1
+  fi
+  # shellcheck disable=SC2034  # read by the scripts that source this file
   BASELINE_BIN="$build/bin"
 }
