@@ -24,6 +24,7 @@
 #include "compress/compressed_collectives.h"
 #include "compress/host_tiers.h"
 #include "compress/job_wide_compression.h"
+#include "kernels/codec.h"
 #include "kernels/half.h"
 #include "test_util.h"
 #include "weft/weft_compress.h"
@@ -337,6 +338,60 @@ TEST(HierarchicalCompressedAllReduce, WithinBoundAndIdenticalOnEveryRank) {
 }
 
 
+
+// The hierarchical schedule's bits, rebuilt with the codec alone on 2 hosts x 2 ranks (sum,
+// deterministic codecs): host sums a + b in float32 per lane, each half of a lane encoded by
+// its host, the decoded halves added in host order, that sum encoded once, and every rank
+// holds its decode. These are also the bits of the composition it replaced whenever that one
+// cut the same slices (one piece, count a multiple of the ranks per host: see
+// hierarchical_allreduce.cc for where the two differ).
+std::vector<float> HierarchicalReference(const std::vector<std::vector<float>>& in, size_t count,
+                                         const weftCompression& spec) {
+  std::vector<float> out(count);
+  for (int l = 0; l < 2; ++l) {
+    const size_t lane_at = l == 0 ? 0 : (count + 1) / 2, lane = l == 0 ? (count + 1) / 2 : count / 2;
+    std::vector<float> sum;
+    std::vector<std::vector<uint8_t>> enc(2);
+    for (int t = 0; t < 2; ++t) {
+      const size_t at = lane_at + (t == 0 ? 0 : (lane + 1) / 2), n = t == 0 ? (lane + 1) / 2 : lane / 2;
+      if (n == 0) continue;
+      sum.assign(n, 0.0f);
+      for (int h = 0; h < 2; ++h) {
+        std::vector<float> host(n), decoded(n);
+        for (size_t i = 0; i < n; ++i) host[i] = in[2 * h][at + i] + in[2 * h + 1][at + i];
+        std::vector<uint8_t> bytes(weft::codec::EncodedBytes(spec, n));
+        weft::codec::Encode(spec, host.data(), n, bytes.data(), 0);
+        weft::codec::Decode(spec, bytes.data(), n, decoded.data());
+        for (size_t i = 0; i < n; ++i) sum[i] = h == 0 ? decoded[i] : sum[i] + decoded[i];
+      }
+      std::vector<uint8_t> reduced(weft::codec::EncodedBytes(spec, n));
+      weft::codec::Encode(spec, sum.data(), n, reduced.data(), 0);
+      weft::codec::Decode(spec, reduced.data(), n, out.data() + at);
+    }
+  }
+  return out;
+}
+
+TEST(HierarchicalCompressedAllReduce, BitsOfTheScheduleRebuiltWithTheCodec) {
+  for (weftCodec_t c : {weftCodecInt8, weftCodecFp8E4M3, weftCodecInt4, weftCodecBf16})
+    for (size_t count : {size_t{1}, size_t{6}, size_t{1001}, size_t{4096}}) {
+      const weftCompression spec = Spec(c);
+      std::vector<std::vector<float>> in(4);
+      for (int q = 0; q < 4; ++q) in[q] = Contribution(q, count, weftFloat32, 5);
+      const std::vector<float> want = HierarchicalReference(in, count, spec);
+      const std::string failure = RunRanksOnHosts("2,2", 4, [&](weftComm_t comm, int rank) -> std::string {
+        std::vector<float> out(count);
+        if (weftAllReduceCompressed(in[rank].data(), out.data(), count, weftFloat32, weftSum, &spec,
+                                    nullptr, comm, nullptr) != weftSuccess)
+          return weft::compress::LastCompressionError();
+        const char* algorithm = nullptr;
+        weftCommGetLastAlgorithm(comm, &algorithm);
+        if (std::string(algorithm) != "compressed_hierarchical") return std::string("ran ") + algorithm;
+        return std::memcmp(out.data(), want.data(), count * 4) == 0 ? "" : "other bits than the reference";
+      });
+      EXPECT_EQ(failure, "") << weftCodecName(c) << " count " << count;
+    }
+}
 
 // The placement is really hierarchical: two ranks of one host send x and -x + y, the other
 // host sends zeros. Inside the host the sum y is exact, so only y is quantized (error ~ |y|
@@ -810,7 +865,7 @@ TEST(CompressedProcesses, DISABLED_Worker) {
 
 // The worker of tests/netns_compress.cmake: 2 hosts x 2 ranks in network namespaces (shm
 // inside, TCP across). The compressed allreduce must take the hierarchical placement (its
-// host tiers get made), stay within int8's bound for host sums, give every rank the same bits
+// schedule is the last algorithm the communicator ran), stay within int8's bound for host sums, give every rank the same bits
 // (compared through an allgather of checksums) and keep in the residuals what it dropped.
 TEST(CompressedProcesses, DISABLED_HierarchicalWorker) {
   const size_t count = 100003;
@@ -823,7 +878,9 @@ TEST(CompressedProcesses, DISABLED_HierarchicalWorker) {
   const std::vector<float>& out = w.out;
   const std::vector<float>& residual = w.residual;
   weftComm_t comm = w.comm;
-  EXPECT_EQ(weft::compress::CachedHostTierCount(), 1u) << "the hierarchical placement was not taken";
+  const char* algorithm = nullptr;
+  ASSERT_EQ(weftCommGetLastAlgorithm(comm, &algorithm), weftSuccess);
+  EXPECT_STREQ(algorithm, "compressed_hierarchical") << "the hierarchical placement was not taken";
   const std::vector<std::vector<float>> sums = EncodedContributions(in, "2,2");  // run.sh: r = 2h + l
   const std::vector<double> max_abs = MaxAbs(sums);
   uint64_t checksum = 1469598103934665603ull;

@@ -82,10 +82,10 @@ Status MakeTiers(weftComm_t comm, HostTiers* t) {
 
 bool HierarchicalPlacementApplies(weftComm_t comm) {
   const std::vector<std::vector<int>>& groups = comm->host_groups;
-  if (groups.size() < 2 || groups[0].size() < 2) return false;
+  if (groups.size() < 2) return false;
   for (const std::vector<int>& g : groups)
-    if (g.size() != groups[0].size()) return false;
-  return Identity(comm) != nullptr;  // nothing to key the cache on: stay flat
+    if (g.size() > 1) return true;
+  return false;
 }
 
 Status GetHostTiers(weftComm_t comm, HostTiers* tiers) {

@@ -23,9 +23,11 @@ struct HostTiers {
   int host = 0, nhosts = 1;            // this rank's host in `cross`
 };
 
-// True when the communicator spans two or more hosts of the same rank count each, and more
-// than one rank per host: the placement that keeps full precision inside hosts applies.
-// (One rank per host: the flat compressed allreduce already crosses only the slow tier.)
+// True when the communicator spans two or more hosts and some host holds more than one rank:
+// the placement that keeps full precision inside hosts applies (hosts may be uneven: the
+// hierarchical schedule, algorithms/allreduce_compressed_hierarchical.cc, handles them). One
+// rank per host: the flat compressed allreduce already crosses only the slow tier.
+// The tiers below are no longer used by that schedule (it needs no sub-communicators).
 bool HierarchicalPlacementApplies(weftComm_t comm);
 
 // The tiers of comm, made (collectively) on first use. Only when

@@ -55,7 +55,8 @@ bool CompressionPays(const JobWideSettings& s, weftComm_t comm, size_t count, si
   if (s.always) return true;
   if (!IsLiveComm(comm) || !CheckComm(comm).ok()) return false;
   const CompressionDecision d =
-      DecideCompression(comm->fabric.get(), comm->host_groups, s.spec, count, element);
+      DecideCompression(comm->fabric, comm->host_groups, s.spec, DecisionCount(count, element),
+                        element);
   LogFirstDecision(comm, count * element, d);
   return d.compress;
 }
