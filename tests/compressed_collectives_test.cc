@@ -22,7 +22,6 @@
 
 #include "compress/compress_error.h"
 #include "compress/compressed_collectives.h"
-#include "compress/host_tiers.h"
 #include "compress/job_wide_compression.h"
 #include "kernels/codec.h"
 #include "kernels/half.h"
@@ -43,8 +42,8 @@ weftCompression Spec(weftCodec_t codec, uint32_t flags = 0, float ratio = 0.01f)
 
 // Like RunRanks, with the thread ranks grouped into "hosts" of the sizes in `groups` ("2,2"):
 // compressed allreduces then take the hierarchical placement. WEFT_INPROC_GROUPS is unset
-// again before the ranks run, since the tiers' weftCommSplit makes thread communicators of
-// other sizes (which would refuse it). The tiers are released before the communicators go
+// again before the ranks run (a communicator of another size made meanwhile would refuse it).
+// What src/compress keeps per communicator is released before the communicators go
 // (ReleaseCommunicator, the hook weftCommDestroy should call).
 std::string RunRanksOnHosts(const char* groups, int n,
                             const std::function<std::string(weftComm_t, int)>& fn) {
@@ -395,8 +394,8 @@ TEST(HierarchicalCompressedAllReduce, BitsOfTheScheduleRebuiltWithTheCodec) {
 
 // The placement is really hierarchical: two ranks of one host send x and -x + y, the other
 // host sends zeros. Inside the host the sum y is exact, so only y is quantized (error ~ |y|
-// / 254 for int8); the flat placement quantizes x and -x + y (error ~ |x| / 254). And the
-// tiers are made once per communicator and cached.
+// / 254 for int8); the flat placement quantizes x and -x + y (error ~ |x| / 254). And each
+// placement runs its own schedule (weftCommGetLastAlgorithm names it).
 TEST(HierarchicalCompressedAllReduce, KeepsFullPrecisionInsideHosts) {
   const size_t count = 4096;
   std::vector<float> x(count), y(count);
@@ -409,13 +408,15 @@ TEST(HierarchicalCompressedAllReduce, KeepsFullPrecisionInsideHosts) {
     const std::string failure = RunRanksOnHosts("2,2", 4, [&](weftComm_t comm, int rank) -> std::string {
       std::vector<float> in(count, 0.0f), out(count);
       for (size_t i = 0; i < count; ++i) in[i] = rank == 0 ? x[i] : rank == 1 ? -x[i] + y[i] : 0.0f;
-      const size_t cached = weft::compress::CachedHostTierCount();
       for (int call = 0; call < 2; ++call)
         if (weftAllReduceCompressed(in.data(), out.data(), count, weftFloat32, weftSum, &spec,
                                     nullptr, comm, nullptr) != weftSuccess)
           return weft::compress::LastCompressionError();
-      if ((spec.flags & WEFT_COMPRESS_FLAT) != 0 && weft::compress::CachedHostTierCount() != cached)
-        return "the flat placement made host tiers";
+      const char* algorithm = nullptr;
+      weftCommGetLastAlgorithm(comm, &algorithm);
+      const bool flat = (spec.flags & WEFT_COMPRESS_FLAT) != 0;
+      if (std::string(algorithm) != (flat ? "compressed" : "compressed_hierarchical"))
+        return std::string("the ") + (flat ? "flat" : "hierarchical") + " placement ran " + algorithm;
       for (size_t i = 0; i < count; ++i)
         worst[rank] = std::max(worst[rank], std::fabs(static_cast<double>(out[i]) - (x[i] + (-x[i] + y[i]))));
       return "";
@@ -424,7 +425,6 @@ TEST(HierarchicalCompressedAllReduce, KeepsFullPrecisionInsideHosts) {
     return *std::max_element(worst.begin(), worst.end());
   };
   const double hierarchical = worst_error(Spec(weftCodecInt8));
-  EXPECT_EQ(weft::compress::CachedHostTierCount(), 0u) << "tiers left after ReleaseHostTiers";
   const double flat = worst_error(Spec(weftCodecInt8, WEFT_COMPRESS_FLAT));
   std::printf("int8, host sums y of x and -x + y: worst error hierarchical %.3g, flat %.3g\n",
               hierarchical, flat);
@@ -904,7 +904,7 @@ TEST(CompressedProcesses, DISABLED_HierarchicalWorker) {
     ASSERT_LE(std::fabs(out[i] + residuals[i] - exact), 1e-5 * magnitude) << "i=" << i;
   }
   std::printf("HIERARCHICAL OK rank %d checksum %llx\n", rank, static_cast<unsigned long long>(checksum));
-  weft::compress::ReleaseHostTiers(comm);
+  weft::compress::ReleaseCommunicator(comm);
   weftCommDestroy(comm);
 }
 

@@ -13,7 +13,6 @@
 #include "compress/compress_error.h"
 #include "compress/compressed_collectives.h"
 #include "compress/compression_pays.h"
-#include "compress/host_tiers.h"
 #include "core/api_internal.h"
 #include "core/comm.h"
 #include "common/log.h"
@@ -126,7 +125,6 @@ bool MaybeRunJobWideCompression(const JobWideSettings& s, const void* sendbuff,
 }
 
 void ReleaseCommunicator(weftComm_t comm) {
-  ReleaseHostTiers(comm);
   std::lock_guard<std::mutex> lock(g_feedback_mu);
   for (auto it = g_feedback.begin(); it != g_feedback.end();)
     it = std::get<0>(it->first) == comm ? g_feedback.erase(it) : std::next(it);
