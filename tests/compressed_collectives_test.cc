@@ -334,6 +334,9 @@ TEST(HierarchicalCompressedAllReduce, WithinBoundAndIdenticalOnEveryRank) {
   CheckAllReduce(6, 4099, weftFloat32, weftAvg, Spec(weftCodecFp8E4M3), false, "2,2,2");
   CheckAllReduce(4, 777, weftBfloat16, weftAvg, Spec(weftCodecInt8), false, "2,2");
   CheckAllReduce(4, 1000, weftFloat32, weftSum, Spec(weftCodecInt4), /*in_place=*/true, "2,2");
+  // Uneven hosts (the schedule's lanes: a smaller host's ranks own several).
+  CheckAllReduce(3, 1001, weftFloat32, weftAvg, Spec(weftCodecInt8), false, "2,1");
+  CheckAllReduce(5, 777, weftFloat32, weftSum, Spec(weftCodecFp8E4M3), /*in_place=*/true, "3,2");
 }
 
 
@@ -628,6 +631,62 @@ TEST(CompressedAllToAll, EqualBlocksBf16) {
         const float sent = in[q][r * count + i];
         EXPECT_EQ(out[r][q * count + i], weft::Bfloat16ToFloat(weft::FloatToBfloat16(sent)));
       }
+}
+
+// The all-to-all runs its proved schedule (alltoallv_compressed.cc) with the composition's
+// encodings: each block is codec::Encode(block, stream rank << 32 | destination) decoded once,
+// bit for bit, stochastic rounding included; in place too, and for bf16 buffers.
+TEST(CompressedAllToAll, BitsOfEachBlockEncodedOnceAndInPlace) {
+  const int n = 3;
+  const size_t count = 300;
+  for (const weftCompression& spec : {Spec(weftCodecFp8E4M3), Spec(weftCodecInt8, WEFT_COMPRESS_STOCHASTIC)})
+    for (bool in_place : {false, true}) {
+      std::vector<std::vector<float>> in(n), out(n);
+      for (int q = 0; q < n; ++q) in[q] = Contribution(q, count * n, weftFloat32, 7);
+      const std::string failure = RunRanks(n, [&](weftComm_t comm, int rank) -> std::string {
+        out[rank] = in_place ? in[rank] : std::vector<float>(count * n, 0.0f);
+        const float* send = in_place ? out[rank].data() : in[rank].data();
+        if (weftAllToAllCompressed(send, out[rank].data(), count, weftFloat32, &spec, comm, nullptr) != weftSuccess)
+          return weft::compress::LastCompressionError();
+        const char* algorithm = nullptr;
+        weftCommGetLastAlgorithm(comm, &algorithm);
+        return std::string(algorithm) == "compressed" ? "" : std::string("ran ") + algorithm;
+      });
+      ASSERT_EQ(failure, "");
+      for (int r = 0; r < n; ++r)
+        for (int q = 0; q < n; ++q) {
+          std::vector<uint8_t> bytes(weft::codec::EncodedBytes(spec, count));
+          std::vector<float> want(count);
+          weft::codec::Encode(spec, in[q].data() + r * count, count, bytes.data(),
+                              (static_cast<uint64_t>(q) << 32) | static_cast<uint32_t>(r));
+          weft::codec::Decode(spec, bytes.data(), count, want.data());
+          EXPECT_EQ(std::memcmp(out[r].data() + q * count, want.data(), count * 4), 0)
+              << weftCodecName(spec.codec) << (in_place ? " in place" : "") << ": block " << q
+              << " -> " << r;
+        }
+    }
+  // bf16 buffers: widened, encoded, decoded, rounded back.
+  const weftCompression spec = Spec(weftCodecFp8E4M3);
+  std::vector<std::vector<uint16_t>> in(n), out(n);
+  for (int q = 0; q < n; ++q) {
+    const std::vector<float> v = Contribution(q, count * n, weftFloat32, 9);
+    for (float x : v) in[q].push_back(weft::FloatToBfloat16(x));
+  }
+  const std::string failure = RunRanks(n, [&](weftComm_t comm, int rank) -> std::string {
+    out[rank].assign(count * n, 0);
+    return weftAllToAllCompressed(in[rank].data(), out[rank].data(), count, weftBfloat16, &spec,
+                                  comm, nullptr) == weftSuccess ? "" : weft::compress::LastCompressionError();
+  });
+  ASSERT_EQ(failure, "");
+  for (int q = 0; q < n; ++q) {
+    std::vector<float> block(count), want(count);
+    for (size_t i = 0; i < count; ++i) block[i] = weft::Bfloat16ToFloat(in[q][count + i]);
+    std::vector<uint8_t> bytes(weft::codec::EncodedBytes(spec, count));
+    weft::codec::Encode(spec, block.data(), count, bytes.data(), (static_cast<uint64_t>(q) << 32) | 1u);
+    weft::codec::Decode(spec, bytes.data(), count, want.data());
+    for (size_t i = 0; i < count; ++i)
+      ASSERT_EQ(out[1][q * count + i], weft::FloatToBfloat16(want[i])) << "block " << q << " i=" << i;
+  }
 }
 
 // ---- bad arguments, streams ----

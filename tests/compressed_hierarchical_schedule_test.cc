@@ -88,6 +88,27 @@ TEST(HierarchicalCompressedScheduleProof, UnevenHostsAndInterleavedRanks) {
   EXPECT_TRUE(st.ok()) << st.message();
 }
 
+// Pieces in a software pipeline (request.chunk.chunk_elems: pieces of that many elements):
+// messages of several pieces in flight at once still match, and every piece is right.
+TEST(HierarchicalCompressedScheduleProof, PipelinedPieces) {
+  for (const std::vector<int>& sizes : std::vector<std::vector<int>>{{2, 2}, {3, 1, 2}, {2, 2, 2}, {1, 4}})
+    for (size_t chunk : {size_t{7}, size_t{20}, size_t{64}})
+      for (size_t count : {size_t{5}, size_t{95}, size_t{300}}) {
+        ScheduleRequest r = HierRequest(Hosts(sizes), count, Spec(weftCodecInt8, 16));
+        r.chunk.chunk_elems = chunk;
+        const Status st = ProveAlgorithm(Hierarchical(), r);
+        ASSERT_TRUE(st.ok()) << Shape(r.groups) << " chunk " << chunk << " count " << count << ": "
+                             << st.message();
+      }
+  // 64 MiB of float32 on 2 x 2 is cut into 4 pieces without a chunk size.
+  StatusOr<Schedule> s =
+      BuildSchedule(Hierarchical(), HierRequest(Hosts({2, 2}), size_t{16} << 20, Spec(weftCodecInt8)));
+  ASSERT_TRUE(s.ok());
+  int encodes = 0;
+  for (const Step& st : s->ranks[0].steps) encodes += st.op == StepOp::kEncode;
+  EXPECT_EQ(encodes, 4 * 3) << "per piece: 2 host-sum halves and 1 reduced half";
+}
+
 // The wire across hosts carries only encodings; inside a host only float32 moves.
 TEST(HierarchicalCompressedScheduleProof, OnlyEncodingsCrossHosts) {
   const ScheduleRequest r = HierRequest(Hosts({2, 2}), 1024, Spec(weftCodecInt8));

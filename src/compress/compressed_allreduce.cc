@@ -195,16 +195,6 @@ extern "C" weftResult_t weftAllReduceCompressed(const void* sendbuff, void* recv
 
 namespace weft::compress {
 
-size_t AllReduceCompressedWireBytes(const weftCompression& spec, size_t count, int nranks, int rank) {
-  if (nranks <= 1 || count == 0) return 0;
-  size_t exchanged = 0;  // phase 2: every encoded slice but this rank's own
-  for (int r = 0; r < nranks; ++r)
-    if (r != rank) exchanged += codec::EncodedBytes(spec, SliceCount(count, nranks, r));
-  // phase 5: a bandwidth-optimal allgather sends nranks - 1 padded slices per rank.
-  const size_t padded = codec::EncodedBytes(spec, SliceCount(count, nranks, 0));
-  return exchanged + static_cast<size_t>(nranks - 1) * padded;
-}
-
 AllReduceWireBytes AllReduceCompressedWireBytes(const weftCompression& spec, size_t count,
                                                 weftComm_t comm) {
   AllReduceWireBytes bytes;

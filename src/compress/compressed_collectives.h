@@ -45,11 +45,6 @@ Status HierarchicalAllReduceCompressed(const void* sendbuff, void* recvbuff, siz
                                        const weftCompression& spec, float* residual,
                                        weftComm_t comm);
 
-// Bytes this rank puts on the wire (sent to other ranks) for one FlatAllReduceToEncoded of
-// count elements (the composition, whose gather pads every slice to the largest's encoding):
-// what the hierarchical placement sends across hosts.
-size_t AllReduceCompressedWireBytes(const weftCompression& spec, size_t count, int nranks, int rank);
-
 // The same for the placement weftAllReduceCompressed takes on comm, split into bytes sent to
 // ranks of this rank's host and to ranks of other hosts. Hierarchical: float32 inside the
 // host (each lane to its owner, the decoded lane back), encodings across hosts. (weft-perf's "wire bytes" column should report across_hosts
