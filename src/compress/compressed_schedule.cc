@@ -33,6 +33,15 @@ size_t HashedCount(const ScheduleRequest& shape) {
   return shape.collective == Collective::kAllToAllv ? 0 : shape.count;
 }
 
+// The elements the flight recorder shows: the count, or (all-to-allv) what this rank sends.
+size_t RecordedElements(const ScheduleRequest& req, int rank) {
+  if (req.collective != Collective::kAllToAllv) return req.count;
+  const size_t n = static_cast<size_t>(req.nranks);
+  size_t sent = 0;
+  for (size_t q = 0; q < n && rank * n + q < req.a2av_counts.size(); ++q) sent += req.a2av_counts[rank * n + q];
+  return sent;
+}
+
 Status Execute(weftComm_t comm, const RankSchedule& rs, int window, const weftCompression& spec,
                weftRedOp_t op, uint64_t tag, const float* in, float* out,
                std::vector<unsigned char>* scratch, const char* what) {
@@ -63,7 +72,7 @@ Status RunCompressedRequest(weftComm_t comm, const AlgorithmInfo& algorithm,
   const std::string* name = &algorithm.name;
   comm->last_algorithm = name;
   FlightEntry* entry =
-      comm->recorder.Begin(seq, CollectiveName(collective), shape.count * sizeof(float));
+      comm->recorder.Begin(seq, CollectiveName(collective), RecordedElements(req, comm->rank) * sizeof(float));
   if (entry != nullptr) {
     entry->algorithm = name;
     entry->dtype = weftFloat32;
