@@ -50,7 +50,8 @@ bool Hierarchical(const std::vector<std::vector<int>>& groups, const weftCompres
   return groups.size() >= 2 && LargestHost(groups) > 1 && (spec.flags & WEFT_COMPRESS_FLAT) == 0;
 }
 
-std::string Describe(const CompressionDecision& d, const weftCompression& spec, int per_host) {
+std::string Describe(const CompressionDecision& d, const weftCompression& spec, int per_host,
+                     const std::string& verdict) {
   char line[640];
   std::snprintf(line, sizeof line,
                 "%s: %d host(s) x %d rank(s)%s, slow tier %.3g GB/s (link bound %.0f us): "
@@ -59,8 +60,7 @@ std::string Describe(const CompressionDecision& d, const weftCompression& spec, 
                 d.hosts < 2 ? " (one host)"
                             : d.ranks_per_host > 1 ? " (full precision inside hosts)" : " (flat)",
                 d.tier_gbps, d.link_bound_us, d.placement.c_str(), d.compressed_us,
-                d.plain_algorithm.c_str(), d.plain_us,
-                d.compress ? "compress" : "do not compress (it does not pay)");
+                d.plain_algorithm.c_str(), d.plain_us, verdict.c_str());
   return line;
 }
 
@@ -130,18 +130,19 @@ CompressionDecision Simulate(const Fabric& fabric, uint64_t digest, const std::v
             ") -> do not compress";
     return d;
   }
-  d.compress = d.compressed_us < d.plain_us;
-  d.why = Describe(d, spec, static_cast<int>(LargestHost(groups)));
   // Two rules before the times: inside one host weft keeps full precision (nothing crosses a
-  // slow tier; the times above are the flat placement's, for information), and a codec that
+  // slow tier; the times are then the flat placement's, for information), and a codec that
   // saves no bytes on the wire is no compression.
+  std::string verdict;
   if (d.hosts < 2) {
-    d.compress = false;
-    d.why += "; one host: full precision inside hosts -> do not compress";
+    verdict = "do not compress (one host: full precision inside hosts)";
   } else if (codec::EncodedBytes(spec, count) >= count * elem) {
-    d.compress = false;
-    d.why += "; the encoding saves no bytes -> do not compress";
+    verdict = "do not compress (the encoding saves no bytes)";
+  } else {
+    d.compress = d.compressed_us < d.plain_us;
+    verdict = d.compress ? "compress" : "do not compress (it does not pay)";
   }
+  d.why = Describe(d, spec, static_cast<int>(LargestHost(groups)), verdict);
   return d;
 }
 
