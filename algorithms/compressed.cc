@@ -42,6 +42,14 @@ const std::vector<AlgorithmInfo>& CompressedAlgorithms() {
       AlgorithmInfo{"compressed", Collective::kAllGather,
                     [](const ScheduleRequest& r) { return Applies(r, Collective::kAllGather); },
                     BuildAllGatherCompressed, nullptr},
+      AlgorithmInfo{"compressed_hierarchical", Collective::kAllReduce,
+                    [](const ScheduleRequest& r) {
+                      return Applies(r, Collective::kAllReduce) && ValidGroups(r).ok();
+                    },
+                    BuildAllReduceCompressedHierarchical, nullptr},
+      AlgorithmInfo{"compressed", Collective::kAllToAllv,
+                    [](const ScheduleRequest& r) { return Applies(r, Collective::kAllToAllv); },
+                    BuildAllToAllvCompressed, nullptr},
   };
   return list;
 }
@@ -49,6 +57,12 @@ const std::vector<AlgorithmInfo>& CompressedAlgorithms() {
 const AlgorithmInfo* FindCompressedAlgorithm(Collective collective) {
   for (const AlgorithmInfo& a : CompressedAlgorithms())
     if (a.collective == collective) return &a;
+  return nullptr;
+}
+
+const AlgorithmInfo* FindCompressedAlgorithm(Collective collective, const std::string& name) {
+  for (const AlgorithmInfo& a : CompressedAlgorithms())
+    if (a.collective == collective && a.name == name) return &a;
   return nullptr;
 }
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <vector>
 
 #include "algorithms/registry.h"
@@ -34,9 +35,29 @@ StatusOr<Schedule> NewCompressedSchedule(const ScheduleRequest& request, const c
 StatusOr<Schedule> BuildAllReduceCompressed(const ScheduleRequest& request);
 StatusOr<Schedule> BuildReduceScatterCompressed(const ScheduleRequest& request);
 StatusOr<Schedule> BuildAllGatherCompressed(const ScheduleRequest& request);
+// Hierarchical placement of the compressed allreduce (request.groups = hosts; see
+// algorithms/allreduce_compressed_hierarchical.cc): float32 inside hosts, codec across.
+StatusOr<Schedule> BuildAllReduceCompressedHierarchical(const ScheduleRequest& request);
+// All-to-all(v) with every block encoded once by its sender and decoded by its receiver
+// (MoE token dispatch, e.g. fp8); request.a2av_* as for the plain all-to-allv.
+StatusOr<Schedule> BuildAllToAllvCompressed(const ScheduleRequest& request);
+
+// What an encode step of a compressed allreduce schedule encodes, for error feedback: the
+// elements [offset, offset + its src count) of the call's count, either a partial sum of
+// contributions (reduced = false: what it drops is this rank's to send again) or the reduced
+// result (reduced = true: weighted by nranks for avg, as the next call divides it again).
+struct EncodedSpan {
+  size_t offset;
+  bool reduced;
+};
+// The spans of rank's encode steps, in their order in the hierarchical schedule.
+std::vector<EncodedSpan> AllReduceHierarchicalEncodedSpans(const ScheduleRequest& request,
+                                                           int rank);
 
 // The compressed generators, each with its collective and name ("compressed").
 const std::vector<AlgorithmInfo>& CompressedAlgorithms();
+// The first for `collective` (allreduce: the flat one), or the one named `name`.
 const AlgorithmInfo* FindCompressedAlgorithm(Collective collective);
+const AlgorithmInfo* FindCompressedAlgorithm(Collective collective, const std::string& name);
 
 }  // namespace weft

@@ -22,8 +22,8 @@
 
 #include "compress/compress_error.h"
 #include "compress/compressed_collectives.h"
-#include "compress/host_tiers.h"
 #include "compress/job_wide_compression.h"
+#include "kernels/codec.h"
 #include "kernels/half.h"
 #include "test_util.h"
 #include "weft/weft_compress.h"
@@ -42,8 +42,8 @@ weftCompression Spec(weftCodec_t codec, uint32_t flags = 0, float ratio = 0.01f)
 
 // Like RunRanks, with the thread ranks grouped into "hosts" of the sizes in `groups` ("2,2"):
 // compressed allreduces then take the hierarchical placement. WEFT_INPROC_GROUPS is unset
-// again before the ranks run, since the tiers' weftCommSplit makes thread communicators of
-// other sizes (which would refuse it). The tiers are released before the communicators go
+// again before the ranks run (a communicator of another size made meanwhile would refuse it).
+// What src/compress keeps per communicator is released before the communicators go
 // (ReleaseCommunicator, the hook weftCommDestroy should call).
 std::string RunRanksOnHosts(const char* groups, int n,
                             const std::function<std::string(weftComm_t, int)>& fn) {
@@ -334,14 +334,71 @@ TEST(HierarchicalCompressedAllReduce, WithinBoundAndIdenticalOnEveryRank) {
   CheckAllReduce(6, 4099, weftFloat32, weftAvg, Spec(weftCodecFp8E4M3), false, "2,2,2");
   CheckAllReduce(4, 777, weftBfloat16, weftAvg, Spec(weftCodecInt8), false, "2,2");
   CheckAllReduce(4, 1000, weftFloat32, weftSum, Spec(weftCodecInt4), /*in_place=*/true, "2,2");
+  // Uneven hosts (the schedule's lanes: a smaller host's ranks own several).
+  CheckAllReduce(3, 1001, weftFloat32, weftAvg, Spec(weftCodecInt8), false, "2,1");
+  CheckAllReduce(5, 777, weftFloat32, weftSum, Spec(weftCodecFp8E4M3), /*in_place=*/true, "3,2");
 }
 
 
 
+// The hierarchical schedule's bits, rebuilt with the codec alone on 2 hosts x 2 ranks (sum,
+// deterministic codecs): host sums a + b in float32 per lane, each half of a lane encoded by
+// its host, the decoded halves added in host order, that sum encoded once, and every rank
+// holds its decode. These are also the bits of the composition it replaced whenever that one
+// cut the same slices (one piece, count a multiple of the ranks per host: see
+// hierarchical_allreduce.cc for where the two differ).
+std::vector<float> HierarchicalReference(const std::vector<std::vector<float>>& in, size_t count,
+                                         const weftCompression& spec) {
+  std::vector<float> out(count);
+  for (int l = 0; l < 2; ++l) {
+    const size_t lane_at = l == 0 ? 0 : (count + 1) / 2, lane = l == 0 ? (count + 1) / 2 : count / 2;
+    std::vector<float> sum;
+    std::vector<std::vector<uint8_t>> enc(2);
+    for (int t = 0; t < 2; ++t) {
+      const size_t at = lane_at + (t == 0 ? 0 : (lane + 1) / 2), n = t == 0 ? (lane + 1) / 2 : lane / 2;
+      if (n == 0) continue;
+      sum.assign(n, 0.0f);
+      for (int h = 0; h < 2; ++h) {
+        std::vector<float> host(n), decoded(n);
+        for (size_t i = 0; i < n; ++i) host[i] = in[2 * h][at + i] + in[2 * h + 1][at + i];
+        std::vector<uint8_t> bytes(weft::codec::EncodedBytes(spec, n));
+        weft::codec::Encode(spec, host.data(), n, bytes.data(), 0);
+        weft::codec::Decode(spec, bytes.data(), n, decoded.data());
+        for (size_t i = 0; i < n; ++i) sum[i] = h == 0 ? decoded[i] : sum[i] + decoded[i];
+      }
+      std::vector<uint8_t> reduced(weft::codec::EncodedBytes(spec, n));
+      weft::codec::Encode(spec, sum.data(), n, reduced.data(), 0);
+      weft::codec::Decode(spec, reduced.data(), n, out.data() + at);
+    }
+  }
+  return out;
+}
+
+TEST(HierarchicalCompressedAllReduce, BitsOfTheScheduleRebuiltWithTheCodec) {
+  for (weftCodec_t c : {weftCodecInt8, weftCodecFp8E4M3, weftCodecInt4, weftCodecBf16})
+    for (size_t count : {size_t{1}, size_t{6}, size_t{1001}, size_t{4096}}) {
+      const weftCompression spec = Spec(c);
+      std::vector<std::vector<float>> in(4);
+      for (int q = 0; q < 4; ++q) in[q] = Contribution(q, count, weftFloat32, 5);
+      const std::vector<float> want = HierarchicalReference(in, count, spec);
+      const std::string failure = RunRanksOnHosts("2,2", 4, [&](weftComm_t comm, int rank) -> std::string {
+        std::vector<float> out(count);
+        if (weftAllReduceCompressed(in[rank].data(), out.data(), count, weftFloat32, weftSum, &spec,
+                                    nullptr, comm, nullptr) != weftSuccess)
+          return weft::compress::LastCompressionError();
+        const char* algorithm = nullptr;
+        weftCommGetLastAlgorithm(comm, &algorithm);
+        if (std::string(algorithm) != "compressed_hierarchical") return std::string("ran ") + algorithm;
+        return std::memcmp(out.data(), want.data(), count * 4) == 0 ? "" : "other bits than the reference";
+      });
+      EXPECT_EQ(failure, "") << weftCodecName(c) << " count " << count;
+    }
+}
+
 // The placement is really hierarchical: two ranks of one host send x and -x + y, the other
 // host sends zeros. Inside the host the sum y is exact, so only y is quantized (error ~ |y|
-// / 254 for int8); the flat placement quantizes x and -x + y (error ~ |x| / 254). And the
-// tiers are made once per communicator and cached.
+// / 254 for int8); the flat placement quantizes x and -x + y (error ~ |x| / 254). And each
+// placement runs its own schedule (weftCommGetLastAlgorithm names it).
 TEST(HierarchicalCompressedAllReduce, KeepsFullPrecisionInsideHosts) {
   const size_t count = 4096;
   std::vector<float> x(count), y(count);
@@ -354,13 +411,15 @@ TEST(HierarchicalCompressedAllReduce, KeepsFullPrecisionInsideHosts) {
     const std::string failure = RunRanksOnHosts("2,2", 4, [&](weftComm_t comm, int rank) -> std::string {
       std::vector<float> in(count, 0.0f), out(count);
       for (size_t i = 0; i < count; ++i) in[i] = rank == 0 ? x[i] : rank == 1 ? -x[i] + y[i] : 0.0f;
-      const size_t cached = weft::compress::CachedHostTierCount();
       for (int call = 0; call < 2; ++call)
         if (weftAllReduceCompressed(in.data(), out.data(), count, weftFloat32, weftSum, &spec,
                                     nullptr, comm, nullptr) != weftSuccess)
           return weft::compress::LastCompressionError();
-      if ((spec.flags & WEFT_COMPRESS_FLAT) != 0 && weft::compress::CachedHostTierCount() != cached)
-        return "the flat placement made host tiers";
+      const char* algorithm = nullptr;
+      weftCommGetLastAlgorithm(comm, &algorithm);
+      const bool flat = (spec.flags & WEFT_COMPRESS_FLAT) != 0;
+      if (std::string(algorithm) != (flat ? "compressed" : "compressed_hierarchical"))
+        return std::string("the ") + (flat ? "flat" : "hierarchical") + " placement ran " + algorithm;
       for (size_t i = 0; i < count; ++i)
         worst[rank] = std::max(worst[rank], std::fabs(static_cast<double>(out[i]) - (x[i] + (-x[i] + y[i]))));
       return "";
@@ -369,7 +428,6 @@ TEST(HierarchicalCompressedAllReduce, KeepsFullPrecisionInsideHosts) {
     return *std::max_element(worst.begin(), worst.end());
   };
   const double hierarchical = worst_error(Spec(weftCodecInt8));
-  EXPECT_EQ(weft::compress::CachedHostTierCount(), 0u) << "tiers left after ReleaseHostTiers";
   const double flat = worst_error(Spec(weftCodecInt8, WEFT_COMPRESS_FLAT));
   std::printf("int8, host sums y of x and -x + y: worst error hierarchical %.3g, flat %.3g\n",
               hierarchical, flat);
@@ -573,6 +631,62 @@ TEST(CompressedAllToAll, EqualBlocksBf16) {
         const float sent = in[q][r * count + i];
         EXPECT_EQ(out[r][q * count + i], weft::Bfloat16ToFloat(weft::FloatToBfloat16(sent)));
       }
+}
+
+// The all-to-all runs its proved schedule (alltoallv_compressed.cc) with the composition's
+// encodings: each block is codec::Encode(block, stream rank << 32 | destination) decoded once,
+// bit for bit, stochastic rounding included; in place too, and for bf16 buffers.
+TEST(CompressedAllToAll, BitsOfEachBlockEncodedOnceAndInPlace) {
+  const int n = 3;
+  const size_t count = 300;
+  for (const weftCompression& spec : {Spec(weftCodecFp8E4M3), Spec(weftCodecInt8, WEFT_COMPRESS_STOCHASTIC)})
+    for (bool in_place : {false, true}) {
+      std::vector<std::vector<float>> in(n), out(n);
+      for (int q = 0; q < n; ++q) in[q] = Contribution(q, count * n, weftFloat32, 7);
+      const std::string failure = RunRanks(n, [&](weftComm_t comm, int rank) -> std::string {
+        out[rank] = in_place ? in[rank] : std::vector<float>(count * n, 0.0f);
+        const float* send = in_place ? out[rank].data() : in[rank].data();
+        if (weftAllToAllCompressed(send, out[rank].data(), count, weftFloat32, &spec, comm, nullptr) != weftSuccess)
+          return weft::compress::LastCompressionError();
+        const char* algorithm = nullptr;
+        weftCommGetLastAlgorithm(comm, &algorithm);
+        return std::string(algorithm) == "compressed" ? "" : std::string("ran ") + algorithm;
+      });
+      ASSERT_EQ(failure, "");
+      for (int r = 0; r < n; ++r)
+        for (int q = 0; q < n; ++q) {
+          std::vector<uint8_t> bytes(weft::codec::EncodedBytes(spec, count));
+          std::vector<float> want(count);
+          weft::codec::Encode(spec, in[q].data() + r * count, count, bytes.data(),
+                              (static_cast<uint64_t>(q) << 32) | static_cast<uint32_t>(r));
+          weft::codec::Decode(spec, bytes.data(), count, want.data());
+          EXPECT_EQ(std::memcmp(out[r].data() + q * count, want.data(), count * 4), 0)
+              << weftCodecName(spec.codec) << (in_place ? " in place" : "") << ": block " << q
+              << " -> " << r;
+        }
+    }
+  // bf16 buffers: widened, encoded, decoded, rounded back.
+  const weftCompression spec = Spec(weftCodecFp8E4M3);
+  std::vector<std::vector<uint16_t>> in(n), out(n);
+  for (int q = 0; q < n; ++q) {
+    const std::vector<float> v = Contribution(q, count * n, weftFloat32, 9);
+    for (float x : v) in[q].push_back(weft::FloatToBfloat16(x));
+  }
+  const std::string failure = RunRanks(n, [&](weftComm_t comm, int rank) -> std::string {
+    out[rank].assign(count * n, 0);
+    return weftAllToAllCompressed(in[rank].data(), out[rank].data(), count, weftBfloat16, &spec,
+                                  comm, nullptr) == weftSuccess ? "" : weft::compress::LastCompressionError();
+  });
+  ASSERT_EQ(failure, "");
+  for (int q = 0; q < n; ++q) {
+    std::vector<float> block(count), want(count);
+    for (size_t i = 0; i < count; ++i) block[i] = weft::Bfloat16ToFloat(in[q][count + i]);
+    std::vector<uint8_t> bytes(weft::codec::EncodedBytes(spec, count));
+    weft::codec::Encode(spec, block.data(), count, bytes.data(), (static_cast<uint64_t>(q) << 32) | 1u);
+    weft::codec::Decode(spec, bytes.data(), count, want.data());
+    for (size_t i = 0; i < count; ++i)
+      ASSERT_EQ(out[1][q * count + i], weft::FloatToBfloat16(want[i])) << "block " << q << " i=" << i;
+  }
 }
 
 // ---- bad arguments, streams ----
@@ -810,7 +924,7 @@ TEST(CompressedProcesses, DISABLED_Worker) {
 
 // The worker of tests/netns_compress.cmake: 2 hosts x 2 ranks in network namespaces (shm
 // inside, TCP across). The compressed allreduce must take the hierarchical placement (its
-// host tiers get made), stay within int8's bound for host sums, give every rank the same bits
+// schedule is the last algorithm the communicator ran), stay within int8's bound for host sums, give every rank the same bits
 // (compared through an allgather of checksums) and keep in the residuals what it dropped.
 TEST(CompressedProcesses, DISABLED_HierarchicalWorker) {
   const size_t count = 100003;
@@ -823,7 +937,9 @@ TEST(CompressedProcesses, DISABLED_HierarchicalWorker) {
   const std::vector<float>& out = w.out;
   const std::vector<float>& residual = w.residual;
   weftComm_t comm = w.comm;
-  EXPECT_EQ(weft::compress::CachedHostTierCount(), 1u) << "the hierarchical placement was not taken";
+  const char* algorithm = nullptr;
+  ASSERT_EQ(weftCommGetLastAlgorithm(comm, &algorithm), weftSuccess);
+  EXPECT_STREQ(algorithm, "compressed_hierarchical") << "the hierarchical placement was not taken";
   const std::vector<std::vector<float>> sums = EncodedContributions(in, "2,2");  // run.sh: r = 2h + l
   const std::vector<double> max_abs = MaxAbs(sums);
   uint64_t checksum = 1469598103934665603ull;
@@ -847,7 +963,7 @@ TEST(CompressedProcesses, DISABLED_HierarchicalWorker) {
     ASSERT_LE(std::fabs(out[i] + residuals[i] - exact), 1e-5 * magnitude) << "i=" << i;
   }
   std::printf("HIERARCHICAL OK rank %d checksum %llx\n", rank, static_cast<unsigned long long>(checksum));
-  weft::compress::ReleaseHostTiers(comm);
+  weft::compress::ReleaseCommunicator(comm);
   weftCommDestroy(comm);
 }
 

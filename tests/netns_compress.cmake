@@ -1,7 +1,7 @@
 # Issue 14: the hierarchical compressed allreduce over 2 network namespaces x 2 ranks (shm
-# inside a namespace, TCP across a 2 Gbit/s shaped link): the placement is taken (host tiers
-# made by weftCommSplit), int8 within its bound for host sums, the same bits on every rank,
-# residuals holding what was dropped (tests/compressed_collectives_test.cc,
+# inside a namespace, TCP across a 2 Gbit/s shaped link): the placement is taken (its schedule,
+# compressed_hierarchical, is the last algorithm the communicator ran), int8 within its bound
+# for host sums, the same bits on every rank, residuals holding what was dropped (tests/compressed_collectives_test.cc,
 # CompressedProcesses.DISABLED_HierarchicalWorker). A few seconds; skipped (77) without root
 # or namespaces, like tests/netns.cmake.
 add_test(NAME netns_2x2_hierarchical_compressed_allreduce

@@ -3,10 +3,10 @@
 // residual, slice arithmetic, per-thread scratch, and turning a failed public call into a
 // Status with weftGetLastError's message.
 //
-// The flat allreduce, the reduce-scatter and the allgather run compressed schedules (encode and
-// decode steps the checker proves: compressed_schedule.h); the hierarchical allreduce and the
-// all-to-alls are compositions of weft's *public* collectives on uint8 payloads
-// (weftAllToAll/weftAllToAllv/weftAllGather) with encode/decode on the host around them.
+// Every compressed collective runs a compressed schedule (encode and decode steps the checker
+// proves: compressed_schedule.h): the flat and the hierarchical allreduce, the reduce-scatter,
+// the allgather and the all-to-all(v). FlatAllReduceToEncoded (compressed_collectives.h) still
+// composes public collectives, as the reference the flat schedule is compared with.
 #pragma once
 
 #include <cstddef>

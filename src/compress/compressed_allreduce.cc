@@ -16,13 +16,13 @@
 //
 // Two forms of the same phases: FlatAllReduceCompressed runs them as the compressed schedule
 // (algorithms/allreduce_compressed.cc: encode/decode steps the checker proves, run by the
-// executor); FlatAllReduceToEncoded, which stops before the last decode for the hierarchical
-// placement, still composes weft's public collectives. Both give the same bits. Wire bytes per
+// executor); FlatAllReduceToEncoded, which stops before the last decode, still composes weft's
+// public collectives (the reference tests/compressed_schedule_test.cc compares with). Both give the same bits. Wire bytes per
 // rank: about 2 (nranks - 1) / nranks x the encoded size, as a ring allreduce of the encoded data.
 //
 // This is the flat placement. On a communicator of several hosts the public call runs
-// hierarchical_allreduce.cc instead (full precision inside hosts), which runs this one across
-// hosts on each rank's slice.
+// hierarchical_allreduce.cc instead (full precision inside hosts; its own schedule,
+// algorithms/allreduce_compressed_hierarchical.cc).
 #include <cstring>
 #include <vector>
 
@@ -195,29 +195,13 @@ extern "C" weftResult_t weftAllReduceCompressed(const void* sendbuff, void* recv
 
 namespace weft::compress {
 
-size_t AllReduceCompressedWireBytes(const weftCompression& spec, size_t count, int nranks, int rank) {
-  if (nranks <= 1 || count == 0) return 0;
-  size_t exchanged = 0;  // phase 2: every encoded slice but this rank's own
-  for (int r = 0; r < nranks; ++r)
-    if (r != rank) exchanged += codec::EncodedBytes(spec, SliceCount(count, nranks, r));
-  // phase 5: a bandwidth-optimal allgather sends nranks - 1 padded slices per rank.
-  const size_t padded = codec::EncodedBytes(spec, SliceCount(count, nranks, 0));
-  return exchanged + static_cast<size_t>(nranks - 1) * padded;
-}
-
 AllReduceWireBytes AllReduceCompressedWireBytes(const weftCompression& spec, size_t count,
                                                 weftComm_t comm) {
   AllReduceWireBytes bytes;
   int nranks = 0, rank = 0;
   if (!CommShape(comm, &nranks, &rank).ok()) return bytes;  // not a live communicator
   if ((spec.flags & WEFT_COMPRESS_FLAT) == 0 && HierarchicalPlacementApplies(comm)) {
-    const std::vector<std::vector<int>>& hosts = comm->host_groups;
-    for (size_t h = 0; h < hosts.size(); ++h)
-      for (size_t i = 0; i < hosts[h].size(); ++i)
-        if (hosts[h][i] == rank)
-          return HierarchicalWireBytes(spec, count, static_cast<int>(hosts[h].size()),
-                                       static_cast<int>(i), static_cast<int>(hosts.size()),
-                                       static_cast<int>(h));
+    return HierarchicalWireBytes(spec, count, comm->host_groups, rank);
   }
   // Flat (the compressed schedule): every rank's encoded contribution slice to its owner, then
   // this rank's encoded reduced slice, unpadded, to every other rank; split by where the

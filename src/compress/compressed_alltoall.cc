@@ -4,20 +4,23 @@
 // exact-size), and each received block is decoded into place. No error feedback: tokens are
 // not accumulated across calls.
 //
-// A composition of weft's public collectives, not yet a schedule proved by the checker (that
-// needs encode/decode steps in the schedule IR: "Core v2", issue 14).
+// Runs as the compressed all-to-all(v) schedule (algorithms/alltoallv_compressed.cc), proved by
+// the checker, through the executor: the same encodings (stream rank << 32 | destination) and
+// decodes as the composition over weftAllToAllv it replaced, so the same bits.
 #include <algorithm>
 #include <string>
 #include <vector>
 
 #include "compress/compress_common.h"
 #include "compress/compress_error.h"
+#include "algorithms/compressed.h"
+#include "compress/compressed_schedule.h"
 #include "kernels/codec.h"
 
 namespace weft::compress {
 namespace {
 
-// Element counts and displacements of one all-to-all-v call.
+// Element counts and displacements of one all-to-all-v call (this rank's).
 struct Layout {
   const size_t* sendcounts;
   const size_t* sdispls;
@@ -37,37 +40,46 @@ Status CheckLayout(const Layout& l, int nranks, size_t* send_extent, size_t* rec
   return OkStatus();
 }
 
+// The request of this rank's plan: its send row and receive column of the count table (the
+// schedule of rank r reads nothing else), as elements of float32.
+ScheduleRequest AllToAllvShape(const Layout& l, int nranks, int rank) {
+  ScheduleRequest shape;
+  shape.collective = Collective::kAllToAllv;
+  shape.nranks = nranks;
+  const size_t n = static_cast<size_t>(nranks);
+  shape.a2av_counts.assign(n * n, 0);
+  shape.a2av_send_displs.assign(n * n, 0);
+  shape.a2av_recv_displs.assign(n * n, 0);
+  for (size_t q = 0; q < n; ++q) {
+    shape.a2av_counts[rank * n + q] = l.sendcounts[q];
+    shape.a2av_send_displs[rank * n + q] = l.sdispls[q];
+    shape.a2av_counts[q * n + rank] = l.recvcounts[q];
+    shape.a2av_recv_displs[rank * n + q] = l.rdispls[q];
+  }
+  return shape;
+}
+
+// Runs the compressed all-to-all(v) schedule (algorithms/alltoallv_compressed.cc, proved by the
+// checker) on float32 views of the buffers: other datatypes are converted into scratch first
+// and back after.
 Status AllToAllvCompressed(const void* sendbuff, const Layout& l, void* recvbuff,
                            weftDataType_t datatype, const weftCompression& spec, int nranks,
-                           int rank, weftComm_t comm) {
-  std::vector<size_t> send_bytes(nranks), send_displs(nranks), recv_bytes(nranks), recv_displs(nranks);
-  size_t send_total = 0, recv_total = 0, max_count = 0;
-  for (int p = 0; p < nranks; ++p) {
-    send_bytes[p] = codec::EncodedBytes(spec, l.sendcounts[p]);
-    send_displs[p] = send_total;
-    send_total += send_bytes[p];
-    recv_bytes[p] = codec::EncodedBytes(spec, l.recvcounts[p]);
-    recv_displs[p] = recv_total;
-    recv_total += recv_bytes[p];
-    max_count = std::max({max_count, l.sendcounts[p], l.recvcounts[p]});
-  }
-  const size_t elem = ElementBytes(datatype);
-  float* block = ScratchFloats(0, max_count);
-  uint8_t* send = ScratchBytes(0, send_total);
-  for (int p = 0; p < nranks; ++p) {
-    LoadWithResidual(static_cast<const uint8_t*>(sendbuff) + l.sdispls[p] * elem, datatype,
-                     l.sendcounts[p], nullptr, block);
-    codec::Encode(spec, block, l.sendcounts[p], send + send_displs[p],
-                  (static_cast<uint64_t>(rank) << 32) | static_cast<uint32_t>(p));
-  }
-  uint8_t* received = ScratchBytes(1, recv_total);
-  WEFT_RETURN_IF_ERROR(FromResult(
-      weftAllToAllv(send, send_bytes.data(), send_displs.data(), received, recv_bytes.data(),
-                    recv_displs.data(), weftUint8, comm, nullptr),
-      "exchanging encoded blocks (weftAllToAllv)", comm));
-  for (int q = 0; q < nranks; ++q) {
-    codec::Decode(spec, received + recv_displs[q], l.recvcounts[q], block);
-    StoreAs(block, l.recvcounts[q], datatype, static_cast<uint8_t*>(recvbuff) + l.rdispls[q] * elem);
+                           int rank, size_t send_extent, size_t recv_extent, weftComm_t comm) {
+  const AlgorithmInfo* algorithm = FindCompressedAlgorithm(Collective::kAllToAllv);
+  if (algorithm == nullptr) return InternalError("no compressed all-to-allv schedule");
+  const bool as_is = datatype == weftFloat32;
+  float* in = as_is ? nullptr : ScratchFloats(0, send_extent);
+  if (!as_is) LoadWithResidual(sendbuff, datatype, send_extent, nullptr, in);
+  float* out = as_is ? static_cast<float*>(recvbuff) : ScratchFloats(1, recv_extent);
+  WEFT_RETURN_IF_ERROR(RunCompressedRequest(
+      comm, *algorithm, AllToAllvShape(l, nranks, rank), spec, weftSum,
+      as_is ? static_cast<const float*>(sendbuff) : in, out, &CompressedScheduleScratch(), nullptr));
+  if (!as_is) {
+    // Only the received blocks: the gaps between them are the caller's.
+    const size_t elem = ElementBytes(datatype);
+    for (int q = 0; q < nranks; ++q)
+      StoreAs(out + l.rdispls[q], l.recvcounts[q], datatype,
+              static_cast<uint8_t*>(recvbuff) + l.rdispls[q] * elem);
   }
   return OkStatus();
 }
@@ -87,7 +99,8 @@ Status RunAllToAllv(const void* sendbuff, const Layout& l, void* recvbuff, weftD
   return RunOnStream(stream, [=, spec = *spec, sc = copy(l.sendcounts), sd = copy(l.sdispls),
                               rc = copy(l.recvcounts), rd = copy(l.rdispls)] {
     const Layout own{sc.data(), sd.data(), rc.data(), rd.data()};
-    return AllToAllvCompressed(sendbuff, own, recvbuff, datatype, spec, nranks, rank, comm);
+    return AllToAllvCompressed(sendbuff, own, recvbuff, datatype, spec, nranks, rank, send_extent,
+                               recv_extent, comm);
   });
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "common/status.h"
 #include "weft/weft_compress.h"
@@ -44,23 +45,18 @@ Status HierarchicalAllReduceCompressed(const void* sendbuff, void* recvbuff, siz
                                        const weftCompression& spec, float* residual,
                                        weftComm_t comm);
 
-// Bytes this rank puts on the wire (sent to other ranks) for one FlatAllReduceToEncoded of
-// count elements (the composition, whose gather pads every slice to the largest's encoding):
-// what the hierarchical placement sends across hosts.
-size_t AllReduceCompressedWireBytes(const weftCompression& spec, size_t count, int nranks, int rank);
-
 // The same for the placement weftAllReduceCompressed takes on comm, split into bytes sent to
-// ranks of this rank's host and to ranks of other hosts. Hierarchical: the float32
-// reduce-scatter and the gather of encodings inside the host, the flat compressed allreduce of
-// this rank's parts across hosts. (weft-perf's "wire bytes" column should report across_hosts
+// ranks of this rank's host and to ranks of other hosts. Hierarchical: float32 inside the
+// host (each lane to its owner, the decoded lane back), encodings across hosts. (weft-perf's "wire bytes" column should report across_hosts
 // + inside_hosts from this.) Zero when comm is not a live communicator.
 struct AllReduceWireBytes {
   size_t inside_hosts = 0, across_hosts = 0;
 };
 AllReduceWireBytes AllReduceCompressedWireBytes(const weftCompression& spec, size_t count,
                                                 weftComm_t comm);
-// The hierarchical placement's, for local rank local_rank of local_size on each of nhosts hosts.
-AllReduceWireBytes HierarchicalWireBytes(const weftCompression& spec, size_t count, int local_size,
-                                         int local_rank, int nhosts, int host);
+// The hierarchical placement's (read from its schedule), for `rank` of ranks grouped by host as
+// `hosts`; encodings counted in whole float32 elements (at most 3 bytes over each).
+AllReduceWireBytes HierarchicalWireBytes(const weftCompression& spec, size_t count,
+                                         const std::vector<std::vector<int>>& hosts, int rank);
 
 }  // namespace weft::compress

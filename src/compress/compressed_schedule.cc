@@ -28,6 +28,20 @@ uint32_t DescriptorHash(Collective collective, size_t count, const weftCompressi
   return MixCallType(static_cast<uint32_t>(h ^ (h >> 32)), collective, weftFloat32, op);
 }
 
+// The count every rank passes the same (all-to-allv: each rank's own counts differ, so none).
+size_t HashedCount(const ScheduleRequest& shape) {
+  return shape.collective == Collective::kAllToAllv ? 0 : shape.count;
+}
+
+// The elements the flight recorder shows: the count, or (all-to-allv) what this rank sends.
+size_t RecordedElements(const ScheduleRequest& req, int rank) {
+  if (req.collective != Collective::kAllToAllv) return req.count;
+  const size_t n = static_cast<size_t>(req.nranks);
+  size_t sent = 0;
+  for (size_t q = 0; q < n && rank * n + q < req.a2av_counts.size(); ++q) sent += req.a2av_counts[rank * n + q];
+  return sent;
+}
+
 Status Execute(weftComm_t comm, const RankSchedule& rs, int window, const weftCompression& spec,
                weftRedOp_t op, uint64_t tag, const float* in, float* out,
                std::vector<unsigned char>* scratch, const char* what) {
@@ -39,6 +53,40 @@ Status Execute(weftComm_t comm, const RankSchedule& rs, int window, const weftCo
 
 }  // namespace
 
+Status RunCompressedRequest(weftComm_t comm, const AlgorithmInfo& algorithm,
+                            const ScheduleRequest& shape, const weftCompression& spec,
+                            weftRedOp_t op, const float* in, float* out,
+                            std::vector<unsigned char>* scratch, RankSchedule* rank_schedule) {
+  const Collective collective = shape.collective;
+  std::lock_guard<std::mutex> lock(comm->exec_mu);
+  WEFT_RETURN_IF_ERROR(CheckComm(comm));
+  ScheduleRequest req = shape;
+  req.nranks = comm->nranks;
+  req.codec = spec;
+  req.scope = PlanScope::ForRank(comm->rank);
+  StatusOr<Schedule> sched = BuildSchedule(algorithm, req);
+  if (!sched.ok()) return sched.status();
+  const uint64_t seq = ++comm->collective_seq;
+  const std::string what = std::string(CollectiveName(collective)) + " " + algorithm.name;
+  // Interned: the flight recorder and weftCommGetLastAlgorithm keep the pointer.
+  const std::string* name = &algorithm.name;
+  comm->last_algorithm = name;
+  FlightEntry* entry =
+      comm->recorder.Begin(seq, CollectiveName(collective), RecordedElements(req, comm->rank) * sizeof(float));
+  if (entry != nullptr) {
+    entry->algorithm = name;
+    entry->dtype = weftFloat32;
+    entry->op = op;
+  }
+  const RankSchedule& rs = sched->ranks[comm->rank];
+  Status st = Execute(comm, rs, sched->window, spec, op,
+                      MakeCallTag(DescriptorHash(collective, HashedCount(shape), spec, op), seq), in, out,
+                      scratch, what.c_str());
+  comm->recorder.Complete(entry, st);
+  if (st.ok() && rank_schedule != nullptr) *rank_schedule = rs;
+  return st;
+}
+
 Status RunCompressedSchedule(weftComm_t comm, Collective collective, size_t count,
                              const weftCompression& spec, weftRedOp_t op, const float* in,
                              float* out, std::vector<unsigned char>* scratch,
@@ -46,32 +94,10 @@ Status RunCompressedSchedule(weftComm_t comm, Collective collective, size_t coun
   const AlgorithmInfo* algorithm = FindCompressedAlgorithm(collective);
   if (algorithm == nullptr)
     return InternalError(std::string("no compressed schedule for ") + CollectiveName(collective));
-  std::lock_guard<std::mutex> lock(comm->exec_mu);
-  WEFT_RETURN_IF_ERROR(CheckComm(comm));
-  ScheduleRequest req;
-  req.collective = collective;
-  req.nranks = comm->nranks;
-  req.count = count;
-  req.codec = spec;
-  req.scope = PlanScope::ForRank(comm->rank);
-  StatusOr<Schedule> sched = BuildSchedule(*algorithm, req);
-  if (!sched.ok()) return sched.status();
-  const uint64_t seq = ++comm->collective_seq;
-  const std::string what = std::string(CollectiveName(collective)) + " compressed";
-  FlightEntry* entry = comm->recorder.Begin(seq, CollectiveName(collective), count * sizeof(float));
-  if (entry != nullptr) {
-    static const std::string kName = "compressed";
-    entry->algorithm = &kName;
-    entry->dtype = weftFloat32;
-    entry->op = op;
-  }
-  const RankSchedule& rs = sched->ranks[comm->rank];
-  Status st = Execute(comm, rs, sched->window, spec, op,
-                      MakeCallTag(DescriptorHash(collective, count, spec, op), seq), in, out,
-                      scratch, what.c_str());
-  comm->recorder.Complete(entry, st);
-  if (st.ok() && rank_schedule != nullptr) *rank_schedule = rs;
-  return st;
+  ScheduleRequest shape;
+  shape.collective = collective;
+  shape.count = count;
+  return RunCompressedRequest(comm, *algorithm, shape, spec, op, in, out, scratch, rank_schedule);
 }
 
 StatusOr<SimResult> SimulateCompressedSchedule(const Fabric& fabric, Collective collective,
@@ -80,12 +106,20 @@ StatusOr<SimResult> SimulateCompressedSchedule(const Fabric& fabric, Collective 
   const AlgorithmInfo* algorithm = FindCompressedAlgorithm(collective);
   if (algorithm == nullptr)
     return InvalidArgument(std::string("no compressed schedule for ") + CollectiveName(collective));
-  ScheduleRequest req;
-  req.collective = collective;
-  req.nranks = nranks;
-  req.count = count;
+  ScheduleRequest shape;
+  shape.collective = collective;
+  shape.nranks = nranks;
+  shape.count = count;
+  return SimulateCompressedRequest(fabric, *algorithm, shape, spec);
+}
+
+StatusOr<SimResult> SimulateCompressedRequest(const Fabric& fabric, const AlgorithmInfo& algorithm,
+                                              const ScheduleRequest& shape,
+                                              const weftCompression& spec) {
+  ScheduleRequest req = shape;
   req.codec = spec;
-  StatusOr<Schedule> sched = BuildSchedule(*algorithm, req);
+  req.scope = PlanScope::AllRanks();
+  StatusOr<Schedule> sched = BuildSchedule(algorithm, req);
   if (!sched.ok()) return sched.status();
   const CodecSpeed speed = MeasuredCodecSpeed(spec);
   SimOptions options;
@@ -118,6 +152,32 @@ void ResidualFromEncodings(const weftCompression& spec, const RankSchedule& step
     float* dropped = ScratchFloats(3, n);
     codec::DecodeWithDropped(spec, encoded, n, reduced, decoded, dropped);
     for (size_t i = 0; i < n; ++i) residual[reduced_offset + i] += weight * dropped[i];
+  }
+}
+
+}  // namespace weft::compress
+
+namespace weft::compress {
+
+void AddDroppedToResidual(const weftCompression& spec, const RankSchedule& steps,
+                          const std::vector<EncodedSpan>& spans, const float* in,
+                          const unsigned char* scratch, float reduced_weight, float* residual) {
+  size_t k = 0;
+  for (const Step& s : steps.steps) {
+    if (s.op != StepOp::kEncode) continue;
+    if (k >= spans.size()) return;  // the spans describe another schedule: add nothing more
+    const EncodedSpan span = spans[k++];
+    const size_t n = s.src.count;
+    if (n == 0) continue;
+    const float* values = s.src.buffer == Buffer::kInput
+                              ? in + s.src.offset
+                              : reinterpret_cast<const float*>(scratch) + s.src.offset;
+    const uint8_t* encoded = scratch + s.dst.offset * sizeof(float);
+    float* decoded = ScratchFloats(2, n);
+    float* dropped = ScratchFloats(3, n);
+    codec::DecodeWithDropped(spec, encoded, n, values, decoded, dropped);
+    const float weight = span.reduced ? reduced_weight : 1.0f;
+    for (size_t i = 0; i < n; ++i) residual[span.offset + i] += weight * dropped[i];
   }
 }
 

@@ -7,11 +7,13 @@
 #include <cstddef>
 #include <vector>
 
+#include "algorithms/registry.h"
 #include "algorithms/schedule.h"
 #include "common/status.h"
 #include "sim/engine.h"
 #include "topo/fabric.h"
 #include "weft/weft_compress.h"
+#include "algorithms/compressed.h"
 
 namespace weft::compress {
 
@@ -24,12 +26,26 @@ Status RunCompressedSchedule(weftComm_t comm, Collective collective, size_t coun
                              float* out, std::vector<unsigned char>* scratch,
                              RankSchedule* rank_schedule);
 
+// The general form: runs `algorithm` (one of CompressedAlgorithms()) for `shape` (its
+// collective, count, groups and all-to-allv tables; nranks, codec and scope are filled in
+// here). weftCommGetLastAlgorithm then names the algorithm.
+Status RunCompressedRequest(weftComm_t comm, const AlgorithmInfo& algorithm,
+                            const ScheduleRequest& shape, const weftCompression& spec,
+                            weftRedOp_t op, const float* in, float* out,
+                            std::vector<unsigned char>* scratch, RankSchedule* rank_schedule);
+
 // The predicted time of the compressed `collective` schedule of `count` (every rank's steps)
 // on `fabric`, its codec steps at the codec's measured speed (MeasuredCodecSpeed,
 // compression_pays.h) and its messages of the encoded size.
 StatusOr<SimResult> SimulateCompressedSchedule(const Fabric& fabric, Collective collective,
                                                int nranks, size_t count,
                                                const weftCompression& spec);
+
+// The same for `algorithm` (one of CompressedAlgorithms()) and `shape` (collective, nranks,
+// count, groups; the codec is `spec`).
+StatusOr<SimResult> SimulateCompressedRequest(const Fabric& fabric, const AlgorithmInfo& algorithm,
+                                              const ScheduleRequest& shape,
+                                              const weftCompression& spec);
 
 // The calling thread's scratch for compressed schedules (grows only; thread-per-rank tests
 // keep one per rank).
@@ -42,5 +58,13 @@ std::vector<unsigned char>& CompressedScheduleScratch();
 void ResidualFromEncodings(const weftCompression& spec, const RankSchedule& steps,
                            const float* in, const unsigned char* scratch, size_t reduced_offset,
                            float weight, float* residual);
+
+// The same for schedules whose encodes are described by `spans` (one per encode step, in
+// order; algorithms/compressed.h): adds what each dropped to residual at its span's offset,
+// times `reduced_weight` for spans of the reduced result. The caller zeroed the residual
+// after adding it to the input.
+void AddDroppedToResidual(const weftCompression& spec, const RankSchedule& steps,
+                          const std::vector<EncodedSpan>& spans, const float* in,
+                          const unsigned char* scratch, float reduced_weight, float* residual);
 
 }  // namespace weft::compress

@@ -2,11 +2,19 @@
 #include "compress/compression_pays.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
+#include <map>
+#include <mutex>
+#include <tuple>
 
+#include "algorithms/compressed.h"
+#include "compress/compressed_schedule.h"
 #include "kernels/codec.h"
 #include "topo/fabric.h"
+#include "tune/selector.h"
 
 namespace weft::compress {
 namespace {
@@ -31,49 +39,127 @@ double SlowestTierBandwidth(const Fabric& fabric, const std::vector<std::vector<
   return gbps;
 }
 
-bool EvenHosts(const std::vector<std::vector<int>>& groups) {
-  for (const std::vector<int>& g : groups)
-    if (g.size() != groups[0].size()) return false;
-  return true;
+size_t LargestHost(const std::vector<std::vector<int>>& groups) {
+  size_t largest = 0;
+  for (const std::vector<int>& g : groups) largest = std::max(largest, g.size());
+  return largest;
 }
 
-// Codec microseconds per rank (see the header's model).
-double CodecMicroseconds(const weftCompression& spec, size_t count, int hosts, int per_host,
-                         double contention) {
-  const CodecSpeed speed = MeasuredCodecSpeed(spec);
-  const double slice = static_cast<double>(count) / per_host;
-  const double encoded = slice * (1.0 + 1.0 / hosts), decoded = 2.0 * slice;
-  const double seconds = 4.0 * encoded / (speed.encode_gbps * 1e9) +
-                         4.0 * decoded / (speed.decode_gbps * 1e9);
-  return seconds * 1e6 * contention;
+// The placement weftAllReduceCompressed takes (compressed_allreduce.cc, host_tiers.h).
+bool Hierarchical(const std::vector<std::vector<int>>& groups, const weftCompression& spec) {
+  return groups.size() >= 2 && LargestHost(groups) > 1 && (spec.flags & WEFT_COMPRESS_FLAT) == 0;
 }
 
-// What a compressed call costs beyond its codec and wire time, whatever its size: it is a
-// composition of public collectives (reduce-scatter, all-to-all-v, allgather, allgather
-// hierarchical; the middle two flat), each a call of its own with its own synchronization
-// (kCallMicroseconds: a small collective's latency on the 2-core development machine), and the
-// exchange of encoded contributions is one more round across the slow tier than a ring's
-// pipelined steps (the route's latency and per-message overhead, per other host).
-constexpr double kCallMicroseconds = 25.0;
-
-double FixedMicroseconds(const Fabric& fabric, const std::vector<std::vector<int>>& groups,
-                         bool hierarchical) {
-  const Route route = fabric.RouteOf(groups[0][0], groups[1][0], true);
-  const double round = route.latency_us + route.overhead_us;
-  return (hierarchical ? 4 : 2) * kCallMicroseconds + round * static_cast<double>(groups.size() - 1);
-}
-
-std::string Describe(const CompressionDecision& d, const weftCompression& spec) {
-  char line[512];
+std::string Describe(const CompressionDecision& d, const weftCompression& spec, int per_host,
+                     const std::string& verdict) {
+  char line[640];
   std::snprintf(line, sizeof line,
-                "%s: %d host(s) x %d rank(s)%s, slow tier %.3g GB/s: wire %.0f us uncompressed, "
-                "%.0f us compressed + %.0f us encode/decode + %.0f us fixed -> %s",
-                weftCodecName(spec.codec), d.hosts, d.ranks_per_host,
-                d.ranks_per_host > 1 ? " (full precision inside hosts)" : " (flat)", d.tier_gbps,
-                d.uncompressed_wire_us, d.compressed_wire_us, d.codec_us, d.fixed_us,
-                d.compress ? "compress" : "do not compress (it does not pay)");
+                "%s: %d host(s) x %d rank(s)%s, slow tier %.3g GB/s (link bound %.0f us): "
+                "simulated %s %.0f us vs plain %s %.0f us -> %s",
+                weftCodecName(spec.codec), d.hosts, per_host,
+                d.hosts < 2 ? " (one host)"
+                            : d.ranks_per_host > 1 ? " (full precision inside hosts)" : " (flat)",
+                d.tier_gbps, d.link_bound_us, d.placement.c_str(), d.compressed_us,
+                d.plain_algorithm.c_str(), d.plain_us, verdict.c_str());
   return line;
 }
+
+// The plain allreduce the selector would run, and its predicted time (cached per fabric
+// digest, count and element size: every codec asked about shares it).
+Status PredictPlain(const Fabric& fabric, uint64_t digest, size_t count, size_t elem,
+                    CompressionDecision* d) {
+  static std::mutex mu;
+  static std::map<std::tuple<uint64_t, size_t, size_t>, std::pair<double, std::string>> cache;
+  const auto key = std::make_tuple(digest, count, elem);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(key);
+    if (it != cache.end()) {
+      std::tie(d->plain_us, d->plain_algorithm) = it->second;
+      return OkStatus();
+    }
+  }
+  // The selector keeps the fabric only while it decides: a non-owning pointer.
+  Selector selector(std::shared_ptr<const Fabric>(&fabric, [](const Fabric*) {}), AlgoOverrides{},
+                    /*shm_enabled=*/true);
+  ScheduleRequest req;
+  req.collective = Collective::kAllReduce;
+  req.nranks = fabric.nranks();
+  req.count = count;
+  StatusOr<Decision> plain = selector.Choose(&req, elem);
+  if (!plain.ok()) return plain.status();
+  d->plain_us = plain->predicted_us;
+  d->plain_algorithm = plain->algorithm != nullptr ? plain->algorithm->name : "?";
+  std::lock_guard<std::mutex> lock(mu);
+  cache.emplace(key, std::make_pair(d->plain_us, d->plain_algorithm));
+  return OkStatus();
+}
+
+// The compressed schedule's simulated time (float32 values: bf16 is widened first).
+Status PredictCompressed(const Fabric& fabric, const std::vector<std::vector<int>>& groups,
+                         const weftCompression& spec, size_t count, CompressionDecision* d) {
+  const bool hierarchical = Hierarchical(groups, spec);
+  d->placement = hierarchical ? "compressed_hierarchical" : "compressed";
+  const AlgorithmInfo* algorithm = FindCompressedAlgorithm(Collective::kAllReduce, d->placement);
+  if (algorithm == nullptr) return InternalError("no compressed allreduce " + d->placement);
+  ScheduleRequest shape;
+  shape.collective = Collective::kAllReduce;
+  shape.nranks = fabric.nranks();
+  shape.count = count;
+  if (hierarchical) shape.groups = groups;
+  StatusOr<SimResult> sim = SimulateCompressedRequest(fabric, *algorithm, shape, spec);
+  if (!sim.ok()) return sim.status();
+  d->compressed_us = sim->time_us;
+  return OkStatus();
+}
+
+CompressionDecision Simulate(const Fabric& fabric, uint64_t digest, const std::vector<std::vector<int>>& groups,
+                             const weftCompression& spec, size_t count, size_t elem) {
+  CompressionDecision d;
+  d.hosts = static_cast<int>(groups.size());
+  d.ranks_per_host = Hierarchical(groups, spec) ? static_cast<int>(LargestHost(groups)) : 1;
+  if (d.hosts >= 2) {
+    d.tier_gbps = SlowestTierBandwidth(fabric, groups, static_cast<int>(LargestHost(groups)));
+    d.link_bound_us = 2.0 * (d.hosts - 1) / d.hosts * static_cast<double>(count * elem) /
+                      (d.tier_gbps * 1e3);
+  }
+  Status st = PredictPlain(fabric, digest, count, elem, &d);
+  if (st.ok()) st = PredictCompressed(fabric, groups, spec, count, &d);
+  if (!st.ok()) {  // no prediction: stay with the plain call
+    d.why = std::string(weftCodecName(spec.codec)) + ": no prediction (" + st.message() +
+            ") -> do not compress";
+    return d;
+  }
+  // Two rules before the times: inside one host weft keeps full precision (nothing crosses a
+  // slow tier; the times are then the flat placement's, for information), and a codec that
+  // saves no bytes on the wire is no compression.
+  std::string verdict;
+  if (d.hosts < 2) {
+    verdict = "do not compress (one host: full precision inside hosts)";
+  } else if (codec::EncodedBytes(spec, count) >= count * elem) {
+    verdict = "do not compress (the encoding saves no bytes)";
+  } else {
+    d.compress = d.compressed_us < d.plain_us;
+    verdict = d.compress ? "compress" : "do not compress (it does not pay)";
+  }
+  d.why = Describe(d, spec, static_cast<int>(LargestHost(groups)), verdict);
+  return d;
+}
+
+// Cache key: everything the decision depends on.
+using Key = std::tuple<uint64_t, std::vector<std::vector<int>>, int, uint32_t, uint32_t, uint32_t,
+                       size_t, size_t>;
+
+Key MakeKey(uint64_t digest, const std::vector<std::vector<int>>& groups,
+            const weftCompression& spec, size_t count, size_t elem) {
+  uint32_t ratio_bits = 0;
+  std::memcpy(&ratio_bits, &spec.ratio, sizeof ratio_bits);
+  return Key{digest, groups, static_cast<int>(spec.codec), spec.block, spec.flags, ratio_bits,
+             count, elem};
+}
+
+std::mutex g_cache_mu;
+std::map<Key, CompressionDecision> g_cache;
 
 }  // namespace
 
@@ -96,41 +182,73 @@ CodecSpeed MeasuredCodecSpeed(const weftCompression& spec) {
   return s;
 }
 
+size_t DecisionCount(size_t count, size_t elem) {
+  const int bucket = Selector::SizeBucket(count * elem);
+  if (bucket < 0) return 1;
+  return std::max<size_t>(1, (size_t{1} << bucket) / elem);
+}
+
+namespace {
+
+CompressionDecision WithoutModel(const std::vector<std::vector<int>>& host_groups,
+                                 const weftCompression& spec) {
+  CompressionDecision d;
+  d.hosts = static_cast<int>(host_groups.size());
+  d.ranks_per_host = Hierarchical(host_groups, spec) ? static_cast<int>(LargestHost(host_groups)) : 1;
+  d.compress = d.hosts >= 2;
+  d.why = std::string(weftCodecName(spec.codec)) + ": " +
+          (d.hosts >= 2 ? std::to_string(d.hosts) + " hosts, no fabric model (thread communicator) -> compress"
+                        : "one host, no fabric model: no slow tier to save -> do not compress");
+  return d;
+}
+
+// The cached decision for the fabric whose Digest() is `digest`: a fabric freed and another
+// made at the same address must not reuse decisions.
+CompressionDecision Cached(const Fabric& fabric, uint64_t digest,
+                           const std::vector<std::vector<int>>& host_groups,
+                           const weftCompression& spec, size_t count, size_t elem) {
+  const Key key = MakeKey(digest, host_groups, spec, count, elem);
+  {
+    std::lock_guard<std::mutex> lock(g_cache_mu);
+    auto it = g_cache.find(key);
+    if (it != g_cache.end()) return it->second;
+  }
+  const CompressionDecision d = Simulate(fabric, digest, host_groups, spec, count, elem);
+  std::lock_guard<std::mutex> lock(g_cache_mu);
+  g_cache.emplace(key, d);
+  return d;
+}
+
+}  // namespace
+
 CompressionDecision DecideCompression(const Fabric* fabric,
                                       const std::vector<std::vector<int>>& host_groups,
                                       const weftCompression& spec, size_t count, size_t elem) {
-  CompressionDecision d;
-  d.hosts = static_cast<int>(host_groups.size());
-  if (d.hosts < 2) {
-    d.why = std::string(weftCodecName(spec.codec)) +
-            ": one host, no slow tier to save -> do not compress";
-    return d;
+  if (fabric == nullptr) return WithoutModel(host_groups, spec);
+  return Cached(*fabric, fabric->Digest(), host_groups, spec, count, elem);
+}
+
+CompressionDecision DecideCompression(const std::shared_ptr<const Fabric>& fabric,
+                                      const std::vector<std::vector<int>>& host_groups,
+                                      const weftCompression& spec, size_t count, size_t elem) {
+  if (fabric == nullptr) return WithoutModel(host_groups, spec);
+  // Digests per fabric instance: a weak pointer keeps the control block, so no later fabric
+  // can compare equal to an expired entry.
+  static std::mutex mu;
+  static std::map<std::weak_ptr<const Fabric>, uint64_t, std::owner_less<std::weak_ptr<const Fabric>>>
+      digests;
+  uint64_t digest = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = digests.find(fabric);
+    if (it != digests.end()) {
+      digest = it->second;
+    } else {
+      for (auto e = digests.begin(); e != digests.end();) e = e->first.expired() ? digests.erase(e) : std::next(e);
+      digest = digests.emplace(fabric, fabric->Digest()).first->second;
+    }
   }
-  const bool hierarchical = EvenHosts(host_groups) && host_groups[0].size() > 1 &&
-                            (spec.flags & WEFT_COMPRESS_FLAT) == 0;
-  d.ranks_per_host = hierarchical ? static_cast<int>(host_groups[0].size()) : 1;
-  if (fabric == nullptr) {
-    d.compress = true;
-    d.why = std::string(weftCodecName(spec.codec)) + ": " + std::to_string(d.hosts) +
-            " hosts, no fabric model (thread communicator) -> compress";
-    return d;
-  }
-  const size_t per_host = host_groups[0].size();
-  d.tier_gbps = SlowestTierBandwidth(*fabric, host_groups, static_cast<int>(per_host));
-  const double cross = 2.0 * (d.hosts - 1) / d.hosts;
-  const double bytes = static_cast<double>(count) * elem;
-  const double encoded = static_cast<double>(codec::EncodedBytes(spec, count));
-  d.uncompressed_wire_us = cross * bytes / (d.tier_gbps * 1e3);
-  // Flat placement: each of a host's ranks sends its own encoded data across.
-  d.compressed_wire_us = cross * encoded * (hierarchical ? 1.0 : static_cast<double>(per_host)) /
-                         (d.tier_gbps * 1e3);
-  const int cores = std::max(1, fabric->host(fabric->rank(host_groups[0][0]).host).cores);
-  const double contention = std::max(1.0, static_cast<double>(per_host) / cores);
-  d.codec_us = CodecMicroseconds(spec, count, d.hosts, d.ranks_per_host, contention);
-  d.fixed_us = FixedMicroseconds(*fabric, host_groups, hierarchical);
-  d.compress = d.fixed_us + d.codec_us + d.compressed_wire_us < d.uncompressed_wire_us;
-  d.why = Describe(d, spec);
-  return d;
+  return Cached(*fabric, digest, host_groups, spec, count, elem);
 }
 
 }  // namespace weft::compress

@@ -1,22 +1,14 @@
-// Whether compressing one allreduce pays (issue 14 item 4): the time a rank spends encoding and
-// decoding, at the codec's measured speed, against the wire time the encoding saves on the
-// slowest tier the call crosses, from the fabric model. WEFT_COMPRESSION (job-wide) asks this
-// per call; `weft-topo --explain allreduce BYTES` prints it.
+// Whether compressing one allreduce pays (issue 14 item 4), decided by simulating both ways on
+// the communicator's fabric (src/sim/engine.h): the compressed schedule weftAllReduceCompressed
+// would run (the hierarchical placement where the ranks span several hosts and some host holds
+// more than one, else the flat one), its codec steps at the codec's measured speed, against
+// the plain allreduce the selector would pick (its predicted time). Compress when the
+// compressed schedule is predicted faster. WEFT_COMPRESSION (job-wide) asks this per call;
+// `weft-topo --explain allreduce BYTES` prints both times and the verdict.
 //
-// The model, for H hosts of L ranks (the hierarchical placement, host_tiers.h; uneven hosts or
-// one rank per host: the flat placement, L = 1 and every rank encodes everything):
-//   tier bandwidth bw = the narrowest resource on a route between hosts (NIC port, TCP stack,
-//                       switch uplink), capped by L streams' cap;
-//   wire time    = 2 (H - 1) / H x bytes / bw    (each host sends and receives this much);
-//   codec time   = (encoded values / encode speed + decoded values / decode speed) per rank,
-//                  x L / cores when more ranks than cores share a host; a rank encodes its
-//                  1/L slice once and its 1/(L H) reduced part once more, and decodes H
-//                  contributions of 1/(L H) and the gathered 1/L;
-//   fixed time   = the composition's extra calls and its one extra round across the tier;
-//   compress when fixed + codec time + compressed wire time < uncompressed wire time
-//   (so small calls stay uncompressed even on a slow tier).
-// Inside one host nothing crosses a slow tier: never compressed. The intra-host phases are the
-// same with and without compression and cancel out.
+// Decisions are cached per (fabric, host groups, codec spec, element size, count); the
+// job-wide path asks for the lower end of the call's size bucket (floor(log2(bytes)), as the
+// selector buckets), so the cache stays small and every rank decides the same.
 //
 // Codec speeds are the one-core figures of codec_bench (perf/RESULTS.md "### Compression"),
 // fixed in a table so every rank decides the same way (a per-process measurement could differ
@@ -38,10 +30,13 @@ namespace weft::compress {
 
 struct CompressionDecision {
   bool compress = false;
-  int hosts = 1, ranks_per_host = 1;  // ranks_per_host 1: flat placement
-  double tier_gbps = 0;            // slow tier bandwidth (GB/s), 0 when unknown
-  double uncompressed_wire_us = 0, compressed_wire_us = 0, codec_us = 0;
-  double fixed_us = 0;  // the composition's own cost, whatever the size (compression_pays.cc)
+  int hosts = 1, ranks_per_host = 1;  // ranks_per_host: the largest host (1: flat placement)
+  std::string placement;              // the compressed schedule simulated
+  double tier_gbps = 0;               // slowest tier between hosts (GB/s), 0 when none/unknown
+  // The uncompressed link bound: 2 (H-1)/H x bytes over the slowest tier (the goals' 268 ms).
+  double link_bound_us = 0;
+  double compressed_us = 0, plain_us = 0;  // simulated (0 without a fabric model)
+  std::string plain_algorithm;             // the selector's pick for the plain call
   std::string why;  // one line: the figures and the verdict
 };
 
@@ -57,5 +52,15 @@ CodecSpeed MeasuredCodecSpeed(const weftCompression& spec);
 CompressionDecision DecideCompression(const Fabric* fabric,
                                       const std::vector<std::vector<int>>& host_groups,
                                       const weftCompression& spec, size_t count, size_t elem);
+
+// The same, for a communicator's fabric: its digest is computed once per fabric instance
+// (the per-call path of WEFT_COMPRESSION).
+CompressionDecision DecideCompression(const std::shared_ptr<const Fabric>& fabric,
+                                      const std::vector<std::vector<int>>& host_groups,
+                                      const weftCompression& spec, size_t count, size_t elem);
+
+// The count DecideCompression is asked about for a call of `count` elements of elem bytes:
+// the lower end of its size bucket (at least 1).
+size_t DecisionCount(size_t count, size_t elem);
 
 }  // namespace weft::compress

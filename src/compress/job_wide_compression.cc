@@ -13,7 +13,6 @@
 #include "compress/compress_error.h"
 #include "compress/compressed_collectives.h"
 #include "compress/compression_pays.h"
-#include "compress/host_tiers.h"
 #include "core/api_internal.h"
 #include "core/comm.h"
 #include "common/log.h"
@@ -55,7 +54,8 @@ bool CompressionPays(const JobWideSettings& s, weftComm_t comm, size_t count, si
   if (s.always) return true;
   if (!IsLiveComm(comm) || !CheckComm(comm).ok()) return false;
   const CompressionDecision d =
-      DecideCompression(comm->fabric.get(), comm->host_groups, s.spec, count, element);
+      DecideCompression(comm->fabric, comm->host_groups, s.spec, DecisionCount(count, element),
+                        element);
   LogFirstDecision(comm, count * element, d);
   return d.compress;
 }
@@ -125,7 +125,6 @@ bool MaybeRunJobWideCompression(const JobWideSettings& s, const void* sendbuff,
 }
 
 void ReleaseCommunicator(weftComm_t comm) {
-  ReleaseHostTiers(comm);
   std::lock_guard<std::mutex> lock(g_feedback_mu);
   for (auto it = g_feedback.begin(); it != g_feedback.end();)
     it = std::get<0>(it->first) == comm ? g_feedback.erase(it) : std::next(it);

@@ -57,10 +57,9 @@ bool MaybeRunJobWideCompression(const JobWideSettings& settings, const void* sen
                                 weftRedOp_t op, weftComm_t comm, weftStream_t stream,
                                 Status* result);
 
-// Frees what src/compress keeps for comm: its host tiers (host_tiers.h) and the residuals
-// WEFT_COMPRESSION keeps for its buffers. weftCommDestroy/weftCommAbort should call it first
-// (src/core, see issue 14's note); until then a communicator's state lives until the process
-// ends, or until another communicator gets its address (tiers only).
+// Frees what src/compress keeps for comm: the residuals WEFT_COMPRESSION keeps for its
+// buffers. weftCommDestroy/weftCommAbort should call it first (src/core, see issue 14's note);
+// until then a communicator's residuals live until the process ends.
 void ReleaseCommunicator(weftComm_t comm);
 
 }  // namespace weft::compress
