@@ -103,7 +103,7 @@ int ExplainCompression(const Fabric& f, const std::string& spec_text, size_t cou
     printf("Compression: applies to float and bfloat16 only\n");
     return 0;
   }
-  printf("Compression (encode/decode time vs wire time saved on the slowest tier):\n");
+  printf("Compression (the compressed and the plain schedule simulated on this fabric):\n");
   for (const std::string& text : specs) {
     weftCompression spec;
     bool always = false;

@@ -20,17 +20,15 @@
  * NaN/inf: casts keep them element-wise; a block codec turns a whole block holding NaN/inf
  * into NaN (never into finite values); top-k keeps them (they rank highest).
  *
- * The flat allreduce, the reduce-scatter and the allgather run as schedules with encode and
- * decode steps that weft's checker proves (algorithms/<collective>_compressed.cc: every
- * contribution quantized once, decoded and reduced in float32 at its owner, every rank
- * decoding the same bytes); the hierarchical allreduce and the all-to-alls are compositions
- * of weft's public collectives with encode/decode on the host around them. None is pipelined.
- * Host buffers only. The allreduce is topology-aware: on a communicator of several
- * hosts with the same number of ranks each (and more than one), it reduce-scatters in full
- * precision inside each host, runs the compressed allreduce of each rank's 1/L slice with the
- * ranks of the same local index on the other hosts, and all-gathers inside the host; so only
- * the slow tier carries encoded data and each rank encodes 1/L of it. The sub-communicators it
- * needs (weftCommSplit) are made at the first such call, which all ranks make together.
+ * Every compressed collective runs as a schedule with encode and decode steps that weft's
+ * checker proves (the generators algorithms/..._compressed*.cc): every contribution quantized
+ * once, decoded and reduced in float32 at its owner, every rank decoding the same bytes. Host
+ * buffers only. On two or more hosts where some host holds more than one rank (even or
+ * uneven), the allreduce sums in float32 inside each host, encodes each host's sum of a slice
+ * once, reduces the decoded sums in float32 at the slice's owner, encodes that once, gathers
+ * it across hosts and shares the decoded result inside the host as float32; only the slow tier
+ * carries encoded data. Calls of 8 MiB and more run in up to 4 pipelined pieces. No
+ * sub-communicators are made.
  *
  * Streams: with a weft host stream the call checks its arguments, queues on the stream and
  * returns; it runs after the stream's earlier work and before its later work, and its error
