@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 
@@ -66,14 +67,25 @@ int64_t Backoff::IdleMicros() const {
              std::chrono::steady_clock::now() - idle_since_).count();
 }
 
+void Backoff::RecordWait(int64_t waited_us) {
+  // Oversubscribed policies do not spin, and tiny spins have nothing to gain.
+  if (policy_.spin_us <= kMinAdaptiveSpinUs) return;
+  if (waited_us > 4 * int64_t{spin_limit_us_}) {
+    spin_limit_us_ = std::max(kMinAdaptiveSpinUs, spin_limit_us_ / 2);
+  } else if (waited_us > spin_limit_us_) {
+    spin_limit_us_ = std::min(policy_.spin_us, spin_limit_us_ * 2);
+  }
+}
+
 Backoff::Stage Backoff::CurrentStage() {
   if (!idle_) {
     idle_ = true;
     idle_since_ = std::chrono::steady_clock::now();
   }
   int64_t us = IdleMicros();
-  if (us < policy_.spin_us) return Stage::kSpin;
-  if (us < policy_.yield_us) return Stage::kYield;
+  if (us < spin_limit_us_) return Stage::kSpin;
+  // The yield stage keeps its length when the spin stage is shortened.
+  if (us < int64_t{policy_.yield_us} - policy_.spin_us + spin_limit_us_) return Stage::kYield;
   return Stage::kSleep;
 }
 
