@@ -86,11 +86,15 @@ TEST(BackoffPolicy, SpinStageShrinksAfterLongWaitsAndGrowsBack) {
   b.RecordWait(1);  // a short wait ends inside the spin stage: nothing changes
   b.RecordWait(1500);
   EXPECT_EQ(b.spin_limit_us(), 2000);
-  b.RecordWait(9000);  // far beyond the spin stage: spinning bought nothing
+  b.RecordWait(3000);  // beyond the spin stage, but not twice beyond: no evidence either way
+  EXPECT_EQ(b.spin_limit_us(), 2000);
+  b.RecordWait(9000);  // far beyond even the full spin stage: spinning bought nothing
   EXPECT_EQ(b.spin_limit_us(), 1000);
   for (int i = 0; i < 20; ++i) b.RecordWait(50000);
   EXPECT_EQ(b.spin_limit_us(), Backoff::kMinAdaptiveSpinUs);
-  b.RecordWait(Backoff::kMinAdaptiveSpinUs * 2);  // just missed: a longer spin would have caught it
+  b.RecordWait(300);  // a spin of 2000 would have caught it: spin longer next time
+  EXPECT_EQ(b.spin_limit_us(), 2 * Backoff::kMinAdaptiveSpinUs);
+  b.RecordWait(3000);  // beyond the full spin stage: no change
   EXPECT_EQ(b.spin_limit_us(), 2 * Backoff::kMinAdaptiveSpinUs);
   for (int i = 0; i < 20; ++i) b.RecordWait(b.spin_limit_us() + 1);
   EXPECT_EQ(b.spin_limit_us(), 2000);  // never beyond the policy's spin stage

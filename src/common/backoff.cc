@@ -70,9 +70,12 @@ int64_t Backoff::IdleMicros() const {
 void Backoff::RecordWait(int64_t waited_us) {
   // Oversubscribed policies do not spin, and tiny spins have nothing to gain.
   if (policy_.spin_us <= kMinAdaptiveSpinUs) return;
-  if (waited_us > 4 * int64_t{spin_limit_us_}) {
+  // Only a wait that even the full spin stage would not have caught is evidence against
+  // spinning: medium waits (a peer reducing a chunk for 300 us on a quiet machine) keep the
+  // full spin, and a wait that a longer spin would have caught earns it back.
+  if (waited_us > 2 * int64_t{policy_.spin_us}) {
     spin_limit_us_ = std::max(kMinAdaptiveSpinUs, spin_limit_us_ / 2);
-  } else if (waited_us > spin_limit_us_) {
+  } else if (waited_us > spin_limit_us_ && waited_us <= policy_.spin_us) {
     spin_limit_us_ = std::min(policy_.spin_us, spin_limit_us_ * 2);
   }
 }

@@ -21,12 +21,12 @@
 //    wait (a straggler, a slow tier) does not burn a core.
 //  - more ranks than cores: no spin (it only steals the core from the rank that would produce
 //    our data), yield for 20 us, then sleep.
-// The spin stage adapts to how long waits turn out to be (a core per rank): a wait that lasts
-// far beyond the spin stage (the peer was preempted by another process, or is busy with a
-// long copy) shows that spinning bought nothing, so the next spin stage is halved, down to
-// kMinAdaptiveSpinUs; a wait that ends shortly after the spin stage shows a longer spin would
-// have caught it, so it doubles, up to spin_us. Short waits (small messages) end inside the
-// spin stage and change nothing. Without this, on a loaded machine every wait of a large
+// The spin stage adapts to how long waits turn out to be (a core per rank): a wait longer than
+// twice the full spin stage (the peer was preempted by another process) shows that spinning
+// bought nothing, so the next spin stage is halved, down to kMinAdaptiveSpinUs; a wait that
+// ended after the current spin stage but within the full one shows a longer spin would have
+// caught it, so it doubles, up to spin_us. Short waits (small messages) end inside the spin
+// stage and change nothing. Without this, on a loaded machine every wait of a large
 // collective first burned 2 ms of its process group's CPU share that the peer needed: 64 MiB
 // allreduce, 2 ranks, load 9, 125 ms of CPU per call against 39 ms with a short spin.
 //
