@@ -1,8 +1,11 @@
 // The waiting policy's two regimes (src/common/backoff.h): with a core per rank, spin for
 // 2 ms and never sched_yield (yielding handed the core to any competing process for a whole
 // slice); with more ranks than the CPUs they may use between them, no spin and a short yield
-// stage. WEFT_SPIN_US alone must not create a yield stage; WEFT_YIELD_US still sets one.
+// stage. WEFT_SPIN_US alone must not create a yield stage; WEFT_YIELD_US still sets one. The
+// spin stage halves after waits far beyond it and doubles back after waits just beyond it.
 #include <gtest/gtest.h>
+
+#include <unistd.h>
 
 #include <cstdlib>
 
@@ -74,6 +77,44 @@ TEST(BackoffPolicy, YieldStageOfTheBackoffItself) {
   p.yield_us = 0;
   Backoff sleeper(p);
   EXPECT_EQ(sleeper.Yield(), Backoff::Stage::kSleep);
+}
+
+TEST(BackoffPolicy, SpinStageShrinksAfterLongWaitsAndGrowsBack) {
+  BackoffPolicy p;  // a core per rank: spin 2000 us, no yield stage
+  Backoff b(p);
+  EXPECT_EQ(b.spin_limit_us(), 2000);
+  b.RecordWait(1);  // a short wait ends inside the spin stage: nothing changes
+  b.RecordWait(1500);
+  EXPECT_EQ(b.spin_limit_us(), 2000);
+  b.RecordWait(3000);  // beyond the spin stage, but not twice beyond: no evidence either way
+  EXPECT_EQ(b.spin_limit_us(), 2000);
+  b.RecordWait(9000);  // far beyond even the full spin stage: spinning bought nothing
+  EXPECT_EQ(b.spin_limit_us(), 1000);
+  for (int i = 0; i < 20; ++i) b.RecordWait(50000);
+  EXPECT_EQ(b.spin_limit_us(), Backoff::kMinAdaptiveSpinUs);
+  b.RecordWait(300);  // a spin of 2000 would have caught it: spin longer next time
+  EXPECT_EQ(b.spin_limit_us(), 2 * Backoff::kMinAdaptiveSpinUs);
+  b.RecordWait(3000);  // beyond the full spin stage: no change
+  EXPECT_EQ(b.spin_limit_us(), 2 * Backoff::kMinAdaptiveSpinUs);
+  for (int i = 0; i < 20; ++i) b.RecordWait(b.spin_limit_us() + 1);
+  EXPECT_EQ(b.spin_limit_us(), 2000);  // never beyond the policy's spin stage
+}
+
+TEST(BackoffPolicy, ShortenedSpinKeepsNoYieldStageAndOversubscribedDoesNotAdapt) {
+  BackoffPolicy p;
+  Backoff b(p);
+  b.RecordWait(100000);
+  ASSERT_EQ(b.spin_limit_us(), 1000);
+  // Still a core per rank: after the shortened spin comes the sleep, not a yield stage.
+  EXPECT_EQ(b.CurrentStage(), Backoff::Stage::kSpin);
+  usleep(1200);
+  EXPECT_EQ(b.CurrentStage(), Backoff::Stage::kSleep);
+  BackoffPolicy over;
+  over.spin_us = 0;
+  over.yield_us = 20;
+  Backoff o(over);
+  o.RecordWait(100000);
+  EXPECT_EQ(o.spin_limit_us(), 0);
 }
 
 }  // namespace

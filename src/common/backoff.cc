@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 
@@ -66,14 +67,28 @@ int64_t Backoff::IdleMicros() const {
              std::chrono::steady_clock::now() - idle_since_).count();
 }
 
+void Backoff::RecordWait(int64_t waited_us) {
+  // Oversubscribed policies do not spin, and tiny spins have nothing to gain.
+  if (policy_.spin_us <= kMinAdaptiveSpinUs) return;
+  // Only a wait that even the full spin stage would not have caught is evidence against
+  // spinning: medium waits (a peer reducing a chunk for 300 us on a quiet machine) keep the
+  // full spin, and a wait that a longer spin would have caught earns it back.
+  if (waited_us > 2 * int64_t{policy_.spin_us}) {
+    spin_limit_us_ = std::max(kMinAdaptiveSpinUs, spin_limit_us_ / 2);
+  } else if (waited_us > spin_limit_us_ && waited_us <= policy_.spin_us) {
+    spin_limit_us_ = std::min(policy_.spin_us, spin_limit_us_ * 2);
+  }
+}
+
 Backoff::Stage Backoff::CurrentStage() {
   if (!idle_) {
     idle_ = true;
     idle_since_ = std::chrono::steady_clock::now();
   }
   int64_t us = IdleMicros();
-  if (us < policy_.spin_us) return Stage::kSpin;
-  if (us < policy_.yield_us) return Stage::kYield;
+  if (us < spin_limit_us_) return Stage::kSpin;
+  // The yield stage keeps its length when the spin stage is shortened.
+  if (us < int64_t{policy_.yield_us} - policy_.spin_us + spin_limit_us_) return Stage::kYield;
   return Stage::kSleep;
 }
 
