@@ -125,6 +125,8 @@ StatusOr<SimResult> SimulateCompressedRequest(const Fabric& fabric, const Algori
   SimOptions options;
   options.encode_gbps = speed.encode_gbps;
   options.decode_gbps = speed.decode_gbps;
+  options.encode_fixed_us = speed.encode_fixed_us;
+  options.decode_fixed_us = speed.decode_fixed_us;
   return SimulateSchedule(*sched, fabric, sizeof(float), options);
 }
 
