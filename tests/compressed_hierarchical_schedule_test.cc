@@ -109,7 +109,8 @@ TEST(HierarchicalCompressedScheduleProof, PipelinedPieces) {
   EXPECT_EQ(encodes, 4 * 3) << "per piece: 2 host-sum halves and 1 reduced half";
 }
 
-// The wire across hosts carries only encodings; inside a host only float32 moves.
+// Across hosts only encodings; inside the host float32 lanes to their owner (full precision)
+// and the owner's encodings of the result back (the same bytes every rank decodes).
 TEST(HierarchicalCompressedScheduleProof, OnlyEncodingsCrossHosts) {
   const ScheduleRequest r = HierRequest(Hosts({2, 2}), 1024, Spec(weftCodecInt8));
   StatusOr<Schedule> s = BuildSchedule(Hierarchical(), r);
@@ -123,7 +124,9 @@ TEST(HierarchicalCompressedScheduleProof, OnlyEncodingsCrossHosts) {
       (same_host ? inside : across) += st.src.count;
     }
     EXPECT_EQ(across, 2 * lane_encoded_half) << "rank " << rank << ": contribution + reduced part";
-    EXPECT_EQ(inside, 512u + 512u) << "rank " << rank << ": half the count each way, float32";
+    EXPECT_EQ(inside, 512u + 2 * lane_encoded_half)
+        << "rank " << rank << ": its other lane in float32 to the owner, the encodings of its own "
+                              "lane (both halves) back";
   }
 }
 
