@@ -1,8 +1,9 @@
 // Compressed allreduce, hierarchical (request.groups = hosts): full precision inside a host,
 // compression only on what crosses hosts. Each host's float32 partial sum of a slice is
 // encoded once, sent across, decoded and reduced in float32 at the slice's owner, the reduced
-// slice encoded once and gathered across hosts; inside the host the decoded result is shared
-// as float32 (the decoded bits themselves), so every rank of every host ends bitwise identical.
+// slice encoded once and gathered across hosts; inside the host the owner forwards those same
+// encodings and every member decodes them itself, so every rank of every host decodes the same
+// bytes and ends bitwise identical.
 //
 // With H hosts of L_h ranks and M = max L_h, the count is cut into M lanes (PartOffset); lane l
 // of host h is owned by its member l % L_h (uneven hosts: a smaller host's ranks own several
@@ -17,8 +18,11 @@
 //     host order (own one read from its encoding); finalize (avg divides once).
 //   5 re-encode: sum -> gathered[l][h] (stream kReducedStream + l); gather it across hosts as
 //     in 3.
-//   6 decode: the owner decodes all H sub-slices of lane l into its output, then sends that
-//     float32 lane to every other member of its host, which receives it into its output.
+//   6 share and decode: the owner forwards the H encodings of lane l to every other member of
+//     its host and decodes them into its output; each member receives them and decodes them
+//     into its output. Forwarding the encodings, not the decoded float32 lane, moves 1/4
+//     (int8) to 1/32 (sign1) of the bytes inside the host, and a decode writes the output
+//     lane once where a received float32 copy did (decoding runs at memcpy speed or above).
 // One host: nothing crosses hosts, nothing is compressed (exact float32 sum, then shared).
 // A host of one rank encodes its input lane directly (its part is its input); on a host of two
 // the owner adds its input into the lane it received (a + b and b + a are the same bits).
@@ -29,7 +33,8 @@
 // float32 work overlaps the messages across hosts. Every rank cuts the same pieces and emits
 // the phases in the same order, so messages between any two ranks match in order.
 // Wire bytes per rank across hosts: 2 (H-1)/H of the encoded lane (per lane it owns); inside
-// the host: (L-1)/L of the count in float32 for the reduce, the same again for the sharing.
+// the host: (L-1)/L of the count in float32 for the reduce, and the encoded lanes it owns to
+// each other member for the sharing.
 #include <algorithm>
 
 #include "algorithms/compressed.h"
@@ -80,6 +85,13 @@ StatusOr<HierShape> MakeShape(const ScheduleRequest& req) {
   return s;
 }
 
+// Rank r's scratch for the encodings of a lane of its host that another member owns (phase 6:
+// received from the owner, decoded here), per host t.
+struct SharedLane {
+  int lane = 0;
+  std::vector<Region> enc;
+};
+
 // Rank r's scratch for one lane it owns in one piece.
 struct LaneRegions {
   size_t piece = 0;
@@ -90,9 +102,16 @@ struct LaneRegions {
   Region sum;                                  // the reduced sub-slice h
 };
 
-// Allocates rank r's regions for the lanes it owns; returns them per piece and the scratch.
+// Rank r's regions in one piece: the lanes it owns, and (several hosts) the encodings of the
+// lanes other members own.
+struct PieceRegions {
+  std::vector<LaneRegions> owned;
+  std::vector<SharedLane> shared;
+};
+
+// Allocates rank r's regions; returns them per piece and the scratch.
 size_t LayOut(const HierShape& S, const weftCompression& spec, int r,
-              std::vector<std::vector<LaneRegions>>* pieces) {
+              std::vector<PieceRegions>* pieces) {
   const int h = S.host_of[r], H = S.H();
   const std::vector<int>& group = S.hosts[h];
   size_t at = 0;
@@ -100,7 +119,14 @@ size_t LayOut(const HierShape& S, const weftCompression& spec, int r,
   pieces->assign(S.pieces, {});
   for (size_t k = 0; k < S.pieces; ++k)
     for (int l = 0; l < S.nlanes; ++l) {
-      if (S.Owner(h, l) != r || S.LaneSize(k, l) == 0) continue;
+      if (S.LaneSize(k, l) == 0) continue;
+      if (S.Owner(h, l) != r) {
+        if (H == 1) continue;  // one host: the float32 lane itself is shared
+        SharedLane shared{l, {}};
+        for (int t = 0; t < H; ++t) shared.enc.push_back(take(EncodedElements(spec, S.SubSize(k, l, t))));
+        (*pieces)[k].shared.push_back(std::move(shared));
+        continue;
+      }
       LaneRegions L;
       L.piece = k;
       L.lane = l;
@@ -117,7 +143,7 @@ size_t LayOut(const HierShape& S, const weftCompression& spec, int r,
         for (int t = 0; t < H; ++t)
           L.gathered.push_back(take(EncodedElements(spec, S.SubSize(k, l, t))));
       }
-      (*pieces)[k].push_back(std::move(L));
+      (*pieces)[k].owned.push_back(std::move(L));
     }
   return at;
 }
@@ -198,24 +224,30 @@ void ReduceAndGather(const HierShape& S, int r, size_t k, const std::vector<Lane
     }
 }
 
-// Phase 6 of piece k: decode every sub-slice of the owned lanes into the output, then share
-// them inside the host as float32 (the others' lanes come in).
-void DecodeAndShare(const HierShape& S, int r, size_t k, const std::vector<LaneRegions>& lanes,
-                    Emitter* em) {
-  const int h = S.host_of[r];
-  for (const LaneRegions& L : lanes)
-    for (int t = 0; t < S.H(); ++t)
+// Phase 6 of piece k: forward the encodings of every sub-slice of the owned lanes to the other
+// members first (they wait for them), decode them into the output; then receive and decode the
+// lanes the other members own.
+void ShareAndDecode(const HierShape& S, int r, size_t k, const PieceRegions& piece, Emitter* em) {
+  const int h = S.host_of[r], H = S.H();
+  const std::vector<int>& group = S.hosts[h];
+  for (const LaneRegions& L : piece.owned)
+    for (int m : group)
+      if (m != r)
+        for (int t = 0; t < H; ++t)
+          if (S.SubSize(k, L.lane, t) > 0) em->Push(SendStep(m, L.gathered[t]));
+  for (const LaneRegions& L : piece.owned)
+    for (int t = 0; t < H; ++t)
       if (S.SubSize(k, L.lane, t) > 0)
         em->Push(DecodeStep(L.gathered[t], Out(S.SubOffset(k, L.lane, t), S.SubSize(k, L.lane, t))));
-  const std::vector<int>& group = S.hosts[h];
-  for (const LaneRegions& L : lanes)
-    for (int m : group)
-      if (m != r) em->Push(SendStep(m, Out(S.LaneOffset(k, L.lane), S.LaneSize(k, L.lane))));
-  for (int l = 0; l < S.nlanes; ++l) {
-    const int owner = S.Owner(h, l);
-    if (owner != r && S.LaneSize(k, l) > 0)
-      em->Push(RecvStep(owner, Out(S.LaneOffset(k, l), S.LaneSize(k, l))));
-  }
+  for (const SharedLane& shared : piece.shared)
+    for (int t = 0; t < H; ++t)
+      if (S.SubSize(k, shared.lane, t) > 0)
+        em->Push(RecvStep(S.Owner(h, shared.lane), shared.enc[t]));
+  for (const SharedLane& shared : piece.shared)
+    for (int t = 0; t < H; ++t)
+      if (S.SubSize(k, shared.lane, t) > 0)
+        em->Push(DecodeStep(shared.enc[t],
+                            Out(S.SubOffset(k, shared.lane, t), S.SubSize(k, shared.lane, t))));
 }
 
 // One host: the exact sum, finalized, is the result, shared as in phase 6.
@@ -243,17 +275,16 @@ void OneHost(const HierShape& S, int r, const std::vector<LaneRegions>& lanes, E
 }
 
 // The software pipeline over pieces (see the file comment).
-void EmitRank(const HierShape& S, int r, const std::vector<std::vector<LaneRegions>>& pieces,
-              Emitter* em) {
-  if (S.H() == 1) return OneHost(S, r, pieces[0], em);
+void EmitRank(const HierShape& S, int r, const std::vector<PieceRegions>& pieces, Emitter* em) {
+  if (S.H() == 1) return OneHost(S, r, pieces[0].owned, em);
   const size_t K = S.pieces;
   for (size_t k = 0; k < K + 2; ++k) {
     if (k < K) {
-      HostReduce(S, r, k, pieces[k], em);
-      EncodeAndExchange(S, r, k, pieces[k], em);
+      HostReduce(S, r, k, pieces[k].owned, em);
+      EncodeAndExchange(S, r, k, pieces[k].owned, em);
     }
-    if (k >= 1 && k - 1 < K) ReduceAndGather(S, r, k - 1, pieces[k - 1], em);
-    if (k >= 2) DecodeAndShare(S, r, k - 2, pieces[k - 2], em);
+    if (k >= 1 && k - 1 < K) ReduceAndGather(S, r, k - 1, pieces[k - 1].owned, em);
+    if (k >= 2) ShareAndDecode(S, r, k - 2, pieces[k - 2], em);
   }
 }
 
@@ -264,15 +295,16 @@ StatusOr<Schedule> BuildAllReduceCompressedHierarchical(const ScheduleRequest& r
                         NewCompressedSchedule(req, "allreduce:compressed_hierarchical"));
   sched.algorithm = "compressed_hierarchical";
   WEFT_ASSIGN_OR_RETURN(const HierShape S, MakeShape(req));
-  // Every message of a rank may be in flight: per piece the host's lanes out and in, and per
-  // lane it owns the exchange and gather across hosts and the sharing.
+  // Every message of a rank may be in flight: per piece the host's lanes out and in, per lane
+  // it owns the exchange and gather across hosts, and the sharing of H encodings per lane.
   sched.window = static_cast<int>(std::min<size_t>(
-      4096, 4 * static_cast<size_t>(req.nranks) * S.pieces + 4 * S.pieces * S.nlanes * S.H()));
+      4096, 4 * static_cast<size_t>(req.nranks) * S.pieces +
+                (4 + 2 * static_cast<size_t>(req.nranks)) * S.pieces * S.nlanes * S.H()));
   for (int r : RanksToBuild(req)) {
     RankSchedule& rs = sched.ranks[r];
     rs.input_count = rs.output_count = req.count;
     if (req.count == 0) continue;
-    std::vector<std::vector<LaneRegions>> pieces;
+    std::vector<PieceRegions> pieces;
     rs.scratch_count = LayOut(S, req.codec, r, &pieces);
     Emitter em{&rs.steps, nullptr};
     EmitRank(S, r, pieces, &em);
@@ -284,7 +316,7 @@ std::vector<EncodedSpan> AllReduceHierarchicalEncodedSpans(const ScheduleRequest
   std::vector<EncodedSpan> spans;
   StatusOr<HierShape> shape = MakeShape(req);
   if (!shape.ok() || req.count == 0) return spans;
-  std::vector<std::vector<LaneRegions>> pieces;
+  std::vector<PieceRegions> pieces;
   LayOut(*shape, req.codec, rank, &pieces);
   std::vector<Step> steps;
   Emitter em{&steps, &spans};

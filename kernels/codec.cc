@@ -88,7 +88,10 @@ void EncodeBlocks(const weftCompression& spec, const float* src, size_t count, u
   }
 }
 
-void DecodeBlocks(const weftCompression& spec, const uint8_t* src, size_t count, float* dst) {
+// Decodes blocks [first_block, end_block) of an encoding of count values into dst (dst[0] is
+// value first_block x block).
+void DecodeBlockRange(const weftCompression& spec, const uint8_t* src, size_t count,
+                      size_t first_block, size_t end_block, float* dst) {
   const CodecKernels& k = ActiveCodecKernels();
   const DecodeBlockFn decode = k.decode_block[spec.codec];
   const size_t block = spec.block, blocks = BlockCount(count, block);
@@ -96,18 +99,23 @@ void DecodeBlocks(const weftCompression& spec, const uint8_t* src, size_t count,
   const uint8_t* payload = src + 4 * blocks;
   const Rotation rotation = PrepareRotation(spec);
   float* rotated = rotation.block;
-  for (size_t b = 0; b < blocks; ++b) {
+  for (size_t b = first_block; b < end_block; ++b) {
     float scale;
     std::memcpy(&scale, src + 4 * b, 4);
     const size_t n = std::min(block, count - b * block);
+    float* out = dst + (b - first_block) * block;
     if (rotated == nullptr) {
-      decode(payload + b * stride, n, scale, dst + b * block);
+      decode(payload + b * stride, n, scale, out);
       continue;
     }
     decode(payload + b * stride, block, scale, rotated);
     k.rotate_inverse(rotated, block, rotation.signs);
-    std::memcpy(dst + b * block, rotated, n * sizeof(float));
+    std::memcpy(out, rotated, n * sizeof(float));
   }
+}
+
+void DecodeBlocks(const weftCompression& spec, const uint8_t* src, size_t count, float* dst) {
+  DecodeBlockRange(spec, src, count, 0, BlockCount(count, spec.block), dst);
 }
 
 }  // namespace
@@ -208,6 +216,23 @@ void Decode(const weftCompression& spec, const uint8_t* src, size_t count, float
   } else {
     DecodeBlocks(spec, src, count, dst);
   }
+}
+
+size_t DecodeRangeAlignment(const weftCompression& spec) {
+  if (spec.codec == weftCodecTopK) return 0;  // one selection over the whole count
+  return IsBlockCodec(spec.codec) ? spec.block : 1;
+}
+
+void DecodeRange(const weftCompression& spec, const uint8_t* src, size_t count, size_t first,
+                 size_t n, float* dst) {
+  if (n == 0) return;
+  const CodecKernels& k = ActiveCodecKernels();
+  if (k.from_cast[spec.codec] != nullptr) {
+    k.from_cast[spec.codec](reinterpret_cast<const uint16_t*>(src) + first, n, dst);
+    return;
+  }
+  const size_t block = spec.block;
+  DecodeBlockRange(spec, src, count, first / block, BlockCount(first + n, block), dst);
 }
 
 void DecodeWithDropped(const weftCompression& spec, const uint8_t* encoded, size_t count,

@@ -35,6 +35,14 @@ void Encode(const weftCompression& spec, const float* src, size_t count, uint8_t
 // Decodes count values from src (as written by Encode with the same spec) into dst.
 void Decode(const weftCompression& spec, const uint8_t* src, size_t count, float* dst);
 
+// Values [first, first + n) of an encoding of count values decode on their own, into dst[0..n),
+// when first is a multiple of DecodeRangeAlignment(spec) (the block for block codecs, 1 for
+// casts) and first + n is count or also a multiple; the bits are those Decode writes there.
+// Alignment 0: the codec decodes only whole (top-k), DecodeRange must not be called.
+size_t DecodeRangeAlignment(const weftCompression& spec);
+void DecodeRange(const weftCompression& spec, const uint8_t* src, size_t count, size_t first,
+                 size_t n, float* dst);
+
 // Decodes into dst and, in the same pass over the data, stores dropped[i] = src_values[i] -
 // dst[i] (0 where dst[i] is not finite): what error feedback carries into the next call.
 void DecodeWithDropped(const weftCompression& spec, const uint8_t* encoded, size_t count,

@@ -1,6 +1,7 @@
 // The CPU backend's codec hooks (see codec_backend.h).
 #include "kernels/codec_backend.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,10 @@ Status CheckHost(const MemRef& m, size_t bytes, const char* what, bool exact) {
 // Decoded values of a decode-reduce, reused by the thread (grows only).
 thread_local std::vector<float> t_decoded;
 
+// Values a fused decode-reduce decodes at a time: 16 KiB of float32 stays in the L1/L2 cache
+// between the decode that writes it and the reduction that reads it.
+constexpr size_t kDecodeReduceChunk = 4096;
+
 }  // namespace
 
 Status CpuEncode(const MemRef& dst, const MemRef& src, size_t count, const weftCompression& spec,
@@ -64,11 +69,30 @@ Status CpuDecodeReduce(const MemRef& dst, const MemRef& src, size_t count,
   if (!IsValidRedOp(op))
     return InvalidArgument("cpu kernel backend: op " + std::to_string(static_cast<int>(op)) +
                            " is not a valid weftRedOp_t");
-  if (t_decoded.size() < count) t_decoded.resize(count);
-  WEFT_RETURN_IF_ERROR(CpuDecode(MemRef::Host(t_decoded.data(), count * sizeof(float)), src,
-                                 count, spec));
+  const size_t align = codec::DecodeRangeAlignment(spec);
+  if (align == 0) {  // top-k decodes only whole: into a buffer of count, then reduced
+    if (t_decoded.size() < count) t_decoded.resize(count);
+    WEFT_RETURN_IF_ERROR(CpuDecode(MemRef::Host(t_decoded.data(), count * sizeof(float)), src,
+                                   count, spec));
+    WEFT_RETURN_IF_ERROR(CheckHost(dst, count * sizeof(float), "decode_reduce dst", false));
+    if (count > 0) kernels::Reduce(dst.ptr, dst.ptr, t_decoded.data(), count, weftFloat32, op);
+    return OkStatus();
+  }
+  // Fused: decode a cache-sized chunk, reduce it into dst, next chunk; the same bits as
+  // decoding everything first (the reduction is element-wise), one pass over dst instead of
+  // a decoded copy of count written and read back.
+  WEFT_RETURN_IF_ERROR(CheckSpec(spec));
+  WEFT_RETURN_IF_ERROR(CheckHost(src, codec::EncodedBytes(spec, count), "decode src", true));
   WEFT_RETURN_IF_ERROR(CheckHost(dst, count * sizeof(float), "decode_reduce dst", false));
-  if (count > 0) kernels::Reduce(dst.ptr, dst.ptr, t_decoded.data(), count, weftFloat32, op);
+  const size_t chunk = std::max(align, kDecodeReduceChunk / align * align);
+  if (t_decoded.size() < chunk) t_decoded.resize(chunk);
+  const auto* encoded = static_cast<const uint8_t*>(src.ptr);
+  float* out = static_cast<float*>(dst.ptr);
+  for (size_t first = 0; first < count; first += chunk) {
+    const size_t n = std::min(chunk, count - first);
+    codec::DecodeRange(spec, encoded, count, first, n, t_decoded.data());
+    kernels::Reduce(out + first, out + first, t_decoded.data(), n, weftFloat32, op);
+  }
   return OkStatus();
 }
 

@@ -2,7 +2,8 @@
 // (algorithms/allreduce_compressed_hierarchical.cc, alltoallv_compressed.cc): the checker
 // proves them (host shapes 1x1..4x4 and uneven hosts; uneven and empty blocks) and rejects
 // planted defects (a host's partial sum re-quantized, the owner keeping its own float sum,
-// compressing inside the host, a receiver that does not decode).
+// compressing inside the host, a receiver that does not decode, a host member decoding bytes
+// the lane's owner never forwarded).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -109,7 +110,8 @@ TEST(HierarchicalCompressedScheduleProof, PipelinedPieces) {
   EXPECT_EQ(encodes, 4 * 3) << "per piece: 2 host-sum halves and 1 reduced half";
 }
 
-// The wire across hosts carries only encodings; inside a host only float32 moves.
+// Across hosts only encodings; inside the host float32 lanes to their owner (full precision)
+// and the owner's encodings of the result back (the same bytes every rank decodes).
 TEST(HierarchicalCompressedScheduleProof, OnlyEncodingsCrossHosts) {
   const ScheduleRequest r = HierRequest(Hosts({2, 2}), 1024, Spec(weftCodecInt8));
   StatusOr<Schedule> s = BuildSchedule(Hierarchical(), r);
@@ -123,7 +125,9 @@ TEST(HierarchicalCompressedScheduleProof, OnlyEncodingsCrossHosts) {
       (same_host ? inside : across) += st.src.count;
     }
     EXPECT_EQ(across, 2 * lane_encoded_half) << "rank " << rank << ": contribution + reduced part";
-    EXPECT_EQ(inside, 512u + 512u) << "rank " << rank << ": half the count each way, float32";
+    EXPECT_EQ(inside, 512u + 2 * lane_encoded_half)
+        << "rank " << rank << ": its other lane in float32 to the owner, the encodings of its own "
+                              "lane (both halves) back";
   }
 }
 
@@ -205,6 +209,30 @@ TEST(HierarchicalCompressedScheduleDefects, OwnerKeepsItsOwnFloatSum) {
     ASSERT_TRUE(replaced);
     ExpectRejected(*s, r, "would not hold bitwise-identical results");
   }
+}
+
+// Phase 6: a member decodes its partner's lane from the encodings the owner forwards. A member
+// that decodes stale bytes instead (the owner's forward and its receive dropped) is refused.
+TEST(HierarchicalCompressedScheduleDefects, MemberDecodesBytesItNeverReceived) {
+  const ScheduleRequest r = HierRequest(Hosts({2, 2}), 64, Spec(weftCodecInt8, 16));
+  StatusOr<Schedule> s = BuildSchedule(Hierarchical(), r);
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(CheckSchedule(*s, r, CheckOptions()).ok());
+  // Rank 0 owns lane 0 and forwards its encodings to rank 1: the last sends of rank 0 to rank 1
+  // and the last receives of rank 1 from rank 0.
+  auto& s0 = s->ranks[0].steps;
+  auto& s1 = s->ranks[1].steps;
+  int send = -1, recv = -1;
+  for (size_t i = 0; i < s0.size(); ++i)
+    if (s0[i].op == StepOp::kSend && s0[i].peer == 1) send = static_cast<int>(i);
+  for (size_t i = 0; i < s1.size(); ++i)
+    if (s1[i].op == StepOp::kRecv && s1[i].peer == 0) recv = static_cast<int>(i);
+  ASSERT_GE(send, 0);
+  ASSERT_GE(recv, 0);
+  ASSERT_EQ(s0[send].src.buffer, Buffer::kScratch) << "an encoding is forwarded, not float32";
+  s0.erase(s0.begin() + send);
+  s1.erase(s1.begin() + recv);
+  ExpectRejected(*s, r, "decodes what was never encoded");
 }
 
 // ---- all-to-all(v) ----

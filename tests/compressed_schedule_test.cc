@@ -481,7 +481,41 @@ TEST(CompressedScheduleSim, SendsEncodedBytesAndCostsTheCodec) {
   SimOptions measured;
   measured.encode_gbps = speed.encode_gbps;
   measured.decode_gbps = speed.decode_gbps;
+  measured.encode_fixed_us = speed.encode_fixed_us;
+  measured.decode_fixed_us = speed.decode_fixed_us;
   EXPECT_EQ(m->time_us, SimulateSchedule(s, **fabric, 4, measured)->time_us);
+}
+
+// Every codec step costs its call's fixed cost on top of its values: a schedule of a few values
+// per step is predicted slower by at least the fixed costs on one rank's path (that rank's
+// encodes and decodes run one after another on its core).
+TEST(CompressedScheduleSimulator, CodecStepsPayTheirFixedCost) {
+  const int p = 4;
+  const size_t count = 64;
+  const weftCompression spec = Spec(weftCodecTopK);
+  const Schedule s = Build(p, count, spec);
+  auto fabric = MakePreset("host:" + std::to_string(p), 0);
+  ASSERT_TRUE(fabric.ok()) << fabric.status().message();
+  SimOptions free_calls, fixed;
+  free_calls.encode_gbps = fixed.encode_gbps = 2.6;
+  free_calls.decode_gbps = fixed.decode_gbps = 20;
+  fixed.encode_fixed_us = 7;
+  fixed.decode_fixed_us = 0.05;
+  StatusOr<SimResult> a = SimulateSchedule(s, **fabric, 4, free_calls);
+  StatusOr<SimResult> b = SimulateSchedule(s, **fabric, 4, fixed);
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  // Rank 0 encodes p slices of its input and its reduced slice, and decodes p contributions
+  // and p gathered slices.
+  size_t encodes = 0, decodes = 0;
+  for (const Step& st : s.ranks[0].steps) {
+    if (st.op == StepOp::kEncode) ++encodes;
+    if (st.op == StepOp::kDecode || st.op == StepOp::kDecodeReduce) ++decodes;
+  }
+  EXPECT_EQ(encodes, static_cast<size_t>(p + 1));
+  EXPECT_EQ(decodes, static_cast<size_t>(2 * p));
+  EXPECT_GE(b->time_us - a->time_us, encodes * 7 + decodes * 0.05 - 1e-6)
+      << a->time_us << " us without fixed costs, " << b->time_us << " with";
 }
 
 }  // namespace

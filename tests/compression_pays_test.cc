@@ -103,6 +103,21 @@ TEST(CompressionPays, AtSixtyFourMiBOnASlowLinkBetweenHosts) {
   EXPECT_NE(bf16.why.find("saves no bytes"), std::string::npos) << bf16.why;
 }
 
+// Codec steps pay their call's fixed cost (compression_pays.cc: measured at one value): top-k's
+// encode sets up its selection for ~7 us however few values it keeps, three encodes lie on
+// each owner's path, so a 4 KiB call does not pay on the 2 Gbit/s link, while 64 MiB does.
+TEST(CompressionPays, TopKsFixedCostKeepsSmallCallsPlain) {
+  const std::shared_ptr<const weft::Fabric> f = SlowTwoHostFabricFromFile();
+  ASSERT_NE(f, nullptr);
+  EXPECT_GT(weft::compress::MeasuredCodecSpeed(Spec("topk:0.01")).encode_fixed_us, 1.0);
+  EXPECT_LT(weft::compress::MeasuredCodecSpeed(Spec("int8")).encode_fixed_us, 0.1);
+  const CompressionDecision small = Decide(*f, "topk:0.01", 4096);
+  const CompressionDecision large = Decide(*f, "topk:0.01", size_t{64} << 20);
+  EXPECT_FALSE(small.compress) << small.why;
+  EXPECT_GT(small.compressed_us, small.plain_us) << small.why;
+  EXPECT_TRUE(large.compress) << large.why;
+}
+
 // The size bucket's lower end is what the per-call path asks about.
 TEST(CompressionPays, DecisionCountIsTheBucketsLowerEnd) {
   EXPECT_EQ(weft::compress::DecisionCount(size_t{16} << 20, 4), size_t{16} << 20);

@@ -30,7 +30,8 @@ Status RunAllGatherCompressed(const void* sendbuff, void* recvbuff, size_t sendc
     WEFT_RETURN_IF_ERROR(RunCompressedSchedule(comm, Collective::kAllGather, sendcount, spec,
                                                weftSum, x, result, &scratch,
                                                residual ? &ran : nullptr));
-    if (residual != nullptr) ResidualFromEncodings(spec, ran, x, scratch.data(), 0, 1.0f, residual);
+    if (residual != nullptr)
+      AddDroppedToResidual(spec, ran, FlatEncodedSpans(ran, 0), x, scratch.data(), 1.0f, residual);
     StoreAs(result, total, datatype, recvbuff);
     return OkStatus();
   });

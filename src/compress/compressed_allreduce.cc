@@ -128,7 +128,7 @@ void DecodeGathered(const weftCompression& spec, const uint8_t* gathered, size_t
 // by the checker) through the executor: the same phases as FlatAllReduceToEncoded above, with
 // the same encodings, reductions and streams, so the same bits. Error feedback stays outside
 // the schedule: it is this rank's own state, not a contribution, and needs no message; it is
-// read back from the schedule's encodings (ResidualFromEncodings), one decode pass, as
+// read back from the schedule's encodings (AddDroppedToResidual), one decode pass, as
 // EncodeWithFeedback costs here.
 Status FlatAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t count,
                                weftDataType_t datatype, weftRedOp_t op,
@@ -146,8 +146,9 @@ Status FlatAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t coun
   WEFT_RETURN_IF_ERROR(RunCompressedSchedule(comm, Collective::kAllReduce, count, spec, op, in,
                                              result, &scratch, residual ? &ran : nullptr));
   if (residual != nullptr)
-    ResidualFromEncodings(spec, ran, in, scratch.data(), SliceOffset(count, nranks, rank),
-                          op == weftAvg ? static_cast<float>(nranks) : 1.0f, residual);
+    AddDroppedToResidual(spec, ran, FlatEncodedSpans(ran, SliceOffset(count, nranks, rank)), in,
+                         scratch.data(), op == weftAvg ? static_cast<float>(nranks) : 1.0f,
+                         residual);
   StoreAs(result, count, datatype, recvbuff);
   return OkStatus();
 }

@@ -46,9 +46,10 @@ Status HierarchicalAllReduceCompressed(const void* sendbuff, void* recvbuff, siz
                                        weftComm_t comm);
 
 // The same for the placement weftAllReduceCompressed takes on comm, split into bytes sent to
-// ranks of this rank's host and to ranks of other hosts. Hierarchical: float32 inside the
-// host (each lane to its owner, the decoded lane back), encodings across hosts. (weft-perf's "wire bytes" column should report across_hosts
-// + inside_hosts from this.) Zero when comm is not a live communicator.
+// ranks of this rank's host and to ranks of other hosts. Hierarchical: each lane in float32 to
+// its owner inside the host and the owner's gathered encodings of it back, encodings across
+// hosts. (weft-perf's "wire bytes" column reports across_hosts + inside_hosts from this.) Zero
+// when comm is not a live communicator.
 struct AllReduceWireBytes {
   size_t inside_hosts = 0, across_hosts = 0;
 };

@@ -32,7 +32,8 @@ Status RunReduceScatterCompressed(const void* sendbuff, void* recvbuff, size_t r
     RankSchedule ran;
     WEFT_RETURN_IF_ERROR(RunCompressedSchedule(comm, Collective::kReduceScatter, recvcount, spec,
                                                op, x, result, &scratch, residual ? &ran : nullptr));
-    if (residual != nullptr) ResidualFromEncodings(spec, ran, x, scratch.data(), 0, 1.0f, residual);
+    if (residual != nullptr)
+      AddDroppedToResidual(spec, ran, FlatEncodedSpans(ran, 0), x, scratch.data(), 1.0f, residual);
     StoreAs(result, recvcount, datatype, recvbuff);
     return OkStatus();
   });

@@ -125,6 +125,8 @@ StatusOr<SimResult> SimulateCompressedRequest(const Fabric& fabric, const Algori
   SimOptions options;
   options.encode_gbps = speed.encode_gbps;
   options.decode_gbps = speed.decode_gbps;
+  options.encode_fixed_us = speed.encode_fixed_us;
+  options.decode_fixed_us = speed.decode_fixed_us;
   return SimulateSchedule(*sched, fabric, sizeof(float), options);
 }
 
@@ -133,31 +135,15 @@ std::vector<unsigned char>& CompressedScheduleScratch() {
   return scratch;
 }
 
-void ResidualFromEncodings(const weftCompression& spec, const RankSchedule& steps,
-                           const float* in, const unsigned char* scratch, size_t reduced_offset,
-                           float weight, float* residual) {
+std::vector<EncodedSpan> FlatEncodedSpans(const RankSchedule& steps, size_t reduced_offset) {
+  std::vector<EncodedSpan> spans;
   for (const Step& s : steps.steps) {
-    if (s.op != StepOp::kEncode || s.src.count == 0) continue;
-    const size_t n = s.src.count;
-    const uint8_t* encoded = scratch + s.dst.offset * sizeof(float);
-    float* decoded = ScratchFloats(2, n);
-    if (s.src.buffer == Buffer::kInput) {
-      codec::DecodeWithDropped(spec, encoded, n, in + s.src.offset, decoded,
-                               residual + s.src.offset);
-      continue;
-    }
-    // The reduced slice: what re-encoding dropped joins the owner's residual (times nranks
-    // for avg, since the next call divides it again).
-    const float* reduced = reinterpret_cast<const float*>(scratch) + s.src.offset;
-    float* dropped = ScratchFloats(3, n);
-    codec::DecodeWithDropped(spec, encoded, n, reduced, decoded, dropped);
-    for (size_t i = 0; i < n; ++i) residual[reduced_offset + i] += weight * dropped[i];
+    if (s.op != StepOp::kEncode) continue;
+    if (s.src.buffer == Buffer::kInput) spans.push_back({s.src.offset, false});
+    else spans.push_back({reduced_offset, true});
   }
+  return spans;
 }
-
-}  // namespace weft::compress
-
-namespace weft::compress {
 
 void AddDroppedToResidual(const weftCompression& spec, const RankSchedule& steps,
                           const std::vector<EncodedSpan>& spans, const float* in,
@@ -174,10 +160,13 @@ void AddDroppedToResidual(const weftCompression& spec, const RankSchedule& steps
                               : reinterpret_cast<const float*>(scratch) + s.src.offset;
     const uint8_t* encoded = scratch + s.dst.offset * sizeof(float);
     float* decoded = ScratchFloats(2, n);
+    if (!span.reduced) {  // the first (only) encoding of these elements: stored as dropped
+      codec::DecodeWithDropped(spec, encoded, n, values, decoded, residual + span.offset);
+      continue;
+    }
     float* dropped = ScratchFloats(3, n);
     codec::DecodeWithDropped(spec, encoded, n, values, decoded, dropped);
-    const float weight = span.reduced ? reduced_weight : 1.0f;
-    for (size_t i = 0; i < n; ++i) residual[span.offset + i] += weight * dropped[i];
+    for (size_t i = 0; i < n; ++i) residual[span.offset + i] += reduced_weight * dropped[i];
   }
 }
 

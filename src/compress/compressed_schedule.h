@@ -51,20 +51,21 @@ StatusOr<SimResult> SimulateCompressedRequest(const Fabric& fabric, const Algori
 // keep one per rank).
 std::vector<unsigned char>& CompressedScheduleScratch();
 
-// What every encode step of `steps` dropped: for each encode whose src is the input, sets
-// residual[src] = src values - decode(encoding) (0 where not finite), the values read from
-// `in`; for each encode of a scratch region (a reduced slice), adds weight x its dropped part to
-// residual at reduced_offset. The encodings and reduced values are read from `scratch`.
-void ResidualFromEncodings(const weftCompression& spec, const RankSchedule& steps,
-                           const float* in, const unsigned char* scratch, size_t reduced_offset,
-                           float weight, float* residual);
-
-// The same for schedules whose encodes are described by `spans` (one per encode step, in
-// order; algorithms/compressed.h): adds what each dropped to residual at its span's offset,
-// times `reduced_weight` for spans of the reduced result. The caller zeroed the residual
-// after adding it to the input.
+// Error feedback from the encodings a compressed schedule left in `scratch`: for encode step k
+// of `steps` (in order) and spans[k] (algorithms/compressed.h: where in the call's count its
+// values lie), what the encoding dropped (values - decode(encoding), 0 where not finite) goes
+// into residual at the span's offset: stored for a contribution or partial sum (each element
+// is encoded so at most once per call, and first), added times `reduced_weight` for the
+// reduced result (nranks for avg, since the next call divides it again). The values are read
+// from `in` (encodes of the input) or from `scratch`. Elements no span covers are left as
+// they are: the caller zeroes them where this rank keeps nothing of them.
 void AddDroppedToResidual(const weftCompression& spec, const RankSchedule& steps,
                           const std::vector<EncodedSpan>& spans, const float* in,
                           const unsigned char* scratch, float reduced_weight, float* residual);
+
+// The spans of a flat compressed schedule's encodes (allreduce, reduce-scatter, allgather):
+// an encode of the input covers its own elements of the input; an encode of scratch is the
+// reduced slice, which lies at `reduced_offset` of the count.
+std::vector<EncodedSpan> FlatEncodedSpans(const RankSchedule& steps, size_t reduced_offset);
 
 }  // namespace weft::compress

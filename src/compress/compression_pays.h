@@ -40,9 +40,11 @@ struct CompressionDecision {
   std::string why;  // one line: the figures and the verdict
 };
 
-// Encode and decode speed of one core, GB/s of float32 values (measured; see above).
+// Encode and decode speed of one core, GB/s of float32 values, and the fixed cost of one
+// encode or decode call in us, whatever its size (measured; see compression_pays.cc).
 struct CodecSpeed {
   double encode_gbps, decode_gbps;
+  double encode_fixed_us = 0.04, decode_fixed_us = 0.03;
 };
 CodecSpeed MeasuredCodecSpeed(const weftCompression& spec);
 

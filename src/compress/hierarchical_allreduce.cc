@@ -4,7 +4,7 @@
 // through the executor, with the communicator's host groups as the request's groups.
 //
 // Error feedback: the residual is added to this rank's input and zeroed before the call; the
-// call then adds to it what each of this rank's encodings dropped (AddDroppedToResidual): of
+// call then keeps in it what each of this rank's encodings dropped (AddDroppedToResidual): of
 // the host's float32 sum of each sub-slice it sends across (this rank owns that lane of its
 // host, so the next call's host sum carries it again), and of each reduced sub-slice it
 // re-encodes (times nranks for avg, since the next call divides it again). Every dropped

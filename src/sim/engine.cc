@@ -397,19 +397,22 @@ class Engine {
 
   // Codec steps run on the rank's core at the codec's speed (SimOptions: GB/s of float32
   // values, measured by codec_bench), counted on the values side: src for an encode, dst for
-  // a decode (plus the reduction of a decode_reduce). Without a speed, the copy rate. The
-  // encoded bytes then travel as ordinary messages of the encoded region's size.
+  // a decode (plus the reduction of a decode_reduce), plus the codec call's fixed cost
+  // (SimOptions::encode_fixed_us / decode_fixed_us, measured at 1 value) and the rank's
+  // per-step overhead. Without a speed, the copy rate. The encoded bytes then travel as
+  // ordinary messages of the encoded region's size.
   double RunCodec(int r, const Step& st, double now) {
     const StepSemantics& m = SemanticsOf(st.op);
     const bool encode = m.codec == StepCodec::kEncodeSrc;
     const double values = static_cast<double>(encode ? st.src.count : st.dst.count) * elem_;
     const double gbps = encode ? opt_.encode_gbps : opt_.decode_gbps;
+    const double fixed_us = encode ? opt_.encode_fixed_us : opt_.decode_fixed_us;
     double end = now;
     if (gbps <= 0) {
-      end = Compute(r, now, values, false);
+      end = Compute(r, now, values, false) + fixed_us;
     } else {
       const int res = fabric_.ComputeResource(r);
-      const double dt = values / (gbps * 1e3);
+      const double dt = fixed_us + values / (gbps * 1e3);
       backlog_[res] = std::max(now, backlog_[res]) + dt;
       busy_[res] += dt;
       end = backlog_[res];

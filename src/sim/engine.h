@@ -50,8 +50,11 @@ struct SimOptions {
   size_t real_chunk_elems = 0;
   int window = -1;  // -1: the schedule's own window
   // Codec steps (compressed schedules): one core's encode and decode speed in GB/s of float32
-  // values (compress::MeasuredCodecSpeed); 0 = the rank's copy rate.
+  // values (compress::MeasuredCodecSpeed); 0 = the rank's copy rate. And the fixed cost of one
+  // codec call, us, whatever its size (top-k's selection setup), on top of the rank's
+  // per-step overhead.
   double encode_gbps = 0, decode_gbps = 0;
+  double encode_fixed_us = 0, decode_fixed_us = 0;
 };
 
 struct SimResult {
