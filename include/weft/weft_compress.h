@@ -26,8 +26,8 @@
  * buffers only. On two or more hosts where some host holds more than one rank (even or
  * uneven), the allreduce sums in float32 inside each host, encodes each host's sum of a slice
  * once, reduces the decoded sums in float32 at the slice's owner, encodes that once, gathers
- * it across hosts and shares the decoded result inside the host as float32; only the slow tier
- * carries encoded data. Calls of 8 MiB and more run in up to 4 pipelined pieces. No
+ * it across hosts and forwards those encodings inside the host, where every rank decodes them;
+ * contributions cross hosts only encoded. Calls of 8 MiB and more run in up to 4 pipelined pieces. No
  * sub-communicators are made.
  *
  * Streams: with a weft host stream the call checks its arguments, queues on the stream and
