@@ -69,10 +69,18 @@ int64_t Backoff::IdleMicros() const {
 Backoff::Stage Backoff::CurrentStage() {
   if (!idle_) {
     idle_ = true;
+    spin_polls_ = 0;
     idle_since_ = std::chrono::steady_clock::now();
+  } else if (spin_polls_ != 0 && spin_polls_ < kSpinPollsPerClockRead) {
+    ++spin_polls_;  // still spinning when the clock was last read: no need to read it yet
+    return Stage::kSpin;
   }
   int64_t us = IdleMicros();
-  if (us < policy_.spin_us) return Stage::kSpin;
+  if (us < policy_.spin_us) {
+    spin_polls_ = 1;
+    return Stage::kSpin;
+  }
+  spin_polls_ = 0;
   if (us < policy_.yield_us) return Stage::kYield;
   return Stage::kSleep;
 }
