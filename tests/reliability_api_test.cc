@@ -3,6 +3,8 @@
 // garbage handle crashed broadcast/reduce instead of returning weftInvalidArgument.
 #include <gtest/gtest.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -26,6 +28,32 @@ TEST(ReliabilityApi, ReduceOnGarbageCommIsAnErrorNotACrash) {
   EXPECT_EQ(weftReduce(buf.data(), buf.data(), buf.size(), weftFloat32, weftSum, 0, GarbageComm(),
                        nullptr),
             weftInvalidArgument);
+}
+
+// CheckCount (src/core/api_checks.cc) refuses a count whose buffer (count x blocks x element
+// bytes) exceeds PTRDIFF_MAX, naming the argument; the largest count that fits passes it. The
+// boundary pins the overflow-checked multiplication that replaced the divisions.
+TEST(ReliabilityApi, CountWhoseBufferOverflowsIsRefusedNamingTheArgument) {
+  weftComm_t comms[2];
+  ASSERT_EQ(weftCommInitAll(comms, 2, nullptr), weftSuccess);
+  float buf[4] = {};
+  const size_t limit = static_cast<size_t>(PTRDIFF_MAX);
+  // allreduce: count x 4 bytes; 2^61 x 4 = 2^63 > PTRDIFF_MAX.
+  EXPECT_EQ(weftAllReduce(buf, buf, limit / 4 + 1, weftFloat32, weftSum, comms[0], nullptr),
+            weftInvalidArgument);
+  EXPECT_NE(std::string(weftGetLastError(comms[0])).find("count=2305843009213693952 overflows"),
+            std::string::npos)
+      << weftGetLastError(comms[0]);
+  // allgather: sendcount x 2 ranks x 4 bytes, and a count whose product wraps around 2^64.
+  EXPECT_EQ(weftAllGather(buf, buf, limit / 8 + 1, weftFloat32, comms[0], nullptr), weftInvalidArgument);
+  EXPECT_NE(std::string(weftGetLastError(comms[0])).find("sendcount="), std::string::npos)
+      << weftGetLastError(comms[0]);
+  EXPECT_EQ(weftAllGather(buf, buf, SIZE_MAX / 2 + 1, weftFloat32, comms[0], nullptr), weftInvalidArgument);
+  EXPECT_EQ(weftReduceScatter(buf, buf, SIZE_MAX, weftUint8, weftSum, comms[0], nullptr),
+            weftInvalidArgument);
+  EXPECT_NE(std::string(weftGetLastError(comms[0])).find("recvcount="), std::string::npos)
+      << weftGetLastError(comms[0]);
+  for (weftComm_t c : comms) EXPECT_EQ(weftCommDestroy(c), weftSuccess);
 }
 
 }  // namespace

@@ -143,13 +143,14 @@ class Runner {
   // in zero-copy schedules, its mapped registered buffers (Input/Output).
   StatusOr<const unsigned char*> PeerRegion(const Step& s);
   Transport* TransportFor(int rank, const Step& s, Status* st) const;
-  Status Issue(size_t index);
+  // Issues step `index`, whose semantics and memory the issue loop already looked up.
+  Status Issue(size_t index, const StepSemantics& m, const Access& access);
   Status IssueLocal(size_t index);
   Status IssueCodec(size_t index);
   // Compressed schedules: the encoded regions (Prepare), and the one `r` resolves to, if any.
   Status FindEncodedRegions();
   EncodedRegion* EncodedAt(const Region& r);
-  std::unique_ptr<InFlight> TakeSlot(size_t index);
+  std::unique_ptr<InFlight> TakeSlot(size_t index, const Access& access);
   // Runs one kernel through the backend: at once when it completes at issue, else in flight.
   template <typename Launch>
   Status RunKernel(size_t index, Launch launch);
@@ -284,7 +285,7 @@ StatusOr<const unsigned char*> Runner::PeerRegion(const Step& s) {
   return base + lo;
 }
 
-std::unique_ptr<InFlight> Runner::TakeSlot(size_t index) {
+std::unique_ptr<InFlight> Runner::TakeSlot(size_t index, const Access& access) {
   std::unique_ptr<InFlight> f;
   if (!free_.empty()) {
     f = std::move(free_.back());
@@ -295,7 +296,7 @@ std::unique_ptr<InFlight> Runner::TakeSlot(size_t index) {
   const Step& s = sched_.steps[index];
   f->index = index;
   f->step = &s;
-  f->access = AccessOf(s);
+  f->access = access;
   f->is_wait = f->fused = f->received = f->forwarding = f->kernel = f->reducing = false;
   f->encoded_size = nullptr;
   return f;
@@ -308,10 +309,12 @@ Status Runner::RunKernel(size_t index, Launch launch) {
     Status st = launch(&req);
     if (st.ok() && !req.done)
       st = InternalError(std::string(kb_.name()) + " kernel backend left a kernel running");
-    if (st.ok()) st = req.status;
-    return st.ok() ? st : st.WithContext(Describe(sched_.steps[index], index));
+    // Status holds a std::string: copy it (an out-of-line call) only when it is an error.
+    if (st.ok() && !req.status.ok()) st = req.status;
+    if (st.ok()) return st;
+    return st.WithContext(Describe(sched_.steps[index], index));
   }
-  std::unique_ptr<InFlight> f = TakeSlot(index);
+  std::unique_ptr<InFlight> f = TakeSlot(index, AccessOf(sched_.steps[index]));
   f->kernel = true;
   f->kreq = KernelRequest();
   Status st = launch(&f->kreq);
@@ -359,7 +362,8 @@ Status Runner::IssueLocal(size_t index) {
       if (s.peer < 0 || s.peer >= ctx_.nranks)
         return InternalError(Describe(s, index) + ": invalid peer");
       Status st = ctx_.direct->Signal(s.peer, FirstTag(s.peer, kSignalled));
-      return st.ok() ? st : st.WithContext(Describe(s, index));
+      if (st.ok()) return st;
+      return st.WithContext(Describe(s, index));
     }
     default:
       return InternalError(Describe(s, index) + ": not a local step");
@@ -487,11 +491,10 @@ Status Runner::PostAsync(InFlight& f) {
   }
 }
 
-Status Runner::Issue(size_t index) {
+Status Runner::Issue(size_t index, const StepSemantics& m, const Access& access) {
   const Step& s = sched_.steps[index];
-  const StepSemantics& m = SemanticsOf(s.op);
   if (!m.asynchronous) return IssueLocal(index);
-  std::unique_ptr<InFlight> f = TakeSlot(index);
+  std::unique_ptr<InFlight> f = TakeSlot(index, access);
   f->is_wait = m.fence == StepFence::kAcquire;
   f->fused = ForwardsAfterReceive(m);
   Status st = PostAsync(*f);
@@ -697,12 +700,17 @@ Status Runner::Run() {
       if (m.sends != StepOperand::kNone && !m.receives && !unforwarded_.empty() &&
           ForwardPending(s.peer, s.channel))
         break;
-      Access a = AccessOf(s);
-      bool blocked = false;
-      for (const auto& f : inflight_)
-        if (Conflicts(a, f->access)) { blocked = true; break; }
-      if (blocked) break;
-      Status st = Issue(next);
+      // A local step issued with nothing in flight needs no hazard check and no slot: skip
+      // resolving its memory (the tiny-message path issues most of its steps so).
+      Access a;
+      if (m.asynchronous || !inflight_.empty()) {
+        a = AccessOf(s);
+        bool blocked = false;
+        for (const auto& f : inflight_)
+          if (Conflicts(a, f->access)) { blocked = true; break; }
+        if (blocked) break;
+      }
+      Status st = Issue(next, m, a);
       if (!st.ok()) return Fail(st);
       ++next;
       progressed = true;
