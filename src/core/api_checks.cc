@@ -31,6 +31,8 @@ thread_local const weftComm* t_live_comm = nullptr;
 thread_local uint64_t t_live_comm_freed = 0;
 }  // namespace
 
+uint64_t CommsFreedCount() { return g_comms_freed.load(std::memory_order_acquire); }
+
 void SetLastErrorMessage(const std::string& message) { t_last_error = message; }
 const std::string& LastErrorMessage() { return t_last_error; }
 
