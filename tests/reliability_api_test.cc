@@ -56,4 +56,31 @@ TEST(ReliabilityApi, CountWhoseBufferOverflowsIsRefusedNamingTheArgument) {
   for (weftComm_t c : comms) EXPECT_EQ(weftCommDestroy(c), weftSuccess);
 }
 
+// Every argument check of the collectives' entry (Entry in src/core/api.cc) fails the call with
+// weftInvalidArgument and a message that names the function and the argument, in the order the
+// checks run (a bad datatype is reported before a NULL buffer).
+TEST(ReliabilityApi, EntryChecksNameTheFunctionAndTheArgument) {
+  weftComm_t comm;
+  ASSERT_EQ(weftCommInitAll(&comm, 1, nullptr), weftSuccess);
+  float buf[4] = {};
+  auto expect = [&](weftResult_t got, const char* fragment) {
+    EXPECT_EQ(got, weftInvalidArgument) << fragment;
+    const std::string msg = weftGetLastError(comm);
+    EXPECT_NE(msg.find(fragment), std::string::npos) << "wanted '" << fragment << "' in: " << msg;
+  };
+  const auto bad_type = static_cast<weftDataType_t>(99);
+  const auto bad_op = static_cast<weftRedOp_t>(99);
+  expect(weftAllReduce(nullptr, buf, 4, weftFloat32, weftSum, comm, nullptr), "weftAllReduce: sendbuff is NULL");
+  expect(weftAllReduce(buf, nullptr, 4, weftFloat32, weftSum, comm, nullptr), "weftAllReduce: recvbuff is NULL");
+  expect(weftAllReduce(nullptr, buf, 4, bad_type, weftSum, comm, nullptr), "weftAllReduce: datatype=99");
+  expect(weftAllReduce(buf, buf, 4, weftFloat32, bad_op, comm, nullptr), "weftAllReduce: op=99");
+  expect(weftBroadcast(buf, buf, 4, weftFloat32, 5, comm, nullptr), "weftBroadcast: root=5");
+  expect(weftReduce(buf, buf, 4, weftFloat32, bad_op, -1, comm, nullptr), "weftReduce: op=99");
+  // A valid call after the refused ones works (argument errors do not poison the communicator).
+  float in[4] = {1, 2, 3, 4}, out[4] = {};
+  ASSERT_EQ(weftAllReduce(in, out, 4, weftFloat32, weftSum, comm, nullptr), weftSuccess);
+  EXPECT_EQ(out[3], 4.0f);
+  EXPECT_EQ(weftCommDestroy(comm), weftSuccess);
+}
+
 }  // namespace
