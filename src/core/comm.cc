@@ -275,9 +275,15 @@ struct LastPlan {
 thread_local LastPlan t_last_plan;
 std::atomic<uint64_t> g_plans_cleared{0};
 
-const Plan* CachedPlan(const weftComm* comm, const PlanKey& key) {
+// Compares field by field with the call's values (not with a PlanKey just stored on the
+// stack: the compiler merges the key's small fields into one wide load, which then waits for
+// the narrow stores that built it, a store-forwarding stall on every call).
+const Plan* CachedPlan(const weftComm* comm, const CollectiveCall& call, size_t elem,
+                       bool out_of_place, bool zero_copy) {
   const LastPlan& l = t_last_plan;
-  if (l.plan == nullptr || l.comm != comm || !(l.key == key) ||
+  if (l.plan == nullptr || l.comm != comm || l.key.collective != call.collective ||
+      l.key.count != call.count || l.key.elem_size != elem || l.key.root != call.root ||
+      l.key.out_of_place != out_of_place || l.key.zero_copy != zero_copy ||
       l.plans_cleared != g_plans_cleared.load(std::memory_order_relaxed) ||
       l.comms_freed != CommsFreedCount())
     return nullptr;
@@ -384,7 +390,7 @@ Status RunPlanned(weftComm* comm, const CollectiveCall& call, uint64_t seq, Flig
   const bool cacheable = call.collective != Collective::kAllToAllv;
   PlanKey key{call.collective, call.count, elem, call.root, req.out_of_place, *zero_copy};
   if (cacheable) {
-    plan = CachedPlan(comm, key);
+    plan = CachedPlan(comm, call, elem, req.out_of_place, *zero_copy);
     if (plan == nullptr) {
       auto it = comm->plans.find(key);
       if (it != comm->plans.end()) plan = &it->second;
