@@ -61,7 +61,7 @@ BackoffPolicy BackoffPolicy::FromEnv(int ranks_per_host, int usable_cpus) {
 }
 
 int64_t Backoff::IdleMicros() const {
-  if (!idle_) return 0;
+  if (!idle_ || !clock_started_) return 0;
   return std::chrono::duration_cast<std::chrono::microseconds>(
              std::chrono::steady_clock::now() - idle_since_).count();
 }
@@ -69,18 +69,26 @@ int64_t Backoff::IdleMicros() const {
 Backoff::Stage Backoff::CurrentStage() {
   if (!idle_) {
     idle_ = true;
+    clock_started_ = false;
     spin_polls_ = 0;
-    idle_since_ = std::chrono::steady_clock::now();
-  } else if (spin_polls_ != 0 && spin_polls_ < kSpinPollsPerClockRead) {
-    ++spin_polls_;  // still spinning when the clock was last read: no need to read it yet
+  }
+  // Spinning, the clock is read on every kSpinPollsPerClockRead-th call only, the first one
+  // included: a wait that ends within that many polls (a tiny message) reads no clock.
+  if (policy_.spin_us > 0 && spin_polls_ < kSpinPollsPerClockRead) {
+    ++spin_polls_;
     return Stage::kSpin;
   }
-  int64_t us = IdleMicros();
+  const std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now();
+  if (!clock_started_) {  // the idle clock starts at its first read (a few polls late)
+    idle_since_ = now;
+    clock_started_ = true;
+  }
+  const int64_t us = std::chrono::duration_cast<std::chrono::microseconds>(now - idle_since_).count();
   if (us < policy_.spin_us) {
     spin_polls_ = 1;
     return Stage::kSpin;
   }
-  spin_polls_ = 0;
+  spin_polls_ = kSpinPollsPerClockRead;  // past the spin stage: the clock decides every call
   if (us < policy_.yield_us) return Stage::kYield;
   return Stage::kSleep;
 }

@@ -59,10 +59,7 @@ class Backoff {
   explicit Backoff(const BackoffPolicy& policy = BackoffPolicy()) : policy_(policy) {}
 
   // Call when progress was made: the next idle period starts from the spin stage again.
-  void Reset() {
-    idle_ = false;
-    spin_polls_ = 0;
-  }
+  void Reset() { idle_ = false; }
   // The stage the caller is in now (starts the idle clock on the first call after Reset).
   Stage CurrentStage();
   // Waits once according to the current stage: a burst of pause instructions, or one
@@ -71,18 +68,21 @@ class Backoff {
   // Like Pause, but yields the CPU in the spin stage too (the caller knows that the task it
   // waits for needs this CPU). Returns kSleep without waiting when the caller should block.
   Stage Yield();
-  // Microseconds since the idle period began (0 right after Reset).
+  // Microseconds since the idle period's clock started (0 right after Reset, and during the
+  // first few spin polls, which read no clock).
   int64_t IdleMicros() const;
   const BackoffPolicy& policy() const { return policy_; }
 
  private:
-  // In the spin stage the clock is read on every kSpinPollsPerClockRead-th call only: a read
-  // (vDSO clock_gettime, ~20-30 ns under KVM) took 8% of an 8-byte allreduce's samples and
+  // In the spin stage the clock is read on every kSpinPollsPerClockRead-th call only, and
+  // first on the kSpinPollsPerClockRead-th call of an idle period: a read (vDSO
+  // clock_gettime, ~20-30 ns under KVM) took 8% of an 8-byte allreduce's samples and
   // lengthens each poll round, so the data that lands mid-round waits longer to be seen. The
-  // spin stage then ends at most that many bursts (~1-2 us) late, against its 2 ms length.
+  // spin stage then ends at most twice that many bursts (~2-4 us) late, against its 2 ms.
   static constexpr uint32_t kSpinPollsPerClockRead = 8;
   BackoffPolicy policy_;
   bool idle_ = false;
+  bool clock_started_ = false;  // idle_since_ is set (at the idle period's first clock read)
   uint32_t spin_polls_ = 0;  // calls in the spin stage since the clock was last read
   std::chrono::steady_clock::time_point idle_since_;
 };
