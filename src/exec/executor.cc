@@ -719,8 +719,11 @@ Status Runner::Run() {
       progressed = true;
     }
     // Nothing in flight: nothing of ours for a transport to move (local steps complete at
-    // issue). Skipping the poll saves a transport lock and a scan of its peers per pass.
-    if (!inflight_.empty()) {
+    // issue). With one transport and nothing issued in this pass, WaitForProgress below polls
+    // it first thing (and returns at once if that moved something), so a poll here would only
+    // repeat it. Each skipped poll saves a transport lock and a scan of its peers.
+    const bool issued = progressed;
+    if (!inflight_.empty() && (issued || used_transports_.size() > 1)) {
       for (Transport* t : used_transports_) {
         Status st = t->Progress(0);
         if (!st.ok()) return Fail(st);
