@@ -9,6 +9,8 @@
 
 #include <atomic>
 #include <cstring>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "kernels/dtype.h"
@@ -174,6 +176,46 @@ TEST(Split, ColorsAndKeys) {
     return sum == (color == 0 ? 2 : 4) ? "" : "sum " + std::to_string(sum);
   });
   EXPECT_EQ(err, "");
+}
+
+// The per-thread "last plan" cache of src/core/comm.cc (RunPlanned): a thread that cached the
+// plan of a call must not reuse it after another thread's calls on the same communicator
+// cleared the plan map (it is cleared past 1024 call shapes). Thread A runs count 7, thread B
+// then runs 1100 other counts (the map is cleared once and refilled), thread A runs count 7
+// again: a stale cache would run a freed plan (garbage, or a crash under ASan). Every result is
+// checked: one rank, so the sum is the input.
+TEST(PlanCache, AThreadsLastPlanIsNotReusedAfterAnotherThreadClearedThePlans) {
+  weftComm_t comm;
+  ASSERT_EQ(weftCommInitAll(&comm, 1, nullptr), weftSuccess);
+  auto run = [&](size_t count) {
+    std::vector<float> in(count), out(count, -1.0f);
+    for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>(i % 97) + 0.5f;
+    if (weftAllReduce(in.data(), out.data(), count, weftFloat32, weftSum, comm, nullptr) != weftSuccess)
+      return std::string("count ") + std::to_string(count) + ": " + weftGetLastError(comm);
+    for (size_t i = 0; i < count; ++i)
+      if (out[i] != in[i]) return std::string("count ") + std::to_string(count) + ": wrong element " + std::to_string(i);
+    return std::string();
+  };
+  std::string err_a1, err_b, err_a2;
+  std::atomic<int> phase{0};  // 0: A caches count 7; 1: B fills and clears; 2: A again
+  std::thread a([&] {
+    err_a1 = run(7);
+    err_a1 += run(7);  // the second call takes the cached plan
+    phase = 1;
+    while (phase.load() != 2) std::this_thread::yield();
+    err_a2 = run(7);  // must not take the plan cached before B cleared the map
+  });
+  while (phase.load() != 1) std::this_thread::yield();
+  std::thread b([&] {
+    for (size_t count = 8; count < 8 + 1100 && err_b.empty(); ++count) err_b = run(count);
+  });
+  b.join();
+  phase = 2;
+  a.join();
+  EXPECT_EQ(err_a1, "");
+  EXPECT_EQ(err_b, "");
+  EXPECT_EQ(err_a2, "");
+  EXPECT_EQ(weftCommDestroy(comm), weftSuccess);
 }
 
 }  // namespace

@@ -705,16 +705,16 @@ TEST(ShmProcesses, KilledPeerFailsTheOthersWithinSecondsAndLeavesNoSegments) {
       if (!(*t)->PrepareWindow(1 << 20).ok()) return 2;
       unsigned char b[16] = {};
       TransportRequest q;
-      (*t)->PostSend(0, 0, 1, b, 16, &q);
-      WaitAll(t->get(), {&q});
+      if (!(*t)->PostSend(0, 0, 1, b, 16, &q).ok()) return 12;
+      if (!WaitAll(t->get(), {&q}).ok()) return 13;
       raise(SIGKILL);
     }
     unsigned char b[16];
     TransportRequest q1, q2, w;
     if (!(*t)->PostRecv(1, 0, 1, b, 16, &q1).ok()) return 3;
     if (!WaitAll(t->get(), {&q1}).ok()) return 4;
-    (*t)->PostRecv(1, 0, 2, b, 16, &q2);  // never sent
-    (*t)->PostWait(1, &w);
+    if (!(*t)->PostRecv(1, 0, 2, b, 16, &q2).ok()) return 10;  // never sent
+    if (!(*t)->PostWait(1, &w).ok()) return 11;
     Clock::time_point start = Clock::now();
     Status st = WaitAll(t->get(), {&q2, &w}, 20);
     double s = Seconds(start);

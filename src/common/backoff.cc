@@ -62,7 +62,7 @@ BackoffPolicy BackoffPolicy::FromEnv(int ranks_per_host, int usable_cpus) {
 }
 
 int64_t Backoff::IdleMicros() const {
-  if (!idle_) return 0;
+  if (!idle_ || !clock_started_) return 0;
   return std::chrono::duration_cast<std::chrono::microseconds>(
              std::chrono::steady_clock::now() - idle_since_).count();
 }
@@ -83,10 +83,26 @@ void Backoff::RecordWait(int64_t waited_us) {
 Backoff::Stage Backoff::CurrentStage() {
   if (!idle_) {
     idle_ = true;
-    idle_since_ = std::chrono::steady_clock::now();
+    clock_started_ = false;
+    spin_polls_ = 0;
   }
-  int64_t us = IdleMicros();
-  if (us < spin_limit_us_) return Stage::kSpin;
+  // Spinning, the clock is read on every kSpinPollsPerClockRead-th call only, the first one
+  // included: a wait that ends within that many polls (a tiny message) reads no clock.
+  if (spin_limit_us_ > 0 && spin_polls_ < kSpinPollsPerClockRead) {
+    ++spin_polls_;
+    return Stage::kSpin;
+  }
+  const std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now();
+  if (!clock_started_) {  // the idle clock starts at its first read (a few polls late)
+    idle_since_ = now;
+    clock_started_ = true;
+  }
+  const int64_t us = std::chrono::duration_cast<std::chrono::microseconds>(now - idle_since_).count();
+  if (us < spin_limit_us_) {
+    spin_polls_ = 1;
+    return Stage::kSpin;
+  }
+  spin_polls_ = kSpinPollsPerClockRead;  // past the spin stage: the clock decides every call
   // The yield stage keeps its length when the spin stage is shortened.
   if (us < int64_t{policy_.yield_us} - policy_.spin_us + spin_limit_us_) return Stage::kYield;
   return Stage::kSleep;

@@ -33,19 +33,26 @@ struct EntrySpec {
 weftResult_t Entry(const EntrySpec& spec, const void* sendbuff, void* recvbuff, size_t count,
                    weftDataType_t datatype, weftRedOp_t op, int root, weftComm_t comm,
                    weftStream_t stream) {
-  Status st = CheckLiveComm(comm);
-  if (st.ok()) st = CheckType(datatype);
-  if (st.ok() && spec.has_op) st = CheckOp(op);
-  if (st.ok() && spec.has_root) st = CheckRank("root", root, comm);
-  if (st.ok())
-    st = CheckCount(spec.count_name, count, spec.per_rank_blocks ? comm->nranks : 1, TypeSize(datatype));
-  if (!st.ok()) return Report(st.WithContext(spec.fn));
+  // One fresh Status per check, returned at once on failure: assigning each result to one
+  // variable cost a std::string move-assignment per check on every call (the tiny-call path).
+  auto failed = [&](const Status& st) { return Report(st.WithContext(spec.fn)); };
+  if (Status st = CheckLiveComm(comm); !st.ok()) return failed(st);
+  if (Status st = CheckType(datatype); !st.ok()) return failed(st);
+  if (spec.has_op)
+    if (Status st = CheckOp(op); !st.ok()) return failed(st);
+  if (spec.has_root)
+    if (Status st = CheckRank("root", root, comm); !st.ok()) return failed(st);
+  if (Status st = CheckCount(spec.count_name, count, spec.per_rank_blocks ? comm->nranks : 1,
+                             TypeSize(datatype));
+      !st.ok())
+    return failed(st);
   // comm is known live only from here: its rank may be read.
   bool reads_send = !(spec.collective == Collective::kBroadcast && comm->rank != root);
   bool writes_recv = !(spec.collective == Collective::kReduce && comm->rank != root);
-  if (reads_send) st = CheckBuffer("sendbuff", sendbuff, count);
-  if (st.ok() && writes_recv) st = CheckBuffer("recvbuff", recvbuff, count);
-  if (!st.ok()) return Report(st.WithContext(spec.fn));
+  if (reads_send)
+    if (Status st = CheckBuffer("sendbuff", sendbuff, count); !st.ok()) return failed(st);
+  if (writes_recv)
+    if (Status st = CheckBuffer("recvbuff", recvbuff, count); !st.ok()) return failed(st);
   if (count == 0) {  // as NCCL: nothing to do, no synchronization
     comm->last_algorithm = nullptr;  // no algorithm ran
     return weftSuccess;

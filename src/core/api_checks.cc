@@ -31,6 +31,8 @@ thread_local const weftComm* t_live_comm = nullptr;
 thread_local uint64_t t_live_comm_freed = 0;
 }  // namespace
 
+uint64_t CommsFreedCount() { return g_comms_freed.load(std::memory_order_acquire); }
+
 void SetLastErrorMessage(const std::string& message) { t_last_error = message; }
 const std::string& LastErrorMessage() { return t_last_error; }
 
@@ -67,7 +69,12 @@ Status CheckOp(weftRedOp_t op) {
 Status CheckCount(const char* name, size_t count, size_t multiplier, size_t elem) {
   const size_t limit = static_cast<size_t>(std::numeric_limits<ptrdiff_t>::max());
   if (elem == 0) return OkStatus();
-  if (multiplier == 0 || count <= limit / multiplier / elem) return OkStatus();
+  // count * multiplier * elem <= limit, by overflow-checked multiplication: the same test as
+  // count <= limit / multiplier / elem without its two divisions (~80 cycles on every call).
+  size_t blocks = 0, bytes = 0;
+  if (!__builtin_mul_overflow(count, multiplier, &blocks) &&
+      !__builtin_mul_overflow(blocks, elem, &bytes) && bytes <= limit)
+    return OkStatus();
   return InvalidArgument(std::string(name) + "=" + std::to_string(count) +
                          " overflows: " + std::to_string(count) + " x " +
                          std::to_string(multiplier) + " x " + std::to_string(elem) +

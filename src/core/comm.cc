@@ -3,6 +3,7 @@
 #include "core/comm.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -253,7 +254,46 @@ Status CheckFingerprints(weftComm* comm, const CollectiveCall& call, const Plan&
 
 }  // namespace
 
+// How many communicators were freed so far (src/core/api_checks.cc; belongs in api_internal.h).
+uint64_t CommsFreedCount();
+
 namespace {
+
+// The plan of this thread's last collective, so that a loop of identical calls (the common
+// case: a training step's buckets, a benchmark) skips the hash lookup (a division and a walk,
+// ~8% of a tiny call's own work). The entry is trusted only while the communicator it came
+// from cannot have been freed (no communicator was: CommsFreedCount unchanged, the guard
+// CheckLiveComm relies on too) and its plan map was not cleared (g_plans_cleared unchanged);
+// unordered_map never moves an element otherwise.
+struct LastPlan {
+  const weftComm* comm = nullptr;
+  uint64_t comms_freed = 0;
+  uint64_t plans_cleared = 0;
+  PlanKey key{};
+  const Plan* plan = nullptr;
+};
+thread_local LastPlan t_last_plan;
+std::atomic<uint64_t> g_plans_cleared{0};
+
+// Compares field by field with the call's values (not with a PlanKey just stored on the
+// stack: the compiler merges the key's small fields into one wide load, which then waits for
+// the narrow stores that built it, a store-forwarding stall on every call).
+const Plan* CachedPlan(const weftComm* comm, const CollectiveCall& call, size_t elem,
+                       bool out_of_place, bool zero_copy) {
+  const LastPlan& l = t_last_plan;
+  if (l.plan == nullptr || l.comm != comm || l.key.collective != call.collective ||
+      l.key.count != call.count || l.key.elem_size != elem || l.key.root != call.root ||
+      l.key.out_of_place != out_of_place || l.key.zero_copy != zero_copy ||
+      l.plans_cleared != g_plans_cleared.load(std::memory_order_relaxed) ||
+      l.comms_freed != CommsFreedCount())
+    return nullptr;
+  return l.plan;
+}
+
+void RememberPlan(const weftComm* comm, const PlanKey& key, const Plan* plan) {
+  t_last_plan = LastPlan{comm, CommsFreedCount(), g_plans_cleared.load(std::memory_order_relaxed),
+                         key, plan};
+}
 
 // An all-to-all whose send and receive buffers (nranks * count elements each) do not overlap:
 // its schedule may skip in-place staging (ScheduleRequest::out_of_place). Other collectives
@@ -350,16 +390,24 @@ Status RunPlanned(weftComm* comm, const CollectiveCall& call, uint64_t seq, Flig
   const bool cacheable = call.collective != Collective::kAllToAllv;
   PlanKey key{call.collective, call.count, elem, call.root, req.out_of_place, *zero_copy};
   if (cacheable) {
-    auto it = comm->plans.find(key);
-    if (it != comm->plans.end()) plan = &it->second;
+    plan = CachedPlan(comm, call, elem, req.out_of_place, *zero_copy);
+    if (plan == nullptr) {
+      auto it = comm->plans.find(key);
+      if (it != comm->plans.end()) plan = &it->second;
+      if (plan != nullptr) RememberPlan(comm, key, plan);
+    }
   }
   if (plan == nullptr) {
     WEFT_RETURN_IF_ERROR(BuildPlan(comm, call, &req, elem, &fresh));
     fresh.peers = DistinctPeers(fresh.schedule->ranks[comm->rank]);
     if (cacheable) {
       // Bound memory for workloads with ever-changing sizes.
-      if (comm->plans.size() > 1024) comm->plans.clear();
+      if (comm->plans.size() > 1024) {
+        comm->plans.clear();
+        g_plans_cleared.fetch_add(1, std::memory_order_relaxed);  // invalidates every LastPlan
+      }
       plan = &comm->plans.emplace(key, std::move(fresh)).first->second;
+      RememberPlan(comm, key, plan);
     } else {
       plan = &fresh;
     }
