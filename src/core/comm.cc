@@ -254,9 +254,6 @@ Status CheckFingerprints(weftComm* comm, const CollectiveCall& call, const Plan&
 
 }  // namespace
 
-// How many communicators were freed so far (src/core/api_checks.cc; belongs in api_internal.h).
-uint64_t CommsFreedCount();
-
 namespace {
 
 // The plan of this thread's last collective, so that a loop of identical calls (the common

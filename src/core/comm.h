@@ -183,4 +183,8 @@ Status RunP2P(weftComm* comm, const std::vector<P2POp>& ops);
 StatusOr<const AlgorithmInfo*> ChooseAlgorithm(weftComm* comm, ScheduleRequest* request,
                                                size_t elem_size, weftRedOp_t op);
 
+// How many communicators were freed so far (counted where handles are freed, api_checks.cc):
+// a thread's cached plan or live-handle check stays valid while it has not changed.
+uint64_t CommsFreedCount();
+
 }  // namespace weft

@@ -159,7 +159,9 @@ FlightRecorder::FlightRecorder() : FlightRecorder(FlightRecorderCapacityFromEnv(
 
 FlightEntry* FlightRecorder::Begin(uint64_t seq, const char* call, uint64_t bytes) {
   if (ring_.empty()) return nullptr;
-  FlightEntry& e = ring_[total_++ % ring_.size()];
+  FlightEntry& e = ring_[next_];
+  ++total_;
+  if (++next_ == ring_.size()) next_ = 0;
   e.seq = seq;
   e.call = call;
   e.algorithm = nullptr;

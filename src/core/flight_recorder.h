@@ -71,6 +71,7 @@ class FlightRecorder {
  private:
   std::vector<FlightEntry> ring_;
   uint64_t total_ = 0;  // entries ever begun; the newest is at (total_ - 1) % capacity
+  size_t next_ = 0;     // == total_ % capacity, kept as a wrapping index: no division per call
 };
 
 // The distinct peers one rank's schedule talks to, in order of first use (computed once per

@@ -177,7 +177,6 @@ class Runner {
   MemKind scratch_kind_ = MemKind::kHost;  // kHostShared when it is the shm window
   KernelBackend& kb_;
   const bool kernels_at_issue_;
-  const void* peer_window_cache_ = nullptr;
   std::vector<std::unique_ptr<InFlight>> inflight_;
   std::vector<InFlight*> unforwarded_;  // fused steps in flight, forward not posted, in order
   size_t received_fused_ = 0;  // fused steps in flight whose receive is done: out of the window
