@@ -136,15 +136,17 @@ constexpr size_t kMaxParts = 32;  // bounds schedule size; more parts add little
 // windows: a part much larger than the cache makes both in-group phases DRAM-bound, and its
 // fences (a signal waits for every earlier step, the previous part's rail included) keep the
 // slow link idle for their whole length. Measured on 2 namespace hosts x 2 and x 4 ranks at
-// 2 Gbit/s, 64 MiB float32: unchunked (one 64 MiB part) 360-470 ms, 8 parts of 8 MiB
-// 417-423 ms, 32 parts of 2 MiB 298-312 ms (link bound 268). So whatever the chunk policy,
-// its parts hold at most kDirectPartElems elements (2 MiB of float32; up to kMaxParts).
+// 2 Gbit/s, 64 MiB float32: one part 360-470 ms, 8 parts of 8 MiB 417-423 ms, 32 parts of
+// 2 MiB 298-312 ms (link bound 268). So a chunked direct schedule's parts hold at most
+// kDirectPartElems elements (2 MiB of float32; up to kMaxParts) whatever the chunk size.
+// Unchunked stays one part: on fast fabrics every part pays its fences' latency (a 128-rank
+// fat tree at 16 MiB: 407 us in one part, 1664 us in eight), and the selector weighs both.
 constexpr size_t kDirectPartElems = size_t{512} << 10;
 
 size_t NumParts(const ScheduleRequest& request, size_t k, bool direct) {
   const size_t n = request.count;
   size_t parts = request.chunk.chunk_elems == 0 ? 1 : NumChunks(n, request.chunk.chunk_elems * k);
-  if (direct) parts = std::max(parts, NumChunks(n, kDirectPartElems));
+  if (direct && request.chunk.chunk_elems > 0) parts = std::max(parts, NumChunks(n, kDirectPartElems));
   return std::min(kMaxParts, parts);
 }
 
