@@ -31,9 +31,9 @@ namespace weft {
 namespace {
 
 // Rail l (local rank l of every group) allreduces the slice [off, off + cnt) in place in
-// the output and finalizes it.
+// the output, and (`finalize`) finalizes it.
 Status EmbedRail(const ScheduleRequest& request, const std::vector<std::vector<int>>& groups,
-                 int l, size_t off, size_t cnt, Schedule* s) {
+                 int l, size_t off, size_t cnt, bool finalize, Schedule* s) {
   const std::string rail_algo =
       FirstRegistered(Collective::kAllReduce, {"ring", "halving_doubling", "recursive_doubling"});
   ScheduleRequest sub = request;
@@ -45,7 +45,8 @@ Status EmbedRail(const ScheduleRequest& request, const std::vector<std::vector<i
   rail.place = SamePlacement({Buffer::kOutput, off}, {Buffer::kOutput, off},
                              {Buffer::kScratch, ScratchTop(*s, rail.members)});
   WEFT_RETURN_IF_ERROR(EmbedAlgorithm(Collective::kAllReduce, rail_algo, sub, rail, s));
-  for (int r : rail.members) s->ranks[r].steps.push_back(FinalizeStep(Out(off, cnt)));
+  if (finalize)
+    for (int r : rail.members) s->ranks[r].steps.push_back(FinalizeStep(Out(off, cnt)));
   return OkStatus();
 }
 
@@ -61,15 +62,21 @@ StatusOr<Schedule> BuildOnePartDirect(const ScheduleRequest& request,
     DirectReduceToOwners(&s, g, n, In(0, n), Out(0, n), ScratchTop(s, g), slices);
   for (int l = 0; l < K; ++l)
     if (slices[l].second > 0)
-      WEFT_RETURN_IF_ERROR(EmbedRail(request, groups, l, slices[l].first, slices[l].second, &s));
+      WEFT_RETURN_IF_ERROR(
+          EmbedRail(request, groups, l, slices[l].first, slices[l].second, true, &s));
   for (const auto& g : groups)
     DirectShareFromOwners(&s, g, Out(0, n), Out(0, n), ScratchTop(s, g), slices);
   s.window = 32;
   return s;
 }
 
-// The three phases over the whole of `request` (one pipeline part).
-StatusOr<Schedule> BuildOnePart(const ScheduleRequest& request, bool direct) {
+// Which phases of one part the message variant lays out: the front (reduces to the slice
+// owners, the rails), the back (the owners finalize and broadcast), or both.
+enum class Phases { kFront, kBack, kAll };
+
+// The phases `which` over the whole of `request` (one pipeline part); the direct variant
+// always lays out all three.
+StatusOr<Schedule> BuildOnePart(const ScheduleRequest& request, bool direct, Phases which) {
   WEFT_RETURN_IF_ERROR(CheckRequestBasics(request));
   WEFT_ASSIGN_OR_RETURN(std::vector<std::vector<int>> groups, ValidGroups(request));
   Schedule s = NewSchedule(request, "hierarchical");
@@ -85,7 +92,10 @@ StatusOr<Schedule> BuildOnePart(const ScheduleRequest& request, bool direct) {
   std::vector<int> all(request.nranks);
   for (int r = 0; r < request.nranks; ++r) all[r] = r;
   ScheduleRequest sub = request;
-  for (int l = 0; l < K; ++l) {
+  // Finalizes wait in the back: a finalize is a local step over the slice, so it waits for
+  // the rail to finish, and in program order it would hold back this rank's part in the
+  // other slices' reduces (and the next part's front) until then.
+  for (int l = 0; l < K && which != Phases::kBack; ++l) {
     const size_t off = PartOffset(n, K, l), cnt = PartSize(n, K, l);
     if (cnt == 0) continue;
     sub.count = cnt;
@@ -98,14 +108,15 @@ StatusOr<Schedule> BuildOnePart(const ScheduleRequest& request, bool direct) {
       sub.root = l;
       WEFT_RETURN_IF_ERROR(EmbedAlgorithm(Collective::kReduce, reduce_algo, sub, e, &s));
     }
-    // 2. rail l: allreduce of slice l across groups, in place in the output; then finalize.
-    WEFT_RETURN_IF_ERROR(EmbedRail(request, groups, l, off, cnt, &s));
+    // 2. rail l: allreduce of slice l across groups, in place in the output.
+    WEFT_RETURN_IF_ERROR(EmbedRail(request, groups, l, off, cnt, false, &s));
   }
-  for (int l = 0; l < K; ++l) {
+  for (int l = 0; l < K && which != Phases::kFront; ++l) {
     const size_t off = PartOffset(n, K, l), cnt = PartSize(n, K, l);
     if (cnt == 0) continue;
     sub.count = cnt;
-    // 3. local rank l broadcasts the finished slice l inside its group.
+    // 3. local rank l finalizes the finished slice l and broadcasts it inside its group.
+    for (const auto& g : groups) s.ranks[g[l]].steps.push_back(FinalizeStep(Out(off, cnt)));
     for (const auto& g : groups) {
       if (g.size() == 1) continue;
       Embedding e;
@@ -121,31 +132,62 @@ StatusOr<Schedule> BuildOnePart(const ScheduleRequest& request, bool direct) {
 }
 
 constexpr size_t kMaxParts = 32;  // bounds schedule size; more parts add little overlap
+// The direct variant publishes each part's whole vector in its window and reads the peers'
+// windows: a part much larger than the cache makes both in-group phases DRAM-bound, and its
+// fences (a signal waits for every earlier step, the previous part's rail included) keep the
+// slow link idle for their whole length. Measured on 2 namespace hosts x 2 and x 4 ranks at
+// 2 Gbit/s, 64 MiB float32: one part 360-470 ms, 8 parts of 8 MiB 417-423 ms, 32 parts of
+// 2 MiB 298-312 ms (link bound 268). So a chunked direct schedule's parts hold at most
+// kDirectPartElems elements (2 MiB of float32; up to kMaxParts) whatever the chunk size.
+// Unchunked stays one part: on fast fabrics every part pays its fences' latency (a 128-rank
+// fat tree at 16 MiB: 407 us in one part, 1664 us in eight), and the selector weighs both.
+constexpr size_t kDirectPartElems = size_t{512} << 10;
+
+size_t NumParts(const ScheduleRequest& request, size_t k, bool direct) {
+  const size_t n = request.count;
+  size_t parts = request.chunk.chunk_elems == 0 ? 1 : NumChunks(n, request.chunk.chunk_elems * k);
+  if (direct && request.chunk.chunk_elems > 0) parts = std::max(parts, NumChunks(n, kDirectPartElems));
+  return std::min(kMaxParts, parts);
+}
+
+// Lays out phases `which` of part i (of `parts`) over the elements it covers, with fresh
+// scratch, so that parts never share a region.
+Status EmbedPart(const ScheduleRequest& request, size_t parts, size_t i, bool direct, Phases which,
+                 Schedule* s) {
+  ScheduleRequest sub = request;
+  const size_t off = PartOffset(request.count, static_cast<int>(parts), static_cast<int>(i));
+  sub.count = PartSize(request.count, static_cast<int>(parts), static_cast<int>(i));
+  if (sub.count == 0) return OkStatus();
+  WEFT_ASSIGN_OR_RETURN(Schedule part, BuildOnePart(sub, direct, which));
+  Embedding e;
+  e.members.resize(request.nranks);
+  for (int r = 0; r < request.nranks; ++r) e.members[r] = r;
+  e.drop_finalize = false;  // each part is a complete allreduce of its elements
+  e.place = SamePlacement({Buffer::kInput, off}, {Buffer::kOutput, off},
+                          {Buffer::kScratch, ScratchTop(*s, e.members)});
+  EmbedSchedule(part, e, s);
+  return OkStatus();
+}
 
 StatusOr<Schedule> BuildAllReduceHierarchical(const ScheduleRequest& request, bool direct) {
   WEFT_ASSIGN_OR_RETURN(std::vector<std::vector<int>> groups, ValidGroups(request));
   size_t k = groups[0].size();
   for (const auto& g : groups) k = std::min(k, g.size());
-  const size_t n = request.count;
-  const size_t parts =
-      request.chunk.chunk_elems == 0 ? 1 : std::min(kMaxParts, NumChunks(n, request.chunk.chunk_elems * k));
-  if (parts <= 1) return BuildOnePart(request, direct);
+  const size_t parts = NumParts(request, k, direct);
+  if (parts <= 1) return BuildOnePart(request, direct, Phases::kAll);
   Schedule s = NewSchedule(request, "hierarchical");
-  for (RankSchedule& rs : s.ranks) rs.input_count = rs.output_count = n;
-  std::vector<int> all(request.nranks);
-  for (int r = 0; r < request.nranks; ++r) all[r] = r;
-  ScheduleRequest sub = request;
-  for (size_t i = 0; i < parts; ++i) {
-    const size_t off = PartOffset(n, static_cast<int>(parts), static_cast<int>(i));
-    sub.count = PartSize(n, static_cast<int>(parts), static_cast<int>(i));
-    if (sub.count == 0) continue;
-    WEFT_ASSIGN_OR_RETURN(Schedule part, BuildOnePart(sub, direct));
-    Embedding e;
-    e.members = all;
-    e.drop_finalize = false;  // each part is a complete allreduce of its elements
-    e.place = SamePlacement({Buffer::kInput, off}, {Buffer::kOutput, off},
-                            {Buffer::kScratch, ScratchTop(s, all)});
-    EmbedSchedule(part, e, &s);
+  for (RankSchedule& rs : s.ranks) rs.input_count = rs.output_count = request.count;
+  // Message variant: part i's back (finalize, broadcast) is laid out after part i+1's front,
+  // so that a rank waiting for part i's rails to finish has already posted part i+1's
+  // reduces and rails (in program order they would wait behind part i's back). The direct
+  // variant's fences drain everything in flight anyway: its parts stay whole.
+  for (size_t i = 0; i <= parts; ++i) {
+    if (direct) {
+      if (i < parts) WEFT_RETURN_IF_ERROR(EmbedPart(request, parts, i, true, Phases::kAll, &s));
+      continue;
+    }
+    if (i < parts) WEFT_RETURN_IF_ERROR(EmbedPart(request, parts, i, false, Phases::kFront, &s));
+    if (i > 0) WEFT_RETURN_IF_ERROR(EmbedPart(request, parts, i - 1, false, Phases::kBack, &s));
   }
   s.window = 64;
   return s;

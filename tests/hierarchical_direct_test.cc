@@ -8,6 +8,7 @@
 // selector marks the groups mappable only where a window transport can exist (shm on).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -95,6 +96,43 @@ TEST(HierarchicalDirect, ProvedAndDirectInsideGroupsOnly) {
     }
   }
   RecordProperty("proofs", proofs);
+}
+
+// Large vectors, chunked: whatever the chunk size (here one chunk as large as the vector), the
+// allreduce is cut into parts of at most 512 Ki elements (allreduce_hierarchical.cc,
+// kDirectPartElems), so no direct step reads a larger window region; unchunked it stays one
+// part (one direct read covers a whole slice). Every such schedule is proved.
+TEST(HierarchicalDirect, LargeAllReduceIsCutIntoBoundedParts) {
+  const AlgorithmInfo* info = FindAlgorithm(Collective::kAllReduce, "hierarchical_direct");
+  ASSERT_NE(info, nullptr);
+  const size_t part_elems = size_t{512} << 10, count = 4 * part_elems + 3;
+  for (const Shape& shape : {Shapes()[0], Shapes()[1]})
+    for (size_t chunk : {size_t{0}, count}) {
+      ScheduleRequest r;
+      r.collective = Collective::kAllReduce;
+      r.nranks = NumRanks(shape);
+      r.count = count;
+      r.chunk.chunk_elems = chunk;
+      r.groups = shape.groups;
+      r.groups_mappable = true;
+      const std::string label = std::string(shape.name) + " chunk " + std::to_string(chunk);
+      Status proved = ProveAlgorithm(*info, r);
+      ASSERT_TRUE(proved.ok()) << label << ": " << proved.message();
+      StatusOr<Schedule> sched = info->build(r);
+      ASSERT_TRUE(sched.ok()) << label << ": " << sched.status().message();
+      size_t largest = 0, reads = 0;
+      for (const RankSchedule& rs : sched->ranks)
+        for (const Step& st : rs.steps)
+          if (SemanticsOf(st.op).needs_direct && st.remote.count > 0) {
+            largest = std::max(largest, st.remote.count);
+            ++reads;
+          }
+      EXPECT_GT(reads, 0u) << label;
+      if (chunk > 0)
+        EXPECT_LE(largest, part_elems) << label << ": a direct read of " << largest << " elements";
+      else
+        EXPECT_GT(largest, part_elems) << label << ": unchunked, yet no read covers a whole slice";
+    }
 }
 
 // The direct variant needs mappable groups, two or more; the message variant never has
