@@ -150,23 +150,12 @@ size_t NumParts(const ScheduleRequest& request, size_t k, bool direct) {
   return std::min(kMaxParts, parts);
 }
 
-// Lays out phases `which` of part i (of `parts`) over the elements it covers, with fresh
-// scratch, so that parts never share a region.
+// Lays out phases `which` of part i (of `parts`) over the elements it covers.
 Status EmbedPart(const ScheduleRequest& request, size_t parts, size_t i, bool direct, Phases which,
                  Schedule* s) {
-  ScheduleRequest sub = request;
-  const size_t off = PartOffset(request.count, static_cast<int>(parts), static_cast<int>(i));
-  sub.count = PartSize(request.count, static_cast<int>(parts), static_cast<int>(i));
-  if (sub.count == 0) return OkStatus();
-  WEFT_ASSIGN_OR_RETURN(Schedule part, BuildOnePart(sub, direct, which));
-  Embedding e;
-  e.members.resize(request.nranks);
-  for (int r = 0; r < request.nranks; ++r) e.members[r] = r;
-  e.drop_finalize = false;  // each part is a complete allreduce of its elements
-  e.place = SamePlacement({Buffer::kInput, off}, {Buffer::kOutput, off},
-                          {Buffer::kScratch, ScratchTop(*s, e.members)});
-  EmbedSchedule(part, e, s);
-  return OkStatus();
+  return EmbedAllReducePart(
+      request, parts, i,
+      [&](const ScheduleRequest& sub) { return BuildOnePart(sub, direct, which); }, s);
 }
 
 StatusOr<Schedule> BuildAllReduceHierarchical(const ScheduleRequest& request, bool direct) {

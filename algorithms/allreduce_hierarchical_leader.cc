@@ -76,23 +76,12 @@ StatusOr<Schedule> BuildLeaderPart(const ScheduleRequest& request,
 // long (a part of 4 chunks still pipelines its chunks inside each phase).
 constexpr size_t kMaxParts = 32;
 
-// Lays out phases `which` of part i (of `parts`) over the elements it covers, with fresh
-// scratch, so that parts never share a region.
+// Lays out phases `which` of part i (of `parts`) over the elements it covers.
 Status EmbedPart(const ScheduleRequest& request, const std::vector<std::vector<int>>& groups,
                  size_t parts, size_t i, Phases which, Schedule* s) {
-  ScheduleRequest sub = request;
-  const size_t off = PartOffset(request.count, static_cast<int>(parts), static_cast<int>(i));
-  sub.count = PartSize(request.count, static_cast<int>(parts), static_cast<int>(i));
-  if (sub.count == 0) return OkStatus();
-  WEFT_ASSIGN_OR_RETURN(Schedule part, BuildLeaderPart(sub, groups, which));
-  Embedding e;
-  e.members.resize(request.nranks);
-  for (int r = 0; r < request.nranks; ++r) e.members[r] = r;
-  e.drop_finalize = false;  // each part is a complete allreduce of its elements
-  e.place = SamePlacement({Buffer::kInput, off}, {Buffer::kOutput, off},
-                          {Buffer::kScratch, ScratchTop(*s, e.members)});
-  EmbedSchedule(part, e, s);
-  return OkStatus();
+  return EmbedAllReducePart(
+      request, parts, i,
+      [&](const ScheduleRequest& sub) { return BuildLeaderPart(sub, groups, which); }, s);
 }
 
 StatusOr<Schedule> BuildAllReduceHierarchicalLeader(const ScheduleRequest& request) {

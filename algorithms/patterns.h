@@ -220,6 +220,28 @@ inline std::function<BufferPlacement(int, Buffer)> SamePlacement(BufferPlacement
   };
 }
 
+// Part i of `parts` of an allreduce cut along the vector (the pipelined hierarchical
+// allreduces): `build_part` makes the schedule of the sub-request for that part's elements,
+// which is laid out at the part's offset of input and output, with fresh scratch, so that
+// parts never share a region. An empty part adds nothing.
+inline Status EmbedAllReducePart(
+    const ScheduleRequest& request, size_t parts, size_t i,
+    const std::function<StatusOr<Schedule>(const ScheduleRequest&)>& build_part, Schedule* parent) {
+  ScheduleRequest sub = request;
+  const size_t off = PartOffset(request.count, static_cast<int>(parts), static_cast<int>(i));
+  sub.count = PartSize(request.count, static_cast<int>(parts), static_cast<int>(i));
+  if (sub.count == 0) return OkStatus();
+  WEFT_ASSIGN_OR_RETURN(Schedule part, build_part(sub));
+  Embedding e;
+  e.members.resize(request.nranks);
+  for (int r = 0; r < request.nranks; ++r) e.members[r] = r;
+  e.drop_finalize = false;  // each part is a complete allreduce of its elements
+  e.place = SamePlacement({Buffer::kInput, off}, {Buffer::kOutput, off},
+                          {Buffer::kScratch, ScratchTop(*parent, e.members)});
+  EmbedSchedule(part, e, parent);
+  return OkStatus();
+}
+
 // The first registered of `names` for `collective` (sub-algorithm choice with fallbacks).
 inline std::string FirstRegistered(Collective collective, std::initializer_list<const char*> names) {
   for (const char* n : names)
