@@ -717,6 +717,12 @@ namespace bench {
 // Waits like the executor does: `g_spin_rounds` non-blocking rounds (the executor uses 64),
 // then blocking rounds. WEFT_BENCH_SPIN_ROUNDS sets it.
 int g_spin_rounds = 64;
+// A post that fails ends the benchmark rank (a child process) with a message.
+void Posted(const Status& st) {
+  if (st.ok()) return;
+  fprintf(stderr, "bench: %s\n", st.message().c_str());
+  _exit(1);
+}
 void Wait(Transport* t, std::initializer_list<TransportRequest*> reqs) {
   for (int round = 0;; ++round) {
     bool all = true;
@@ -766,13 +772,13 @@ void RunRank(Rank& rk, int rank, int nchan, double out[4]) {
       TransportRequest s, q;
       auto t0 = Clock::now();
       if (rank == 0) {
-        t->PostSend(peer, 0, ++tag, &v, 8, &s);
-        t->PostRecv(peer, 0, ++tag, &v, 8, &q);
+        Posted(t->PostSend(peer, 0, ++tag, &v, 8, &s));
+        Posted(t->PostRecv(peer, 0, ++tag, &v, 8, &q));
         Wait(t, {&s, &q});
       } else {
-        t->PostRecv(peer, 0, ++tag, &v, 8, &q);
+        Posted(t->PostRecv(peer, 0, ++tag, &v, 8, &q));
         Wait(t, {&q});
-        t->PostSend(peer, 0, ++tag, &v, 8, &s);
+        Posted(t->PostSend(peer, 0, ++tag, &v, 8, &s));
         Wait(t, {&s});
       }
       if (i >= kWarm) rtt.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
@@ -788,8 +794,8 @@ void RunRank(Rank& rk, int rank, int nchan, double out[4]) {
   auto transfer = [&](bool send, char* base, std::vector<TransportRequest>& reqs) {
     size_t chunk = kBytes / nchan;
     for (int c = 0; c < nchan; ++c) {
-      if (send) t->PostSend(peer, c, tag, base + c * chunk, chunk, &reqs[c]);
-      else t->PostRecv(peer, c, tag, base + c * chunk, chunk, &reqs[c]);
+      if (send) Posted(t->PostSend(peer, c, tag, base + c * chunk, chunk, &reqs[c]));
+      else Posted(t->PostRecv(peer, c, tag, base + c * chunk, chunk, &reqs[c]));
     }
     ++tag;
   };
@@ -812,10 +818,10 @@ void RunRank(Rank& rk, int rank, int nchan, double out[4]) {
     double cpu = CpuSeconds() - cpu0;
     TransportRequest a;
     if (rank == 0) {
-      t->PostRecv(peer, 0, ++tag, &ack, 8, &a);
+      Posted(t->PostRecv(peer, 0, ++tag, &ack, 8, &a));
     } else {
       ack = cpu;
-      t->PostSend(peer, 0, ++tag, &ack, 8, &a);
+      Posted(t->PostSend(peer, 0, ++tag, &ack, 8, &a));
     }
     Wait(t, {&a});
     out[1] = kReps * double(kBytes) / std::chrono::duration<double>(Clock::now() - t0).count() / 1e9;
@@ -905,14 +911,13 @@ TEST(TcpBenchmark, DISABLED_LoopbackTwoProcesses) {
         if (!rk.ok()) _exit(2);
         double unused[4];
         bench::RunRank(*rk, 1, static_cast<int>(streams), unused);
-        rk->bootstrap->Barrier();
-        _exit(0);
+        _exit(rk->bootstrap->Barrier().ok() ? 0 : 3);
       }
       StatusOr<Rank> rk = MakeRank(id, 0, 2, opts);
       ASSERT_TRUE(rk.ok()) << rk.status().message();
       double fig[4];
       bench::RunRank(*rk, 0, static_cast<int>(streams), fig);
-      rk->bootstrap->Barrier();
+      ASSERT_TRUE(rk->bootstrap->Barrier().ok());
       int ws = 0;
       waitpid(child, &ws, 0);
       ASSERT_TRUE(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
