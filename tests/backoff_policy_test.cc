@@ -37,7 +37,7 @@ TEST(BackoffPolicy, OversubscribedYieldsBriefly) {
   EnvGuard env;
   BackoffPolicy p = BackoffPolicy::FromEnv(/*ranks_per_host=*/4, /*usable_cpus=*/2);
   EXPECT_EQ(p.spin_us, 0);
-  EXPECT_EQ(p.yield_us, 20);
+  EXPECT_EQ(p.yield_us, 1000);
 }
 
 TEST(BackoffPolicy, SpinSettingAloneAddsNoYieldStage) {
@@ -54,7 +54,7 @@ TEST(BackoffPolicy, SpinSettingAloneAddsNoYieldStage) {
   unsetenv("WEFT_YIELD_US");
   p = BackoffPolicy::FromEnv(4, 2);
   EXPECT_EQ(p.spin_us, 7);
-  EXPECT_EQ(p.yield_us, 20);
+  EXPECT_EQ(p.yield_us, 1000);
 }
 
 TEST(BackoffPolicy, YieldNeverEndsBeforeSpin) {

@@ -45,9 +45,14 @@ BackoffPolicy BackoffPolicy::FromEnv(int ranks_per_host) {
 BackoffPolicy BackoffPolicy::FromEnv(int ranks_per_host, int usable_cpus) {
   BackoffPolicy p;
   if (ranks_per_host > usable_cpus) {
-    // Oversubscribed: the producer we wait for likely needs our core. Spinning only delays it.
+    // Oversubscribed: the producer we wait for likely needs our core. Spinning only delays it;
+    // yielding hands it the core (ranks of one launcher share a scheduling group). Yield for up
+    // to 1 ms before sleeping: a sleeping rank's wake-up costs far more than the yields on a
+    // quiet VM (an idle vCPU is woken through the hypervisor). Measured with
+    // perf/regression.sh --rounds 3 against ceded60, quiet: with a 20 us yield stage 4 local
+    // ranks 1.26x and netns 2x2 1.16x slower; with 1 ms 0.94x and 0.99x.
     p.spin_us = 0;
-    p.yield_us = 20;
+    p.yield_us = 1000;
   }
   const int spin_env = SettingOr("WEFT_SPIN_US", -1);  // -1: unset (or invalid, refused at init)
   if (spin_env >= 0) {

@@ -20,7 +20,7 @@
 //    was preempted for one scheduler slice; after it the rank sleeps on the futex, so a long
 //    wait (a straggler, a slow tier) does not burn a core.
 //  - more ranks than cores: no spin (it only steals the core from the rank that would produce
-//    our data), yield for 20 us, then sleep.
+//    our data), yield for up to 1 ms, then sleep.
 // The spin stage adapts to how long waits turn out to be (a core per rank): a wait longer than
 // twice the full spin stage (the peer was preempted by another process) shows that spinning
 // bought nothing, so the next spin stage is halved, down to kMinAdaptiveSpinUs; a wait that
@@ -33,7 +33,7 @@
 // Knobs (environment, read by BackoffPolicy::FromEnv):
 //   WEFT_SPIN_US   spin stage length, microseconds (default 2000; 0 when oversubscribed)
 //   WEFT_YIELD_US  end of the yield stage, microseconds since idle (default = spin, i.e. no
-//                  yield stage; 20 when oversubscribed); raised to WEFT_SPIN_US if below it.
+//                  yield stage; 1000 when oversubscribed); raised to WEFT_SPIN_US if below it.
 //
 // Also here: futex helpers on a 32-bit word (process-shared: the word may live in a shared
 // memory segment, so the non-private futex ops are used).
