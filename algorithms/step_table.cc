@@ -10,7 +10,7 @@ using Table = std::array<StepSemantics, kNumStepOps>;
 
 // Every row starts blank: a local step that touches nothing. Each op then states only what
 // it does, so a reader compares rows by their differences.
-StepSemantics& Row(Table& t, StepOp op, const char* name) {
+constexpr StepSemantics& Row(Table& t, StepOp op, const char* name) {
   StepSemantics& m = t[static_cast<size_t>(op)];
   m = StepSemantics{op, name, StepCombine::kNothing, StepOperand::kNone, StepOperand::kNone,
                     false, false, false, false, StepOperand::kNone, false, false, false, false,
@@ -18,7 +18,7 @@ StepSemantics& Row(Table& t, StepOp op, const char* name) {
   return m;
 }
 
-void MessageRows(Table& t) {
+constexpr void MessageRows(Table& t) {
   StepSemantics& send = Row(t, StepOp::kSend, "send");
   send.reads_src = true;
   send.sends = StepOperand::kSrc;
@@ -53,7 +53,7 @@ void MessageRows(Table& t) {
   rcs.sends_to_second_peer = true;
 }
 
-void LocalRows(Table& t) {
+constexpr void LocalRows(Table& t) {
   StepSemantics& copy = Row(t, StepOp::kCopy, "copy");
   copy.combine = StepCombine::kCopyIn;
   copy.lhs = StepOperand::kSrc;
@@ -73,7 +73,7 @@ void LocalRows(Table& t) {
   fin.writes_dst = true;
 }
 
-void DirectRows(Table& t) {
+constexpr void DirectRows(Table& t) {
   StepSemantics& read = Row(t, StepOp::kDirectRead, "direct_read");
   read.combine = StepCombine::kCopyIn;
   read.lhs = StepOperand::kRemote;
@@ -98,7 +98,7 @@ void DirectRows(Table& t) {
 // Codec steps are local (the CPU backend completes them at issue) and read a src of another
 // size than dst: values -> encoded elements, or back (schedule.h). Encoded bytes travel in
 // ordinary send/recv steps.
-void CodecRows(Table& t) {
+constexpr void CodecRows(Table& t) {
   StepSemantics& enc = Row(t, StepOp::kEncode, "encode");
   enc.combine = StepCombine::kCopyIn;
   enc.lhs = StepOperand::kSrc;
@@ -120,7 +120,7 @@ void CodecRows(Table& t) {
   dr.codec = StepCodec::kDecodeSrc;
 }
 
-Table BuildTable() {
+constexpr Table BuildTable() {
   Table t{};
   MessageRows(t);
   LocalRows(t);
@@ -131,16 +131,16 @@ Table BuildTable() {
 
 }  // namespace
 
-const StepSemantics& SemanticsOf(StepOp op) {
-  static const Table table = BuildTable();
-  // An out-of-range value (a corrupted schedule) gets a blank row named "unknown": it touches
-  // nothing and has no peer, so the checker rejects it by name rather than crashing.
-  static const StepSemantics unknown{static_cast<StepOp>(255), "unknown", StepCombine::kNothing, StepOperand::kNone,
-                                     StepOperand::kNone, false, false, false, false,
-                                     StepOperand::kNone, false, false, false, false, false,
-                                     StepFence::kNone, false, false, StepCodec::kNone};
-  const size_t i = static_cast<size_t>(op);
-  return i < table.size() && table[i].name != nullptr ? table[i] : unknown;
-}
+namespace step_table_internal {
+// Built at compile time (constexpr), so SemanticsOf can be inline and needs no guard for a
+// function-local static: it is on the executor's per-step path and the checker's inner loops.
+constexpr std::array<StepSemantics, kNumStepOps> kRows = BuildTable();
+// An out-of-range value (a corrupted schedule) gets a blank row named "unknown": it touches
+// nothing and has no peer, so the checker rejects it by name rather than crashing.
+constexpr StepSemantics kUnknownRow{static_cast<StepOp>(255), "unknown", StepCombine::kNothing, StepOperand::kNone,
+                                    StepOperand::kNone, false, false, false, false,
+                                    StepOperand::kNone, false, false, false, false, false,
+                                    StepFence::kNone, false, false, StepCodec::kNone};
+}  // namespace step_table_internal
 
 }  // namespace weft

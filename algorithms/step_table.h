@@ -19,6 +19,7 @@
 // dst = dst (op) decode(src).
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 #include "algorithms/schedule.h"
@@ -55,10 +56,21 @@ struct StepSemantics {
   StepCodec codec;        // codec steps: how src is transformed (sizes then differ)
 };
 
-// The row of `op`; every StepOp has one (tests/step_table_test.cc checks the enum is covered).
-const StepSemantics& SemanticsOf(StepOp op);
 // Number of StepOp values (the enum is dense from 0).
 constexpr int kNumStepOps = static_cast<int>(kLastStepOp) + 1;
+
+namespace step_table_internal {
+extern const std::array<StepSemantics, kNumStepOps> kRows;  // step_table.cc, built at compile time
+extern const StepSemantics kUnknownRow;
+}  // namespace step_table_internal
+
+// The row of `op`; every StepOp has one (tests/step_table_test.cc checks the enum is covered).
+// Out-of-range values get a blank row named "unknown".
+inline const StepSemantics& SemanticsOf(StepOp op) {
+  const size_t i = static_cast<size_t>(op);
+  const auto& rows = step_table_internal::kRows;
+  return i < rows.size() && rows[i].name != nullptr ? rows[i] : step_table_internal::kUnknownRow;
+}
 
 // ---- derived properties every consumer needs (one definition each) ----
 
