@@ -88,6 +88,8 @@ TEST_F(SettingsEnv, BadValuesAreErrorsNamingVariableAndValue) {
       {"WEFT_SPIN_US", "-1", "an integer in [0, 10000000]"},
       {"WEFT_CHECK", "maybe", "0 or 1"},
       {"WEFT_SHM_RING_BYTES", "4X", "a byte count"},
+      // 0 would fail every TCP message that arrives before its recv (was accepted).
+      {"WEFT_TCP_MAX_UNEXPECTED_BYTES", "0", "a byte count >= 1"},
       {"WEFT_SHM_RING_BYTES", "99999999999999999999G", "a byte count"},
       {"WEFT_TIMEOUT", "-3", "a number of seconds >= 0"},
       {"WEFT_KERNEL_ISA", "sse9", "one of generic,avx2"},

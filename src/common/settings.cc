@@ -46,8 +46,9 @@ const std::vector<SettingInfo>& Table() {
       {"WEFT_SOCKET_BUFFER", K::kInt, "0", "socket buffer bytes (0 = autotuning)", 0, 1 << 30},
       {"WEFT_SOCKET_SPIN_US", K::kInt, "policy", "TCP progress spin before polling", 0, 1000000},
       {"WEFT_SOCKET_YIELD", K::kFlag, "policy", "TCP progress yields the core when idle"},
+      // 0 would fail every message that arrives before its recv: refused at init.
       {"WEFT_TCP_MAX_UNEXPECTED_BYTES", K::kBytes, "1G",
-       "cap on TCP messages buffered before their recv, all peers"},
+       "cap on TCP messages buffered before their recv, all peers", 1},
       {"WEFT_SHM_DISABLE", K::kFlag, "0", "same-host ranks use the network transport"},
       {"WEFT_SHM_RING_BYTES", K::kBytes, "1M", "shm ring per peer"},
       {"WEFT_SHM_SLICE_BYTES", K::kBytes, "64K", "shm copy slice"},
@@ -154,11 +155,11 @@ StatusOr<int64_t> SettingInt(const char* name, int64_t fallback) {
 
 StatusOr<size_t> SettingBytes(const char* name, size_t fallback) {
   WEFT_ASSIGN_OR_RETURN(const SettingInfo* row, Row(name, K::kBytes));
-  (void)row;
   const std::string v = SettingText(name);
   if (v.empty()) return fallback;
   size_t x = 0;
-  if (!ParseBytes(v, &x)) return Bad(name, v, "a byte count, optionally with K, M or G");
+  if (!ParseBytes(v, &x) || x < static_cast<size_t>(row->min))
+    return Bad(name, v, "a byte count >= " + std::to_string(row->min) + ", optionally with K, M or G");
   return x;
 }
 

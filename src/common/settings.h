@@ -35,7 +35,7 @@ struct SettingInfo {
   SettingKind kind;
   const char* default_text;  // as documented ("off", "300", "1 MiB", "first non-loopback")
   const char* doc;           // one line
-  int64_t min = 0;           // kInt
+  int64_t min = 0;           // kInt and kBytes: the smallest value accepted
   int64_t max = 0;           // kInt
   const char* choices = "";  // kChoice: words separated by '|'
 };
