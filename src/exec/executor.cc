@@ -43,13 +43,34 @@ bool Conflicts(const Access& a, const Access& b) {
   return false;
 }
 
+// A recv-reduce's landing buffer, kept with its request slot between operations. Unlike a
+// std::vector it never zero-fills: growing it must not touch (fault in) pages that the
+// receive is about to overwrite, which showed on large compressed calls.
+class Staging {
+ public:
+  unsigned char* Reserve(size_t bytes) {
+    if (bytes > capacity_) {
+      buf_.reset(new unsigned char[bytes]);  // default-initialized: no fill
+      capacity_ = bytes;
+    }
+    size_ = bytes;
+    return buf_.get();
+  }
+  unsigned char* data() const { return buf_.get(); }
+  size_t size() const { return size_; }
+
+ private:
+  std::unique_ptr<unsigned char[]> buf_;
+  size_t capacity_ = 0, size_ = 0;
+};
+
 struct InFlight {
   size_t index = 0;
   const Step* step = nullptr;
   Access access;
   Transport* transport = nullptr;
   TransportRequest req;
-  std::vector<unsigned char> staging;  // recv-reduce landing buffer
+  Staging staging;  // recv-reduce landing buffer
   bool is_wait = false;
   bool fused = false;       // receives, then forwards dst (recv_reduce_send, recv_copy_send)
   bool received = false;    // fused: the receive half is done
@@ -486,8 +507,8 @@ Status Runner::PostAsync(InFlight& f) {
     case StepOp::kRecvReduceSend:  // lands in staging, reduced into dst on arrival
       f.transport = TransportFor(s.peer, s, &st);
       if (!st.ok()) return st;
-      f.staging.resize(s.dst.count * elem_);
-      return f.transport->PostRecv(s.peer, ch, ctx_.tag, f.staging.data(), f.staging.size(), &f.req);
+      return f.transport->PostRecv(s.peer, ch, ctx_.tag, f.staging.Reserve(s.dst.count * elem_),
+                                   s.dst.count * elem_, &f.req);
     default:
       return InternalError(Describe(s, f.index) + ": not an asynchronous step");
   }
