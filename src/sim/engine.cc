@@ -256,9 +256,10 @@ class Engine {
     double done = start + route.overhead_us * Multiplicity(bytes) + xfer;
     stream = done;
     for (int i = 0; i < route.nres; ++i) done = std::max(done, Occupy(route.res[i], start, bytes, direct));
-    // The receiver's thread copies a two-sided shm message: DRAM-resident, or on a core it
-    // shares with other ranks (which cannot copy at the same time), that copy holds its core.
-    if (dram_msg || (!direct && MemoryLink(route.type) && !fabric_.IsGpu(b) && fabric_.CoreShared(b)))
+    // The receiver's thread copies a two-sided shm message, and a direct read is a copy by
+    // the reading rank (b): DRAM-resident two-sided messages, and any such copy on a core the
+    // rank shares with other ranks (which cannot copy at the same time), hold its core.
+    if (dram_msg || (MemoryLink(route.type) && !fabric_.IsGpu(b) && fabric_.CoreShared(b)))
       done = std::max(done, OccupyCore(b, start, xfer));
     // TCP over loopback: each end's kernel copies the bytes on that rank's core (the send and
     // receive copies of concurrent messages, and the rank's reductions, queue there).

@@ -150,7 +150,8 @@ class Driver {
       tb_max = std::max(tb_max, b);
     }
     spread_ = std::max(spread_, tb_max / tb);
-    drained_big_us_ = tb;
+    drained_small_us_ = ts;
+    small_bytes_ = small;
     // A slope that is not positive (noise swamped a tiny difference): fall back to the big
     // probe's average rate, which only underestimates by its fixed costs.
     if (tb > ts) return static_cast<double>(big - small) / ((tb - ts) * 1e3);
@@ -174,21 +175,24 @@ class Driver {
   }
 
   // A token bucket's depth (tbf on a veth, a cloud NIC's burst credit), in bytes: after a
-  // pause that refills it, the first burst bytes leave at the line rate, so the large probe
-  // (Rate's, measured right after another probe: bucket drained) is faster by burst / rate.
-  // 0 when the rested probe is not clearly faster (an unshaped link, or noise).
-  StatusOr<double> Burst(size_t big, double gbps) {
+  // pause that refills it, the first burst bytes leave at the line rate, so Rate's small
+  // probe (big / 4), timed right after a large one (bucket drained), is faster after a pause
+  // by burst / rate. The small probe, not the large one: the saving is a larger share of it
+  // (a 1 MB burst is 48% of a 2 MiB probe at 2 Gbit/s, 12% of the 8 MiB one), above the noise
+  // and TCP's restart after idle. 0 when the rested probe is not clearly faster (an unshaped
+  // link, or noise); at most the probe's size (a deeper bucket is not seen).
+  StatusOr<double> Burst(double gbps) {
     double rested = 1e300;
     for (int i = 0; i < 2; ++i) {
       // target_ms refills a bucket of up to target_ms of traffic at the rate (25 ms: 6 MB at
       // 2 Gbit/s, against tbf's usual 4 ms).
       std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(opt_.target_ms * 1e3)));
-      WEFT_ASSIGN_OR_RETURN(double t, TimeData(big));
+      WEFT_ASSIGN_OR_RETURN(double t, TimeData(small_bytes_));
       rested = std::min(rested, t);
     }
-    const double saved_us = drained_big_us_ - rested;
-    if (!(saved_us > 0.1 * drained_big_us_)) return 0.0;
-    return std::min(static_cast<double>(big), saved_us * gbps * 1e3);
+    const double saved_us = drained_small_us_ - rested;
+    if (!(saved_us > 0.1 * drained_small_us_)) return 0.0;
+    return std::min(static_cast<double>(small_bytes_), saved_us * gbps * 1e3);
   }
 
   double spread() const { return spread_; }
@@ -203,7 +207,8 @@ class Driver {
   const CalibrateOptions& opt_;
   std::vector<char> buf_;
   double spread_ = 1;
-  double drained_big_us_ = 0;  // Rate's fastest large probe (bucket drained)
+  double drained_small_us_ = 0;  // Rate's fastest small probe (after a large one: drained)
+  size_t small_bytes_ = 0;
 };
 
 // Rank a's measurement of one tier (figures in `m`).
@@ -227,7 +232,7 @@ Status DriveTier(const Fabric& fabric, PairLink& link, const CalibrateOptions& o
   } else {
     WEFT_ASSIGN_OR_RETURN(size_t big, d.ChooseProbeBytes(lo, hi));
     WEFT_ASSIGN_OR_RETURN(m->gbps, d.Rate(big, 2));
-    if (IsNetworkTier(m->type)) { WEFT_ASSIGN_OR_RETURN(m->burst_bytes, d.Burst(big, m->gbps)); }
+    if (IsNetworkTier(m->type)) { WEFT_ASSIGN_OR_RETURN(m->burst_bytes, d.Burst(m->gbps)); }
     m->probe_bytes = static_cast<double>(big);
   }
   m->spread = d.spread();
