@@ -131,6 +131,13 @@ class Engine {
       res.rank_done_us.push_back(rs.done);
       res.time_us = std::max(res.time_us, rs.done);
     }
+    std::vector<char> counted(fabric_.num_resources(), 0);
+    for (int r = 0; r < sched_.nranks; ++r) {
+      const int core = fabric_.ComputeResource(r);
+      if (core < 0 || counted[core]) continue;
+      counted[core] = 1;
+      res.cpu_busy_us += busy_[core];
+    }
     res.steps = steps_;
     res.dram_resident = std::find(dram_host_.begin(), dram_host_.end(), 1) != dram_host_.end();
     res.messages = messages_;
@@ -524,6 +531,7 @@ StatusOr<SimResult> SimulateSchedule(const Schedule& schedule, const Fabric& fab
                                      const SimOptions& options) {
   Engine engine(schedule, fabric, elem_size, options);
   StatusOr<SimResult> full = engine.Run();
+  if (full.ok()) full->isolated_us = full->time_us;
   if (!full.ok() || !engine.Shaped()) return full;
   // Shaped ports: the call is timed as one of a sequence of back-to-back calls of its size (a
   // sweep, a training step's buckets), whose buckets hold what the previous call left. From
@@ -539,7 +547,9 @@ StatusOr<SimResult> SimulateSchedule(const Schedule& schedule, const Fabric& fab
   StatusOr<SimResult> first = from_empty.Run();
   if (!first.ok()) return first;
   Engine steady(schedule, fabric, elem_size, options, from_empty.TokensAt(first->time_us));
-  return steady.Run();
+  StatusOr<SimResult> result = steady.Run();
+  if (result.ok()) result->isolated_us = full->time_us;
+  return result;
 }
 
 }  // namespace weft

@@ -70,6 +70,12 @@ struct SimOptions {
 
 struct SimResult {
   double time_us = 0;                 // makespan: last rank's last step
+  // The same call alone, its shaped ports' buckets full (engine: time_us is a call in a
+  // back-to-back sequence). Equal to time_us on fabrics without token buckets.
+  double isolated_us = 0;
+  // CPU time the call keeps the ranks' cores busy (copies, reductions, codecs, kernel copies;
+  // summed over ranks): what competes with other processes on a shared machine.
+  double cpu_busy_us = 0;
   std::vector<double> rank_done_us;   // per rank
   size_t steps = 0;
   bool dram_resident = false;         // some host's working set exceeded its LLC (see above)

@@ -48,6 +48,8 @@ struct Decision {
   const AlgorithmInfo* algorithm = nullptr;
   ChunkPolicy chunk;
   double predicted_us = 0;
+  // Tie-break (Pick): the CPU time the call keeps the cores busy (SimResult::cpu_busy_us).
+  double cpu_busy_us = 0;
   std::string why;  // "model: ...", "WEFT_ALGO: ...", "tuning file f:3: ..."
 };
 
