@@ -372,6 +372,32 @@ TEST(Families, ExplainListsEveryRegisteredAllreduce) {
   for (size_t i = 1; i < all.size(); ++i) EXPECT_LE(all[i - 1].predicted_us, all[i].predicted_us);
 }
 
+// On the shaped 2x2 namespaces a ~90 KiB allreduce holds every hierarchical variant to the link's
+// rate: equal predictions. The decision is the tied candidate that keeps the cores least busy
+// (measured there: the one-leader variant beat the direct one at 16-32 KiB, session 7).
+TEST(Selector, TiesOnAShapedLinkGoToTheLeastCpu) {
+  auto f = Preset("netns:2x2@2");
+  Selector sel(f, AlgoOverrides(), true);
+  // 23170 floats = 92680 bytes: the representative count of the 64 KiB bucket, at which
+  // Choose evaluates (sqrt(2) x 64 KiB), so that Explain lists what Choose compares.
+  ScheduleRequest req = AllReduce(4, 23170);
+  std::vector<Decision> all = sel.Explain(req, 4);
+  ASSERT_FALSE(all.empty());
+  const double best = all.front().predicted_us;
+  int tied = 0;
+  double least_cpu = 1e300;
+  for (const Decision& d : all)
+    if (std::fabs(d.predicted_us - best) <= 1e-9 * best) {
+      ++tied;
+      least_cpu = std::min(least_cpu, d.cpu_busy_us);
+    }
+  ASSERT_GE(tied, 2) << "the shaped link should tie several candidates";
+  StatusOr<Decision> d = sel.Choose(&req, 4);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_NEAR(d->predicted_us, best, 1e-9 * best);
+  EXPECT_DOUBLE_EQ(d->cpu_busy_us, least_cpu) << d->why;
+}
+
 // alltoallv's size is the mean of what the ranks send (the whole count table / nranks): one
 // number on every rank, equal to alltoall's nranks*count*elem when the counts are even.
 TEST(CallBytes, AllToAllvIsTheTableMean) {
