@@ -48,7 +48,10 @@ struct Decision {
   const AlgorithmInfo* algorithm = nullptr;
   ChunkPolicy chunk;
   double predicted_us = 0;
-  // Tie-break (Pick): the CPU time the call keeps the cores busy (SimResult::cpu_busy_us).
+  // Tie-breaks (Pick), in this order: the call alone, its shaped links' buckets full
+  // (SimResult::isolated_us; = predicted_us on unshaped fabrics), then the CPU time the call
+  // keeps the cores busy (SimResult::cpu_busy_us).
+  double isolated_us = 0;
   double cpu_busy_us = 0;
   std::string why;  // "model: ...", "WEFT_ALGO: ...", "tuning file f:3: ..."
 };
