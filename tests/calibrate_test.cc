@@ -165,6 +165,33 @@ TEST(Calibrate, BadMeasurementsAreRefusedNamingTheTier) {
   EXPECT_NE(cal.status().message().find("network"), std::string::npos) << cal.status().message();
 }
 
+// A measured token-bucket burst lands on the network entry and on every host's NIC ports;
+// a negative one is refused naming the tier.
+TEST(Calibrate, MeasuredBurstReachesTheNicPorts) {
+  auto f = MakePreset("netns:2x2");
+  ASSERT_TRUE(f.ok());
+  TierMeasurement net;
+  net.type = LinkType::kNetwork;
+  net.a = 0;
+  net.b = 2;
+  net.oneway_us = 12;
+  net.gbps = 0.239;
+  net.burst_bytes = 9.5e5;
+  auto cal = ApplyCalibration(*f.value(), {net});
+  ASSERT_TRUE(cal.ok()) << cal.status().message();
+  EXPECT_DOUBLE_EQ(cal.value()->table().link(LinkType::kNetwork).burst_bytes, 9.5e5);
+  Route r = cal.value()->RouteOf(0, 2, true);
+  ASSERT_GT(r.line_gbps, net.gbps);
+  int ports = 0;
+  for (int i = 0; i < r.nres; ++i)
+    if (cal.value()->resource(r.res[i]).burst_bytes == 9.5e5) ++ports;
+  EXPECT_EQ(ports, 2);  // the sender's tx and the receiver's rx
+  net.burst_bytes = -1;
+  auto bad = ApplyCalibration(*f.value(), {net});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("network"), std::string::npos) << bad.status().message();
+}
+
 TEST(Calibrate, EnvironmentSwitchAcceptsZeroOrOneOnly) {
   unsetenv("WEFT_CALIBRATE");
   ASSERT_TRUE(CalibrationRequested().ok());

@@ -340,5 +340,137 @@ TEST(SimEngine, DgxRingAllreduceBusBandwidthNearNccl) {
   EXPECT_GT(busbw, 300.0);
 }
 
+// ---- session 7 terms: token-bucket links, shared cores, loopback TCP copies ----
+
+// Rank 0 reduces `idle_floats` locally (the link idles meanwhile), then sends `count` floats
+// to rank 1 (another host).
+Schedule IdleThenSend(size_t idle_floats, size_t count) {
+  Schedule s = Empty(2, "idle_then_send");
+  s.ranks[0].input_count = std::max(idle_floats, count);
+  s.ranks[0].output_count = idle_floats;
+  if (idle_floats > 0) s.ranks[0].steps.push_back(ReduceStep(In(0, idle_floats), Out(0, idle_floats)));
+  s.ranks[0].steps.push_back(SendStep(1, In(0, count)));
+  s.ranks[1].output_count = count;
+  s.ranks[1].steps.push_back(RecvStep(0, Out(0, count)));
+  return s;
+}
+
+TEST(SimTerms, MessageUnderTheBurstLeavesAtLineRate) {
+  // netns:2x1@2: 0.25 GB/s ports with perf/netns/run.sh's tbf burst (1 MB at 2 Gbit/s).
+  auto shaped = Preset("netns:2x1@2");
+  ASSERT_EQ(shaped->table().link(LinkType::kNetwork).burst_bytes, 1e6);
+  Route route = shaped->RouteOf(0, 1, true);
+  ASSERT_GT(route.line_gbps, 1.0);
+  const size_t idle = size_t{4} << 20;  // 16 MiB reduced locally first: the link idles
+  // the bucket refills 0.25 kB per us; a 64 KiB message needs 262 us of idle link.
+  const double reduce_us = idle * 4.0 / (shaped->table().cpu().reduce_gbps * 1e3);
+  ASSERT_GT(reduce_us, 300.0);
+  const size_t small = 16384;  // 64 KiB
+  auto after_idle = SimulateSchedule(IdleThenSend(idle, small), *shaped, 4, SimOptions());
+  ASSERT_TRUE(after_idle.ok()) << after_idle.status().message();
+  const double line_us = small * 4.0 / (route.line_gbps * 1e3);
+  const double shaped_us = small * 4.0 / (0.25 * 1e3);
+  const double message_us = after_idle->time_us - reduce_us;
+  EXPECT_LT(message_us, route.latency_us + route.overhead_us + line_us + 1.0)
+      << "a message the refilled bucket covers must leave at the line rate";
+  // Back to back (no idle), the same message is what a sweep of such calls sees: the bucket
+  // is drained by the previous calls and the message is charged at the shaped rate.
+  auto back_to_back = SimulateSchedule(IdleThenSend(0, small), *shaped, 4, SimOptions());
+  ASSERT_TRUE(back_to_back.ok());
+  EXPECT_GT(back_to_back->time_us, 0.8 * shaped_us);
+  // Over the burst: the bytes beyond it go at the shaped rate even after a long idle.
+  const size_t large = size_t{1} << 20;  // 4 MiB
+  const size_t long_idle = size_t{64} << 20;  // ~10 ms of reduce: the bucket is full
+  auto big = SimulateSchedule(IdleThenSend(long_idle, large), *shaped, 4, SimOptions());
+  ASSERT_TRUE(big.ok());
+  const double long_reduce_us = long_idle * 4.0 / (shaped->table().cpu().reduce_gbps * 1e3);
+  const double expect = (large * 4.0 - 1e6) / (0.25 * 1e3);
+  EXPECT_NEAR(big->time_us - long_reduce_us, expect, 0.02 * expect + 50);
+  // Unshaped (no rate given: no burst): every byte at the port's rate, no line-rate stream.
+  auto plain = Preset("netns:2x1");
+  EXPECT_EQ(plain->RouteOf(0, 1, true).line_gbps, 0.0);
+  for (int i = 0; i < plain->num_resources(); ++i) EXPECT_EQ(plain->resource(i).burst_bytes, 0.0);
+}
+
+// Every rank reduces `count` floats locally, independently.
+Schedule LocalReduces(int n, size_t count) {
+  Schedule s = Empty(n, "local_reduces");
+  for (int r = 0; r < n; ++r) {
+    s.ranks[r].input_count = count;
+    s.ranks[r].output_count = count;
+    s.ranks[r].steps.push_back(ReduceStep(In(0, count), Out(0, count)));
+  }
+  return s;
+}
+
+Fabric WithCores(const Fabric& base, int cores, LinkTable table) {
+  std::vector<HostInfo> hosts{base.host(0)};
+  hosts[0].cores = cores;
+  std::vector<RankPlacement> ranks;
+  for (int r = 0; r < base.nranks(); ++r) ranks.push_back(base.rank(r));
+  return Fabric(hosts, ranks, std::move(table), NetworkConfig(), "cores" + std::to_string(cores));
+}
+
+TEST(SimTerms, FourRanksOnTwoCoresTakeLongerThanOnFour) {
+  auto base = Preset("host:4");
+  Fabric four = WithCores(*base, 4, LinkTable::Defaults());
+  Fabric two = WithCores(*base, 2, LinkTable::Defaults());
+  EXPECT_FALSE(four.CoreShared(0));
+  ASSERT_TRUE(two.CoreShared(0));
+  EXPECT_EQ(two.CoreMates(0), (std::vector<int>{0, 2}));
+  EXPECT_EQ(two.CoreMates(3), (std::vector<int>{1, 3}));
+  const size_t count = 1 << 20;
+  auto own = SimulateSchedule(LocalReduces(4, count), four, 4, SimOptions());
+  auto shared = SimulateSchedule(LocalReduces(4, count), two, 4, SimOptions());
+  ASSERT_TRUE(own.ok() && shared.ok());
+  const double one = count * 4.0 / (four.table().cpu().reduce_gbps * 1e3);
+  EXPECT_NEAR(own->time_us, one, 0.05 * one + 1);
+  // Two ranks per core, both busy: each runs at half speed (processor sharing).
+  EXPECT_NEAR(shared->time_us, 2 * one, 0.05 * one + 1);
+  // A rank whose mate is idle runs at full speed: only ranks 0 and 1 work.
+  Schedule half = LocalReduces(4, count);
+  half.ranks[2].steps.clear();
+  half.ranks[3].steps.clear();
+  auto alone = SimulateSchedule(half, two, 4, SimOptions());
+  ASSERT_TRUE(alone.ok());
+  EXPECT_NEAR(alone->time_us, one, 0.05 * one + 1);
+}
+
+TEST(SimTerms, LoopbackTcpCopiesLoadBothEndsCores) {
+  // A loopback stack with a wide machine-wide capacity, so that only the per-core kernel
+  // copies can make an exchange slower than one message.
+  auto base = Preset("host:2");
+  LinkTable t = LinkTable::Defaults();
+  t.mutable_link(LinkType::kLoopback).bw_gbps = 100;
+  Fabric f = WithCores(*base, 2, t);
+  Route r = f.RouteOf(0, 1, /*shm_enabled=*/false);
+  ASSERT_EQ(r.type, LinkType::kLoopback);
+  ASSERT_DOUBLE_EQ(r.kernel_copy_gbps, t.link(LinkType::kLoopback).flow_gbps);
+  const size_t count = 1 << 20;
+  Schedule one = OneMessage(2, 1, count);
+  Schedule both = Empty(2, "exchange");
+  for (int k = 0; k < 2; ++k) {
+    both.ranks[k].input_count = count;
+    both.ranks[k].output_count = count;
+    both.ranks[k].steps.push_back(SendStep(1 - k, In(0, count)));
+    both.ranks[k].steps.push_back(RecvStep(1 - k, Out(0, count)));
+  }
+  SimOptions o;
+  o.shm_enabled = false;
+  auto a = SimulateSchedule(one, f, 4, o);
+  auto b = SimulateSchedule(both, f, 4, o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  const double copy_us = count * 4.0 / (r.kernel_copy_gbps * 1e3);
+  // One message: one copy per end, in parallel (the stream rate). An exchange: each core
+  // copies its send and its receive.
+  EXPECT_NEAR(b->time_us - a->time_us, copy_us, 0.05 * copy_us);
+  // Shared memory is not charged this way.
+  SimOptions shm;
+  auto s1 = SimulateSchedule(one, f, 4, shm);
+  auto s2 = SimulateSchedule(both, f, 4, shm);
+  ASSERT_TRUE(s1.ok() && s2.ok());
+  EXPECT_EQ(f.RouteOf(0, 1, true).kernel_copy_gbps, 0.0);
+}
+
 }  // namespace
 }  // namespace weft

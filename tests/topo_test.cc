@@ -237,6 +237,46 @@ TEST(LinkTable, OverridesApplyAndRejectNonsense) {
   EXPECT_FALSE(t.Apply(neg).ok());
 }
 
+// A shaped tier's token bucket: the netns preset with a rate carries perf/netns/run.sh's tbf
+// burst on every veth port, a topology file keeps it, and a negative one is refused by name.
+TEST(LinkTable, TokenBucketBurstReachesPortsAndSurvivesAFile) {
+  auto f = MakePreset("netns:2x2@2");
+  ASSERT_TRUE(f.ok());
+  EXPECT_DOUBLE_EQ(f.value()->table().link(LinkType::kNetwork).burst_bytes, 1e6);
+  int shaped = 0;
+  for (int i = 0; i < f.value()->num_resources(); ++i)
+    if (f.value()->resource(i).burst_bytes == 1e6) ++shaped;
+  EXPECT_EQ(shaped, 4);  // nic0.tx and nic0.rx of both hosts
+  auto reloaded = FabricFromRecords(f.value()->ToRecords(), "saved");
+  ASSERT_TRUE(reloaded.ok()) << reloaded.status().message();
+  EXPECT_DOUBLE_EQ(reloaded.value()->table().link(LinkType::kNetwork).burst_bytes, 1e6);
+  EXPECT_EQ(reloaded.value()->Digest(), f.value()->Digest());
+  auto slow = MakePreset("netns:2x2@0.1");  // 12.5 MB/s: 4 ms (50 kB) is below the 128 KiB floor
+  ASSERT_TRUE(slow.ok());
+  EXPECT_DOUBLE_EQ(slow.value()->table().link(LinkType::kNetwork).burst_bytes, 131072);
+  LinkTable t = LinkTable::Defaults();
+  auto neg = ParseRecords("link type=network bw_gbps=1 burst_bytes=-5\n", "o").value();
+  Status st = t.Apply(neg);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("burst_bytes=-5"), std::string::npos) << st.message();
+}
+
+// Namespaces of one machine share its cores: 2 hosts x 2 ranks on a 2-core box deal the 4
+// ranks to 2 cores; 2 x 1 fits.
+TEST(Fabric, RanksOutnumberingTheMachinesCoresShareThem) {
+  auto over = MakePreset("netns:2x2@2");
+  ASSERT_TRUE(over.ok());
+  EXPECT_EQ(over.value()->CoreMates(0), (std::vector<int>{0, 2}));
+  EXPECT_EQ(over.value()->CoreMates(3), (std::vector<int>{1, 3}));
+  auto fits = MakePreset("netns:2x1@2");
+  ASSERT_TRUE(fits.ok());
+  EXPECT_FALSE(fits.value()->CoreShared(0));
+  EXPECT_FALSE(fits.value()->CoreShared(1));
+  auto gpus = MakePreset("dgx-h100:2");  // GPU ranks have their own engines
+  ASSERT_TRUE(gpus.ok());
+  for (int r = 0; r < gpus.value()->nranks(); ++r) EXPECT_FALSE(gpus.value()->CoreShared(r));
+}
+
 class TopologyFiles : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TopologyFiles, RoundTrip) {

@@ -372,6 +372,35 @@ TEST(Families, ExplainListsEveryRegisteredAllreduce) {
   for (size_t i = 1; i < all.size(); ++i) EXPECT_LE(all[i - 1].predicted_us, all[i].predicted_us);
 }
 
+// On the shaped 2x2 namespaces a ~90 KiB allreduce holds every hierarchical variant to the link's
+// rate: equal predictions. The decision is the tied candidate fastest as a call alone (buckets
+// full), which keeps hierarchical_direct there (measured faster than the one-leader variant
+// at 128-512 KiB, session 7).
+TEST(Selector, TiesOnAShapedLinkGoToTheFastestIsolatedCall) {
+  auto f = Preset("netns:2x2@2");
+  Selector sel(f, AlgoOverrides(), true);
+  // 23170 floats = 92680 bytes: the representative count of the 64 KiB bucket, at which
+  // Choose evaluates (sqrt(2) x 64 KiB), so that Explain lists what Choose compares.
+  ScheduleRequest req = AllReduce(4, 23170);
+  std::vector<Decision> all = sel.Explain(req, 4);
+  ASSERT_FALSE(all.empty());
+  const double best = all.front().predicted_us;
+  int tied = 0;
+  double fastest_alone = 1e300;
+  for (const Decision& d : all)
+    if (std::fabs(d.predicted_us - best) <= 1e-9 * best) {
+      ++tied;
+      EXPECT_GE(d.isolated_us, 0.0);
+      fastest_alone = std::min(fastest_alone, d.isolated_us);
+    }
+  ASSERT_GE(tied, 2) << "the shaped link should tie several candidates";
+  StatusOr<Decision> d = sel.Choose(&req, 4);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_NEAR(d->predicted_us, best, 1e-9 * best);
+  EXPECT_DOUBLE_EQ(d->isolated_us, fastest_alone) << d->why;
+  EXPECT_LT(d->isolated_us, best) << "alone, the burst covers part of the call";
+}
+
 // alltoallv's size is the mean of what the ranks send (the whole count table / nranks): one
 // number on every rank, equal to alltoall's nranks*count*elem when the counts are even.
 TEST(CallBytes, AllToAllvIsTheTableMean) {

@@ -57,11 +57,33 @@ uint64_t StreamKey(int to, uint16_t channel) { return static_cast<uint64_t>(to) 
 
 class Engine {
  public:
-  Engine(const Schedule& s, const Fabric& f, size_t elem, const SimOptions& o)
+  // `tokens`: what each shaped port's bucket holds when the call starts (empty: full).
+  Engine(const Schedule& s, const Fabric& f, size_t elem, const SimOptions& o, std::vector<double> tokens = {})
       : sched_(s), fabric_(f), elem_(static_cast<double>(elem)), opt_(o), ranks_(s.nranks),
-        backlog_(f.num_resources(), 0.0), busy_(f.num_resources(), 0.0) {
+        backlog_(f.num_resources(), 0.0), busy_(f.num_resources(), 0.0), tokens_(std::move(tokens)) {
+    if (tokens_.size() != static_cast<size_t>(f.num_resources())) {
+      tokens_.assign(f.num_resources(), 0.0);
+      for (int i = 0; i < f.num_resources(); ++i) tokens_[i] = f.resource(i).burst_bytes;
+    }
     window_ = o.window > 0 ? o.window : std::max(1, s.window);
     ClassifyWorkingSet();
+  }
+
+  bool Shaped() const {
+    for (int i = 0; i < fabric_.num_resources(); ++i)
+      if (fabric_.resource(i).burst_bytes > 0) return true;
+    return false;
+  }
+
+  // After Run: what each bucket holds at time `end` (refilled since its port went idle).
+  std::vector<double> TokensAt(double end) const {
+    std::vector<double> t = tokens_;
+    for (int i = 0; i < fabric_.num_resources(); ++i) {
+      const FabricResource& fr = fabric_.resource(i);
+      if (fr.burst_bytes > 0)
+        t[i] = std::min(fr.burst_bytes, t[i] + std::max(0.0, end - backlog_[i]) * cap_[i] * 1e3);
+    }
+    return t;
   }
 
   StatusOr<SimResult> Run() {
@@ -108,6 +130,13 @@ class Engine {
       }
       res.rank_done_us.push_back(rs.done);
       res.time_us = std::max(res.time_us, rs.done);
+    }
+    std::vector<char> counted(fabric_.num_resources(), 0);
+    for (int r = 0; r < sched_.nranks; ++r) {
+      const int core = fabric_.ComputeResource(r);
+      if (core < 0 || counted[core]) continue;
+      counted[core] = 1;
+      res.cpu_busy_us += busy_[core];
     }
     res.steps = steps_;
     res.dram_resident = std::find(dram_host_.begin(), dram_host_.end(), 1) != dram_host_.end();
@@ -163,12 +192,49 @@ class Engine {
   // Occupies the resource for `bytes`; returns when its backlog drains.
   // `cached`: the bytes come from a cache-resident window, so they cost the resource's cache
   // capacity even when the call is DRAM-bound.
+  // A shaped port (burst_bytes > 0) is a token bucket: bytes it holds tokens for pass without
+  // occupying it (they leave at the line rate, which the stream's cap charges); the bucket
+  // refills at the port's rate while the port is idle (while it is backlogged, the shaped
+  // bytes consume the refill as it comes) and starts the call full.
   double Occupy(int res, double now, double bytes, bool cached = false) {
-    double gbps = cached ? fabric_.resource(res).gbps : cap_[res];
-    double dt = bytes / (gbps * 1e3);  // GB/s -> bytes per us
-    backlog_[res] = std::max(now, backlog_[res]) + dt;
+    const FabricResource& fr = fabric_.resource(res);
+    double gbps = cached ? fr.gbps : cap_[res];
+    const double start = std::max(now, backlog_[res]);
+    double shaped = bytes;
+    if (fr.burst_bytes > 0) {
+      tokens_[res] = std::min(fr.burst_bytes, tokens_[res] + (start - backlog_[res]) * gbps * 1e3);
+      const double take = std::min(tokens_[res], bytes);
+      tokens_[res] -= take;
+      shaped -= take;
+    }
+    double dt = shaped / (gbps * 1e3);  // GB/s -> bytes per us
+    backlog_[res] = start + dt;
     busy_[res] += dt;
     return backlog_[res];
+  }
+
+  // Occupies rank r's core for `us` from `start` (a copy its thread or its kernel does, which
+  // queues with its reductions and, on a shared core, with the other ranks'); returns when
+  // the core is free.
+  double OccupyCore(int r, double start, double us) {
+    int core = fabric_.ComputeResource(r);
+    const double begin = std::max(start, backlog_[core]);
+    us = Shared(r, begin, us);
+    backlog_[core] = begin + us;
+    busy_[core] += us;
+    return backlog_[core];
+  }
+
+  // Oversubscription (Fabric::CoreMates): `dt` us of CPU work rank r starts at `t` on a core
+  // it shares. The kernel time-slices the busy ranks (idle ones wait in the kernel or yield),
+  // i.e. processor sharing: while a mate still has work pending, both run at half speed, so
+  // the work is stretched by the overlap with each mate's pending work, min(dt, pending).
+  // (Exact for two jobs; the mates' own finish times, already scheduled, are not moved.)
+  double Shared(int r, double t, double dt) const {
+    double stretched = dt;
+    for (int m : fabric_.CoreMates(r))
+      if (m != r) stretched += std::min(dt, std::max(0.0, backlog_[fabric_.ComputeResource(m)] - t));
+    return stretched;
   }
 
   // Time at which a transfer of `bytes` along a->b on `channel`, started at `now`, is
@@ -189,17 +255,25 @@ class Engine {
       double f = fabric_.table().link(route.type).dram_flow_gbps;
       if (f > 0) route.flow_gbps = f;
     }
+    // A shaped route: the stream runs at the line rate, the ports' token buckets shape it.
+    if (route.line_gbps > 0) route.flow_gbps = route.line_gbps;
     double& stream = streams_[Key(a, b, sched_.nranks, channel)];
     double start = std::max(now, stream);
     double xfer = bytes / (route.flow_gbps * 1e3);
     double done = start + route.overhead_us * Multiplicity(bytes) + xfer;
     stream = done;
     for (int i = 0; i < route.nres; ++i) done = std::max(done, Occupy(route.res[i], start, bytes, direct));
-    if (dram_msg) {
-      int core = fabric_.ComputeResource(b);
-      backlog_[core] = std::max(start, backlog_[core]) + xfer;
-      busy_[core] += xfer;
-      done = std::max(done, backlog_[core]);
+    // The receiver's thread copies a two-sided shm message, and a direct read is a copy by
+    // the reading rank (b): DRAM-resident two-sided messages, and any such copy on a core the
+    // rank shares with other ranks (which cannot copy at the same time), hold its core.
+    if (dram_msg || (MemoryLink(route.type) && !fabric_.IsGpu(b) && fabric_.CoreShared(b)))
+      done = std::max(done, OccupyCore(b, start, xfer));
+    // TCP over loopback: each end's kernel copies the bytes on that rank's core (the send and
+    // receive copies of concurrent messages, and the rank's reductions, queue there).
+    if (route.kernel_copy_gbps > 0 && !fabric_.IsGpu(a) && !fabric_.IsGpu(b)) {
+      const double copy_us = bytes / (route.kernel_copy_gbps * 1e3);
+      done = std::max(done, OccupyCore(a, start, copy_us));
+      done = std::max(done, OccupyCore(b, start, copy_us));
     }
     return done + route.latency_us;
   }
@@ -220,8 +294,9 @@ class Engine {
       double d = reduce ? c.dram_reduce_gbps : c.dram_copy_gbps;
       if (d > 0) rate = d;
     }
-    double dt = bytes / (rate * 1e3);
-    backlog_[res] = std::max(start, backlog_[res]) + dt;
+    const double begin = std::max(start, backlog_[res]);
+    double dt = Shared(r, begin, bytes / (rate * 1e3));
+    backlog_[res] = begin + dt;
     busy_[res] += dt;
     double end = backlog_[res];
     // Recv-reduce staging: the message landed in a staging buffer, and reducing it re-reads
@@ -412,8 +487,9 @@ class Engine {
       end = Compute(r, now, values, false) + fixed_us;
     } else {
       const int res = fabric_.ComputeResource(r);
-      const double dt = fixed_us + values / (gbps * 1e3);
-      backlog_[res] = std::max(now, backlog_[res]) + dt;
+      const double begin = std::max(now, backlog_[res]);
+      const double dt = Shared(r, begin, fixed_us + values / (gbps * 1e3));
+      backlog_[res] = begin + dt;
       busy_[res] += dt;
       end = backlog_[res];
     }
@@ -436,6 +512,7 @@ class Engine {
   int window_;
   std::vector<RankState> ranks_;
   std::vector<double> backlog_, busy_;
+  std::vector<double> tokens_;     // shaped ports: bytes the token bucket holds (at backlog_)
   std::vector<double> cap_;        // resource capacity for this call (cache or DRAM rate)
   std::vector<char> dram_host_;    // [host] working set exceeds the LLC
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
@@ -453,7 +530,26 @@ class Engine {
 StatusOr<SimResult> SimulateSchedule(const Schedule& schedule, const Fabric& fabric, size_t elem_size,
                                      const SimOptions& options) {
   Engine engine(schedule, fabric, elem_size, options);
-  return engine.Run();
+  StatusOr<SimResult> full = engine.Run();
+  if (full.ok()) full->isolated_us = full->time_us;
+  if (!full.ok() || !engine.Shaped()) return full;
+  // Shaped ports: the call is timed as one of a sequence of back-to-back calls of its size (a
+  // sweep, a training step's buckets), whose buckets hold what the previous call left. From
+  // a full bucket: if the call gives back what it took (refills while its ports idle), full is
+  // the steady state. Otherwise the sequence drains it: iterate the call from an empty bucket
+  // twice (the level rises towards the fixed point; the second pass is close to it).
+  std::vector<double> after = engine.TokensAt(full->time_us);
+  bool drains = false;
+  for (int i = 0; i < fabric.num_resources(); ++i)
+    if (fabric.resource(i).burst_bytes > 0 && after[i] < fabric.resource(i).burst_bytes - 1) drains = true;
+  if (!drains) return full;
+  Engine from_empty(schedule, fabric, elem_size, options, std::vector<double>(fabric.num_resources(), 0.0));
+  StatusOr<SimResult> first = from_empty.Run();
+  if (!first.ok()) return first;
+  Engine steady(schedule, fabric, elem_size, options, from_empty.TokensAt(first->time_us));
+  StatusOr<SimResult> result = steady.Run();
+  if (result.ok()) result->isolated_us = full->time_us;
+  return result;
 }
 
 }  // namespace weft

@@ -28,6 +28,17 @@
 // and local copies/reductions - including the reduction of a recv-reduce's staging buffer,
 // an extra read + write - also occupy the memory bus. Direct reads keep the cache figures:
 // they read a peer's bounded window, which stays cache-resident.
+// Token-bucket links (LinkParams::burst_bytes, e.g. tc tbf on the netns harness's veths):
+// a shaped port lets the bytes its bucket holds pass without occupying it (they leave at the
+// line rate: the route's stream cap is then the unshaped TCP rate) and refills at its rate
+// while idle. A call is timed as one of a sequence of back-to-back calls of its size: if a
+// call from a full bucket gives back what it took, full is its steady state; otherwise the
+// call is run from an empty bucket, then once more from the level that run left.
+// Shared cores (Fabric::CoreMates: a machine with more CPU ranks than cores): a rank's CPU
+// work is stretched by its overlap with each busy mate's pending work (processor sharing),
+// and two-sided shm messages to a rank on a shared core occupy its core (the receiver's
+// thread copies). Loopback TCP: each end's kernel copy occupies that rank's core
+// (Route::kernel_copy_gbps), so a rank's send and receive copies and reductions queue there.
 // The model is deterministic (ties broken by event order), so every rank predicts the same.
 #pragma once
 
@@ -59,6 +70,12 @@ struct SimOptions {
 
 struct SimResult {
   double time_us = 0;                 // makespan: last rank's last step
+  // The same call alone, its shaped ports' buckets full (engine: time_us is a call in a
+  // back-to-back sequence). Equal to time_us on fabrics without token buckets.
+  double isolated_us = 0;
+  // CPU time the call keeps the ranks' cores busy (copies, reductions, codecs, kernel copies;
+  // summed over ranks): what competes with other processes on a shared machine.
+  double cpu_busy_us = 0;
   std::vector<double> rank_done_us;   // per rank
   size_t steps = 0;
   bool dram_resident = false;         // some host's working set exceeded its LLC (see above)

@@ -17,6 +17,9 @@
 //   - bandwidth: a sends S bytes, b answers 8 bytes; the rate is the slope between two sizes
 //     (S/4 and S), so fixed costs and a token-bucket's burst (a warm-up message drains it)
 //     cancel; probes double until one lasts target_ms / 4, S is 4x that;
+//   - network tiers: a token bucket's burst: the S/4 probe after a target_ms pause (bucket
+//     refilled) against the same probe right after an S one (drained): burst = saved time x
+//     rate (2 x (target_ms + one S/4 probe) more);
 //   - same-host memory tiers are probed twice: inside the last-level cache and beyond it
 //     (the fabric's two figures, flow_gbps and dram_flow_gbps).
 // First, rank 0 times weft's copy and float sum kernels inside and beyond the LLC (the CPU
@@ -66,6 +69,9 @@ struct TierMeasurement {
   double oneway_us = 0;     // small message, one way (latency + per-message overhead)
   double gbps = 0;          // one stream's rate, GB/s (cache-resident buffers for memory tiers)
   double dram_gbps = 0;     // memory tiers: one stream beyond the LLC; 0 = not measured
+  // Network tiers: a token bucket's depth (bytes that leave at the line rate after a pause:
+  // the S/4 probe after a target_ms pause vs right after an S one); 0 = none seen.
+  double burst_bytes = 0;
   double probe_bytes = 0;   // the large probe's size
   double seconds = 0;       // wall time this tier's probes took
   // Slowest / fastest repetition of the large probe: near 1 on a quiet machine; well above

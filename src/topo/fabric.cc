@@ -19,6 +19,13 @@ Fabric::Fabric(std::vector<HostInfo> hosts, std::vector<RankPlacement> ranks, Li
   BuildResources();
 }
 
+// The physical machine of host h: namespaces of one box share its kernel and its cores.
+std::string Fabric::MachineOf(int h) const {
+  const std::string& id = hosts_[h].id;
+  std::string machine = id.substr(0, id.rfind('|'));
+  return machine.empty() ? "host" + std::to_string(h) : machine;
+}
+
 int Fabric::AddResource(std::string name, double gbps, double dram_gbps, int host) {
   resources_.push_back(FabricResource{std::move(name), gbps, dram_gbps, host});
   return static_cast<int>(resources_.size()) - 1;
@@ -29,6 +36,40 @@ static double NicCapacity(const NicInfo& n, const LinkTable& t) {
   // Unknown speed (virtio, veth): RDMA ports default to the network table entry, others are
   // limited by the TCP stack anyway, so use the loopback figure.
   return n.kind == "rdma" ? t.link(LinkType::kNetwork).bw_gbps : t.link(LinkType::kLoopback).bw_gbps;
+}
+
+// One compute resource per GPU and per CPU rank. When a machine runs more CPU ranks than it
+// has cores, its ranks are dealt to the cores round-robin (rank order) and the ranks dealt to
+// one core are recorded as its mates (CoreMates): the engine slows a rank's CPU work by the
+// number of mates busy at the time (the kernel time-slices them: processor sharing).
+void Fabric::BuildComputeResources() {
+  compute_res_.assign(ranks_.size(), -1);
+  core_mates_.assign(ranks_.size(), {});
+  std::map<std::string, std::vector<int>> machine_ranks;  // hostname|boot_id -> CPU ranks
+  for (size_t r = 0; r < ranks_.size(); ++r)
+    if (ranks_[r].gpu < 0) machine_ranks[MachineOf(ranks_[r].host)].push_back(static_cast<int>(r));
+  for (const auto& kv : machine_ranks) {
+    const std::vector<int>& rs = kv.second;
+    const size_t cores = static_cast<size_t>(std::max(1, hosts_[ranks_[rs[0]].host].cores));
+    if (rs.size() <= cores) continue;
+    for (size_t i = 0; i < rs.size(); ++i)
+      for (size_t j = i % cores; j < rs.size(); j += cores) core_mates_[rs[i]].push_back(rs[j]);
+  }
+  std::map<std::pair<int, int>, int> gpu_compute;
+  for (size_t r = 0; r < ranks_.size(); ++r) {
+    const RankPlacement& pl = ranks_[r];
+    if (pl.gpu >= 0) {
+      auto key = std::make_pair(pl.host, pl.gpu);
+      auto it = gpu_compute.find(key);
+      if (it == gpu_compute.end())
+        it = gpu_compute.emplace(key, AddResource("h" + std::to_string(pl.host) + ".gpu" + std::to_string(pl.gpu) + ".sm",
+                                                  table_.gpu().reduce_gbps)).first;
+      compute_res_[r] = it->second;
+    } else {
+      compute_res_[r] = AddResource("rank" + std::to_string(r) + ".core", table_.cpu().reduce_gbps,
+                                    table_.cpu().dram_reduce_gbps, pl.host);
+    }
+  }
 }
 
 void Fabric::BuildResources() {
@@ -61,8 +102,7 @@ void Fabric::BuildResources() {
     AddResource(p + "socketlink.down", table_.link(LinkType::kCrossSocket).bw_gbps);
     // Namespaces of one machine share its kernel's TCP stack (and its cores): one resource
     // per hostname|boot_id, which is what makes netns "hosts" on one box contend.
-    std::string machine = host.id.substr(0, host.id.rfind('|'));
-    if (machine.empty()) machine = "host" + std::to_string(h);
+    std::string machine = MachineOf(h);
     auto it = machine_stack.find(machine);
     if (it == machine_stack.end())
       it = machine_stack.emplace(machine, AddResource(p + "tcpstack", table_.link(LinkType::kLoopback).bw_gbps)).first;
@@ -72,6 +112,12 @@ void Fabric::BuildResources() {
       double cap = n < host.nics.size() ? NicCapacity(host.nics[n], table_) : table_.link(LinkType::kNetwork).bw_gbps;
       nic_tx_[h].push_back(AddResource(p + "nic" + std::to_string(n) + ".tx", cap));
       nic_rx_[h].push_back(AddResource(p + "nic" + std::to_string(n) + ".rx", cap));
+      // A TCP NIC of a shaped tier (tbf on a veth) has the tier's token bucket on both ports,
+      // as perf/netns/run.sh shapes both directions.
+      if (n < host.nics.size() && host.nics[n].kind != "rdma") {
+        resources_[nic_tx_[h].back()].burst_bytes = table_.link(LinkType::kNetwork).burst_bytes;
+        resources_[nic_rx_[h].back()].burst_bytes = table_.link(LinkType::kNetwork).burst_bytes;
+      }
       int leaf = n < host.nics.size() ? host.nics[n].leaf : 0;
       leaf_capacity[leaf] += cap;
     }
@@ -84,22 +130,7 @@ void Fabric::BuildResources() {
     leaf_up_[kv.first] = AddResource("leaf" + std::to_string(kv.first) + ".up", cap);
     leaf_down_[kv.first] = AddResource("leaf" + std::to_string(kv.first) + ".down", cap);
   }
-  compute_res_.assign(ranks_.size(), -1);
-  std::map<std::pair<int, int>, int> gpu_compute;
-  for (size_t r = 0; r < ranks_.size(); ++r) {
-    const RankPlacement& pl = ranks_[r];
-    if (pl.gpu >= 0) {
-      auto key = std::make_pair(pl.host, pl.gpu);
-      auto it = gpu_compute.find(key);
-      if (it == gpu_compute.end())
-        it = gpu_compute.emplace(key, AddResource("h" + std::to_string(pl.host) + ".gpu" + std::to_string(pl.gpu) + ".sm",
-                                                  table_.gpu().reduce_gbps)).first;
-      compute_res_[r] = it->second;
-    } else {
-      compute_res_[r] = AddResource("rank" + std::to_string(r) + ".core", table_.cpu().reduce_gbps,
-                                    table_.cpu().dram_reduce_gbps, pl.host);
-    }
-  }
+  BuildComputeResources();
   // Last-level cache per host: the highest level that holds data (unified or data), all its
   // instances: ranks of the host share them.
   llc_bytes_.assign(H, 0);
@@ -202,6 +233,9 @@ Route Fabric::RouteOf(int a, int b, bool shm_enabled) const {
     } else if (!shm_enabled) {
       r.type = LinkType::kLoopback;
       add(tcp_stack_[h]);
+      // Loopback TCP runs at the kernel's copy speed: each end's copy is the transfer, on
+      // that rank's core (the stream rate calibration measures: one copy per end).
+      r.kernel_copy_gbps = table_.link(LinkType::kLoopback).flow_gbps;
     } else if (pa.numa == pb.numa) {
       r.type = LinkType::kSameNuma;
       add(numa_bus_[h][pa.numa]);
@@ -238,6 +272,16 @@ Route Fabric::RouteOf(int a, int b, bool shm_enabled) const {
       r.latency_us = std::max(r.latency_us, lo.latency_us);
       r.flow_gbps = std::min(r.flow_gbps, lo.flow_gbps);
       r.overhead_us = std::max(r.overhead_us, lo.overhead_us);
+    }
+    if (tcp) {
+      // The kernel's socket copies are not charged to the cores here (kernel_copy_gbps): over
+      // a link 20x slower than a copy they are spread thin over the transfer and interleave
+      // with the rank's other work; booking each message's copy in one piece would block
+      // the core (a 2x4 netns 64 MiB call: +5% predicted, measured at the link bound).
+      const LinkParams& lo = table_.link(LinkType::kLoopback);
+      // A shaped link: the stream itself runs at what TCP moves unshaped on this machine; the
+      // NIC ports' token buckets (FabricResource::burst_bytes) hold it to the shaped rate.
+      if (resources_[nic_tx_[pa.host][na]].burst_bytes > 0) r.line_gbps = std::max(r.flow_gbps, lo.flow_gbps);
     }
     return r;
   }

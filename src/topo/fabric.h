@@ -30,6 +30,9 @@ struct FabricResource {
   // CPU cores: see engine.h); 0 = not memory-bound, `gbps` always applies.
   double dram_gbps = 0;
   int host = -1;     // host whose memory this resource is, -1 for network resources
+  // A shaped port (token bucket, LinkParams::burst_bytes): bytes the bucket holds pass
+  // without occupying `gbps`; it refills at `gbps` while idle. 0 = not shaped.
+  double burst_bytes = 0;
 };
 
 // What one message from rank a to rank b goes through.
@@ -41,6 +44,13 @@ struct Route {
   double latency_us = 0;
   double flow_gbps = 1;   // one stream's cap
   double overhead_us = 0; // per message
+  // TCP loopback: each end's kernel copies the bytes on that rank's core at this rate (GB/s;
+  // the loopback stream's, which is one copy per end running in parallel). 0 = not charged
+  // (shm, RDMA, GPU; TCP network tiers: see RouteOf).
+  double kernel_copy_gbps = 0;
+  // A shaped route (its ports have a burst): the stream's own cap is the unshaped line rate,
+  // the ports' token buckets do the shaping. 0 = not shaped.
+  double line_gbps = 0;
 };
 
 // Network shape between hosts.
@@ -92,6 +102,12 @@ class Fabric {
   // The resource a rank's local copy / reduction runs on, with its rate for this op.
   int ComputeResource(int r) const { return compute_res_[r]; }
   const ComputeParams& Compute(int r) const { return IsGpu(r) ? table_.gpu() : table_.cpu(); }
+  // The ranks that share rank r's core (r included), in rank order, when its machine
+  // (namespaces of one box count as one machine) runs more CPU ranks than it has cores:
+  // ranks are dealt to cores round-robin in rank order. Empty when r has a core of its own.
+  // Ranks waiting for messages yield their core (src/core backoff), so only busy mates slow r.
+  const std::vector<int>& CoreMates(int r) const { return core_mates_[r]; }
+  bool CoreShared(int r) const { return !core_mates_[r].empty(); }
   // The memory bus a CPU rank's local traffic uses (its NUMA node's); -1 for GPU ranks.
   int MemoryResource(int r) const { return IsGpu(r) ? -1 : numa_bus_[ranks_[r].host][ranks_[r].numa]; }
   // Last-level cache of host h in bytes (all instances together: the share its ranks split),
@@ -111,6 +127,8 @@ class Fabric {
 
  private:
   void BuildResources();
+  void BuildComputeResources();
+  std::string MachineOf(int h) const;
   int AddResource(std::string name, double gbps, double dram_gbps = 0, int host = -1);
   int NicOf(int r) const;  // NIC index used by rank r (0 when the host lists none)
 
@@ -128,6 +146,7 @@ class Fabric {
   std::vector<std::vector<int>> nic_tx_, nic_rx_;     // [host][nic]
   std::vector<int> leaf_up_, leaf_down_;               // [leaf]
   std::vector<int> compute_res_;                       // [rank]
+  std::vector<std::vector<int>> core_mates_;           // [rank] (empty: own core)
   std::vector<int64_t> llc_bytes_;                     // [host]
 };
 

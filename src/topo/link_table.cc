@@ -123,15 +123,16 @@ Status LinkTable::Apply(const std::vector<Record>& records) {
       WEFT_ASSIGN_OR_RETURN(p.overhead_us, r.GetDouble("overhead_us", p.overhead_us));
       WEFT_ASSIGN_OR_RETURN(p.dram_bw_gbps, r.GetDouble("dram_bw_gbps", p.dram_bw_gbps));
       WEFT_ASSIGN_OR_RETURN(p.dram_flow_gbps, r.GetDouble("dram_flow_gbps", p.dram_flow_gbps));
+      WEFT_ASSIGN_OR_RETURN(p.burst_bytes, r.GetDouble("burst_bytes", p.burst_bytes));
       WEFT_ASSIGN_OR_RETURN(int64_t measured, r.GetInt("measured", p.measured ? 1 : 0));
       if (measured != 0 && measured != 1)
         return InvalidArgument("link record type=" + r.Get("type") + ": measured=" + r.Get("measured") +
                                " must be 0 or 1");
       p.measured = measured == 1;
       if (p.bw_gbps <= 0 || p.flow_gbps <= 0 || p.latency_us < 0 || p.overhead_us < 0 || p.dram_bw_gbps < 0 ||
-          p.dram_flow_gbps < 0)
+          p.dram_flow_gbps < 0 || !(p.burst_bytes >= 0))
         return InvalidArgument("link record type=" + r.Get("type") +
-                               ": bandwidths must be > 0 and times >= 0");
+                               ": bandwidths must be > 0, times and burst_bytes >= 0 (burst_bytes=" + r.Get("burst_bytes") + ")");
     } else if (r.kind == "compute") {
       std::string kind = r.Get("kind");
       ComputeParams* c = kind == "cpu" ? &cpu_ : kind == "gpu" ? &gpu_ : nullptr;
@@ -159,6 +160,7 @@ std::vector<Record> LinkTable::ToRecords() const {
     r.Set("flow_gbps", p.flow_gbps).Set("overhead_us", p.overhead_us);
     // Always written: 0 is a value (no DRAM tier), and dropping it would reload the default.
     r.Set("dram_bw_gbps", p.dram_bw_gbps).Set("dram_flow_gbps", p.dram_flow_gbps);
+    if (p.burst_bytes > 0) r.Set("burst_bytes", p.burst_bytes);
     if (p.measured) r.Set("measured", static_cast<int64_t>(1));
     out.push_back(r);
   }

@@ -40,6 +40,12 @@ struct LinkParams {
   // rate from DRAM. 0 = no separate DRAM figure (links that do not go through host memory).
   double dram_bw_gbps = 0;
   double dram_flow_gbps = 0;
+  // Network tiers shaped by a token bucket (tc tbf on a veth, a cloud NIC's burst credit):
+  // the bucket's depth in bytes. A message the bucket covers leaves at the unshaped line
+  // rate instead of bw_gbps (engine.h). 0 = no burst (every byte at bw_gbps). Measured by
+  // calibration (a probe after a pause is faster than one right after another) or set by a
+  // preset that knows the shaping (netns:KxR@GBIT, as perf/netns/run.sh configures tbf).
+  double burst_bytes = 0;
   // Set by calibration (topo/calibrate.h): the figures were measured end to end over the
   // transport the job uses, so routes take them as they are (a TCP network route does not
   // add the loopback stack's defaults on top). Records: `measured=1`.

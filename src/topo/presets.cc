@@ -3,6 +3,7 @@
 // for the compute fabric) and the link table's sources.
 #include "topo/presets.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace weft {
@@ -163,8 +164,12 @@ StatusOr<std::shared_ptr<const Fabric>> MakePreset(const std::string& name, int 
         ranks.push_back(p);
       }
     }
+    LinkTable table = LinkTable::Defaults();
+    // The harness's tbf burst (perf/netns/run.sh): 4 ms of traffic at the rate, at least
+    // 128 KiB (1 MB at 2 Gbit/s). Without a rate the veth is not shaped: no burst.
+    if (gbps > 0) table.mutable_link(LinkType::kNetwork).burst_bytes = std::max(131072.0, gbps * 1e9 / 250);
     return std::shared_ptr<const Fabric>(std::make_shared<Fabric>(std::move(hosts), std::move(ranks),
-                                                                  LinkTable::Defaults(), NetworkConfig(), name));
+                                                                  table, NetworkConfig(), name));
   }
   if (base == "host") {
     int per = nranks > 0 ? nranks : 2;

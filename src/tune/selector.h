@@ -48,6 +48,11 @@ struct Decision {
   const AlgorithmInfo* algorithm = nullptr;
   ChunkPolicy chunk;
   double predicted_us = 0;
+  // Tie-breaks (Pick), in this order: the call alone, its shaped links' buckets full
+  // (SimResult::isolated_us; = predicted_us on unshaped fabrics), then the CPU time the call
+  // keeps the cores busy (SimResult::cpu_busy_us).
+  double isolated_us = 0;
+  double cpu_busy_us = 0;
   std::string why;  // "model: ...", "WEFT_ALGO: ...", "tuning file f:3: ..."
 };
 
