@@ -5,10 +5,7 @@
 // spin stage halves after waits far beyond it and doubles back after waits just beyond it.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
 #include <unistd.h>
-
-#include <cstdio>
 
 #include <cstdlib>
 
@@ -41,63 +38,6 @@ TEST(BackoffPolicy, OversubscribedYieldsBriefly) {
   BackoffPolicy p = BackoffPolicy::FromEnv(/*ranks_per_host=*/4, /*usable_cpus=*/2);
   EXPECT_EQ(p.spin_us, 0);
   EXPECT_EQ(p.yield_us, 1000);
-}
-
-// Ranks in different scheduling groups (sessions under autogroup, cgroups): a yield hands the
-// core only to the caller's own group, so an oversubscribed host sleeps at once instead.
-TEST(BackoffPolicy, OversubscribedAcrossSchedulingGroupsSleepsAtOnce) {
-  EnvGuard env;
-  BackoffPolicy p = BackoffPolicy::FromEnv(4, 2, /*one_group=*/false);
-  EXPECT_EQ(p.spin_us, 0);
-  EXPECT_EQ(p.yield_us, 0);
-  p = BackoffPolicy::FromEnv(4, 2, /*one_group=*/true);
-  EXPECT_EQ(p.yield_us, 1000);
-  // A core per rank is unchanged (it never yields by default).
-  p = BackoffPolicy::FromEnv(2, 2, /*one_group=*/false);
-  EXPECT_EQ(p.spin_us, 2000);
-  EXPECT_EQ(p.yield_us, 2000);
-  // WEFT_YIELD_US still decides when set.
-  setenv("WEFT_YIELD_US", "300", 1);
-  p = BackoffPolicy::FromEnv(4, 2, /*one_group=*/false);
-  EXPECT_EQ(p.yield_us, 300);
-}
-
-// A process that starts a new session lands in a new autogroup (when autogroups are on); one
-// that stays in its parent's session keeps the parent's group.
-TEST(SchedulingGroup, NewSessionIsANewGroupUnderAutogroup) {
-  FILE* f = std::fopen("/proc/sys/kernel/sched_autogroup_enabled", "r");
-  int enabled = 0;
-  if (f != nullptr) {
-    if (std::fscanf(f, "%d", &enabled) != 1) enabled = 0;
-    std::fclose(f);
-  }
-  const uint64_t mine = SchedulingGroupId();
-  EXPECT_NE(mine, 0u) << "/proc/self/cgroup is readable on Linux";
-  auto child_id = [](bool new_session) {
-    int fds[2];
-    if (pipe(fds) != 0) return uint64_t{0};
-    pid_t pid = fork();
-    if (pid == 0) {
-      close(fds[0]);
-      if (new_session) setsid();
-      uint64_t id = SchedulingGroupId();
-      ssize_t w = write(fds[1], &id, sizeof(id));
-      _exit(w == sizeof(id) ? 0 : 1);
-    }
-    close(fds[1]);
-    uint64_t id = 0;
-    if (read(fds[0], &id, sizeof(id)) != sizeof(id)) id = 0;
-    close(fds[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return id;
-  };
-  EXPECT_EQ(child_id(false), mine) << "same session, same group";
-  if (enabled != 1) {
-    std::printf("[  SKIPPED ] new-session half: kernel.sched_autogroup_enabled is not 1 here\n");
-    return;
-  }
-  EXPECT_NE(child_id(true), mine) << "setsid() moves a process to a new autogroup";
 }
 
 TEST(BackoffPolicy, SpinSettingAloneAddsNoYieldStage) {

@@ -10,9 +10,7 @@
 
 #include <algorithm>
 #include <climits>
-#include <cstdio>
 #include <cstdlib>
-#include <string>
 
 namespace weft {
 namespace {
@@ -40,45 +38,11 @@ int UsableCpuCountOfHost() {
   return n > 0 ? static_cast<int>(n) : 1;
 }
 
-namespace {
-
-// The whole content of a small /proc file ("" when it cannot be read).
-std::string ReadSmallFile(const char* path) {
-  std::string out;
-  if (FILE* f = std::fopen(path, "r")) {
-    char buf[512];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0 && out.size() < 8192) out.append(buf, n);
-    std::fclose(f);
-  }
-  return out;
-}
-
-}  // namespace
-
-uint64_t SchedulingGroupId() {
-  std::string id;
-  // "/autogroup-123 nice 0": only the name identifies the group (nice is its weight).
-  if (ReadSmallFile("/proc/sys/kernel/sched_autogroup_enabled").substr(0, 1) == "1") {
-    const std::string ag = ReadSmallFile("/proc/self/autogroup");
-    id = ag.substr(0, ag.find(' '));
-  }
-  id += '|' + ReadSmallFile("/proc/self/cgroup");
-  if (id == "|") return 0;
-  uint64_t h = 1469598103934665603ULL;  // FNV-1a: equal ids on every rank of one group
-  for (unsigned char c : id) h = (h ^ c) * 1099511628211ULL;
-  return h == 0 ? 1 : h;
-}
-
 BackoffPolicy BackoffPolicy::FromEnv(int ranks_per_host) {
   return FromEnv(ranks_per_host, UsableCpuCount());
 }
 
 BackoffPolicy BackoffPolicy::FromEnv(int ranks_per_host, int usable_cpus) {
-  return FromEnv(ranks_per_host, usable_cpus, /*one_group=*/true);
-}
-
-BackoffPolicy BackoffPolicy::FromEnv(int ranks_per_host, int usable_cpus, bool one_group) {
   BackoffPolicy p;
   if (ranks_per_host > usable_cpus) {
     // Oversubscribed: the producer we wait for likely needs our core. Spinning only delays it;
@@ -88,10 +52,7 @@ BackoffPolicy BackoffPolicy::FromEnv(int ranks_per_host, int usable_cpus, bool o
     // perf/regression.sh --rounds 3 against ceded60, quiet: with a 20 us yield stage 4 local
     // ranks 1.26x and netns 2x2 1.16x slower; with 1 ms 0.94x and 0.99x.
     p.spin_us = 0;
-    // A yield hands the core only to tasks of the caller's scheduling group: with peers in
-    // other groups the rank would keep the core for the whole stage (4 ranks on 2 cores, each
-    // in its own session: 8 B allreduce in milliseconds instead of microseconds).
-    p.yield_us = one_group ? 1000 : 0;
+    p.yield_us = 1000;
   }
   const int spin_env = SettingOr("WEFT_SPIN_US", -1);  // -1: unset (or invalid, refused at init)
   if (spin_env >= 0) {

@@ -20,12 +20,7 @@
 //    was preempted for one scheduler slice; after it the rank sleeps on the futex, so a long
 //    wait (a straggler, a slow tier) does not burn a core.
 //  - more ranks than cores: no spin (it only steals the core from the rank that would produce
-//    our data), yield for up to 1 ms, then sleep. Unless the ranks are in different
-//    scheduling groups (SchedulingGroupId: autogroups, i.e. sessions, with
-//    kernel.sched_autogroup_enabled, or cpu cgroups): sched_yield only lets tasks of the
-//    caller's own group go first, so a rank whose peers were launched in other sessions
-//    (`setsid`, some srun and container setups) kept the core through its whole yield stage
-//    while they waited for it; then there is no yield stage (sleep at once).
+//    our data), yield for up to 1 ms, then sleep.
 // The spin stage adapts to how long waits turn out to be (a core per rank): a wait longer than
 // twice the full spin stage (the peer was preempted by another process) shows that spinning
 // bought nothing, so the next spin stage is halved, down to kMinAdaptiveSpinUs; a wait that
@@ -59,15 +54,7 @@ struct BackoffPolicy {
   // The same with the number of CPUs the host's ranks may use between them (shm exchanges the
   // ranks' affinity masks: two ranks each pinned to its own core have 2 CPUs, not 1).
   static BackoffPolicy FromEnv(int ranks_per_host, int usable_cpus);
-  // The same when the ranks may be in different scheduling groups (one_group false): an
-  // oversubscribed host then gets no yield stage by default.
-  static BackoffPolicy FromEnv(int ranks_per_host, int usable_cpus, bool one_group);
 };
-
-// This process's scheduling group, as far as sched_yield is concerned: a hash of its
-// autogroup (/proc/self/autogroup, when kernel.sched_autogroup_enabled is 1) and its cgroup
-// (/proc/self/cgroup). Ranks with equal ids yield to each other; 0 when neither can be read.
-uint64_t SchedulingGroupId();
 
 // Number of CPUs this process may run on (sched_getaffinity), at least 1.
 int UsableCpuCount();

@@ -41,9 +41,6 @@ struct alignas(kLine) RankHeader {
   // the ranks of a host are oversubscribed when the union of their masks has fewer CPUs than
   // ranks (a rank pinned to one core is not oversubscribed when its peers have other cores).
   uint64_t affinity[kAffinityWords];
-  // The owner's scheduling group (SchedulingGroupId, common/backoff.h): ranks in different
-  // groups cannot hand each other the core with sched_yield, so they skip the yield stage.
-  uint64_t sched_group;
   alignas(kLine) std::atomic<uint64_t> window_gen;
   std::atomic<uint64_t> window_bytes;
   std::atomic<uint32_t> closed;  // owner closed or aborted: waiting on it is pointless

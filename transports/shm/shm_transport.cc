@@ -91,12 +91,6 @@ void StoreAffinity(uint64_t* words) {
 
 }  // namespace
 
-bool ShmTransport::LocalRanksShareSchedulingGroup() const {
-  for (const Peer& p : peers_)
-    if (p.header->sched_group != header_->sched_group) return false;
-  return true;
-}
-
 int ShmTransport::CpusOfLocalRanks() const {
   uint64_t all[shm_detail::kAffinityWords] = {};
   for (const Peer& p : peers_)
@@ -198,7 +192,6 @@ StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::CreateWithOps(
       h->doorbell.store(0);
       h->waiting_cpu.store(-1);
       StoreAffinity(h->affinity);
-      h->sched_group = SchedulingGroupId();
       h->sleeping.store(0);
       h->window_gen.store(0);
       h->window_bytes.store(0);
@@ -342,11 +335,9 @@ StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::CreateWithOps(
     p.single_copy = options.single_copy && ((mask >> t->local_index_) & 1) != 0;
   }
   int nlocal_int = static_cast<int>(nlocal);
-  const bool one_group = t->LocalRanksShareSchedulingGroup();
-  BackoffPolicy policy =
-      options.ranks_on_machine > nlocal_int
-          ? BackoffPolicy::FromEnv(options.ranks_on_machine, UsableCpuCountOfHost(), one_group)
-          : BackoffPolicy::FromEnv(nlocal_int, t->CpusOfLocalRanks(), one_group);
+  BackoffPolicy policy = options.ranks_on_machine > nlocal_int
+                             ? BackoffPolicy::FromEnv(options.ranks_on_machine, UsableCpuCountOfHost())
+                             : BackoffPolicy::FromEnv(nlocal_int, t->CpusOfLocalRanks());
   if (options.spin_us >= 0) policy.spin_us = options.spin_us;
   if (options.yield_us >= 0) policy.yield_us = std::max(options.yield_us, policy.spin_us);
   t->backoff_ = Backoff(policy);

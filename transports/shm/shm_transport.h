@@ -305,8 +305,6 @@ class ShmTransport : public DirectTransport {
   // CPUs in the union of the local ranks' affinity masks (how many cores the host's ranks
   // may use between them: fewer than ranks means oversubscribed).
   int CpusOfLocalRanks() const;
-  // Whether every local rank is in this rank's scheduling group (RankHeader::sched_group).
-  bool LocalRanksShareSchedulingGroup() const;
   bool PeerWaitsForMyCpu(int my_cpu) const;
   bool MoveOffSharedCpu(int my_cpu);
   Status PeerAlive(const Peer& p) const;
