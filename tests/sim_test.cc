@@ -340,7 +340,7 @@ TEST(SimEngine, DgxRingAllreduceBusBandwidthNearNccl) {
   EXPECT_GT(busbw, 300.0);
 }
 
-// ---- session 7 terms: token-bucket links, shared cores, loopback TCP copies ----
+// ---- session 7 terms: token-bucket links, shared cores ----
 
 // Rank 0 reduces `idle_floats` locally (the link idles meanwhile), then sends `count` floats
 // to rank 1 (another host).
@@ -434,42 +434,6 @@ TEST(SimTerms, FourRanksOnTwoCoresTakeLongerThanOnFour) {
   auto alone = SimulateSchedule(half, two, 4, SimOptions());
   ASSERT_TRUE(alone.ok());
   EXPECT_NEAR(alone->time_us, one, 0.05 * one + 1);
-}
-
-TEST(SimTerms, LoopbackTcpCopiesLoadBothEndsCores) {
-  // A loopback stack with a wide machine-wide capacity, so that only the per-core kernel
-  // copies can make an exchange slower than one message.
-  auto base = Preset("host:2");
-  LinkTable t = LinkTable::Defaults();
-  t.mutable_link(LinkType::kLoopback).bw_gbps = 100;
-  Fabric f = WithCores(*base, 2, t);
-  Route r = f.RouteOf(0, 1, /*shm_enabled=*/false);
-  ASSERT_EQ(r.type, LinkType::kLoopback);
-  ASSERT_DOUBLE_EQ(r.kernel_copy_gbps, t.link(LinkType::kLoopback).flow_gbps);
-  const size_t count = 1 << 20;
-  Schedule one = OneMessage(2, 1, count);
-  Schedule both = Empty(2, "exchange");
-  for (int k = 0; k < 2; ++k) {
-    both.ranks[k].input_count = count;
-    both.ranks[k].output_count = count;
-    both.ranks[k].steps.push_back(SendStep(1 - k, In(0, count)));
-    both.ranks[k].steps.push_back(RecvStep(1 - k, Out(0, count)));
-  }
-  SimOptions o;
-  o.shm_enabled = false;
-  auto a = SimulateSchedule(one, f, 4, o);
-  auto b = SimulateSchedule(both, f, 4, o);
-  ASSERT_TRUE(a.ok() && b.ok());
-  const double copy_us = count * 4.0 / (r.kernel_copy_gbps * 1e3);
-  // One message: one copy per end, in parallel (the stream rate). An exchange: each core
-  // copies its send and its receive.
-  EXPECT_NEAR(b->time_us - a->time_us, copy_us, 0.05 * copy_us);
-  // Shared memory is not charged this way.
-  SimOptions shm;
-  auto s1 = SimulateSchedule(one, f, 4, shm);
-  auto s2 = SimulateSchedule(both, f, 4, shm);
-  ASSERT_TRUE(s1.ok() && s2.ok());
-  EXPECT_EQ(f.RouteOf(0, 1, true).kernel_copy_gbps, 0.0);
 }
 
 }  // namespace

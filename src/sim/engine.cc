@@ -268,13 +268,6 @@ class Engine {
     // rank shares with other ranks (which cannot copy at the same time), hold its core.
     if (dram_msg || (MemoryLink(route.type) && !fabric_.IsGpu(b) && fabric_.CoreShared(b)))
       done = std::max(done, OccupyCore(b, start, xfer));
-    // TCP over loopback: each end's kernel copies the bytes on that rank's core (the send and
-    // receive copies of concurrent messages, and the rank's reductions, queue there).
-    if (route.kernel_copy_gbps > 0 && !fabric_.IsGpu(a) && !fabric_.IsGpu(b)) {
-      const double copy_us = bytes / (route.kernel_copy_gbps * 1e3);
-      done = std::max(done, OccupyCore(a, start, copy_us));
-      done = std::max(done, OccupyCore(b, start, copy_us));
-    }
     return done + route.latency_us;
   }
 

@@ -37,8 +37,7 @@
 // Shared cores (Fabric::CoreMates: a machine with more CPU ranks than cores): a rank's CPU
 // work is stretched by its overlap with each busy mate's pending work (processor sharing),
 // and two-sided shm messages to a rank on a shared core occupy its core (the receiver's
-// thread copies). Loopback TCP: each end's kernel copy occupies that rank's core
-// (Route::kernel_copy_gbps), so a rank's send and receive copies and reductions queue there.
+// thread copies).
 // The model is deterministic (ties broken by event order), so every rank predicts the same.
 #pragma once
 

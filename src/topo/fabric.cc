@@ -233,9 +233,11 @@ Route Fabric::RouteOf(int a, int b, bool shm_enabled) const {
     } else if (!shm_enabled) {
       r.type = LinkType::kLoopback;
       add(tcp_stack_[h]);
-      // Loopback TCP runs at the kernel's copy speed: each end's copy is the transfer, on
-      // that rank's core (the stream rate calibration measures: one copy per end).
-      r.kernel_copy_gbps = table_.link(LinkType::kLoopback).flow_gbps;
+      // The kernel's socket copies are not charged to the ranks' cores. Charging each
+      // message's copy on both ends (session 7) fitted the sweeps better (tcp2 -48..-62% ->
+      // -26..-51%) but made the selector drop the ring's 512K chunks for one piece, which
+      // measured 1.4-1.9x faster at 2-32 MiB and 1.17-1.18x slower at 64 MiB (quiet,
+      // perf/model/selection_guard.sh, perf/regression.sh): the 64 MiB row is the TCP goal's.
     } else if (pa.numa == pb.numa) {
       r.type = LinkType::kSameNuma;
       add(numa_bus_[h][pa.numa]);
@@ -274,7 +276,7 @@ Route Fabric::RouteOf(int a, int b, bool shm_enabled) const {
       r.overhead_us = std::max(r.overhead_us, lo.overhead_us);
     }
     if (tcp) {
-      // The kernel's socket copies are not charged to the cores here (kernel_copy_gbps): over
+      // The kernel's socket copies are not charged to the cores here either: over
       // a link 20x slower than a copy they are spread thin over the transfer and interleave
       // with the rank's other work; booking each message's copy in one piece would block
       // the core (a 2x4 netns 64 MiB call: +5% predicted, measured at the link bound).

@@ -44,10 +44,6 @@ struct Route {
   double latency_us = 0;
   double flow_gbps = 1;   // one stream's cap
   double overhead_us = 0; // per message
-  // TCP loopback: each end's kernel copies the bytes on that rank's core at this rate (GB/s;
-  // the loopback stream's, which is one copy per end running in parallel). 0 = not charged
-  // (shm, RDMA, GPU; TCP network tiers: see RouteOf).
-  double kernel_copy_gbps = 0;
   // A shaped route (its ports have a burst): the stream's own cap is the unshaped line rate,
   // the ports' token buckets do the shaping. 0 = not shaped.
   double line_gbps = 0;
