@@ -36,6 +36,17 @@ std::string TempPath(const std::string& name) {
   return "/tmp/weft-calibrate-test-" + std::to_string(getpid()) + "-" + name;
 }
 
+// A measured network tier between ranks 0 and 2 (hosts 0 and 1 of netns:2x2).
+TierMeasurement NetworkTier(double oneway_us, double gbps) {
+  TierMeasurement net;
+  net.type = LinkType::kNetwork;
+  net.a = 0;
+  net.b = 2;
+  net.oneway_us = oneway_us;
+  net.gbps = gbps;
+  return net;
+}
+
 }  // namespace
 
 // Two processes on this host: the only tier is shared memory. The saved file loads, is
@@ -115,12 +126,7 @@ TEST(Calibrate, TiersOfTwoHostsAreShmAndNetwork) {
 TEST(Calibrate, AppliedNetworkRateReachesRoutesAndNics) {
   auto f = MakePreset("netns:2x2");
   ASSERT_TRUE(f.ok());
-  TierMeasurement net;
-  net.type = LinkType::kNetwork;
-  net.a = 0;
-  net.b = 2;
-  net.oneway_us = 60;
-  net.gbps = 0.25;
+  TierMeasurement net = NetworkTier(/*oneway_us=*/60, /*gbps=*/0.25);
   auto cal = ApplyCalibration(*f.value(), {net});
   ASSERT_TRUE(cal.ok()) << cal.status().message();
   const Fabric& c = *cal.value();
@@ -170,12 +176,7 @@ TEST(Calibrate, BadMeasurementsAreRefusedNamingTheTier) {
 TEST(Calibrate, MeasuredBurstReachesTheNicPorts) {
   auto f = MakePreset("netns:2x2");
   ASSERT_TRUE(f.ok());
-  TierMeasurement net;
-  net.type = LinkType::kNetwork;
-  net.a = 0;
-  net.b = 2;
-  net.oneway_us = 12;
-  net.gbps = 0.239;
+  TierMeasurement net = NetworkTier(/*oneway_us=*/12, /*gbps=*/0.239);
   net.burst_bytes = 9.5e5;
   auto cal = ApplyCalibration(*f.value(), {net});
   ASSERT_TRUE(cal.ok()) << cal.status().message();

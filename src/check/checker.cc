@@ -211,7 +211,7 @@ class Checker {
   Status Simulate();
   Status Verify();
   Status TryIssue(int r, bool* progressed);
-  Status Issue(int r, size_t i, const Access& a);
+  Status Issue(int r, size_t i);
   Status Match(const std::pair<int, size_t>& send, const std::pair<int, size_t>& recv);
   Status PostMessage(int r, size_t i, bool is_send);
   Status Received(int r, size_t i, const VClock* peer_vc);
@@ -230,6 +230,15 @@ class Checker {
     return (g.space == kUser ? ranks_[r].user.data() : ranks_[r].scratch.data()) + g.lo;
   }
   Access AccessOf(int r, const Step& s) const;
+  // A rank's clock merged with those of its completed steps it has not absorbed yet (both
+  // lists): what it knows once all its steps completed.
+  VClock KnownAtEnd(const RankState& st) const {
+    VClock known = st.clock;
+    for (const auto* list : {&st.unabsorbed, &st.unabsorbed_quiet})
+      for (size_t j : *list)
+        for (int q = 0; q < p_; ++q) known[q] = std::max(known[q], st.done_vc[j * p_ + q]);
+    return known;
+  }
   std::string Where(int r, size_t i) const { return StepName(r, i, ranks_[r].sched->steps[i]); }
 
   const Schedule& sched_;
@@ -548,10 +557,7 @@ Status Checker::ReadsDoneBeforeReturn() const {
   for (int r = 0; r < p_; ++r) {
     const RankState& st = ranks_[r];
     if (st.reads[kUser].empty()) continue;
-    VClock last = st.clock;  // what the rank knows once all its steps completed
-    for (const auto* list : {&st.unabsorbed, &st.unabsorbed_quiet})
-      for (size_t j : *list)
-        for (int q = 0; q < p_; ++q) last[q] = std::max(last[q], st.done_vc[j * p_ + q]);
+    const VClock last = KnownAtEnd(st);  // what the rank knows once all its steps completed
     for (const auto& rd : st.reads[kUser])
       if (last[rd.reader] < rd.step + 1)
         return InvalidArgument("rank " + std::to_string(r) + " may return while " +
@@ -739,9 +745,10 @@ Status Checker::ApplyLocal(int r, size_t i) {
   return OkStatus();
 }
 
-Status Checker::Issue(int r, size_t i, const Access& a) {
+Status Checker::Issue(int r, size_t i) {
   RankState& st = ranks_[r];
   const Step& s = st.sched->steps[i];
+  const Access& a = st.access[i];
   if (stats_) ++stats_->steps;
   if (track_hb_) {
     // Completed asynchronous steps this issue is known to follow: conflicting ones (the
@@ -944,11 +951,10 @@ Status Checker::TryIssue(int r, bool* progressed) {
       auto f = st.forwards.find(StreamKey(s.peer, s.channel));
       if (f != st.forwards.end() && !f->second.empty()) break;
     }
-    const Access& a = st.access[st.next];
-    if (st.Blocked(a)) break;
+    if (st.Blocked(st.access[st.next])) break;
     size_t i = st.next++;
     *progressed = true;
-    WEFT_RETURN_IF_ERROR(Issue(r, i, a));
+    WEFT_RETURN_IF_ERROR(Issue(r, i));
   }
   return OkStatus();
 }
@@ -984,10 +990,7 @@ Status Checker::Verify() {
     // The barrier completes on rank r when all its steps have; that must follow every other
     // rank's first step.
     for (int r = 0; r < p_; ++r) {
-      VClock all = ranks_[r].clock;
-      for (const auto* list : {&ranks_[r].unabsorbed, &ranks_[r].unabsorbed_quiet})
-        for (size_t j : *list)
-          for (int q = 0; q < p_; ++q) all[q] = std::max(all[q], ranks_[r].done_vc[j * p_ + q]);
+      const VClock all = KnownAtEnd(ranks_[r]);
       for (int q = 0; q < p_; ++q) {
         if (q == r || ranks_[q].sched->steps.empty()) continue;
         if (all[q] < 1)

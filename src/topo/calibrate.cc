@@ -440,7 +440,6 @@ StatusOr<std::shared_ptr<const Fabric>> ApplyCalibration(const Fabric& fabric,
       p.bw_gbps = m.gbps;
       // The hosts' NIC ports carry the bucket (fabric.cc reads the network entry's burst).
       p.burst_bytes = m.burst_bytes;
-      if (m.type == LinkType::kNetwork) table.mutable_link(LinkType::kNetwork).burst_bytes = m.burst_bytes;
       for (HostInfo& h : hosts)
         for (NicInfo& nic : h.nics) nic.gbps = m.gbps;
     }
