@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -463,6 +464,80 @@ TEST_P(ShmWindows, SignalWaitOrdersReadsAndGrowthRemaps) {
   for (auto& pr : prefixes) EXPECT_TRUE(ShmEntriesWithPrefix(pr).empty());
 }
 INSTANTIATE_TEST_SUITE_P(Ranks, ShmWindows, ::testing::Values(1, 2, 3, 5, 8));
+
+// TryWait (the executor's lock-free wait): false and nothing consumed until the signal is
+// there; then it consumes exactly one, checks the tag like PostWait, and the counted signals
+// that follow are still there for PostWait.
+TEST(ShmTransport, TryWaitConsumesOnlyArrivedSignalsAndChecksTheTag) {
+  std::atomic<int> stage{0};
+  RunThreads(2, TestOptions(), [&](int r, ShmTransport& t) {
+    Status st;
+    if (r == 1) {
+      EXPECT_FALSE(t.TryWait(0, 0, &st));  // nothing sent yet
+      stage.store(1);
+      while (stage.load() < 2) std::this_thread::yield();
+      EXPECT_TRUE(t.TryWait(0, 77, &st));  // first signal, tag 77
+      EXPECT_TRUE(st.ok()) << st.message();
+      EXPECT_TRUE(t.TryWait(0, 0, &st));   // second (untagged)
+      EXPECT_TRUE(st.ok());
+      EXPECT_TRUE(t.TryWait(0, 78, &st));  // third carries tag 79: a mismatch, named
+      EXPECT_FALSE(st.ok());
+      EXPECT_NE(st.message().find("79"), std::string::npos) << st.message();
+      TransportRequest w;
+      ASSERT_TRUE(t.PostWait(0, &w).ok());  // the fourth is left for the posted wait
+      EXPECT_TRUE(WaitAll(&t, {&w}).ok());
+      EXPECT_FALSE(t.TryWait(0, 0, &st));  // and nothing more
+      stage.store(3);
+    } else {
+      while (stage.load() < 1) std::this_thread::yield();
+      ASSERT_TRUE(t.Signal(1, 77).ok());
+      ASSERT_TRUE(t.Signal(1).ok());
+      ASSERT_TRUE(t.Signal(1, 79).ok());
+      ASSERT_TRUE(t.Signal(1).ok());
+      stage.store(2);
+      while (stage.load() < 3) std::this_thread::yield();
+    }
+  });
+}
+
+// Signals are plain stores and the wake-up handshake is asymmetric (a sleeper runs membarrier,
+// common/backoff.h): a lost wake-up would leave a sleeping rank in its futex until the
+// liveness period (set to 3 s here) ends. Two processes that sleep at once on every wait (no
+// spin, no yield stage) ping-pong through signals; no round may take a second.
+TEST(ShmProcesses, SignalsWakeSleepingPeersWithoutLostWakeups) {
+  constexpr int kRounds = 3000;
+  std::vector<int> codes = RunProcesses(2, [&](int r, Hub* hub) -> int {
+    FakeBootstrap boot(hub, r);
+    ShmOptions o;
+    o.spin_us = 0;
+    o.yield_us = 0;
+    o.liveness_ms = 3000;
+    auto t = ShmTransport::Create(&boot, Iota(2), o);
+    if (!t.ok()) return 1;
+    const int peer = 1 - r;
+    double worst = 0;
+    for (int i = 0; i < kRounds; ++i) {
+      const Clock::time_point start = Clock::now();
+      TransportRequest w;
+      if (r == 0 && !(*t)->Signal(peer).ok()) return 2;
+      if (!(*t)->PostWait(peer, &w).ok()) return 3;
+      // One long Progress per wait (WaitAll's 2 ms ones would hide a lost wake-up).
+      while (!w.done.load()) {
+        if (!(*t)->Progress(5000000).ok()) return 4;
+        if (Seconds(start) > 30) return 4;
+      }
+      if (!w.status.ok()) return 4;
+      if (r == 1 && !(*t)->Signal(peer).ok()) return 2;
+      worst = std::max(worst, Seconds(start));
+    }
+    if (worst > 1.0) {
+      std::fprintf(stderr, "rank %d: slowest round %.3f s: a wake-up was lost\n", r, worst);
+      return 5;
+    }
+    return 0;
+  });
+  EXPECT_EQ(codes, (std::vector<int>{0, 0}));
+}
 
 // ---- processes ----
 class ShmBig : public ::testing::TestWithParam<bool> {};

@@ -195,6 +195,14 @@ class DirectTransport : public Transport {
   // kTagMismatchMarker error naming both.
   Status PostWait(int peer, TransportRequest* req, uint64_t expect_tag) override = 0;
   Status PostWait(int peer, TransportRequest* req) { return PostWait(peer, req, 0); }
+  // The same wait, done at once when the signal has already arrived: returns true with its
+  // result in *st (the tag check), else false and nothing is consumed. Only when no wait
+  // posted to `peer` is pending (the executor's in-order path), on the owner thread. No
+  // request, no lock: the tiny collective's wait usually ends here.
+  virtual bool TryWait(int peer, uint64_t expect_tag, Status* st) {
+    (void)peer; (void)expect_tag; (void)st;
+    return false;
+  }
 
   // ---- zero-copy: peers read the caller's registered buffers (src/core/registered_memory.h) ----
   // A small per-call record each rank publishes for its peers (which registered buffer holds

@@ -3,6 +3,7 @@
 #include "common/settings.h"
 
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -147,6 +148,21 @@ void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_u
 
 void FutexWake(std::atomic<uint32_t>* word, int count) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, count, nullptr, nullptr, 0);
+}
+
+bool RegisterAsymmetricFence() {
+  // Asked again on every call, not cached: registration belongs to the address space, and a
+  // child forked after it is not registered (the syscalls cost about a microsecond, once per
+  // transport).
+  if (!SettingFlagOr("WEFT_SHM_MEMBARRIER", true)) return false;
+  long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+  if (cmds < 0 || (cmds & MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0) return false;
+  return syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0;
+}
+
+bool HeavyFence() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  return syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) == 0;
 }
 
 }  // namespace weft

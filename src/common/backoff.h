@@ -120,4 +120,28 @@ void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_u
 // Wakes up to `count` waiters blocked on `word`.
 void FutexWake(std::atomic<uint32_t>* word, int count);
 
+// Asymmetric fences (Linux membarrier), for a Dekker handshake whose one side runs on every
+// tiny operation (a publisher: store the data, then look whether the consumer sleeps) and
+// whose other side runs rarely (a consumer about to sleep after a millisecond of waiting:
+// store `sleeping`, then look for the data). A full fence on the publisher's side waits for
+// its stores to reach the cache, i.e. for the consumer's copy of their lines to be taken
+// away: a cross-core round trip on every call. With the process registered
+// (RegisterAsymmetricFence), the publisher needs only a compiler barrier (LightFence) and the
+// consumer pays instead (HeavyFence: the kernel runs a full barrier on every CPU that runs a
+// registered process, about 0.5 us here).
+// Registers this process (idempotent): whether LightFence may skip the hardware fence. False
+// where the kernel or a seccomp profile refuses membarrier, or WEFT_SHM_MEMBARRIER=0.
+bool RegisterAsymmetricFence();
+// The publisher's side: a compiler barrier when registered, else a full fence.
+inline void LightFence(bool registered) {
+  if (registered)
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+  else
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+// The consumer's side: a full fence here and on every CPU running a registered process.
+// Returns false when the kernel refused (then only this CPU's fence was run, and a publisher
+// that took LightFence's short way may be missed: the caller bounds its sleep).
+bool HeavyFence();
+
 }  // namespace weft

@@ -55,6 +55,7 @@ const std::vector<SettingInfo>& Table() {
       {"WEFT_SHM_WINDOW_BYTES", K::kBytes, "4M", "initial direct window"},
       {"WEFT_SHM_MAX_BYTES", K::kBytes, "none", "cap on /dev/shm use"},
       {"WEFT_SHM_CMA", K::kFlag, "1", "single-copy transfers with process_vm_readv"},
+      {"WEFT_SHM_MEMBARRIER", K::kFlag, "1", "signals without a fence (membarrier on the sleeper's side)"},
       {"WEFT_SHM_CMA_MIN_BYTES", K::kBytes, "256K", "smallest single-copy transfer"},
       {"WEFT_SHM_LIVENESS_MS", K::kInt, "policy", "peer liveness check period", 1, 10000000},
       {"WEFT_UCX_TLS", K::kText, "UCX's choice", "UCX transports for weft's context"},

@@ -167,6 +167,8 @@ class Runner {
   // Issues step `index`, whose semantics and memory the issue loop already looked up.
   Status Issue(size_t index, const StepSemantics& m, const Access& access);
   Status IssueLocal(size_t index);
+  // Runs steps from *next on while each completes at once (see the definition).
+  Status RunReady(size_t* next);
   Status IssueCodec(size_t index);
   // Compressed schedules: the encoded regions (Prepare), and the one `r` resolves to, if any.
   Status FindEncodedRegions();
@@ -209,10 +211,12 @@ class Runner {
   std::vector<EncodedRegion> encoded_;  // compressed schedules only (ctx_.codec set)
   // The call tag of the first signal to / wait on `peer` in this operation, else 0.
   uint64_t FirstTag(int peer, uint8_t which) {
-    uint8_t& f = direct_firsts_[peer];
-    if (f & which) return 0;
-    f |= which;
-    return ctx_.tag;
+    uint64_t tag = PeekFirstTag(peer, which);
+    direct_firsts_[peer] |= which;
+    return tag;
+  }
+  uint64_t PeekFirstTag(int peer, uint8_t which) const {
+    return (direct_firsts_[peer] & which) ? 0 : ctx_.tag;
   }
 };
 
@@ -703,6 +707,33 @@ Status Runner::TimedOut(double idle) {
                       " s); " + blame);
 }
 
+// Steps that complete at once, run in program order while nothing is in flight: local steps
+// (the CPU backend completes them at issue), signals, and waits whose signal has already
+// arrived (TryWait: no request slot, no transport lock). With nothing in flight there is no
+// hazard to check and a wait is the only fence, so this is Run's issue loop with its
+// bookkeeping left out: all of a tiny direct collective whose peers are on time. Stops at the
+// first step that has to be posted and waited for, leaving *next at it.
+Status Runner::RunReady(size_t* next) {
+  const size_t n = sched_.steps.size();
+  while (*next < n) {
+    const Step& s = sched_.steps[*next];
+    const StepSemantics& m = SemanticsOf(s.op);
+    if (!m.asynchronous) {
+      WEFT_RETURN_IF_ERROR(IssueLocal(*next));
+    } else if (s.op == StepOp::kWait && direct_used_ && s.peer >= 0 &&
+               s.peer < ctx_.nranks) {
+      Status st;
+      if (!ctx_.direct->TryWait(s.peer, PeekFirstTag(s.peer, kWaited), &st)) return OkStatus();
+      FirstTag(s.peer, kWaited);  // the tag was checked: later waits on this peer carry none
+      if (!st.ok()) return st.WithContext(Describe(s, *next));
+    } else {
+      return OkStatus();
+    }
+    ++*next;
+  }
+  return OkStatus();
+}
+
 Status Runner::Run() {
   WEFT_RETURN_IF_ERROR(Prepare());
   const size_t n = sched_.steps.size();
@@ -714,6 +745,13 @@ Status Runner::Run() {
   Clock::time_point idle_since;
   while (next < n || !inflight_.empty()) {
     bool progressed = false;
+    if (inflight_.empty() && kernels_at_issue_) {
+      const size_t from = next;
+      Status st = RunReady(&next);
+      if (!st.ok()) return Fail(st);
+      progressed = next != from;
+      if (next == n) break;
+    }
     // Issue in program order while the window and hazards allow.
     while (next < n && !fence_wait_ &&
            static_cast<int>(inflight_.size() - received_fused_) < window_) {

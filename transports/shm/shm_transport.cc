@@ -130,6 +130,7 @@ StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::CreateWithOps(
   t->budget_left_ = options.max_bytes == 0 ? SIZE_MAX : options.max_bytes;
   t->local_ranks_ = local_ranks;
   std::sort(t->local_ranks_.begin(), t->local_ranks_.end());
+  t->light_signals_ = RegisterAsymmetricFence();
 
   // Validate before touching anything, but still take part in the AllGather below so that
   // the other ranks fail with a message instead of waiting for us.
@@ -439,11 +440,21 @@ Status ShmTransport::PostRecvOp(int peer, int channel, const RecvOp& op) {
   return OkStatus();
 }
 
+// Owner thread only (transport.h), so no lock: signals are the tiny collective's hot path,
+// and a locked instruction (the mutex, a fetch_add) after the data stores it publishes waits
+// for those stores to take their lines from the peers that read them: a cross-core round trip
+// per signal. Plain stores keep TSO order (data, tag, counter), and the wake-up handshake is
+// asymmetric (common/backoff.h): a sleeper runs membarrier instead of us running a fence.
+// Abort (any thread) only raises aborted_flag_ and marks us closed; a signal racing with it
+// is harmless (the peers see `closed`).
 Status ShmTransport::Signal(int peer, uint64_t tag) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Status st;
-  Peer* p = Find(peer, &st);
-  if (p == nullptr) return st;
+  Peer* p = OwnerFind(peer);
+  if (p == nullptr) {  // aborted, unknown or failed peer: the locked lookup says which
+    std::lock_guard<std::mutex> lock(mu_);
+    Status st;
+    if (Find(peer, &st) == nullptr) return st;
+    return InternalError("shm: signal to rank " + std::to_string(peer) + " refused");
+  }
   if (tag != 0) {
     // Only this rank increments this counter: its count of signals sent is this one's number
     // (kept here, so the counter's line is not read before it is written).
@@ -454,12 +465,42 @@ Status ShmTransport::Signal(int peer, uint64_t tag) {
     p->out->latest_tagged.tag.store(tag, std::memory_order_relaxed);
     p->out->latest_tagged.index.store(number + 1, std::memory_order_release);
   }
-  ++p->signals_sent;
-  // seq_cst: releases every write the executor finished before this step (the fence rule),
-  // and orders the increment before Wake's load of the peer's `sleeping` flag.
-  p->out->signals.fetch_add(1, std::memory_order_seq_cst);
-  if (p->rank != rank_) Wake(*p);
+  // Release: every write the executor finished before this step is visible with the count
+  // (the fence rule).
+  p->out->signals.store(++p->signals_sent, std::memory_order_release);
+  if (p->rank != rank_) {
+    LightFence(light_signals_);  // orders the count before the load of `sleeping` (Wake's pair)
+    if (p->header->sleeping.load(std::memory_order_relaxed) != 0) {
+      p->header->doorbell.fetch_add(1, std::memory_order_seq_cst);
+      FutexWake(&p->header->doorbell, 1);
+    }
+  }
   return OkStatus();
+}
+
+// With a core per rank (the policy spins), a short spin here first: the peer of a tiny
+// collective signals within a cache-line round trip or two, and seeing it here keeps the whole
+// call lock-free. Oversubscribed (no spin stage), one look only.
+bool ShmTransport::TryWait(int peer, uint64_t expect_tag, Status* st) {
+  Peer* p = OwnerFind(peer);
+  if (p == nullptr) return false;  // the posted wait reports why
+  constexpr int kSpinPolls = 256;  // ~5-15 us at most: well inside the spin stage
+  const int polls = backoff_.policy().spin_us > 0 ? kSpinPolls : 1;
+  for (int i = 0;; ++i) {
+    if (p->in->signals.load(std::memory_order_acquire) > p->signals_consumed) break;
+    if (i + 1 >= polls) return false;
+    CpuRelax();
+  }
+  const uint64_t number = p->signals_consumed++;
+  *st = expect_tag == 0 ? OkStatus() : CheckSignalTag(*p, number, expect_tag);
+  return true;
+}
+
+ShmTransport::Peer* ShmTransport::OwnerFind(int rank) {
+  if (aborted_flag_.load(std::memory_order_acquire)) return nullptr;
+  if (rank < 0 || rank >= nranks_ || local_of_rank_[rank] < 0) return nullptr;
+  Peer* p = &peers_[local_of_rank_[rank]];
+  return p->failed.ok() ? p : nullptr;  // `failed` is written by the owner thread only
 }
 
 Status ShmTransport::PostWait(int peer, TransportRequest* req, uint64_t expect_tag) {
@@ -483,6 +524,9 @@ size_t ShmTransport::window_bytes() const {
 }
 
 Status ShmTransport::PrepareWindow(size_t bytes) {
+  // The window is the owner thread's (Abort never touches it): no lock when it is big enough.
+  if (window_ && bytes <= window_bytes() && !aborted_flag_.load(std::memory_order_acquire))
+    return OkStatus();
   std::lock_guard<std::mutex> lock(mu_);
   return PrepareWindowLocked(bytes);
 }
@@ -523,6 +567,12 @@ void* ShmTransport::LocalWindow() {
 }
 
 StatusOr<const void*> ShmTransport::PeerWindow(int peer, size_t min_bytes) {
+  // The mapping is the owner thread's: no lock when it is current and big enough.
+  if (Peer* p = OwnerFind(peer); p != nullptr && p->rank != rank_ && p->window &&
+                                 p->header->window_gen.load(std::memory_order_acquire) == p->window_gen &&
+                                 min_bytes <= p->window->size() - shm_detail::kWindowHeaderBytes)
+    return static_cast<const void*>(static_cast<unsigned char*>(p->window->data()) +
+                                    shm_detail::kWindowHeaderBytes);
   std::lock_guard<std::mutex> lock(mu_);
   return PeerWindowLocked(peer, min_bytes);
 }
@@ -1049,12 +1099,15 @@ Status ShmTransport::Progress(int timeout_us) {
     if (!aborted_.ok()) return aborted_;
     if (stage == Backoff::Stage::kSleep) {
       header_->sleeping.store(1, std::memory_order_seq_cst);
-      std::atomic_thread_fence(std::memory_order_seq_cst);
+      // Signal's pair: peers that signal with only a compiler barrier are fenced from here.
+      // If the kernel refused, such a signal may go unseen: sleep 1 ms at most then.
+      const bool fenced = HeavyFence();
       uint32_t bell = header_->doorbell.load(std::memory_order_seq_cst);
       if (!PollAll()) {
         if (!deadline_set) deadline_passed();
         auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now());
         int64_t us = std::min<int64_t>(left.count(), int64_t{options_.liveness_ms} * 1000);
+        if (!fenced) us = std::min<int64_t>(us, 1000);
         lock.unlock();
         if (us > 0) FutexWait(&header_->doorbell, bell, us);
         lock.lock();
@@ -1084,6 +1137,7 @@ void ShmTransport::Abort(const Status& why) {
   Status st = why.ok() ? InternalError("shm: transport aborted") : why;
   for (Peer& p : peers_) FailRequests(p, st);
   if (aborted_.ok()) aborted_ = st;
+  aborted_flag_.store(true, std::memory_order_release);
   if (header_ != nullptr) {
     // The rings are now out of step with our peers: tell them not to wait for us.
     header_->closed.store(1, std::memory_order_seq_cst);

@@ -168,6 +168,7 @@ class ShmTransport : public DirectTransport {
   StatusOr<const void*> PeerWindow(int peer, size_t min_bytes) override;
   Status Signal(int peer, uint64_t tag) override;
   Status PostWait(int peer, TransportRequest* req, uint64_t expect_tag) override;
+  bool TryWait(int peer, uint64_t expect_tag, Status* st) override;
   using DirectTransport::PostWait;
   using DirectTransport::Signal;
 
@@ -289,6 +290,9 @@ class ShmTransport : public DirectTransport {
                       uint64_t got_bytes) const;
   Status PrepareWindowLocked(size_t bytes);
   Peer* Find(int rank, Status* st);
+  // The owner thread's lookup without the lock: null when aborted, unknown or failed (the
+  // caller then takes the locked path, which says why).
+  Peer* OwnerFind(int rank);
   bool HasWork(const Peer& p) const;
   bool PollPeer(Peer& p);
   bool PollAll();
@@ -331,6 +335,9 @@ class ShmTransport : public DirectTransport {
   // never contend with each other; an uncontended lock costs ~20 ns per call).
   std::mutex mu_;
   Status aborted_;
+  // Set (with aborted_) by Abort: what the owner thread's lock-free paths look at.
+  std::atomic<bool> aborted_flag_{false};
+  bool light_signals_ = false;  // RegisterAsymmetricFence: Signal needs no hardware fence
   Backoff backoff_;
   std::chrono::steady_clock::time_point last_liveness_check_;
   std::chrono::steady_clock::time_point last_cpu_move_;  // MoveOffSharedCpu's rate limit
