@@ -5,6 +5,7 @@
 // threads by value. They become weftResult_t + weftGetLastError() only at the API boundary.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -15,21 +16,41 @@ namespace weft {
 class [[nodiscard]] Status {
  public:
   Status() = default;  // success
-  Status(weftResult_t code, std::string message) : code_(code), message_(std::move(message)) {}
+  Status(weftResult_t code, std::string message)
+      : code_(code),
+        message_(code == weftSuccess && message.empty() ? nullptr
+                                                        : std::make_unique<std::string>(std::move(message))) {}
+  // The message lives on the heap, so a success is an int and a null pointer: every call
+  // returns several Status values, and an inline std::string made each of them 40 bytes to
+  // build and a branch to destroy (the tiny-collective path returns about twenty).
+  Status(const Status& o) : code_(o.code_), message_(o.message_ ? std::make_unique<std::string>(*o.message_) : nullptr) {}
+  Status(Status&& o) noexcept = default;
+  Status& operator=(const Status& o) {
+    if (this != &o) {
+      code_ = o.code_;
+      message_ = o.message_ ? std::make_unique<std::string>(*o.message_) : nullptr;
+    }
+    return *this;
+  }
+  Status& operator=(Status&& o) noexcept = default;
 
   bool ok() const { return code_ == weftSuccess; }
   weftResult_t code() const { return code_; }
-  const std::string& message() const { return message_; }
+  const std::string& message() const { return message_ ? *message_ : EmptyMessage(); }
 
   // Returns a copy with "context: " prepended to the message (no-op on success).
   Status WithContext(const std::string& context) const {
     if (ok()) return *this;
-    return Status(code_, context + ": " + message_);
+    return Status(code_, context + ": " + message());
   }
 
  private:
+  static const std::string& EmptyMessage() {
+    static const std::string empty;
+    return empty;
+  }
   weftResult_t code_ = weftSuccess;
-  std::string message_;
+  std::unique_ptr<std::string> message_;
 };
 
 inline Status OkStatus() { return Status(); }

@@ -371,30 +371,33 @@ const std::string* ZeroCopyName(const std::string& algorithm) {
 // algorithm and peers as soon as the plan is known.
 Status RunPlanned(weftComm* comm, const CollectiveCall& call, uint64_t seq, FlightEntry* entry) {
   const size_t elem = TypeSize(call.dtype);
-  ScheduleRequest req;
-  req.collective = call.collective;
-  req.nranks = comm->nranks;
-  req.count = call.count;
-  req.root = call.root;
-  if (call.collective == Collective::kAllToAllv)
-    WEFT_RETURN_IF_ERROR(ExchangeAllToAllvCounts(comm, call, seq, &req));
-  req.out_of_place = DisjointAllToAllBuffers(comm, call, elem);
+  const bool out_of_place = DisjointAllToAllBuffers(comm, call, elem);
   StatusOr<bool> zero_copy = AgreeOnZeroCopy(comm, call, elem, seq);
   if (!zero_copy.ok()) return zero_copy.status();
-  req.peer_buffers_mapped = *zero_copy;
   const Plan* plan = nullptr;
-  Plan fresh;
   const bool cacheable = call.collective != Collective::kAllToAllv;
-  PlanKey key{call.collective, call.count, elem, call.root, req.out_of_place, *zero_copy};
+  PlanKey key{call.collective, call.count, elem, call.root, out_of_place, *zero_copy};
   if (cacheable) {
-    plan = CachedPlan(comm, call, elem, req.out_of_place, *zero_copy);
+    plan = CachedPlan(comm, call, elem, out_of_place, *zero_copy);
     if (plan == nullptr) {
       auto it = comm->plans.find(key);
       if (it != comm->plans.end()) plan = &it->second;
       if (plan != nullptr) RememberPlan(comm, key, plan);
     }
   }
+  // A request (four vectors and a codec spec) is built only when there is a plan to make: the
+  // repeated call of a training loop or a latency sweep finds its plan above.
+  Plan fresh;
   if (plan == nullptr) {
+    ScheduleRequest req;
+    req.collective = call.collective;
+    req.nranks = comm->nranks;
+    req.count = call.count;
+    req.root = call.root;
+    if (call.collective == Collective::kAllToAllv)
+      WEFT_RETURN_IF_ERROR(ExchangeAllToAllvCounts(comm, call, seq, &req));
+    req.out_of_place = out_of_place;
+    req.peer_buffers_mapped = *zero_copy;
     WEFT_RETURN_IF_ERROR(BuildPlan(comm, call, &req, elem, &fresh));
     fresh.peers = DistinctPeers(fresh.schedule->ranks[comm->rank]);
     if (cacheable) {

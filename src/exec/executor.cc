@@ -102,13 +102,15 @@ constexpr uint8_t kSignalled = 1, kWaited = 2;
 
 // The per-operation lists of a Runner, kept between operations of a thread so that their
 // capacity survives: a fresh vector per call cost a malloc and a free each (used_transports_'s
-// first push_back showed in the profile of an 8-byte allreduce). A Runner takes them in its
-// constructor and gives them back, emptied, in its destructor; a Runner nested in another on
-// the same thread (none today) would find them taken and start with empty ones.
+// first push_back showed in the profile of an 8-byte allreduce). A Runner uses the thread's
+// lists in place (swapping them in and out cost store-forwarding stalls on every call) and
+// leaves them empty; a Runner nested in another on the same thread (none today) finds them
+// busy and uses lists of its own.
 struct RunnerLists {
   std::vector<std::unique_ptr<InFlight>> inflight;
   std::vector<InFlight*> unforwarded;
   std::vector<Transport*> used_transports;
+  bool busy = false;
 };
 thread_local RunnerLists t_runner_lists;
 
@@ -118,19 +120,19 @@ class Runner {
       : sched_(s), window_(window < 1 ? 1 : window), ctx_(ctx), bufs_(b),
         elem_(TypeSize(ctx.dtype)),
         kb_(ctx.kernels != nullptr ? *ctx.kernels : CpuKernelBackend()),
-        kernels_at_issue_(kb_.CompletesAtIssue()) {
-    inflight_.swap(t_runner_lists.inflight);
-    unforwarded_.swap(t_runner_lists.unforwarded);
-    used_transports_.swap(t_runner_lists.used_transports);
+        kernels_at_issue_(kb_.CompletesAtIssue()),
+        lists_(t_runner_lists.busy ? *new RunnerLists() : t_runner_lists),
+        inflight_(lists_.inflight), unforwarded_(lists_.unforwarded),
+        used_transports_(lists_.used_transports) {
+    lists_.busy = true;
   }
   ~Runner() {
     // Run leaves nothing in flight (Fail drops what was); clear anyway, keeping the capacity.
     inflight_.clear();
     unforwarded_.clear();
     used_transports_.clear();
-    inflight_.swap(t_runner_lists.inflight);
-    unforwarded_.swap(t_runner_lists.unforwarded);
-    used_transports_.swap(t_runner_lists.used_transports);
+    lists_.busy = false;
+    if (&lists_ != &t_runner_lists) delete &lists_;
   }
   Runner(const Runner&) = delete;
   Runner& operator=(const Runner&) = delete;
@@ -200,12 +202,13 @@ class Runner {
   MemKind scratch_kind_ = MemKind::kHost;  // kHostShared when it is the shm window
   KernelBackend& kb_;
   const bool kernels_at_issue_;
-  std::vector<std::unique_ptr<InFlight>> inflight_;
-  std::vector<InFlight*> unforwarded_;  // fused steps in flight, forward not posted, in order
+  RunnerLists& lists_;  // the thread's (or, nested, our own): the three lists below
+  std::vector<std::unique_ptr<InFlight>>& inflight_;
+  std::vector<InFlight*>& unforwarded_;  // fused steps in flight, forward not posted, in order
   size_t received_fused_ = 0;  // fused steps in flight whose receive is done: out of the window
   std::vector<std::unique_ptr<InFlight>>& free_ = t_free_slots;
   bool fence_wait_ = false;  // a kWait is in flight: nothing issues after it
-  std::vector<Transport*> used_transports_;
+  std::vector<Transport*>& used_transports_;
   std::vector<uint8_t>& direct_firsts_ = t_direct_firsts;
   bool direct_used_ = false;  // the schedule has direct steps (window, signals)  // kSignalled | kWaited per peer
   std::vector<EncodedRegion> encoded_;  // compressed schedules only (ctx_.codec set)
