@@ -225,6 +225,16 @@ class Engine {
     return backlog_[core];
   }
 
+  // Oversubscription: a rank that blocked (on a signal or a message) shares its core with a
+  // mate that runs meanwhile; it continues only after the kernel switches back to it. The
+  // executor's waiting rank yields (backoff.h), so that is one sched_yield handoff: 1.35 us
+  // measured on this project's 2-vCPU VM (two threads on one core, 2.7 us per yield round
+  // trip), 1.5 us with the process switch. Without it the model counted a signal round on
+  // 4 ranks over 2 cores at ~0.3 us and chose twoshot's four rounds over oneshot's one at
+  // 2 KiB (13 us measured against 5).
+  static constexpr double kSharedCoreHandoffUs = 1.5;
+  double Handoff(int r) const { return fabric_.CoreMates(r).size() > 1 ? kSharedCoreHandoffUs : 0.0; }
+
   // Oversubscription (Fabric::CoreMates): `dt` us of CPU work rank r starts at `t` on a core
   // it shares. The kernel time-slices the busy ranks (idle ones wait in the kernel or yield),
   // i.e. processor sharing: while a mate still has work pending, both run at half speed, so
@@ -320,6 +330,9 @@ class Engine {
     ++messages_;
     bytes_ += bytes;
     Push(arrive, send.rank, send.step);
+    // A receiver with nothing left to do blocked on this message: on a shared core it runs
+    // again only after a handoff.
+    if (ranks_[recv.rank].busy_until <= arrive) arrive += Handoff(recv.rank);
     // A receive that reduces lands in staging and is reduced from there (executor.cc).
     const bool reduces = SemanticsOf(r.op).combine == StepCombine::kReduceIn;
     double done = reduces ? Compute(recv.rank, arrive, bytes, true, /*staging=*/true) : arrive;
@@ -381,7 +394,8 @@ class Engine {
       ranks_[r].waits_inflight++;
       auto& q = signals_[Key(st.peer, r, n, 0)];
       if (!q.arrivals.empty()) {
-        Push(std::max(now, q.arrivals.front()), r, idx);
+        const double arrival = q.arrivals.front();
+        Push(arrival > now ? arrival + Handoff(r) : now, r, idx);  // not there yet: r blocks
         q.arrivals.pop_front();
       } else {
         q.waits.push_back(Posted{r, idx});
@@ -440,7 +454,7 @@ class Engine {
       if (!q.waits.empty()) {
         Posted w = q.waits.front();
         q.waits.pop_front();
-        Push(arrival, w.rank, w.step);
+        Push(arrival + Handoff(w.rank), w.rank, w.step);  // the waiter blocked on it
       } else {
         q.arrivals.push_back(arrival);
       }
