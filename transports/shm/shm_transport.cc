@@ -485,7 +485,12 @@ bool ShmTransport::TryWait(int peer, uint64_t expect_tag, Status* st) {
   Peer* p = OwnerFind(peer);
   if (p == nullptr) return false;  // the posted wait reports why
   constexpr int kSpinPolls = 256;  // ~5-15 us at most: well inside the spin stage
-  const int polls = backoff_.policy().spin_us > 0 ? kSpinPolls : 1;
+  // Not when the peer last waited on the CPU we last waited on (both words as Progress last
+  // published them: two loads, no syscall): it is likely queued behind us there, and spinning
+  // would only delay it (Progress then yields or moves us off that CPU).
+  const int mine = header_->waiting_cpu.load(std::memory_order_relaxed);
+  const bool same_cpu = mine >= 0 && p->header->waiting_cpu.load(std::memory_order_relaxed) == mine;
+  const int polls = backoff_.policy().spin_us > 0 && !same_cpu ? kSpinPolls : 1;
   for (int i = 0;; ++i) {
     if (p->in->signals.load(std::memory_order_acquire) > p->signals_consumed) break;
     if (i + 1 >= polls) return false;
