@@ -151,13 +151,10 @@ constexpr uint32_t kProbeEvery = 32;
 }  // namespace
 
 void CopyToShared(void* dst, const void* src, size_t bytes) {
-  if (bytes == 0) return;
 #if defined(__x86_64__)
-  if (bytes >= NonTemporalThreshold()) {
-    CopyNonTemporal(dst, src, bytes);
-    return;
-  }
-  if (bytes >= kPublishTimedBytes && NonTemporalThreshold() != SIZE_MAX) {
+  // Sizes Copy streams anyway, or that are too small to time, go through Copy's own rule.
+  const size_t always_stream = NonTemporalThreshold();
+  if (bytes >= kPublishTimedBytes && bytes < always_stream && always_stream != SIZE_MAX) {
     PublishState& st = t_publish;
     if (st.stream && ++st.since_probe < kProbeEvery) {
       CopyNonTemporal(dst, src, bytes);
@@ -171,7 +168,7 @@ void CopyToShared(void* dst, const void* src, size_t bytes) {
     return;
   }
 #endif
-  std::memcpy(dst, src, bytes);
+  Copy(dst, src, bytes);
 }
 
 }  // namespace weft::kernels

@@ -796,6 +796,17 @@ TEST(FinalizeTest, NoOpForOtherOpsAndDivisorOne) {
 
 // ---------------------------------------------------------------- Copy
 
+// copy(dst + offset, src + offset, bytes) copies exactly and touches no byte around dst.
+void ExpectExactCopy(void (*copy)(void*, const void*, size_t), size_t bytes, size_t offset,
+                     std::mt19937& rng) {
+  std::vector<uint8_t> src(bytes + 8), dst(bytes + 8, 0xEE);
+  for (auto& byte : src) byte = static_cast<uint8_t>(rng());
+  copy(dst.data() + offset, src.data() + offset, bytes);
+  ASSERT_EQ(std::memcmp(dst.data() + offset, src.data() + offset, bytes), 0) << bytes;
+  for (size_t i = 0; i < offset; ++i) ASSERT_EQ(dst[i], 0xEE);
+  for (size_t i = offset + bytes; i < dst.size(); ++i) ASSERT_EQ(dst[i], 0xEE) << bytes;
+}
+
 TEST(CopyTest, SizesAndUnalignedPointers) {
   std::mt19937 rng(4);
   // 16 MiB + 5 takes the non-temporal path (default WEFT_COPY_NT_THRESHOLD) with an unaligned
@@ -803,12 +814,7 @@ TEST(CopyTest, SizesAndUnalignedPointers) {
   for (size_t bytes : {size_t{0}, size_t{1}, size_t{7}, size_t{1000}, size_t{4096 + 3},
                        (size_t{8} << 20) + 5, (size_t{16} << 20) + 5}) {
     for (size_t offset : {size_t{0}, size_t{1}, size_t{3}}) {
-      std::vector<uint8_t> src(bytes + 8), dst(bytes + 8, 0xEE);
-      for (auto& byte : src) byte = static_cast<uint8_t>(rng());
-      kernels::Copy(dst.data() + offset, src.data() + offset, bytes);
-      ASSERT_EQ(std::memcmp(dst.data() + offset, src.data() + offset, bytes), 0) << bytes;
-      for (size_t i = 0; i < offset; ++i) ASSERT_EQ(dst[i], 0xEE);
-      for (size_t i = offset + bytes; i < dst.size(); ++i) ASSERT_EQ(dst[i], 0xEE) << bytes;
+      ExpectExactCopy(kernels::Copy, bytes, offset, rng);
     }
   }
 }
@@ -823,12 +829,7 @@ TEST(CopyTest, CopyToSharedIsExactWhateverItChooses) {
     for (size_t bytes : {size_t{0}, size_t{9}, (size_t{64} << 10) - 1, size_t{64} << 10,
                          (size_t{64} << 10) + 13, (size_t{1} << 20) + 7}) {
       const size_t offset = static_cast<size_t>(round % 3);
-      std::vector<uint8_t> src(bytes + 8), dst(bytes + 8, 0xEE);
-      for (auto& byte : src) byte = static_cast<uint8_t>(rng());
-      kernels::CopyToShared(dst.data() + offset, src.data() + offset, bytes);
-      ASSERT_EQ(std::memcmp(dst.data() + offset, src.data() + offset, bytes), 0) << bytes;
-      for (size_t i = 0; i < offset; ++i) ASSERT_EQ(dst[i], 0xEE);
-      for (size_t i = offset + bytes; i < dst.size(); ++i) ASSERT_EQ(dst[i], 0xEE) << bytes;
+      ExpectExactCopy(kernels::CopyToShared, bytes, offset, rng);
     }
   }
 }
