@@ -3,6 +3,7 @@
 #include "transports/shm/shm_transport.h"
 #include "transports/shm/shm_wire.h"
 #include "transports/shm/shm_layout.h"
+#include "kernels/reduce.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -698,7 +699,9 @@ bool ShmTransport::ProgressSends(Peer& p) {
       }
       size_t n = std::min({space, op.bytes - p.send_done, ring - p.out_tail % ring,
                            options_.slice_bytes});
-      std::memcpy(p.out_data + p.out_tail % ring, op.buf + p.send_done, n);
+      // A publish into the receiver's ring: streamed while plain copies into lines the other
+      // core holds run slowly (kernels::CopyToShared; the release store below orders it).
+      kernels::CopyToShared(p.out_data + p.out_tail % ring, op.buf + p.send_done, n);
       p.out_tail += n;
       p.send_done += n;
       // Publish each slice: the receiver drains it while we copy the next.
