@@ -54,7 +54,7 @@ void Finalize(void* dst, size_t count, weftDataType_t dtype, weftRedOp_t op, int
 void Copy(void* dst, const void* src, size_t bytes);
 
 // A copy into memory that another core reads next (an shm window: a direct schedule's
-// publish). Plain stores must first take each line back from the reader's cache; when the two
+// publish; a slice of the shm transport's ring). Plain stores must first take each line back from the reader's cache; when the two
 // cores share no cache (another CCX or socket: this project's VM flips between placements
 // every few seconds to minutes) that ownership traffic cuts a publish from 8-10 GB/s to
 // ~2 GB/s and made a 64 MiB 2-rank allreduce 2.5x slower (38-40 ms against 15: the "slow
