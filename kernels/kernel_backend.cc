@@ -91,11 +91,11 @@ class CpuBackend final : public KernelBackend {
   Status Copy(const MemRef& dst, const MemRef& src, KernelRequest* req) override {
     WEFT_RETURN_IF_ERROR(CheckOperand(src, src.bytes, "src"));
     WEFT_RETURN_IF_ERROR(CheckOperand(dst, src.bytes, "dst"));
-    if (dst.ptr == src.ptr) {
-    } else if (dst.kind == MemKind::kHostShared) {
-      kernels::CopyToShared(dst.ptr, src.ptr, src.bytes);  // a publish: another core reads it
-    } else {
-      kernels::Copy(dst.ptr, src.ptr, src.bytes);
+    if (dst.ptr != src.ptr) {
+      if (dst.kind == MemKind::kHostShared)
+        kernels::CopyToShared(dst.ptr, src.ptr, src.bytes);  // a publish: another core reads it
+      else
+        kernels::Copy(dst.ptr, src.ptr, src.bytes);
     }
     req->Complete();
     return OkStatus();

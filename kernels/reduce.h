@@ -54,15 +54,16 @@ void Finalize(void* dst, size_t count, weftDataType_t dtype, weftRedOp_t op, int
 void Copy(void* dst, const void* src, size_t bytes);
 
 // A copy into memory that another core reads next (an shm window: a direct schedule's
-// publish; a slice of the shm transport's ring). Plain stores must first take each line back from the reader's cache; when the two
-// cores share no cache (another CCX or socket: this project's VM flips between placements
-// every few seconds to minutes) that ownership traffic cuts a publish from 8-10 GB/s to
-// ~2 GB/s and made a 64 MiB 2-rank allreduce 2.5x slower (38-40 ms against 15: the "slow
-// mode" of issue 17, perf/RESULTS.md). Publishes of 64 KiB and more are timed: while plain
-// ones run below 3 GB/s they stream (non-temporal stores, 25-29 GB/s in either placement),
-// with a timed plain one every 32nd to notice the placement change back. Smaller publishes
-// are plain copies (the reader wants them in cache; latency dominates). Copies of at least
-// WEFT_COPY_NT_THRESHOLD always stream and WEFT_COPY_NT_THRESHOLD=0 never does, as Copy.
+// publish; a slice of the shm transport's ring). Plain stores must first take each line back
+// from the reader's cache; when the two cores share no cache (another CCX or socket: this
+// project's VM flips between placements every few seconds to minutes) that ownership traffic
+// cuts a publish from 8-10 GB/s to ~2 GB/s and made a 64 MiB 2-rank allreduce 2.5x slower
+// (38-40 ms against 15: the "slow mode" of issue 17, perf/RESULTS.md). Publishes of 64 KiB
+// and more are timed: while plain ones run below 3 GB/s they stream (non-temporal stores,
+// 25-29 GB/s in either placement), with a timed plain one every 32nd to notice the placement
+// change back. Smaller publishes are plain copies (the reader wants them in cache; latency
+// dominates). Copies of at least WEFT_COPY_NT_THRESHOLD always stream and
+// WEFT_COPY_NT_THRESHOLD=0 never does, as Copy.
 void CopyToShared(void* dst, const void* src, size_t bytes);
 
 // The function Reduce dispatches to for (dtype, op), or nullptr when either is invalid. Lets a

@@ -37,6 +37,12 @@ using Clock = std::chrono::steady_clock;
 
 size_t RoundUp(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
+// A window segment's data (after its header page) and its size: for our window and the peers'.
+unsigned char* WindowData(const ShmSegment& w) {
+  return static_cast<unsigned char*>(w.data()) + shm_detail::kWindowHeaderBytes;
+}
+size_t WindowDataBytes(const ShmSegment& w) { return w.size() - shm_detail::kWindowHeaderBytes; }
+
 // Parses "123", "64K", "4M", "1G". Returns false on anything else.
 bool ParseSize(const char* s, size_t* out) {
   char* end = nullptr;
@@ -469,13 +475,7 @@ Status ShmTransport::Signal(int peer, uint64_t tag) {
   // Release: every write the executor finished before this step is visible with the count
   // (the fence rule).
   p->out->signals.store(++p->signals_sent, std::memory_order_release);
-  if (p->rank != rank_) {
-    LightFence(light_signals_);  // orders the count before the load of `sleeping` (Wake's pair)
-    if (p->header->sleeping.load(std::memory_order_relaxed) != 0) {
-      p->header->doorbell.fetch_add(1, std::memory_order_seq_cst);
-      FutexWake(&p->header->doorbell, 1);
-    }
-  }
+  if (p->rank != rank_) Wake(*p);
   return OkStatus();
 }
 
@@ -497,8 +497,7 @@ bool ShmTransport::TryWait(int peer, uint64_t expect_tag, Status* st) {
     if (i + 1 >= polls) return false;
     CpuRelax();
   }
-  const uint64_t number = p->signals_consumed++;
-  *st = expect_tag == 0 ? OkStatus() : CheckSignalTag(*p, number, expect_tag);
+  *st = ConsumeSignal(*p, expect_tag);
   return true;
 }
 
@@ -526,7 +525,7 @@ Status ShmTransport::PostWait(int peer, TransportRequest* req, uint64_t expect_t
 // ---------------------------------------------------------------------------------------
 
 size_t ShmTransport::window_bytes() const {
-  return window_ ? window_->size() - shm_detail::kWindowHeaderBytes : 0;
+  return window_ ? WindowDataBytes(*window_) : 0;
 }
 
 Status ShmTransport::PrepareWindow(size_t bytes) {
@@ -569,16 +568,15 @@ Status ShmTransport::PrepareWindowLocked(size_t bytes) {
 
 void* ShmTransport::LocalWindow() {
   if (!window_) return nullptr;
-  return static_cast<unsigned char*>(window_->data()) + shm_detail::kWindowHeaderBytes;
+  return WindowData(*window_);
 }
 
 StatusOr<const void*> ShmTransport::PeerWindow(int peer, size_t min_bytes) {
   // The mapping is the owner thread's: no lock when it is current and big enough.
   if (Peer* p = OwnerFind(peer); p != nullptr && p->rank != rank_ && p->window &&
                                  p->header->window_gen.load(std::memory_order_acquire) == p->window_gen &&
-                                 min_bytes <= p->window->size() - shm_detail::kWindowHeaderBytes)
-    return static_cast<const void*>(static_cast<unsigned char*>(p->window->data()) +
-                                    shm_detail::kWindowHeaderBytes);
+                                 min_bytes <= WindowDataBytes(*p->window))
+    return WindowData(*p->window);
   std::lock_guard<std::mutex> lock(mu_);
   return PeerWindowLocked(peer, min_bytes);
 }
@@ -611,14 +609,13 @@ StatusOr<const void*> ShmTransport::PeerWindowLocked(int peer, size_t min_bytes)
       p->window = std::move(*w);
       p->window_gen = gen;
     }
-    size_t have = p->window->size() - shm_detail::kWindowHeaderBytes;
+    size_t have = WindowDataBytes(*p->window);
     if (min_bytes > have)
       return InternalError("shm: rank " + std::to_string(p->rank) + "'s window holds " +
                            std::to_string(have) + " bytes, a step reads " +
                            std::to_string(min_bytes) +
                            " (peers prepared different window sizes for one operation?)");
-    return static_cast<const void*>(static_cast<unsigned char*>(p->window->data()) +
-                                    shm_detail::kWindowHeaderBytes);
+    return WindowData(*p->window);
   }
   return SystemError("shm: cannot map rank " + std::to_string(p->rank) + "'s window");
 }
@@ -628,9 +625,11 @@ StatusOr<const void*> ShmTransport::PeerWindowLocked(int peer, size_t min_bytes)
 // ---------------------------------------------------------------------------------------
 
 void ShmTransport::Wake(Peer& p) {
-  // Pairs with the sleeper's `sleeping = 1; fence; read doorbell; re-check` (Progress): either
-  // it sees what we published, or we see it sleeping and change the doorbell it waits on.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // Pairs with the sleeper's `sleeping = 1; HeavyFence; read doorbell; re-check` (Progress):
+  // either it sees what we published, or we see it sleeping and change the doorbell it waits
+  // on. The fence orders our store before the load of `sleeping`; with membarrier registered
+  // the sleeper's HeavyFence does that for us (common/backoff.h), so no hardware fence here.
+  LightFence(light_signals_);
   if (p.header->sleeping.load(std::memory_order_relaxed) != 0) {
     p.header->doorbell.fetch_add(1, std::memory_order_seq_cst);
     FutexWake(&p.header->doorbell, 1);
@@ -883,13 +882,18 @@ bool ShmTransport::ProgressWaits(Peer& p) {
   uint64_t arrived = p.in->signals.load(std::memory_order_acquire);
   bool progressed = false;
   while (!p.waits.empty() && arrived > p.signals_consumed) {
-    const uint64_t number = p.signals_consumed++;
     WaitOp w = p.waits.front();
     p.waits.pop_front();
-    Complete(w.req, w.expect_tag == 0 ? OkStatus() : CheckSignalTag(p, number, w.expect_tag));
+    Complete(w.req, ConsumeSignal(p, w.expect_tag));
     progressed = true;
   }
   return progressed;
+}
+
+// Takes the next arrived signal from `p` (the caller saw it arrive) and checks its tag.
+Status ShmTransport::ConsumeSignal(Peer& p, uint64_t expect_tag) {
+  const uint64_t number = p.signals_consumed++;
+  return expect_tag == 0 ? OkStatus() : CheckSignalTag(p, number, expect_tag);
 }
 
 Status ShmTransport::CheckSignalTag(const Peer& p, uint64_t number, uint64_t expect_tag) const {
@@ -1107,8 +1111,8 @@ Status ShmTransport::Progress(int timeout_us) {
     if (!aborted_.ok()) return aborted_;
     if (stage == Backoff::Stage::kSleep) {
       header_->sleeping.store(1, std::memory_order_seq_cst);
-      // Signal's pair: peers that signal with only a compiler barrier are fenced from here.
-      // If the kernel refused, such a signal may go unseen: sleep 1 ms at most then.
+      // Wake's pair: peers that publish with only a compiler barrier are fenced from here.
+      // If the kernel refused, such a publish may go unseen: sleep 1 ms at most then.
       const bool fenced = HeavyFence();
       uint32_t bell = header_->doorbell.load(std::memory_order_seq_cst);
       if (!PollAll()) {

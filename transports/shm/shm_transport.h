@@ -300,6 +300,7 @@ class ShmTransport : public DirectTransport {
   bool ProgressRecvs(Peer& p);
   bool ProgressWaits(Peer& p);
   Status CheckSignalTag(const Peer& p, uint64_t number, uint64_t expect_tag) const;
+  Status ConsumeSignal(Peer& p, uint64_t expect_tag);
   Status ReadSingleCopy(Peer& p, Incoming& c);
   void MatchStash(Peer& p, uint16_t channel);
   void Complete(TransportRequest* req, Status st);
