@@ -3,6 +3,8 @@
 
 #include "algorithms/step_table.h"
 
+#include <iterator>
+#include <map>
 #include <mutex>
 
 namespace weft {
@@ -22,6 +24,48 @@ bool RegisterAlgorithm(AlgorithmInfo info) {
   Registry().push_back(std::move(info));
   return true;
 }
+
+namespace {
+// Whether a step of these semantics reads its local region `which` (kSrc or kDst): as an
+// operand of its combine (a finalize reads the dst it rewrites), as a reduction's
+// accumulator, or as the message it sends.
+bool ReadsOperand(const StepSemantics& m, StepOperand which) {
+  const bool flag = which == StepOperand::kSrc ? m.reads_src : m.reads_dst;
+  return flag || m.lhs == which || m.rhs == which || m.sends == which;
+}
+
+// Fills rs.final_output_write by one backward pass over the steps, keeping the Output ranges
+// later steps read as a set of disjoint [lo, hi) intervals (element offsets).
+void MarkFinalOutputWrites(RankSchedule& rs) {
+  std::map<size_t, size_t> read_later;  // lo -> hi
+  auto overlaps = [&](const Region& r) {
+    auto it = read_later.upper_bound(r.offset);
+    if (it != read_later.begin() && std::prev(it)->second > r.offset) return true;
+    return it != read_later.end() && it->first < r.offset + r.count;
+  };
+  auto add = [&](const Region& r) {
+    if (r.buffer != Buffer::kOutput || r.count == 0) return;
+    size_t lo = r.offset, hi = r.offset + r.count;
+    auto it = read_later.upper_bound(lo);
+    if (it != read_later.begin() && std::prev(it)->second >= lo) --it;
+    while (it != read_later.end() && it->first <= hi) {  // merge what touches [lo, hi)
+      lo = std::min(lo, it->first);
+      hi = std::max(hi, it->second);
+      it = read_later.erase(it);
+    }
+    read_later.emplace(lo, hi);
+  };
+  rs.final_output_write.assign(rs.steps.size(), 0);
+  for (size_t i = rs.steps.size(); i-- > 0;) {
+    const Step& st = rs.steps[i];
+    const StepSemantics& m = SemanticsOf(st.op);
+    if (m.writes_dst && st.dst.buffer == Buffer::kOutput && st.dst.count > 0 && !overlaps(st.dst))
+      rs.final_output_write[i] = 1;
+    if (ReadsOperand(m, StepOperand::kSrc)) add(st.src);
+    if (ReadsOperand(m, StepOperand::kDst)) add(st.dst);
+  }
+}
+}  // namespace
 
 StatusOr<Schedule> BuildSchedule(const AlgorithmInfo& algorithm, const ScheduleRequest& request,
                                  BuildStats* stats) {
@@ -43,10 +87,11 @@ StatusOr<Schedule> BuildSchedule(const AlgorithmInfo& algorithm, const ScheduleR
       if (r != scope.rank) s.ranks[r] = RankSchedule();
   }
   s.scope = scope;
-  for (RankSchedule& rs : s.ranks) {  // the executor's per-call question, answered once
+  for (RankSchedule& rs : s.ranks) {  // the executor's per-call questions, answered once
     rs.direct_steps = 0;
     for (const Step& st : rs.steps)
       if (SemanticsOf(st.op).needs_direct) rs.direct_steps = 1;
+    if (!scope.all() && !rs.steps.empty()) MarkFinalOutputWrites(rs);
   }
   return built;
 }

@@ -127,6 +127,10 @@ struct RankSchedule {
   // Whether steps use the direct (window) transport: 1 / 0 once known (BuildSchedule sets it,
   // so the executor does not rescan a cached plan on every call), -1 = not known, scan.
   int8_t direct_steps = -1;
+  // Per step (BuildSchedule, for a one-rank plan; empty otherwise): 1 when the step writes
+  // Output and no later step of this rank reads what it wrote, so the executor may write it
+  // with streaming stores when the output is large (MemRef::streaming).
+  std::vector<uint8_t> final_output_write;
 };
 
 // Which ranks' steps a schedule holds. The executor's path builds one rank's plan

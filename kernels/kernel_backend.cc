@@ -82,6 +82,9 @@ bool IsFloat(weftDataType_t t) {
   return t == weftFloat16 || t == weftBfloat16 || t == weftFloat32 || t == weftFloat64;
 }
 
+// Streaming stores are worth their fence only for copies of a few pages or more.
+constexpr size_t kStreamingMinBytes = size_t{16} << 10;
+
 class CpuBackend final : public KernelBackend {
  public:
   const char* name() const override { return "cpu"; }
@@ -94,6 +97,8 @@ class CpuBackend final : public KernelBackend {
     if (dst.ptr != src.ptr) {
       if (dst.kind == MemKind::kHostShared)
         kernels::CopyToShared(dst.ptr, src.ptr, src.bytes);  // a publish: another core reads it
+      else if (dst.streaming && src.bytes >= kStreamingMinBytes)
+        kernels::CopyStreaming(dst.ptr, src.ptr, src.bytes);
       else
         kernels::Copy(dst.ptr, src.ptr, src.bytes);
     }

@@ -121,6 +121,16 @@ void CopyNonTemporal(void* dst, const void* src, size_t bytes) {
 
 }  // namespace
 
+size_t StreamingThreshold() { return NonTemporalThreshold(); }
+
+void CopyStreaming(void* dst, const void* src, size_t bytes) {
+#if defined(__x86_64__)
+  CopyNonTemporal(dst, src, bytes);
+#else
+  std::memcpy(dst, src, bytes);
+#endif
+}
+
 void Copy(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
 #if defined(__x86_64__)

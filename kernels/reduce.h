@@ -53,6 +53,12 @@ void Finalize(void* dst, size_t count, weftDataType_t dtype, weftRedOp_t op, int
 // store of the calling thread (it ends with a store fence).
 void Copy(void* dst, const void* src, size_t bytes);
 
+// Copies of at least this many bytes stream (WEFT_COPY_NT_THRESHOLD; SIZE_MAX when it is 0).
+size_t StreamingThreshold();
+// A copy with streaming stores whatever its size (x86-64; elsewhere memcpy), for a destination
+// that will not be read from the cache (MemRef::streaming). Ends with a store fence, as Copy.
+void CopyStreaming(void* dst, const void* src, size_t bytes);
+
 // A copy into memory that another core reads next (an shm window: a direct schedule's
 // publish; a slice of the shm transport's ring). Plain stores must first take each line back
 // from the reader's cache; when the two cores share no cache (another CCX or socket: this

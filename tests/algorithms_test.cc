@@ -168,6 +168,34 @@ void FillAllToAllv(ScheduleRequest* r, size_t extra) {
 // The executor's plan for rank r (PlanScope::ForRank(r)) is exactly rank r's part of the
 // whole schedule the checker proves, for every algorithm: same steps, counts and window, and
 // no other rank's steps. This is what keeps one-rank plans as correct as the proved ones.
+// RankSchedule::final_output_write by its definition, in O(steps^2): a step that writes Output
+// is final when no later step reads any of it (as an operand, a reduction's accumulator, a
+// finalize's dst or a message it sends).
+std::vector<uint8_t> FinalOutputWritesByDefinition(const RankSchedule& rs) {
+  auto overlap = [](const Region& a, const Region& b) {
+    return a.buffer == Buffer::kOutput && b.buffer == Buffer::kOutput && a.count > 0 && b.count > 0 &&
+           a.offset < b.offset + b.count && b.offset < a.offset + a.count;
+  };
+  std::vector<uint8_t> want(rs.steps.size(), 0);
+  for (size_t i = 0; i < rs.steps.size(); ++i) {
+    const Step& w = rs.steps[i];
+    if (!SemanticsOf(w.op).writes_dst || w.dst.buffer != Buffer::kOutput || w.dst.count == 0) continue;
+    bool read_later = false;
+    for (size_t j = i + 1; j < rs.steps.size() && !read_later; ++j) {
+      const Step& l = rs.steps[j];
+      const StepSemantics& m = SemanticsOf(l.op);
+      auto reads = [&](StepOperand which) {
+        return (which == StepOperand::kSrc ? m.reads_src : m.reads_dst) || m.lhs == which ||
+               m.rhs == which || m.sends == which;
+      };
+      read_later = (reads(StepOperand::kSrc) && overlap(l.src, w.dst)) ||
+                   (reads(StepOperand::kDst) && overlap(l.dst, w.dst));
+    }
+    want[i] = read_later ? 0 : 1;
+  }
+  return want;
+}
+
 TEST(AlgorithmLibrary, OneRankPlanIsThatRankOfTheWholeSchedule) {
   size_t plans = 0;
   for (const AlgorithmInfo& a : AllAlgorithms()) {
@@ -217,6 +245,8 @@ TEST(AlgorithmLibrary, OneRankPlanIsThatRankOfTheWholeSchedule) {
               ASSERT_EQ(got.steps.size(), want.steps.size()) << what << " rank " << q;
               for (size_t i = 0; i < got.steps.size(); ++i)
                 ASSERT_TRUE(SameStep(got.steps[i], want.steps[i])) << what << " rank " << q << " step " << i;
+              if (!got.steps.empty())
+                EXPECT_EQ(got.final_output_write, FinalOutputWritesByDefinition(got)) << what << " rank " << q;
             }
           }
         }
@@ -224,6 +254,34 @@ TEST(AlgorithmLibrary, OneRankPlanIsThatRankOfTheWholeSchedule) {
     }
   }
   EXPECT_GT(plans, 1000u);  // the sweep really ran
+}
+
+// The writes the executor may stream: twoshot's gathers into the output are final; oneshot's
+// first term, copied into the output and reduced into afterwards, is not.
+TEST(AlgorithmLibrary, FinalOutputWritesSeparateGathersFromAccumulators) {
+  for (const char* name : {"oneshot", "twoshot"}) {
+    ScheduleRequest r;
+    r.collective = Collective::kAllReduce;
+    r.nranks = 2;
+    r.count = 1000;
+    r.all_ranks_mappable = true;
+    r.scope = PlanScope::ForRank(0);
+    StatusOr<Schedule> plan = BuildSchedule(*FindAlgorithm(Collective::kAllReduce, name), r);
+    ASSERT_TRUE(plan.ok()) << name << ": " << plan.status().message();
+    const RankSchedule& rs = plan->ranks[0];
+    size_t final_writes = 0, rewritten = 0;
+    for (size_t i = 0; i < rs.steps.size(); ++i) {
+      if (rs.steps[i].dst.buffer != Buffer::kOutput || !SemanticsOf(rs.steps[i].op).writes_dst) continue;
+      (rs.final_output_write[i] ? final_writes : rewritten) += 1;
+    }
+    if (std::string(name) == "twoshot") {
+      EXPECT_EQ(final_writes, 2u) << "twoshot: its own part and the peer's, each written once";
+      EXPECT_EQ(rewritten, 0u);
+    } else {
+      EXPECT_EQ(final_writes, 1u) << "oneshot: the finalize, last";
+      EXPECT_EQ(rewritten, 2u) << "oneshot: the first term (reduced into) and the reduction (finalized)";
+    }
+  }
 }
 
 TEST(AlgorithmLibrary, OneRankPlanOutsideTheRanksIsRefused) {

@@ -823,6 +823,14 @@ TEST(CopyTest, SizesAndUnalignedPointers) {
 // exact either way. Repeated publishes of 64 KiB and more go through both choices whenever the
 // timing says "slow" (a loaded machine, or cores that share no cache); the bytes around the
 // destination stay untouched.
+TEST(CopyTest, CopyStreamingIsExact) {
+  std::mt19937 rng(6);
+  for (int round = 0; round < 8; ++round)
+    for (size_t bytes : {size_t{0}, size_t{5}, size_t{63}, size_t{64} + 17, (size_t{16} << 10) + 3,
+                         (size_t{1} << 20) + 9})
+      ExpectExactCopy(kernels::CopyStreaming, bytes, static_cast<size_t>(round % 5), rng);
+}
+
 TEST(CopyTest, CopyToSharedIsExactWhateverItChooses) {
   std::mt19937 rng(5);
   for (int round = 0; round < 40; ++round) {

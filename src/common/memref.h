@@ -37,6 +37,9 @@ struct MemRef {
   MemKind kind = MemKind::kHost;
   int device = -1;        // GPU index for kCudaDevice (and pinned memory's home device), else -1
   RegHandle handle = 0;   // registration with the transport that will move it, if any
+  // A hint for destinations: written once and larger than the cache (a large collective's
+  // output), so a CPU kernel may write it with streaming stores, saving each line's read.
+  bool streaming = false;
 
   static MemRef Host(void* p, size_t n) { return MemRef{p, n, MemKind::kHost, -1, 0}; }
   static MemRef Host(const void* p, size_t n) { return Host(const_cast<void*>(p), n); }

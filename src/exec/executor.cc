@@ -14,6 +14,7 @@
 #include "algorithms/step_table.h"
 #include "common/log.h"
 #include "kernels/dtype.h"
+#include "kernels/reduce.h"
 
 namespace weft {
 namespace {
@@ -121,6 +122,7 @@ class Runner {
         elem_(TypeSize(ctx.dtype)),
         kb_(ctx.kernels != nullptr ? *ctx.kernels : CpuKernelBackend()),
         kernels_at_issue_(kb_.CompletesAtIssue()),
+        output_streaming_(s.output_count * elem_ >= kernels::StreamingThreshold()),
         lists_(t_runner_lists.busy ? *new RunnerLists() : t_runner_lists),
         inflight_(lists_.inflight), unforwarded_(lists_.unforwarded),
         used_transports_(lists_.used_transports) {
@@ -155,6 +157,14 @@ class Runner {
     MemKind kind = r.buffer == Buffer::kScratch ? scratch_kind_ : bufs_.kind;
     int device = r.buffer == Buffer::kScratch ? -1 : bufs_.device;
     return MemRef{Resolve(r), r.count * elem_, kind, device, 0};
+  }
+  // The destination of step `index`, marked streaming when the output is large and this
+  // step's write is final (RankSchedule::final_output_write: nothing later reads it back).
+  MemRef DstRef(size_t index, const Region& r) const {
+    MemRef m = Ref(r);
+    m.streaming = output_streaming_ && index < sched_.final_output_write.size() &&
+                  sched_.final_output_write[index] != 0;
+    return m;
   }
   ByteRange RangeOf(const Region& r) const {
     if (r.count == 0) return ByteRange{};
@@ -202,6 +212,9 @@ class Runner {
   MemKind scratch_kind_ = MemKind::kHost;  // kHostShared when it is the shm window
   KernelBackend& kb_;
   const bool kernels_at_issue_;
+  // The call's output reaches the streaming threshold (about the cache's size): final writes
+  // into it may stream (DstRef), since the rest of the call would evict them anyway.
+  const bool output_streaming_;
   RunnerLists& lists_;  // the thread's (or, nested, our own): the three lists below
   std::vector<std::unique_ptr<InFlight>>& inflight_;
   std::vector<InFlight*>& unforwarded_;  // fused steps in flight, forward not posted, in order
@@ -359,7 +372,9 @@ Status Runner::IssueLocal(size_t index) {
   switch (s.op) {
     case StepOp::kCopy:
       if (s.src.count == 0 || Resolve(s.dst) == Resolve(s.src)) return OkStatus();
-      return RunKernel(index, [&](KernelRequest* r) { return kb_.Copy(Ref(s.dst), Ref(s.src), r); });
+      return RunKernel(index, [&](KernelRequest* r) {
+        return kb_.Copy(DstRef(index, s.dst), Ref(s.src), r);
+      });
     case StepOp::kReduce:
       return RunKernel(index, [&](KernelRequest* r) {
         return kb_.Reduce(Ref(s.dst), Ref(s.dst), Ref(s.src), s.dst.count, dt, op, r);
@@ -378,7 +393,7 @@ Status Runner::IssueLocal(size_t index) {
       const unsigned char* base = *w;
       const MemRef remote{const_cast<unsigned char*>(base), s.remote.count * elem_, MemKind::kHostShared, -1, 0};
       if (s.op == StepOp::kDirectRead)
-        return RunKernel(index, [&](KernelRequest* r) { return kb_.Copy(Ref(s.dst), remote, r); });
+        return RunKernel(index, [&](KernelRequest* r) { return kb_.Copy(DstRef(index, s.dst), remote, r); });
       return RunKernel(index, [&](KernelRequest* r) {
         return kb_.Reduce(Ref(s.dst), Ref(s.src), remote, s.dst.count, dt, op, r);
       });
