@@ -320,7 +320,8 @@ def t(group, backend, size, place="out_of_place"):
 
 goal_rows = []
 def goal(name, value, target, ok):
-    goal_rows.append(f"| {name} | {value} | {target} | {'met' if ok else '**missed**'} |")
+    status = "for the record" if ok is None else ("met" if ok else "**missed**")
+    goal_rows.append(f"| {name} | {value} | {target} | {status} |")
 
 M64 = 64 << 20
 a, b = t("tcp-allreduce-2", "weft", M64), t("tcp-allreduce-2", "gloo", M64)
@@ -331,12 +332,15 @@ if a and b:
     goal("TCP, 2 ranks, allreduce 8 B: weft latency / Gloo latency", f"{a / b:.2f} ({a:.1f} vs {b:.1f} us)", "<= 0.5", a / b <= 0.5)
 a, b = t("local-allreduce-2", "weft", M64), t("local-allreduce-2", "openmpi", M64)
 if a and b:
-    goal("shm, 2 ranks, allreduce 64 MiB: weft busbw / Open MPI busbw", f"{b / a:.2f}x", ">= 5", b / a >= 5)
+    # The sweeps use plain (unregistered) buffers: issue 17 asks >= 3x there; its >= 5x and
+    # 60%-of-the-bound goals are for registered buffers (perf/registered_vs_openmpi.sh).
+    goal("shm, 2 ranks, allreduce 64 MiB, unregistered buffers: weft busbw / Open MPI busbw", f"{b / a:.2f}x", ">= 3", b / a >= 3)
 if a:
     txt = sh(f"{os.environ.get('WEFT_RESULTS_BIN', '')}/membound {M64} 2").split()
     try:
         bnd = float(txt[txt.index("bound_us") + 1])
-        goal("shm, 2 ranks, allreduce 64 MiB: memory bound / weft time", f"{bnd / a:.2f} ({bnd:.0f} / {a:.0f} us)", ">= 0.6", bnd / a >= 0.6)
+        goal("shm, 2 ranks, allreduce 64 MiB, unregistered buffers: memory bound / weft time (the goal is for registered buffers)",
+             f"{bnd / a:.2f} ({bnd:.0f} / {a:.0f} us)", "-", None)
     except (ValueError, IndexError):
         pass
 worst = None
@@ -360,7 +364,7 @@ for n in (2, 4):
                   for r in dw["rows"] if r["size"] >= (1 << 20) * n and row_of(do, r["size"])]
         if ratios:
             lo = min(ratios)
-            goal(f"shm, {n} ranks, alltoall >= 1 MiB per rank: weft busbw / Open MPI busbw (lowest)",
+            goal(f"shm, {n} ranks, alltoall >= 1 MiB per rank, unregistered buffers: weft busbw / Open MPI busbw (lowest)",
                  f"{lo[0]:.2f}x at {lo[1]} B", ">= 2", lo[0] >= 2)
 for r, limit in ((2, 1.15), (4, 1.2)):
     a, b = t(f"netns-allreduce-2x{r}", "weft", M64), t(f"netns-allreduce-2x{r}", "gloo", M64)
