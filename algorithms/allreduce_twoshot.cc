@@ -16,8 +16,8 @@
 // After the last round: wait every peer's last "done". Slot reuse in round k + 2 is safe: A_k
 // was last read before the peers' "reduced k" (consumed in round k), B_k before their
 // "done k" (consumed in round k + 1).
-// Per rank and element of n: reads 2.5 and writes 2 on 2 ranks (staging all of the input, as
-// before, cost 3 and 2.5: the own part's copy in and its read back).
+// Per rank and element of n: reads 2.5 and writes 2 on 2 ranks (staging all of the input
+// would cost 3 and 2.5: the own part's copy in and its read back).
 //
 // Zero-copy variant (ScheduleRequest::peer_buffers_mapped: every rank's buffers registered
 // and mapped by its peers), one round over the whole count, no staging:

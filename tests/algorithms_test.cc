@@ -165,12 +165,9 @@ void FillAllToAllv(ScheduleRequest* r, size_t extra) {
   }
 }
 
-// The executor's plan for rank r (PlanScope::ForRank(r)) is exactly rank r's part of the
-// whole schedule the checker proves, for every algorithm: same steps, counts and window, and
-// no other rank's steps. This is what keeps one-rank plans as correct as the proved ones.
 // RankSchedule::final_output_write by its definition, in O(steps^2): a step that writes Output
 // is final when no later step reads any of it (as an operand, a reduction's accumulator, a
-// finalize's dst or a message it sends).
+// finalize's dst or a message it sends). The final_output_write check below compares with it.
 std::vector<uint8_t> FinalOutputWritesByDefinition(const RankSchedule& rs) {
   auto overlap = [](const Region& a, const Region& b) {
     return a.buffer == Buffer::kOutput && b.buffer == Buffer::kOutput && a.count > 0 && b.count > 0 &&
@@ -196,6 +193,9 @@ std::vector<uint8_t> FinalOutputWritesByDefinition(const RankSchedule& rs) {
   return want;
 }
 
+// The executor's plan for rank r (PlanScope::ForRank(r)) is exactly rank r's part of the
+// whole schedule the checker proves, for every algorithm: same steps, counts and window, and
+// no other rank's steps. This is what keeps one-rank plans as correct as the proved ones.
 TEST(AlgorithmLibrary, OneRankPlanIsThatRankOfTheWholeSchedule) {
   size_t plans = 0;
   for (const AlgorithmInfo& a : AllAlgorithms()) {

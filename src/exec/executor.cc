@@ -122,7 +122,6 @@ class Runner {
         elem_(TypeSize(ctx.dtype)),
         kb_(ctx.kernels != nullptr ? *ctx.kernels : CpuKernelBackend()),
         kernels_at_issue_(kb_.CompletesAtIssue()),
-
         lists_(t_runner_lists.busy ? *new RunnerLists() : t_runner_lists),
         inflight_(lists_.inflight), unforwarded_(lists_.unforwarded),
         used_transports_(lists_.used_transports) {
