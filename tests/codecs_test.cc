@@ -8,6 +8,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -220,6 +221,59 @@ TEST(CodecBounds, TopKTiesGoToLowerIndices) {
   const std::vector<float> x = {1, 5, -5, 5, 2, -5};
   const std::vector<float> y = RoundTrip(Spec(weftCodecTopK, 128, 0, 0.5f), x);  // k = 3
   EXPECT_EQ(y, (std::vector<float>{0, 5, -5, 5, 0, 0}));
+}
+
+// The exact top-k by definition (codec_ref.h): rank = (|x| bits, then lower index); the k
+// largest, as ascending indices then their values.
+std::vector<uint8_t> TopKByDefinition(const std::vector<float>& x, size_t k) {
+  std::vector<uint64_t> ranks(x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    ranks[i] = (uint64_t{FloatBits(x[i]) & 0x7FFFFFFFu} << 32) | (0xFFFFFFFFu - static_cast<uint32_t>(i));
+  std::sort(ranks.begin(), ranks.end(), std::greater<uint64_t>());
+  std::vector<uint32_t> kept(k);
+  for (size_t j = 0; j < k; ++j) kept[j] = 0xFFFFFFFFu - static_cast<uint32_t>(ranks[j]);
+  std::sort(kept.begin(), kept.end());
+  std::vector<uint8_t> out(8 * k);
+  for (size_t j = 0; j < k; ++j) {
+    std::memcpy(&out[4 * j], &kept[j], 4);
+    std::memcpy(&out[4 * k + 4 * j], &x[kept[j]], 4);
+  }
+  return out;
+}
+
+// Inputs large enough for the sampled threshold (codec_topk.cc), including ones built to fool
+// its evenly spaced samples in both directions; the encoding must be the definition's, bitwise.
+TEST(CodecTopK, LargeInputsSelectExactlyTheDefinition) {
+  const size_t n = (size_t{1} << 17) + 5;
+  std::vector<bool> sampled(n, false);  // where the encoder samples (codec_topk.cc, kSamples)
+  for (size_t s = 0; s < 16384; ++s) sampled[s * n / 16384] = true;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<std::pair<std::string, std::vector<float>>> inputs;
+  std::vector<float> x(n);
+  for (size_t i = 0; i < n; ++i) x[i] = normal(rng) * (i % 1000 == 7 ? 100.0f : 1.0f);
+  inputs.push_back({"gaussian with outliers", x});
+  inputs.push_back({"all equal", std::vector<float>(n, -2.5f)});
+  for (size_t i = 0; i < n; ++i) x[i] = static_cast<float>(i);
+  inputs.push_back({"ascending", x});
+  for (size_t i = 0; i < n; ++i) x[i] = sampled[i] ? 1000.0f + i : normal(rng);
+  inputs.push_back({"large exactly where sampled (too few candidates: the radix path)", x});
+  for (size_t i = 0; i < n; ++i) x[i] = i > 0 && sampled[i - 1] ? 1000.0f + i : normal(rng) * 1e-3f;
+  inputs.push_back({"large just after where sampled (the sample sees none)", x});
+  for (size_t i = 0; i < n; ++i) x[i] = static_cast<float>(i % 3) - (i % 2 ? 0.0f : 3.0f);
+  inputs.push_back({"few distinct values (ties at the threshold)", x});
+  std::vector<float> nonfinite(n, 0.0f);
+  for (size_t i = 0; i < n; i += 997) nonfinite[i] = i % 2 ? NAN : -INFINITY;
+  inputs.push_back({"zeros with NaN and inf", nonfinite});
+  for (float ratio : {0.001f, 0.01f, 0.05f, 0.3f}) {
+    const weftCompression spec = Spec(weftCodecTopK, 128, 0, ratio);
+    const size_t k = TopKCount(ratio, n);
+    for (const auto& [name, in] : inputs) {
+      std::vector<uint8_t> encoded(EncodedBytes(spec, n));
+      Encode(spec, in.data(), n, encoded.data(), 0);
+      EXPECT_TRUE(encoded == TopKByDefinition(in, k)) << name << ", ratio " << ratio;
+    }
+  }
 }
 
 // ---- NaN and inf ----
