@@ -122,6 +122,21 @@ TEST_P(Transports, KilledRankGivesErrorsNotHangs) {
   }
 }
 
+// The tiny-call path hands a call to the executor when a peer is late (see LatePeer in the
+// worker), with the tiny path on and off (WEFT_TINY_PATH=0: the executor alone).
+TEST_P(Transports, SmallCallsWithALatePeerAreExact) {
+  for (const char* tiny : {"1", "0"})
+    for (int n : {2, 3}) {
+      auto env = Env();
+      env.push_back({"WEFT_TINY_PATH", tiny});
+      Outcome o = Launch(n, {Worker(), "late-peer"}, env, 120);
+      ASSERT_FALSE(o.timed_out) << "timed out with " << n << " ranks";
+      for (int r = 0; r < n; ++r)
+        EXPECT_NE(o.output[r].find("OK late-peer"), std::string::npos)
+            << "WEFT_TINY_PATH=" << tiny << ", " << n << " ranks, rank " << r << ": " << o.output[r];
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(ShmAndTcp, Transports, testing::Values(false, true),
                          [](const testing::TestParamInfo<bool>& i) { return i.param ? "tcp" : "shm"; });
 

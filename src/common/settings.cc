@@ -65,6 +65,7 @@ const std::vector<SettingInfo>& Table() {
       // Waiting and kernels.
       {"WEFT_SPIN_US", K::kInt, "2000 (oversubscribed 0)", "spin before yielding", 0, 10000000},
       {"WEFT_YIELD_US", K::kInt, "= spin (oversubscribed 1000)", "yield before sleeping", 0, 10000000},
+      {"WEFT_TINY_PATH", K::kFlag, "1", "small direct calls run a compiled step list (0: the executor)"},
       {"WEFT_KERNEL_ISA", K::kChoice, "best", "reduction kernels", 0, 0, "generic|avx2"},
       {"WEFT_COPY_NT_THRESHOLD", K::kBytes, "16M", "copies this large use streaming stores (0 = never)"},
       // Topology and selection.

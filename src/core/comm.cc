@@ -74,19 +74,58 @@ Status ExecuteOnComm(weftComm* comm, const RankSchedule& rs, int window, weftDat
   ctx.heap_scratch = extras.heap_scratch != nullptr ? extras.heap_scratch : &comm->heap_scratch;
   ctx.peer_buffers = extras.peer_buffers;
   ctx.codec = extras.codec;
+  ctx.first_step = extras.first_step;
   ctx.what = what;
   ExecBuffers bufs;
   bufs.input = in;
   bufs.output = out;
   Status st = ExecuteSchedule(rs, window, ctx, bufs);
+  return st.ok() ? st : FailedOnComm(comm, st);
+}
+
+Status FailedOnComm(weftComm* comm, Status st) {
   // Ranks running different calls: a usage error, not a weft bug (transports report it as
   // InternalError because they cannot tell).
   if (IsCallMismatch(st)) st = Status(weftInvalidUsage, st.message());
   // A failed operation leaves messages half-sent on the transports: later operations could
   // not be matched safely, so the communicator is unusable from here on (as NCCL's).
-  if (!st.ok()) comm->sticky_error = st;
+  comm->sticky_error = st;
   return st;
 }
+
+namespace {
+
+// The tiny-call path: runs the compiled program while each step completes at once, then
+// hands the rest (from the first wait not yet signalled) to the executor.
+Status ExecuteTiny(weftComm* comm, const TinyProgram& prog, const RankSchedule& rs, int window,
+                   weftDataType_t dtype, weftRedOp_t op, uint64_t tag, const void* in, void* out,
+                   const char* what) {
+  StatusOr<size_t> stop = RunTinyProgram(prog, comm->direct, in, out, dtype, op, comm->nranks,
+                                         tag, what);
+  if (!stop.ok()) {
+    comm->direct->Abort(stop.status());  // as the executor's Fail: tell the peers now
+    return FailedOnComm(comm, stop.status());
+  }
+  if (*stop == prog.ops.size()) return OkStatus();
+  ExecExtras extras;
+  extras.first_step = *stop;
+  return ExecuteOnComm(comm, rs, window, dtype, op, tag, in, out, what, extras);
+}
+
+// This rank's steps of `sched` compiled for the tiny path, or null: only direct steps, small
+// regions, every peer reached through this rank's window transport (the executor's Prepare
+// refuses anything else with an error, which the Runner then reports).
+std::shared_ptr<const TinyProgram> CompileTiny(const weftComm* comm, const Schedule& sched,
+                                               size_t elem) {
+  if (comm->direct == nullptr || !TinyPathEnabled()) return nullptr;
+  auto prog = std::make_shared<TinyProgram>();
+  if (!CompileTinyProgram(sched.ranks[comm->rank], elem, comm->nranks, prog.get())) return nullptr;
+  for (const TinyOp& t : prog->ops)
+    if (t.peer >= 0 && comm->peer_transport[t.peer] != comm->direct) return nullptr;
+  return prog;
+}
+
+}  // namespace
 
 StatusOr<const AlgorithmInfo*> ChooseAlgorithm(weftComm* comm, ScheduleRequest* request,
                                                size_t elem_size, weftRedOp_t op) {
@@ -216,6 +255,13 @@ Status BuildPlan(weftComm* comm, const CollectiveCall& call, ScheduleRequest* re
     plan->other_half = *built;
   }
   plan->uses_window = plan->schedule->ranks[comm->rank].direct_steps == 1;  // BuildSchedule's
+  if (plan->uses_window && !plan->zero_copy && cacheable) {
+    plan->tiny = CompileTiny(comm, *plan->schedule, elem);
+    if (plan->tiny != nullptr && plan->holds_window) {
+      plan->tiny_other_half = CompileTiny(comm, *plan->other_half, elem);
+      if (plan->tiny_other_half == nullptr) plan->tiny = nullptr;  // both halves or neither
+    }
+  }
   WEFT_INFO("rank %d: %s count=%zu dtype=%s -> %s%s (chunk %zu elems, %d channels)", comm->rank,
             CollectiveName(req->collective), req->count, DataTypeName(call.dtype),
             plan->algorithm->name.c_str(),
@@ -422,11 +468,18 @@ Status RunPlanned(weftComm* comm, const CollectiveCall& call, uint64_t seq, Flig
   const uint32_t hash = MixCallType(plan->shape_hash, call.collective, call.dtype, call.op);
   const uint64_t tag = MakeCallTag(hash, seq);
   const Schedule* sched = plan->schedule.get();
-  if (plan->holds_window && comm->window.NextHalf() == 1) sched = plan->other_half.get();
+  const TinyProgram* tiny = plan->tiny.get();
+  if (plan->holds_window && comm->window.NextHalf() == 1) {
+    sched = plan->other_half.get();
+    tiny = plan->tiny_other_half.get();
+  }
   Status st;
   if (comm->window.NeedsRelease(plan->uses_window, plan->holds_window))
     st = ReleaseWindow(comm, tag, plan->what.c_str());
-  if (st.ok())
+  if (st.ok() && tiny != nullptr)
+    st = ExecuteTiny(comm, *tiny, sched->ranks[comm->rank], sched->window, call.dtype, call.op,
+                     tag, call.sendbuff, call.recvbuff, plan->what.c_str());
+  else if (st.ok())
     st = Execute(comm, sched->ranks[comm->rank], sched->window, call.dtype, call.op, tag,
                  call.sendbuff, call.recvbuff, plan->what.c_str(),
                  plan->zero_copy ? &comm->registry.peer_buffers : nullptr);

@@ -23,6 +23,7 @@
 #include "common/status.h"
 #include "core/flight_recorder.h"
 #include "core/registered_memory.h"
+#include "exec/tiny_program.h"
 #include "transports/transport.h"
 #include "weft/weft.h"
 
@@ -73,6 +74,9 @@ struct Plan {
   // Built with ScheduleRequest::peer_buffers_mapped: reads peers' registered buffers in place
   // (the call's agreement said so on every rank; core/registered_memory.h).
   bool zero_copy = false;
+  // The tiny-call path (exec/tiny_program.h): this rank's schedule (and other half's) compiled
+  // for the per-call fast loop; null when it does not qualify or WEFT_TINY_PATH=0.
+  std::shared_ptr<const TinyProgram> tiny, tiny_other_half;
 };
 // Appended to the algorithm's name in a zero-copy plan's descriptor hash (ranks that disagree
 // fail as mismatched) and in weftCommGetLastAlgorithm ("twoshot+zerocopy").
@@ -156,6 +160,7 @@ struct ExecExtras {
   const std::vector<PeerUserBuffers>* peer_buffers = nullptr;  // zero-copy: peers' buffers
   const weftCompression* codec = nullptr;                        // codec steps' spec
   std::vector<unsigned char>* heap_scratch = nullptr;            // default: the communicator's
+  size_t first_step = 0;  // ExecContext::first_step: the tiny path ran the steps before it
 };
 // Runs `rs` through the executor with the communicator's transports, timeout and scratch. A
 // mismatch between ranks' calls becomes weftInvalidUsage, and any failure makes the
@@ -164,6 +169,9 @@ struct ExecExtras {
 Status ExecuteOnComm(weftComm* comm, const RankSchedule& rs, int window, weftDataType_t dtype,
                      weftRedOp_t op, uint64_t tag, const void* in, void* out, const char* what,
                      const ExecExtras& extras = ExecExtras());
+// The failure half of ExecuteOnComm, for paths that run steps without it (the tiny path):
+// the mismatch conversion and the sticky error. Returns the error to report.
+Status FailedOnComm(weftComm* comm, Status st);
 
 // One point-to-point operation (weftSend / weftRecv).
 struct P2POp {

@@ -759,7 +759,13 @@ Status Runner::RunReady(size_t* next) {
 Status Runner::Run() {
   WEFT_RETURN_IF_ERROR(Prepare());
   const size_t n = sched_.steps.size();
-  size_t next = 0;
+  size_t next = std::min(ctx_.first_step, n);
+  if (direct_used_)  // the tiny path's steps carried the call tag on their first signal/wait
+    for (size_t i = 0; i < next; ++i) {
+      const Step& s = sched_.steps[i];
+      if ((s.op == StepOp::kSignal || s.op == StepOp::kWait) && s.peer >= 0 && s.peer < ctx_.nranks)
+        FirstTag(s.peer, s.op == StepOp::kSignal ? kSignalled : kWaited);
+    }
   int idle_rounds = 0;
   // The clock is read only while idle (it costs tens of ns per call; a tiny collective
   // completes in a few hundred): the first check of an idle stretch starts its timer.

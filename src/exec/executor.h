@@ -69,6 +69,10 @@ struct ExecContext {
   // The codec of encode/decode steps (compressed schedules, dtype float32); nullptr when the
   // schedule has none (a codec step then fails naming itself).
   const weftCompression* codec = nullptr;
+  // Steps before this one already ran (the tiny-call path, exec/tiny_program.h, stopped at a
+  // wait whose signal had not arrived): the executor continues from here, with nothing in
+  // flight, knowing which peers those steps already signalled or waited on.
+  size_t first_step = 0;
 };
 
 Status ExecuteSchedule(const RankSchedule& schedule, int window, const ExecContext& ctx,
