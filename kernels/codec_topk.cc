@@ -10,19 +10,22 @@
 //   pass 1: kSamples keys at evenly spaced positions; the threshold t is the sample key whose
 //           rank among the samples puts, in expectation, k plus four standard deviations of
 //           the keys at or above it. Reads 1/64 of the lines or fewer.
-//   pass 2: every index with key >= t, in index order, with its rank and bits; 1-2% of the
-//           values for a top-1%, so the pass runs at the speed of reading the input.
-//   Fewer than k candidates (an input that fools the spacing), or more than 4k + 4096 (many
-//   keys equal to the threshold): the radix path below.
-//   Otherwise the k-th largest candidate rank (nth_element on a copy) splits the candidates,
-//   which are already in index order.
-// Radix path:
-//   pass 1: histogram of the top 15 key bits (32768 bins); walking down from the top bin finds
-//           the bin T where the running count reaches k.
-//   pass 2: every value in a bin above T is kept (emitted in index order); values in bin T are
-//           candidates, of which the `need` largest ranks are kept.
-// The radix path costs ~3x the sampled one at 64 MiB: the histogram's increments serialize
-// when most values share a few bins (codec_bench: 21.6 ms against 7-8 for top-1%).
+//   pass 2: every index with key > t, in index order, with its rank and bits (1-2% of the
+//           values for a top-1% of varied values), and the first k indices with key == t
+//           (inputs of few distinct values tie there), so the pass runs at the speed of
+//           reading the input.
+//   At least k above: the k-th largest of their ranks (nth_element on a copy) splits them.
+//   Fewer: all of them, then the lowest-index ties. Fewer than k at or above t (an input that
+//   fools the spacing), or more than 4k + 4096 above it: the radix path below.
+// Radix path, three passes:
+//   1: histogram of the top 15 key bits (32768 bins); walking down from the top bin finds the
+//      bin T where the running count reaches k;
+//   2: histogram of the low 16 key bits of the keys in bin T: the exact threshold key;
+//   3: in index order, every key above the threshold, and the first keys equal to it.
+//   No candidate list and no sort, whatever the ties (mostly zeros, few distinct values).
+// The radix path costs ~2x the sampled one at 64 MiB of varied values (codec_bench: 21.6 ms
+// against 9.6 for top-1%): the histogram's increments serialize when most values share a few
+// bins.
 #include "kernels/codec_topk.h"
 
 #include <algorithm>
@@ -54,10 +57,6 @@ inline uint64_t RankOf(uint32_t key, size_t index) {
 }
 inline uint32_t IndexOf(uint64_t rank) { return 0xFFFFFFFFu - static_cast<uint32_t>(rank); }
 
-void WriteEncoding(const std::vector<uint32_t>& indices, const float* src, size_t k, uint8_t* dst) {
-  std::memcpy(dst, indices.data(), k * 4);
-  for (size_t j = 0; j < k; ++j) std::memcpy(dst + 4 * k + 4 * j, &src[indices[j]], 4);
-}
 
 // ---- sampled path ----
 
@@ -74,122 +73,214 @@ bool SampleThreshold(const float* src, size_t count, size_t k, uint32_t* thresho
   return true;
 }
 
-// Indices with key >= threshold, in index order: their ranks and raw bits, at most `cap`;
-// false when more qualify (many keys equal the threshold, e.g. an input of mostly zeros:
-// the radix path copes better). Grows the vectors itself (stores through raw pointers:
-// push_back's checks cost as much as the pass).
-bool Collect(const float* src, size_t count, uint32_t threshold, size_t cap,
-             std::vector<uint64_t>* ranks, std::vector<uint32_t>* bits) {
-  size_t n = 0;
-  bool over = false;
-  auto take = [&](size_t at) {
-    if (n == ranks->size()) {
-      if (n >= cap) {
-        over = true;
-        return;
-      }
-      ranks->resize(std::min(cap, 2 * n + 1024));
-      bits->resize(ranks->size());
-    }
-    (*ranks)[n] = RankOf(Key(src, at), at);
-    (*bits)[n] = Bits(src, at);
-    ++n;
-  };
+// What pass 2 of the sampled path found: keys above the threshold (ranks and raw bits, in
+// index order, at most `cap` of them) and keys equal to it (the first `k` indices in index
+// order, and how many there are in all: ties are kept lowest index first, so no more than k
+// can ever be needed). Thread-local storage: fresh vectors of a few MiB cost their page faults
+// on every call (1.5 ms of 13 at 64 MiB); a thread keeps about 20 bytes per kept element of
+// its largest call.
+struct Candidates {
+  std::vector<uint64_t> ranks, order;
+  std::vector<uint32_t> bits, ties;
+  size_t above = 0, tied = 0;
+};
+
+// Scans the keys: above(i) for every key > threshold, and equal(i, mask) for the keys ==
+// threshold of each group of up to 64 (bit j of mask: key i + j), so that a caller with
+// enough ties skips a group without visiting its bits. Each callback sees its indices in
+// index order, but not interleaved with the other's. Stops early (returning false) once a
+// callback returns false.
+template <typename Above, typename Equal>
+bool Scan(const float* src, size_t count, uint32_t threshold, Above above, Equal equal) {
   size_t i = 0;
 #if defined(__SSE2__)
-  // 64 keys per test, four at a time. Keys are non-negative int32, so a signed compare
-  // against threshold - 1 is >=.
+  // 64 keys per test, four at a time: most groups hold no hit when the threshold is high, so
+  // the scan runs at the speed of reading the input. Keys are non-negative int32.
   const __m128i magnitude = _mm_set1_epi32(0x7FFFFFFF);
+  const __m128i t = _mm_set1_epi32(static_cast<int32_t>(threshold));
   const __m128i below = _mm_set1_epi32(static_cast<int32_t>(threshold) - 1);
-  for (; i + 64 <= count; i += 64) {
-    uint64_t mask = 0;
+  auto mask_of = [&](size_t at, auto compare) {
+    uint64_t m = 0;
     for (int q = 0; q < 16; ++q) {
-      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 4 * q));
-      const __m128i hit = _mm_cmpgt_epi32(_mm_and_si128(v, magnitude), below);
-      mask |= static_cast<uint64_t>(_mm_movemask_ps(_mm_castsi128_ps(hit))) << (4 * q);
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + at + 4 * q));
+      const __m128i hit = compare(_mm_and_si128(v, magnitude));
+      m |= static_cast<uint64_t>(_mm_movemask_ps(_mm_castsi128_ps(hit))) << (4 * q);
     }
-    for (; mask != 0; mask &= mask - 1) take(i + static_cast<size_t>(__builtin_ctzll(mask)));
-    if (over) return false;
+    return m;
+  };
+  for (; i + 64 <= count; i += 64) {
+    // >= first (one compare): most groups have no hit; the few that do are in L1 for == .
+    const uint64_t ge = mask_of(i, [&](__m128i key) { return _mm_cmpgt_epi32(key, below); });
+    if (ge == 0) continue;
+    const uint64_t eq = mask_of(i, [&](__m128i key) { return _mm_cmpeq_epi32(key, t); });
+    const uint64_t gt = ge & ~eq;
+    for (uint64_t m = gt | eq; m != 0; m &= m - 1) {  // in index order
+      const size_t j = static_cast<size_t>(__builtin_ctzll(m));
+      if ((gt >> j) & 1) {
+        if (!above(i + j)) return false;
+      } else {
+        if (!equal(i + j, eq >> j)) return false;  // the ties from here to the group's end
+        m &= ~(eq >> j << j) | (gt >> j << j);      // skip this group's remaining ties
+        m |= 1ull << j;                               // (the loop clears bit j itself)
+      }
+    }
   }
 #endif
-  for (; i < count; ++i)
-    if (Key(src, i) >= threshold) take(i);
-  ranks->resize(n);
-  bits->resize(n);
-  return !over;
+  for (; i < count; ++i) {
+    const uint32_t key = Key(src, i);
+    if (key > threshold && !above(i)) return false;
+    if (key == threshold && !equal(i, 1)) return false;
+  }
+  return true;
 }
 
-// False (nothing written) when the sample misjudged: fewer than k or too many candidates.
+// Takes the ties of mask (bit j: index i + j) in index order while fewer than `limit` are
+// taken; returns how many ties the mask held.
+template <typename Take>
+size_t TakeTies(size_t i, uint64_t mask, size_t taken, size_t limit, Take take) {
+  const size_t ties = static_cast<size_t>(__builtin_popcountll(mask));
+  for (; mask != 0 && taken < limit; mask &= mask - 1, ++taken)
+    take(i + static_cast<size_t>(__builtin_ctzll(mask)));
+  return ties;
+}
+
+// False when more than `cap` keys lie above the threshold (the radix path copes better).
+bool Collect(const float* src, size_t count, uint32_t threshold, size_t k, size_t cap,
+             Candidates* c) {
+  c->above = c->tied = 0;
+  c->ties.resize(k);
+  auto above = [&](size_t at) {
+    if (c->above == c->ranks.size()) {
+      if (c->above >= cap) return false;
+      c->ranks.resize(std::min(cap, 2 * c->above + 1024));
+      c->bits.resize(c->ranks.size());
+    }
+    c->ranks[c->above] = RankOf(Key(src, at), at);  // stores through raw indices: push_back's
+    c->bits[c->above] = Bits(src, at);              // checks cost as much as the pass
+    ++c->above;
+    return true;
+  };
+  auto equal = [&](size_t i, uint64_t mask) {
+    size_t taken = c->tied;
+    c->tied += TakeTies(i, mask, c->tied, k, [&](size_t at) { c->ties[taken++] = static_cast<uint32_t>(at); });
+    return true;
+  };
+  return Scan(src, count, threshold, above, equal);
+}
+
+// Writes the encoding of the kept indices a and b (each ascending, together k).
+template <typename A, typename B>
+void EmitMerged(const float* src, size_t k, const A& a, const B& b, uint8_t* dst) {
+  size_t i = 0, j = 0;
+  for (size_t out = 0; out < k; ++out) {
+    const bool from_a = j == b.size() || (i < a.size() && a[i] < b[j]);
+    const uint32_t index = static_cast<uint32_t>(from_a ? a[i++] : b[j++]);
+    const uint32_t bits = Bits(src, index);
+    std::memcpy(dst + 4 * out, &index, 4);
+    std::memcpy(dst + 4 * k + 4 * out, &bits, 4);
+  }
+}
+
+// Writes index and value j of the encoding.
+inline void Emit(uint8_t* dst, size_t k, size_t j, uint32_t index, uint32_t bits) {
+  std::memcpy(dst + 4 * j, &index, 4);
+  std::memcpy(dst + 4 * k + 4 * j, &bits, 4);
+}
+
+// False (nothing written) when the sample misjudged: fewer than k keys at or above its
+// threshold, or more than 4k + 4096 above it.
 bool EncodeSampled(const float* src, size_t count, size_t k, uint8_t* dst) {
   uint32_t threshold = 0;
   if (!SampleThreshold(src, count, k, &threshold)) return false;
-  // Kept per thread: fresh vectors of a few MiB cost their page faults on every call (1.5 ms
-  // of 13 at 64 MiB). A thread keeps about 20 bytes per kept element of its largest call.
-  thread_local std::vector<uint64_t> ranks, order;
-  thread_local std::vector<uint32_t> bits;
-  const size_t expect = k + k / 2 + 64;
-  ranks.resize(expect);
-  bits.resize(expect);
-  if (!Collect(src, count, threshold, 4 * k + 4096, &ranks, &bits) || ranks.size() < k) return false;
-  order.assign(ranks.begin(), ranks.end());
-  const auto kth = order.begin() + static_cast<ptrdiff_t>(k) - 1;
-  std::nth_element(order.begin(), kth, order.end(), std::greater<uint64_t>());
-  const uint64_t cut = *kth;  // ranks are distinct: exactly k candidates reach it
+  thread_local Candidates c;
+  c.ranks.resize(k + k / 2 + 64);
+  c.bits.resize(c.ranks.size());
+  if (!Collect(src, count, threshold, k, 4 * k + 4096, &c) || c.above + c.tied < k) return false;
   size_t out = 0;
-  for (size_t c = 0; c < ranks.size(); ++c) {
-    if (ranks[c] < cut) continue;
-    const uint32_t index = IndexOf(ranks[c]);
-    std::memcpy(dst + 4 * out, &index, 4);
-    std::memcpy(dst + 4 * k + 4 * out, &bits[c], 4);
-    ++out;
+  if (c.above >= k) {
+    // The k largest of the candidates above: the k-th rank splits them (ranks are distinct).
+    c.order.assign(c.ranks.begin(), c.ranks.begin() + static_cast<ptrdiff_t>(c.above));
+    const auto kth = c.order.begin() + static_cast<ptrdiff_t>(k) - 1;
+    std::nth_element(c.order.begin(), kth, c.order.end(), std::greater<uint64_t>());
+    const uint64_t cut = *kth;
+    for (size_t j = 0; j < c.above; ++j)
+      if (c.ranks[j] >= cut) Emit(dst, k, out++, IndexOf(c.ranks[j]), c.bits[j]);
+    return true;
   }
+  // Every key above, then the lowest-index ties: two index-ordered lists, merged.
+  c.ties.resize(k - c.above);
+  c.order.resize(c.above);
+  for (size_t j = 0; j < c.above; ++j) c.order[j] = IndexOf(c.ranks[j]);
+  EmitMerged(src, k, c.order, c.ties, dst);
   return true;
 }
 
 // ---- radix path ----
 
-// The bin where the count of keys from the top reaches k, and how many keys lie above it.
-void FindThresholdBin(const float* src, size_t count, size_t k, uint32_t* bin, size_t* above) {
-  std::vector<uint32_t> histogram(kBins, 0);
-  for (size_t i = 0; i < count; ++i) ++histogram[Key(src, i) >> kBinShift];
+// Counts of (key >> shift) & (bins - 1), over every key or (only_bin >= 0) over the keys in
+// that top bin. Four interleaved tables: a run of equal keys (zeros, few distinct values)
+// would otherwise serialize every increment on one counter.
+std::vector<uint32_t> Histogram(const float* src, size_t count, int shift, size_t bins,
+                                int64_t only_bin) {
+  std::vector<uint32_t> tables(4 * bins, 0);
+  auto add = [&](size_t i) {
+    const uint32_t key = Key(src, i);
+    if (only_bin >= 0 && (key >> kBinShift) != static_cast<uint32_t>(only_bin)) return true;
+    ++tables[(i & 3) * bins + ((key >> shift) & (bins - 1))];
+    return true;
+  };
+  if (only_bin >= 0) {  // the bin's keys are >= its first key: scan for those only
+    const uint32_t first = static_cast<uint32_t>(only_bin) << kBinShift;
+    Scan(src, count, first, add, [&](size_t i, uint64_t mask) {
+      for (; mask != 0; mask &= mask - 1) add(i + static_cast<size_t>(__builtin_ctzll(mask)));
+      return true;
+    });
+  } else {
+    for (size_t i = 0; i < count; ++i) add(i);
+  }
+  for (size_t b = 0; b < bins; ++b) tables[b] += tables[bins + b] + tables[2 * bins + b] + tables[3 * bins + b];
+  tables.resize(bins);
+  return tables;
+}
+
+// Walking down from the top bin: the bin where the running count reaches `need`, and the
+// count of the bins above it.
+uint32_t FindThreshold(const std::vector<uint32_t>& histogram, size_t need, size_t* above) {
   size_t running = 0;
-  for (size_t b = kBins; b-- > 0;) {
-    if (running + histogram[b] >= k) {
-      *bin = static_cast<uint32_t>(b);
+  for (size_t b = histogram.size(); b-- > 0;) {
+    if (running + histogram[b] >= need) {
       *above = running;
-      return;
+      return static_cast<uint32_t>(b);
     }
     running += histogram[b];
   }
-  *bin = 0;
   *above = running;
+  return 0;
 }
 
 void EncodeRadix(const float* src, size_t count, size_t k, uint8_t* dst) {
-  uint32_t threshold_bin = 0;
-  size_t above = 0;
-  FindThresholdBin(src, count, k, &threshold_bin, &above);
-  std::vector<uint32_t> kept;
-  std::vector<uint32_t> candidates;
-  kept.reserve(above);
-  for (size_t i = 0; i < count; ++i) {
-    const uint32_t bin = Key(src, i) >> kBinShift;
-    if (bin > threshold_bin) {
-      kept.push_back(static_cast<uint32_t>(i));
-    } else if (bin == threshold_bin) {
-      candidates.push_back(static_cast<uint32_t>(i));
-    }
-  }
-  // The `need` largest candidates by rank.
-  const size_t need = k - kept.size();
-  auto larger = [src](uint32_t a, uint32_t b) { return RankOf(Key(src, a), a) > RankOf(Key(src, b), b); };
-  std::nth_element(candidates.begin(), candidates.begin() + static_cast<ptrdiff_t>(need),
-                   candidates.end(), larger);
-  candidates.resize(need);
-  std::sort(candidates.begin(), candidates.end());
-  std::vector<uint32_t> indices(k);
-  std::merge(kept.begin(), kept.end(), candidates.begin(), candidates.end(), indices.begin());
-  WriteEncoding(indices, src, k, dst);
+  size_t above_bin = 0, above_low = 0;
+  const uint32_t bin = FindThreshold(Histogram(src, count, kBinShift, kBins, -1), k, &above_bin);
+  const uint32_t low =
+      FindThreshold(Histogram(src, count, 0, size_t{1} << kBinShift, bin), k - above_bin, &above_low);
+  // The exact threshold key: everything above it is kept, and of the keys equal to it the
+  // lowest indices: one more pass finds them (two index-ordered lists, merged).
+  const uint32_t threshold = (bin << kBinShift) | low;
+  const size_t equal_wanted = k - above_bin - above_low;
+  std::vector<uint32_t> above, equal;
+  above.reserve(above_bin + above_low);
+  equal.reserve(equal_wanted);
+  Scan(src, count, threshold,
+       [&](size_t i) {
+         above.push_back(static_cast<uint32_t>(i));
+         return true;
+       },
+       [&](size_t i, uint64_t mask) {
+         TakeTies(i, mask, equal.size(), equal_wanted,
+                  [&](size_t at) { equal.push_back(static_cast<uint32_t>(at)); });
+         return true;
+       });
+  EmitMerged(src, k, above, equal, dst);
 }
 
 }  // namespace

@@ -262,6 +262,8 @@ TEST(CodecTopK, LargeInputsSelectExactlyTheDefinition) {
   inputs.push_back({"large just after where sampled (the sample sees none)", x});
   for (size_t i = 0; i < n; ++i) x[i] = static_cast<float>(i % 3) - (i % 2 ? 0.0f : 3.0f);
   inputs.push_back({"few distinct values (ties at the threshold)", x});
+  for (size_t i = 0; i < n; ++i) x[i] = sampled[i] ? 1000.0f + i : static_cast<float>((i * 7) % 5);
+  inputs.push_back({"ties at the threshold behind a fooled sample (radix path)", x});
   std::vector<float> nonfinite(n, 0.0f);
   for (size_t i = 0; i < n; i += 997) nonfinite[i] = i % 2 ? NAN : -INFINITY;
   inputs.push_back({"zeros with NaN and inf", nonfinite});

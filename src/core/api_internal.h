@@ -42,7 +42,7 @@ void FreeComm(weftComm* c, const Status& why);
 // ---- submission (groups.cc) ----
 // Runs `op` now (blocking), queues it on a host stream, or keeps it for weftGroupEnd.
 Status Submit(weftComm* comm, std::variant<CollectiveCall, P2POp> op, weftStream_t stream);
-Status SubmitCollective(weftComm* comm, CollectiveCall call, weftStream_t stream);
+Status SubmitCollective(weftComm* comm, CollectiveCall&& call, weftStream_t stream);
 // True between weftGroupStart and its weftGroupEnd on this thread.
 bool InGroup();
 

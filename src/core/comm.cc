@@ -494,13 +494,9 @@ Status RunPlanned(weftComm* comm, const CollectiveCall& call, uint64_t seq, Flig
 // Bytes of a call as the flight recorder shows them (nccl-tests' size column).
 uint64_t RecordedBytes(const weftComm* comm, const CollectiveCall& call) {
   const size_t elem = TypeSize(call.dtype);
-  if (call.collective != Collective::kAllToAllv) {
-    ScheduleRequest shape;  // the selector's size (Selector::CallBytes), as nccl-tests report it
-    shape.collective = call.collective;
-    shape.nranks = comm->nranks;
-    shape.count = call.count;
-    return Selector::CallBytes(shape, elem);
-  }
+  // The selector's size (Selector::CallBytes = NcclBytes), as nccl-tests report it.
+  if (call.collective != Collective::kAllToAllv)
+    return NcclBytes(call.collective, comm->nranks, call.count, elem);
   // alltoallv: the count table is exchanged only once the call runs, so the record shows what
   // this rank sends (its own view for the dump; the selector uses the table's mean).
   uint64_t total = 0;

@@ -74,7 +74,7 @@ Status Submit(weftComm* comm, std::variant<CollectiveCall, P2POp> op, weftStream
   return Dispatch(comm, std::move(ops), stream);
 }
 
-Status SubmitCollective(weftComm* comm, CollectiveCall call, weftStream_t stream) {
+Status SubmitCollective(weftComm* comm, CollectiveCall&& call, weftStream_t stream) {
   // A blocking call outside a group runs here, before the call is moved into a variant.
   if (stream == nullptr && t_group_depth == 0) return RunCollective(comm, call);
   return Submit(comm, std::move(call), stream);

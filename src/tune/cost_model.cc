@@ -7,20 +7,24 @@
 namespace weft {
 
 size_t NcclBytes(const ScheduleRequest& req, size_t elem) {
-  switch (req.collective) {
+  if (req.collective != Collective::kAllToAllv)
+    return NcclBytes(req.collective, req.nranks, req.count, elem);
+  size_t total = 0;
+  for (size_t c : req.a2av_counts) total += c;
+  return req.nranks > 0 ? total * elem / static_cast<size_t>(req.nranks) : 0;
+}
+
+size_t NcclBytes(Collective collective, int nranks, size_t count, size_t elem) {
+  switch (collective) {
     case Collective::kAllGather:
     case Collective::kReduceScatter:
     case Collective::kAllToAll:
-      return static_cast<size_t>(req.nranks) * req.count * elem;
-    case Collective::kAllToAllv: {
-      size_t total = 0;
-      for (size_t c : req.a2av_counts) total += c;
-      return req.nranks > 0 ? total * elem / static_cast<size_t>(req.nranks) : 0;
-    }
+      return static_cast<size_t>(nranks) * count * elem;
+    case Collective::kAllToAllv:  // needs the count table: NcclBytes(request, elem)
     case Collective::kBarrier:
       return 0;
     default:
-      return req.count * elem;
+      return count * elem;
   }
 }
 

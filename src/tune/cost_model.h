@@ -32,6 +32,9 @@ namespace weft {
 // allreduce/broadcast/reduce/sendrecv count*elem; allgather/reducescatter/alltoall
 // nranks*count*elem; alltoallv: total bytes sent by all ranks / nranks; barrier 0.
 size_t NcclBytes(const ScheduleRequest& request, size_t elem_size);
+// The same for every collective but all-to-allv (whose size needs its count table), from the
+// call's fields alone: the per-call paths (the flight recorder) build no request for it.
+size_t NcclBytes(Collective collective, int nranks, size_t count, size_t elem_size);
 // nccl-tests bus bandwidth factor: busbw = algbw * factor.
 double BusBandwidthFactor(Collective c, int nranks);
 
