@@ -57,7 +57,6 @@ inline uint64_t RankOf(uint32_t key, size_t index) {
 }
 inline uint32_t IndexOf(uint64_t rank) { return 0xFFFFFFFFu - static_cast<uint32_t>(rank); }
 
-
 // ---- sampled path ----
 
 // The key threshold of pass 1; false when sampling would not narrow much (k near count).
@@ -114,14 +113,14 @@ bool Scan(const float* src, size_t count, uint32_t threshold, Above above, Equal
     if (ge == 0) continue;
     const uint64_t eq = mask_of(i, [&](__m128i key) { return _mm_cmpeq_epi32(key, t); });
     const uint64_t gt = ge & ~eq;
-    for (uint64_t m = gt | eq; m != 0; m &= m - 1) {  // in index order
+    for (uint64_t m = gt | eq; m != 0; m &= m - 1) {
       const size_t j = static_cast<size_t>(__builtin_ctzll(m));
       if ((gt >> j) & 1) {
         if (!above(i + j)) return false;
       } else {
-        if (!equal(i + j, eq >> j)) return false;  // the ties from here to the group's end
-        m &= ~(eq >> j << j) | (gt >> j << j);      // skip this group's remaining ties
-        m |= 1ull << j;                               // (the loop clears bit j itself)
+        // The first tie of the group hands over all of them; the loop then clears bit j.
+        if (!equal(i + j, eq >> j)) return false;
+        m = (m & ~(eq >> j << j)) | (uint64_t{1} << j);
       }
     }
   }
