@@ -167,6 +167,12 @@ bool Collect(const float* src, size_t count, uint32_t threshold, size_t k, size_
   return Scan(src, count, threshold, above, equal);
 }
 
+// Writes index and value j of the encoding.
+inline void Emit(uint8_t* dst, size_t k, size_t j, uint32_t index, uint32_t bits) {
+  std::memcpy(dst + 4 * j, &index, 4);
+  std::memcpy(dst + 4 * k + 4 * j, &bits, 4);
+}
+
 // Writes the encoding of the kept indices a and b (each ascending, together k).
 template <typename A, typename B>
 void EmitMerged(const float* src, size_t k, const A& a, const B& b, uint8_t* dst) {
@@ -174,16 +180,8 @@ void EmitMerged(const float* src, size_t k, const A& a, const B& b, uint8_t* dst
   for (size_t out = 0; out < k; ++out) {
     const bool from_a = j == b.size() || (i < a.size() && a[i] < b[j]);
     const uint32_t index = static_cast<uint32_t>(from_a ? a[i++] : b[j++]);
-    const uint32_t bits = Bits(src, index);
-    std::memcpy(dst + 4 * out, &index, 4);
-    std::memcpy(dst + 4 * k + 4 * out, &bits, 4);
+    Emit(dst, k, out, index, Bits(src, index));
   }
-}
-
-// Writes index and value j of the encoding.
-inline void Emit(uint8_t* dst, size_t k, size_t j, uint32_t index, uint32_t bits) {
-  std::memcpy(dst + 4 * j, &index, 4);
-  std::memcpy(dst + 4 * k + 4 * j, &bits, 4);
 }
 
 // False (nothing written) when the sample misjudged: fewer than k keys at or above its

@@ -237,12 +237,7 @@ class Runner {
 };
 
 std::string Runner::Describe(const Step& s, size_t index) const {
-  const StepSemantics& m = SemanticsOf(s.op);
-  std::string d = std::string(ctx_.what) + " step " + std::to_string(index) + " (" + m.name;
-  if (s.peer >= 0)
-    d += (PeerIsSource(m) ? " from rank " : " to rank ") + std::to_string(s.peer);
-  if (m.sends_to_second_peer) d += " forward to rank " + std::to_string(s.to);
-  return d + ")";
+  return DescribeStep(ctx_.what, index, s.op, s.peer, s.to);
 }
 
 // The regions come from the step table, so the executor's hazards are the checker's.
@@ -852,6 +847,14 @@ Status Runner::Run() {
 }
 
 }  // namespace
+
+std::string DescribeStep(const char* what, size_t index, StepOp op, int peer, int to) {
+  const StepSemantics& m = SemanticsOf(op);
+  std::string d = std::string(what) + " step " + std::to_string(index) + " (" + m.name;
+  if (peer >= 0) d += (PeerIsSource(m) ? " from rank " : " to rank ") + std::to_string(peer);
+  if (m.sends_to_second_peer) d += " forward to rank " + std::to_string(to);
+  return d + ")";
+}
 
 Status ExecuteSchedule(const RankSchedule& schedule, int window, const ExecContext& ctx,
                        const ExecBuffers& buffers) {

@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "algorithms/schedule.h"
@@ -77,5 +78,9 @@ struct ExecContext {
 
 Status ExecuteSchedule(const RankSchedule& schedule, int window, const ExecContext& ctx,
                        const ExecBuffers& buffers);
+
+// How the executor names step `index` of `what` in its messages, e.g. "allreduce oneshot
+// step 3 (wait from rank 1)"; `to` is the forward's rank of a fused step.
+std::string DescribeStep(const char* what, size_t index, StepOp op, int peer, int to = -1);
 
 }  // namespace weft

@@ -3,8 +3,8 @@
 
 #include <string>
 
-#include "algorithms/step_table.h"
 #include "common/settings.h"
+#include "exec/executor.h"
 #include "kernels/reduce.h"
 
 namespace weft {
@@ -51,11 +51,9 @@ unsigned char* Base(Buffer b, const void* in, void* out, unsigned char* window) 
   return nullptr;
 }
 
-// As the executor names a step in its messages (Runner::Describe).
+// As the executor names a step in its messages.
 std::string Describe(const TinyOp& t, size_t index, const char* what) {
-  const bool from = t.op != StepOp::kSignal;
-  return std::string(what) + " step " + std::to_string(index) + " (" + SemanticsOf(t.op).name +
-         (from ? " from rank " : " to rank ") + std::to_string(t.peer) + ")";
+  return DescribeStep(what, index, t.op, t.peer);
 }
 
 }  // namespace
