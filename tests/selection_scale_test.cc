@@ -4,6 +4,7 @@
 // and leave rank counts up to 64 untouched (every candidate simulated).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "algorithms/algo_override.h"
@@ -94,6 +95,69 @@ TEST(PrefilterExplain, EveryCandidateShowsItsAnalyticEstimate) {
   }
   EXPECT_GT(skipped, 0u);
   EXPECT_GT(simulated, 0u);
+}
+
+// The steps= figure a simulated candidate's explanation reports (0 when there is none).
+double SimulatedSteps(const std::string& why) {
+  const size_t at = why.find(" simulated, steps=");
+  return at == std::string::npos ? 0 : std::atof(why.c_str() + at + 18);
+}
+
+TEST(PrefilterWork, LargeCallsStayWithinTheBuildBudget) {
+  // Every candidate a 1024-rank decision simulates fits the work budget (unchunked ones get
+  // 4x): an algorithm without an analytic pattern escapes both the pre-filter and the budget
+  // (hierarchical_direct did: chunked 64K, 19M steps per candidate, 35-45 s per size).
+  auto f = Preset("dgx-h100:128");
+  Selector sel(f, AlgoOverrides(), true);
+  for (size_t bytes : {size_t{16} << 20, size_t{64} << 20}) {
+    size_t simulated = 0;
+    for (const Decision& d : sel.Explain(AllReduce(f->nranks(), bytes), 4)) {
+      const double steps = SimulatedSteps(d.why);
+      simulated += steps > 0;
+      EXPECT_LE(steps, 4 * Selector::kScaleBuildBudget) << bytes << " B: " << d.why;
+    }
+    EXPECT_GT(simulated, 0u) << bytes << " B";
+  }
+}
+
+TEST(AnalyticModel, EveryApplicableAllReduceHasAPattern) {
+  // Fabrics with several hosts and mappable groups, where every hierarchical variant applies.
+  for (const char* preset : {"dgx-h100:16", "netns:2x4"}) {
+    auto f = Preset(preset);
+    ScheduleRequest r = AllReduce(f->nranks(), 16 << 20);
+    r.groups = f->HostGroups();
+    r.groups_mappable = f->GroupsMappable(true);
+    r.all_ranks_mappable = f->AllRanksMappable(true);
+    for (const AlgorithmInfo& a : AllAlgorithms()) {
+      if (a.collective != Collective::kAllReduce || !a.applicable(r)) continue;
+      EXPECT_TRUE(EstimateAnalytic(a, r, 4, *f, true).known) << preset << ": " << a.name;
+    }
+  }
+}
+
+TEST(AnalyticModel, HierarchicalDirectIsOptimisticAndClose) {
+  // The pre-filter must not drop what the simulation would pick: the estimate may be low,
+  // not high; and it should be near enough to rank it (within 30% here).
+  auto f = Preset("dgx-h100:8");  // 64 ranks: every candidate simulated
+  const AlgorithmInfo* a = FindAlgorithm(Collective::kAllReduce, "hierarchical_direct");
+  ASSERT_NE(a, nullptr);
+  for (size_t bytes : {size_t{1} << 20, size_t{64} << 20}) {
+    Selector sel(f, AlgoOverrides(), true);
+    ScheduleRequest r = AllReduce(f->nranks(), bytes);
+    std::vector<Decision> all = sel.Explain(r, 4);
+    r.groups = f->HostGroups();
+    r.groups_mappable = f->GroupsMappable(true);
+    const AnalyticEstimate e = EstimateAnalytic(*a, r, 4, *f, true);
+    ASSERT_TRUE(e.known);
+    bool found = false;
+    for (const Decision& d : all)
+      if (d.algorithm == a && d.chunk.chunk_elems == 0 && SimulatedSteps(d.why) > 0) {
+        found = true;
+        EXPECT_LE(e.time_us, d.predicted_us) << bytes << " B: " << e.formula << " vs " << d.why;
+        EXPECT_GE(e.time_us, 0.7 * d.predicted_us) << bytes << " B: " << e.formula << " vs " << d.why;
+      }
+    EXPECT_TRUE(found) << "hierarchical_direct unchunked was not simulated at " << bytes << " B";
+  }
 }
 
 TEST(PrefilterSmall, UpToSixtyFourRanksEverythingIsSimulated) {

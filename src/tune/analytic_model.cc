@@ -288,6 +288,53 @@ AnalyticEstimate HierarchicalLeader(const Call& c) {
   return e;
 }
 
+// hierarchical_direct (algorithms/allreduce_hierarchical.cc): inside each group every member
+// publishes its part in its window and owner l reduces slice l from the members' windows; the
+// rails allreduce the slices across groups; every member then reads the finished slices from
+// the owners' windows. Only the rails send messages.
+// Parts mirror the generator's NumParts: one unchunked; chunked, about one chunk per rail slice
+// but at least one part per kDirectPartElems elements, at most 32. Its fences let parts
+// overlap little; the estimate lets them overlap fully (optimistic, as a pre-filter must be).
+constexpr double kDirectPartElems = 512 * 1024;  // allreduce_hierarchical.cc
+constexpr double kMaxHierarchicalParts = 32;      // allreduce_hierarchical.cc kMaxParts
+
+AnalyticEstimate HierarchicalDirect(const Call& c) {
+  const Groups gs = GroupsOf(c.req);
+  const int G = static_cast<int>(gs.g.size()), K = gs.k;
+  const double n = static_cast<double>(c.req.count);
+  const double chunk_elems = static_cast<double>(c.req.chunk.chunk_elems);
+  double parts = 1;
+  if (chunk_elems > 0)
+    parts = std::min(kMaxHierarchicalParts,
+                     std::max(std::ceil(n / (chunk_elems * K)), std::ceil(n / kDirectPartElems)));
+  const double bp = c.bytes / parts, slice = bp / K;
+  const ComputeParams& local = c.fabric.Compute(0);
+  const Route in_group = K > 1 ? c.fabric.RouteOf(gs.g[0][0], gs.g[0][1], c.shm) : Route{};
+  auto copy = [&](double b) { return local.overhead_us + b / (local.copy_gbps * 1e3); };
+  auto read = [&](double b) { return local.overhead_us + b / (in_group.flow_gbps * 1e3); };
+  std::vector<std::vector<int>> rails(K);
+  for (int l = 0; l < K; ++l)
+    for (const auto& g : gs.g) rails[l].push_back(g[l]);
+  double t1 = 0, t3 = 0;
+  if (K > 1) {
+    t1 = copy(bp) + in_group.latency_us + (K - 1) * (read(slice) + c.ReduceUs(slice));
+    t3 = copy(slice) + in_group.latency_us + (K - 1) * read(slice);
+  }
+  const double t2 = RingsTime(c, rails, slice);
+  AnalyticEstimate e;
+  e.time_us = t1 + t2 + t3 + (parts - 1) * std::max({t1, t2, t3});
+  // Per part: 10K-7 in-group steps per rank (copy, signals, waits, reads), a finalize per
+  // rail member, and the rails' rings.
+  const double m1 = c.Chunks(slice / std::max(1, G));
+  const double steps_part = c.req.nranks * (10.0 * K - 6) + K * G * (4.0 * (G - 1) * m1 + 1);
+  e.steps = parts * steps_part;
+  // Each rail is embedded (a rescan of the partial schedule, patterns.h), and each part.
+  e.build_cost = parts * (K * steps_part / 2) + parts * e.steps / 2;
+  e.formula = Fmt("in-group %.2f + rails %.2f + in-group %.2f us per part", t1, t2, t3) +
+              Fmt(", %.0f part(s)", parts);
+  return e;
+}
+
 // ---- direct (one host, mapped peers) ----
 
 AnalyticEstimate DirectAllReduce(const Call& c, bool two_shot) {
@@ -334,6 +381,7 @@ AnalyticEstimate EstimateAnalytic(const AlgorithmInfo& algorithm, const Schedule
   else if (a == "tree") e = Tree(c);
   else if (a == "hierarchical") e = Hierarchical(c);
   else if (a == "hierarchical_leader") e = HierarchicalLeader(c);
+  else if (a == "hierarchical_direct") e = HierarchicalDirect(c);
   else if (a == "oneshot") e = DirectAllReduce(c, false);
   else if (a == "twoshot") e = DirectAllReduce(c, true);
   else return e;
