@@ -103,7 +103,7 @@ int ExplainCompression(const Fabric& f, const std::string& spec_text, size_t cou
     printf("Compression: applies to float and bfloat16 only\n");
     return 0;
   }
-  printf("Compression (the compressed and the plain schedule simulated on this fabric):\n");
+  printf("Compression (the compressed and the plain schedule predicted on this fabric: simulated, or in closed form where too large):\n");
   for (const std::string& text : specs) {
     weftCompression spec;
     bool always = false;
@@ -220,7 +220,13 @@ int main(int argc, char** argv) {
     if (all.empty()) printf("  (no registered algorithm for %s)\n", explain_coll.c_str());
     for (const Decision& d : all) printf("  %s\n", d.why.c_str());
     StatusOr<Decision> chosen = selector.Choose(&req, elem);
-    if (chosen.ok()) printf("Decision: %s\n", chosen->why.c_str());
+    // The selector decides once per power-of-two size bucket, modelled at the bucket's
+    // geometric middle: its predicted time is that size's, not the one listed above.
+    const int bucket = Selector::SizeBucket(explain_bytes);
+    if (chosen.ok() && bucket >= 0)
+      printf("Decision (for every call of %.0f to %.0f bytes, modelled at %.0f): %s\n", std::ldexp(1.0, bucket),
+             std::ldexp(2.0, bucket) - 1, std::floor(std::ldexp(1.4142135623730951, bucket)), chosen->why.c_str());
+    else if (chosen.ok()) printf("Decision: %s\n", chosen->why.c_str());
     else printf("Decision: error: %s\n", chosen.status().message().c_str());
     if (c == Collective::kAllReduce) return ExplainCompression(f, compress_spec, req.count, elem);
     return 0;

@@ -14,6 +14,7 @@
 #include "compress/compressed_schedule.h"
 #include "kernels/codec.h"
 #include "topo/fabric.h"
+#include "tune/analytic_model.h"
 #include "tune/selector.h"
 
 namespace weft::compress {
@@ -55,11 +56,13 @@ std::string Describe(const CompressionDecision& d, const weftCompression& spec, 
   char line[640];
   std::snprintf(line, sizeof line,
                 "%s: %d host(s) x %d rank(s)%s, slow tier %.3g GB/s (link bound %.0f us): "
-                "simulated %s %.0f us vs plain %s %.0f us -> %s",
+                "%s %s %.0f us vs plain %s %.0f us -> %s",
                 weftCodecName(spec.codec), d.hosts, per_host,
                 d.hosts < 2 ? " (one host)"
                             : d.ranks_per_host > 1 ? " (full precision inside hosts)" : " (flat)",
-                d.tier_gbps, d.link_bound_us, d.placement.c_str(), d.compressed_us,
+                d.tier_gbps, d.link_bound_us,
+                d.compressed_analytic ? "closed form (too large to simulate)" : "simulated",
+                d.placement.c_str(), d.compressed_us,
                 d.plain_algorithm.c_str(), d.plain_us, verdict.c_str());
   return line;
 }
@@ -95,7 +98,21 @@ Status PredictPlain(const Fabric& fabric, uint64_t digest, size_t count, size_t 
   return OkStatus();
 }
 
-// The compressed schedule's simulated time (float32 values: bf16 is widened first).
+// Steps of `algorithm`'s schedule for `shape` on all ranks, from the steps of the rank with
+// the most (each host's first rank owns its host's lanes), built alone: cheap where building
+// every rank's would not fit in memory.
+StatusOr<double> EstimatedSteps(const AlgorithmInfo& algorithm, const ScheduleRequest& shape,
+                                const weftCompression& spec) {
+  ScheduleRequest one = shape;
+  one.codec = spec;
+  one.scope = PlanScope::ForRank(0);
+  StatusOr<Schedule> s = BuildSchedule(algorithm, one);
+  if (!s.ok()) return s.status();
+  return static_cast<double>(s->ranks[0].steps.size()) * shape.nranks;
+}
+
+// The compressed schedule's predicted time (float32 values: bf16 is widened first): simulated,
+// or its closed form when the schedule is too large to simulate.
 Status PredictCompressed(const Fabric& fabric, const std::vector<std::vector<int>>& groups,
                          const weftCompression& spec, size_t count, CompressionDecision* d) {
   const bool hierarchical = Hierarchical(groups, spec);
@@ -107,11 +124,80 @@ Status PredictCompressed(const Fabric& fabric, const std::vector<std::vector<int
   shape.nranks = fabric.nranks();
   shape.count = count;
   if (hierarchical) shape.groups = groups;
+  StatusOr<double> steps = EstimatedSteps(*algorithm, shape, spec);
+  if (!steps.ok()) return steps.status();
+  if (*steps > kMaxSimulatedCompressedSteps) {
+    d->compressed_us = CompressedAllReduceAnalyticUs(fabric, groups, hierarchical, spec, count);
+    d->compressed_analytic = true;
+    return OkStatus();
+  }
   StatusOr<SimResult> sim = SimulateCompressedRequest(fabric, *algorithm, shape, spec);
   if (!sim.ok()) return sim.status();
   d->compressed_us = sim->time_us;
   return OkStatus();
 }
+
+}  // namespace
+
+double CompressedAllReduceAnalyticUs(const Fabric& fabric, const std::vector<std::vector<int>>& host_groups,
+                                     bool hierarchical, const weftCompression& spec, size_t count) {
+  std::vector<std::vector<int>> hosts;
+  if (hierarchical) {
+    hosts = host_groups;
+  } else {  // flat: every rank is its own "host"
+    for (int r = 0; r < fabric.nranks(); ++r) hosts.push_back({r});
+  }
+  const int H = static_cast<int>(hosts.size()), L = static_cast<int>(LargestHost(hosts));
+  if (H == 0 || count == 0) return 0;
+  auto owner = [&](int h, int l) { return hosts[h][l % hosts[h].size()]; };
+  // Pieces as the generator cuts them (up to 4 of >= 8 MiB when several hosts).
+  const double pieces = H > 1 ? std::clamp<double>(std::floor(count / double(size_t{2} << 20)), 1, 4) : 1;
+  const double lane = count / pieces / L;             // values per lane and piece
+  const double lane_bytes = lane * sizeof(float);
+  const double sub_enc = static_cast<double>(codec::EncodedBytes(spec, static_cast<size_t>(std::ceil(lane / H))));
+  const CodecSpeed speed = MeasuredCodecSpeed(spec);
+  const ComputeParams& c = fabric.Compute(0);
+  auto local = [&](double calls, double fixed_us, double bytes, double gbps) {
+    return calls * (c.overhead_us + fixed_us) + bytes / (gbps * 1e3);
+  };
+  const bool shm = true;
+  // 1. host reduce: every member sends each lane to its owner, who reduces L-1 of them.
+  double host = 0, net = 0;
+  if (L > 1) {
+    std::vector<std::pair<int, int>> to_owner, from_owner;
+    for (int h = 0; h < H; ++h)
+      for (int l = 0; l < L; ++l)
+        for (int m : hosts[h])
+          if (m != owner(h, l)) {
+            to_owner.push_back({m, owner(h, l)});
+            from_owner.push_back({owner(h, l), m});
+          }
+    host += RoundTime(fabric, shm, to_owner, lane_bytes) + local(L - 1, 0, (L - 1) * lane_bytes, c.reduce_gbps);
+    // 6. share: the owner forwards the H encodings of its lane to every other member.
+    host += RoundTime(fabric, shm, from_owner, H * sub_enc);
+  }
+  // 2 and 5: encode the lane's H sub-slices, then the reduced one.
+  host += local(H, speed.encode_fixed_us, lane_bytes, speed.encode_gbps);
+  host += local(1, speed.encode_fixed_us, lane_bytes / H, speed.encode_gbps);
+  // 4: decode the H contributions and reduce them; 6: decode every lane of the host.
+  host += local(H, speed.decode_fixed_us, lane_bytes, speed.decode_gbps) +
+          local(H - 1, 0, lane_bytes * (H - 1) / H, c.reduce_gbps);
+  host += local(double(L) * H, speed.decode_fixed_us, L * lane_bytes, speed.decode_gbps);
+  // 3 and 5: exchange and gather, H-1 messages each to distinct hosts, all in flight at once:
+  // the latency is paid once, the rest H-1 times.
+  if (H > 1) {
+    std::vector<std::pair<int, int>> shift;
+    for (int h = 0; h < H; ++h)
+      for (int l = 0; l < L; ++l) shift.push_back({owner(h, l), owner((h + 1) % H, l)});
+    double latency = 0;
+    const double round = RoundTime(fabric, shm, shift, sub_enc, 1, &latency);
+    net = 2 * (latency + (H - 1) * (round - latency));
+  }
+  // Pieces overlap the host work of one with the messages of another.
+  return host + net + (pieces - 1) * std::max(host, net);
+}
+
+namespace {
 
 CompressionDecision Simulate(const Fabric& fabric, uint64_t digest, const std::vector<std::vector<int>>& groups,
                              const weftCompression& spec, size_t count, size_t elem) {

@@ -2,7 +2,9 @@
 // the communicator's fabric (src/sim/engine.h): the compressed schedule weftAllReduceCompressed
 // would run (the hierarchical placement where the ranks span several hosts and some host holds
 // more than one, else the flat one), its codec steps at the codec's measured speed, against
-// the plain allreduce the selector would pick (its predicted time). Compress when the
+// the plain allreduce the selector would pick (its predicted time). A compressed schedule too
+// large to simulate (hundreds of hosts) is timed by its closed form instead
+// (CompressedAllReduceAnalyticUs, tested against the simulation where both run). Compress when the
 // compressed schedule is predicted faster. WEFT_COMPRESSION (job-wide) asks this per call;
 // `weft-topo --explain allreduce BYTES` prints both times and the verdict.
 //
@@ -35,7 +37,10 @@ struct CompressionDecision {
   double tier_gbps = 0;               // slowest tier between hosts (GB/s), 0 when none/unknown
   // The uncompressed link bound: 2 (H-1)/H x bytes over the slowest tier (the goals' 268 ms).
   double link_bound_us = 0;
-  double compressed_us = 0, plain_us = 0;  // simulated (0 without a fabric model)
+  double compressed_us = 0, plain_us = 0;  // predicted (0 without a fabric model)
+  // compressed_us is the closed form (CompressedAllReduceAnalyticUs), not a simulation: the
+  // compressed schedule had more than kMaxSimulatedCompressedSteps steps.
+  bool compressed_analytic = false;
   std::string plain_algorithm;             // the selector's pick for the plain call
   std::string why;  // one line: the figures and the verdict
 };
@@ -60,6 +65,18 @@ CompressionDecision DecideCompression(const Fabric* fabric,
 CompressionDecision DecideCompression(const std::shared_ptr<const Fabric>& fabric,
                                       const std::vector<std::vector<int>>& host_groups,
                                       const weftCompression& spec, size_t count, size_t elem);
+
+// A compressed schedule with more steps than this (all ranks together) is timed by its closed
+// form instead of simulated: its messages grow as hosts^2 x lanes x pieces (1024 ranks: 7.4M
+// steps, ~6 s to simulate; 16384 ranks did not fit in 24 GiB).
+constexpr double kMaxSimulatedCompressedSteps = 4e6;
+
+// The compressed allreduce of `count` float32 values in closed form, phase by phase
+// (algorithms/allreduce_compressed_hierarchical.cc; `hierarchical` false: the flat placement,
+// one rank per "host"): every phase is a round of concurrent messages on the fabric's routes
+// (tune/analytic_model.h RoundTime) or local work at the codec's measured speed.
+double CompressedAllReduceAnalyticUs(const Fabric& fabric, const std::vector<std::vector<int>>& host_groups,
+                                     bool hierarchical, const weftCompression& spec, size_t count);
 
 // The count DecideCompression is asked about for a call of `count` elements of elem bytes:
 // the lower end of its size bucket (at least 1).

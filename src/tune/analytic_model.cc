@@ -19,6 +19,11 @@ class RoundPattern {
     routes_.push_back(fabric_.RouteOf(from, to, shm_));
   }
   bool empty() const { return routes_.empty(); }
+  double Latency() const {
+    double l = 0;
+    for (const Route& r : routes_) l = std::max(l, r.latency_us);
+    return l;
+  }
 
   // Time of the round when every message carries `bytes`, spread over `streams` parallel
   // streams (channels): max over messages of latency + max(own stream time, the most loaded
@@ -362,6 +367,14 @@ AnalyticEstimate DirectAllReduce(const Call& c, bool two_shot) {
 }
 
 }  // namespace
+
+double RoundTime(const Fabric& fabric, bool shm_enabled, const std::vector<std::pair<int, int>>& messages,
+                 double bytes, int streams, double* latency_us) {
+  RoundPattern round(fabric, shm_enabled);
+  for (const auto& m : messages) round.Add(m.first, m.second);
+  if (latency_us) *latency_us = round.Latency();
+  return round.Time(bytes, streams);
+}
 
 AnalyticEstimate EstimateAnalytic(const AlgorithmInfo& algorithm, const ScheduleRequest& request,
                                   size_t elem_size, const Fabric& fabric, bool shm_enabled) {

@@ -27,6 +27,8 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "algorithms/registry.h"
 #include "topo/fabric.h"
@@ -46,5 +48,14 @@ struct AnalyticEstimate {
 // for the request's chunk policy (chunk_elems 0 = unpipelined).
 AnalyticEstimate EstimateAnalytic(const AlgorithmInfo& algorithm, const ScheduleRequest& request,
                                   size_t elem_size, const Fabric& fabric, bool shm_enabled);
+
+// One round of concurrent messages (from -> to, each `bytes`, over `streams` channels) timed
+// as the patterns above are: max over messages of the larger of its own stream time and the
+// most loaded resource on its route, plus its latency. For compositions outside the registry
+// (the compressed allreduce's closed form, compress/compression_pays.cc). `latency_us`
+// (optional) receives the round's largest route latency, the part a pipeline of many rounds
+// pays once.
+double RoundTime(const Fabric& fabric, bool shm_enabled, const std::vector<std::pair<int, int>>& messages,
+                 double bytes, int streams = 1, double* latency_us = nullptr);
 
 }  // namespace weft
