@@ -190,7 +190,19 @@ TEST(SimEngine, SignalWaitOrdersDirectRead) {
 
 // Hazards between a rank's in-flight steps (engine.cc, InflightRegions): a receive into a
 // region that an in-flight step still reads or writes waits for that step.
-TEST(SimEngine, ReceiveWaitsForInFlightStepsOnItsRegion) {
+// Both ways the engine checks: a scan of the in-flight steps (windows up to 64) and the
+// index of their regions (wider windows, as compressed schedules have).
+class SimHazards : public ::testing::TestWithParam<int> {
+ protected:
+  SimOptions Options() const {
+    SimOptions o;
+    o.window = GetParam();
+    return o;
+  }
+};
+INSTANTIATE_TEST_SUITE_P(Windows, SimHazards, ::testing::Values(8, 4096));
+
+TEST_P(SimHazards, ReceiveWaitsForInFlightStepsOnItsRegion) {
   auto f = Preset("host:3");
   const size_t big = 4 << 20, small = 1024;
   // Rank 0 receives a large message from rank 1, then a small one from rank 2; rank 2's send
@@ -201,7 +213,7 @@ TEST(SimEngine, ReceiveWaitsForInFlightStepsOnItsRegion) {
     s.ranks[0].steps.push_back(RecvStep(2, second));
     s.ranks[1].steps.push_back(SendStep(0, In(0, big)));
     s.ranks[2].steps.push_back(SendStep(0, In(0, small)));
-    auto r = SimulateSchedule(s, *f, 4, SimOptions());
+    auto r = SimulateSchedule(s, *f, 4, Options());
     EXPECT_TRUE(r.ok()) << r.status().message();
     return r.ok() ? std::make_pair(r->rank_done_us[2], r->rank_done_us[1]) : std::make_pair(0.0, 0.0);
   };
@@ -211,7 +223,7 @@ TEST(SimEngine, ReceiveWaitsForInFlightStepsOnItsRegion) {
   EXPECT_GE(overlapping.first, overlapping.second);
 }
 
-TEST(SimEngine, WriteWaitsForEveryInFlightReaderOfItsRegion) {
+TEST_P(SimHazards, WriteWaitsForEveryInFlightReaderOfItsRegion) {
   // Rank 0 sends one scratch region to ranks 1 and 2, then receives into it from rank 3.
   // Rank 1 posts its receive only after a long local copy, rank 2 at once: the receive must
   // wait for the slow reader, not only for the send issued last.
@@ -225,7 +237,7 @@ TEST(SimEngine, WriteWaitsForEveryInFlightReaderOfItsRegion) {
   s.ranks[1].steps.push_back(RecvStep(0, Out(0, n)));
   s.ranks[2].steps.push_back(RecvStep(0, Out(0, n)));
   s.ranks[3].steps.push_back(SendStep(0, In(0, n)));
-  auto r = SimulateSchedule(s, *f, 4, SimOptions());
+  auto r = SimulateSchedule(s, *f, 4, Options());
   ASSERT_TRUE(r.ok()) << r.status().message();
   // Rank 1's copy is nearly all of its time; rank 2 and (without the hazard) rank 3 finish
   // in microseconds.

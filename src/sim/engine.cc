@@ -15,12 +15,27 @@
 namespace weft {
 namespace {
 
+bool Overlap(const Region& a, const Region& b) {
+  return a.count > 0 && b.count > 0 && a.buffer == b.buffer && a.offset < b.offset + b.count &&
+         b.offset < a.offset + a.count;
+}
+
 // Hazards on the local regions the step table names (peer regions are ordered by fences): a
 // step may not issue while an in-flight step writes what it reads or writes, or reads what it
-// writes. The local regions of one rank's in-flight steps are indexed by (buffer, offset), so
-// that this check costs a lookup instead of a scan of the window: compressed schedules keep up
-// to 4096 messages of a rank in flight, and scanning them cost a 1024-rank compressed
-// allreduce ~4e9 comparisons (23 s).
+// writes.
+bool Conflicts(const Step& earlier, const Step& later) {
+  StepRegions e = LocalRegions(earlier), l = LocalRegions(later);
+  auto hits = [](const Region* w, const Region* x) { return w && x && Overlap(*w, *x); };
+  if (e.write && (hits(e.write, l.write) || hits(e.write, l.read[0]) || hits(e.write, l.read[1])))
+    return true;
+  return l.write && (hits(l.write, e.read[0]) || hits(l.write, e.read[1]));
+}
+
+// The same check against many in-flight steps at once: their local regions indexed by
+// (buffer, offset), so that it costs a lookup instead of a scan of the window. Used for wide
+// windows only (Engine::kIndexedWindow): compressed schedules keep up to 4096 messages of a
+// rank in flight, and scanning them cost a 1024-rank compressed allreduce ~4e9 comparisons
+// (23 s); for the usual 8-64 a scan is cheaper than the index's upkeep.
 class InflightRegions {
  public:
   void Add(int step, const Step& st) {
@@ -124,7 +139,7 @@ struct RankState {
   // local regions for the hazard check.
   std::vector<int> inflight;
   std::vector<int> inflight_pos;
-  InflightRegions regions;
+  InflightRegions regions;  // kept only when the window is wide (Engine::indexed_)
   // The in-flight step the next step conflicts with (-1: none known): issuing waits for it
   // without looking again on every event of the rank.
   int blocker = -1;
@@ -151,6 +166,7 @@ class Engine {
       for (int i = 0; i < f.num_resources(); ++i) tokens_[i] = f.resource(i).burst_bytes;
     }
     window_ = o.window > 0 ? o.window : std::max(1, s.window);
+    indexed_ = window_ > kIndexedWindow;
     ClassifyWorkingSet();
   }
 
@@ -447,7 +463,7 @@ class Engine {
         if (f != rs.forwards.end() && !f->second.empty()) break;
       }
       if (rs.blocker >= 0 && rs.inflight_pos[rs.blocker] >= 0) break;
-      rs.blocker = rs.regions.FindConflict(st);
+      rs.blocker = indexed_ ? rs.regions.FindConflict(st) : ScanConflicts(rs, steps, st);
       if (rs.blocker >= 0) break;
       int idx = static_cast<int>(rs.next++);
       ++steps_;
@@ -459,7 +475,7 @@ class Engine {
       if (m.asynchronous) {
         rs.inflight_pos[idx] = static_cast<int>(rs.inflight.size());
         rs.inflight.push_back(idx);
-        rs.regions.Add(idx, st);
+        if (indexed_) rs.regions.Add(idx, st);
         WEFT_RETURN_IF_ERROR(PostAsync(r, idx, now));
         continue;
       }
@@ -473,14 +489,20 @@ class Engine {
     return OkStatus();
   }
 
-  static void RemoveInflight(RankState& rs, int step, const Step& st) {
+  static int ScanConflicts(const RankState& rs, const std::vector<Step>& steps, const Step& st) {
+    for (int idx : rs.inflight)
+      if (Conflicts(steps[idx], st)) return idx;
+    return -1;
+  }
+
+  void RemoveInflight(RankState& rs, int step, const Step& st) {
     const int pos = rs.inflight_pos[step];
     if (pos < 0) return;
     rs.inflight[pos] = rs.inflight.back();
     rs.inflight_pos[rs.inflight[pos]] = pos;
     rs.inflight.pop_back();
     rs.inflight_pos[step] = -1;
-    rs.regions.Remove(st);
+    if (indexed_) rs.regions.Remove(st);
   }
 
   // An asynchronous step: its message (or wait) joins the queue of its stream and is matched
@@ -616,6 +638,9 @@ class Engine {
   double elem_;
   SimOptions opt_;
   int window_;
+  // Wider windows than this index the in-flight regions (InflightRegions) instead of scanning.
+  static constexpr int kIndexedWindow = 64;
+  bool indexed_ = false;
   std::vector<RankState> ranks_;
   std::vector<double> backlog_, busy_;
   std::vector<double> tokens_;     // shaped ports: bytes the token bucket holds (at backlog_)
