@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
 #include <limits>
 #include <map>
 #include <queue>
@@ -118,6 +117,26 @@ class InflightRegions {
   ByLength writes_, reads_;
 };
 
+// A FIFO that allocates nothing before its first element and reuses its storage once
+// drained. The engine keeps one per stream and direction (a 1024-rank all-to-all has ~10^6),
+// and std::deque allocates a 512-byte block for each: most of 1.7 GB for 2.6M steps.
+template <typename T>
+class Fifo {
+ public:
+  bool empty() const { return head_ == items_.size(); }
+  const T& front() const { return items_[head_]; }
+  void push_back(const T& v) { items_.push_back(v); }
+  void pop_front() {
+    if (++head_ < items_.size()) return;
+    items_.clear();
+    head_ = 0;
+  }
+
+ private:
+  std::vector<T> items_;
+  size_t head_ = 0;
+};
+
 struct Event {
   double t;
   uint64_t seq;
@@ -149,7 +168,7 @@ struct RankState {
   double done = 0;
   // Fused steps whose forward is not yet posted, per outgoing (to, channel), in program
   // order; and which steps have received (their forward may go).
-  std::unordered_map<uint64_t, std::deque<int>> forwards;
+  std::unordered_map<uint64_t, Fifo<int>> forwards;
   std::vector<char> received;
 };
 
@@ -551,7 +570,7 @@ class Engine {
   // Posts the forwards of `stream` whose receives are done, oldest first (program order per
   // stream, as the executor keeps it).
   Status FlushForwards(int r, uint64_t stream, double now) {
-    std::deque<int>& q = ranks_[r].forwards[stream];
+    Fifo<int>& q = ranks_[r].forwards[stream];
     while (!q.empty() && ranks_[r].received[q.front()]) {
       int idx = q.front();
       q.pop_front();
@@ -626,11 +645,11 @@ class Engine {
   }
 
   struct Queue {
-    std::deque<Posted> sends, recvs;
+    Fifo<Posted> sends, recvs;
   };
   struct SignalQueue {
-    std::deque<double> arrivals;
-    std::deque<Posted> waits;
+    Fifo<double> arrivals;
+    Fifo<Posted> waits;
   };
 
   const Schedule& sched_;
