@@ -183,15 +183,12 @@ double CompressedAllReduceAnalyticUs(const Fabric& fabric, const std::vector<std
   host += local(H, speed.decode_fixed_us, lane_bytes, speed.decode_gbps) +
           local(H - 1, 0, lane_bytes * (H - 1) / H, c.reduce_gbps);
   host += local(double(L) * H, speed.decode_fixed_us, L * lane_bytes, speed.decode_gbps);
-  // 3 and 5: exchange and gather, H-1 messages each to distinct hosts, all in flight at once:
-  // the latency is paid once, the rest H-1 times.
+  // 3 and 5: exchange and gather, H-1 messages each to distinct hosts, all in flight at once.
   if (H > 1) {
     std::vector<std::pair<int, int>> shift;
     for (int h = 0; h < H; ++h)
       for (int l = 0; l < L; ++l) shift.push_back({owner(h, l), owner((h + 1) % H, l)});
-    double latency = 0;
-    const double round = RoundTime(fabric, shm, shift, sub_enc, 1, &latency);
-    net = 2 * (latency + (H - 1) * (round - latency));
+    net = 2 * RoundTime(fabric, shm, shift, sub_enc, 1, H - 1);
   }
   // Pieces overlap the host work of one with the messages of another.
   return host + net + (pieces - 1) * std::max(host, net);

@@ -19,30 +19,34 @@ class RoundPattern {
     routes_.push_back(fabric_.RouteOf(from, to, shm_));
   }
   bool empty() const { return routes_.empty(); }
-  double Latency() const {
-    double l = 0;
-    for (const Route& r : routes_) l = std::max(l, r.latency_us);
-    return l;
-  }
 
   // Time of the round when every message carries `bytes`, spread over `streams` parallel
   // streams (channels): max over messages of latency + max(own stream time, the most loaded
   // resource on its route).
-  double Time(double bytes, int streams = 1) const {
-    if (routes_.empty() || bytes <= 0) return 0;
+  double Time(double bytes, int streams = 1) const { return Rounds(bytes, streams, 1, 1); }
+
+  // `rounds` repetitions of the round, each to peers of their own (a fresh stream per round,
+  // as in a pairwise exchange), `per_stream` messages of `bytes` per stream and round (the
+  // pieces of a chunked message, which queue on their stream), at most `concurrent` rounds in
+  // flight (the generator's window; 0: all). The resources carry every round's bytes; a
+  // stream only its own messages; each wave of concurrent rounds pays one latency.
+  double Rounds(double bytes, int streams, double rounds, double per_stream, double concurrent = 0) const {
+    if (routes_.empty() || bytes <= 0 || rounds <= 0) return 0;
+    const double waves = concurrent > 0 ? std::ceil(rounds / concurrent) : 1;
     std::vector<double>& load = Scratch();
     std::vector<int> touched;
     for (const Route& r : routes_)
       for (int i = 0; i < r.nres; ++i) {
         if (load[r.res[i]] == 0) touched.push_back(r.res[i]);
-        load[r.res[i]] += bytes;
+        load[r.res[i]] += bytes * per_stream;
       }
     double worst = 0;
     for (const Route& r : routes_) {
-      double t = r.overhead_us + bytes / (r.flow_gbps * 1e3 * std::max(1, streams));
+      const double stream = per_stream * (r.overhead_us + bytes / (r.flow_gbps * 1e3 * std::max(1, streams)));
+      double t = waves * (stream + r.latency_us);
       for (int i = 0; i < r.nres; ++i)
-        t = std::max(t, load[r.res[i]] / (fabric_.resource(r.res[i]).gbps * 1e3));
-      worst = std::max(worst, t + r.latency_us);
+        t = std::max(t, rounds * load[r.res[i]] / (fabric_.resource(r.res[i]).gbps * 1e3) + r.latency_us);
+      worst = std::max(worst, t);
     }
     for (int id : touched) load[id] = 0;
     return worst;
@@ -366,14 +370,104 @@ AnalyticEstimate DirectAllReduce(const Call& c, bool two_shot) {
   return e;
 }
 
+// ---- all-to-all (count = one block: `bytes` per peer) ----
+
+// Pairwise exchange (alltoall_pairwise.cc): round k, r -> r+k. Rounds across hosts and rounds
+// inside them load different resources, so they are timed apart and overlap (optimistic):
+// a shift by the host size sends every message across hosts, a shift inside each host none.
+AnalyticEstimate AllToAllPairwise(const Call& c) {
+  const int p = c.req.nranks;
+  const Groups gs = GroupsOf(c.req);
+  const int K = std::min(gs.k, p), G = static_cast<int>(gs.g.size());
+  const double m = c.Chunks(c.bytes), piece = c.bytes / m;
+  RoundPattern across(c.fabric, c.shm), inside(c.fabric, c.shm);
+  if (G > 1)
+    for (int r = 0; r < p; ++r) across.Add(r, (r + K) % p);
+  for (const auto& g : gs.g)
+    for (size_t j = 0; j < g.size(); ++j) inside.Add(g[j], g[(j + 1) % g.size()]);
+  AnalyticEstimate e;
+  const double own = c.fabric.Compute(0).overhead_us + c.bytes / (c.fabric.Compute(0).copy_gbps * 1e3);
+  // The generator's window of 16 steps holds a send and a receive per message in flight.
+  const double concurrent = std::max(1.0, 8 / m);
+  e.time_us = own + std::max(across.Rounds(piece, c.streams, p - K, m, concurrent),
+                             inside.Rounds(piece, c.streams, K - 1, m, concurrent));
+  e.steps = p * (2.0 * (p - 1) * m + p / 2.0 + 1);
+  e.formula = Fmt("%.0f rounds across hosts, %.0f inside, of %.0f bytes", p - K, K - 1, c.bytes);
+  return e;
+}
+
+// Bruck (alltoall_bruck.cc): ceil(log2 p) rounds r -> r+d carrying the blocks whose index has
+// bit d, each packed and unpacked block by block; a rotation before and after.
+AnalyticEstimate AllToAllBruck(const Call& c) {
+  const int p = c.req.nranks;
+  const ComputeParams& cp = c.fabric.Compute(0);
+  auto copies = [&](double n, double bytes) { return n * cp.overhead_us + bytes / (cp.copy_gbps * 1e3); };
+  AnalyticEstimate e;
+  e.time_us = copies(2, p * c.bytes) + copies(p, p * c.bytes);  // rotations
+  double steps = 2 + p;
+  int rounds = 0;
+  for (int d = 1; d < p; d <<= 1, ++rounds) {
+    double moved = 0;  // j in [1, p) with bit d set
+    for (int base = 0; base < p; base += 2 * d) moved += std::max(0, std::min(base + 2 * d, p) - (base + d));
+    RoundPattern round(c.fabric, c.shm);
+    for (int r = 0; r < p; ++r) round.Add(r, (r + d) % p);
+    e.time_us += round.Time(moved * c.bytes, c.streams) + copies(2 * moved, 2 * moved * c.bytes);
+    steps += 2 * moved + 2;
+  }
+  e.steps = p * steps;
+  e.formula = Fmt("%.0f rounds of about %.0f bytes", rounds, p / 2.0 * c.bytes);
+  return e;
+}
+
+// Hierarchical (alltoall_hierarchical.cc, both variants): members hand their input to the
+// group leader, leaders pack one message per other group and swap them pairwise, then
+// assemble and hand out each member's output.
+AnalyticEstimate AllToAllHierarchical(const Call& c) {
+  const int p = c.req.nranks;
+  const Groups gs = GroupsOf(c.req);
+  const int G = static_cast<int>(gs.g.size()), K = gs.gmax;
+  const ComputeParams& cp = c.fabric.Compute(0);
+  auto copies = [&](double n, double bytes) { return n * cp.overhead_us + bytes / (cp.copy_gbps * 1e3); };
+  RoundPattern to_leader(c.fabric, c.shm), from_leader(c.fabric, c.shm), leaders(c.fabric, c.shm);
+  for (int g = 0; g < G; ++g) {
+    for (size_t i = 1; i < gs.g[g].size(); ++i) {
+      to_leader.Add(gs.g[g][i], gs.g[g][0]);
+      from_leader.Add(gs.g[g][0], gs.g[g][i]);
+    }
+    if (G > 1) leaders.Add(gs.g[g][0], gs.g[(g + 1) % G][0]);
+  }
+  const double whole = p * c.bytes;  // one rank's input or output
+  AnalyticEstimate e;
+  // The leader packs group h+1's message while h's travels, and hands out member j's output
+  // while it assembles the next: each pair overlaps (optimistic).
+  e.time_us = to_leader.Time(whole, c.streams) +
+              std::max(copies((G - 1.0) * K * K, (G - 1.0) * K * K * c.bytes),
+                       leaders.Rounds(K * K * c.bytes, c.streams, G - 1, 1, 16)) +
+              std::max(copies(double(K) * p, K * whole), from_leader.Time(whole, c.streams));
+  e.steps = G * ((G - 1.0) * K * K + double(K) * p + 2.0 * K + 2.0 * G);
+  e.formula = Fmt("%.0f leaders' rounds of %.0f bytes, %.0f members per leader", G - 1, K * K * c.bytes, K);
+  return e;
+}
+
+// Direct (one host, every peer mapped): each rank reads its block from every peer's window.
+AnalyticEstimate AllToAllDirect(const Call& c) {
+  const int p = c.req.nranks;
+  AnalyticEstimate e;
+  const Route r = c.fabric.RouteOf(0, 1 % p, c.shm);
+  const double over = c.fabric.Compute(0).overhead_us;
+  e.time_us = r.latency_us + p * (over + c.bytes / (r.flow_gbps * 1e3));
+  e.steps = p * (3.0 * p + 2);
+  e.formula = Fmt("%.0f reads of %.0f bytes", p - 1, c.bytes);
+  return e;
+}
+
 }  // namespace
 
 double RoundTime(const Fabric& fabric, bool shm_enabled, const std::vector<std::pair<int, int>>& messages,
-                 double bytes, int streams, double* latency_us) {
+                 double bytes, int streams, double rounds) {
   RoundPattern round(fabric, shm_enabled);
   for (const auto& m : messages) round.Add(m.first, m.second);
-  if (latency_us) *latency_us = round.Latency();
-  return round.Time(bytes, streams);
+  return round.Rounds(bytes, streams, rounds, 1);
 }
 
 AnalyticEstimate EstimateAnalytic(const AlgorithmInfo& algorithm, const ScheduleRequest& request,
@@ -383,11 +477,21 @@ AnalyticEstimate EstimateAnalytic(const AlgorithmInfo& algorithm, const Schedule
   const double elem = static_cast<double>(std::max<size_t>(1, elem_size));
   Call c{request, fabric, shm_enabled, elem, static_cast<double>(request.count) * elem,
          static_cast<double>(request.chunk.chunk_elems) * elem, std::max(1, request.chunk.channels)};
-  if (request.collective != Collective::kAllReduce) return e;
   // Patterns describe the registered generators; a look-alike (a test's fake named "ring")
   // is not known.
   if (FindAlgorithm(algorithm.collective, algorithm.name) != &algorithm) return e;
   const std::string& a = algorithm.name;
+  if (request.collective == Collective::kAllToAll) {
+    if (a == "pairwise") e = AllToAllPairwise(c);
+    else if (a == "bruck") e = AllToAllBruck(c);
+    else if (a == "hierarchical" || a == "hierarchical_direct") e = AllToAllHierarchical(c);
+    else if (a == "direct") e = AllToAllDirect(c);
+    else return e;
+    e.known = true;
+    e.build_cost = std::max(e.build_cost, e.steps);
+    return e;
+  }
+  if (request.collective != Collective::kAllReduce) return e;
   if (a == "ring") e = Ring(c);
   else if (a == "recursive_doubling") e = RecursiveDoubling(c);
   else if (a == "halving_doubling") e = HalvingDoubling(c);

@@ -51,11 +51,12 @@ AnalyticEstimate EstimateAnalytic(const AlgorithmInfo& algorithm, const Schedule
 
 // One round of concurrent messages (from -> to, each `bytes`, over `streams` channels) timed
 // as the patterns above are: max over messages of the larger of its own stream time and the
-// most loaded resource on its route, plus its latency. For compositions outside the registry
-// (the compressed allreduce's closed form, compress/compression_pays.cc). `latency_us`
-// (optional) receives the round's largest route latency, the part a pipeline of many rounds
-// pays once.
+// most loaded resource on its route, plus its latency. `rounds` > 1: that many rounds of the
+// same shape, each to peers of their own (fresh streams: the resources carry every round's
+// bytes, a stream one message, the latency is paid once), as an exchange with every other
+// host. For compositions outside the registry (the compressed allreduce's closed form,
+// compress/compression_pays.cc).
 double RoundTime(const Fabric& fabric, bool shm_enabled, const std::vector<std::pair<int, int>>& messages,
-                 double bytes, int streams = 1, double* latency_us = nullptr);
+                 double bytes, int streams = 1, double rounds = 1);
 
 }  // namespace weft
