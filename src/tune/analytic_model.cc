@@ -25,6 +25,28 @@ class RoundPattern {
   // resource on its route).
   double Time(double bytes, int streams = 1) const { return Rounds(bytes, streams, 1, 1); }
 
+  // The mean over the round's messages of the same per-message time: a chain of dependent
+  // rounds along a ring (each hop waits for the previous one) crosses each kind of hop in
+  // proportion, not the slowest every time.
+  double MeanTime(double bytes, int streams = 1) const {
+    if (routes_.empty() || bytes <= 0) return 0;
+    std::vector<double>& load = Scratch();
+    std::vector<int> touched;
+    for (const Route& r : routes_)
+      for (int i = 0; i < r.nres; ++i) {
+        if (load[r.res[i]] == 0) touched.push_back(r.res[i]);
+        load[r.res[i]] += bytes;
+      }
+    double sum = 0;
+    for (const Route& r : routes_) {
+      double t = r.overhead_us + bytes / (r.flow_gbps * 1e3 * std::max(1, streams));
+      for (int i = 0; i < r.nres; ++i) t = std::max(t, load[r.res[i]] / (fabric_.resource(r.res[i]).gbps * 1e3));
+      sum += t + r.latency_us;
+    }
+    for (int id : touched) load[id] = 0;
+    return sum / routes_.size();
+  }
+
   // `rounds` repetitions of the round, each to peers of their own (a fresh stream per round,
   // as in a pairwise exchange), `per_stream` messages of `bytes` per stream and round (the
   // pieces of a chunked message, which queue on their stream), at most `concurrent` rounds in
@@ -123,6 +145,17 @@ double FoldTime(const Call& c, int rem, bool with_reduce) {
     out.Add(2 * i + 1, 2 * i);
   }
   return in.Time(c.bytes) + (with_reduce ? c.ReduceUs(c.bytes) : 0) + out.Time(c.bytes);
+}
+
+// The fold of a reduce-scatter: even ranks below 2*rem hand their whole input (c.bytes) to
+// the odd neighbour, which reduces it and returns the even rank's block at the end.
+double RoundPatternFold(const Call& c, int rem) {
+  RoundPattern in(c.fabric, c.shm), out(c.fabric, c.shm);
+  for (int i = 0; i < rem; ++i) {
+    in.Add(2 * i, 2 * i + 1);
+    out.Add(2 * i + 1, 2 * i);
+  }
+  return in.Time(c.bytes) + c.ReduceUs(c.bytes) + out.Time(c.bytes / c.req.nranks);
 }
 
 RoundPattern Exchange(const Call& c, int p2, int rem, int mask) {
@@ -461,6 +494,73 @@ AnalyticEstimate AllToAllDirect(const Call& c) {
   return e;
 }
 
+// ---- reduce-scatter (count = one rank's block: `bytes` per rank) ----
+
+// Ring (reducescatter_ring.cc): p-1 dependent rounds r -> r+1, each a block and its reduction;
+// chunks pipeline through the ring.
+AnalyticEstimate ReduceScatterRing(const Call& c) {
+  const int p = c.req.nranks;
+  RoundPattern round(c.fabric, c.shm);
+  for (int r = 0; r < p; ++r) round.Add(r, (r + 1) % p);
+  const double m = c.Chunks(c.bytes), piece = c.bytes / m;
+  const double stage = round.MeanTime(piece, c.streams) + c.ReduceUs(piece);
+  AnalyticEstimate e;
+  e.time_us = (p - 1 + m - 1) * stage;
+  e.steps = p * ((p - 1.0) * m + 2);
+  e.formula = Fmt("p-1=%.0f rounds of %.0f bytes, %.0f chunk(s)", p - 1, c.bytes, m);
+  return e;
+}
+
+// Pairwise (reducescatter_pairwise.cc): round k, r -> r+k, and the received block reduced
+// into the output. Every round's receive reduces into the same output block, so receives
+// wait for each other: the rounds run one after another.
+AnalyticEstimate ReduceScatterPairwise(const Call& c) {
+  const int p = c.req.nranks;
+  const Groups gs = GroupsOf(c.req);
+  const int K = std::min(gs.k, p), G = static_cast<int>(gs.g.size());
+  const double m = c.Chunks(c.bytes), piece = c.bytes / m;
+  RoundPattern across(c.fabric, c.shm), inside(c.fabric, c.shm);
+  if (G > 1)
+    for (int r = 0; r < p; ++r) across.Add(r, (r + K) % p);
+  for (const auto& g : gs.g)
+    for (size_t j = 0; j < g.size(); ++j) inside.Add(g[j], g[(j + 1) % g.size()]);
+  const double round_across = across.Rounds(piece, c.streams, 1, m), round_inside = inside.Rounds(piece, c.streams, 1, m);
+  AnalyticEstimate e;
+  e.time_us = (p - K) * round_across + (K - 1) * round_inside + (p - 1) * c.ReduceUs(c.bytes);
+  e.steps = p * (3.0 * (p - 1) * m + 2);
+  e.formula = Fmt("%.0f rounds across hosts, %.0f inside, of %.0f bytes", p - K, K - 1, c.bytes);
+  return e;
+}
+
+// Recursive halving (reducescatter_halving_doubling.cc): the allreduce's first half.
+AnalyticEstimate ReduceScatterHalving(const Call& c) {
+  const int p = c.req.nranks, p2 = FloorPow2(p), rem = p - p2, L = Log2(p2);
+  const double all = c.bytes * p;  // every block
+  Call whole = c;
+  whole.bytes = all;
+  AnalyticEstimate e;
+  e.time_us = rem > 0 ? RoundPatternFold(whole, rem) : 0;
+  for (int mask = p2 >> 1; mask >= 1; mask >>= 1) {
+    const double b = all * mask / p2;
+    e.time_us += Exchange(c, p2, rem, mask).Time(b) + c.ReduceUs(b);
+  }
+  e.steps = p * (3.0 * L + 4);
+  e.formula = Fmt("log2(p)=%.0f rounds, %.0f bytes sent per rank", L, all * (p2 - 1) / p2);
+  return e;
+}
+
+// Direct (one host, every peer mapped): each rank reduces its block from every peer's window.
+AnalyticEstimate ReduceScatterDirect(const Call& c) {
+  const int p = c.req.nranks;
+  const Route r = c.fabric.RouteOf(0, 1 % p, c.shm);
+  const double over = c.fabric.Compute(0).overhead_us;
+  AnalyticEstimate e;
+  e.time_us = r.latency_us + (p - 1) * (over + c.bytes / (r.flow_gbps * 1e3) + c.ReduceUs(c.bytes));
+  e.steps = p * (3.0 * p + 2);
+  e.formula = Fmt("%.0f reads and reductions of %.0f bytes", p - 1, c.bytes);
+  return e;
+}
+
 }  // namespace
 
 double RoundTime(const Fabric& fabric, bool shm_enabled, const std::vector<std::pair<int, int>>& messages,
@@ -486,6 +586,16 @@ AnalyticEstimate EstimateAnalytic(const AlgorithmInfo& algorithm, const Schedule
     else if (a == "bruck") e = AllToAllBruck(c);
     else if (a == "hierarchical" || a == "hierarchical_direct") e = AllToAllHierarchical(c);
     else if (a == "direct") e = AllToAllDirect(c);
+    else return e;
+    e.known = true;
+    e.build_cost = std::max(e.build_cost, e.steps);
+    return e;
+  }
+  if (request.collective == Collective::kReduceScatter) {
+    if (a == "ring") e = ReduceScatterRing(c);
+    else if (a == "pairwise") e = ReduceScatterPairwise(c);
+    else if (a == "halving_doubling") e = ReduceScatterHalving(c);
+    else if (a == "direct") e = ReduceScatterDirect(c);
     else return e;
     e.known = true;
     e.build_cost = std::max(e.build_cost, e.steps);
