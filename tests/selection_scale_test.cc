@@ -60,9 +60,9 @@ TEST_P(PrefilterEquivalence, SameChoiceAsFullSimulationOrWithinFivePercent) {
   ASSERT_GT(f->nranks(), Selector::kFullSimulationMaxRanks) << "the pre-filter must be active";
   Selector filtered(f, AlgoOverrides(), true), full(f, AlgoOverrides(), true);
   full.SetFullSimulationForTesting(true);
-  ScheduleRequest a = GetParam().collective == Collective::kAllReduce
-                         ? AllReduce(f->nranks(), GetParam().bytes)
-                         : PerRankBlocks(GetParam().collective, f->nranks(), GetParam().bytes);
+  const Collective c = GetParam().collective;
+  ScheduleRequest a = c == Collective::kAllReduce ? AllReduce(f->nranks(), GetParam().bytes)
+                                                  : PerRankBlocks(c, f->nranks(), GetParam().bytes);
   ScheduleRequest b = a;
   auto df = filtered.Choose(&a, 4);
   auto dr = full.Choose(&b, 4);
@@ -92,7 +92,10 @@ INSTANTIATE_TEST_SUITE_P(Presets, PrefilterEquivalence,
                                            Case{"dgx-h100-fattree:16:4", 16 << 20, Collective::kAllToAll},
                                            Case{"dgx-h100:16", 64 << 10, Collective::kReduceScatter},
                                            Case{"dgx-h100:16", 16 << 20, Collective::kReduceScatter},
-                                           Case{"dgx-h100-fattree:16:4", 1 << 20, Collective::kReduceScatter}),
+                                           Case{"dgx-h100-fattree:16:4", 1 << 20, Collective::kReduceScatter},
+                                           Case{"dgx-h100:16", 64 << 10, Collective::kAllGather},
+                                           Case{"dgx-h100:16", 16 << 20, Collective::kAllGather},
+                                           Case{"dgx-h100-fattree:16:4", 1 << 20, Collective::kAllGather}),
                          [](const ::testing::TestParamInfo<Case>& i) {
                            std::string s = i.param.preset + "_" + std::to_string(i.param.bytes) +
                                            (i.param.collective == Collective::kAllReduce ? "" : std::string("_") + CollectiveName(i.param.collective));
@@ -161,18 +164,22 @@ TEST(AnalyticModel, EveryApplicableAlgorithmOfTheModelledCollectivesHasAPattern)
   // and one host (the direct algorithms). An algorithm without a pattern escapes the
   // pre-filter and the work budget at scale.
   for (const char* preset : {"dgx-h100:16", "netns:2x4", "host:4"})
-    for (Collective c : {Collective::kAllReduce, Collective::kAllToAll, Collective::kReduceScatter}) {
+    for (Collective c : {Collective::kAllReduce, Collective::kAllToAll, Collective::kReduceScatter,
+                         Collective::kAllGather}) {
       auto f = Preset(preset);
       ScheduleRequest r = c == Collective::kAllReduce ? AllReduce(f->nranks(), 16 << 20)
                                                       : PerRankBlocks(c, f->nranks(), 16 << 20);
-      // reduce-scatter's hierarchical composition has no pattern: its schedule is small
-      // (tens of steps per rank), so simulating it always costs little.
-      const bool exempt = c == Collective::kReduceScatter;
+      r.collective = c;
+      // The reduce-scatter and allgather hierarchical compositions have no pattern: their
+      // schedules are small (tens of steps per rank), so simulating them costs little.
+      const bool exempt = c == Collective::kReduceScatter || c == Collective::kAllGather;
       r.groups = f->HostGroups();
       r.groups_mappable = f->GroupsMappable(true);
       r.all_ranks_mappable = f->AllRanksMappable(true);
       for (const AlgorithmInfo& a : AllAlgorithms()) {
-        if (a.collective != c || !a.applicable(r) || (exempt && a.name == "hierarchical")) continue;
+        if (a.collective != c || !a.applicable(r) ||
+            (exempt && (a.name == "hierarchical" || a.name == "hierarchical_direct")))
+          continue;
         EXPECT_TRUE(EstimateAnalytic(a, r, 4, *f, true).known) << preset << ": " << a.name;
       }
     }
