@@ -98,9 +98,9 @@ Status PredictPlain(const Fabric& fabric, uint64_t digest, size_t count, size_t 
   return OkStatus();
 }
 
-// Steps of `algorithm`'s schedule for `shape` on all ranks, from the steps of the rank with
-// the most (each host's first rank owns its host's lanes), built alone: cheap where building
-// every rank's would not fit in memory.
+// Steps of `algorithm`'s schedule for `shape` on all ranks, estimated as rank 0's (built
+// alone) times the rank count: on hosts of equal size every rank owns one lane and has about
+// as many. Cheap where building every rank's would not fit in memory.
 StatusOr<double> EstimatedSteps(const AlgorithmInfo& algorithm, const ScheduleRequest& shape,
                                 const weftCompression& spec) {
   ScheduleRequest one = shape;
