@@ -426,19 +426,32 @@ AnalyticEstimate DirectAllReduce(const Call& c, bool two_shot) {
 
 // ---- all-to-all (count = one block: `bytes` per peer) ----
 
-// Pairwise exchange (alltoall_pairwise.cc): round k, r -> r+k. Rounds across hosts and rounds
-// inside them load different resources, so they are timed apart and overlap (optimistic):
-// a shift by the host size sends every message across hosts, a shift inside each host none.
-AnalyticEstimate AllToAllPairwise(const Call& c) {
+// The two kinds of round of a pairwise exchange (round k: r -> r+k) on hosts of K ranks: a
+// shift by K sends every message across hosts, a shift inside each host none. Their
+// resources differ, so the two kinds overlap.
+struct ExchangeRounds {
+  RoundPattern across, inside;
+  int host_size;
+};
+ExchangeRounds ExchangeRoundsOf(const Call& c) {
   const int p = c.req.nranks;
   const Groups gs = GroupsOf(c.req);
-  const int K = std::min(gs.k, p), G = static_cast<int>(gs.g.size());
-  const double m = c.Chunks(c.bytes), piece = c.bytes / m;
-  RoundPattern across(c.fabric, c.shm), inside(c.fabric, c.shm);
-  if (G > 1)
-    for (int r = 0; r < p; ++r) across.Add(r, (r + K) % p);
+  ExchangeRounds x{RoundPattern(c.fabric, c.shm), RoundPattern(c.fabric, c.shm), std::min(gs.k, p)};
+  if (gs.g.size() > 1)
+    for (int r = 0; r < p; ++r) x.across.Add(r, (r + x.host_size) % p);
   for (const auto& g : gs.g)
-    for (size_t j = 0; j < g.size(); ++j) inside.Add(g[j], g[(j + 1) % g.size()]);
+    for (size_t j = 0; j < g.size(); ++j) x.inside.Add(g[j], g[(j + 1) % g.size()]);
+  return x;
+}
+
+// Pairwise exchange (alltoall_pairwise.cc): round k, r -> r+k, the rounds across hosts and
+// those inside them overlapping (ExchangeRounds).
+AnalyticEstimate AllToAllPairwise(const Call& c) {
+  const int p = c.req.nranks;
+  const ExchangeRounds x = ExchangeRoundsOf(c);
+  const RoundPattern &across = x.across, &inside = x.inside;
+  const int K = x.host_size;
+  const double m = c.Chunks(c.bytes), piece = c.bytes / m;
   AnalyticEstimate e;
   const double own = c.fabric.Compute(0).overhead_us + c.bytes / (c.fabric.Compute(0).copy_gbps * 1e3);
   // The generator's window of 16 steps holds a send and a receive per message in flight.
@@ -537,14 +550,10 @@ AnalyticEstimate ReduceScatterRing(const Call& c) {
 // wait for each other: the rounds run one after another.
 AnalyticEstimate ReduceScatterPairwise(const Call& c) {
   const int p = c.req.nranks;
-  const Groups gs = GroupsOf(c.req);
-  const int K = std::min(gs.k, p), G = static_cast<int>(gs.g.size());
+  const ExchangeRounds x = ExchangeRoundsOf(c);
+  const RoundPattern &across = x.across, &inside = x.inside;
+  const int K = x.host_size;
   const double m = c.Chunks(c.bytes), piece = c.bytes / m;
-  RoundPattern across(c.fabric, c.shm), inside(c.fabric, c.shm);
-  if (G > 1)
-    for (int r = 0; r < p; ++r) across.Add(r, (r + K) % p);
-  for (const auto& g : gs.g)
-    for (size_t j = 0; j < g.size(); ++j) inside.Add(g[j], g[(j + 1) % g.size()]);
   const double round_across = across.Rounds(piece, c.streams, 1, m), round_inside = inside.Rounds(piece, c.streams, 1, m);
   AnalyticEstimate e;
   e.time_us = (p - K) * round_across + (K - 1) * round_inside + (p - 1) * c.ReduceUs(c.bytes);
