@@ -39,14 +39,6 @@ ScheduleRequest PerRankBlocks(Collective c, int n, size_t bytes) {  // bytes: nc
   return r;
 }
 
-ScheduleRequest AllToAll(int n, size_t bytes) {  // bytes: nccl-tests size, all blocks
-  ScheduleRequest r;
-  r.collective = Collective::kAllToAll;
-  r.nranks = n;
-  r.count = std::max<size_t>(1, bytes / 4 / n);
-  return r;
-}
-
 struct Case {
   std::string preset;
   size_t bytes;
@@ -192,7 +184,7 @@ TEST(AnalyticModel, AllToAllPatternsAreOptimisticAndNear) {
   auto f = Preset("dgx-h100:8");
   for (size_t bytes : {size_t{64} << 10, size_t{1} << 20, size_t{64} << 20}) {
     Selector sel(f, AlgoOverrides(), true);
-    ScheduleRequest r = AllToAll(f->nranks(), bytes);
+    ScheduleRequest r = PerRankBlocks(Collective::kAllToAll, f->nranks(), bytes);
     std::vector<Decision> all = sel.Explain(r, 4);
     r.groups = f->HostGroups();
     r.groups_mappable = f->GroupsMappable(true);

@@ -28,16 +28,10 @@ class RoundPattern {
   // The time the round's most loaded resource takes to carry its bytes.
   double LoadTime(double bytes) const {
     if (routes_.empty() || bytes <= 0) return 0;
-    std::vector<double>& load = Scratch();
-    std::vector<int> touched;
+    const Loads load(*this, bytes);
     double worst = 0;
     for (const Route& r : routes_)
-      for (int i = 0; i < r.nres; ++i) {
-        if (load[r.res[i]] == 0) touched.push_back(r.res[i]);
-        load[r.res[i]] += bytes;
-        worst = std::max(worst, load[r.res[i]] / (fabric_.resource(r.res[i]).gbps * 1e3));
-      }
-    for (int id : touched) load[id] = 0;
+      for (int i = 0; i < r.nres; ++i) worst = std::max(worst, load.Us(r.res[i]));
     return worst;
   }
 
@@ -51,20 +45,13 @@ class RoundPattern {
   // The mean over the round's messages of the same per-message time.
   double MeanTime(double bytes, int streams = 1) const {
     if (routes_.empty() || bytes <= 0) return 0;
-    std::vector<double>& load = Scratch();
-    std::vector<int> touched;
-    for (const Route& r : routes_)
-      for (int i = 0; i < r.nres; ++i) {
-        if (load[r.res[i]] == 0) touched.push_back(r.res[i]);
-        load[r.res[i]] += bytes;
-      }
+    const Loads load(*this, bytes);
     double sum = 0;
     for (const Route& r : routes_) {
       double t = r.overhead_us + bytes / (r.flow_gbps * 1e3 * std::max(1, streams));
-      for (int i = 0; i < r.nres; ++i) t = std::max(t, load[r.res[i]] / (fabric_.resource(r.res[i]).gbps * 1e3));
+      for (int i = 0; i < r.nres; ++i) t = std::max(t, load.Us(r.res[i]));
       sum += t + r.latency_us;
     }
-    for (int id : touched) load[id] = 0;
     return sum / routes_.size();
   }
 
@@ -76,26 +63,40 @@ class RoundPattern {
   double Rounds(double bytes, int streams, double rounds, double per_stream, double concurrent = 0) const {
     if (routes_.empty() || bytes <= 0 || rounds <= 0) return 0;
     const double waves = concurrent > 0 ? std::ceil(rounds / concurrent) : 1;
-    std::vector<double>& load = Scratch();
-    std::vector<int> touched;
-    for (const Route& r : routes_)
-      for (int i = 0; i < r.nres; ++i) {
-        if (load[r.res[i]] == 0) touched.push_back(r.res[i]);
-        load[r.res[i]] += bytes * per_stream;
-      }
+    const Loads load(*this, bytes * per_stream);
     double worst = 0;
     for (const Route& r : routes_) {
       const double stream = per_stream * (r.overhead_us + bytes / (r.flow_gbps * 1e3 * std::max(1, streams)));
       double t = waves * (stream + r.latency_us);
-      for (int i = 0; i < r.nres; ++i)
-        t = std::max(t, rounds * load[r.res[i]] / (fabric_.resource(r.res[i]).gbps * 1e3) + r.latency_us);
+      for (int i = 0; i < r.nres; ++i) t = std::max(t, rounds * load.Us(r.res[i]) + r.latency_us);
       worst = std::max(worst, t);
     }
-    for (int id : touched) load[id] = 0;
     return worst;
   }
 
  private:
+  // Each resource's load when every message of the round carries `bytes`, in the thread's
+  // scratch (zeroed again when this goes out of scope): Us(res) is its time to drain.
+  class Loads {
+   public:
+    Loads(const RoundPattern& round, double bytes) : round_(round), load_(round.Scratch()) {
+      for (const Route& r : round.routes_)
+        for (int i = 0; i < r.nres; ++i) {
+          if (load_[r.res[i]] == 0) touched_.push_back(r.res[i]);
+          load_[r.res[i]] += bytes;
+        }
+    }
+    ~Loads() {
+      for (int id : touched_) load_[id] = 0;
+    }
+    double Us(int res) const { return load_[res] / (round_.fabric_.resource(res).gbps * 1e3); }
+
+   private:
+    const RoundPattern& round_;
+    std::vector<double>& load_;
+    std::vector<int> touched_;
+  };
+
   std::vector<double>& Scratch() const {
     thread_local std::vector<double> load;
     if (static_cast<int>(load.size()) < fabric_.num_resources()) load.assign(fabric_.num_resources(), 0.0);
@@ -119,6 +120,11 @@ struct Call {
     const ComputeParams& c = fabric.Compute(0);
     return b > 0 ? c.overhead_us + b / (c.reduce_gbps * 1e3) : 0;
   }
+  // `calls` local copies moving `b` bytes in all.
+  double CopyUs(double calls, double b) const {
+    const ComputeParams& c = fabric.Compute(0);
+    return calls * c.overhead_us + b / (c.copy_gbps * 1e3);
+  }
   // Chunks of `chunk_bytes` covering `b` (at least 1).
   double Chunks(double b) const { return chunk_bytes > 0 && b > chunk_bytes ? std::ceil(b / chunk_bytes) : 1; }
 };
@@ -139,12 +145,19 @@ std::string Fmt(const char* fmt, double a, double b = 0, double c = 0) {
   return buf;
 }
 
+// Every rank r sending to r+d (mod p): a ring's round (d = 1), a bruck or pairwise round.
+RoundPattern Shift(const Call& c, int d) {
+  const int p = c.req.nranks;
+  RoundPattern round(c.fabric, c.shm);
+  for (int r = 0; r < p; ++r) round.Add(r, ((r + d) % p + p) % p);
+  return round;
+}
+
 // ---- flat patterns over ranks 0..p-1 ----
 
 AnalyticEstimate Ring(const Call& c) {
   const int p = c.req.nranks;
-  RoundPattern round(c.fabric, c.shm);
-  for (int r = 0; r < p; ++r) round.Add(r, (r + 1) % p);
+  const RoundPattern round = Shift(c, 1);
   const double seg = c.bytes / p, m = c.Chunks(seg);
   const double per = round.Time(seg, c.streams) + (m - 1) * c.fabric.RouteOf(0, 1 % p, c.shm).overhead_us;
   AnalyticEstimate e;
@@ -157,26 +170,16 @@ AnalyticEstimate Ring(const Call& c) {
 // Participants v < p2 of a folded power-of-two exchange; rank of v (Fold in patterns.h).
 int FoldRank(int v, int rem) { return v < rem ? 2 * v + 1 : v + rem; }
 
-// Fold rounds for non-powers of two: ranks 2i hand over to 2i+1 (and get the result back).
-double FoldTime(const Call& c, int rem, bool with_reduce) {
+// Fold rounds for non-powers of two: ranks 2i hand `in_bytes` over to 2i+1, which (`reduce`)
+// reduces them, and get `out_bytes` back at the end.
+double FoldTime(const Call& c, int rem, double in_bytes, bool reduce, double out_bytes) {
   if (rem == 0) return 0;
   RoundPattern in(c.fabric, c.shm), out(c.fabric, c.shm);
   for (int i = 0; i < rem; ++i) {
     in.Add(2 * i, 2 * i + 1);
     out.Add(2 * i + 1, 2 * i);
   }
-  return in.Time(c.bytes) + (with_reduce ? c.ReduceUs(c.bytes) : 0) + out.Time(c.bytes);
-}
-
-// The fold of a reduce-scatter: even ranks below 2*rem hand their whole input (c.bytes) to
-// the odd neighbour, which reduces it and returns the even rank's block at the end.
-double RoundPatternFold(const Call& c, int rem) {
-  RoundPattern in(c.fabric, c.shm), out(c.fabric, c.shm);
-  for (int i = 0; i < rem; ++i) {
-    in.Add(2 * i, 2 * i + 1);
-    out.Add(2 * i + 1, 2 * i);
-  }
-  return in.Time(c.bytes) + c.ReduceUs(c.bytes) + out.Time(c.bytes / c.req.nranks);
+  return in.Time(in_bytes) + (reduce ? c.ReduceUs(in_bytes) : 0) + out.Time(out_bytes);
 }
 
 RoundPattern Exchange(const Call& c, int p2, int rem, int mask) {
@@ -188,7 +191,7 @@ RoundPattern Exchange(const Call& c, int p2, int rem, int mask) {
 AnalyticEstimate RecursiveDoubling(const Call& c) {
   const int p = c.req.nranks, p2 = FloorPow2(p), rem = p - p2, L = Log2(p2);
   AnalyticEstimate e;
-  e.time_us = FoldTime(c, rem, true);
+  e.time_us = FoldTime(c, rem, c.bytes, true, c.bytes);
   for (int mask = 1; mask < p2; mask <<= 1)
     e.time_us += Exchange(c, p2, rem, mask).Time(c.bytes) + c.ReduceUs(c.bytes);
   e.steps = p * (3.0 * L + 3);
@@ -199,7 +202,7 @@ AnalyticEstimate RecursiveDoubling(const Call& c) {
 AnalyticEstimate HalvingDoubling(const Call& c) {
   const int p = c.req.nranks, p2 = FloorPow2(p), rem = p - p2, L = Log2(p2);
   AnalyticEstimate e;
-  e.time_us = FoldTime(c, rem, true);
+  e.time_us = FoldTime(c, rem, c.bytes, true, c.bytes);
   for (int mask = p2 >> 1; mask >= 1; mask >>= 1) {
     const double b = c.bytes * mask / p2;
     RoundPattern round = Exchange(c, p2, rem, mask);
@@ -371,17 +374,15 @@ AnalyticEstimate HierarchicalDirect(const Call& c) {
     parts = std::min(kMaxHierarchicalParts,
                      std::max(std::ceil(n / (chunk_elems * K)), std::ceil(n / kDirectPartElems)));
   const double bp = c.bytes / parts, slice = bp / K;
-  const ComputeParams& local = c.fabric.Compute(0);
   const Route in_group = K > 1 ? c.fabric.RouteOf(gs.g[0][0], gs.g[0][1], c.shm) : Route{};
-  auto copy = [&](double b) { return local.overhead_us + b / (local.copy_gbps * 1e3); };
-  auto read = [&](double b) { return local.overhead_us + b / (in_group.flow_gbps * 1e3); };
+  auto read = [&](double b) { return c.fabric.Compute(0).overhead_us + b / (in_group.flow_gbps * 1e3); };
   std::vector<std::vector<int>> rails(K);
   for (int l = 0; l < K; ++l)
     for (const auto& g : gs.g) rails[l].push_back(g[l]);
   double t1 = 0, t3 = 0;
   if (K > 1) {
-    t1 = copy(bp) + in_group.latency_us + (K - 1) * (read(slice) + c.ReduceUs(slice));
-    t3 = copy(slice) + in_group.latency_us + (K - 1) * read(slice);
+    t1 = c.CopyUs(1, bp) + in_group.latency_us + (K - 1) * (read(slice) + c.ReduceUs(slice));
+    t3 = c.CopyUs(1, slice) + in_group.latency_us + (K - 1) * read(slice);
   }
   const double t2 = RingsTime(c, rails, slice);
   AnalyticEstimate e;
@@ -436,9 +437,8 @@ struct ExchangeRounds {
 ExchangeRounds ExchangeRoundsOf(const Call& c) {
   const int p = c.req.nranks;
   const Groups gs = GroupsOf(c.req);
-  ExchangeRounds x{RoundPattern(c.fabric, c.shm), RoundPattern(c.fabric, c.shm), std::min(gs.k, p)};
-  if (gs.g.size() > 1)
-    for (int r = 0; r < p; ++r) x.across.Add(r, (r + x.host_size) % p);
+  const int K = std::min(gs.k, p);
+  ExchangeRounds x{gs.g.size() > 1 ? Shift(c, K) : RoundPattern(c.fabric, c.shm), RoundPattern(c.fabric, c.shm), K};
   for (const auto& g : gs.g)
     for (size_t j = 0; j < g.size(); ++j) x.inside.Add(g[j], g[(j + 1) % g.size()]);
   return x;
@@ -453,7 +453,7 @@ AnalyticEstimate AllToAllPairwise(const Call& c) {
   const int K = x.host_size;
   const double m = c.Chunks(c.bytes), piece = c.bytes / m;
   AnalyticEstimate e;
-  const double own = c.fabric.Compute(0).overhead_us + c.bytes / (c.fabric.Compute(0).copy_gbps * 1e3);
+  const double own = c.CopyUs(1, c.bytes);
   // The generator's window of 16 steps holds a send and a receive per message in flight.
   const double concurrent = std::max(1.0, 8 / m);
   e.time_us = own + std::max(across.Rounds(piece, c.streams, p - K, m, concurrent),
@@ -467,18 +467,14 @@ AnalyticEstimate AllToAllPairwise(const Call& c) {
 // bit d, each packed and unpacked block by block; a rotation before and after.
 AnalyticEstimate AllToAllBruck(const Call& c) {
   const int p = c.req.nranks;
-  const ComputeParams& cp = c.fabric.Compute(0);
-  auto copies = [&](double n, double bytes) { return n * cp.overhead_us + bytes / (cp.copy_gbps * 1e3); };
   AnalyticEstimate e;
-  e.time_us = copies(2, p * c.bytes) + copies(p, p * c.bytes);  // rotations
+  e.time_us = c.CopyUs(2, p * c.bytes) + c.CopyUs(p, p * c.bytes);  // rotations
   double steps = 2 + p;
   int rounds = 0;
   for (int d = 1; d < p; d <<= 1, ++rounds) {
     double moved = 0;  // j in [1, p) with bit d set
     for (int base = 0; base < p; base += 2 * d) moved += std::max(0, std::min(base + 2 * d, p) - (base + d));
-    RoundPattern round(c.fabric, c.shm);
-    for (int r = 0; r < p; ++r) round.Add(r, (r + d) % p);
-    e.time_us += round.Time(moved * c.bytes, c.streams) + copies(2 * moved, 2 * moved * c.bytes);
+    e.time_us += Shift(c, d).Time(moved * c.bytes, c.streams) + c.CopyUs(2 * moved, 2 * moved * c.bytes);
     steps += 2 * moved + 2;
   }
   e.steps = p * steps;
@@ -493,8 +489,6 @@ AnalyticEstimate AllToAllHierarchical(const Call& c) {
   const int p = c.req.nranks;
   const Groups gs = GroupsOf(c.req);
   const int G = static_cast<int>(gs.g.size()), K = gs.gmax;
-  const ComputeParams& cp = c.fabric.Compute(0);
-  auto copies = [&](double n, double bytes) { return n * cp.overhead_us + bytes / (cp.copy_gbps * 1e3); };
   RoundPattern to_leader(c.fabric, c.shm), from_leader(c.fabric, c.shm), leaders(c.fabric, c.shm);
   for (int g = 0; g < G; ++g) {
     for (size_t i = 1; i < gs.g[g].size(); ++i) {
@@ -508,40 +502,41 @@ AnalyticEstimate AllToAllHierarchical(const Call& c) {
   // The leader packs group h+1's message while h's travels, and hands out member j's output
   // while it assembles the next: each pair overlaps (optimistic).
   e.time_us = to_leader.Time(whole, c.streams) +
-              std::max(copies((G - 1.0) * K * K, (G - 1.0) * K * K * c.bytes),
+              std::max(c.CopyUs((G - 1.0) * K * K, (G - 1.0) * K * K * c.bytes),
                        leaders.Rounds(K * K * c.bytes, c.streams, G - 1, 1, 16)) +
-              std::max(copies(double(K) * p, K * whole), from_leader.Time(whole, c.streams));
+              std::max(c.CopyUs(double(K) * p, K * whole), from_leader.Time(whole, c.streams));
   e.steps = G * ((G - 1.0) * K * K + double(K) * p + 2.0 * K + 2.0 * G);
   e.formula = Fmt("%.0f leaders' rounds of %.0f bytes, %.0f members per leader", G - 1, K * K * c.bytes, K);
   return e;
 }
 
-// Direct (one host, every peer mapped): each rank reads its block from every peer's window.
-AnalyticEstimate AllToAllDirect(const Call& c) {
+// Direct (one host, every peer mapped): each rank reads a block from every peer's window and
+// either places it (all-to-all, allgather: its own block is a local copy at the same cost) or
+// reduces it into its own (reduce-scatter).
+AnalyticEstimate DirectReads(const Call& c, bool reduce) {
   const int p = c.req.nranks;
-  AnalyticEstimate e;
   const Route r = c.fabric.RouteOf(0, 1 % p, c.shm);
-  const double over = c.fabric.Compute(0).overhead_us;
-  e.time_us = r.latency_us + p * (over + c.bytes / (r.flow_gbps * 1e3));
+  const double read = c.fabric.Compute(0).overhead_us + c.bytes / (r.flow_gbps * 1e3);
+  AnalyticEstimate e;
+  e.time_us = r.latency_us + (reduce ? (p - 1) * (read + c.ReduceUs(c.bytes)) : p * read);
   e.steps = p * (3.0 * p + 2);
-  e.formula = Fmt("%.0f reads of %.0f bytes", p - 1, c.bytes);
+  e.formula = Fmt(reduce ? "%.0f reads and reductions of %.0f bytes" : "%.0f reads of %.0f bytes", p - 1, c.bytes);
   return e;
 }
 
 // ---- reduce-scatter (count = one rank's block: `bytes` per rank) ----
 
-// Ring (reducescatter_ring.cc): p-1 dependent rounds r -> r+1, each a block and its reduction;
-// chunks pipeline through the ring.
-AnalyticEstimate ReduceScatterRing(const Call& c) {
+// Ring reduce-scatter and allgather (reducescatter_ring.cc, allgather_ring.cc): p-1
+// dependent hops r -> r+1 of one block (reduced on arrival for reduce-scatter), chunks
+// pipelined through the ring.
+AnalyticEstimate RingPass(const Call& c, bool reduce) {
   const int p = c.req.nranks;
-  RoundPattern round(c.fabric, c.shm);
-  for (int r = 0; r < p; ++r) round.Add(r, (r + 1) % p);
   const double m = c.Chunks(c.bytes), piece = c.bytes / m;
-  const double stage = round.RingStage(piece, c.streams) + c.ReduceUs(piece);
+  const double stage = Shift(c, 1).RingStage(piece, c.streams) + (reduce ? c.ReduceUs(piece) : 0);
   AnalyticEstimate e;
   e.time_us = (p - 1 + m - 1) * stage;
-  e.steps = p * ((p - 1.0) * m + 2);
-  e.formula = Fmt("p-1=%.0f rounds of %.0f bytes, %.0f chunk(s)", p - 1, c.bytes, m);
+  e.steps = p * ((reduce ? 1.0 : 2.0) * (p - 1) * m + 2);
+  e.formula = Fmt("p-1=%.0f hops of %.0f bytes, %.0f chunk(s)", p - 1, c.bytes, m);
   return e;
 }
 
@@ -566,10 +561,8 @@ AnalyticEstimate ReduceScatterPairwise(const Call& c) {
 AnalyticEstimate ReduceScatterHalving(const Call& c) {
   const int p = c.req.nranks, p2 = FloorPow2(p), rem = p - p2, L = Log2(p2);
   const double all = c.bytes * p;  // every block
-  Call whole = c;
-  whole.bytes = all;
   AnalyticEstimate e;
-  e.time_us = rem > 0 ? RoundPatternFold(whole, rem) : 0;
+  e.time_us = FoldTime(c, rem, all, true, c.bytes);  // the whole input in, its block back
   for (int mask = p2 >> 1; mask >= 1; mask >>= 1) {
     const double b = all * mask / p2;
     e.time_us += Exchange(c, p2, rem, mask).Time(b) + c.ReduceUs(b);
@@ -579,32 +572,7 @@ AnalyticEstimate ReduceScatterHalving(const Call& c) {
   return e;
 }
 
-// Direct (one host, every peer mapped): each rank reduces its block from every peer's window.
-AnalyticEstimate ReduceScatterDirect(const Call& c) {
-  const int p = c.req.nranks;
-  const Route r = c.fabric.RouteOf(0, 1 % p, c.shm);
-  const double over = c.fabric.Compute(0).overhead_us;
-  AnalyticEstimate e;
-  e.time_us = r.latency_us + (p - 1) * (over + c.bytes / (r.flow_gbps * 1e3) + c.ReduceUs(c.bytes));
-  e.steps = p * (3.0 * p + 2);
-  e.formula = Fmt("%.0f reads and reductions of %.0f bytes", p - 1, c.bytes);
-  return e;
-}
-
 // ---- allgather (count = one rank's block: `bytes` per rank) ----
-
-// Ring (allgather_ring.cc): p-1 dependent hops r -> r+1 of one block, chunks pipelined.
-AnalyticEstimate AllGatherRing(const Call& c) {
-  const int p = c.req.nranks;
-  RoundPattern round(c.fabric, c.shm);
-  for (int r = 0; r < p; ++r) round.Add(r, (r + 1) % p);
-  const double m = c.Chunks(c.bytes), piece = c.bytes / m;
-  AnalyticEstimate e;
-  e.time_us = (p - 1 + m - 1) * round.RingStage(piece, c.streams);
-  e.steps = p * (2.0 * (p - 1) * m + 2);
-  e.formula = Fmt("p-1=%.0f hops of %.0f bytes, %.0f chunk(s)", p - 1, c.bytes, m);
-  return e;
-}
 
 // Recursive doubling (allgather_recursive_doubling.cc): round k swaps the 2^k blocks gathered
 // so far with the partner at distance 2^k; non-powers of two fold first and get everything
@@ -612,15 +580,10 @@ AnalyticEstimate AllGatherRing(const Call& c) {
 AnalyticEstimate AllGatherRecursiveDoubling(const Call& c) {
   const int p = c.req.nranks, p2 = FloorPow2(p), rem = p - p2, L = Log2(p2);
   AnalyticEstimate e;
-  if (rem > 0) {
-    RoundPattern in(c.fabric, c.shm), out(c.fabric, c.shm);
-    for (int i = 0; i < rem; ++i) {
-      in.Add(2 * i, 2 * i + 1);
-      out.Add(2 * i + 1, 2 * i);
-    }
-    e.time_us += in.Time(c.bytes) + out.Time(c.bytes * p);
-  }
-  double have = rem > 0 ? 1 : 1;  // blocks a participant holds (a folded one stands for two)
+  e.time_us = FoldTime(c, rem, c.bytes, false, c.bytes * p);  // its block in, everything back
+  // Blocks a participant sends: one in the first round, doubling. (One that folded in a
+  // neighbour holds two from the start; counting one keeps the estimate optimistic.)
+  double have = 1;
   for (int mask = 1; mask < p2; mask <<= 1, have *= 2)
     e.time_us += Exchange(c, p2, rem, mask).Time(have * c.bytes);
   e.steps = p * (2.0 * L + 4);
@@ -632,19 +595,49 @@ AnalyticEstimate AllGatherRecursiveDoubling(const Call& c) {
 // before and after.
 AnalyticEstimate AllGatherBruck(const Call& c) {
   const int p = c.req.nranks;
-  const ComputeParams& cp = c.fabric.Compute(0);
   AnalyticEstimate e;
-  e.time_us = 2 * (cp.overhead_us + p * c.bytes / (cp.copy_gbps * 1e3));
+  e.time_us = c.CopyUs(2, 2 * p * c.bytes);  // rotations
   int rounds = 0;
-  for (int d = 1; d < p; d <<= 1, ++rounds) {
-    RoundPattern round(c.fabric, c.shm);
-    for (int r = 0; r < p; ++r) round.Add(r, ((r - d) % p + p) % p);
-    e.time_us += round.Time(std::min(d, p - d) * c.bytes, c.streams);
-  }
+  for (int d = 1; d < p; d <<= 1, ++rounds) e.time_us += Shift(c, -d).Time(std::min(d, p - d) * c.bytes, c.streams);
   e.steps = p * (2.0 * rounds + 4);
   e.formula = Fmt("%.0f rounds, %.0f bytes received per rank", rounds, c.bytes * (p - 1));
   return e;
 }
+
+// The registered generators each pattern describes. Broadcast has none: its best
+// large-message candidate (a chain of 64 KiB chunks, 1M steps at 1024 ranks) is just over the
+// work budget, and coarsening it misjudges its pipeline (6.4 ms against 3.6 ms simulated
+// whole), so its candidates are all simulated. The reduce-scatter and allgather hierarchical
+// compositions have none either: tens of steps per rank, always cheap to simulate.
+struct PatternEntry {
+  Collective collective;
+  const char* name;
+  AnalyticEstimate (*estimate)(const Call&);
+};
+const PatternEntry kPatterns[] = {
+    {Collective::kAllReduce, "ring", Ring},
+    {Collective::kAllReduce, "recursive_doubling", RecursiveDoubling},
+    {Collective::kAllReduce, "halving_doubling", HalvingDoubling},
+    {Collective::kAllReduce, "tree", Tree},
+    {Collective::kAllReduce, "hierarchical", Hierarchical},
+    {Collective::kAllReduce, "hierarchical_leader", HierarchicalLeader},
+    {Collective::kAllReduce, "hierarchical_direct", HierarchicalDirect},
+    {Collective::kAllReduce, "oneshot", [](const Call& c) { return DirectAllReduce(c, false); }},
+    {Collective::kAllReduce, "twoshot", [](const Call& c) { return DirectAllReduce(c, true); }},
+    {Collective::kAllToAll, "pairwise", AllToAllPairwise},
+    {Collective::kAllToAll, "bruck", AllToAllBruck},
+    {Collective::kAllToAll, "hierarchical", AllToAllHierarchical},
+    {Collective::kAllToAll, "hierarchical_direct", AllToAllHierarchical},
+    {Collective::kAllToAll, "direct", [](const Call& c) { return DirectReads(c, false); }},
+    {Collective::kReduceScatter, "ring", [](const Call& c) { return RingPass(c, true); }},
+    {Collective::kReduceScatter, "pairwise", ReduceScatterPairwise},
+    {Collective::kReduceScatter, "halving_doubling", ReduceScatterHalving},
+    {Collective::kReduceScatter, "direct", [](const Call& c) { return DirectReads(c, true); }},
+    {Collective::kAllGather, "ring", [](const Call& c) { return RingPass(c, false); }},
+    {Collective::kAllGather, "recursive_doubling", AllGatherRecursiveDoubling},
+    {Collective::kAllGather, "bruck", AllGatherBruck},
+    {Collective::kAllGather, "direct", [](const Call& c) { return DirectReads(c, false); }},
+};
 
 }  // namespace
 
@@ -665,53 +658,13 @@ AnalyticEstimate EstimateAnalytic(const AlgorithmInfo& algorithm, const Schedule
   // Patterns describe the registered generators; a look-alike (a test's fake named "ring")
   // is not known.
   if (FindAlgorithm(algorithm.collective, algorithm.name) != &algorithm) return e;
-  const std::string& a = algorithm.name;
-  if (request.collective == Collective::kAllToAll) {
-    if (a == "pairwise") e = AllToAllPairwise(c);
-    else if (a == "bruck") e = AllToAllBruck(c);
-    else if (a == "hierarchical" || a == "hierarchical_direct") e = AllToAllHierarchical(c);
-    else if (a == "direct") e = AllToAllDirect(c);
-    else return e;
-    e.known = true;
-    e.build_cost = std::max(e.build_cost, e.steps);
-    return e;
-  }
-  if (request.collective == Collective::kReduceScatter) {
-    if (a == "ring") e = ReduceScatterRing(c);
-    else if (a == "pairwise") e = ReduceScatterPairwise(c);
-    else if (a == "halving_doubling") e = ReduceScatterHalving(c);
-    else if (a == "direct") e = ReduceScatterDirect(c);
-    else return e;
-    e.known = true;
-    e.build_cost = std::max(e.build_cost, e.steps);
-    return e;
-  }
-  // Broadcast has none: its best large-message candidate (a chain of 64 KiB chunks, 1M steps
-  // at 1024 ranks) is just over the work budget, and coarsening it misjudges its pipeline
-  // (6.4 ms against 3.6 ms simulated whole), so its candidates are all simulated.
-  if (request.collective == Collective::kAllGather) {
-    if (a == "ring") e = AllGatherRing(c);
-    else if (a == "recursive_doubling") e = AllGatherRecursiveDoubling(c);
-    else if (a == "bruck") e = AllGatherBruck(c);
-    else if (a == "direct") e = AllToAllDirect(c);  // the same reads: a block from every peer
-    else return e;
-    e.known = true;
-    e.build_cost = std::max(e.build_cost, e.steps);
-    return e;
-  }
-  if (request.collective != Collective::kAllReduce) return e;
-  if (a == "ring") e = Ring(c);
-  else if (a == "recursive_doubling") e = RecursiveDoubling(c);
-  else if (a == "halving_doubling") e = HalvingDoubling(c);
-  else if (a == "tree") e = Tree(c);
-  else if (a == "hierarchical") e = Hierarchical(c);
-  else if (a == "hierarchical_leader") e = HierarchicalLeader(c);
-  else if (a == "hierarchical_direct") e = HierarchicalDirect(c);
-  else if (a == "oneshot") e = DirectAllReduce(c, false);
-  else if (a == "twoshot") e = DirectAllReduce(c, true);
-  else return e;
-  e.known = true;
-  e.build_cost = std::max(e.build_cost, e.steps);
+  for (const PatternEntry& p : kPatterns)
+    if (p.collective == request.collective && algorithm.name == p.name) {
+      e = p.estimate(c);
+      e.known = true;
+      e.build_cost = std::max(e.build_cost, e.steps);
+      return e;
+    }
   return e;
 }
 
