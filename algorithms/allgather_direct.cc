@@ -70,9 +70,7 @@ StatusOr<Schedule> BuildAllGatherDirect(const ScheduleRequest& req) {
   return sched;
 }
 
-WEFT_REGISTER_ALGORITHM(Collective::kAllGather, "direct",
-                        AllRanksMappable,
-                        BuildAllGatherDirect);
+WEFT_REGISTER_DIRECT_ALGORITHM(Collective::kAllGather, "direct", BuildAllGatherDirect);
 
 }  // namespace
 }  // namespace weft

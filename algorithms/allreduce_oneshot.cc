@@ -95,7 +95,8 @@ bool OneshotHoldsWindow(const ScheduleRequest& req) {
 }
 
 const bool kRegistered = RegisterAlgorithm(AlgorithmInfo{
-    "oneshot", Collective::kAllReduce, AllRanksMappable, BuildAllReduceOneshot, OneshotHoldsWindow});
+    "oneshot", Collective::kAllReduce, AllRanksMappable, BuildAllReduceOneshot, OneshotHoldsWindow,
+    /*direct=*/true});
 
 }  // namespace
 }  // namespace weft

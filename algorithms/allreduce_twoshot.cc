@@ -135,9 +135,7 @@ StatusOr<Schedule> BuildAllReduceTwoshot(const ScheduleRequest& req) {
   return sched;
 }
 
-WEFT_REGISTER_ALGORITHM(Collective::kAllReduce, "twoshot",
-                        AllRanksMappable,
-                        BuildAllReduceTwoshot);
+WEFT_REGISTER_DIRECT_ALGORITHM(Collective::kAllReduce, "twoshot", BuildAllReduceTwoshot);
 
 }  // namespace
 }  // namespace weft

@@ -77,9 +77,7 @@ StatusOr<Schedule> BuildAllToAllDirect(const ScheduleRequest& req) {
   return sched;
 }
 
-WEFT_REGISTER_ALGORITHM(Collective::kAllToAll, "direct",
-                        AllRanksMappable,
-                        BuildAllToAllDirect);
+WEFT_REGISTER_DIRECT_ALGORITHM(Collective::kAllToAll, "direct", BuildAllToAllDirect);
 
 }  // namespace
 }  // namespace weft

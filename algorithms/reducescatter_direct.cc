@@ -71,9 +71,7 @@ StatusOr<Schedule> BuildReduceScatterDirect(const ScheduleRequest& req) {
   return sched;
 }
 
-WEFT_REGISTER_ALGORITHM(Collective::kReduceScatter, "direct",
-                        AllRanksMappable,
-                        BuildReduceScatterDirect);
+WEFT_REGISTER_DIRECT_ALGORITHM(Collective::kReduceScatter, "direct", BuildReduceScatterDirect);
 
 }  // namespace
 }  // namespace weft

@@ -81,6 +81,10 @@ struct AlgorithmInfo {
   // before the next schedule that uses the window another way, runs a release handshake
   // (DirectWindowRelease in algorithms/direct_pattern.h).
   std::function<bool(const ScheduleRequest&)> holds_window;
+  // A same-host direct generator (WEFT_REGISTER_DIRECT_ALGORITHM): it needs every rank's
+  // window mapped and runs in rounds of at most one window slot, each closed by signal rounds;
+  // a chunk policy only cuts the rounds smaller.
+  bool direct = false;
 };
 
 // What building a schedule cost: the steps the generator emitted (before BuildSchedule trims a
@@ -112,3 +116,9 @@ bool RegisterAlgorithm(AlgorithmInfo info);
 #define WEFT_REGISTER_ALGORITHM(collective, name, applicable_fn, build_fn)              \
   static const bool WEFT_CONCAT(weft_registered_, __LINE__) = ::weft::RegisterAlgorithm( \
       ::weft::AlgorithmInfo{name, collective, applicable_fn, build_fn, nullptr})
+
+// A same-host direct generator (AlgorithmInfo::direct), applicable when every rank's window is
+// mapped (ScheduleRequest::all_ranks_mappable).
+#define WEFT_REGISTER_DIRECT_ALGORITHM(collective, name, build_fn)                        \
+  static const bool WEFT_CONCAT(weft_registered_, __LINE__) = ::weft::RegisterAlgorithm( \
+      ::weft::AlgorithmInfo{name, collective, ::weft::AllRanksMappable, build_fn, nullptr, true})

@@ -372,6 +372,42 @@ TEST(Families, ExplainListsEveryRegisteredAllreduce) {
   for (size_t i = 1; i < all.size(); ++i) EXPECT_LE(all[i - 1].predicted_us, all[i].predicted_us);
 }
 
+// 4 ranks on one host of `cores` cores (host:4 with its core count replaced).
+std::shared_ptr<const Fabric> HostWithCores(int cores) {
+  auto base = Preset("host:4");
+  std::vector<HostInfo> hosts{base->host(0)};
+  hosts[0].cores = cores;
+  std::vector<RankPlacement> ranks;
+  for (int r = 0; r < base->nranks(); ++r) ranks.push_back(base->rank(r));
+  return std::make_shared<Fabric>(hosts, ranks, LinkTable::Defaults(), NetworkConfig(), "cores");
+}
+
+// Ranks sharing cores: direct algorithms keep whole window slots as rounds (no chunk grid),
+// since each extra round's signal rounds cost context switches the model underprices. With a
+// core per rank the grid is still explored.
+TEST(Selector, DirectAlgorithmsAreNotChunkedOnSharedCores) {
+  for (int cores : {2, 4}) {
+    auto f = HostWithCores(cores);
+    ASSERT_EQ(f->AnyCoreShared(), cores == 2);
+    Selector sel(f, AlgoOverrides(), true);
+    for (Collective c : {Collective::kAllReduce, Collective::kAllGather}) {
+      ScheduleRequest req;
+      req.collective = c;
+      req.nranks = 4;
+      req.count = (size_t{8} << 20) / 4 / (c == Collective::kAllReduce ? 1 : 4);
+      int direct = 0, chunked = 0;
+      for (const Decision& d : sel.Explain(req, 4)) {
+        if (!d.algorithm->direct) continue;
+        ++direct;
+        if (d.chunk.chunk_elems > 0) ++chunked;
+      }
+      EXPECT_GT(direct, 0) << CollectiveName(c) << " cores=" << cores;
+      if (cores == 2) EXPECT_EQ(chunked, 0) << CollectiveName(c);
+      else EXPECT_GT(chunked, 0) << CollectiveName(c);
+    }
+  }
+}
+
 // On the shaped 2x2 namespaces a ~90 KiB allreduce holds every hierarchical variant to the link's
 // rate: equal predictions. The decision is the tied candidate fastest as a call alone (buckets
 // full), which keeps hierarchical_direct there (measured faster than the one-leader variant

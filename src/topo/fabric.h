@@ -104,6 +104,8 @@ class Fabric {
   // Ranks waiting for messages yield their core (src/core backoff), so only busy mates slow r.
   const std::vector<int>& CoreMates(int r) const { return core_mates_[r]; }
   bool CoreShared(int r) const { return !core_mates_[r].empty(); }
+  // Whether any rank shares its core (some machine runs more CPU ranks than it has cores).
+  bool AnyCoreShared() const;
   // The memory bus a CPU rank's local traffic uses (its NUMA node's); -1 for GPU ranks.
   int MemoryResource(int r) const { return IsGpu(r) ? -1 : numa_bus_[ranks_[r].host][ranks_[r].numa]; }
   // Last-level cache of host h in bytes (all instances together: the share its ranks split),

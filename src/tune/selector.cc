@@ -40,12 +40,13 @@ Selector::Selector(std::shared_ptr<const Fabric> fabric, AlgoOverrides overrides
     : fabric_(std::move(fabric)), overrides_(std::move(overrides)), shm_(shm_enabled),
       fabric_digest_(fabric_->Digest()), nranks_(fabric_->nranks()),
       groups_(fabric_->HostGroups()), mappable_(fabric_->AllRanksMappable(shm_enabled)),
-      groups_mappable_(fabric_->GroupsMappable(shm_enabled)) {}
+      groups_mappable_(fabric_->GroupsMappable(shm_enabled)),
+      cores_shared_(fabric_->AnyCoreShared()) {}
 
 Selector::Selector(int nranks, std::vector<std::vector<int>> host_groups, AlgoOverrides overrides)
     : overrides_(std::move(overrides)), shm_(false), fabric_digest_(0), nranks_(nranks),
       groups_(std::move(host_groups)), mappable_(false),
-      groups_mappable_(false) {}
+      groups_mappable_(false), cores_shared_(false) {}
 
 size_t Selector::CallBytes(const ScheduleRequest& request, size_t elem_size) {
   return NcclBytes(request, elem_size);
@@ -100,6 +101,12 @@ std::vector<const AlgorithmInfo*> Selector::Algorithms(Collective c) const {
 std::vector<Selector::Candidate> Selector::Grid(const AlgorithmInfo* a, size_t nccl_bytes, size_t elem) const {
   std::vector<Candidate> out;
   out.push_back(Candidate{a, ChunkPolicy{0, 1}, 0});
+  // Ranks sharing cores: a direct algorithm's rounds stay as large as its window slot. Each
+  // round closes with signal rounds that wait for ranks the kernel must switch in; on 4 ranks
+  // over 2 cores a twoshot round cost 17-20 us more than its data (64 KiB chunks against
+  // whole slots: 1.5-2x slower from 256 KiB to 64 MiB, perf/RESULTS.md session 12), which
+  // the model's fluid cores price at 1-8 us and so preferred the small chunks.
+  if (cores_shared_ && a->direct) return out;
   for (size_t cb : kChunkBytes) {
     if (cb >= nccl_bytes) break;  // a single chunk: same as no chunking
     for (int ch : kChannels) {

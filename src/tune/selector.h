@@ -150,6 +150,7 @@ class Selector {
   std::vector<std::vector<int>> groups_;  // host groups handed to generators
   bool mappable_;                         // every rank's window mapped (direct algorithms)
   bool groups_mappable_;                  // each host group's windows mapped (hierarchical)
+  bool cores_shared_;                     // some host runs more ranks than cores
   std::vector<AlgorithmInfo> test_candidates_;
   bool use_test_candidates_ = false;
   bool full_simulation_for_testing_ = false;
