@@ -38,16 +38,16 @@ static double NicCapacity(const NicInfo& n, const LinkTable& t) {
   return n.kind == "rdma" ? t.link(LinkType::kNetwork).bw_gbps : t.link(LinkType::kLoopback).bw_gbps;
 }
 
-// One compute resource per GPU and per CPU rank. When a machine runs more CPU ranks than it
-// has cores, its ranks are dealt to the cores round-robin (rank order) and the ranks dealt to
-// one core are recorded as its mates (CoreMates): the engine slows a rank's CPU work by the
-// number of mates busy at the time (the kernel time-slices them: processor sharing).
 bool Fabric::AnyCoreShared() const {
   for (const std::vector<int>& mates : core_mates_)
     if (!mates.empty()) return true;
   return false;
 }
 
+// One compute resource per GPU and per CPU rank. When a machine runs more CPU ranks than it
+// has cores, its ranks are dealt to the cores round-robin (rank order) and the ranks dealt to
+// one core are recorded as its mates (CoreMates): the engine slows a rank's CPU work by the
+// number of mates busy at the time (the kernel time-slices them: processor sharing).
 void Fabric::BuildComputeResources() {
   compute_res_.assign(ranks_.size(), -1);
   core_mates_.assign(ranks_.size(), {});

@@ -298,6 +298,8 @@ Decision Selector::ModelDecision(const ScheduleRequest& req, size_t elem, const 
     trace->insert(trace->end(), skipped.begin(), skipped.end());
   }
   Decision d = Pick(all);
+  if (d.algorithm && d.algorithm->direct && cores_shared_ && !only)
+    d.why += "; unchunked: ranks share cores, so a direct algorithm's rounds stay whole window slots";
   if (d.algorithm && at_scale && !only)
     d.why += "; pre-filter simulated " + std::to_string(algos.size()) + " of " + std::to_string(considered) +
              " algorithm(s)";
