@@ -13,6 +13,13 @@
 // signal, and the output writes of step 3 only touch this round's blocks.
 // After the last round: wait every peer's last "done".
 //
+// Single-round variant (ScheduleRequest::window_half = h, for calls whose p blocks fit half the
+// window in one round; as allreduce oneshot's, see allreduce_oneshot.cc): steps 1-3 in half h
+// (block q at h * H + q * n, H = window_half_elems), and no "done" round: the call returns
+// while peers may still read our half. The communicator alternates halves between calls; a
+// rank rewrites half h two calls later, after it consumed every peer's "ready" of the call
+// between, which each peer signals only once its reads of this call are done.
+//
 // Zero-copy variant (ScheduleRequest::peer_buffers_mapped, and out_of_place: in place, block q
 // of our buffer is both what peer q reads and where its block to us lands, so it must be
 // staged): after "ready", output[q * n, n) = block r of peer q's input, read in place; "done"
@@ -26,12 +33,41 @@
 namespace weft {
 namespace {
 
+// The block plan of a call with `n` elements per block (rounds of at most the budget).
+DirectRounds BlockRounds(const ScheduleRequest& req, size_t n) {
+  return DirectRounds(req, n, std::max<size_t>(1, kDirectScratchElems / 2 / req.nranks));
+}
+
+bool ZeroCopy(const ScheduleRequest& req) { return req.peer_buffers_mapped && req.out_of_place; }
+
+// Steps 1-3 of one round: elements [o, o + c) of every block, staged at `slot` + q * `stride`
+// of Scratch.
+void PublishWaitRead(RankSchedule& rs, int r, int p, size_t n, size_t o, size_t c, size_t slot,
+                     size_t stride, bool wait_done_first) {
+  for (int q = 0; q < p; ++q) {
+    if (q == r)
+      rs.steps.push_back(CopyStep(In(r * n + o, c), Out(r * n + o, c)));
+    else
+      rs.steps.push_back(CopyStep(In(q * n + o, c), Tmp(slot + q * stride, c)));
+  }
+  SignalAll(rs, r, p);  // ready
+  for (int q = 0; q < p; ++q) {
+    if (q == r) continue;
+    if (wait_done_first) WaitOne(rs, q);  // done of the round before
+    WaitOne(rs, q);                       // ready
+  }
+  for (int q = 0; q < p; ++q) {
+    if (q == r) continue;
+    rs.steps.push_back(DirectStep(q, Tmp(slot + r * stride, c), Out(q * n + o, c), /*reduce=*/false));
+  }
+}
+
 StatusOr<Schedule> BuildAllToAllDirect(const ScheduleRequest& req) {
   WEFT_RETURN_IF_ERROR(CheckRequestBasics(req));
   Schedule sched = NewSchedule(req, "direct");
   const int p = req.nranks;
   const size_t n = req.count;
-  const DirectRounds plan(req, n, std::max<size_t>(1, kDirectScratchElems / 2 / p));
+  const DirectRounds plan = BlockRounds(req, n);
   const size_t c_max = plan.per_round, rounds = plan.rounds;
   const size_t slot_elems = p * c_max;
   for (int r : RanksToBuild(req)) {
@@ -43,7 +79,7 @@ StatusOr<Schedule> BuildAllToAllDirect(const ScheduleRequest& req) {
       SingleRankResult(rs, n, /*reduction=*/false);
       continue;
     }
-    if (req.peer_buffers_mapped && req.out_of_place) {
+    if (ZeroCopy(req)) {
       SignalRound(rs, r, p);  // ready
       rs.steps.push_back(CopyStep(In(r * n, n), Out(r * n, n)));
       for (int q = 0; q < p; ++q)
@@ -51,25 +87,17 @@ StatusOr<Schedule> BuildAllToAllDirect(const ScheduleRequest& req) {
       SignalRound(rs, r, p);  // done
       continue;
     }
+    if (SingleRoundInHalf(req, p * n, plan)) {
+      const size_t half = req.window_half_elems;
+      rs.scratch_count = 2 * half;  // fixed: the window never grows between such calls
+      PublishWaitRead(rs, r, p, n, /*o=*/0, n, static_cast<size_t>(req.window_half) * half,
+                      /*stride=*/n, /*wait_done_first=*/false);
+      continue;
+    }
     rs.scratch_count = 2 * slot_elems;
     for (size_t k = 0; k < rounds; ++k) {
       const size_t o = k * c_max, c = std::min(c_max, n - o), slot = (k % 2) * slot_elems;
-      for (int q = 0; q < p; ++q) {
-        if (q == r)
-          rs.steps.push_back(CopyStep(In(r * n + o, c), Out(r * n + o, c)));
-        else
-          rs.steps.push_back(CopyStep(In(q * n + o, c), Tmp(slot + q * c_max, c)));
-      }
-      SignalAll(rs, r, p);  // ready k
-      for (int q = 0; q < p; ++q) {
-        if (q == r) continue;
-        if (k > 0) WaitOne(rs, q);  // done k-1
-        WaitOne(rs, q);             // ready k
-      }
-      for (int q = 0; q < p; ++q) {
-        if (q == r) continue;
-        rs.steps.push_back(DirectStep(q, Tmp(slot + r * c_max, c), Out(q * n + o, c), /*reduce=*/false));
-      }
+      PublishWaitRead(rs, r, p, n, o, c, slot, c_max, /*wait_done_first=*/k > 0);
       SignalAll(rs, r, p);  // done k
     }
     WaitAll(rs, r, p);
@@ -77,7 +105,15 @@ StatusOr<Schedule> BuildAllToAllDirect(const ScheduleRequest& req) {
   return sched;
 }
 
-WEFT_REGISTER_DIRECT_ALGORITHM(Collective::kAllToAll, "direct", BuildAllToAllDirect);
+// The single-round variant returns holding the window (peers may still read its half).
+bool DirectHoldsWindow(const ScheduleRequest& req) {
+  if (req.nranks < 2 || ZeroCopy(req)) return false;
+  return SingleRoundInHalf(req, req.nranks * req.count, BlockRounds(req, req.count));
+}
+
+const bool kRegistered = RegisterAlgorithm(AlgorithmInfo{
+    "direct", Collective::kAllToAll, AllRanksMappable, BuildAllToAllDirect, DirectHoldsWindow,
+    /*direct=*/true});
 
 }  // namespace
 }  // namespace weft

@@ -81,11 +81,24 @@ struct DirectRounds {
 // kWindowHalfBytes, at a fixed byte offset, whatever the dtype.
 constexpr size_t kWindowHalfBytes = size_t{1} << 20;
 
-// Whether `req` asks for a single-round schedule in one half of the window that holds `n`
-// elements in one round (else the generator builds its classic schedule).
-inline bool SingleRoundInHalf(const ScheduleRequest& req, size_t n, const DirectRounds& plan) {
+// Asks for `algorithm`'s single-round schedule in half 0 of the window when it has one for
+// `req` (AlgorithmInfo::holds_window); returns whether it does, else leaves req classic
+// (window_half -1). The communicator plans with it, and the selector times what will run.
+inline bool AskSingleRound(const AlgorithmInfo& algorithm, ScheduleRequest* req, size_t elem) {
+  if (!algorithm.holds_window) return false;
+  req->window_half = 0;
+  req->window_half_elems = kWindowHalfBytes / std::max<size_t>(elem, 1);
+  if (algorithm.holds_window(*req)) return true;
+  req->window_half = -1;
+  return false;
+}
+
+// Whether `req` asks for a single-round schedule in one half of the window, for a call that
+// runs in one round (`plan`) and stages `staged` elements in the window (else the generator
+// builds its classic schedule).
+inline bool SingleRoundInHalf(const ScheduleRequest& req, size_t staged, const DirectRounds& plan) {
   return (req.window_half == 0 || req.window_half == 1) && req.window_half_elems > 0 &&
-         n > 0 && n <= req.window_half_elems && plan.rounds == 1;
+         staged > 0 && staged <= req.window_half_elems && plan.rounds == 1;
 }
 
 // The release handshake the communicator runs before a schedule that uses the window another

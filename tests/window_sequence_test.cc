@@ -22,9 +22,9 @@ namespace {
 // a small one keeps the checker's scratch small.
 constexpr size_t kHalfElems = 1024;
 
-ScheduleRequest Request(int p, size_t count) {
+ScheduleRequest Request(int p, size_t count, Collective c = Collective::kAllReduce) {
   ScheduleRequest r;
-  r.collective = Collective::kAllReduce;
+  r.collective = c;
   r.nranks = p;
   r.count = count;
   r.all_ranks_mappable = true;
@@ -33,9 +33,9 @@ ScheduleRequest Request(int p, size_t count) {
 }
 
 // Every rank's release handshake, as one schedule.
-Schedule ReleaseSchedule(int p, size_t count) {
+Schedule ReleaseSchedule(int p, size_t count, Collective c) {
   Schedule s;
-  s.collective = Collective::kAllReduce;
+  s.collective = c;
   s.algorithm = "release";
   s.nranks = p;
   s.count = count;
@@ -47,14 +47,15 @@ Schedule ReleaseSchedule(int p, size_t count) {
 // The schedules a communicator runs for `algos` called one after another (count `count` each):
 // the half of each single-round call and the releases come from WindowSequencer.
 std::vector<Schedule> AsCommunicatorRunsThem(const std::vector<std::string>& algos, int p,
-                                             size_t count, bool with_release = true) {
+                                             size_t count, bool with_release = true,
+                                             Collective c = Collective::kAllReduce) {
   std::vector<Schedule> out;
   WindowSequencer window;
   for (const std::string& name : algos) {
-    const AlgorithmInfo* info = FindAlgorithm(Collective::kAllReduce, name);
+    const AlgorithmInfo* info = FindAlgorithm(c, name);
     EXPECT_NE(info, nullptr) << name;
     if (info == nullptr) return out;
-    ScheduleRequest req = Request(p, count);
+    ScheduleRequest req = Request(p, count, c);
     req.window_half = 0;
     const bool holds = info->holds_window && info->holds_window(req);
     req.window_half = holds ? window.NextHalf() : -1;
@@ -65,7 +66,7 @@ std::vector<Schedule> AsCommunicatorRunsThem(const std::vector<std::string>& alg
     for (const RankSchedule& rs : s->ranks)
       for (const Step& st : rs.steps) uses |= SemanticsOf(st.op).needs_direct;
     if (with_release && window.NeedsRelease(uses, holds)) {
-      out.push_back(ReleaseSchedule(p, count));
+      out.push_back(ReleaseSchedule(p, count, c));
       window.Released();
     }
     out.push_back(std::move(*s));
@@ -74,12 +75,13 @@ std::vector<Schedule> AsCommunicatorRunsThem(const std::vector<std::string>& alg
   return out;
 }
 
-Status Prove(const std::vector<Schedule>& calls, int p, size_t count, bool avg) {
+Status Prove(const std::vector<Schedule>& calls, int p, size_t count, bool avg,
+             Collective c = Collective::kAllReduce) {
   std::vector<const Schedule*> ptrs;
   for (const Schedule& s : calls) ptrs.push_back(&s);
   CheckOptions o;
   o.avg = avg;
-  return CheckCallSequence(ptrs, Request(p, count), o);
+  return CheckCallSequence(ptrs, Request(p, count, c), o);
 }
 
 TEST(WindowSequence, OneshotHoldsTheWindowOnlyWhenAskedAndInOneRound) {
@@ -159,6 +161,61 @@ TEST(WindowSequence, CheckerFindsTheRaceOfSkippingTheRelease) {
     Status ok = Prove(calls, p, 7, false);
     EXPECT_TRUE(ok.ok()) << ok.message();
   }
+}
+
+// All-to-all direct has the same single-round variant: its p blocks in one half of the window.
+TEST(WindowSequence, AllToAllDirectHoldsTheWindowWhenItsBlocksFitAHalf) {
+  const AlgorithmInfo* direct = FindAlgorithm(Collective::kAllToAll, "direct");
+  ASSERT_NE(direct, nullptr);
+  ASSERT_TRUE(direct->holds_window);
+  ScheduleRequest req = Request(4, kHalfElems / 4, Collective::kAllToAll);
+  req.window_half = 0;
+  EXPECT_TRUE(direct->holds_window(req));
+  req.count = kHalfElems / 4 + 1;  // 4 blocks no longer fit a half
+  EXPECT_FALSE(direct->holds_window(req));
+  req.count = 10;
+  req.peer_buffers_mapped = req.out_of_place = true;  // zero-copy: no window at all
+  EXPECT_FALSE(direct->holds_window(req));
+  // The single-round schedule signals each peer once (the classic one twice) and reads block r
+  // of the peer's half 1 at the fixed offset kHalfElems.
+  req = Request(3, 10, Collective::kAllToAll);
+  req.scope = PlanScope::ForRank(1);
+  StatusOr<Schedule> classic = BuildSchedule(*direct, req);
+  req.window_half = 1;
+  StatusOr<Schedule> single = BuildSchedule(*direct, req);
+  ASSERT_TRUE(classic.ok() && single.ok());
+  auto signals = [](const Schedule& s) {
+    int n = 0;
+    for (const Step& st : s.ranks[1].steps) n += st.op == StepOp::kSignal;
+    return n;
+  };
+  EXPECT_EQ(signals(*classic), 4);
+  EXPECT_EQ(signals(*single), 2);
+  for (const Step& st : single->ranks[1].steps)
+    if (st.op == StepOp::kDirectRead) EXPECT_EQ(st.remote.offset, kHalfElems + 1 * 10);
+}
+
+TEST(WindowSequence, CheckerProvesAllToAllSequences) {
+  const std::vector<std::string> algos = {"direct", "direct", "direct", "pairwise", "direct",
+                                          "bruck", "direct", "direct"};
+  for (int p : {2, 3, 4, 8})
+    for (size_t count : {size_t{1}, size_t{7}, size_t{100}}) {
+      std::vector<Schedule> calls =
+          AsCommunicatorRunsThem(algos, p, count, true, Collective::kAllToAll);
+      Status st = Prove(calls, p, count, false, Collective::kAllToAll);
+      EXPECT_TRUE(st.ok()) << "p=" << p << " count=" << count << ": " << st.message();
+    }
+  // The same half twice in a row is a race the checker finds.
+  const AlgorithmInfo* direct = FindAlgorithm(Collective::kAllToAll, "direct");
+  ASSERT_NE(direct, nullptr);
+  ScheduleRequest req = Request(3, 7, Collective::kAllToAll);
+  req.window_half = 0;
+  StatusOr<Schedule> a = BuildSchedule(*direct, req);
+  StatusOr<Schedule> b = BuildSchedule(*direct, req);
+  ASSERT_TRUE(a.ok() && b.ok());
+  Status st = Prove({*a, *b}, 3, 7, false, Collective::kAllToAll);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("race"), std::string::npos) << st.message();
 }
 
 }  // namespace

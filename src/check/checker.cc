@@ -1097,10 +1097,41 @@ Status CheckCallSequence(const std::vector<const Schedule*>& calls, const Schedu
                          const CheckOptions& options) {
   if (calls.empty()) return InvalidArgument("call sequence: no calls");
   if (options.in_place) return InvalidArgument("call sequence: out-of-place only");
-  Schedule joined = *calls.front();
+  // Scratch is the window only for schedules with direct steps; the executor gives the others
+  // a private heap buffer, which no peer reads. Those calls' Scratch regions are moved past the
+  // window's extent here, so that they alias each other but not the window.
+  auto uses_window = [](const Schedule& s) {
+    for (const RankSchedule& rs : s.ranks)
+      for (const Step& st : rs.steps)
+        if (SemanticsOf(st.op).needs_direct) return true;
+    return false;
+  };
+  size_t window_extent = 0;
+  for (const Schedule* s : calls)
+    if (uses_window(*s))
+      for (const RankSchedule& rs : s->ranks) window_extent = std::max(window_extent, rs.scratch_count);
+  std::vector<Schedule> moved;  // the non-window calls, relocated
+  moved.reserve(calls.size());
+  std::vector<const Schedule*> seq;
+  for (const Schedule* s : calls) {
+    if (window_extent == 0 || uses_window(*s)) {
+      seq.push_back(s);
+      continue;
+    }
+    moved.push_back(*s);
+    for (RankSchedule& rs : moved.back().ranks) {
+      if (rs.scratch_count == 0) continue;
+      rs.scratch_count += window_extent;
+      for (Step& st : rs.steps)
+        for (Region* r : {&st.src, &st.dst})
+          if (r->buffer == Buffer::kScratch) r->offset += window_extent;
+    }
+    seq.push_back(&moved.back());
+  }
+  Schedule joined = *seq.front();
   std::string names = joined.algorithm;
-  for (size_t k = 1; k < calls.size(); ++k) {
-    const Schedule& next = *calls[k];
+  for (size_t k = 1; k < seq.size(); ++k) {
+    const Schedule& next = *seq[k];
     if (!next.scope.all() || next.ranks.size() != joined.ranks.size())
       return InvalidArgument("call sequence: call " + std::to_string(k) + " (" + next.algorithm +
                              ") does not hold every rank's steps");

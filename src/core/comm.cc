@@ -239,12 +239,7 @@ Status BuildPlan(weftComm* comm, const CollectiveCall& call, ScheduleRequest* re
     return OkStatus();
   }
   // Single-round direct schedules: one per window half (see ScheduleRequest::window_half).
-  if (plan->algorithm->holds_window && cacheable) {
-    req->window_half = 0;
-    req->window_half_elems = kWindowHalfBytes / std::max<size_t>(elem, 1);
-    plan->holds_window = plan->algorithm->holds_window(*req);
-    if (!plan->holds_window) req->window_half = -1;
-  }
+  if (cacheable) plan->holds_window = AskSingleRound(*plan->algorithm, req, elem);
   StatusOr<std::shared_ptr<const Schedule>> built = BuildChecked(comm, *plan, *req);
   if (!built.ok()) return built.status();
   plan->schedule = *built;

@@ -8,6 +8,7 @@
 #include <limits>
 #include <sstream>
 
+#include "algorithms/direct_pattern.h"
 #include "common/log.h"
 #include "common/settings.h"
 #include "tune/analytic_model.h"
@@ -128,6 +129,9 @@ Selector::Evaluated Selector::Evaluate(const Candidate& c, const ScheduleRequest
   co.max_build_cost = build_budget > 0 && c.chunk.chunk_elems == 0 ? 4 * build_budget : build_budget;
   ScheduleRequest r = req;
   r.chunk = c.chunk;
+  // Timed as the communicator will run it: a call that fits half the window in one round runs
+  // the single-round schedule (no closing signal round).
+  if (r.window_half < 0 && r.collective != Collective::kAllToAllv) AskSingleRound(*c.algorithm, &r, elem);
   StatusOr<CostEstimate> est = PredictCost(*c.algorithm, r, elem, *fabric_, co);
   Evaluated e;
   e.decision.algorithm = c.algorithm;
