@@ -11,6 +11,11 @@
 //      makes in-place calls, input = output + r * n, a no-op copy);
 //   4. signal every peer "done k".
 // After the last round: wait every peer's last "done" (our window is free for the next call).
+//
+// Single-round variant (ScheduleRequest::window_half = h, for calls whose block fits half the
+// window in one round; as allreduce oneshot's, see allreduce_oneshot.cc): steps 1-3 in half
+// h, and no "done" round: the call returns while peers may still read our half. The
+// communicator alternates halves between calls.
 #include <algorithm>
 
 #include "algorithms/direct_pattern.h"
@@ -20,12 +25,34 @@
 namespace weft {
 namespace {
 
+DirectRounds BlockRounds(const ScheduleRequest& req) {
+  return DirectRounds(req, req.count, kDirectScratchElems / 2);
+}
+
+// Steps 1-3 of one round: elements [o, o + c) of the block, staged at `slot` of Scratch.
+void PublishWaitRead(RankSchedule& rs, int r, int p, size_t n, size_t o, size_t c, size_t slot,
+                     bool wait_done_first) {
+  rs.steps.push_back(CopyStep(In(o, c), Tmp(slot, c)));
+  SignalAll(rs, r, p);  // ready
+  for (int q = 0; q < p; ++q) {
+    if (q == r) continue;
+    if (wait_done_first) WaitOne(rs, q);  // done of the round before
+    WaitOne(rs, q);                       // ready
+  }
+  for (int q = 0; q < p; ++q) {
+    if (q == r)
+      rs.steps.push_back(CopyStep(Tmp(slot, c), Out(r * n + o, c)));
+    else
+      rs.steps.push_back(DirectStep(q, Tmp(slot, c), Out(q * n + o, c), /*reduce=*/false));
+  }
+}
+
 StatusOr<Schedule> BuildAllGatherDirect(const ScheduleRequest& req) {
   WEFT_RETURN_IF_ERROR(CheckRequestBasics(req));
   Schedule sched = NewSchedule(req, "direct");
   const int p = req.nranks;
   const size_t n = req.count;
-  const DirectRounds plan(req, n, kDirectScratchElems / 2);
+  const DirectRounds plan = BlockRounds(req);
   const size_t c_max = plan.per_round, rounds = plan.rounds;
   for (int r : RanksToBuild(req)) {
     RankSchedule& rs = sched.ranks[r];
@@ -46,23 +73,17 @@ StatusOr<Schedule> BuildAllGatherDirect(const ScheduleRequest& req) {
       SignalRound(rs, r, p);
       continue;
     }
+    if (SingleRoundInHalf(req, n, plan)) {
+      const size_t half = req.window_half_elems;
+      rs.scratch_count = 2 * half;  // fixed: the window never grows between such calls
+      PublishWaitRead(rs, r, p, n, /*o=*/0, n, static_cast<size_t>(req.window_half) * half,
+                      /*wait_done_first=*/false);
+      continue;
+    }
     rs.scratch_count = 2 * c_max;
     for (size_t k = 0; k < rounds; ++k) {
       const size_t o = k * c_max, c = std::min(c_max, n - o), slot = (k % 2) * c_max;
-      rs.steps.push_back(CopyStep(In(o, c), Tmp(slot, c)));
-      SignalAll(rs, r, p);  // ready k
-      for (int q = 0; q < p; ++q) {
-        if (q == r) continue;
-        if (k > 0) WaitOne(rs, q);  // done k-1
-        WaitOne(rs, q);             // ready k
-      }
-      for (int q = 0; q < p; ++q) {
-        if (q == r) {
-          rs.steps.push_back(CopyStep(Tmp(slot, c), Out(r * n + o, c)));
-          continue;
-        }
-        rs.steps.push_back(DirectStep(q, Tmp(slot, c), Out(q * n + o, c), /*reduce=*/false));
-      }
+      PublishWaitRead(rs, r, p, n, o, c, slot, /*wait_done_first=*/k > 0);
       SignalAll(rs, r, p);  // done k
     }
     WaitAll(rs, r, p);
@@ -70,7 +91,15 @@ StatusOr<Schedule> BuildAllGatherDirect(const ScheduleRequest& req) {
   return sched;
 }
 
-WEFT_REGISTER_DIRECT_ALGORITHM(Collective::kAllGather, "direct", BuildAllGatherDirect);
+// The single-round variant returns holding the window (peers may still read its half).
+bool DirectHoldsWindow(const ScheduleRequest& req) {
+  if (req.nranks < 2 || req.peer_buffers_mapped) return false;
+  return SingleRoundInHalf(req, req.count, BlockRounds(req));
+}
+
+const bool kRegistered = RegisterAlgorithm(AlgorithmInfo{
+    "direct", Collective::kAllGather, AllRanksMappable, BuildAllGatherDirect, DirectHoldsWindow,
+    /*direct=*/true});
 
 }  // namespace
 }  // namespace weft

@@ -11,6 +11,11 @@
 //      order (bit-identical whichever rank computes it), finalize;
 //   4. signal every peer "done k".
 // After the last round: wait every peer's last "done".
+//
+// Single-round variant (ScheduleRequest::window_half = h, for calls whose p blocks fit half
+// the window in one round; as allreduce oneshot's, see allreduce_oneshot.cc): steps 1-3 in
+// half h (block q at h * H + q * n), and no "done" round: the call returns while peers may
+// still read our half. The communicator alternates halves between calls.
 #include <algorithm>
 
 #include "algorithms/direct_pattern.h"
@@ -20,12 +25,32 @@
 namespace weft {
 namespace {
 
+DirectRounds BlockRounds(const ScheduleRequest& req) {
+  return DirectRounds(req, req.count, std::max<size_t>(1, kDirectScratchElems / 2 / req.nranks));
+}
+
+// Steps 1-3 of one round: elements [o, o + c) of every block, staged at `slot` + q * `stride`
+// of Scratch.
+void PublishWaitReduce(RankSchedule& rs, int r, int p, size_t n, size_t o, size_t c, size_t slot,
+                       size_t stride, bool wait_done_first) {
+  for (int q = 0; q < p; ++q) rs.steps.push_back(CopyStep(In(q * n + o, c), Tmp(slot + q * stride, c)));
+  SignalAll(rs, r, p);  // ready
+  for (int q = 0; q < p; ++q) {
+    if (q == r) continue;
+    if (wait_done_first) WaitOne(rs, q);  // done of the round before
+    WaitOne(rs, q);                       // ready
+  }
+  const Region mine = Tmp(slot + r * stride, c);  // block r in every rank's slot
+  for (int q = 0; q < p; ++q) rs.steps.push_back(InRankOrder(r, q, q == 0, mine, Out(o, c)));
+  rs.steps.push_back(FinalizeStep(Out(o, c)));
+}
+
 StatusOr<Schedule> BuildReduceScatterDirect(const ScheduleRequest& req) {
   WEFT_RETURN_IF_ERROR(CheckRequestBasics(req));
   Schedule sched = NewSchedule(req, "direct");
   const int p = req.nranks;
   const size_t n = req.count;
-  const DirectRounds plan(req, n, std::max<size_t>(1, kDirectScratchElems / 2 / p));
+  const DirectRounds plan = BlockRounds(req);
   const size_t c_max = plan.per_round, rounds = plan.rounds;
   const size_t slot_elems = p * c_max;
   for (int r : RanksToBuild(req)) {
@@ -48,22 +73,17 @@ StatusOr<Schedule> BuildReduceScatterDirect(const ScheduleRequest& req) {
       SignalRound(rs, r, p);
       continue;
     }
+    if (SingleRoundInHalf(req, p * n, plan)) {
+      const size_t half = req.window_half_elems;
+      rs.scratch_count = 2 * half;  // fixed: the window never grows between such calls
+      PublishWaitReduce(rs, r, p, n, /*o=*/0, n, static_cast<size_t>(req.window_half) * half,
+                        /*stride=*/n, /*wait_done_first=*/false);
+      continue;
+    }
     rs.scratch_count = 2 * slot_elems;
     for (size_t k = 0; k < rounds; ++k) {
       const size_t o = k * c_max, c = std::min(c_max, n - o), slot = (k % 2) * slot_elems;
-      for (int q = 0; q < p; ++q)
-        rs.steps.push_back(CopyStep(In(q * n + o, c), Tmp(slot + q * c_max, c)));
-      SignalAll(rs, r, p);  // ready k
-      for (int q = 0; q < p; ++q) {
-        if (q == r) continue;
-        if (k > 0) WaitOne(rs, q);  // done k-1
-        WaitOne(rs, q);             // ready k
-      }
-      const Region mine = Tmp(slot + r * c_max, c);  // block r in every rank's slot
-      for (int q = 0; q < p; ++q) {
-        rs.steps.push_back(InRankOrder(r, q, q == 0, mine, Out(o, c)));
-      }
-      rs.steps.push_back(FinalizeStep(Out(o, c)));
+      PublishWaitReduce(rs, r, p, n, o, c, slot, c_max, /*wait_done_first=*/k > 0);
       SignalAll(rs, r, p);  // done k
     }
     WaitAll(rs, r, p);
@@ -71,7 +91,15 @@ StatusOr<Schedule> BuildReduceScatterDirect(const ScheduleRequest& req) {
   return sched;
 }
 
-WEFT_REGISTER_DIRECT_ALGORITHM(Collective::kReduceScatter, "direct", BuildReduceScatterDirect);
+// The single-round variant returns holding the window (peers may still read its half).
+bool DirectHoldsWindow(const ScheduleRequest& req) {
+  if (req.nranks < 2 || req.peer_buffers_mapped) return false;
+  return SingleRoundInHalf(req, req.nranks * req.count, BlockRounds(req));
+}
+
+const bool kRegistered = RegisterAlgorithm(AlgorithmInfo{
+    "direct", Collective::kReduceScatter, AllRanksMappable, BuildReduceScatterDirect,
+    DirectHoldsWindow, /*direct=*/true});
 
 }  // namespace
 }  // namespace weft

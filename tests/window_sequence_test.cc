@@ -195,27 +195,42 @@ TEST(WindowSequence, AllToAllDirectHoldsTheWindowWhenItsBlocksFitAHalf) {
     if (st.op == StepOp::kDirectRead) EXPECT_EQ(st.remote.offset, kHalfElems + 1 * 10);
 }
 
-TEST(WindowSequence, CheckerProvesAllToAllSequences) {
-  const std::vector<std::string> algos = {"direct", "direct", "direct", "pairwise", "direct",
-                                          "bruck", "direct", "direct"};
-  for (int p : {2, 3, 4, 8})
-    for (size_t count : {size_t{1}, size_t{7}, size_t{100}}) {
-      std::vector<Schedule> calls =
-          AsCommunicatorRunsThem(algos, p, count, true, Collective::kAllToAll);
-      Status st = Prove(calls, p, count, false, Collective::kAllToAll);
-      EXPECT_TRUE(st.ok()) << "p=" << p << " count=" << count << ": " << st.message();
-    }
-  // The same half twice in a row is a race the checker finds.
-  const AlgorithmInfo* direct = FindAlgorithm(Collective::kAllToAll, "direct");
-  ASSERT_NE(direct, nullptr);
-  ScheduleRequest req = Request(3, 7, Collective::kAllToAll);
-  req.window_half = 0;
-  StatusOr<Schedule> a = BuildSchedule(*direct, req);
-  StatusOr<Schedule> b = BuildSchedule(*direct, req);
-  ASSERT_TRUE(a.ok() && b.ok());
-  Status st = Prove({*a, *b}, 3, 7, false, Collective::kAllToAll);
-  ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("race"), std::string::npos) << st.message();
+// All-to-all, allgather and reduce-scatter direct single-round calls mixed with the
+// collective's message-based algorithms (their scratch is private: CheckCallSequence).
+TEST(WindowSequence, CheckerProvesAllToAllAllGatherAndReduceScatterSequences) {
+  const std::vector<std::pair<Collective, std::vector<std::string>>> cases = {
+      {Collective::kAllToAll, {"direct", "direct", "direct", "pairwise", "direct", "bruck", "direct", "direct"}},
+      {Collective::kAllGather, {"direct", "direct", "ring", "direct", "direct", "bruck", "direct"}},
+      {Collective::kReduceScatter, {"direct", "direct", "ring", "direct", "direct", "pairwise", "direct"}},
+  };
+  for (const auto& [c, algos] : cases)
+    for (int p : {2, 3, 4, 8})
+      for (size_t count : {size_t{1}, size_t{7}, size_t{100}})
+        for (bool avg : {false, true}) {
+          if (avg && c != Collective::kReduceScatter) continue;
+          std::vector<Schedule> calls = AsCommunicatorRunsThem(algos, p, count, true, c);
+          Status st = Prove(calls, p, count, avg, c);
+          EXPECT_TRUE(st.ok()) << CollectiveName(c) << " p=" << p << " count=" << count << ": "
+                               << st.message();
+        }
+}
+
+// The same half twice in a row is a race the checker finds.
+TEST(WindowSequence, CheckerFindsTheSameHalfRaceForEveryDirectCollective) {
+  for (Collective c : {Collective::kAllToAll, Collective::kAllGather, Collective::kReduceScatter}) {
+    const AlgorithmInfo* direct = FindAlgorithm(c, "direct");
+    ASSERT_NE(direct, nullptr) << CollectiveName(c);
+    ASSERT_TRUE(direct->holds_window) << CollectiveName(c);
+    ScheduleRequest req = Request(3, 7, c);
+    req.window_half = 0;
+    ASSERT_TRUE(direct->holds_window(req)) << CollectiveName(c);
+    StatusOr<Schedule> a = BuildSchedule(*direct, req);
+    StatusOr<Schedule> b = BuildSchedule(*direct, req);
+    ASSERT_TRUE(a.ok() && b.ok());
+    Status st = Prove({*a, *b}, 3, 7, false, c);
+    ASSERT_FALSE(st.ok()) << CollectiveName(c);
+    EXPECT_NE(st.message().find("race"), std::string::npos) << st.message();
+  }
 }
 
 }  // namespace

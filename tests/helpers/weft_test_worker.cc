@@ -31,6 +31,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -216,6 +217,37 @@ int LatePeer(weftComm_t comm, int rank, int size) {
                  it, block, q, i, a2a_out[q * block + i], value(q, rank, i));
           return 1;
         }
+    // Then an allgather and a reduce-scatter (sum) of the same block size: small ones run
+    // single-round too.
+    std::vector<float> mine(block), gathered(block * size, -1.0f);
+    for (size_t i = 0; i < block; ++i) mine[i] = value(rank, rank, i);
+    if (in_place) std::copy(mine.begin(), mine.end(), gathered.begin() + rank * block);
+    if (weftAllGather(in_place ? gathered.data() + rank * block : mine.data(), gathered.data(), block,
+                      weftFloat32, comm, nullptr) != weftSuccess)
+      return Fail("late-peer allgather");
+    for (int q = 0; q < size; ++q)
+      for (size_t i = 0; i < block; ++i)
+        if (gathered[q * block + i] != value(q, q, i)) {
+          printf("FAIL late-peer allgather call %d (block %zu) rank %d element %zu: %g, want %g\n",
+                 it, block, q, i, gathered[q * block + i], value(q, q, i));
+          return 1;
+        }
+    std::vector<float> scattered(block, -1.0f);
+    if (in_place) a2a_out = a2a_in;
+    if (weftReduceScatter(in_place ? a2a_out.data() : a2a_in.data(),
+                          in_place ? a2a_out.data() + rank * block : scattered.data(), block,
+                          weftFloat32, weftSum, comm, nullptr) != weftSuccess)
+      return Fail("late-peer reducescatter");
+    for (size_t i = 0; i < block; ++i) {
+      float want = 0;
+      for (int q = 0; q < size; ++q) want += value(q, rank, i);
+      const float got = in_place ? a2a_out[rank * block + i] : scattered[i];
+      if (got != want) {
+        printf("FAIL late-peer reducescatter call %d (block %zu) element %zu: %g, want %g\n", it,
+               block, i, got, want);
+        return 1;
+      }
+    }
   }
   printf("OK late-peer (%d late calls here)\n", late_calls);
   return 0;
