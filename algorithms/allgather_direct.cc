@@ -33,12 +33,7 @@ DirectRounds BlockRounds(const ScheduleRequest& req) {
 void PublishWaitRead(RankSchedule& rs, int r, int p, size_t n, size_t o, size_t c, size_t slot,
                      bool wait_done_first) {
   rs.steps.push_back(CopyStep(In(o, c), Tmp(slot, c)));
-  SignalAll(rs, r, p);  // ready
-  for (int q = 0; q < p; ++q) {
-    if (q == r) continue;
-    if (wait_done_first) WaitOne(rs, q);  // done of the round before
-    WaitOne(rs, q);                       // ready
-  }
+  ReadyRound(rs, r, p, wait_done_first);
   for (int q = 0; q < p; ++q) {
     if (q == r)
       rs.steps.push_back(CopyStep(Tmp(slot, c), Out(r * n + o, c)));

@@ -41,13 +41,8 @@ void PublishWaitReduce(RankSchedule& rs, int r, int p, size_t o, size_t c, size_
                        bool wait_done_first) {
   // 1. publish our contribution
   rs.steps.push_back(CopyStep(In(o, c), Tmp(slot, c)));
-  SignalAll(rs, r, p);
   // 2. everyone's contribution is ready
-  for (int q = 0; q < p; ++q) {
-    if (q == r) continue;
-    if (wait_done_first) WaitOne(rs, q);  // done k-1
-    WaitOne(rs, q);                       // ready k
-  }
+  ReadyRound(rs, r, p, wait_done_first);
   // 3. reduce in rank order
   for (int q = 0; q < p; ++q) rs.steps.push_back(InRankOrder(r, q, q == 0, Tmp(slot, c), Out(o, c)));
   rs.steps.push_back(FinalizeStep(Out(o, c)));

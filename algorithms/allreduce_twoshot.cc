@@ -104,13 +104,8 @@ StatusOr<Schedule> BuildAllReduceTwoshot(const ScheduleRequest& req) {
       // 1. publish the parts the peers reduce (everything but our own part)
       if (po > 0) rs.steps.push_back(CopyStep(In(o, po), Tmp(a, po)));
       if (po + ps < c) rs.steps.push_back(CopyStep(In(o + po + ps, c - po - ps), Tmp(a + po + ps, c - po - ps)));
-      SignalAll(rs, r, p);
       // 2. everyone's contribution is ready
-      for (int q = 0; q < p; ++q) {
-        if (q == r) continue;
-        if (k > 0) WaitOne(rs, q);  // done k-1
-        WaitOne(rs, q);             // ready k
-      }
+      ReadyRound(rs, r, p, /*wait_done_first=*/k > 0);
       // 3. reduce our part, in rank order, into B (our own part of A)
       if (ps > 0) {
         StagedReduceInRankOrder(rs, r, p, Tmp(a + po, ps), In(o + po, ps));

@@ -50,12 +50,7 @@ void PublishWaitRead(RankSchedule& rs, int r, int p, size_t n, size_t o, size_t 
     else
       rs.steps.push_back(CopyStep(In(q * n + o, c), Tmp(slot + q * stride, c)));
   }
-  SignalAll(rs, r, p);  // ready
-  for (int q = 0; q < p; ++q) {
-    if (q == r) continue;
-    if (wait_done_first) WaitOne(rs, q);  // done of the round before
-    WaitOne(rs, q);                       // ready
-  }
+  ReadyRound(rs, r, p, wait_done_first);
   for (int q = 0; q < p; ++q) {
     if (q == r) continue;
     rs.steps.push_back(DirectStep(q, Tmp(slot + r * stride, c), Out(q * n + o, c), /*reduce=*/false));

@@ -61,6 +61,18 @@ inline void WaitAll(RankSchedule& rs, int r, int p) {
     if (q != r) WaitOne(rs, q);
 }
 
+// The "ready" round of a direct round: signal every peer that our staged data is published,
+// then from each peer wait its "done" of the round before (when there is one: counted signals
+// are consumed in the order they were sent) and its "ready".
+inline void ReadyRound(RankSchedule& rs, int r, int p, bool wait_done_first) {
+  SignalAll(rs, r, p);
+  for (int q = 0; q < p; ++q) {
+    if (q == r) continue;
+    if (wait_done_first) WaitOne(rs, q);
+    WaitOne(rs, q);
+  }
+}
+
 // Direct algorithms need every rank's window mapped (all ranks on one host, shm enabled).
 inline bool AllRanksMappable(const ScheduleRequest& req) { return req.all_ranks_mappable; }
 

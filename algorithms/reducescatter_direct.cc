@@ -34,12 +34,7 @@ DirectRounds BlockRounds(const ScheduleRequest& req) {
 void PublishWaitReduce(RankSchedule& rs, int r, int p, size_t n, size_t o, size_t c, size_t slot,
                        size_t stride, bool wait_done_first) {
   for (int q = 0; q < p; ++q) rs.steps.push_back(CopyStep(In(q * n + o, c), Tmp(slot + q * stride, c)));
-  SignalAll(rs, r, p);  // ready
-  for (int q = 0; q < p; ++q) {
-    if (q == r) continue;
-    if (wait_done_first) WaitOne(rs, q);  // done of the round before
-    WaitOne(rs, q);                       // ready
-  }
+  ReadyRound(rs, r, p, wait_done_first);
   const Region mine = Tmp(slot + r * stride, c);  // block r in every rank's slot
   for (int q = 0; q < p; ++q) rs.steps.push_back(InRankOrder(r, q, q == 0, mine, Out(o, c)));
   rs.steps.push_back(FinalizeStep(Out(o, c)));

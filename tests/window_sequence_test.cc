@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "algorithms/direct_pattern.h"
@@ -84,6 +85,22 @@ Status Prove(const std::vector<Schedule>& calls, int p, size_t count, bool avg,
   return CheckCallSequence(ptrs, Request(p, count, c), o);
 }
 
+// Rank 1's classic schedule (window_half -1) and its single-round one in half 1, for `req`.
+std::pair<StatusOr<Schedule>, StatusOr<Schedule>> ClassicAndSingle(const AlgorithmInfo& a,
+                                                                   ScheduleRequest req) {
+  req.scope = PlanScope::ForRank(1);
+  req.window_half = -1;
+  StatusOr<Schedule> classic = BuildSchedule(a, req);
+  req.window_half = 1;
+  return {std::move(classic), BuildSchedule(a, req)};
+}
+
+int Signals(const Schedule& s) {
+  int n = 0;
+  for (const Step& st : s.ranks[1].steps) n += st.op == StepOp::kSignal;
+  return n;
+}
+
 TEST(WindowSequence, OneshotHoldsTheWindowOnlyWhenAskedAndInOneRound) {
   const AlgorithmInfo* oneshot = FindAlgorithm(Collective::kAllReduce, "oneshot");
   ASSERT_NE(oneshot, nullptr);
@@ -100,19 +117,10 @@ TEST(WindowSequence, OneshotHoldsTheWindowOnlyWhenAskedAndInOneRound) {
   req.window_half = 0;
   EXPECT_FALSE(oneshot->holds_window(req));  // one rank: no window at all
   // The single-round schedule has one signal per peer (the classic one two).
-  req = Request(3, 100);
-  req.scope = PlanScope::ForRank(1);
-  StatusOr<Schedule> classic = BuildSchedule(*oneshot, req);
-  req.window_half = 1;
-  StatusOr<Schedule> single = BuildSchedule(*oneshot, req);
+  auto [classic, single] = ClassicAndSingle(*oneshot, Request(3, 100));
   ASSERT_TRUE(classic.ok() && single.ok());
-  auto signals = [](const Schedule& s) {
-    int n = 0;
-    for (const Step& st : s.ranks[1].steps) n += st.op == StepOp::kSignal;
-    return n;
-  };
-  EXPECT_EQ(signals(*classic), 4);
-  EXPECT_EQ(signals(*single), 2);
+  EXPECT_EQ(Signals(*classic), 4);
+  EXPECT_EQ(Signals(*single), 2);
   // Half 1 lies at the fixed offset kHalfElems.
   for (const Step& st : single->ranks[1].steps)
     if (st.op == StepOp::kDirectReduce || st.op == StepOp::kDirectRead)
@@ -178,19 +186,10 @@ TEST(WindowSequence, AllToAllDirectHoldsTheWindowWhenItsBlocksFitAHalf) {
   EXPECT_FALSE(direct->holds_window(req));
   // The single-round schedule signals each peer once (the classic one twice) and reads block r
   // of the peer's half 1 at the fixed offset kHalfElems.
-  req = Request(3, 10, Collective::kAllToAll);
-  req.scope = PlanScope::ForRank(1);
-  StatusOr<Schedule> classic = BuildSchedule(*direct, req);
-  req.window_half = 1;
-  StatusOr<Schedule> single = BuildSchedule(*direct, req);
+  auto [classic, single] = ClassicAndSingle(*direct, Request(3, 10, Collective::kAllToAll));
   ASSERT_TRUE(classic.ok() && single.ok());
-  auto signals = [](const Schedule& s) {
-    int n = 0;
-    for (const Step& st : s.ranks[1].steps) n += st.op == StepOp::kSignal;
-    return n;
-  };
-  EXPECT_EQ(signals(*classic), 4);
-  EXPECT_EQ(signals(*single), 2);
+  EXPECT_EQ(Signals(*classic), 4);
+  EXPECT_EQ(Signals(*single), 2);
   for (const Step& st : single->ranks[1].steps)
     if (st.op == StepOp::kDirectRead) EXPECT_EQ(st.remote.offset, kHalfElems + 1 * 10);
 }
