@@ -461,6 +461,9 @@ StatusOr<Decision> Selector::Choose(ScheduleRequest* request, size_t elem_size) 
     rep.count = std::max<size_t>(1, rep_bytes / elem_size / per);
   }
   if (only) key += "|forced=" + only->name;
+  // An out-of-place all-to-all may run schedules an in-place one cannot (pairwise skips its
+  // staging): the two are decided apart, else a bucket's first call would decide for both.
+  if (request->out_of_place) key += "|oop";
 
   const std::string shared_key = std::to_string(fabric_digest_) + (shm_ ? "|shm|" : "|noshm|") + key;
   auto it = cache_.find(key);
