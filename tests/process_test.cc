@@ -137,6 +137,18 @@ TEST_P(Transports, SmallCallsWithALatePeerAreExact) {
     }
 }
 
+// Rank 0 calls its all-to-alls in place, the others out of place (NCCL allows it): the ranks
+// agree on the algorithm and the results are exact.
+TEST_P(Transports, AllToAllWithRanksOfMixedPlacementIsExact) {
+  for (int n : {2, 3, 4}) {
+    Outcome o = Launch(n, {Worker(), "a2a-mixed"}, Env(), 120);
+    ASSERT_FALSE(o.timed_out) << "timed out with " << n << " ranks";
+    for (int r = 0; r < n; ++r)
+      EXPECT_NE(o.output[r].find("OK a2a-mixed"), std::string::npos)
+          << n << " ranks, rank " << r << ": " << o.output[r];
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(ShmAndTcp, Transports, testing::Values(false, true),
                          [](const testing::TestParamInfo<bool>& i) { return i.param ? "tcp" : "shm"; });
 

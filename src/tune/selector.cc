@@ -461,9 +461,11 @@ StatusOr<Decision> Selector::Choose(ScheduleRequest* request, size_t elem_size) 
     rep.count = std::max<size_t>(1, rep_bytes / elem_size / per);
   }
   if (only) key += "|forced=" + only->name;
-  // An out-of-place all-to-all may run schedules an in-place one cannot (pairwise skips its
-  // staging): the two are decided apart, else a bucket's first call would decide for both.
-  if (request->out_of_place) key += "|oop";
+  // All-to-all is decided as an out-of-place call whatever this rank's placement. Ranks may
+  // differ in it (NCCL allows one rank in place and another not) and must agree on the
+  // algorithm; an in-place rank runs that algorithm's in-place schedule. (Decided with the
+  // rank's own placement, a bucket's first call chose for both, and mixed ranks could differ.)
+  if (c == Collective::kAllToAll) rep.out_of_place = true;
 
   const std::string shared_key = std::to_string(fabric_digest_) + (shm_ ? "|shm|" : "|noshm|") + key;
   auto it = cache_.find(key);

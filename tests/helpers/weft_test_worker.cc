@@ -253,6 +253,37 @@ int LatePeer(weftComm_t comm, int rank, int size) {
   return 0;
 }
 
+// All-to-alls where rank 0 calls in place and the others do not (NCCL allows the ranks to
+// differ): every rank must run the same algorithm, each its own placement's schedule. Sizes
+// from the single-round direct range to pairwise and staged direct ones.
+int AllToAllMixedPlacement(weftComm_t comm, int rank, int size) {
+  for (size_t block : {size_t{1}, size_t{100}, size_t{1000}, size_t{20000}, size_t{300000}}) {
+    auto value = [&](int from, int to, size_t i) {
+      return static_cast<float>((from * 7 + to * 3 + static_cast<int>(i % 1000)) % 97);
+    };
+    std::vector<float> in(block * size), out(block * size, -1.0f);
+    for (int q = 0; q < size; ++q)
+      for (size_t i = 0; i < block; ++i) in[q * block + i] = value(rank, q, i);
+    const bool in_place = rank == 0;
+    if (in_place) out = in;
+    for (int rep = 0; rep < 3; ++rep) {
+      if (in_place) out = in;
+      if (weftAllToAll(in_place ? out.data() : in.data(), out.data(), block, weftFloat32, comm,
+                       nullptr) != weftSuccess)
+        return Fail("mixed-placement alltoall");
+      for (int q = 0; q < size; ++q)
+        for (size_t i = 0; i < block; ++i)
+          if (out[q * block + i] != value(q, rank, i)) {
+            printf("FAIL a2a-mixed block %zu from rank %d element %zu: %g, want %g\n", block, q, i,
+                   out[q * block + i], value(q, rank, i));
+            return 1;
+          }
+    }
+  }
+  printf("OK a2a-mixed\n");
+  return 0;
+}
+
 // Splits into even/odd ranks (reversed by key) and allreduces inside each half.
 int SplitRun(weftComm_t comm, int rank, int size) {
   weftComm_t sub = nullptr;
@@ -532,6 +563,7 @@ int main(int argc, char** argv) {
   else if (mode == "split") rc = SplitRun(comm, rank, size);
   else if (mode == "matrix") rc = Matrix(comm, rank, size);
   else if (mode == "late-peer") rc = LatePeer(comm, rank, size);
+  else if (mode == "a2a-mixed") rc = AllToAllMixedPlacement(comm, rank, size);
   else if (mode == "layout") rc = Layout(comm, rank, size);
   else if (mode == "rank-order" && argc >= 3) rc = RankOrder(comm, rank, size, argc, argv);
   else if (mode == "digest" && argc >= 3) rc = Digest(comm, rank, size, argc, argv);
