@@ -69,10 +69,8 @@ StatusOr<Schedule> BuildAllGatherDirect(const ScheduleRequest& req) {
       continue;
     }
     if (SingleRoundInHalf(req, n, plan)) {
-      const size_t half = req.window_half_elems;
-      rs.scratch_count = 2 * half;  // fixed: the window never grows between such calls
-      PublishWaitRead(rs, r, p, n, /*o=*/0, n, static_cast<size_t>(req.window_half) * half,
-                      /*wait_done_first=*/false);
+      const size_t half = SingleRoundHalf(req, rs);
+      PublishWaitRead(rs, r, p, n, /*o=*/0, n, half, /*wait_done_first=*/false);
       continue;
     }
     rs.scratch_count = 2 * c_max;
@@ -92,9 +90,8 @@ bool DirectHoldsWindow(const ScheduleRequest& req) {
   return SingleRoundInHalf(req, req.count, BlockRounds(req));
 }
 
-const bool kRegistered = RegisterAlgorithm(AlgorithmInfo{
-    "direct", Collective::kAllGather, AllRanksMappable, BuildAllGatherDirect, DirectHoldsWindow,
-    /*direct=*/true});
+WEFT_REGISTER_DIRECT_ALGORITHM(Collective::kAllGather, "direct", BuildAllGatherDirect,
+                               DirectHoldsWindow);
 
 }  // namespace
 }  // namespace weft

@@ -65,10 +65,8 @@ StatusOr<Schedule> BuildAllReduceOneshot(const ScheduleRequest& req) {
       continue;
     }
     if (SingleRoundInHalf(req, n, plan)) {
-      const size_t half = req.window_half_elems;
-      rs.scratch_count = 2 * half;  // fixed: the window never grows between such calls
-      PublishWaitReduce(rs, r, p, /*o=*/0, n, /*slot=*/static_cast<size_t>(req.window_half) * half,
-                        /*wait_done_first=*/false);
+      const size_t half = SingleRoundHalf(req, rs);
+      PublishWaitReduce(rs, r, p, /*o=*/0, n, half, /*wait_done_first=*/false);
       continue;
     }
     rs.scratch_count = 2 * c_max;
@@ -89,9 +87,8 @@ bool OneshotHoldsWindow(const ScheduleRequest& req) {
   return SingleRoundInHalf(req, req.count, DirectRounds(req, req.count, kDirectScratchElems / 2));
 }
 
-const bool kRegistered = RegisterAlgorithm(AlgorithmInfo{
-    "oneshot", Collective::kAllReduce, AllRanksMappable, BuildAllReduceOneshot, OneshotHoldsWindow,
-    /*direct=*/true});
+WEFT_REGISTER_DIRECT_ALGORITHM(Collective::kAllReduce, "oneshot", BuildAllReduceOneshot,
+                               OneshotHoldsWindow);
 
 }  // namespace
 }  // namespace weft

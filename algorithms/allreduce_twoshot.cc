@@ -130,7 +130,7 @@ StatusOr<Schedule> BuildAllReduceTwoshot(const ScheduleRequest& req) {
   return sched;
 }
 
-WEFT_REGISTER_DIRECT_ALGORITHM(Collective::kAllReduce, "twoshot", BuildAllReduceTwoshot);
+WEFT_REGISTER_DIRECT_ALGORITHM(Collective::kAllReduce, "twoshot", BuildAllReduceTwoshot, nullptr);
 
 }  // namespace
 }  // namespace weft

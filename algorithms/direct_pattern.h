@@ -105,6 +105,13 @@ inline bool AskSingleRound(const AlgorithmInfo& algorithm, ScheduleRequest* req,
   return false;
 }
 
+// A single-round schedule's Scratch is both halves of the window, fixed so that the window
+// never grows between such calls; returns where half req.window_half starts.
+inline size_t SingleRoundHalf(const ScheduleRequest& req, RankSchedule& rs) {
+  rs.scratch_count = 2 * req.window_half_elems;
+  return static_cast<size_t>(req.window_half) * req.window_half_elems;
+}
+
 // Whether `req` asks for a single-round schedule in one half of the window, for a call that
 // runs in one round (`plan`) and stages `staged` elements in the window (else the generator
 // builds its classic schedule).

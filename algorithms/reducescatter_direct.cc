@@ -69,10 +69,8 @@ StatusOr<Schedule> BuildReduceScatterDirect(const ScheduleRequest& req) {
       continue;
     }
     if (SingleRoundInHalf(req, p * n, plan)) {
-      const size_t half = req.window_half_elems;
-      rs.scratch_count = 2 * half;  // fixed: the window never grows between such calls
-      PublishWaitReduce(rs, r, p, n, /*o=*/0, n, static_cast<size_t>(req.window_half) * half,
-                        /*stride=*/n, /*wait_done_first=*/false);
+      const size_t half = SingleRoundHalf(req, rs);
+      PublishWaitReduce(rs, r, p, n, /*o=*/0, n, half, /*stride=*/n, /*wait_done_first=*/false);
       continue;
     }
     rs.scratch_count = 2 * slot_elems;
@@ -92,9 +90,8 @@ bool DirectHoldsWindow(const ScheduleRequest& req) {
   return SingleRoundInHalf(req, req.nranks * req.count, BlockRounds(req));
 }
 
-const bool kRegistered = RegisterAlgorithm(AlgorithmInfo{
-    "direct", Collective::kReduceScatter, AllRanksMappable, BuildReduceScatterDirect,
-    DirectHoldsWindow, /*direct=*/true});
+WEFT_REGISTER_DIRECT_ALGORITHM(Collective::kReduceScatter, "direct", BuildReduceScatterDirect,
+                               DirectHoldsWindow);
 
 }  // namespace
 }  // namespace weft

@@ -118,7 +118,8 @@ bool RegisterAlgorithm(AlgorithmInfo info);
       ::weft::AlgorithmInfo{name, collective, applicable_fn, build_fn, nullptr})
 
 // A same-host direct generator (AlgorithmInfo::direct), applicable when every rank's window is
-// mapped (ScheduleRequest::all_ranks_mappable).
-#define WEFT_REGISTER_DIRECT_ALGORITHM(collective, name, build_fn)                        \
+// mapped (ScheduleRequest::all_ranks_mappable); holds_fn is its AlgorithmInfo::holds_window
+// (nullptr: it has no single-round variant).
+#define WEFT_REGISTER_DIRECT_ALGORITHM(collective, name, build_fn, holds_fn)              \
   static const bool WEFT_CONCAT(weft_registered_, __LINE__) = ::weft::RegisterAlgorithm( \
-      ::weft::AlgorithmInfo{name, collective, ::weft::AllRanksMappable, build_fn, nullptr, true})
+      ::weft::AlgorithmInfo{name, collective, ::weft::AllRanksMappable, build_fn, holds_fn, true})

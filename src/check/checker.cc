@@ -1097,53 +1097,51 @@ Status CheckCallSequence(const std::vector<const Schedule*>& calls, const Schedu
                          const CheckOptions& options) {
   if (calls.empty()) return InvalidArgument("call sequence: no calls");
   if (options.in_place) return InvalidArgument("call sequence: out-of-place only");
-  // Scratch is the window only for schedules with direct steps; the executor gives the others
-  // a private heap buffer, which no peer reads. Those calls' Scratch regions are moved past the
-  // window's extent here, so that they alias each other but not the window.
-  auto uses_window = [](const Schedule& s) {
-    for (const RankSchedule& rs : s.ranks)
-      for (const Step& st : rs.steps)
-        if (SemanticsOf(st.op).needs_direct) return true;
+  // Scratch is the window only for a rank whose schedule has direct steps; the executor gives
+  // the others a private heap buffer, which no peer reads. Such ranks' Scratch regions are
+  // moved past the window's extent here, so that they alias each other but not the window.
+  auto uses_window = [](const RankSchedule& rs) {
+    if (rs.direct_steps >= 0) return rs.direct_steps == 1;  // BuildSchedule's answer
+    for (const Step& st : rs.steps)
+      if (SemanticsOf(st.op).needs_direct) return true;
     return false;
   };
+  std::vector<std::vector<char>> window(calls.size());  // [call][rank]
   size_t window_extent = 0;
-  for (const Schedule* s : calls)
-    if (uses_window(*s))
-      for (const RankSchedule& rs : s->ranks) window_extent = std::max(window_extent, rs.scratch_count);
-  std::vector<Schedule> moved;  // the non-window calls, relocated
-  moved.reserve(calls.size());
-  std::vector<const Schedule*> seq;
-  for (const Schedule* s : calls) {
-    if (window_extent == 0 || uses_window(*s)) {
-      seq.push_back(s);
-      continue;
-    }
-    moved.push_back(*s);
-    for (RankSchedule& rs : moved.back().ranks) {
-      if (rs.scratch_count == 0) continue;
-      rs.scratch_count += window_extent;
-      for (Step& st : rs.steps)
-        for (Region* r : {&st.src, &st.dst})
-          if (r->buffer == Buffer::kScratch) r->offset += window_extent;
-    }
-    seq.push_back(&moved.back());
-  }
-  Schedule joined = *seq.front();
-  std::string names = joined.algorithm;
-  for (size_t k = 1; k < seq.size(); ++k) {
-    const Schedule& next = *seq[k];
-    if (!next.scope.all() || next.ranks.size() != joined.ranks.size())
-      return InvalidArgument("call sequence: call " + std::to_string(k) + " (" + next.algorithm +
+  for (size_t k = 0; k < calls.size(); ++k) {
+    const Schedule& call = *calls[k];
+    if (k > 0 && (!call.scope.all() || call.ranks.size() != calls[0]->ranks.size()))
+      return InvalidArgument("call sequence: call " + std::to_string(k) + " (" + call.algorithm +
                              ") does not hold every rank's steps");
-    names += "," + next.algorithm;
+    for (const RankSchedule& rs : call.ranks) {
+      window[k].push_back(uses_window(rs));
+      if (window[k].back()) window_extent = std::max(window_extent, rs.scratch_count);
+    }
+  }
+  Schedule joined = *calls.front();
+  std::string names;
+  for (RankSchedule& rs : joined.ranks) {  // refilled below from every call, the first too
+    rs.steps.clear();
+    rs.input_count = rs.output_count = rs.scratch_count = 0;
+    rs.direct_steps = -1;
+    rs.final_output_write.clear();
+  }
+  for (size_t k = 0; k < calls.size(); ++k) {
+    const Schedule& next = *calls[k];
+    names += (k ? "," : "") + next.algorithm;
     joined.window = std::max(joined.window, next.window);
     for (size_t r = 0; r < joined.ranks.size(); ++r) {
       RankSchedule& to = joined.ranks[r];
       const RankSchedule& from = next.ranks[r];
+      const size_t shift = window[k][r] ? 0 : window_extent;
       to.input_count = std::max(to.input_count, from.input_count);
       to.output_count = std::max(to.output_count, from.output_count);
-      to.scratch_count = std::max(to.scratch_count, from.scratch_count);
-      to.steps.insert(to.steps.end(), from.steps.begin(), from.steps.end());
+      if (from.scratch_count > 0) to.scratch_count = std::max(to.scratch_count, from.scratch_count + shift);
+      for (Step st : from.steps) {
+        for (Region* region : {&st.src, &st.dst})
+          if (region->buffer == Buffer::kScratch) region->offset += shift;
+        to.steps.push_back(st);
+      }
     }
   }
   joined.algorithm = "sequence[" + names + "]";
