@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/settings.h"
+#include "core/settings_agreement.h"
 #include "test_util.h"
 #include "weft/weft.h"
 
@@ -58,7 +59,7 @@ class SettingsEnv : public ::testing::Test {
  protected:
   void TearDown() override {
     for (const char* n : {"WEFT_SPIN_US", "WEFT_CHECK", "WEFT_SHM_RING_BYTES", "WEFT_TIMEOUT",
-                          "WEFT_KERNEL_ISA", "WEFT_ALOG"})
+                          "WEFT_KERNEL_ISA", "WEFT_ALOG", "WEFT_TUNING_FILE", "WEFT_CHUNK_BYTES"})
       unsetenv(n);
   }
 };
@@ -150,6 +151,101 @@ TEST(SettingsProcesses, UnknownVariableIsNamedOnStderr) {
     EXPECT_TRUE(weft_test::ExitedZero(o.status[r])) << o.output[r];
     EXPECT_NE(o.output[r].find("WEFT_ALOG is not a weft setting"), std::string::npos) << o.output[r];
   }
+}
+
+// Settings agreement (src/core/settings_agreement.h): digests compare values as the library
+// reads them, and a difference names the variable, this rank's value and the other ranks.
+size_t AgreedIndex(const char* name) {
+  const auto& names = weft::AgreedSettingNames();
+  for (size_t i = 0; i < names.size(); ++i)
+    if (std::string(names[i]) == name) return i;
+  ADD_FAILURE() << name << " is not an agreed setting";
+  return 0;
+}
+
+TEST_F(SettingsEnv, AgreementDigestsCompareParsedValuesAndFileContents) {
+  const size_t check = AgreedIndex("WEFT_CHECK"), tuning = AgreedIndex("WEFT_TUNING_FILE");
+  const size_t chunk = AgreedIndex("WEFT_CHUNK_BYTES");
+  EXPECT_EQ(weft::AgreedSettingDigests()[check], 0u) << "unset digests as 0";
+  setenv("WEFT_CHECK", "on", 1);
+  const uint64_t on = weft::AgreedSettingDigests()[check];
+  setenv("WEFT_CHECK", "1", 1);
+  EXPECT_EQ(weft::AgreedSettingDigests()[check], on) << "on and 1 are one value";
+  setenv("WEFT_CHECK", "0", 1);
+  EXPECT_NE(weft::AgreedSettingDigests()[check], on);
+  setenv("WEFT_CHUNK_BYTES", "1M", 1);
+  const uint64_t mib = weft::AgreedSettingDigests()[chunk];
+  setenv("WEFT_CHUNK_BYTES", "1048576", 1);
+  EXPECT_EQ(weft::AgreedSettingDigests()[chunk], mib);
+  // Two paths to equal files agree; a changed file does not.
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("weft_agree_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  for (const char* f : {"a", "b"}) std::ofstream(dir / f) << "allreduce 0-inf ring 0 1\n";
+  setenv("WEFT_TUNING_FILE", (dir / "a").c_str(), 1);
+  const uint64_t a = weft::AgreedSettingDigests()[tuning];
+  setenv("WEFT_TUNING_FILE", (dir / "b").c_str(), 1);
+  EXPECT_EQ(weft::AgreedSettingDigests()[tuning], a) << "equal contents, different paths";
+  std::ofstream(dir / "b") << "allreduce 0-inf oneshot 0 1\n";
+  EXPECT_NE(weft::AgreedSettingDigests()[tuning], a) << "different contents";
+  std::filesystem::remove_all(dir);
+}
+
+TEST_F(SettingsEnv, AgreementNamesTheVariableAndTheRanksThatDiffer) {
+  const size_t n = weft::AgreedSettingNames().size(), algo = AgreedIndex("WEFT_ALGO");
+  std::vector<uint64_t> all(3 * n, 7);
+  EXPECT_TRUE(weft::CompareAgreedSettings(all.data(), 3, 1).ok());
+  all[2 * n + algo] = 8;  // rank 2 differs
+  const weft::Status st = weft::CompareAgreedSettings(all.data(), 3, 0);
+  EXPECT_EQ(st.code(), weftInvalidUsage);
+  EXPECT_NE(st.message().find("WEFT_ALGO must be the same on every rank"), std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("this rank (0) has unset, rank(s) 2 another value"), std::string::npos)
+      << st.message();
+  const weft::Status from2 = weft::CompareAgreedSettings(all.data(), 3, 2);
+  EXPECT_NE(from2.message().find("rank(s) 0,1 another value"), std::string::npos) << from2.message();
+}
+
+// Processes: WEFT_CHECK on rank 1 only (it adds an exchange before each call that rank 0 would
+// never join) fails creation on both ranks at once, naming the variable; before, the first
+// collective waited for WEFT_TIMEOUT. Equal tuning files under two paths are accepted.
+TEST(SettingsProcesses, PlanSettingsThatDifferFailCreationEverywhere) {
+  const weft_test::LaunchOutcome o = weft_test::LaunchRanks(
+      2, {weft_test::BinPath("weft_test_worker"), "layout"},
+      {{"WEFT_CHECK", "{rank}"}, {"WEFT_INIT_TIMEOUT", "30"}, {"WEFT_TIMEOUT", "30"}}, 60);
+  ASSERT_FALSE(o.timed_out) << o.output[0] << o.output[1];
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_FALSE(weft_test::ExitedZero(o.status[r])) << o.output[r];
+    EXPECT_NE(o.output[r].find("WEFT_CHECK must be the same on every rank: this rank (" +
+                               std::to_string(r) + ") has \"" + std::to_string(r) + "\", rank(s) " +
+                               std::to_string(1 - r) + " another value"),
+              std::string::npos)
+        << o.output[r];
+  }
+  EXPECT_LT(o.seconds, 20.0);
+}
+
+TEST(SettingsProcesses, EqualTuningFilesUnderTwoPathsAgree) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("weft_agree_p_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  for (const char* f : {"t0", "t1"}) std::ofstream(dir / f) << "allreduce 0-inf ring 0 1\n";
+  const weft_test::LaunchOutcome o = weft_test::LaunchRanks(
+      2, {weft_test::BinPath("weft_test_worker"), "layout"},
+      {{"WEFT_TUNING_FILE", (dir / "t{rank}").string()}}, 60);
+  for (int r = 0; r < 2; ++r) EXPECT_TRUE(weft_test::ExitedZero(o.status[r])) << o.output[r];
+  std::ofstream(dir / "t1") << "allreduce 0-inf oneshot 0 1\n";
+  const weft_test::LaunchOutcome d = weft_test::LaunchRanks(
+      2, {weft_test::BinPath("weft_test_worker"), "layout"},
+      {{"WEFT_TUNING_FILE", (dir / "t{rank}").string()}}, 60);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_FALSE(weft_test::ExitedZero(d.status[r])) << d.output[r];
+    EXPECT_NE(d.output[r].find("WEFT_TUNING_FILE must be the same on every rank (the file's "
+                               "contents are compared)"),
+              std::string::npos)
+        << d.output[r];
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "common/settings.h"
 #include "core/bootstrap.h"
+#include "core/settings_agreement.h"
 #include "net/socket.h"
 #include "topo/calibrate.h"
 #include "topo/fabric.h"
@@ -106,24 +107,31 @@ static Status MaybeCalibrate(weftComm* comm, Bootstrap* bs) {
 // host id, in one fixed-size record. A rank with a bad setting returns its own error (naming
 // the variable); the others fail naming that rank, so no rank goes on to wait for it.
 static Status ExchangeSettingsAndHostIds(weftComm* comm, Bootstrap* bs, std::vector<std::string>* ids) {
-  constexpr size_t kRecordBytes = 256;  // flag byte + host id (NUL-padded)
+  // flag byte + host id (NUL-padded), then the digests of the settings every rank must share
+  constexpr size_t kIdBytes = 256;
+  const std::vector<uint64_t> digests = AgreedSettingDigests();
+  const size_t record_bytes = kIdBytes + digests.size() * sizeof(uint64_t);
   const Status mine = CheckSettings();
   std::string record(1, mine.ok() ? '\0' : '\1');
   record += TopoHostIdentity();
-  record.resize(kRecordBytes, '\0');
-  std::vector<char> all(kRecordBytes * comm->nranks);
-  WEFT_RETURN_IF_ERROR_CTX(bs->AllGather(record.data(), kRecordBytes, all.data()),
+  record.resize(kIdBytes, '\0');
+  record.append(reinterpret_cast<const char*>(digests.data()), digests.size() * sizeof(uint64_t));
+  std::vector<char> all(record_bytes * comm->nranks);
+  WEFT_RETURN_IF_ERROR_CTX(bs->AllGather(record.data(), record_bytes, all.data()),
                            "exchanging settings verdicts and host ids");
   if (!mine.ok()) return mine;
   ids->assign(comm->nranks, "");
+  std::vector<uint64_t> all_digests(digests.size() * comm->nranks);
   for (int r = 0; r < comm->nranks; ++r) {
-    const char* rec = all.data() + r * kRecordBytes;
+    const char* rec = all.data() + r * record_bytes;
     if (rec[0] != 0)
       return InvalidArgument("rank " + std::to_string(r) +
                              " has a bad WEFT_* setting (its own error names it)");
-    (*ids)[r] = std::string(rec + 1, strnlen(rec + 1, kRecordBytes - 1));
+    (*ids)[r] = std::string(rec + 1, strnlen(rec + 1, kIdBytes - 1));
+    std::memcpy(all_digests.data() + r * digests.size(), rec + kIdBytes,
+                digests.size() * sizeof(uint64_t));
   }
-  return OkStatus();
+  return CompareAgreedSettings(all_digests.data(), comm->nranks, comm->rank);
 }
 
 // Exchanges topology summaries, builds the fabric and the selector (collective).
