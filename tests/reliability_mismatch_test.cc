@@ -14,7 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/algo_override.h"
+#include "core/comm.h"
 #include "test_util.h"
+#include "tune/selector.h"
 
 namespace {
 
@@ -117,6 +120,45 @@ TEST(ReliabilityMismatch, MatchedCallsStillSucceedWithAndWithoutCheck) {
       EXPECT_EQ(res[r].exit_code, 0) << "WEFT_CHECK=" << check << ": " << res[r].output;
     }
   }
+}
+
+// Ranks whose selectors plan the same call differently (a selector that depended on something
+// rank-local did this once: see Selector.AllToAllDecisionIgnoresPlacementAndHistory). Settings
+// cannot do it any more (creation compares them), so each rank's selector is replaced after
+// creation: rank 0 runs oneshot (direct signals), rank 1 ring (messages). Neither side's tag
+// check ever runs; the published call (DirectTransport::PublishCurrentCall) fails both within a
+// liveness period, where they waited for WEFT_TIMEOUT (60 s here) before.
+TEST(ReliabilityMismatch, RanksPlanningOneCallDifferentlyFailWithinSeconds) {
+  const weft_test::LaunchOutcome o = weft_test::ForkRanks(
+      2,
+      [](int r) {
+        weftComm_t comm = nullptr;
+        if (weftCommInitFromEnv(&comm) != weftSuccess) {
+          fprintf(stderr, "init: %s\n", weftGetLastError(comm));
+          return 2;
+        }
+        weft::StatusOr<weft::AlgoOverrides> forced =
+            weft::ParseAlgoOverrides(r == 0 ? "allreduce:oneshot" : "allreduce:ring");
+        if (!forced.ok() || comm->direct == nullptr) return 3;
+        comm->selector = std::make_shared<weft::Selector>(comm->fabric, *forced, true);
+        std::vector<float> x(1 << 14, 1.0f);
+        const weftResult_t rc =
+            weftAllReduce(x.data(), x.data(), x.size(), weftFloat32, weftSum, comm, nullptr);
+        printf("RESULT code=%d error=%s\n", static_cast<int>(rc), weftGetLastError(comm));
+        weftCommDestroy(comm);
+        return 0;
+      },
+      {{"WEFT_TIMEOUT", "60"}, {"WEFT_SHM_LIVENESS_MS", "100"}}, 60);
+  ASSERT_FALSE(o.timed_out) << o.output[0] << o.output[1];
+  int named = 0;
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(weft_test::ExitedZero(o.status[r])) << o.output[r];
+    const int code = std::atoi(Field(o.output[r], "code").c_str());
+    EXPECT_TRUE(code == weftInvalidUsage || code == weftRemoteError) << o.output[r];
+    named += o.output[r].find("runs the same call with another plan") != std::string::npos;
+  }
+  EXPECT_GE(named, 1) << o.output[0] << o.output[1];
+  EXPECT_LT(o.seconds, 20.0) << o.output[0] << o.output[1];
 }
 
 }  // namespace

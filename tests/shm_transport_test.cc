@@ -335,6 +335,41 @@ TEST(ShmTransport, TagAndSizeMismatchNamePeerAndBothSides) {
   });
 }
 
+// Ranks that planned the same call differently (PublishCurrentCall: one sequence number, two
+// descriptors) where one waits for a direct signal and the other for a message: no tag meets
+// the other side, so before the published-call check both waited for the timeout. Now each
+// fails within a liveness period, naming the mismatch. A peer at another call (a sequence
+// number ahead) is not a mismatch: that wait runs on.
+TEST(ShmTransport, PeersInOneCallWithDifferentPlansFailWithinALivenessPeriod) {
+  std::atomic<int> finished{0};  // each keeps its transport open until both have seen it
+  RunThreads(2, TestOptions(), [&](int r, ShmTransport& t) {
+    unsigned char b[8];
+    TransportRequest q;
+    t.PublishCurrentCall(MakeCallTag(r == 0 ? 0x1111u : 0x2222u, 5));
+    if (r == 0) ASSERT_TRUE(t.PostWait(1, &q, MakeCallTag(0x1111u, 5)).ok());
+    else ASSERT_TRUE(t.PostRecv(0, 0, MakeCallTag(0x2222u, 5), b, 8, &q).ok());
+    Clock::time_point start = Clock::now();
+    Status st = WaitAll(&t, {&q}, 20);
+    EXPECT_LT(Seconds(start), 5.0);
+    finished.fetch_add(1);
+    while (finished.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.message().find(kTagMismatchMarker), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("rank " + std::to_string(1 - r) + " runs the same call with another plan"),
+              std::string::npos) << st.message();
+    EXPECT_FALSE(t.HasPending());
+  });
+  RunThreads(2, TestOptions(), [&](int r, ShmTransport& t) {
+    unsigned char b[8];
+    TransportRequest q;
+    t.PublishCurrentCall(MakeCallTag(r == 0 ? 0x1111u : 0x2222u, 5 + r));
+    ASSERT_TRUE(t.PostRecv(1 - r, 0, 1, b, 8, &q).ok());  // never sent
+    Status st = WaitAll(&t, {&q}, 0.5);
+    EXPECT_EQ(st.code(), weftTimeout) << st.message();
+    t.Abort(InternalError("test over"));
+  });
+}
+
 // The ring's message header is judged by shm_wire.h before the transport trusts it (memory
 // another process writes): each bad field is an InternalError naming it.
 TEST(ShmWire, DecodeShmHeaderNamesTheBadField) {

@@ -204,6 +204,13 @@ class DirectTransport : public Transport {
     return false;
   }
 
+  // The call tag of the collective this rank is starting (one per call, before its first
+  // step). Peers compare it with theirs while they wait: ranks in the same call (sequence
+  // number) with different descriptors planned different schedules, and where one waits for
+  // a direct signal while the other waits for a message, no tag check ever runs. Owner
+  // thread only; a few nanoseconds.
+  virtual void PublishCurrentCall(uint64_t tag) { (void)tag; }
+
   // ---- zero-copy: peers read the caller's registered buffers (src/core/registered_memory.h) ----
   // A small per-call record each rank publishes for its peers (which registered buffer holds
   // its input and output in this call) before the signal that lets them read it. Two slots,

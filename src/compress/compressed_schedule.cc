@@ -79,9 +79,9 @@ Status RunCompressedRequest(weftComm_t comm, const AlgorithmInfo& algorithm,
     entry->op = op;
   }
   const RankSchedule& rs = sched->ranks[comm->rank];
-  Status st = Execute(comm, rs, sched->window, spec, op,
-                      MakeCallTag(DescriptorHash(collective, HashedCount(shape), spec, op), seq), in, out,
-                      scratch, what.c_str());
+  const uint64_t tag = MakeCallTag(DescriptorHash(collective, HashedCount(shape), spec, op), seq);
+  if (comm->direct != nullptr) comm->direct->PublishCurrentCall(tag);  // peers' plan check
+  Status st = Execute(comm, rs, sched->window, spec, op, tag, in, out, scratch, what.c_str());
   comm->recorder.Complete(entry, st);
   if (st.ok() && rank_schedule != nullptr) *rank_schedule = rs;
   return st;

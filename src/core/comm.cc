@@ -462,6 +462,7 @@ Status RunPlanned(weftComm* comm, const CollectiveCall& call, uint64_t seq, Flig
   if (comm->check_calls) WEFT_RETURN_IF_ERROR(CheckFingerprints(comm, call, *plan, seq));
   const uint32_t hash = MixCallType(plan->shape_hash, call.collective, call.dtype, call.op);
   const uint64_t tag = MakeCallTag(hash, seq);
+  if (comm->direct != nullptr) comm->direct->PublishCurrentCall(tag);  // peers' plan check
   const Schedule* sched = plan->schedule.get();
   const TinyProgram* tiny = plan->tiny.get();
   if (plan->holds_window && comm->window.NextHalf() == 1) {

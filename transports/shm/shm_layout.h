@@ -56,6 +56,10 @@ struct alignas(kLine) RankHeader {
     unsigned char data[48];
   };
   CallInfoSlot call_info[2];
+  // The call tag (MakeCallTag) of the collective the owner runs or ran last, 0 before the
+  // first (DirectTransport::PublishCurrentCall). Its own line: the owner stores it once per
+  // call and peers read it only while they wait long enough to check liveness.
+  alignas(kLine) std::atomic<uint64_t> current_call;
 };
 
 // Tags of tagged signals: signal number i (0-based) with a tag writes slot i % kSignalTagSlots

@@ -974,6 +974,22 @@ Status ShmTransport::PeerAlive(const Peer& p) const {
   return OkStatus();
 }
 
+void ShmTransport::PublishCurrentCall(uint64_t tag) {
+  if (header_ != nullptr) header_->current_call.store(tag, std::memory_order_relaxed);
+}
+
+Status ShmTransport::PeerInSameCall(const Peer& p) const {
+  if (header_ == nullptr || p.header == nullptr) return OkStatus();
+  const uint64_t mine = header_->current_call.load(std::memory_order_relaxed);
+  const uint64_t theirs = p.header->current_call.load(std::memory_order_relaxed);
+  const uint64_t seq_mask = 0xffffffffULL;  // MakeCallTag: sequence number in the low half
+  if (mine == 0 || theirs == 0 || mine == theirs || (mine & seq_mask) != (theirs & seq_mask))
+    return OkStatus();  // not in one call, or in it alike: the steps' own checks apply
+  return TagMismatch("shm: rank " + std::to_string(p.rank) + " runs the same call with another "
+                     "plan while this rank " + std::to_string(rank_) + " waits on it",
+                     mine, theirs);
+}
+
 void ShmTransport::FailPeer(Peer& p, const Status& st) {
   if (p.failed.ok()) p.failed = st;
   FailRequests(p, st);
@@ -1010,6 +1026,7 @@ Status ShmTransport::CheckLiveness(bool force) {
   for (Peer& p : peers_) {
     if (p.rank == rank_ || !p.failed.ok() || !HasWork(p)) continue;
     Status alive = PeerAlive(p);
+    if (alive.ok()) alive = PeerInSameCall(p);
     if (alive.ok()) continue;
     // What it published before dying/closing is still valid: take it first.
     PollPeer(p);

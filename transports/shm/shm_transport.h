@@ -180,6 +180,7 @@ class ShmTransport : public DirectTransport {
   Status PostGet(int peer, const MemRef& dst, RemoteKey src, size_t offset, TransportRequest* req) override;
   Status ReleaseRemoteKey(int peer, RemoteKey key) override;
   Status PublishCallInfo(uint64_t seq, const void* info, size_t bytes) override;
+  void PublishCurrentCall(uint64_t tag) override;
   Status PeerCallInfo(int peer, uint64_t seq, void* info, size_t bytes) override;
   StatusOr<const void*> MappedRemote(int peer, RemoteKey key, size_t offset, size_t bytes) override;
 
@@ -313,6 +314,9 @@ class ShmTransport : public DirectTransport {
   bool PeerWaitsForMyCpu(int my_cpu) const;
   bool MoveOffSharedCpu(int my_cpu);
   Status PeerAlive(const Peer& p) const;
+  // A mismatch error when `p` published a call with this rank's sequence number but another
+  // descriptor (PublishCurrentCall), else OK.
+  Status PeerInSameCall(const Peer& p) const;
   void FailPeer(Peer& p, const Status& st);      // peer dead: fail its requests, mark it
   void FailRequests(Peer& p, const Status& st);  // fail every pending request involving p
   std::string WindowName(const std::string& prefix, uint64_t gen) const;
