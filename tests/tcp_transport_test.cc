@@ -453,6 +453,49 @@ TEST(TcpTransportTest, UnexpectedMessagesAreBoundedAndFreedWithTheirPeer) {
   });
 }
 
+// Messages that arrive before their recvs (a chunked ring's allgather half, every call) are
+// buffered in memory the transport keeps for the next ones: a fresh buffer per message faulted
+// in each page as the socket read filled it (16 MiB ring allreduce over loopback with 256 KiB
+// chunks: 7000 page faults per call, 17 ms against 9.5 ms with the buffers kept). From the
+// second round on every message lands in a kept buffer; the data stays exact across reuse.
+TEST(TcpTransportTest, UnexpectedBuffersAreReusedAcrossCalls) {
+  constexpr int kRounds = 4, kMessages = 8;
+  constexpr size_t kBytes = 512 << 10;
+  RunThreads(2, LoopbackOptions(1), [&](int r, Rank& rank) {
+    std::vector<std::vector<uint8_t>> bufs(kMessages, std::vector<uint8_t>(kBytes, 1));
+    for (int round = 0; round < kRounds; ++round) {
+      TransportRequest req[kMessages];
+      std::vector<TransportRequest*> all;
+      for (int k = 0; k < kMessages; ++k) all.push_back(&req[k]);
+      if (r == 0) {
+        for (int k = 0; k < kMessages; ++k) {
+          for (size_t i = 0; i < kBytes; ++i) bufs[k][i] = Pattern(0, 1, round, k, i);
+          ASSERT_TRUE(rank.tcp->PostSend(1, 0, k, bufs[k].data(), kBytes, &req[k]).ok());
+        }
+        Status st = WaitAll(rank.tcp.get(), all);
+        ASSERT_TRUE(st.ok()) << st.message();
+      } else {
+        EXPECT_EQ(rank.tcp->pooled_unexpected_bytes(), round == 0 ? 0 : kMessages * kBytes);
+        // Every header has arrived (the last payload may still be on its way): all unexpected,
+        // each in a kept buffer from the second round on.
+        auto deadline = Clock::now() + std::chrono::seconds(20);
+        while (rank.tcp->buffered_unexpected_bytes() < kMessages * kBytes && Clock::now() < deadline)
+          ASSERT_TRUE(rank.tcp->Progress(1000).ok());
+        ASSERT_EQ(rank.tcp->buffered_unexpected_bytes(), kMessages * kBytes);
+        EXPECT_EQ(rank.tcp->pooled_unexpected_bytes(), 0u) << "round " << round;
+        for (int k = 0; k < kMessages; ++k)
+          ASSERT_TRUE(rank.tcp->PostRecv(0, 0, k, bufs[k].data(), kBytes, &req[k]).ok());
+        Status st = WaitAll(rank.tcp.get(), all);
+        ASSERT_TRUE(st.ok()) << st.message();
+        for (int k = 0; k < kMessages; ++k)
+          for (size_t i = 0; i < kBytes; ++i)
+            ASSERT_EQ(bufs[k][i], Pattern(0, 1, round, k, i)) << "round " << round << " message " << k;
+      }
+      ASSERT_TRUE(rank.bootstrap->Barrier().ok());
+    }
+  });
+}
+
 // A header announcing an impossible unexpected message (here 512 GiB, below the 1 TiB frame
 // cap) fails the peer without allocating it; a bad header field is named in the error.
 TEST(TcpTransportTest, ForgedHeadersFailThePeerNamingTheField) {

@@ -58,12 +58,56 @@ bool EnvInt(const char* name, long lo, long hi, long* out) {
 
 }  // namespace
 
+// Buffers of unexpected messages, kept for the next ones. A chunked collective's messages
+// arrive before their recvs in every call (the ring allreduce's allgather chunks, sent while
+// this rank still reduces), and a fresh buffer per message faulted in each of its pages as the
+// socket read filled it: a 16 MiB ring allreduce with 256 KiB chunks took 7000 page faults and
+// 17 ms per call, against 9.5 ms with 4 MiB chunks. Only large buffers are kept (small ones
+// come from malloc's bins, already mapped), 64 MiB at most per transport.
+class TcpTransport::BufferPool {
+ public:
+  static constexpr size_t kMinBytes = size_t{64} << 10;
+  static constexpr size_t kMaxHeld = size_t{64} << 20;
+
+  // A buffer of at least `bytes` (at most twice that, so a small message does not pin a big
+  // buffer), or a new one; nullptr when the allocation fails.
+  char* Take(size_t bytes, size_t* capacity) {
+    size_t best = free_.size();
+    for (size_t i = 0; i < free_.size(); ++i)
+      if (free_[i].first >= bytes && free_[i].first / 2 <= bytes &&
+          (best == free_.size() || free_[i].first < free_[best].first))
+        best = i;
+    if (best == free_.size()) {
+      *capacity = std::max<size_t>(bytes, 1);
+      return new (std::nothrow) char[*capacity];
+    }
+    *capacity = free_[best].first;
+    char* data = free_[best].second.release();
+    held_ -= *capacity;
+    free_[best] = std::move(free_.back());
+    free_.pop_back();
+    return data;
+  }
+  void Give(std::unique_ptr<char[]> data, size_t capacity) {
+    if (data == nullptr || capacity < kMinBytes || held_ + capacity > kMaxHeld) return;
+    held_ += capacity;
+    free_.emplace_back(capacity, std::move(data));
+  }
+  size_t held() const { return held_; }
+
+ private:
+  std::vector<std::pair<size_t, std::unique_ptr<char[]>>> free_;
+  size_t held_ = 0;
+};
+
 struct TcpTransport::Unexpected {
   uint64_t tag = 0;
   size_t bytes = 0;
   // Not a vector: resize() would zero (and fault in) every page up front, while a recv posted
   // mid-message means only the part received so far is ever touched.
   std::unique_ptr<char[]> data;
+  size_t capacity = 0;       // of data (a pooled buffer may be larger than bytes)
+  BufferPool* pool = nullptr;  // where data goes back when freed
   bool complete = false;
   Stream* stream = nullptr;  // the stream still receiving it (null once complete or broken)
 
@@ -75,6 +119,7 @@ struct TcpTransport::Unexpected {
     *counter_ += n;
   }
   void Free() {
+    if (pool != nullptr) pool->Give(std::move(data), capacity);
     data.reset();
     if (counter_ != nullptr) *counter_ -= charged_;
     counter_ = nullptr;
@@ -106,6 +151,7 @@ StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(TransportBootstrap*
                            " is outside 1.." + std::to_string(kMaxStreams));
   }
   std::unique_ptr<TcpTransport> t(new TcpTransport());
+  t->pool_ = std::make_unique<BufferPool>();
   t->rank_ = bootstrap->rank();
   t->nranks_ = bootstrap->nranks();
   t->options_ = options;
@@ -177,6 +223,10 @@ StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(TransportBootstrap*
   t->discard_.resize(64 << 10);
   if (const char* y = std::getenv("WEFT_SOCKET_YIELD")) t->yield_when_idle_ = std::atoi(y) != 0;
   return t;
+}
+
+size_t TcpTransport::pooled_unexpected_bytes() const {
+  return pool_->held();  // read between Progress calls of the owner thread, as the tests do
 }
 
 TcpTransport::~TcpTransport() {
@@ -580,9 +630,8 @@ bool TcpTransport::OnHeader(Peer& p, Stream& s) {
 bool TcpTransport::StartUnexpected(Peer& p, Stream& s, ChannelQueue& q, uint64_t tag, uint64_t bytes) {
   const size_t cap = options_.max_unexpected_bytes;
   char* data = nullptr;
-  if (bytes <= cap && unexpected_bytes_ <= cap - bytes) {
-    data = new (std::nothrow) char[bytes > 0 ? bytes : 1];
-  }
+  size_t capacity = 0;
+  if (bytes <= cap && unexpected_bytes_ <= cap - bytes) data = pool_->Take(bytes, &capacity);
   if (data == nullptr) {
     FailPeer(p, InternalError(
                     "tcp: stream " + std::to_string(s.index) + " from " + PeerName(p) + " announced a " +
@@ -598,6 +647,8 @@ bool TcpTransport::StartUnexpected(Peer& p, Stream& s, ChannelQueue& q, uint64_t
   ux->tag = tag;
   ux->bytes = bytes;
   ux->data.reset(data);
+  ux->capacity = capacity;
+  ux->pool = pool_.get();
   ux->Charge(&unexpected_bytes_, bytes);
   ux->stream = &s;
   q.unexpected.push_back(ux);

@@ -125,10 +125,13 @@ class TcpTransport : public Transport {
   int rejected_connections() const { return server_.rejected(); }
   // Bytes of unexpected messages buffered now (tests; see TcpOptions::max_unexpected_bytes).
   size_t buffered_unexpected_bytes() const { return unexpected_bytes_; }
+  // Bytes of freed unexpected-message buffers kept for the next ones (tests).
+  size_t pooled_unexpected_bytes() const;
   const TcpOptions& options() const { return options_; }
 
  private:
   struct Unexpected;
+  class BufferPool;
   struct SendOp {
     uint8_t header[24];
     const char* buf;
@@ -227,6 +230,7 @@ class TcpTransport : public Transport {
   // Bytes of unexpected messages buffered now, all peers (options_.max_unexpected_bytes caps
   // it). Declared before peers_: the buffers it counts are freed first.
   size_t unexpected_bytes_ = 0;
+  std::unique_ptr<BufferPool> pool_;  // unexpected buffers for reuse; outlives peers_' queues
   std::vector<Peer> peers_;
   std::atomic<int> pending_{0};
   Status round_error_;  // a peer failure seen during the current Progress call
