@@ -326,10 +326,10 @@ def goal(name, value, target, ok):
 M64 = 64 << 20
 a, b = t("tcp-allreduce-2", "weft", M64), t("tcp-allreduce-2", "gloo", M64)
 if a and b:
-    goal("TCP, 2 ranks, allreduce 64 MiB: weft busbw / Gloo busbw", f"{b / a:.2f}x", ">= 1", b / a >= 1)
+    goal("TCP, 2 ranks, allreduce 64 MiB: weft busbw / Gloo busbw (issue 17; issue 2 asked >= 1)", f"{b / a:.2f}x", ">= 1.5", b / a >= 1.5)
 a, b = t("tcp-allreduce-2", "weft", 8), t("tcp-allreduce-2", "gloo", 8)
 if a and b:
-    goal("TCP, 2 ranks, allreduce 8 B: weft latency / Gloo latency", f"{a / b:.2f} ({a:.1f} vs {b:.1f} us)", "<= 0.5", a / b <= 0.5)
+    goal("TCP, 2 ranks, allreduce 8 B: weft latency / Gloo latency (issue 17; issue 2 asked <= 0.5)", f"{a / b:.2f} ({a:.1f} vs {b:.1f} us)", "<= 1/3", a / b <= 1 / 3)
 a, b = t("local-allreduce-2", "weft", M64), t("local-allreduce-2", "openmpi", M64)
 if a and b:
     # The sweeps use plain (unregistered) buffers: issue 17 asks >= 3x there; its >= 5x and

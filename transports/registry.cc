@@ -132,7 +132,9 @@ StatusOr<std::unique_ptr<Transport>> CreateShm(const TransportSetupContext& ctx,
 bool TcpReaches(const TransportSetupContext& ctx, int a, int b) { return !ctx.settings.use_ucx; }
 
 StatusOr<std::unique_ptr<Transport>> CreateTcp(const TransportSetupContext& ctx, const std::vector<int>&) {
-  StatusOr<std::unique_ptr<TcpTransport>> tcp = TcpTransport::Create(ctx.bootstrap, TcpOptionsFromEnv());
+  TcpOptions options = TcpOptionsFromEnv();
+  options.ranks_on_machine = ctx.ranks_on_machine;
+  StatusOr<std::unique_ptr<TcpTransport>> tcp = TcpTransport::Create(ctx.bootstrap, options);
   if (!tcp.ok()) return tcp.status().WithContext("creating the TCP transport");
   return std::unique_ptr<Transport>(std::move(*tcp));
 }

@@ -222,6 +222,9 @@ StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(TransportBootstrap*
   if (t->wake_fd_ < 0) return SystemError(me + ": eventfd: " + net::ErrnoString(errno));
   t->discard_.resize(64 << 10);
   if (const char* y = std::getenv("WEFT_SOCKET_YIELD")) t->yield_when_idle_ = std::atoi(y) != 0;
+  BackoffPolicy policy = BackoffPolicy::FromEnv(std::max(1, options.ranks_on_machine), UsableCpuCountOfHost());
+  if (options.spin_us >= 0) policy.spin_us = options.spin_us;
+  t->backoff_ = Backoff(policy);
   return t;
 }
 
@@ -963,6 +966,7 @@ Status TcpTransport::Progress(int timeout_us) {
   round_error_ = OkStatus();
   if (timeout_us <= 0 || pending_.load() == 0) {
     bool moved = PollOnce(0);
+    if (moved) backoff_.Reset();
     if (!moved && yield_when_idle_ && pending_.load() > 0) {
       // Callers spin on Progress(0) while they wait. On a busy host the peer we wait for is
       // often runnable on this very core (the scheduler places a woken loopback peer next
@@ -973,23 +977,21 @@ Status TcpTransport::Progress(int timeout_us) {
   } else {
     using Clock = std::chrono::steady_clock;
     Clock::time_point start = Clock::now();
+    const Clock::time_point deadline = start + std::chrono::microseconds(timeout_us);
     bool moved = false;
-    if (options_.spin_us > 0) {
-      // Spin: the reply to a small message often arrives within microseconds, sooner than a
-      // sleep/wake-up round trip through the scheduler. Off by default: the executor already
-      // spins with Progress(0) before it asks us to block.
-      Clock::time_point spin_end = start + std::chrono::microseconds(std::min(options_.spin_us, timeout_us));
-      do {
-        moved = PollOnce(0);
-      } while (!moved && !aborted_.load() && Clock::now() < spin_end);
-    }
+    // Spin stage (TcpOptions::spin_us): the reply to a small message often arrives within
+    // microseconds, sooner than a sleep/wake-up round trip through the scheduler. The idle
+    // clock runs across calls, so a long wait spins once and then only sleeps.
+    while (!moved && !aborted_.load() && backoff_.Pause() == Backoff::Stage::kSpin &&
+           Clock::now() < deadline)
+      moved = PollOnce(0);
     if (!moved && !aborted_.load()) {
       // One blocking ppoll: it returns at once when something is ready, so no separate
       // non-blocking pass is needed first.
-      int64_t left_ns = static_cast<int64_t>(timeout_us) * 1000 -
-                        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
-      PollOnce(std::max<int64_t>(left_ns, 0));
+      int64_t left_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - Clock::now()).count();
+      moved = PollOnce(std::max<int64_t>(left_ns, 0));
     }
+    if (moved) backoff_.Reset();
   }
   Status st = round_error_;
   round_error_ = OkStatus();

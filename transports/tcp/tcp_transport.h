@@ -24,8 +24,8 @@
 //
 // Waiting: Progress(0) polls all sockets once and, when nothing moved while requests are
 // pending, calls sched_yield() (so a peer runnable on this core is not starved by our
-// caller's spinning). Progress(timeout_us > 0): when nothing can move it optionally spins
-// (spin_us of zero-timeout polls) and then blocks in ppoll() until data arrives, the timeout
+// caller's spinning). Progress(timeout_us > 0): when nothing can move it spins as the waiting
+// policy says (TcpOptions::spin_us: zero-timeout polls) and then blocks in ppoll() until data arrives, the timeout
 // passes, or Abort() wakes it through an eventfd — so waiting ranks give the CPU back.
 //
 // Failures: a peer that closes or resets while requests to it are pending fails them (and
@@ -55,6 +55,7 @@
 #include <string>
 #include <vector>
 
+#include "common/backoff.h"
 #include "net/socket.h"
 #include "transports/bootstrap_iface.h"
 #include "transports/transport.h"
@@ -72,12 +73,17 @@ struct TcpOptions {
   // SO_SNDBUF/SO_RCVBUF; 0 leaves Linux's autotuning on (it grows to tcp_rmem/tcp_wmem max;
   // a fixed 4 MiB was no better, perf/RESULTS.md). WEFT_SOCKET_BUFFER (bytes).
   size_t socket_buffer_bytes = 0;
-  // Microseconds of zero-timeout polls before blocking in Progress(timeout > 0). 0 by default:
-  // the executor spins with Progress(0) before it asks to block, and on oversubscribed cores
-  // extra spinning only delays the peer we wait for (measured, waiting like the executor:
-  // 8-byte round trip 62-81 us with 0 vs 124 us with 20 on the loaded 2-core VM; 20 us when
-  // blocking at once). WEFT_SOCKET_SPIN_US.
-  int spin_us = 0;
+  // Microseconds of zero-timeout polls before blocking in Progress(timeout > 0). -1 (default):
+  // the host's waiting policy (common/backoff.h) for `ranks_on_machine` ranks: with a core per
+  // rank, the adaptive spin stage (up to 2 ms, halved after waits it could not catch), then
+  // ppoll; with more ranks than cores, ppoll at once (spinning would delay the peer we wait
+  // for). The executor waits inside Progress(2000), so without a spin every small message
+  // paid a sleep and wake-up: 8-byte allreduce on 2 ranks over loopback 44 us, 11 us with the
+  // spin. >= 0: that fixed spin (WEFT_SOCKET_SPIN_US).
+  int spin_us = -1;
+  // Ranks on this machine (all its network namespaces), for the waiting policy; 0 = unknown
+  // (taken as one rank per core).
+  int ranks_on_machine = 0;
   // Bytes of messages that arrive before their recv is posted that this transport buffers, all
   // peers together (each such message is held whole until its recv is posted). A message that
   // would exceed it fails its peer as out of sync: the size comes off the wire, so without a
@@ -128,6 +134,8 @@ class TcpTransport : public Transport {
   // Bytes of freed unexpected-message buffers kept for the next ones (tests).
   size_t pooled_unexpected_bytes() const;
   const TcpOptions& options() const { return options_; }
+  // How Progress(timeout > 0) waits (TcpOptions::spin_us, ranks_on_machine).
+  const BackoffPolicy& waiting_policy() const { return backoff_.policy(); }
 
  private:
   struct Unexpected;
@@ -237,6 +245,7 @@ class TcpTransport : public Transport {
   int wake_fd_ = -1;    // eventfd: Abort() wakes a blocked Progress
   std::atomic<bool> aborted_{false};
   bool yield_when_idle_ = true;  // WEFT_SOCKET_YIELD=0 turns it off (measurements)
+  Backoff backoff_;              // the spin stage of Progress(timeout > 0) (TcpOptions::spin_us)
   Status abort_status_;
   // The rank this transport learned failed first (a peer that died under pending requests,
   // or the origin of an abort note), and the reason to forward; -1 while none.
