@@ -25,6 +25,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include "transports/shm/shm_transport.h"
 #include "transports/shm/shm_wire.h"
@@ -258,6 +259,45 @@ TEST(ShmTransport, FifoPerChannelAndChannelsIndependent) {
       }
     }
   });
+}
+
+// The rings are mapped into the page tables at creation (PrefaultRange): a first pass of
+// messages through a 1 MiB ring takes almost no page faults, where before each of its 256
+// pages faulted in on first use (a 2-rank all-to-all of 8 KiB ran at 6-7 us for its first
+// ~250 calls against 1.5-2.2 us after).
+TEST(ShmTransport, RingPagesAreMappedAtCreation) {
+  std::vector<unsigned char> probe_page(2 * 4096);
+  if (!PrefaultRange(probe_page.data() + 4096, 4096, true))
+    GTEST_SKIP() << "this kernel has no MADV_POPULATE_WRITE (Linux 5.14): rings fault in on "
+                    "first use, as before";
+  ShmOptions o = TestOptions();
+  o.ring_bytes_per_peer = 1 << 20;
+  o.single_copy = false;  // every byte through the ring
+  std::atomic<int> ready{0};
+  std::atomic<long> faults{-1};
+  RunThreads(2, o, [&](int r, ShmTransport& t) {
+    constexpr size_t kMsg = 4000;
+    constexpr int kMsgs = 240;  // ~960 KB: one pass over the ring
+    std::vector<unsigned char> b(kMsg, 1);
+    TransportRequest q;
+    // Both transports exist; count the process's faults over one pass, buffers touched.
+    ready.fetch_add(1);
+    while (ready.load() < 2) std::this_thread::yield();
+    struct rusage before;
+    getrusage(RUSAGE_SELF, &before);
+    for (int k = 0; k < kMsgs; ++k) {
+      if (r == 0) ASSERT_TRUE(t.PostSend(1, 0, k, b.data(), kMsg, &q).ok());
+      else ASSERT_TRUE(t.PostRecv(0, 0, k, b.data(), kMsg, &q).ok());
+      ASSERT_TRUE(WaitAll(&t, {&q}).ok());
+    }
+    ready.fetch_add(1);
+    while (ready.load() < 4) std::this_thread::yield();
+    struct rusage after;
+    getrusage(RUSAGE_SELF, &after);
+    if (r == 1) faults = after.ru_minflt - before.ru_minflt;
+  });
+  EXPECT_GE(faults.load(), 0);
+  EXPECT_LT(faults.load(), 64) << "page faults over a first pass of a 1 MiB ring (256 pages)";
 }
 
 class ShmSingleCopy : public ::testing::TestWithParam<bool> {};

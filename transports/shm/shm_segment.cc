@@ -120,6 +120,21 @@ StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Open(const std::string& name, 
   return seg;
 }
 
+bool PrefaultRange(void* data, size_t bytes, bool write) {
+#ifndef MADV_POPULATE_READ
+  constexpr int MADV_POPULATE_READ = 22;  // linux/mman.h, 5.14
+#endif
+#ifndef MADV_POPULATE_WRITE
+  constexpr int MADV_POPULATE_WRITE = 23;
+#endif
+  // madvise wants a page-aligned start: widen the range to whole pages.
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(data) & ~(page - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(data) + bytes;
+  return madvise(reinterpret_cast<void*>(begin), end - begin,
+                 write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ) == 0;
+}
+
 StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Anonymous(size_t bytes) {
   std::unique_ptr<ShmSegment> seg(new ShmSegment());
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

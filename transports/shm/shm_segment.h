@@ -47,6 +47,14 @@ class ShmSegment {
   bool unlinked_ = true;
 };
 
+// Maps the pages of [data, data + bytes) of a mapped segment into this process's page tables
+// now, for reading or writing (madvise MADV_POPULATE_READ/WRITE, Linux 5.14; nothing changes
+// in the memory). A ring's pages otherwise fault in on their first pass, one minor fault per
+// page on each side: a 2-rank all-to-all of 8 KiB ran at 6-7 us for its first ~250 calls
+// against 1.5-2.2 us after. Returns false where the kernel cannot (the pages then fault in
+// as before).
+bool PrefaultRange(void* data, size_t bytes, bool write);
+
 // Free bytes in /dev/shm (statvfs), or 0 when it cannot be read.
 size_t ShmFreeBytes();
 // Removes /dev/shm/<name> if it exists (for names of segments whose owner died).

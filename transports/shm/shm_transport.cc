@@ -293,6 +293,10 @@ StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::CreateWithOps(
       p.out_data = pbase + ph->ring_offset + t->local_index_ * ring;
       p.in = reinterpret_cast<RingControl*>(mybase + sizeof(RankHeader) + i * sizeof(RingControl));
       p.in_data = mybase + off + i * ring;
+      // The rings this rank writes (in p's segment) and reads (in ours), mapped now rather
+      // than one fault per page on their first pass.
+      PrefaultRange(p.out_data, ring, /*write=*/true);
+      PrefaultRange(p.in_data, ring, /*write=*/false);
       if (p.rank != ops.rank) {
         // Map the initial window now so that it can be unlinked right after the exchange.
         uint64_t gen = ph->window_gen.load(std::memory_order_acquire);
