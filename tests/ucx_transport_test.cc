@@ -218,6 +218,28 @@ TEST(UcxOptionsTest, FromEnv) {
   unsetenv("WEFT_UCX_SPIN_US");
 }
 
+// The waiting policy, as tcp's: the host's by default (no spin when the machine's ranks
+// outnumber its cores), WEFT_UCX_SPIN_US fixes it.
+TEST(UcxOptionsTest, WaitingPolicyFollowsTheHostUnlessSet) {
+  unsetenv("WEFT_SPIN_US");
+  unsetenv("WEFT_UCX_SPIN_US");
+  EXPECT_EQ(UcxOptionsFromEnv().spin_us, -1) << "the policy by default";
+  const int cpus = UsableCpuCountOfHost();
+  for (int ranks : {1, cpus + 1}) {
+    UcxOptions o;
+    o.tls = "tcp";
+    o.ranks_on_machine = ranks;
+    RunThreads(1, o, [&](int, Rank& rank) {
+      EXPECT_EQ(rank.ucx->waiting_policy().spin_us, ranks > cpus ? 0 : BackoffPolicy().spin_us)
+          << ranks << " ranks on " << cpus << " CPUs";
+    });
+  }
+  UcxOptions fixed;
+  fixed.tls = "tcp";
+  fixed.spin_us = 7;
+  RunThreads(1, fixed, [&](int, Rank& rank) { EXPECT_EQ(rank.ucx->waiting_policy().spin_us, 7); });
+}
+
 TEST(UcxSelectionTest, ParsesWeftTransport) {
   EXPECT_EQ(*ParseTransportSetting(""), NetworkTransportChoice::kAuto);
   EXPECT_EQ(*ParseTransportSetting("ucx"), NetworkTransportChoice::kUcx);

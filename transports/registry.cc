@@ -143,7 +143,9 @@ StatusOr<std::unique_ptr<Transport>> CreateTcp(const TransportSetupContext& ctx,
 bool UcxReaches(const TransportSetupContext& ctx, int a, int b) { return ctx.settings.use_ucx; }
 
 StatusOr<std::unique_ptr<Transport>> CreateUcx(const TransportSetupContext& ctx, const std::vector<int>&) {
-  StatusOr<std::unique_ptr<UcxTransport>> ucx = UcxTransport::Create(ctx.bootstrap, UcxOptionsFromEnv());
+  UcxOptions options = UcxOptionsFromEnv();
+  options.ranks_on_machine = ctx.ranks_on_machine;
+  StatusOr<std::unique_ptr<UcxTransport>> ucx = UcxTransport::Create(ctx.bootstrap, options);
   if (!ucx.ok()) return ucx.status().WithContext("creating the UCX transport (" + ctx.settings.why_network + ")");
   return std::unique_ptr<Transport>(std::move(*ucx));
 }

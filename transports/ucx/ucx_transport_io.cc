@@ -259,9 +259,14 @@ bool UcxTransport::Drive() {
 void UcxTransport::WaitForEvents(int timeout_us) {
   Clock::time_point start = Clock::now();
   Clock::time_point end = start + std::chrono::microseconds(timeout_us);
-  Clock::time_point spin_end = start + std::chrono::microseconds(std::min(options_.spin_us, timeout_us));
-  while (Clock::now() < spin_end) {
-    if (Drive() || aborted_.load()) return;
+  // Spin stage (UcxOptions::spin_us); the idle clock runs across calls, so a long wait spins
+  // once and then only sleeps.
+  while (backoff_.Pause() == Backoff::Stage::kSpin && Clock::now() < end) {
+    if (Drive()) {
+      backoff_.Reset();
+      return;
+    }
+    if (aborted_.load()) return;
   }
   // Arm, then sleep: UCS_ERR_BUSY means events arrived since the last progress.
   ucs_status_t s = ucp_worker_arm(worker_);
@@ -275,7 +280,7 @@ void UcxTransport::WaitForEvents(int timeout_us) {
     timespec ts{static_cast<time_t>(left_ns / 1000000000), static_cast<long>(left_ns % 1000000000)};
     ppoll(fds, 2, &ts, nullptr);
   }
-  Drive();
+  if (Drive()) backoff_.Reset();
 }
 
 Status UcxTransport::Progress(int timeout_us) {
@@ -283,6 +288,7 @@ Status UcxTransport::Progress(int timeout_us) {
   if (aborted_.load()) return OkStatus();  // requests were failed by Abort
   round_error_ = OkStatus();
   bool moved = Drive();
+  if (moved) backoff_.Reset();
   if (!moved && pending_.load() > 0 && round_error_.ok()) {
     if (timeout_us <= 0) {
       sched_yield();  // see ucx_transport.h: let a peer on this core run
