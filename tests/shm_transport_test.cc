@@ -266,6 +266,11 @@ TEST(ShmTransport, FifoPerChannelAndChannelsIndependent) {
 // pages faulted in on first use (a 2-rank all-to-all of 8 KiB ran at 6-7 us for its first
 // ~250 calls against 1.5-2.2 us after).
 TEST(ShmTransport, RingPagesAreMappedAtCreation) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "a sanitizer's shadow memory faults in as the ring is used (152 faults under "
+                  "ASan against 2 in a normal build and 471 without the mapping): counted "
+                  "in normal builds only";
+#endif
   std::vector<unsigned char> probe_page(2 * 4096);
   if (!PrefaultRange(probe_page.data() + 4096, 4096, true))
     GTEST_SKIP() << "this kernel has no MADV_POPULATE_WRITE (Linux 5.14): rings fault in on "
