@@ -67,6 +67,12 @@ BackoffPolicy BackoffPolicy::FromEnv(int ranks_per_host, int usable_cpus) {
   return p;
 }
 
+BackoffPolicy BackoffPolicy::ForNetwork(int ranks_on_machine, int spin_us) {
+  BackoffPolicy p = FromEnv(std::max(1, ranks_on_machine), UsableCpuCountOfHost());
+  if (spin_us >= 0) p.spin_us = spin_us;
+  return p;
+}
+
 int64_t Backoff::IdleMicros() const {
   if (!idle_ || !clock_started_) return 0;
   return std::chrono::duration_cast<std::chrono::microseconds>(

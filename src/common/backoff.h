@@ -54,6 +54,10 @@ struct BackoffPolicy {
   // The same with the number of CPUs the host's ranks may use between them (shm exchanges the
   // ranks' affinity masks: two ranks each pinned to its own core have 2 CPUs, not 1).
   static BackoffPolicy FromEnv(int ranks_per_host, int usable_cpus);
+  // A network transport's (tcp, ucx): FromEnv for `ranks_on_machine` ranks (0 = unknown: one)
+  // sharing the host's online CPUs, the spin stage fixed to `spin_us` when it is >= 0 (the
+  // transport's own knob, WEFT_SOCKET_SPIN_US / WEFT_UCX_SPIN_US).
+  static BackoffPolicy ForNetwork(int ranks_on_machine, int spin_us);
 };
 
 // Number of CPUs this process may run on (sched_getaffinity), at least 1.

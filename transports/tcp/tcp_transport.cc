@@ -222,9 +222,7 @@ StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(TransportBootstrap*
   if (t->wake_fd_ < 0) return SystemError(me + ": eventfd: " + net::ErrnoString(errno));
   t->discard_.resize(64 << 10);
   if (const char* y = std::getenv("WEFT_SOCKET_YIELD")) t->yield_when_idle_ = std::atoi(y) != 0;
-  BackoffPolicy policy = BackoffPolicy::FromEnv(std::max(1, options.ranks_on_machine), UsableCpuCountOfHost());
-  if (options.spin_us >= 0) policy.spin_us = options.spin_us;
-  t->backoff_ = Backoff(policy);
+  t->backoff_ = Backoff(BackoffPolicy::ForNetwork(options.ranks_on_machine, options.spin_us));
   return t;
 }
 

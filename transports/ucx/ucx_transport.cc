@@ -59,9 +59,7 @@ StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(UcxBootstrap* boots
   t->rank_ = bootstrap->rank();
   t->nranks_ = bootstrap->nranks();
   t->options_ = options;
-  BackoffPolicy policy = BackoffPolicy::FromEnv(std::max(1, options.ranks_on_machine), UsableCpuCountOfHost());
-  if (options.spin_us >= 0) policy.spin_us = options.spin_us;
-  t->backoff_ = Backoff(policy);
+  t->backoff_ = Backoff(BackoffPolicy::ForNetwork(options.ranks_on_machine, options.spin_us));
   std::string me = "ucx rank " + std::to_string(t->rank_);
   if (t->nranks_ > (1 << kRankBits)) {
     return InvalidArgument(me + ": nranks=" + std::to_string(t->nranks_) +

@@ -124,9 +124,9 @@ class UcxTransport : public Transport {
   void Abort(const Status& why) override;
 
   int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
   // How Progress(timeout > 0) waits (UcxOptions::spin_us, ranks_on_machine).
   const BackoffPolicy& waiting_policy() const { return backoff_.policy(); }
-  int nranks() const { return nranks_; }
   // The lanes UCX chose for the endpoint to `peer`, e.g. "tcp/lo" or "posix/memory,cma/memory"
   // (from ucp_ep_print_info; logged at WEFT_DEBUG=INFO after setup).
   std::string PeerLanes(int peer) const;
