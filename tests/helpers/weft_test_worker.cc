@@ -203,6 +203,17 @@ int LatePeer(weftComm_t comm, int rank, int size) {
     auto value = [&](int from, int to, size_t i) {
       return static_cast<float>((from * 7 + to * 3 + static_cast<int>(i) + it) % 97);
     };
+    // Block q of `got` (size blocks of `block`) equals want(q, i); else prints the first miss.
+    auto blocks_hold = [&](const char* what, const std::vector<float>& got, auto want) {
+      for (int q = 0; q < size; ++q)
+        for (size_t i = 0; i < block; ++i)
+          if (got[q * block + i] != want(q, i)) {
+            printf("FAIL late-peer %s call %d (block %zu) block %d element %zu: %g, want %g\n", what,
+                   it, block, q, i, got[q * block + i], want(q, i));
+            return false;
+          }
+      return true;
+    };
     std::vector<float> a2a_in(block * size), a2a_out(block * size, -1.0f);
     for (int q = 0; q < size; ++q)
       for (size_t i = 0; i < block; ++i) a2a_in[q * block + i] = value(rank, q, i);
@@ -210,13 +221,8 @@ int LatePeer(weftComm_t comm, int rank, int size) {
     if (weftAllToAll(in_place ? a2a_out.data() : a2a_in.data(), a2a_out.data(), block, weftFloat32,
                      comm, nullptr) != weftSuccess)
       return Fail("late-peer alltoall");
-    for (int q = 0; q < size; ++q)
-      for (size_t i = 0; i < block; ++i)
-        if (a2a_out[q * block + i] != value(q, rank, i)) {
-          printf("FAIL late-peer alltoall call %d (block %zu) from rank %d element %zu: %g, want %g\n",
-                 it, block, q, i, a2a_out[q * block + i], value(q, rank, i));
-          return 1;
-        }
+    if (!blocks_hold("alltoall", a2a_out, [&](int q, size_t i) { return value(q, rank, i); }))
+      return 1;
     // Then an allgather and a reduce-scatter (sum) of the same block size: small ones run
     // single-round too.
     std::vector<float> mine(block), gathered(block * size, -1.0f);
@@ -225,13 +231,8 @@ int LatePeer(weftComm_t comm, int rank, int size) {
     if (weftAllGather(in_place ? gathered.data() + rank * block : mine.data(), gathered.data(), block,
                       weftFloat32, comm, nullptr) != weftSuccess)
       return Fail("late-peer allgather");
-    for (int q = 0; q < size; ++q)
-      for (size_t i = 0; i < block; ++i)
-        if (gathered[q * block + i] != value(q, q, i)) {
-          printf("FAIL late-peer allgather call %d (block %zu) rank %d element %zu: %g, want %g\n",
-                 it, block, q, i, gathered[q * block + i], value(q, q, i));
-          return 1;
-        }
+    if (!blocks_hold("allgather", gathered, [&](int q, size_t i) { return value(q, q, i); }))
+      return 1;
     std::vector<float> scattered(block, -1.0f);
     if (in_place) a2a_out = a2a_in;
     if (weftReduceScatter(in_place ? a2a_out.data() : a2a_in.data(),
