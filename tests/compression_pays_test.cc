@@ -85,8 +85,11 @@ TEST(CompressionPays, ClosedFormIsNearTheSimulation) {
         printf("%-22s %-9s %9zu B: simulated %10.0f us, closed form %10.0f us (%.2f)\n", c.preset, codec, bytes,
                sim->time_us, closed, closed / sim->time_us);
         // 1 MiB: latency and a shaped link's burst (which the closed form does not model)
-        // weigh more.
-        const double tolerance = bytes < (size_t{16} << 20) ? 0.45 : 0.25;
+        // weigh more: sign1 on netns:2x1@2 encodes 1 MiB into 32 KiB, which the bucket passes
+        // at the line rate; the closed form charges it at 2 Gbit/s, ~150 us too much (1.40 of
+        // the simulation, 1.48 since the engine's in-cache CPU rates rose to the measured
+        // ones and the simulation got 55 us faster, the gap unchanged).
+        const double tolerance = bytes < (size_t{16} << 20) ? 0.5 : 0.25;
         EXPECT_NEAR(closed, sim->time_us, tolerance * sim->time_us) << c.preset << " " << codec << " " << bytes;
       }
   }

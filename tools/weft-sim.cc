@@ -2,7 +2,8 @@
 // real schedules (src/sim/engine.h), printing nccl-tests-shaped rows.
 //
 //   weft-sim --preset dgx-h100:128 -C allreduce -b 1M -e 1G [-f 2] [-d float]
-//            [-a ALGO] [--chunk BYTES] [--channels N] [--max-chunks K] [--no-shm]
+//            [-a ALGO] [--chunk BYTES] [--channels N] [--max-chunks K] [--no-shm] [--breakdown]
+//            [--in-place]
 //            [--topo-file FILE] [-n RANKS]
 // Without -a the selector decides (WEFT_ALGO / WEFT_TUNING_FILE honoured, as in the library);
 // the decided schedule is then simulated at finer granularity than the selector's estimate
@@ -36,7 +37,10 @@ int Usage(const char* msg) {
   fprintf(stderr,
           "usage: weft-sim (--preset NAME | --topo-file FILE) [-n RANKS] [-C COLLECTIVE] [-b MIN] [-e MAX]\n"
           "                [-f FACTOR] [-d DTYPE] [-a ALGORITHM] [--chunk BYTES] [--channels N]\n"
-          "                [--max-chunks K] [--no-shm]\n"
+          "                [--max-chunks K] [--no-shm] [--breakdown] [--in-place]\n"
+          "--in-place: the in-place schedule (default: out of place; only all-to-all differs)\n"
+          "--breakdown: after each row, the busy time of every resource the call used (ports,\n"
+          "             memory buses, cores, TCP stacks), each rank's finish time and the bytes moved\n"
           "presets: dgx-h100, dgx-h100:N, dgx-h100-fattree:N[:OVERSUB], netns:KxR[@GBIT], host:R\n");
   return 2;
 }
@@ -49,13 +53,22 @@ double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// Where a simulated call's time went: what a model that disagrees with a measurement is
+// checked against (which resource it thinks binds, and how busy each one is).
+void PrintBreakdown(const SimResult& sim) {
+  printf("#   %s working set; %zu messages, %.0f bytes; cpu busy %.2f us\n",
+         sim.dram_resident ? "DRAM-resident" : "cache-resident", sim.messages, sim.bytes_moved, sim.cpu_busy_us);
+  for (const auto& [name, us] : sim.resource_busy_us) printf("#   busy %-28s %12.2f us\n", name.c_str(), us);
+  for (size_t r = 0; r < sim.rank_done_us.size(); ++r) printf("#   rank %zu done at %.2f us\n", r, sim.rank_done_us[r]);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string preset, topo_file, coll_name = "allreduce", dtype = "float", algo;
   int nranks = 0, channels = 0, max_chunks = 0;
   size_t min_bytes = 8, max_bytes = 128 << 20, chunk_bytes = 0;
-  bool chunk_set = false, shm = true;
+  bool chunk_set = false, shm = true, breakdown = false, in_place = false;
   double factor = 2;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -63,6 +76,8 @@ int main(int argc, char** argv) {
     const char* v = nullptr;
     if (a == "-h" || a == "--help") return Usage(nullptr);
     if (a == "--no-shm") { shm = false; continue; }
+    if (a == "--breakdown") { breakdown = true; continue; }
+    if (a == "--in-place") { in_place = true; continue; }
     if (!(v = next())) return Usage(("missing value after " + a).c_str());
     if (a == "--preset") preset = v;
     else if (a == "--topo-file") topo_file = v;
@@ -102,11 +117,8 @@ int main(int argc, char** argv) {
     fprintf(stderr, "weft-sim: WEFT_ALGO: %s\n", overrides.status().message().c_str());
     return 1;
   }
-  Selector selector(fabric.value(), overrides.value(), shm);
-  const AlgorithmInfo* forced = nullptr;
   if (!algo.empty()) {
-    forced = FindAlgorithm(coll, algo);
-    if (!forced) {
+    if (!FindAlgorithm(coll, algo)) {
       std::string known;
       for (const AlgorithmInfo& a : AllAlgorithms())
         if (a.collective == coll) known += " " + a.name;
@@ -114,7 +126,17 @@ int main(int argc, char** argv) {
               known.empty() ? " none" : known.c_str());
       return 1;
     }
+    // -a is WEFT_ALGO=COLLECTIVE:ALGORITHM: the selector picks that algorithm's chunk and
+    // channels as the library does when the variable forces it, so a row predicts what a
+    // forced run (or a sweep that chose this algorithm) executes. --chunk/--channels still
+    // override.
+    overrides = ParseAlgoOverrides(coll_name + ":" + algo);
+    if (!overrides.ok()) {
+      fprintf(stderr, "weft-sim: -a %s: %s\n", algo.c_str(), overrides.status().message().c_str());
+      return 1;
+    }
   }
+  Selector selector(fabric.value(), overrides.value(), shm);
   int k = max_chunks > 0 ? max_chunks : std::max(1, std::min(32, 8192 / n));
   printf("# weft-sim: fabric '%s', %d ranks on %d hosts, %s, %s, shm %s, <= %d chunks/segment simulated\n",
          f.name().c_str(), n, f.nhosts(), coll_name.c_str(), dtype.c_str(), shm ? "on" : "off", k);
@@ -131,6 +153,9 @@ int main(int argc, char** argv) {
     req.nranks = n;
     req.count = bytes / elem / per;
     req.root = 0;
+    // Out of place unless --in-place, as nccl-tests' first time column and as the selector
+    // decides all-to-all (only the all-to-all generators plan the two differently).
+    req.out_of_place = !in_place;
     if (coll == Collective::kAllToAllv) {
       req.a2av_counts.assign(static_cast<size_t>(n) * n, req.count / n);
       req.a2av_send_displs.resize(static_cast<size_t>(n) * n);
@@ -142,26 +167,13 @@ int main(int argc, char** argv) {
         }
     }
     double t0 = Now();
-    const AlgorithmInfo* chosen = forced;
-    if (!forced) {
-      StatusOr<Decision> d = selector.Choose(&req, elem);
-      if (!d.ok()) {
-        printf("# %zu: %s\n", bytes, d.status().message().c_str());
-        ++failures;
-        continue;
-      }
-      chosen = d->algorithm;
-    } else {
-      req.groups = f.HostGroups();
-      req.all_ranks_mappable = f.AllRanksMappable(shm);
-      req.groups_mappable = f.GroupsMappable(shm);
-      if (!forced->applicable(req)) {
-        printf("# %zu: %s cannot run this call\n", bytes, forced->name.c_str());
-        ++failures;
-        continue;
-      }
-      req.chunk = ChunkPolicy{0, 1};
+    StatusOr<Decision> d = selector.Choose(&req, elem);
+    if (!d.ok()) {
+      printf("# %zu: %s\n", bytes, d.status().message().c_str());
+      ++failures;
+      continue;
     }
+    const AlgorithmInfo* chosen = d->algorithm;
     if (chunk_set) req.chunk.chunk_elems = chunk_bytes / elem;
     if (channels > 0) req.chunk.channels = channels;
     double t1 = Now();
@@ -182,6 +194,7 @@ int main(int argc, char** argv) {
     printf("  %12zu %12zu %6s %-20s %8s %3d %12.2f %11.2f %11.2f %9.3f %9.3f %9s\n", bytes, req.count, dtype.c_str(),
            chosen->name.c_str(), chunk.c_str(), req.chunk.channels, est->time_us, algbw,
            algbw * BusBandwidthFactor(coll, n), t1 - t0, t2 - t1, steps.c_str());
+    if (breakdown && !est->analytic_only) PrintBreakdown(est->sim);
     fflush(stdout);
   }
   return failures ? 1 : 0;

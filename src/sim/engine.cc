@@ -266,10 +266,12 @@ class Engine {
       res.cpu_busy_us += busy_[core];
     }
     res.steps = steps_;
-    res.dram_resident = std::find(dram_host_.begin(), dram_host_.end(), 1) != dram_host_.end();
+    res.dram_fraction = *std::max_element(miss_.begin(), miss_.end());
+    res.dram_resident = res.dram_fraction > 0;
     res.messages = messages_;
     res.bytes_moved = bytes_;
     for (int i = 0; i < fabric_.num_resources(); ++i) {
+      if (busy_[i] > 0) res.resource_busy_us.emplace_back(fabric_.resource(i).name, busy_[i]);
       if (busy_[i] > res.hottest_busy_us) {
         res.hottest_busy_us = busy_[i];
         res.hottest_resource = fabric_.resource(i).name;
@@ -283,11 +285,13 @@ class Engine {
     events_.push(Event{t, seq_++, rank, step, received});
   }
 
-  // Working-set switch (engine.h): per host, the bytes the call touches on every CPU rank
-  // (input + output + scratch, plus the staging buffer a recv-reduce lands in) against the
-  // host's last-level cache. Over it, the host's memory resources run at their DRAM rates.
+  // Working set (engine.h): per host, the bytes the call touches on every CPU rank (input +
+  // output + scratch, plus the staging buffer a recv-reduce lands in) against the cache the
+  // host's ranks can hold (Fabric::CacheBytes). The part that does not fit streams from DRAM:
+  // a fraction miss = 1 - cache / working set of every byte pays the DRAM rate, the rest the
+  // cache rate (per byte, times add: 1 / rate = hit / cache + miss / dram).
   void ClassifyWorkingSet() {
-    dram_host_.assign(fabric_.nhosts(), 0);
+    miss_.assign(fabric_.nhosts(), 0.0);
     cap_.resize(fabric_.num_resources());
     for (int i = 0; i < fabric_.num_resources(); ++i) cap_[i] = fabric_.resource(i).gbps;
     if (sched_.nranks != fabric_.nranks() || static_cast<int>(sched_.ranks.size()) != sched_.nranks) return;
@@ -303,15 +307,21 @@ class Engine {
           static_cast<double>(rs.input_count + rs.output_count + rs.scratch_count + staging) * elem_;
     }
     for (int h = 0; h < fabric_.nhosts(); ++h) {
-      int64_t llc = fabric_.LlcBytes(h);
-      dram_host_[h] = llc > 0 && ws[h] > static_cast<double>(llc) ? 1 : 0;
+      const double cache = static_cast<double>(fabric_.CacheBytes(h));
+      miss_[h] = cache > 0 && ws[h] > cache ? 1.0 - cache / ws[h] : 0.0;
     }
     for (int i = 0; i < fabric_.num_resources(); ++i) {
       const FabricResource& fr = fabric_.resource(i);
-      cap_[i] = fr.host >= 0 && dram_host_[fr.host] && fr.dram_gbps > 0 ? fr.dram_gbps : fr.gbps;
+      if (fr.host >= 0 && fr.dram_gbps > 0) cap_[i] = Blend(fr.gbps, fr.dram_gbps, miss_[fr.host]);
     }
   }
-  bool Dram(int r) const { return !fabric_.IsGpu(r) && dram_host_[fabric_.rank(r).host]; }
+  // The rate of a byte stream whose `miss` fraction runs at `dram`, the rest at `cache`
+  // (dram <= 0: no separate DRAM figure).
+  static double Blend(double cache, double dram, double miss) {
+    if (dram <= 0 || miss <= 0) return cache;
+    return 1.0 / ((1.0 - miss) / cache + miss / dram);
+  }
+  double Miss(int r) const { return fabric_.IsGpu(r) ? 0.0 : miss_[fabric_.rank(r).host]; }
   static bool MemoryLink(LinkType t) {
     return t == LinkType::kSelf || t == LinkType::kSameNuma || t == LinkType::kCrossSocket;
   }
@@ -378,20 +388,29 @@ class Engine {
   // delivered. A (a, b, channel) stream is a FIFO (one socket / queue in a transport): its
   // messages pay their fixed overhead and stream-rate time one after another; the route's
   // shared resources add their backlog on top.
-  double Transfer(int a, int b, uint32_t channel, double now, double bytes, bool direct = false) {
+  // `copies`: the receiver's (reader's) thread moves the bytes itself, holding its core (see
+  // below); false for a direct reduce, whose reduction step charges the core.
+  double Transfer(int a, int b, uint32_t channel, double now, double bytes, bool direct = false, bool copies = true) {
     Route route = fabric_.RouteOf(a, b, opt_.shm_enabled);
     // A direct read is a load from mapped memory: no transport post/poll/complete path, only
     // the local step's own cost.
     if (direct) route.overhead_us = fabric_.Compute(b).overhead_us;
-    // DRAM-resident two-sided shm message: one stream runs at the DRAM path's rate, and the
-    // receiver's thread does the copy (single-copy CMA or draining the ring), so the copy
-    // occupies its core and queues with its reductions. Direct reads come from the peer's
+    // Two-sided shm message: the stream runs at the cache rate, blended with the DRAM path's
+    // for the share of the working set beyond the cache. Direct reads come from the peer's
     // window (bounded scratch that stays cache-resident) and keep the cache figures.
-    const bool dram_msg = !direct && MemoryLink(route.type) && Dram(b);
-    if (dram_msg) {
-      double f = fabric_.table().link(route.type).dram_flow_gbps;
-      if (f > 0) route.flow_gbps = f;
-    }
+    const bool dram_msg = !direct && MemoryLink(route.type) && Miss(b) > 0;
+    if (dram_msg) route.flow_gbps = Blend(route.flow_gbps, fabric_.table().link(route.type).dram_flow_gbps, Miss(b));
+    // Below the transport's single-copy threshold a two-sided shm message goes through the
+    // ring: the sender's thread copies into a slot while the receiver's copies the previous
+    // one out, at the cores' copy rate inside the cache (no page pinning, cache-hot slots).
+    // The share from DRAM streams at the DRAM path's rate either way (2-rank all-to-all of
+    // 16 MiB: 64 KiB ring messages 1.8-2.8 ms, CMA 1.9-2.0 ms). Above the threshold, the
+    // receiver makes one CMA copy at the link's stream rate (what calibration measures).
+    const bool cpu_pair = MemoryLink(route.type) && !fabric_.IsGpu(a) && !fabric_.IsGpu(b);
+    const bool ring_path = cpu_pair && !direct && bytes / Multiplicity(bytes) < kShmSingleCopyMinBytes;
+    if (ring_path)
+      route.flow_gbps = Blend(std::min(fabric_.Compute(a).copy_gbps, fabric_.Compute(b).copy_gbps),
+                              fabric_.table().link(route.type).dram_flow_gbps, Miss(b));
     // A shaped route: the stream runs at the line rate, the ports' token buckets shape it.
     if (route.line_gbps > 0) route.flow_gbps = route.line_gbps;
     double& stream = streams_[Key(a, b, sched_.nranks, channel)];
@@ -400,14 +419,22 @@ class Engine {
     double done = start + route.overhead_us * Multiplicity(bytes) + xfer;
     stream = done;
     for (int i = 0; i < route.nres; ++i) done = std::max(done, Occupy(route.res[i], start, bytes, direct));
-    // The receiver's thread copies a two-sided shm message, and a direct read is a copy by
-    // the reading rank (b): DRAM-resident two-sided messages, and any such copy on a core the
-    // rank shares with other ranks (which cannot copy at the same time), hold its core.
-    if (dram_msg || (MemoryLink(route.type) && !fabric_.IsGpu(b) && fabric_.CoreShared(b)))
-      done = std::max(done, OccupyCore(b, start, xfer));
+    // The receiver's thread copies a two-sided shm message (draining the ring, or CMA's single
+    // copy), and a direct read is a copy by the reading rank (b): the copy holds its core, so
+    // it queues with the rank's reductions and other receives. A rank's receives thus run at
+    // one core's rate however many channels carry them: 2 channels measured no faster than 1
+    // for 2-rank rings at 128 KiB-4 MiB (perf/RESULTS.md), while a model without this
+    // charge chose them. The ring's copy in holds the sender's core as well.
+    if (copies && MemoryLink(route.type) && !fabric_.IsGpu(b)) done = std::max(done, OccupyCore(b, start, xfer));
+    if (ring_path) {
+      const ComputeParams& c = fabric_.Compute(a);
+      done = std::max(done, OccupyCore(a, start, bytes / (Blend(c.copy_gbps, c.dram_copy_gbps, Miss(a)) * 1e3)));
+    }
     return done + route.latency_us;
   }
 
+  // The transport's default single-copy threshold (WEFT_SHM_CMA_MIN_BYTES, shm_transport.h).
+  static constexpr double kShmSingleCopyMinBytes = 256 * 1024;
   // How many real messages a simulated one of `bytes` stands for (see SimOptions).
   double Multiplicity(double bytes) const {
     if (opt_.overhead_multiplier <= 1 || opt_.real_chunk_elems == 0) return 1;
@@ -418,12 +445,8 @@ class Engine {
   double Compute(int r, double start, double bytes, bool reduce, bool staging = false) {
     const ComputeParams& c = fabric_.Compute(r);
     int res = fabric_.ComputeResource(r);
-    double rate = reduce ? c.reduce_gbps : c.copy_gbps;
-    const bool dram = Dram(r);
-    if (dram) {
-      double d = reduce ? c.dram_reduce_gbps : c.dram_copy_gbps;
-      if (d > 0) rate = d;
-    }
+    const double miss = Miss(r);
+    const double rate = reduce ? Blend(c.reduce_gbps, c.dram_reduce_gbps, miss) : Blend(c.copy_gbps, c.dram_copy_gbps, miss);
     const double begin = std::max(start, backlog_[res]);
     double dt = Shared(r, begin, bytes / (rate * 1e3));
     backlog_[res] = begin + dt;
@@ -434,7 +457,7 @@ class Engine {
     // the host's other ranks. (Plain local steps of direct algorithms work next to a
     // cache-resident window; their cost is the core rate.)
     int bus = fabric_.MemoryResource(r);
-    if (dram && staging && bus >= 0) end = std::max(end, Occupy(bus, start, bytes));
+    if (miss > 0 && staging && bus >= 0) end = std::max(end, Occupy(bus, start, bytes * miss));
     return end + c.overhead_us * Multiplicity(bytes);
   }
 
@@ -606,8 +629,12 @@ class Engine {
     }
     if (m.codec != StepCodec::kNone) return RunCodec(r, st, now);
     if (m.reads_remote) {
-      double end = Transfer(st.peer, r, kDirectChannel, now, bytes, /*direct=*/true);
-      if (m.combine == StepCombine::kReduceIn) end = Compute(r, end, bytes, true);
+      // A direct read is a copy by this rank's thread; a direct reduce is one pass that loads
+      // the peer's bytes as it reduces them: the transfer and the reduction overlap, and the
+      // reduction holds the core.
+      const bool reduce = m.combine == StepCombine::kReduceIn;
+      double end = Transfer(st.peer, r, kDirectChannel, now, bytes, /*direct=*/true, /*copies=*/!reduce);
+      if (reduce) end = std::max(end, Compute(r, now, bytes, true));
       ++messages_;
       bytes_ += bytes;
       return end;
@@ -668,7 +695,7 @@ class Engine {
   std::vector<double> backlog_, busy_;
   std::vector<double> tokens_;     // shaped ports: bytes the token bucket holds (at backlog_)
   std::vector<double> cap_;        // resource capacity for this call (cache or DRAM rate)
-  std::vector<char> dram_host_;    // [host] working set exceeds the LLC
+  std::vector<double> miss_;       // [host] fraction of the working set beyond the cache
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
   std::unordered_map<uint64_t, Queue> queues_;
   std::unordered_map<uint64_t, SignalQueue> signals_;

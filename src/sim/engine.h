@@ -19,15 +19,23 @@
 // Concurrent messages through one port thus share its capacity, a lone stream is limited by
 // its own cap. Reductions queue on the rank's compute resource; local steps block the rank's
 // issuing thread for their duration.
+// Two-sided same-host messages to a CPU rank occupy the receiver's core for their transfer
+// time (its thread does the copy), so they queue with its reductions and other receives.
+// Below the shm transport's single-copy threshold (256 KiB) they go through its ring: both
+// sides' threads copy, at the CPU copy rate; above it, the receiver's one CMA copy runs at the
+// link's stream rate (page pinning included: what calibration measures).
 // Working set (same-host memory): per host, the bytes the call touches on its CPU ranks
 // (each rank's input + output + scratch, plus the staging buffer a recv-reduce lands in) are
-// compared with the host's last-level cache (Fabric::LlcBytes). Within it, the table's cache
-// figures apply (the measured small/medium-message rates). Beyond it the host is DRAM-bound:
-// memory buses and CPU cores take their dram_* capacities, two-sided same-host messages run
-// at the link's dram_flow_gbps and occupy the receiver's core (the receiver does the copy),
-// and local copies/reductions - including the reduction of a recv-reduce's staging buffer,
-// an extra read + write - also occupy the memory bus. Direct reads keep the cache figures:
-// they read a peer's bounded window, which stays cache-resident.
+// compared with the cache the host's ranks can use (Fabric::CacheBytes: the LLC, or what
+// calibration measured). The share that does not fit, miss = 1 - cache / working set, runs at
+// the DRAM figures and the rest at the table's cache figures, byte by byte (1 / rate =
+// (1 - miss) / cache rate + miss / DRAM rate): memory buses and TCP stacks take blended
+// capacities, CPU cores blended copy/reduce rates, two-sided same-host streams a blend with
+// the link's dram_flow_gbps; the DRAM share of a recv-reduce's staging buffer also occupies
+// the memory bus (an extra read + write). A blend, not a switch: a cache shared with other
+// processes spills gradually (4 MiB calls on this project's VM, whose 32 MiB L3 other guests
+// share, run 1.3-2x slower per byte than 1 MiB ones, not the 4x of the DRAM figures). Direct
+// reads keep the cache figures: they read a peer's bounded window, which stays cached.
 // Token-bucket links (LinkParams::burst_bytes, e.g. tc tbf on the netns harness's veths):
 // a shaped port lets the bytes its bucket holds pass without occupying it (they leave at the
 // line rate: the route's stream cap is then the unshaped TCP rate) and refills at its rate
@@ -35,13 +43,13 @@
 // call from a full bucket gives back what it took, full is its steady state; otherwise the
 // call is run from an empty bucket, then once more from the level that run left.
 // Shared cores (Fabric::CoreMates: a machine with more CPU ranks than cores): a rank's CPU
-// work is stretched by its overlap with each busy mate's pending work (processor sharing),
-// and two-sided shm messages to a rank on a shared core occupy its core (the receiver's
-// thread copies).
+// work, its receive copies included, is stretched by its overlap with each busy mate's
+// pending work (processor sharing).
 // The model is deterministic (ties broken by event order), so every rank predicts the same.
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "algorithms/schedule.h"
@@ -77,11 +85,15 @@ struct SimResult {
   double cpu_busy_us = 0;
   std::vector<double> rank_done_us;   // per rank
   size_t steps = 0;
-  bool dram_resident = false;         // some host's working set exceeded its LLC (see above)
+  bool dram_resident = false;         // some host's working set exceeded its cache (see above)
+  double dram_fraction = 0;           // the largest share of a host's working set beyond it
   size_t messages = 0;
   double bytes_moved = 0;             // sum of message sizes
   std::string hottest_resource;       // resource with the most busy time
   double hottest_busy_us = 0;
+  // Every resource the call kept busy (name, busy us), in fabric order: where the time went
+  // (weft-sim --breakdown).
+  std::vector<std::pair<std::string, double>> resource_busy_us;
 };
 
 // Errors: a schedule that cannot finish (unmatched send/recv, wait without signal) is

@@ -218,9 +218,11 @@ Status DriveTier(const Fabric& fabric, PairLink& link, const CalibrateOptions& o
   size_t lo = opt.min_probe_bytes, hi = opt.max_probe_bytes;
   if (IsMemoryTier(m->type)) {
     // Inside the cache: both ranks' buffers (sender + receiver + the transport's staging)
-    // within the LLC; beyond it: 4x the LLC (the DRAM-resident figure).
+    // within the cache a call can use (calibrated just before); beyond it: 4x the LLC (the
+    // DRAM-resident figure).
     int64_t llc = fabric.LlcBytes(fabric.rank(m->a).host);
-    size_t cached = llc > 0 ? std::max<size_t>(lo, static_cast<size_t>(llc) / 8) : 1u << 20;
+    int64_t cache = fabric.CacheBytes(fabric.rank(m->a).host);
+    size_t cached = cache > 0 ? std::max<size_t>(lo, static_cast<size_t>(cache) / 8) : 1u << 20;
     size_t dram = llc > 0 ? static_cast<size_t>(llc) * 4 : 32u << 20;
     cached = std::min(cached, hi);
     dram = std::min(std::max(dram, 4 * cached), hi);
@@ -295,13 +297,13 @@ Status ShareMeasurements(const CalibrationPeers& peers, std::vector<TierMeasurem
   return OkStatus();
 }
 
-// Best-of-3 rate (GB/s of destination) of `fn` over `bytes`, after one untimed pass that
+// Best-of-`reps` rate (GB/s of destination) of `fn` over `bytes`, after one untimed pass that
 // faults the pages in and warms the cache.
 template <typename Fn>
-double BestRate(size_t bytes, Fn fn) {
+double BestRate(size_t bytes, Fn fn, int reps = 3) {
   fn();
   double best = 1e300;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < reps; ++i) {
     double t0 = NowUs();
     fn();
     best = std::min(best, NowUs() - t0);
@@ -309,25 +311,42 @@ double BestRate(size_t bytes, Fn fn) {
   return static_cast<double>(bytes) / (std::max(best, 1e-3) * 1e3);
 }
 
-// weft's own copy and float32 sum kernels inside the LLC (3 buffers of LLC/8) and beyond it
-// (3 buffers of one LLC, at most max_probe_bytes): what direct algorithms' local steps run at.
+// The cache a call can use, from copy rates over working sets (see calibrate.h).
+int64_t MeasureCacheBytes(int64_t llc, double dram_copy_gbps) {
+  std::vector<std::pair<double, double>> points;
+  for (size_t buf = std::max<size_t>(64u << 10, static_cast<size_t>(llc) / 32); buf <= static_cast<size_t>(llc);
+       buf *= 2) {
+    std::vector<char> dst(buf, 1), src(buf, 2);
+    points.emplace_back(2.0 * static_cast<double>(buf),
+                        BestRate(buf, [&] { kernels::Copy(dst.data(), src.data(), buf); }, 7));
+  }
+  return FitCacheBytes(points, dram_copy_gbps, llc);
+}
+
+// weft's own copy and float32 sum kernels beyond the LLC (3 buffers of one LLC, at most
+// max_probe_bytes), then the cache a call can use (MeasureCacheBytes), then the kernels
+// inside it (3 buffers of a sixth of it, at most LLC/8): what local steps run at.
 ComputeMeasurement MeasureCompute(const Fabric& fabric, int rank, const CalibrateOptions& opt) {
   ComputeMeasurement c;
   double t0 = NowUs();
   int64_t llc = fabric.LlcBytes(fabric.rank(rank).host);
-  size_t cached = llc > 0 ? static_cast<size_t>(llc) / 8 : 1u << 20;
   // Three buffers of one LLC each: a working set of 3x the cache, at a third of the faulting
   // cost of 4x-LLC buffers (first touch dominates this probe's time).
   size_t dram = std::min<size_t>(llc > 0 ? static_cast<size_t>(llc) : 32u << 20, opt.max_probe_bytes);
   kernels::ReduceFn sum = kernels::GetReduceFn(weftFloat32, weftSum);
-  for (int pass = 0; pass < 2; ++pass) {
-    size_t bytes = (pass == 0 ? cached : dram) & ~static_cast<size_t>(63);
+  // Best of `reps`: in-cache passes take tens of us, where one preemption halves a rate.
+  auto rates = [&](size_t bytes, int reps, double* copy, double* reduce) {
+    bytes &= ~static_cast<size_t>(63);
     std::vector<float> dst(bytes / 4, 1.0f), a(bytes / 4, 2.0f), b(bytes / 4, 3.0f);
-    double copy = BestRate(bytes, [&] { kernels::Copy(dst.data(), a.data(), bytes); });
-    double reduce = BestRate(bytes, [&] { sum(dst.data(), a.data(), b.data(), bytes / 4); });
-    (pass == 0 ? c.copy_gbps : c.dram_copy_gbps) = copy;
-    (pass == 0 ? c.reduce_gbps : c.dram_reduce_gbps) = reduce;
-  }
+    *copy = BestRate(bytes, [&] { kernels::Copy(dst.data(), a.data(), bytes); }, reps);
+    *reduce = BestRate(bytes, [&] { sum(dst.data(), a.data(), b.data(), bytes / 4); }, reps);
+  };
+  rates(dram, 3, &c.dram_copy_gbps, &c.dram_reduce_gbps);
+  if (llc > 0) c.cache_bytes = MeasureCacheBytes(llc, c.dram_copy_gbps);
+  int64_t cache = c.cache_bytes > 0 ? c.cache_bytes : (llc > 0 ? llc : int64_t{8} << 20);
+  size_t cached = std::max<size_t>(64u << 10, static_cast<size_t>(cache) / 6);
+  if (llc > 0) cached = std::min(cached, static_cast<size_t>(llc) / 8);
+  rates(cached, 15, &c.copy_gbps, &c.reduce_gbps);
   c.seconds = (NowUs() - t0) / 1e6;
   return c;
 }
@@ -336,20 +355,46 @@ ComputeMeasurement MeasureCompute(const Fabric& fabric, int rank, const Calibrat
 // allgather that then hands everyone its figures.
 Status CalibrateCompute(const Fabric& fabric, const CalibrationPeers& peers, const CalibrateOptions& opt,
                         ComputeMeasurement* out) {
-  constexpr int kFields = 5;
-  double mine[kFields] = {0, 0, 0, 0, 0};
+  constexpr int kFields = 6;
+  double mine[kFields] = {0, 0, 0, 0, 0, 0};
   if (peers.rank == 0 && !fabric.IsGpu(0)) {
     ComputeMeasurement c = MeasureCompute(fabric, 0, opt);
-    double v[kFields] = {c.copy_gbps, c.reduce_gbps, c.dram_copy_gbps, c.dram_reduce_gbps, c.seconds};
+    double v[kFields] = {c.copy_gbps, c.reduce_gbps, c.dram_copy_gbps, c.dram_reduce_gbps,
+                         static_cast<double>(c.cache_bytes), c.seconds};
     std::copy(v, v + kFields, mine);
   }
   std::vector<double> all(static_cast<size_t>(kFields) * peers.nranks);
   WEFT_RETURN_IF_ERROR_CTX(peers.allgather(mine, sizeof(mine), all.data()), "sharing compute calibration");
-  *out = ComputeMeasurement{all[0], all[1], all[2], all[3], all[4]};
+  *out = ComputeMeasurement{all[0], all[1], all[2], all[3], static_cast<int64_t>(all[4]), all[5]};
   return OkStatus();
 }
 
 }  // namespace
+
+int64_t FitCacheBytes(const std::vector<std::pair<double, double>>& points, double dram_gbps, int64_t llc) {
+  double cache_gbps = 0;
+  for (const auto& [ws, rate] : points) cache_gbps = std::max(cache_gbps, rate);
+  if (!(cache_gbps > 0) || !(dram_gbps > 0) || cache_gbps <= 1.25 * dram_gbps) return llc;
+  // Sizes clearly spilled but clearly above DRAM carry the fit; a cliff with none between
+  // puts the cache at the last working set still at the cache rate.
+  std::vector<double> fits;
+  double last_fast = 0;
+  for (const auto& [ws, rate] : points) {
+    if (rate >= 0.9 * cache_gbps) { last_fast = std::max(last_fast, ws); continue; }
+    if (rate <= 1.1 * dram_gbps) continue;
+    double hit = (1 / rate - 1 / dram_gbps) / (1 / cache_gbps - 1 / dram_gbps);
+    fits.push_back(hit * ws);
+  }
+  double cache = last_fast;
+  if (!fits.empty()) {
+    std::sort(fits.begin(), fits.end());
+    cache = fits[fits.size() / 2];
+  } else if (last_fast >= points.back().first) {
+    return llc;  // never spilled within the sweep
+  }
+  if (cache <= 0) return llc;
+  return std::min<int64_t>(llc, static_cast<int64_t>(cache));
+}
 
 StatusOr<bool> CalibrationRequested() {
   const char* v = getenv("WEFT_CALIBRATE");
@@ -392,7 +437,9 @@ StatusOr<CalibrationResult> CalibrateFabric(std::shared_ptr<const Fabric> fabric
   CalibrationResult result;
   result.tiers = CalibrationTiers(*fabric, peers.shm_enabled);
   WEFT_RETURN_IF_ERROR(CalibrateCompute(*fabric, peers, options, &result.compute));
-  for (TierMeasurement& m : result.tiers) WEFT_RETURN_IF_ERROR(RunTier(*fabric, peers, options, &m));
+  // The memory tiers' in-cache probes size themselves by the cache just measured.
+  WEFT_ASSIGN_OR_RETURN(std::shared_ptr<const Fabric> sized, ApplyCalibration(*fabric, {}, result.compute));
+  for (TierMeasurement& m : result.tiers) WEFT_RETURN_IF_ERROR(RunTier(*sized, peers, options, &m));
   WEFT_RETURN_IF_ERROR(ShareMeasurements(peers, &result.tiers));
   WEFT_ASSIGN_OR_RETURN(result.fabric, ApplyCalibration(*fabric, result.tiers, result.compute));
   result.seconds = (NowUs() - t0) / 1e6;
@@ -415,8 +462,14 @@ StatusOr<std::shared_ptr<const Fabric>> ApplyCalibration(const Fabric& fabric,
   if (compute.dram_reduce_gbps > 0) cpu.dram_reduce_gbps = compute.dram_reduce_gbps;
   std::vector<HostInfo> hosts;
   std::vector<RankPlacement> ranks;
+  if (compute.cache_bytes < 0)
+    return InvalidArgument("calibration of the CPU kernels: measured cache " + std::to_string(compute.cache_bytes) +
+                           " bytes must be >= 0 (0 = not measured)");
   for (int h = 0; h < fabric.nhosts(); ++h) hosts.push_back(fabric.host(h));
   for (int r = 0; r < fabric.nranks(); ++r) ranks.push_back(fabric.rank(r));
+  // Rank 0's host stands for every host, as its kernel rates do (a job's hosts are alike).
+  if (compute.cache_bytes > 0)
+    for (HostInfo& h : hosts) h.cache_bytes = compute.cache_bytes;
   for (const TierMeasurement& m : tiers) {
     if (!(m.gbps > 0) || !(m.oneway_us >= 0) || !(m.dram_gbps >= 0) || !std::isfinite(m.gbps) ||
         !std::isfinite(m.oneway_us) || !(m.burst_bytes >= 0) || !std::isfinite(m.burst_bytes))
@@ -464,7 +517,7 @@ std::string CalibrationResult::Describe() const {
   if (compute.copy_gbps > 0)
     o << "cpu kernels (rank 0): copy " << compute.copy_gbps << " GB/s, float sum " << compute.reduce_gbps
       << " GB/s (beyond the LLC: " << compute.dram_copy_gbps << ", " << compute.dram_reduce_gbps << " GB/s), "
-      << compute.seconds * 1e3 << " ms\n";
+      << "cache a call can use " << compute.cache_bytes / 1024 << " KiB, " << compute.seconds * 1e3 << " ms\n";
   o << "calibration took " << seconds * 1e3 << " ms\n";
   return o.str();
 }

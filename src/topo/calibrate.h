@@ -22,8 +22,9 @@
 //     rate (2 x (target_ms + one S/4 probe) more);
 //   - same-host memory tiers are probed twice: inside the last-level cache and beyond it
 //     (the fabric's two figures, flow_gbps and dram_flow_gbps).
-// First, rank 0 times weft's copy and float sum kernels inside and beyond the LLC (the CPU
-// compute rates the cost model charges local steps with).
+// First, rank 0 times weft's copy and float sum kernels beyond the LLC, the cache a call can
+// use (FitCacheBytes over copies of LLC/16 to 2x LLC working sets) and the kernels inside
+// it (the CPU compute rates the cost model charges local steps with).
 // Rank a's figures reach every rank by one allgather, so every rank builds the same fabric
 // (same digest, same decisions).
 //
@@ -35,6 +36,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -84,8 +86,21 @@ struct TierMeasurement {
 struct ComputeMeasurement {
   double copy_gbps = 0, reduce_gbps = 0;
   double dram_copy_gbps = 0, dram_reduce_gbps = 0;
+  // The cache a call's working set can use on this host, bytes (HostInfo::cache_bytes);
+  // 0 = not measured. See FitCacheBytes.
+  int64_t cache_bytes = 0;
   double seconds = 0;
 };
+
+// The cache a call can use, fitted to the cost model's blend (sim/engine.h) from copy rates
+// over working sets: `points` = (working set bytes, GB/s), `dram_gbps` = the rate well
+// beyond the LLC. With the fastest point as the cache rate c, a working set W whose rate r
+// lies clearly between the two gives C = W (1/r - 1/d) / (1/c - 1/d) (the model's hit share
+// times W); the median of those. A sharp cliff gives the last working set still at c; a
+// sweep that never slows, or a cache no faster than DRAM, gives `llc`. At most `llc`.
+// Why: a VM's LLC is shared with other guests (this project's 2-vCPU VM reports a 32 MiB L3;
+// copies slow from 8-16 MiB working sets on), which discovery cannot see.
+int64_t FitCacheBytes(const std::vector<std::pair<double, double>>& points, double dram_gbps, int64_t llc);
 
 struct CalibrationResult {
   std::shared_ptr<const Fabric> fabric;  // the input fabric with the measured constants

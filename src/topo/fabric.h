@@ -112,6 +112,15 @@ class Fabric {
   // from discovery / the topology file's cache records; 0 = unknown (the cost model then
   // assumes cache-resident data, the behaviour before working-set awareness).
   int64_t LlcBytes(int h) const { return llc_bytes_[h]; }
+  // The cache the host's ranks can hold a call's working set in (engine.h): what calibration
+  // measured (HostInfo::cache_bytes), else 3/8 of the LLC. Why not all of it: a call's
+  // buffers share the LLC with the transport's rings and windows, the executor and other
+  // processes (a VM's with other guests); on this project's VM (32 MiB L3) calibration's copy
+  // sweep puts it at 12-16.6 MiB, and ~300 measured collective configurations fit 11-14.7 MiB
+  // best (perf/model_fit.py).
+  int64_t CacheBytes(int h) const {
+    return hosts_[h].cache_bytes > 0 ? hosts_[h].cache_bytes : llc_bytes_[h] / 8 * 3;
+  }
 
   int num_resources() const { return static_cast<int>(resources_.size()); }
   const FabricResource& resource(int i) const { return resources_[i]; }

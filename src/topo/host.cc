@@ -438,6 +438,7 @@ std::vector<Record> HostInfo::ToRecords(int index) const {
   }
   h.Set("numa_package", np).Set("numa_cores", nc).Set("nvswitch", static_cast<int64_t>(nvswitch));
   if (!hwloc_xml.empty()) h.Set("hwloc_xml", hwloc_xml);
+  if (cache_bytes > 0) h.Set("cache_bytes", cache_bytes);
   out.push_back(h);
   for (const CacheInfo& c : caches) {
     Record r("cache");
@@ -508,6 +509,10 @@ StatusOr<HostInfo> HostFromRecords(const std::vector<Record>& records, int host_
       h.pus = static_cast<int>(v);
       WEFT_ASSIGN_OR_RETURN(v, r.GetInt("nvswitch", 0));
       h.nvswitch = v != 0;
+      WEFT_ASSIGN_OR_RETURN(h.cache_bytes, r.GetInt("cache_bytes", 0));
+      if (h.cache_bytes < 0)
+        return InvalidArgument("host " + std::to_string(host_index) + ": cache_bytes=" + std::to_string(h.cache_bytes) +
+                               " must be >= 0");
       WEFT_ASSIGN_OR_RETURN(h.numa_package, IntList(r, "numa_package"));
       WEFT_ASSIGN_OR_RETURN(h.numa_cores, IntList(r, "numa_cores"));
       if (h.numa_package.size() != h.numa_cores.size())
@@ -586,6 +591,7 @@ std::string HostInfo::Describe() const {
       << (nics[i].gbps > 0 ? std::to_string(nics[i].gbps) + " GB/s" : std::string("unknown"))
       << " leaf=" << nics[i].leaf << "\n";
   if (nvswitch) o << "  NVSwitch: all GPUs all-to-all\n";
+  if (cache_bytes > 0) o << "  cache a call can use (calibrated): " << (cache_bytes >> 10) << " KiB\n";
   return o.str();
 }
 

@@ -57,6 +57,10 @@ struct HostInfo {
   std::vector<NicInfo> nics;
   bool nvswitch = false;    // GPUs all-to-all through NVSwitch (vs point-to-point NVLink)
   std::string hwloc_xml;    // hwloc XML file with the full tree (topology files), optional
+  // The cache a call's working set can use on this host, bytes, as calibration measured it
+  // (topo/calibrate.h): less than the LLC where other processes or guests share it. 0 = not
+  // measured (the cost model then takes the LLC). Record field `cache_bytes`.
+  int64_t cache_bytes = 0;
 
   int numa_nodes() const { return numa_package.empty() ? 1 : static_cast<int>(numa_package.size()); }
   // Records with host=<index>: "host", "cache", "gpu", "nic".

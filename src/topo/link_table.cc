@@ -43,32 +43,41 @@ LinkTable LinkTable::Defaults() {
   // datasheet); a copy reads and writes, so ~1.6 TB/s; 2 us = kernel launch + event (CUDA
   // launch latency is typically 2-5 us).
   t.mutable_link(LinkType::kSameDevice) = {1600.0, 2.0, 1600.0, 1.0};
-  // same_numa (shm): the port is the NUMA node's memory bus as one copy sees it, measured here
-  // 16 GB/s memcpy 64 MiB; one stream = one core's memcpy (same figure); latency 0.07 us =
-  // measured cache-line ping-pong between the 2 cores here; overhead 1 us per message is an
-  // estimate of the executor's post/poll/complete path (to be validated by weft-perf).
-  t.mutable_link(LinkType::kSameNuma) = {16.0, 0.07, 16.0, 1.0};
-  // DRAM-resident calls (working set > LLC share, engine.h). Memory bus 22 GB/s of copied
-  // bytes: measured here, `bin/membound 67108864 2` (2 threads each copying 64 MiB at once):
-  // 6141 us for 2 x 64 MiB = 21.9 GB/s aggregate. One two-sided shm stream 3.6 GB/s: measured
-  // here, `weftrun -n 2 weft-perf -C allreduce --algo allreduce:ring` at 64 MiB takes
-  // 21455-22780 us, i.e. per rank two 32 MiB messages plus one 32 MiB reduction (~2.4 ms at
-  // 14 GB/s) serialized on the receiving thread: 2 x 33.5 MB / ~19.5 ms = 3.4-3.6 GB/s
-  // (the CMA/ring path from cold pages; at 4 MiB the same path runs at the 16 GB/s above).
-  t.mutable_link(LinkType::kSameNuma).dram_bw_gbps = 22.0;
-  t.mutable_link(LinkType::kSameNuma).dram_flow_gbps = 3.6;
-  // cross_socket: no measurement on this 1-socket VM; same DRAM stream figure (the remote
-  // side's memory bus also carries the bytes), socket link unchanged.
-  t.mutable_link(LinkType::kCrossSocket).dram_bw_gbps = 22.0;
-  t.mutable_link(LinkType::kCrossSocket).dram_flow_gbps = 3.6;
+  // same_numa (shm) on a CPU host. Fitted (perf/model_fit.py: ranking and error over ~400
+  // measured 2- and 4-rank configurations of 4 KiB-64 MiB on this project's 2-core VM, see
+  // perf/RESULTS.md "The cost model against measurement"), each next to what calibration
+  // measures here (`weftrun -n 2 weft-topo --calibrate`):
+  //  - bw 32 GB/s: the memory bus every same-host stream shares, inside the cache. 2 threads
+  //    each copying 1 MiB at once move 70 GB/s of copied bytes (`bin/membound 1048576 2`), so
+  //    it rarely binds there;
+  //  - flow 10.5 GB/s: one CMA stream (messages >= 256 KiB; smaller ones take the ring, copied
+  //    on both sides at the CPU copy rate, engine.h). Calibration: 10.5-14.7;
+  //  - latency 0.07 us: a cache-line ping-pong between the 2 cores; overhead 1.2 us per
+  //    message: the executor's post/poll/complete path (fitted);
+  //  - from DRAM (the share of a working set beyond the cache): bus 10.4 GB/s, one stream
+  //    5.6 GB/s. Calibration: 4.1-6.1 for one stream of 128 MiB messages, alone; 2 threads
+  //    copying 64 MiB each at once move 22 GB/s of copied bytes (`bin/membound 67108864 2`),
+  //    which the bus here counts once per message and once per staging pass.
+  t.mutable_link(LinkType::kSameNuma) = {32.0, 0.07, 10.5, 1.2};
+  t.mutable_link(LinkType::kSameNuma).dram_bw_gbps = 10.4;
+  t.mutable_link(LinkType::kSameNuma).dram_flow_gbps = 5.6;
   // cross_socket (shm over UPI/xGMI): one UPI 2.0 link = 16 GT/s x 2 B = 32 GB/s per direction
   // (Intel Xeon Scalable 4th gen datasheet); remote DRAM adds ~0.1 us (Intel MLC typical
-  // local 80-90 ns vs remote 140-150 ns); single-core memcpy caps one stream.
+  // local 80-90 ns vs remote 140-150 ns); single-core memcpy caps one stream. From DRAM: no
+  // measurement on this 1-socket VM; the same-socket figures (the remote side's memory bus
+  // also carries the bytes).
   t.mutable_link(LinkType::kCrossSocket) = {32.0, 0.15, 12.0, 1.0};
-  // loopback (TCP over lo): measured here: one stream moves 4.6-4.7 GB/s (2 GiB, 1 MiB
-  // writes), 1-byte ping-pong 26.7-26.9 us one way (KVM guest; bare metal is ~10 us).
-  // 2 cores limit the aggregate to about one stream's worth.
-  t.mutable_link(LinkType::kLoopback) = {4.6, 27.0, 4.6, 2.0};
+  t.mutable_link(LinkType::kCrossSocket).dram_bw_gbps = 10.4;
+  t.mutable_link(LinkType::kCrossSocket).dram_flow_gbps = 5.6;
+  // loopback (TCP over lo): the machine's TCP stack (one resource per kernel, fabric.cc) moves
+  // both directions' bytes with two copies each, so its capacity depends on where the bytes
+  // live. Cache-resident: 7 GB/s aggregate, DRAM-resident 3.8 GB/s: measured here, a 2-rank
+  // ring allreduce with WEFT_SHM_DISABLE=1 (each rank sends and receives S) takes 312 us at
+  // 1 MiB and 35.6 ms at 64 MiB (medians of 5, perf/RESULTS.md). One stream 4.6 GB/s (2 GiB
+  // in 1 MiB writes). One way 10 us: the 8-byte allreduce's 8-13 us since the transport
+  // spins before it blocks (27 us before, when every message paid a sleep and a wake-up).
+  t.mutable_link(LinkType::kLoopback) = {7.0, 10.0, 4.6, 2.0};
+  t.mutable_link(LinkType::kLoopback).dram_bw_gbps = 3.8;
   // nvlink (H100 SXM via NVSwitch): 900 GB/s bidirectional = 450 GB/s per direction per GPU
   // (NVIDIA H100 datasheet, NVLink 4, 18 links x 25 GB/s). Latency 1.0 us per message lies
   // between NCCL's own per-hop model for NVLink (src/graph/tuning.cc hwLat: LL 0.6 us, LL128
@@ -88,18 +97,16 @@ LinkTable LinkTable::Defaults() {
   // fabric's oversubscription factor.
   t.mutable_link(LinkType::kNetworkSpine) = {50.0, 3.0, 50.0, 1.5};
 
-  // CPU compute: float sum dst += src over 64 MiB measured here 13-16 GB/s of destination;
-  // copy = memcpy above. Overhead 0.05 us per local step: measured here, an 8-byte oneshot
+  // CPU compute: weft's copy and float32 sum kernels, GB/s of destination. Fitted as the
+  // same_numa figures above, and the fit lands on calibration's measurement of the kernels
+  // here: cache-resident copy 48 (calibration 44-48), reduce 32 (32); from DRAM copy 20
+  // (18-20), reduce 14 (8.7-10 for dst = a + b; 13-16 for dst += src). Overhead 0.05 us per local step: an 8-byte oneshot
   // allreduce over shm on 2 ranks takes 0.48-0.5 us end to end for 8 steps per rank including
   // two signal/wait round trips (`weftrun -n 2 weft-perf -C allreduce -b 8 -e 8 -n 100000`),
   // which bounds the dispatch + loop setup of one local step to a few tens of ns.
-  t.cpu_ = {14.0, 16.0, 0.05};
-  // DRAM-resident copies/reductions: the figures above already come from 64 MiB runs
-  // (single-thread memcpy 64 MiB 16-18 GB/s quiet, measured here with topo/constants_bench),
-  // so the DRAM rates are the same; what changes beyond the LLC is the shared memory bus
-  // and the two-sided shm path (same_numa dram_* above).
+  t.cpu_ = {32.0, 48.0, 0.05};
   t.cpu_.dram_reduce_gbps = 14.0;
-  t.cpu_.dram_copy_gbps = 16.0;
+  t.cpu_.dram_copy_gbps = 20.0;
   // GPU compute: a reduction reads 2 and writes 1 byte per byte of output: 3.35 TB/s / 3 ~
   // 1.1 TB/s (H100 HBM3 datasheet); copy 1.6 TB/s as same_device. Steps of one collective run
   // inside one persistent kernel (as NCCL's do), so a local step costs a loop iteration and a
