@@ -311,16 +311,19 @@ double BestRate(size_t bytes, Fn fn, int reps = 3) {
   return static_cast<double>(bytes) / (std::max(best, 1e-3) * 1e3);
 }
 
-// The cache a call can use, from copy rates over working sets (see calibrate.h).
-int64_t MeasureCacheBytes(int64_t llc, double dram_copy_gbps) {
+// The cache a call can use, from copy rates over working sets (see calibrate.h). Buffers of
+// at most max_probe_bytes: a host whose LLC instances add up to more (a many-chiplet server)
+// is not swept past that, and a sweep that never slows gives the largest working set it
+// tried (a lower bound), not the LLC.
+int64_t MeasureCacheBytes(int64_t llc, double dram_copy_gbps, const CalibrateOptions& opt) {
   std::vector<std::pair<double, double>> points;
-  for (size_t buf = std::max<size_t>(64u << 10, static_cast<size_t>(llc) / 32); buf <= static_cast<size_t>(llc);
-       buf *= 2) {
+  const size_t top = std::min(static_cast<size_t>(llc), opt.max_probe_bytes);
+  for (size_t buf = std::max<size_t>(64u << 10, static_cast<size_t>(llc) / 32); buf <= top; buf *= 2) {
     std::vector<char> dst(buf, 1), src(buf, 2);
     points.emplace_back(2.0 * static_cast<double>(buf),
                         BestRate(buf, [&] { kernels::Copy(dst.data(), src.data(), buf); }, 7));
   }
-  return FitCacheBytes(points, dram_copy_gbps, llc);
+  return FitCacheBytes(points, dram_copy_gbps, std::min<int64_t>(llc, 2 * static_cast<int64_t>(top)));
 }
 
 // weft's own copy and float32 sum kernels beyond the LLC (3 buffers of one LLC, at most
@@ -342,7 +345,7 @@ ComputeMeasurement MeasureCompute(const Fabric& fabric, int rank, const Calibrat
     *reduce = BestRate(bytes, [&] { sum(dst.data(), a.data(), b.data(), bytes / 4); }, reps);
   };
   rates(dram, 3, &c.dram_copy_gbps, &c.dram_reduce_gbps);
-  if (llc > 0) c.cache_bytes = MeasureCacheBytes(llc, c.dram_copy_gbps);
+  if (llc > 0) c.cache_bytes = MeasureCacheBytes(llc, c.dram_copy_gbps, opt);
   int64_t cache = c.cache_bytes > 0 ? c.cache_bytes : (llc > 0 ? llc : int64_t{8} << 20);
   size_t cached = std::max<size_t>(64u << 10, static_cast<size_t>(cache) / 6);
   if (llc > 0) cached = std::min(cached, static_cast<size_t>(llc) / 8);
