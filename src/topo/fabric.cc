@@ -107,7 +107,9 @@ void Fabric::BuildResources() {
     socket_link_[h] = AddResource(p + "socketlink.up", table_.link(LinkType::kCrossSocket).bw_gbps);
     AddResource(p + "socketlink.down", table_.link(LinkType::kCrossSocket).bw_gbps);
     // Namespaces of one machine share its kernel's TCP stack (and its cores): one resource
-    // per hostname|boot_id, which is what makes netns "hosts" on one box contend.
+    // per hostname|boot_id, which is what makes netns "hosts" on one box contend. Its copies
+    // run at the loopback's cache or DRAM figure by the working set of the first host on the
+    // machine (engine.h; the namespaces of one box share its memory too).
     std::string machine = MachineOf(h);
     auto it = machine_stack.find(machine);
     if (it == machine_stack.end())
