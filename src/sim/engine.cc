@@ -322,6 +322,11 @@ class Engine {
     return 1.0 / ((1.0 - miss) / cache + miss / dram);
   }
   double Miss(int r) const { return fabric_.IsGpu(r) ? 0.0 : miss_[fabric_.rank(r).host]; }
+  // Rank r's core rate for a copy or a reduction over this call's working set, GB/s.
+  double CoreRate(int r, bool reduce) const {
+    const ComputeParams& c = fabric_.Compute(r);
+    return reduce ? Blend(c.reduce_gbps, c.dram_reduce_gbps, Miss(r)) : Blend(c.copy_gbps, c.dram_copy_gbps, Miss(r));
+  }
   static bool MemoryLink(LinkType t) {
     return t == LinkType::kSelf || t == LinkType::kSameNuma || t == LinkType::kCrossSocket;
   }
@@ -426,10 +431,7 @@ class Engine {
     // for 2-rank rings at 128 KiB-4 MiB (perf/RESULTS.md), while a model without this
     // charge chose them. The ring's copy in holds the sender's core as well.
     if (copies && MemoryLink(route.type) && !fabric_.IsGpu(b)) done = std::max(done, OccupyCore(b, start, xfer));
-    if (ring_path) {
-      const ComputeParams& c = fabric_.Compute(a);
-      done = std::max(done, OccupyCore(a, start, bytes / (Blend(c.copy_gbps, c.dram_copy_gbps, Miss(a)) * 1e3)));
-    }
+    if (ring_path) done = std::max(done, OccupyCore(a, start, bytes / (CoreRate(a, false) * 1e3)));
     return done + route.latency_us;
   }
 
@@ -446,7 +448,7 @@ class Engine {
     const ComputeParams& c = fabric_.Compute(r);
     int res = fabric_.ComputeResource(r);
     const double miss = Miss(r);
-    const double rate = reduce ? Blend(c.reduce_gbps, c.dram_reduce_gbps, miss) : Blend(c.copy_gbps, c.dram_copy_gbps, miss);
+    const double rate = CoreRate(r, reduce);
     const double begin = std::max(start, backlog_[res]);
     double dt = Shared(r, begin, bytes / (rate * 1e3));
     backlog_[res] = begin + dt;
