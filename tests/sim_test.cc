@@ -184,6 +184,46 @@ TEST(SimEngine, ChannelsAddStreamsUpToThePort) {
   EXPECT_GT(four->time_us, count * 4.0 / (f->table().link(LinkType::kLoopback).bw_gbps * 1e3));
 }
 
+// Both ranks send each other `count` floats in `chunks` messages at once.
+Schedule Exchange(size_t count, int chunks) {
+  Schedule s = Empty(2, "exchange");
+  s.window = 256;
+  for (int j = 0; j < chunks; ++j) {
+    size_t off = PartOffset(count, chunks, j), n = PartSize(count, chunks, j);
+    for (int r = 0; r < 2; ++r) {
+      s.ranks[r].steps.push_back(SendStep(1 - r, In(off, n), 0));
+      s.ranks[r].steps.push_back(RecvStep(1 - r, Out(off, n), 0));
+    }
+  }
+  return s;
+}
+
+TEST(SimEngine, TcpMessagesTakeTheirOverheadFromTheStack) {
+  // A TCP message's fixed cost is kernel CPU: it takes capacity from the machine's stack, so
+  // the same bytes in 8x the messages take longer even when the stack, not a stream, is the
+  // bottleneck (2-rank loopback rings of 4-16 MiB measured 1.3-1.5x slower with 64 KiB chunks
+  // than with 512 KiB ones, perf/RESULTS.md, session 15)...
+  auto f = Preset("host:2");
+  SimOptions tcp;
+  tcp.shm_enabled = false;
+  const double ovh = f->table().link(LinkType::kLoopback).overhead_us;
+  const double lat = f->table().link(LinkType::kLoopback).latency_us;
+  const size_t count = 2 << 20;  // 8 MiB each way: two streams of 4.6 GB/s over a 7 GB/s stack
+  auto few = SimulateSchedule(Exchange(count, 16), *f, 4, tcp);
+  auto many = SimulateSchedule(Exchange(count, 128), *f, 4, tcp);
+  ASSERT_TRUE(few.ok() && many.ok());
+  EXPECT_GT(many->time_us - few->time_us, 0.9 * 2 * (128 - 16) * ovh);
+  double stack = 0;
+  for (const auto& [name, us] : many->resource_busy_us)
+    if (name.find("tcpstack") != std::string::npos) stack = us;
+  EXPECT_GT(stack, 2 * 128 * ovh);
+  // ...but does not delay the message that paid it: two 8-byte messages, one from each rank,
+  // still arrive after one overhead and the latency, as measured (8-byte allreduce ~8 us).
+  auto tiny = SimulateSchedule(Exchange(2, 1), *f, 4, tcp);
+  ASSERT_TRUE(tiny.ok());
+  EXPECT_LT(tiny->time_us, lat + 1.5 * ovh);
+}
+
 TEST(SimEngine, ShmReceivesShareTheReceiversCoreWhateverTheChannels) {
   // Cross-socket shm: one stream is capped at 12 GB/s, the socket link at 32 GB/s, but the
   // receiver's thread copies every message: more channels do not add receive bandwidth (2

@@ -355,6 +355,17 @@ class Engine {
     return backlog_[res];
   }
 
+  // A message's fixed CPU cost on a per-message resource (a TCP stack), booked after its
+  // bytes: later messages' bytes queue behind it, but it does not delay this message, whose
+  // own overhead its stream already charged (two 8-byte messages from the two ranks of one
+  // machine are not serialized by it). Without it, 64 KiB chunks looked as fast as 512 KiB
+  // ones on TCP loopback, and 2-rank rings of 4-16 MiB measured 1.3-1.5x slower with them
+  // (perf/RESULTS.md, session 15).
+  void OccupyFor(int res, double us) {
+    backlog_[res] += us;
+    busy_[res] += us;
+  }
+
   // Occupies rank r's core for `us` from `start` (a copy its thread or its kernel does, which
   // queues with its reductions and, on a shared core, with the other ranks'); returns when
   // the core is free.
@@ -423,7 +434,10 @@ class Engine {
     double xfer = bytes / (route.flow_gbps * 1e3);
     double done = start + route.overhead_us * Multiplicity(bytes) + xfer;
     stream = done;
-    for (int i = 0; i < route.nres; ++i) done = std::max(done, Occupy(route.res[i], start, bytes, direct));
+    for (int i = 0; i < route.nres; ++i) {
+      done = std::max(done, Occupy(route.res[i], start, bytes, direct));
+      if (fabric_.resource(route.res[i]).per_message) OccupyFor(route.res[i], route.overhead_us * Multiplicity(bytes));
+    }
     // The receiver's thread copies a two-sided shm message (draining the ring, or CMA's single
     // copy), and a direct read is a copy by the reading rank (b): the copy holds its core, so
     // it queues with the rank's reductions and other receives. A rank's receives thus run at

@@ -115,6 +115,7 @@ void Fabric::BuildResources() {
     if (it == machine_stack.end())
       it = machine_stack.emplace(machine, AddResource(p + "tcpstack", table_.link(LinkType::kLoopback).bw_gbps,
                                                       table_.link(LinkType::kLoopback).dram_bw_gbps, h)).first;
+    resources_[it->second].per_message = true;
     tcp_stack_[h] = it->second;
     size_t nnics = std::max<size_t>(1, host.nics.size());
     for (size_t n = 0; n < nnics; ++n) {

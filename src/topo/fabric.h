@@ -33,6 +33,10 @@ struct FabricResource {
   // A shaped port (token bucket, LinkParams::burst_bytes): bytes the bucket holds pass
   // without occupying `gbps`; it refills at `gbps` while idle. 0 = not shaped.
   double burst_bytes = 0;
+  // A kernel's TCP stack: each message's fixed cost (Route::overhead_us: syscalls, per-packet
+  // processing, polls) is CPU time of that kernel, so it takes capacity here as well as
+  // delaying its own stream (engine.cc, Transfer).
+  bool per_message = false;
 };
 
 // What one message from rank a to rank b goes through.
