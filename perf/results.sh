@@ -6,11 +6,15 @@
 # figure from the same run, the ratios) and the PNGs in perf/plots/.
 #
 #   perf/results.sh [--quick] [--build DIR] [--work DIR] [--no-netns] [--baseline COMMIT]
+#                   [--goal-rounds R]
 #
 # --quick: 2 collectives, fewer sizes (a smoke run of the whole pipeline, ~3 min).
 # --baseline COMMIT: also builds COMMIT's weft (in WORK/baseline-*) and runs its weft-perf
 #   right after every weft sweep, so each table compares the tree with COMMIT in the same run
 #   (the "regression" goal: geometric mean of new/old time per table <= 1.05).
+# --goal-rounds R: runs the sweeps that the same-machine goals read R more times (default 3,
+#   1 with --quick, 0 = none), weft and its peer back to back, and judges those goals on the
+#   median per size (a single sweep row moves by up to 2x between runs here). ~2 min a round.
 # Sections of RESULTS.md after the line "<!-- kept by perf/results.sh -->" are hand-written
 # (figures of one-off benchmarks) and are carried over unchanged.
 # Runtime: ~5 min on a 2-core machine. To stay there each size gets at most 200 iterations and
@@ -23,6 +27,7 @@ WORK=/tmp/weft-results
 QUICK=0
 NETNS=1
 BASELINE=""
+GOAL_ROUNDS=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) QUICK=1; shift ;;
@@ -30,7 +35,8 @@ while [ $# -gt 0 ]; do
     --work) WORK="$2"; shift 2 ;;
     --no-netns) NETNS=0; shift ;;
     --baseline) BASELINE="$2"; shift 2 ;;
-    *) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+    --goal-rounds) GOAL_ROUNDS="$2"; shift 2 ;;
+    *) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
   esac
 done
 BIN="$BUILD/bin"
@@ -38,6 +44,7 @@ PLOTS="$REPO/perf/plots"
 MD="$REPO/perf/RESULTS.md"
 mkdir -p "$WORK" "$PLOTS"
 rm -f "$WORK"/*.json "$WORK"/*.txt "$WORK"/*.cmd "$WORK"/*.rc
+rm -rf "$WORK/rounds"
 START=$(date +%s)
 log() { echo "[results $(( $(date +%s) - START ))s] $*" >&2; }
 
@@ -118,6 +125,38 @@ args="-C allreduce $SIZES_ALLREDUCE $ITERS"
     run_sweep "tcp-allreduce-2-gloo" gloo "$BIN/weftrun" -n 2 --no-prefix "$BIN/gloo-perf" $args
 }
 
+# Goal rounds (--goal-rounds): the sweeps the same-machine goals read, again, R times; each
+# round runs weft and then its peer, so both see the same minute of this shared machine.
+[ -n "$GOAL_ROUNDS" ] || { [ "$QUICK" = 1 ] && GOAL_ROUNDS=1 || GOAL_ROUNDS=3; }
+goal_round() {
+  local d="$WORK/rounds/$1" args
+  mkdir -p "$d"
+  args="-C allreduce $SIZES_ALLREDUCE $ITERS"
+  # shellcheck disable=SC2086
+  for n in 2 4; do
+    run_sweep "rounds/$1/local-allreduce-$n-weft" weft "$BIN/weftrun" -n "$n" --no-prefix "$BIN/weft-perf" $args
+    run_sweep "rounds/$1/local-allreduce-$n-openmpi" openmpi mpirun.openmpi --allow-run-as-root --oversubscribe \
+      -np "$n" "$BIN/mpi-perf-openmpi" $args
+    run_sweep "rounds/$1/local-alltoall-$n-weft" weft "$BIN/weftrun" -n "$n" --no-prefix "$BIN/weft-perf" \
+      -C alltoall -b "$((n << 20))" -e 16M -f 2 $ITERS
+    run_sweep "rounds/$1/local-alltoall-$n-openmpi" openmpi mpirun.openmpi --allow-run-as-root --oversubscribe \
+      -np "$n" "$BIN/mpi-perf-openmpi" -C alltoall -b "$((n << 20))" -e 16M -f 2 $ITERS
+  done
+  # shellcheck disable=SC2086
+  {
+    run_sweep "rounds/$1/tcp-allreduce-2-weft" weft env WEFT_SHM_DISABLE=1 "$BIN/weftrun" -n 2 --no-prefix \
+      "$BIN/weft-perf" -C allreduce -b 8 -e 64M -f 8388608 $ITERS
+    run_sweep "rounds/$1/tcp-allreduce-2-gloo" gloo "$BIN/weftrun" -n 2 --no-prefix "$BIN/gloo-perf" \
+      -C allreduce -b 8 -e 64M -f 8388608 $ITERS
+  }
+}
+if [ -x "$BIN/mpi-perf-openmpi" ] && [ -x "$BIN/gloo-perf" ] && [ -x "$BIN/weft-perf" ]; then
+  for i in $(seq "$GOAL_ROUNDS"); do
+    log "goal round $i of $GOAL_ROUNDS"
+    goal_round "$i"
+  done
+fi
+
 # Predicted vs measured (the cost model): every same-host sweep row >= 1 MiB re-measured (median
 # of 5 runs forced to the sweep's algorithm) and predicted on this machine's discovered and
 # calibrated fabrics (perf/model_fit.py; it also saves this$n.topo, which the table's commands
@@ -180,7 +219,7 @@ done
 # ---- RESULTS.md ----
 log "writing $MD"
 WEFT_RESULTS_BIN="$BIN" python3 - "$WORK" "$MD" "$REPO" "$(( $(date +%s) - START ))" "$NETNS_NOTE" <<'EOF'
-import glob, json, os, platform, subprocess, sys
+import glob, json, os, platform, statistics, subprocess, sys
 sys.path.insert(0, os.path.join(sys.argv[3], "perf"))
 import compare
 work, md_path, repo, elapsed, netns_note = sys.argv[1:6]
@@ -318,60 +357,88 @@ def row_of(d, size):
             return r
     return None
 
-def t(group, backend, size, place="out_of_place"):
-    r = row_of(load(os.path.join(work, f"{group}-{backend}.json")), size)
-    return r[place]["time_us"] if r else None
+def sweep_data(group, backend):
+    return load(os.path.join(work, f"{group}-{backend}.json"))
+
+# The goal rounds (perf/results.sh, "goal rounds"): the same sweeps again, each round weft and
+# its peer back to back; per group, backend and size the median out-of-place time over rounds.
+round_dirs = sorted(glob.glob(os.path.join(work, "rounds", "*")))
+def rounds_data(group, backend):
+    runs = [d for d in (load(os.path.join(r, f"{group}-{backend}.json")) for r in round_dirs) if d]
+    if not runs:
+        return None
+    rows = []
+    for r in runs[0]["rows"]:
+        ts = [x["out_of_place"]["time_us"] for x in (row_of(d, r["size"]) for d in runs) if x]
+        rows.append({"size": r["size"], "out_of_place": {"time_us": statistics.median(ts)}, "runs": len(ts)})
+    return {"backend": runs[0].get("backend", backend), "rows": rows}
+
+def same_host_goals(data):
+    """The same-machine goals on one data source: (name, value, target, ok) each."""
+    rows = []
+    def goal(name, value, target, ok):
+        rows.append((name, value, target, ok))
+    def t(group, backend, size):
+        r = row_of(data(group, backend), size)
+        return r["out_of_place"]["time_us"] if r else None
+    a, b = t("tcp-allreduce-2", "weft", M64), t("tcp-allreduce-2", "gloo", M64)
+    if a and b:
+        goal("TCP, 2 ranks, allreduce 64 MiB: weft busbw / Gloo busbw (issue 17; issue 2 asked >= 1)", f"{b / a:.2f}x", ">= 1.5", b / a >= 1.5)
+    a, b = t("tcp-allreduce-2", "weft", 8), t("tcp-allreduce-2", "gloo", 8)
+    if a and b:
+        goal("TCP, 2 ranks, allreduce 8 B: weft latency / Gloo latency (issue 17; issue 2 asked <= 0.5)", f"{a / b:.2f} ({a:.1f} vs {b:.1f} us)", "<= 1/3", a / b <= 1 / 3)
+    a, b = t("local-allreduce-2", "weft", M64), t("local-allreduce-2", "openmpi", M64)
+    if a and b:
+        # The sweeps use plain (unregistered) buffers: issue 17 asks >= 3x there; its >= 5x and
+        # 60%-of-the-bound goals are for registered buffers (perf/registered_vs_openmpi.sh).
+        goal("shm, 2 ranks, allreduce 64 MiB, unregistered buffers: weft busbw / Open MPI busbw", f"{b / a:.2f}x", ">= 3", b / a >= 3)
+    if a:
+        txt = sh(f"{os.environ.get('WEFT_RESULTS_BIN', '')}/membound {M64} 2").split()
+        try:
+            bnd = float(txt[txt.index("bound_us") + 1])
+            goal("shm, 2 ranks, allreduce 64 MiB, unregistered buffers: memory bound / weft time (the goal is for registered buffers)",
+                 f"{bnd / a:.2f} ({bnd:.0f} / {a:.0f} us)", "-", None)
+        except (ValueError, IndexError):
+            pass
+    worst = None
+    for size in [8, 16, 32, 64, 128, 256, 512, 1024]:
+        a, b = t("local-allreduce-2", "weft", size), t("local-allreduce-2", "openmpi", size)
+        if a and b and (worst is None or a / b > worst[0]):
+            worst = (a / b, size, a, b)
+    if worst:
+        goal("shm, 2 ranks, allreduce 8 B..1 KiB: worst weft latency / Open MPI latency",
+             f"{worst[0]:.2f} at {worst[1]} B ({worst[2]:.2f} vs {worst[3]:.2f} us)", "<= 1", worst[0] <= 1)
+    dw, do = data("local-allreduce-4", "weft"), data("local-allreduce-4", "openmpi")
+    if dw and do:
+        slower = [r["size"] for r in dw["rows"] if row_of(do, r["size"]) and
+                  row_of(do, r["size"])["out_of_place"]["time_us"] < r["out_of_place"]["time_us"]]
+        goal("shm, 4 ranks on 2 cores, allreduce 8 B..64 MiB: sizes where Open MPI is faster",
+             (", ".join(str(x) for x in slower) or "none") + f" ({len(slower)} of {len(dw['rows'])})", "none", not slower)
+    for n in (2, 4):
+        dw, do = data(f"local-alltoall-{n}", "weft"), data(f"local-alltoall-{n}", "openmpi")
+        if dw and do:
+            ratios = [(row_of(do, r["size"])["out_of_place"]["time_us"] / r["out_of_place"]["time_us"], r["size"])
+                      for r in dw["rows"] if r["size"] >= (1 << 20) * n and row_of(do, r["size"])]
+            if ratios:
+                lo = min(ratios)
+                goal(f"shm, {n} ranks, alltoall >= 1 MiB per rank, unregistered buffers: weft busbw / Open MPI busbw (lowest)",
+                     f"{lo[0]:.2f}x at {lo[1]} B", ">= 2", lo[0] >= 2)
+    return rows
 
 goal_rows = []
-def goal(name, value, target, ok):
-    status = "for the record" if ok is None else ("met" if ok else "**missed**")
-    goal_rows.append(f"| {name} | {value} | {target} | {status} |")
+def goal(name, value, target, ok, rounds=None):
+    """rounds: the goal again on the rounds' medians, (value, ok); it then decides the status."""
+    verdict = rounds[1] if rounds else ok
+    status = "for the record" if verdict is None else ("met" if verdict else "**missed**")
+    goal_rows.append(f"| {name} | {value} | {rounds[0] if rounds else '-'} | {target} | {status} |")
 
 M64 = 64 << 20
-a, b = t("tcp-allreduce-2", "weft", M64), t("tcp-allreduce-2", "gloo", M64)
-if a and b:
-    goal("TCP, 2 ranks, allreduce 64 MiB: weft busbw / Gloo busbw (issue 17; issue 2 asked >= 1)", f"{b / a:.2f}x", ">= 1.5", b / a >= 1.5)
-a, b = t("tcp-allreduce-2", "weft", 8), t("tcp-allreduce-2", "gloo", 8)
-if a and b:
-    goal("TCP, 2 ranks, allreduce 8 B: weft latency / Gloo latency (issue 17; issue 2 asked <= 0.5)", f"{a / b:.2f} ({a:.1f} vs {b:.1f} us)", "<= 1/3", a / b <= 1 / 3)
-a, b = t("local-allreduce-2", "weft", M64), t("local-allreduce-2", "openmpi", M64)
-if a and b:
-    # The sweeps use plain (unregistered) buffers: issue 17 asks >= 3x there; its >= 5x and
-    # 60%-of-the-bound goals are for registered buffers (perf/registered_vs_openmpi.sh).
-    goal("shm, 2 ranks, allreduce 64 MiB, unregistered buffers: weft busbw / Open MPI busbw", f"{b / a:.2f}x", ">= 3", b / a >= 3)
-if a:
-    txt = sh(f"{os.environ.get('WEFT_RESULTS_BIN', '')}/membound {M64} 2").split()
-    try:
-        bnd = float(txt[txt.index("bound_us") + 1])
-        goal("shm, 2 ranks, allreduce 64 MiB, unregistered buffers: memory bound / weft time (the goal is for registered buffers)",
-             f"{bnd / a:.2f} ({bnd:.0f} / {a:.0f} us)", "-", None)
-    except (ValueError, IndexError):
-        pass
-worst = None
-for size in [8, 16, 32, 64, 128, 256, 512, 1024]:
-    a, b = t("local-allreduce-2", "weft", size), t("local-allreduce-2", "openmpi", size)
-    if a and b and (worst is None or a / b > worst[0]):
-        worst = (a / b, size, a, b)
-if worst:
-    goal("shm, 2 ranks, allreduce 8 B..1 KiB: worst weft latency / Open MPI latency",
-         f"{worst[0]:.2f} at {worst[1]} B ({worst[2]:.2f} vs {worst[3]:.2f} us)", "<= 1", worst[0] <= 1)
-dw, do = load(os.path.join(work, "local-allreduce-4-weft.json")), load(os.path.join(work, "local-allreduce-4-openmpi.json"))
-if dw and do:
-    slower = [r["size"] for r in dw["rows"] if row_of(do, r["size"]) and
-              row_of(do, r["size"])["out_of_place"]["time_us"] < r["out_of_place"]["time_us"]]
-    goal("shm, 4 ranks on 2 cores, allreduce 8 B..64 MiB: sizes where Open MPI is faster",
-         (", ".join(str(x) for x in slower) or "none") + f" ({len(slower)} of {len(dw['rows'])})", "none", not slower)
-for n in (2, 4):
-    dw, do = load(os.path.join(work, f"local-alltoall-{n}-weft.json")), load(os.path.join(work, f"local-alltoall-{n}-openmpi.json"))
-    if dw and do:
-        ratios = [(row_of(do, r["size"])["out_of_place"]["time_us"] / r["out_of_place"]["time_us"], r["size"])
-                  for r in dw["rows"] if r["size"] >= (1 << 20) * n and row_of(do, r["size"])]
-        if ratios:
-            lo = min(ratios)
-            goal(f"shm, {n} ranks, alltoall >= 1 MiB per rank, unregistered buffers: weft busbw / Open MPI busbw (lowest)",
-                 f"{lo[0]:.2f}x at {lo[1]} B", ">= 2", lo[0] >= 2)
+from_rounds = {g[0]: (g[1], g[3]) for g in same_host_goals(rounds_data)} if round_dirs else {}
+for name, value, target, ok in same_host_goals(sweep_data):
+    goal(name, value, target, ok, from_rounds.get(name))
 for r, limit in ((2, 1.15), (4, 1.2)):
-    a, b = t(f"netns-allreduce-2x{r}", "weft", M64), t(f"netns-allreduce-2x{r}", "gloo", M64)
+    a = (row_of(sweep_data(f"netns-allreduce-2x{r}", "weft"), M64) or {}).get("out_of_place", {}).get("time_us")
+    b = (row_of(sweep_data(f"netns-allreduce-2x{r}", "gloo"), M64) or {}).get("out_of_place", {}).get("time_us")
     link_bound = M64 / 250.0  # each host sends S across its 2 Gbit/s (250 bytes/us) link
     if a:
         goal(f"2 hosts x {r} ranks, 2 Gbit/s, allreduce 64 MiB: weft time / link bound",
@@ -406,9 +473,13 @@ if goal_rows:
     w("## Goals of the issues, from this run\n")
     w("Each value is computed from the sweeps below (out-of-place times); the link bound is the "
       "bytes each host must send across its link (S for an allreduce over 2 hosts) divided by "
-      "the 2 Gbit/s rate. Where a goal is missed, the issue notes say by how much and why.\n")
-    w("| goal | this run | target | |")
-    w("|---|---|---|---|")
+      "the 2 Gbit/s rate. A sweep takes one sample per size, and on this shared VM a row moves by "
+      "up to 2x between runs, so the same-machine goals are computed again from the goal rounds: "
+      f"{len(round_dirs)} more runs of the sweeps they read, weft and its peer back to back in "
+      "each round, the median time per size over the rounds. Where there are rounds, their "
+      "median decides met or missed. Where a goal is missed, the issue notes say by how much and why.\n")
+    w("| goal | this run's sweep | median of the goal rounds | target | |")
+    w("|---|---|---|---|---|")
     for g in goal_rows:
         w(g)
     w("")

@@ -257,5 +257,24 @@ TEST(AnalyticModel, RingClosedFormMatchesItsSimulation) {
   EXPECT_TRUE(found) << "ring unchunked was not simulated";
 }
 
+TEST(AnalyticModel, TcpStackCarriesEachMessagesOverhead) {
+  // Over TCP loopback the machine's stack is the bottleneck; each message's fixed cost is kernel
+  // CPU it takes from the stack (as the engine books it), so a ring of 64 KiB chunks is
+  // estimated slower than one of 512 KiB chunks by about the extra messages' overheads.
+  auto f = Preset("host:2");
+  const AlgorithmInfo* ring = FindAlgorithm(Collective::kAllReduce, "ring");
+  ASSERT_NE(ring, nullptr);
+  const double ovh = f->table().link(LinkType::kLoopback).overhead_us;
+  auto estimate = [&](size_t chunk_bytes) {
+    ScheduleRequest r = AllReduce(2, 8 << 20);
+    r.chunk.chunk_elems = chunk_bytes / 4;
+    return EstimateAnalytic(*ring, r, 4, *f, /*shm=*/false);
+  };
+  AnalyticEstimate small = estimate(64 << 10), big = estimate(512 << 10);
+  ASSERT_TRUE(small.known && big.known);
+  // 8 MiB over 2 ranks: each rank sends 128 chunks of 64 KiB, or 16 of 512 KiB.
+  EXPECT_GT(small.time_us - big.time_us, 0.5 * 2 * (128 - 16) * ovh) << small.time_us << " vs " << big.time_us;
+}
+
 }  // namespace
 }  // namespace weft

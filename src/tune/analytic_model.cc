@@ -63,7 +63,7 @@ class RoundPattern {
   double Rounds(double bytes, int streams, double rounds, double per_stream, double concurrent = 0) const {
     if (routes_.empty() || bytes <= 0 || rounds <= 0) return 0;
     const double waves = concurrent > 0 ? std::ceil(rounds / concurrent) : 1;
-    const Loads load(*this, bytes * per_stream);
+    const Loads load(*this, bytes * per_stream, per_stream);
     double worst = 0;
     for (const Route& r : routes_) {
       const double stream = per_stream * (r.overhead_us + bytes / (r.flow_gbps * 1e3 * std::max(1, streams)));
@@ -75,15 +75,18 @@ class RoundPattern {
   }
 
  private:
-  // Each resource's load when every message of the round carries `bytes`, in the thread's
-  // scratch (zeroed again when this goes out of scope): Us(res) is its time to drain.
+  // Each resource's load when every route of the round carries `bytes` in `msgs` messages, in
+  // the thread's scratch (zeroed again when this goes out of scope): Us(res) is its time to
+  // drain. A per-message resource (a TCP stack) also carries each message's fixed cost, as
+  // bytes at its rate (the engine books it the same way).
   class Loads {
    public:
-    Loads(const RoundPattern& round, double bytes) : round_(round), load_(round.Scratch()) {
+    Loads(const RoundPattern& round, double bytes, double msgs = 1) : round_(round), load_(round.Scratch()) {
       for (const Route& r : round.routes_)
         for (int i = 0; i < r.nres; ++i) {
+          const FabricResource& fr = round.fabric_.resource(r.res[i]);
           if (load_[r.res[i]] == 0) touched_.push_back(r.res[i]);
-          load_[r.res[i]] += bytes;
+          load_[r.res[i]] += bytes + (fr.per_message ? r.overhead_us * msgs * fr.gbps * 1e3 : 0);
         }
     }
     ~Loads() {
@@ -159,7 +162,9 @@ AnalyticEstimate Ring(const Call& c) {
   const int p = c.req.nranks;
   const RoundPattern round = Shift(c, 1);
   const double seg = c.bytes / p, m = c.Chunks(seg);
-  const double per = round.Time(seg, c.streams) + (m - 1) * c.fabric.RouteOf(0, 1 % p, c.shm).overhead_us;
+  // m chunks per round queue on their stream (each paying its overhead); the resources carry
+  // the round's bytes, and a TCP stack each chunk's overhead too (Loads).
+  const double per = round.Rounds(seg / m, c.streams, 1, m);
   AnalyticEstimate e;
   e.time_us = 2 * (p - 1) * per + (p - 1) * c.ReduceUs(seg);
   e.steps = p * (4.0 * (p - 1) * m + 1);
