@@ -272,8 +272,9 @@ TEST(AnalyticModel, TcpStackCarriesEachMessagesOverhead) {
   };
   AnalyticEstimate small = estimate(64 << 10), big = estimate(512 << 10);
   ASSERT_TRUE(small.known && big.known);
-  // 8 MiB over 2 ranks: each rank sends 128 chunks of 64 KiB, or 16 of 512 KiB.
-  EXPECT_GT(small.time_us - big.time_us, 0.5 * 2 * (128 - 16) * ovh) << small.time_us << " vs " << big.time_us;
+  // 8 MiB over 2 ranks: each rank sends 128 chunks of 64 KiB, or 16 of 512 KiB, through the one
+  // stack (the streams alone, without it, made the difference 1 x (128 - 16) overheads).
+  EXPECT_GT(small.time_us - big.time_us, 0.8 * 2 * (128 - 16) * ovh) << small.time_us << " vs " << big.time_us;
 }
 
 }  // namespace
