@@ -232,13 +232,36 @@ def table(args):
             env = {"WEFT_ALGO": f"{row['coll']}:{row['algo']}"}
             if not row["shm"]:
                 env["WEFT_SHM_DISABLE"] = "1"
+            before = exchange_ns(b)
             row.setdefault("runs", []).append(perf_time(b, row["coll"], row["nranks"], row["bytes"], env))
+            row.setdefault("exchange_ns", []).append(max(before, exchange_ns(b)))
     for row in rows:
         ok = [x for x in row["runs"] if not math.isnan(x)]
         row["us"] = statistics.median(ok) if ok else None
+        shared = [x for x, ns in zip(row["runs"], row["exchange_ns"]) if not math.isnan(x) and ns < SHARED_CACHE_NS]
+        row["us_shared"] = statistics.median(shared) if shared else None
+        row["runs_shared"] = len(shared)
         for fabric in paths:
             row[fabric] = predict(b, paths[fabric], row) if os.path.exists(paths[fabric][row["nranks"]]) else None
     json.dump(rows, open(args.out, "w"), indent=0)
+
+
+# This VM's two vCPUs flip between a placement where they share a cache (a cache line crosses
+# in ~50 ns) and one where they do not (~200 ns), for seconds at a time (about 1 probe in 6 over
+# 4 minutes, perf/RESULTS.md session 15). Copies between the ranks run up to 2x slower in the
+# second; the fabric the model is given describes neither. `table` probes the placement
+# (perf/placement) before and after each run, and reports the runs in the shared-cache
+# placement beside all of them.
+SHARED_CACHE_NS = 100
+
+
+def exchange_ns(b):
+    """The cache-line exchange between the two cores now, in ns (nan when unknown)."""
+    try:
+        out = subprocess.run([f"{b}/placement"], capture_output=True, text=True, timeout=30).stdout.split()
+        return float(out[out.index("exchange_ns") + 1])
+    except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
+        return float("nan")
 
 
 def sweep_rows(work, group, coll, n, shm):
