@@ -553,11 +553,11 @@ for r in model_rows:
             within[fabric][2] += abs(r[fabric] - r["us_shared"]) <= 0.15 * r["us_shared"]
             within[fabric][3] += 1
     us = f"{r['us']:.0f}" if r.get("us") else "-"
-    sh = (f"{r['us_shared']:.0f} ({r['runs_shared']}; calibrated {pct(r['calibrated'], r['us_shared'])}, "
+    shared_cell = (f"{r['us_shared']:.0f} ({r['runs_shared']}; calibrated {pct(r['calibrated'], r['us_shared'])}, "
           f"discovered {pct(r['discovered'], r['us_shared'])})") if r.get("us_shared") else "-"
     vrows.append(f"| {setup} | {r['bytes']} | {r['algo']} | {r['sweep_us']:.0f} | {us} | "
                  f"{r['calibrated'] or 0:.0f} ({pct(r['calibrated'], r['us'])}) | "
-                 f"{r['discovered'] or 0:.0f} ({pct(r['discovered'], r['us'])}) | {sh} |")
+                 f"{r['discovered'] or 0:.0f} ({pct(r['discovered'], r['us'])}) | {shared_cell} |")
 # Namespace rows: their sweep's time (the namespaces are gone by now), the preset's prediction.
 for group, topo, label in [("netns-allreduce-2x2", "--preset netns:2x2@2", "2x2 namespaces, 2 Gbit/s, allreduce"),
                            ("netns-allreduce-2x4", "--preset netns:2x4@2", "2x4 namespaces, 2 Gbit/s, allreduce")]:
