@@ -112,6 +112,15 @@ def fabric_files(b, overrides, tmp):
     return paths
 
 
+def sim_row(text):
+    """(algorithm, time in us) of the first row weft-sim printed in `text`; (None, None) if none."""
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) >= 8 and f[0].isdigit():
+            return f[3], float(f[6])
+    return None, None
+
+
 def predict(b, paths, c):
     """weft-sim's time for configuration `c` on the fabric file for its rank count; without a
     "chunk" key the selector picks chunk and channels as the library does under WEFT_ALGO."""
@@ -121,12 +130,7 @@ def predict(b, paths, c):
         cmd += ["--chunk", "0" if c["chunk"] == "none" else c["chunk"], "--channels", str(c["channels"])]
     if not c.get("shm", True):
         cmd.append("--no-shm")
-    out = subprocess.run(cmd, capture_output=True, text=True).stdout
-    for line in out.splitlines():
-        f = line.split()
-        if len(f) >= 8 and f[0].isdigit():
-            return float(f[6])
-    return None
+    return sim_row(subprocess.run(cmd, capture_output=True, text=True).stdout)[1]
 
 
 def score(b, data, overrides):

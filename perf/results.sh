@@ -222,6 +222,7 @@ WEFT_RESULTS_BIN="$BIN" python3 - "$WORK" "$MD" "$REPO" "$(( $(date +%s) - START
 import glob, json, os, platform, statistics, subprocess, sys
 sys.path.insert(0, os.path.join(sys.argv[3], "perf"))
 import compare
+import model_fit  # its weft-sim row parser
 work, md_path, repo, elapsed, netns_note = sys.argv[1:6]
 
 def sh(cmd):
@@ -527,12 +528,7 @@ if rows:
 
 # ---- predicted (selector's model / weft-sim) vs measured ----
 def predicted(args):
-    txt = sh(args)
-    for line in txt.splitlines():
-        f = line.split()
-        if len(f) >= 8 and f[0].isdigit():
-            return f[3], float(f[6])
-    return None, None
+    return model_fit.sim_row(sh(args))
 
 bin_dir = os.environ.get("WEFT_RESULTS_BIN", "")
 labels = {"local": "shm", "tcp": "TCP loopback"}

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
+#include <string>
 
 #include "algorithms/registry.h"
 #include "algorithms/schedule.h"
@@ -85,12 +87,21 @@ Schedule ExchangeReduce(size_t count) {
   return s;
 }
 
-TEST(SimEngine, WorkingSetBeyondLlcUsesDramRates) {
+// host:2 with 1 MiB L2s and a 32 MiB L3; `cache_bytes` as calibration sets it (0: not measured).
+std::unique_ptr<Fabric> Llc32M(int64_t cache_bytes = 0) {
   auto base = Preset("host:2");
   std::vector<HostInfo> hosts{base->host(0)};
   hosts[0].caches = {{2, "unified", 1 << 20, 2}, {3, "unified", 32 << 20, 1}};
+  hosts[0].cache_bytes = cache_bytes;
   std::vector<RankPlacement> ranks{base->rank(0), base->rank(1)};
-  Fabric f(hosts, ranks, LinkTable::Defaults(), NetworkConfig(), "llc32m");
+  return std::make_unique<Fabric>(hosts, ranks, LinkTable::Defaults(), NetworkConfig(),
+                                  cache_bytes > 0 ? "cache" + std::to_string(cache_bytes >> 20) + "m" : "llc32m");
+}
+
+TEST(SimEngine, WorkingSetBeyondLlcUsesDramRates) {
+  auto base = Preset("host:2");
+  const auto fabric = Llc32M();
+  const Fabric& f = *fabric;
   ASSERT_EQ(f.LlcBytes(0), int64_t{32} << 20);
   ASSERT_EQ(base->LlcBytes(0), 0);
   for (size_t small : {size_t{1} << 16, size_t{1} << 18}) {     // 256 KiB, 1 MiB per rank: in cache
@@ -125,13 +136,8 @@ TEST(SimEngine, WorkingSetBeyondLlcUsesDramRates) {
 // the rest the cache ones (engine.h). A calibrated cache (HostInfo::cache_bytes, smaller than
 // the LLC on a VM whose L3 other guests share) moves where that starts.
 TEST(SimEngine, WorkingSetSpillsGraduallyFromTheCalibratedCache) {
-  auto base = Preset("host:2");
-  std::vector<HostInfo> hosts{base->host(0)};
-  hosts[0].caches = {{2, "unified", 1 << 20, 2}, {3, "unified", 32 << 20, 1}};
-  std::vector<RankPlacement> ranks{base->rank(0), base->rank(1)};
-  Fabric llc(hosts, ranks, LinkTable::Defaults(), NetworkConfig(), "llc32m");
-  hosts[0].cache_bytes = int64_t{4} << 20;
-  Fabric calibrated(hosts, ranks, LinkTable::Defaults(), NetworkConfig(), "cache4m");
+  const auto llc_fabric = Llc32M(), calibrated_fabric = Llc32M(int64_t{4} << 20);
+  const Fabric &llc = *llc_fabric, &calibrated = *calibrated_fabric;
   // Uncalibrated, 3/8 of the LLC; calibrated, what was measured.
   ASSERT_EQ(llc.CacheBytes(0), int64_t{12} << 20);
   ASSERT_EQ(calibrated.CacheBytes(0), int64_t{4} << 20);
