@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "algorithms/step_table.h"
+#include "transports/shm/shm_transport.h"  // kShmSingleCopyMinBytesDefault
 
 namespace weft {
 namespace {
@@ -449,8 +450,9 @@ class Engine {
     return done + route.latency_us;
   }
 
-  // The transport's default single-copy threshold (WEFT_SHM_CMA_MIN_BYTES, shm_transport.h).
-  static constexpr double kShmSingleCopyMinBytes = 256 * 1024;
+  // The shm transport's default single-copy threshold (a job that sets WEFT_SHM_CMA_MIN_BYTES
+  // is modelled with the default).
+  static constexpr double kShmSingleCopyMinBytes = static_cast<double>(kShmSingleCopyMinBytesDefault);
   // How many real messages a simulated one of `bytes` stands for (see SimOptions).
   double Multiplicity(double bytes) const {
     if (opt_.overhead_multiplier <= 1 || opt_.real_chunk_elems == 0) return 1;

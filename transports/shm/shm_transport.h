@@ -91,6 +91,11 @@
 
 namespace weft {
 
+// Messages of at least this many bytes take the single-copy (CMA) path by default; smaller
+// ones go through the ring (WEFT_SHM_CMA_MIN_BYTES changes it per job). The cost model prices
+// the two paths by the same threshold (sim/engine.cc).
+inline constexpr size_t kShmSingleCopyMinBytesDefault = size_t{256} << 10;
+
 struct ShmOptions {
   bool disabled = false;
   size_t ring_bytes_per_peer = size_t{1} << 20;
@@ -99,7 +104,7 @@ struct ShmOptions {
   size_t max_bytes = 0;  // 0 = no cap
   int liveness_ms = 100;
   bool single_copy = true;                         // WEFT_SHM_CMA=0 turns it off
-  size_t single_copy_min_bytes = size_t{256} << 10;  // WEFT_SHM_CMA_MIN_BYTES
+  size_t single_copy_min_bytes = kShmSingleCopyMinBytesDefault;  // WEFT_SHM_CMA_MIN_BYTES
   int spin_us = -1;   // -1: BackoffPolicy::FromEnv for the number of local ranks
   int yield_us = -1;  // -1: idem
   // Ranks of the job on this machine, counting other "hosts" that share its CPUs (network
