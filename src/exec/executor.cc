@@ -201,6 +201,10 @@ class Runner {
   Status TimedOut(double idle);
   // Follows the culprits the peers announced, from `rank` on, to the first silent rank.
   int FollowCulprits(int rank) const;
+  // Tells every transport used (the direct one too) whom this failure is blamed on, before
+  // they abort: the first that saw a rank fail, else the timeout's culprit.
+  void ShareFailedOrigin();
+  int timeout_culprit_ = -1;  // TimedOut's verdict, -1 before
 
   const RankSchedule& sched_;
   int window_;
@@ -660,6 +664,7 @@ Status Runner::Fail(Status st) {
   // tell the peers: after a failure the transports are out of step with them (the
   // communicator refuses further work), and a peer that waits on us must fail now rather
   // than at its timeout — e.g. when only this rank saw that the ranks' calls differ.
+  ShareFailedOrigin();
   for (Transport* t : used_transports_) t->Abort(st);
   if (ctx_.direct != nullptr && direct_used_) ctx_.direct->Abort(st);
   // Slots abandoned with a failed transport are dropped (the transport was aborted and no
@@ -668,6 +673,17 @@ Status Runner::Fail(Status st) {
   unforwarded_.clear();
   received_fused_ = 0;
   return st;
+}
+
+void Runner::ShareFailedOrigin() {
+  std::vector<Transport*> all = used_transports_;
+  if (ctx_.direct != nullptr && direct_used_) all.push_back(ctx_.direct);
+  int origin = -1;
+  for (Transport* t : all)
+    if (origin < 0) origin = t->FailedOrigin();
+  if (origin < 0) origin = timeout_culprit_;
+  if (origin < 0 || origin == ctx_.rank) return;
+  for (Transport* t : all) t->NoteFailedOrigin(origin);
 }
 
 int Runner::FollowCulprits(int rank) const {
@@ -716,6 +732,7 @@ Status Runner::TimedOut(double idle) {
                                                   [](Transport* t) { return t->HasPending(); }))
       usleep(1000);
   }
+  timeout_culprit_ = culprit;
   std::string blame = "rank " + std::to_string(culprit) + " may be stuck, dead, or calling a different collective";
   if (culprit != waited_on)
     blame = "it waits on rank " + std::to_string(waited_on) + ", which reports waiting in turn: " + blame;
