@@ -10,6 +10,7 @@
 #include "algorithms/direct_pattern.h"
 #include "common/log.h"
 #include "core/call_check.h"
+#include "core/metrics.h"
 #include "exec/executor.h"
 #include "kernels/dtype.h"
 #include "kernels/reduce.h"
@@ -535,8 +536,11 @@ Status RunCollective(weftComm* comm, const CollectiveCall& call) {
     if (call.collective == Collective::kBroadcast || call.collective == Collective::kReduce)
       entry->root = call.root;
   }
+  const int64_t start_ns = MetricsEnabled() ? MetricsNowNs() : 0;  // WEFT_METRICS_FILE
   Status st = RunPlanned(comm, call, seq, entry);
   FinishRecorded(comm, entry, st);
+  if (start_ns != 0 && st.ok())
+    RecordCallMetrics(comm, call, seq, RecordedBytes(comm, call), MetricsNowNs() - start_ns);
   return st;
 }
 
