@@ -34,32 +34,14 @@ double Now() {
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-Env TransportEnv(const std::string& transport) {
-  Env env = {{"WEFT_INIT_TIMEOUT", "30"}, {"WEFT_TIMEOUT", "60"}};
-  if (transport != "shm") env.push_back({"WEFT_SHM_DISABLE", "1"});
-  if (transport == "tcp") env.push_back({"WEFT_TRANSPORT", "tcp"});
-  if (transport == "ucx") {
-    env.push_back({"WEFT_TRANSPORT", "ucx"});
-    env.push_back({"UCX_TLS", "tcp"});
-    env.push_back({"UCX_ZCOPY_THRESH", "inf"});  // tests/fault_matrix_test.cc says why
-    env.push_back({"UCX_TCP_PUT_ENABLE", "n"});
-  }
+Env JobEnv(const std::string& transport) {
+  Env env = weft_test::TransportEnv(transport);
+  env.push_back({"WEFT_INIT_TIMEOUT", "30"});
+  env.push_back({"WEFT_TIMEOUT", "60"});
   return env;
 }
 
-std::vector<std::string> Transports() {
-  std::vector<std::string> t = {"shm", "tcp"};
-#ifdef WEFT_HAVE_UCX
-  t.push_back("ucx");
-#endif
-  return t;
-}
-
-std::string All(const weft_test::LaunchOutcome& o) {
-  std::string all;
-  for (size_t r = 0; r < o.output.size(); ++r) all += "--- rank " + std::to_string(r) + ":\n" + o.output[r];
-  return all;
-}
+std::string All(const weft_test::LaunchOutcome& o) { return weft_test::AllOutput(o); }
 
 std::string Field(const std::string& out, const std::string& key) {
   std::smatch m;
@@ -148,7 +130,7 @@ TEST_P(ElasticKill, SurvivorsLearnTheRankShrinkAndReduceExactly) {
   for (int r = 0; r < n; ++r)
     if (r != c.victim) survivors.push_back(r);
   const weft_test::LaunchOutcome o = weft_test::ForkRanks(
-      n, [&](int r) { return KillAndShrinkRank(r, c.victim); }, TransportEnv(c.transport), 90, survivors);
+      n, [&](int r) { return KillAndShrinkRank(r, c.victim); }, JobEnv(c.transport), 90, survivors);
   ASSERT_FALSE(o.timed_out) << All(o);
   std::smatch m;
   const std::string kill_at = Field(o.output[c.victim], "KILL AT");
@@ -173,7 +155,7 @@ TEST_P(ElasticKill, SurvivorsLearnTheRankShrinkAndReduceExactly) {
 
 std::vector<KillCase> KillCases() {
   std::vector<KillCase> cases;
-  for (const std::string& t : Transports())
+  for (const std::string& t : weft_test::ProcessTransports())
     for (int victim : {2, 0}) cases.push_back({t, victim});
   return cases;
 }
@@ -216,7 +198,7 @@ TEST_P(Elastic, SurvivorsPassingDifferentListsAgreeOnTheUnion) {
         weftCommDestroy(comm);
         return 0;
       },
-      TransportEnv(GetParam()), 60, {0, 2, 4});
+      JobEnv(GetParam()), 60, {0, 2, 4});
   ASSERT_FALSE(o.timed_out) << All(o);
   const int survivors[] = {0, 2, 4};
   for (int i = 0; i < 3; ++i) {
@@ -266,7 +248,7 @@ TEST_P(Elastic, RevokeUnblocksCollectivesAndShrinkAndDestroyFollow) {
         weftCommDestroy(again);
         return 0;
       },
-      TransportEnv(GetParam()), 60);
+      JobEnv(GetParam()), 60);
   ASSERT_FALSE(o.timed_out) << All(o);
   EXPECT_EQ(Field(o.output[0], "REVOKE"), "0") << All(o);
   for (int r = 0; r < 3; ++r) {
@@ -289,7 +271,7 @@ TEST_P(Elastic, RevokeUnblocksCollectivesAndShrinkAndDestroyFollow) {
 TEST_P(Elastic, ThreeRanksGrowToFourWithANewProcess) {
   const std::string id_file = "/tmp/weft_elastic_grow_" + std::to_string(getpid()) + "_" + GetParam();
   unlink(id_file.c_str());
-  Env env = TransportEnv(GetParam());
+  Env env = JobEnv(GetParam());
   env.push_back({"WEFT_WORLD_SIZE", "3"});  // process 3 is the newcomer: it does not init from env
   const weft_test::LaunchOutcome o = weft_test::ForkRanks(
       4,
@@ -358,7 +340,7 @@ TEST(ElasticArguments, BadArgumentsNameTheArgumentAndValue) {
   for (weftComm_t c : comms) weftCommDestroy(c);
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, Elastic, testing::ValuesIn(Transports()),
+INSTANTIATE_TEST_SUITE_P(Transports, Elastic, testing::ValuesIn(weft_test::ProcessTransports()),
                          [](const testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace

@@ -25,32 +25,22 @@ namespace {
 
 using Env = std::vector<std::pair<std::string, std::string>>;
 
-// The environment that makes a job's traffic take `transport` (as tests/fault_matrix_test.cc).
-Env TransportEnv(const std::string& transport) {
-  Env env = {{"WEFT_INIT_TIMEOUT", "30"}};
-  if (transport != "shm") env.push_back({"WEFT_SHM_DISABLE", "1"});
-  if (transport == "tcp") env.push_back({"WEFT_TRANSPORT", "tcp"});
-  if (transport == "ucx") {
-    env.push_back({"WEFT_TRANSPORT", "ucx"});
-    env.push_back({"UCX_TLS", "tcp"});
-    env.push_back({"UCX_ZCOPY_THRESH", "inf"});  // fault_matrix_test.cc says why
-    env.push_back({"UCX_TCP_PUT_ENABLE", "n"});
-  }
+Env JobEnv(const std::string& transport) {
+  Env env = weft_test::TransportEnv(transport);
+  env.push_back({"WEFT_INIT_TIMEOUT", "30"});
   return env;
 }
 
-std::vector<std::string> Transports() {
-  std::vector<std::string> t = {"shm", "tcp"};
-#ifdef WEFT_HAVE_UCX
-  t.push_back("ucx");
-#endif
-  return t;
-}
+std::string All(const weft_test::LaunchOutcome& o) { return weft_test::AllOutput(o); }
 
-std::string All(const weft_test::LaunchOutcome& o) {
-  std::string all;
-  for (size_t r = 0; r < o.output.size(); ++r) all += "--- rank " + std::to_string(r) + ":\n" + o.output[r];
-  return all;
+// Creates the rank's communicator from the environment, or prints why not.
+weftComm_t InitOrSay() {
+  weftComm_t comm = nullptr;
+  if (weftCommInitFromEnv(&comm) != weftSuccess) {
+    printf("FAIL init: %s\n", weftGetLastError(comm));
+    return nullptr;
+  }
+  return comm;
 }
 
 // The line "ERROR <code>: <message>" a rank printed, or "".
@@ -63,17 +53,14 @@ class Blame : public testing::TestWithParam<std::string> {};
 
 // Rank 1 stays out of the call; ranks 0 and 2 time out after `timeout0` and `timeout2` s.
 void ExpectChainNamesRankOne(const std::string& transport, double timeout0, double timeout2) {
-  Env env = TransportEnv(transport);
+  Env env = JobEnv(transport);
   env.push_back({"WEFT_ALGO", "allreduce:ring"});
   env.push_back({"WEFT_TIMEOUT", "30"});  // each rank sets its own below
   const weft_test::LaunchOutcome o = weft_test::ForkRanks(
       3,
       [&](int r) {
-        weftComm_t comm = nullptr;
-        if (weftCommInitFromEnv(&comm) != weftSuccess) {
-          printf("FAIL init: %s\n", weftGetLastError(comm));
-          return 2;
-        }
+        weftComm_t comm = InitOrSay();
+        if (comm == nullptr) return 2;
         if (r == 1) {  // alive and silent: never calls, never closes
           sleep(60);
           return 0;
@@ -107,17 +94,14 @@ TEST_P(Blame, ChainWhoseRelayTimesOutFirstNamesTheSilentRankNotTheRelay) {
 }
 
 TEST_P(Blame, AllToAllvCountsThatDisagreeFailEveryRankAtOnce) {
-  Env env = TransportEnv(GetParam());
+  Env env = JobEnv(GetParam());
   env.push_back({"WEFT_TIMEOUT", "60"});
   const int n = 3;
   const weft_test::LaunchOutcome o = weft_test::ForkRanks(
       n,
       [&](int r) {
-        weftComm_t comm = nullptr;
-        if (weftCommInitFromEnv(&comm) != weftSuccess) {
-          printf("FAIL init: %s\n", weftGetLastError(comm));
-          return 2;
-        }
+        weftComm_t comm = InitOrSay();
+        if (comm == nullptr) return 2;
         std::vector<size_t> sc(n, 4), sd(n), rc(n, 4), rd(n);
         for (int i = 0; i < n; ++i) sd[i] = rd[i] = 4 * i;
         if (r == 1) rc[2] = 3;  // rank 2 sends rank 1 four elements; rank 1 expects three
@@ -144,7 +128,7 @@ TEST_P(Blame, AllToAllvCountsThatDisagreeFailEveryRankAtOnce) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, Blame, testing::ValuesIn(Transports()),
+INSTANTIATE_TEST_SUITE_P(Transports, Blame, testing::ValuesIn(weft_test::ProcessTransports()),
                          [](const testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace

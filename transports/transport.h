@@ -51,6 +51,12 @@ constexpr const char* kTagMismatchMarker = "mismatched call";
 // Every transport puts this text in the error of an operation stopped because a rank revoked
 // the communicator (weftCommRevoke): the revoking rank did not fail, so it is not blamed.
 constexpr const char* kRevokedMarker = "revoked the communicator";
+// Whether an abort note naming `origin` reports that the origin itself revoked (weftCommRevoke
+// writes "rank R revoked the communicator ..."), as opposed to a failure of the origin that a
+// revoking rank knew of and forwards.
+inline bool IsRevokeBy(int origin, const std::string& reason) {
+  return reason.find("rank " + std::to_string(origin) + " " + kRevokedMarker) != std::string::npos;
+}
 // "call #17 (descriptor 1a2b3c4d)" for messages (the point-to-point tag reads "send/recv").
 inline std::string DescribeTag(uint64_t tag) {
   if (tag >= 0xfffffffffffffff0ULL) return "send/recv";

@@ -342,6 +342,7 @@ std::unique_ptr<InFlight> Runner::TakeSlot(size_t index, const Access& access) {
   f->access = access;
   f->is_wait = f->fused = f->received = f->forwarding = f->kernel = f->reducing = false;
   f->encoded_size = nullptr;
+  f->transport = nullptr;  // a pooled slot's transport may be another communicator's
   return f;
 }
 
@@ -546,8 +547,10 @@ Status Runner::Issue(size_t index, const StepSemantics& m, const Access& access)
   f->is_wait = m.fence == StepFence::kAcquire;
   f->fused = ForwardsAfterReceive(m);
   Status st = PostAsync(*f);
+  // A post that fails (the peer already closed) still makes its transport one this call
+  // used, so that Fail aborts it and its other peers are told now, not at their timeout.
+  if (f->transport != nullptr) NoteTransport(f->transport);
   if (!st.ok()) return st.WithContext(Describe(s, index));
-  NoteTransport(f->transport);
   if (f->is_wait) fence_wait_ = true;
   if (f->fused) unforwarded_.push_back(f.get());
   inflight_.push_back(std::move(f));

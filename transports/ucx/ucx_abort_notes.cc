@@ -128,7 +128,7 @@ void UcxTransport::NoteOrigin(int origin, const std::string& reason) {
   if (failed_origin_ >= 0) return;  // the first failure is the one to report
   failed_origin_ = origin;
   failed_reason_ = reason;
-  failed_by_revoke_ = reason.find(kRevokedMarker) != std::string::npos;
+  failed_by_revoke_ = IsRevokeBy(origin, reason);
 }
 
 int UcxTransport::FailedOrigin() const {
