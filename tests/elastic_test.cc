@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <regex>
@@ -315,6 +316,48 @@ TEST_P(Elastic, ThreeRanksGrowToFourWithANewProcess) {
     ASSERT_TRUE(weft_test::ExitedZero(o.status[r])) << All(o);
     EXPECT_EQ(Field(o.output[r], "NEW"), std::to_string(r) + "/4") << All(o);
     EXPECT_EQ(Field(o.output[r], "EXACT"), "ok") << All(o);
+  }
+}
+
+// ---- figures (perf/RESULTS.md; not a pass/fail on a timer) ----
+
+// The time weftCommShrink takes on n ranks when the last one died (killed after a clean
+// destroy), over shm: the slowest survivor's, median of 5 jobs. Run with
+// --gtest_also_run_disabled_tests --gtest_filter='*ShrinkTime*'.
+TEST(ElasticBenchmark, DISABLED_ShrinkTime) {
+  for (int n : {2, 4, 8}) {
+    std::vector<double> slowest;
+    for (int job = 0; job < 5; ++job) {
+      const weft_test::LaunchOutcome o = weft_test::ForkRanks(
+          n,
+          [n](int r) {
+            weftComm_t comm = nullptr;
+            if (weftCommInitFromEnv(&comm) != weftSuccess || !ExactAllReduce(comm, 1024).empty()) return 2;
+            if (r == n - 1) {
+              weftCommDestroy(comm);
+              raise(SIGKILL);
+            }
+            usleep(100000);  // it is gone
+            int last = n - 1;
+            weftComm_t small = nullptr;
+            const double start = Now();
+            if (weftCommShrink(comm, &last, 1, &small, WEFT_SHRINK_DEFAULT) != weftSuccess) return 3;
+            printf("SHRINK %.6f\n", Now() - start);
+            weftCommDestroy(small);
+            weftCommDestroy(comm);
+            return 0;
+          },
+          JobEnv("shm"), 60, std::vector<int>());
+      double worst = 0;
+      for (int r = 0; r + 1 < n; ++r) {
+        ASSERT_TRUE(weft_test::ExitedZero(o.status[r])) << All(o);
+        worst = std::max(worst, std::stod(Field(o.output[r], "SHRINK")));
+      }
+      slowest.push_back(worst);
+    }
+    std::sort(slowest.begin(), slowest.end());
+    printf("SHRINK-TIME %d ranks (1 dead): median %.1f ms, min %.1f, max %.1f\n", n, slowest[2] * 1e3,
+           slowest[0] * 1e3, slowest[4] * 1e3);
   }
 }
 

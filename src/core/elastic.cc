@@ -140,8 +140,8 @@ Status Coordinate(weftComm* comm, const std::set<int>& exclude, const net::Deadl
   g.here.insert(comm->rank);
   g.next_probe.assign(comm->nranks, Clock::now());
   for (;;) {
+    if (ProbeMissing(comm, &g) == 0) break;  // everyone arrived or is excluded: no wait
     WEFT_RETURN_IF_ERROR(Admit(comm, &g, deadline));
-    if (ProbeMissing(comm, &g) == 0) break;
     if (deadline.expired()) {
       std::set<int> missing;
       for (int r = 0; r < comm->nranks; ++r)

@@ -4,8 +4,9 @@
 //    "dtype":"float32","algorithm":"ring","transport":"shm","time_us":412.3,
 //    "algbw_GBps":2.54,"busbw_GBps":3.81}
 // bytes, algbw and busbw as nccl-tests count them. The file name takes %r (rank), %h (host)
-// and %p (pid) as WEFT_DEBUG_FILE does (one file per rank). Off by default; off, a collective
-// pays one load of a process-wide flag (MetricsEnabled).
+// and %p (pid) as WEFT_DEBUG_FILE does (one file per rank); lines are buffered (64 KiB) and
+// flushed at exit, so a killed process loses its last buffer. Off by default; off, a
+// collective pays one load of a process-wide flag (MetricsEnabled).
 #pragma once
 
 #include <cstdint>
