@@ -150,4 +150,15 @@ Status CompareFingerprints(const unsigned char* all, int nranks, int rank) {
 
 bool CallCheckFromEnv() { return SettingFlagOr("WEFT_CHECK", false); }
 
+void AddRootAgreementToken(Collective collective, int rank, int nranks, RankSchedule* rs) {
+  if (nranks < 2) return;
+  if (collective != Collective::kBroadcast && collective != Collective::kReduce) return;
+  // First, so the token travels while the data does: a rank never waits on a later step.
+  const Step token[2] = {SendStep((rank + 1) % nranks, In(0, 0), kRootAgreementChannel),
+                         RecvStep((rank + nranks - 1) % nranks, Out(0, 0), kRootAgreementChannel)};
+  rs->steps.insert(rs->steps.begin(), token, token + 2);
+  if (!rs->final_output_write.empty())
+    rs->final_output_write.insert(rs->final_output_write.begin(), 2, uint8_t{0});
+}
+
 }  // namespace weft
