@@ -56,7 +56,7 @@ std::string DescribeCall(const CallDescriptor& d);
 // Rooted collectives (broadcast, reduce) whose ranks disagree on the root: each "root" can
 // complete without reading any message of the others (a broadcast root receives nothing), so
 // the descriptor hash in the tags never meets a check and every rank returns success with
-// inconsistent data. This prepends to `rank`'s steps a zero-byte token to its ring successor
+// inconsistent data. This appends to `rank`'s steps a zero-byte token to its ring successor
 // and one from its predecessor, on their own channel and tagged like the call's data: around
 // the ring some neighbours disagree whenever any rank does, and that receiver fails with a
 // mismatch at once. Costs one zero-byte message per rank; a no-op for other collectives and
