@@ -37,6 +37,7 @@ const std::vector<SettingInfo>& Table() {
       {"WEFT_INPROC_GROUPS", K::kText, "one host", "host groups of a thread communicator (tests)"},
       {"WEFT_FLIGHT_RECORDER", K::kInt, "64", "operations each communicator remembers (0 = off)", 0, 1 << 20},
       {"WEFT_DEBUG_FILE", K::kText, "stderr", "where flight-recorder dumps go (%r rank, %h host, %p pid)"},
+      {"WEFT_METRICS_FILE", K::kText, "off", "one JSON line per completed collective (core/metrics.h; %r rank, %h host, %p pid)"},
       // Transports.
       {"WEFT_TRANSPORT", K::kText, "auto", "network transport: ucx, tcp or ^ucx"},
       {"WEFT_SOCKET_IFNAME", K::kText, "first non-loopback", "interfaces for TCP"},

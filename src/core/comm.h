@@ -29,6 +29,7 @@
 
 namespace weft {
 class Bootstrap;
+struct ElasticState;
 class InprocHub;
 class Fabric;
 class Selector;
@@ -129,6 +130,9 @@ struct weftComm {
   weft::FlightRecorder recorder;
 
   std::mutex exec_mu;  // one operation at a time; Abort waits for it
+
+  // Revoke, shrink and grow's state (core/elastic.h): process communicators only.
+  std::shared_ptr<weft::ElasticState> elastic;
 };
 
 namespace weft {

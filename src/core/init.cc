@@ -3,6 +3,7 @@
 #include "core/init.h"
 
 #include "core/call_check.h"
+#include "core/elastic.h"
 #include "core/job_secret.h"
 
 #include <unistd.h>
@@ -238,7 +239,7 @@ Status InitOverBootstrap(weftComm* comm, std::unique_ptr<Bootstrap> bootstrap) {
 
   WEFT_RETURN_IF_ERROR(SetupTransports(comm, bs, ids));
   WEFT_RETURN_IF_ERROR(SetupFabric(comm, bs));
-  return OkStatus();
+  return StartRecoveryListener(comm, bs);  // weftCommShrink's meeting point
 }
 
 // Threads of one process share a host. For tests of hierarchical algorithms,

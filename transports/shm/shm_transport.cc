@@ -934,11 +934,27 @@ bool ShmTransport::PollAll() {
 // Waiting and dead peers
 // ---------------------------------------------------------------------------------------
 
-Status ShmTransport::PeerAlive(const Peer& p) const {
+Status ShmTransport::PeerAlive(const Peer& p, int* blamed) const {
   std::string who = "rank " + std::to_string(p.rank) + " (pid " + std::to_string(p.header->pid) + ")";
-  if (p.header->closed.load(std::memory_order_acquire) != 0)
+  *blamed = p.rank;
+  if (p.header->closed.load(std::memory_order_acquire) != 0) {
+    // A survivor that aborted because another rank failed names that rank in its header
+    // before it closes (Abort): blaming the survivor itself was issue 34's flaky blame.
+    const int origin = p.header->failed_origin_plus1.load(std::memory_order_acquire) - 1;
+    if (p.header->revoked.load(std::memory_order_acquire) != 0) {
+      *blamed = -1;  // a revoke is no one's failure
+      return RemoteError("shm: " + who + " " + kRevokedMarker + " (weftCommRevoke) while rank " +
+                         std::to_string(rank_) + " waits on it");
+    }
+    if (origin >= 0 && origin != p.rank && origin < nranks_) {
+      *blamed = origin;
+      return RemoteError("shm: rank " + std::to_string(origin) + " failed (reported by " + who +
+                         ", which aborted its communicator because of it) while rank " +
+                         std::to_string(rank_) + " waits on rank " + std::to_string(p.rank));
+    }
     return RemoteError("shm: " + who + " closed or aborted its communicator while this rank " +
                        std::to_string(rank_) + " still waits on it");
+  }
   if (kill(p.header->pid, 0) != 0 && errno == ESRCH)
     return RemoteError("shm: " + who + " died (process gone) while rank " +
                        std::to_string(rank_) + " waits on it");
@@ -953,7 +969,29 @@ Status ShmTransport::PeerAlive(const Peer& p) const {
       return RemoteError("shm: " + who + " died (its liveness lock was released) while rank " +
                          std::to_string(rank_) + " waits on it");
   }
+  *blamed = -1;
   return OkStatus();
+}
+
+void ShmTransport::AnnounceCulprit(int culprit) {
+  if (header_ != nullptr && culprit >= 0 && culprit < nranks_)
+    header_->culprit_plus1.store(culprit + 1, std::memory_order_release);
+}
+
+int ShmTransport::AnnouncedCulprit(int peer) const {
+  if (peer < 0 || peer >= nranks_ || local_of_rank_[peer] < 0 || peer == rank_) return -1;
+  const RankHeader* h = peers_[local_of_rank_[peer]].header;
+  return h != nullptr ? h->culprit_plus1.load(std::memory_order_acquire) - 1 : -1;
+}
+
+int ShmTransport::FailedOrigin() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failed_origin_;
+}
+
+void ShmTransport::NoteFailedOrigin(int rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (failed_origin_ < 0 && rank >= 0 && rank < nranks_ && rank != rank_) failed_origin_ = rank;
 }
 
 void ShmTransport::PublishCurrentCall(uint64_t tag) {
@@ -1007,12 +1045,14 @@ Status ShmTransport::CheckLiveness(bool force) {
   Status first;
   for (Peer& p : peers_) {
     if (p.rank == rank_ || !p.failed.ok() || !HasWork(p)) continue;
-    Status alive = PeerAlive(p);
+    int blamed = -1;
+    Status alive = PeerAlive(p, &blamed);
     if (alive.ok()) alive = PeerInSameCall(p);
     if (alive.ok()) continue;
     // What it published before dying/closing is still valid: take it first.
     PollPeer(p);
     if (!HasWork(p)) continue;
+    if (failed_origin_ < 0 && blamed >= 0 && blamed != rank_) failed_origin_ = blamed;
     FailPeer(p, alive);
     if (first.ok()) first = alive;
   }
@@ -1150,6 +1190,10 @@ void ShmTransport::Abort(const Status& why) {
   if (aborted_.ok()) aborted_ = st;
   aborted_flag_.store(true, std::memory_order_release);
   if (header_ != nullptr) {
+    // Whom the peers should blame: the rank whose failure made us abort, none (we closed on
+    // our own: they blame us), or a revoke (no one). Published before `closed`.
+    if (failed_origin_ >= 0) header_->failed_origin_plus1.store(failed_origin_ + 1, std::memory_order_release);
+    else if (st.message().find(kRevokedMarker) != std::string::npos) header_->revoked.store(1, std::memory_order_release);
     // The rings are now out of step with our peers: tell them not to wait for us.
     header_->closed.store(1, std::memory_order_seq_cst);
     for (Peer& p : peers_)

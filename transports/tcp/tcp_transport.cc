@@ -705,6 +705,17 @@ void TcpTransport::NoteOrigin(int origin, const std::string& reason) {
   if (failed_origin_ >= 0) return;  // the first failure is the one to report
   failed_origin_ = origin;
   failed_reason_ = reason;
+  failed_by_revoke_ = IsRevokeBy(origin, reason);
+}
+
+int TcpTransport::FailedOrigin() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failed_by_revoke_ ? -1 : failed_origin_;
+}
+
+void TcpTransport::NoteFailedOrigin(int rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (rank >= 0 && rank < nranks_ && rank != rank_) NoteOrigin(rank, "");
 }
 
 void TcpTransport::OnAbortNote(Peer& p, Stream& s) {
@@ -1006,7 +1017,10 @@ void TcpTransport::AbortLocked(const Status& why) {
   // communicator aborts its transports too, and its peers must see a normal close (EOF),
   // which fails only what still waits on us — with the message that says why (e.g. the
   // mismatch a peer's recv finds in our last message) rather than our note.
-  if (pending_.load(std::memory_order_acquire) > 0 || failed_origin_ >= 0) SendAbortNotes(abort_status_);
+  // A revoke is announced even by an idle rank: stopping the peers is its purpose.
+  if (pending_.load(std::memory_order_acquire) > 0 || failed_origin_ >= 0 ||
+      abort_status_.message().find(kRevokedMarker) != std::string::npos)
+    SendAbortNotes(abort_status_);
   for (Peer& p : peers_) {
     if (p.rank == rank_) continue;
     FailPeer(p, abort_status_);

@@ -126,6 +126,8 @@ class TcpTransport : public Transport {
   void Abort(const Status& why) override;
   void AnnounceCulprit(int culprit) override;
   int AnnouncedCulprit(int peer) const override;
+  int FailedOrigin() const override;
+  void NoteFailedOrigin(int rank) override;
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
@@ -255,7 +257,8 @@ class TcpTransport : public Transport {
   // or the origin of an abort note), and the reason to forward; -1 while none.
   int failed_origin_ = -1;
   std::string failed_reason_;
-  std::mutex mu_;  // serializes Post*/Progress against Abort from another thread
+  bool failed_by_revoke_ = false;  // failed_origin_ revoked the communicator: it did not fail
+  mutable std::mutex mu_;  // serializes Post*/Progress against Abort from another thread
   std::vector<char> discard_;  // sink for payloads nobody will read
   std::vector<pollfd> fds_;
   struct FdOwner {

@@ -166,6 +166,28 @@ static void TestGroupInitAndSplit(ncclComm_t comm, ncclUniqueId* ids, int rank, 
   OK(ncclCommDestroy(b));
 }
 
+/* ncclCommShrink of a copy of comm without its last rank (alive: it just takes no part), an
+ * allreduce on the rest, then ncclCommRevoke: later calls fail, destroy succeeds. */
+static void TestShrinkAndRevoke(ncclComm_t comm, int rank, int n) {
+  ncclComm_t dup = NULL, small = NULL;
+  OK(ncclCommSplit(comm, 0, rank, &dup, NULL));
+  if (n > 1 && rank != n - 1) {
+    int last = n - 1, count = 0;
+    OK(ncclCommShrink(dup, &last, 1, &small, NULL, NCCL_SHRINK_DEFAULT));
+    OK(ncclCommCount(small, &count));
+    CHECK(count == n - 1, "shrunk size %d, expected %d", count, n - 1);
+    int32_t v = 1, s = 0;
+    OK(ncclAllReduce(&v, &s, 1, ncclInt32, ncclSum, small, NULL));
+    CHECK(s == n - 1, "allreduce on the shrunk comm: %d", s);
+    OK(ncclCommRevoke(small, NCCL_REVOKE_DEFAULT));
+    CHECK(ncclAllReduce(&v, &s, 1, ncclInt32, ncclSum, small, NULL) != ncclSuccess,
+          "an allreduce on a revoked comm fails");
+    OK(ncclCommDestroy(small));
+  }
+  CHECK(ncclCommRevoke(dup, 1) == ncclInvalidArgument, "revokeFlags 1 is refused");
+  OK(ncclCommDestroy(dup));
+}
+
 /* Several ranks driven by one thread: ncclCommInitAll and a group spanning its comms. */
 static void TestInitAllOneThread(void) {
   ncclComm_t comms[2];
@@ -212,6 +234,7 @@ int main(void) {
   TestCollectives(comm, rank, n);
   TestRootedAndP2P(comm, rank, n);
   TestGroupInitAndSplit(comm, ids, rank, n);
+  TestShrinkAndRevoke(comm, rank, n);
   TestInitAllOneThread();
   float done = 0;
   OK(ncclAllReduce(&done, &done, 1, ncclFloat32, ncclSum, comm, NULL)); /* all read the ids */
