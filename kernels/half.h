@@ -1,7 +1,8 @@
 // float <-> IEEE fp16 and float <-> bfloat16 conversions on uint16_t bit patterns.
 //
 // Scalar reference conversions shared by the CPU kernels (tails and non-F16C machines), the
-// tests and any other code that needs them. All are exact where the value is representable,
+// device kernels (CUDA and the emulated GPU compile these same functions), the tests and any
+// other code that needs them. All are exact where the value is representable,
 // round to nearest, ties to even, otherwise, and use integer arithmetic only, so the result does
 // not depend on the caller's floating-point environment (rounding mode, FTZ/DAZ).
 //
@@ -15,21 +16,33 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/host_device.h"
+
 namespace weft {
 
-inline uint32_t FloatBits(float f) {
+// One source for host and device (kernels/host_device.h): the device build reinterprets the
+// bits with CUDA's intrinsics, the host build with memcpy; both are exact.
+WEFT_HOST_DEVICE inline uint32_t FloatBits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
   uint32_t u;
   std::memcpy(&u, &f, sizeof u);
   return u;
+#endif
 }
 
-inline float FloatFromBits(uint32_t u) {
+WEFT_HOST_DEVICE inline float FloatFromBits(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
   float f;
   std::memcpy(&f, &u, sizeof f);
   return f;
+#endif
 }
 
-inline float HalfToFloat(uint16_t h) {
+WEFT_HOST_DEVICE inline float HalfToFloat(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t exponent = (h >> 10) & 0x1Fu;
   const uint32_t mantissa = h & 0x3FFu;
@@ -41,7 +54,7 @@ inline float HalfToFloat(uint16_t h) {
   return sign ? -magnitude : magnitude;
 }
 
-inline uint16_t FloatToHalf(float f) {
+WEFT_HOST_DEVICE inline uint16_t FloatToHalf(float f) {
   const uint32_t x = FloatBits(f);
   const uint32_t sign = (x >> 16) & 0x8000u;
   uint32_t magnitude = x & 0x7FFFFFFFu;
@@ -71,9 +84,9 @@ inline uint16_t FloatToHalf(float f) {
   return static_cast<uint16_t>(sign | result);  // result 0x400 is the smallest normal: correct
 }
 
-inline float Bfloat16ToFloat(uint16_t h) { return FloatFromBits(static_cast<uint32_t>(h) << 16); }
+WEFT_HOST_DEVICE inline float Bfloat16ToFloat(uint16_t h) { return FloatFromBits(static_cast<uint32_t>(h) << 16); }
 
-inline uint16_t FloatToBfloat16(float f) {
+WEFT_HOST_DEVICE inline uint16_t FloatToBfloat16(float f) {
   uint32_t x = FloatBits(f);
   if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((x >> 16) | 0x0040u);  // NaN
   x += 0x7FFFu + ((x >> 16) & 1u);  // ties to even; overflow carries into inf, as it should
