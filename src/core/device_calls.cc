@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 
 #include "core/api_internal.h"
@@ -135,15 +138,67 @@ bool IsDeviceStream(weftStream_t stream) {
   return rt.DeviceCount() > 0 && rt.StreamDevice(stream) >= 0;
 }
 
+// Pinned staging blocks are kept for reuse (cudaHostAlloc costs milliseconds), by power-of-two
+// size class, up to kPoolBytes in all; the rest are freed.
+constexpr size_t kPoolBytes = size_t{256} << 20;
+
+size_t SizeClass(size_t bytes) {
+  size_t c = 4096;
+  while (c < bytes) c <<= 1;
+  return c;
+}
+
+class StagingPool {
+ public:
+  Status Get(DeviceRuntime& rt, size_t size_class, char** out) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      auto it = free_.find(size_class);
+      if (it != free_.end()) {
+        *out = it->second;
+        free_.erase(it);
+        pooled_ -= size_class;
+        return OkStatus();
+      }
+    }
+    void* p = nullptr;
+    WEFT_RETURN_IF_ERROR(rt.HostAlloc(&p, size_class));
+    *out = static_cast<char*>(p);
+    return OkStatus();
+  }
+  void Put(DeviceRuntime& rt, size_t size_class, char* p) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (pooled_ + size_class <= kPoolBytes) {
+        free_.emplace(size_class, p);
+        pooled_ += size_class;
+        return;
+      }
+    }
+    (void)rt.HostFree(p);
+  }
+
+ private:
+  std::mutex mu_;
+  std::multimap<size_t, char*> free_;
+  size_t pooled_ = 0;
+};
+
+StagingPool& Pool() {
+  static StagingPool* pool = new StagingPool();  // leaked: jobs may finish during exit
+  return *pool;
+}
+
 // What a queued call owns until its progress job has finished with it.
 struct Job {
   char* staging = nullptr;
+  size_t staging_class = 0;
   EventHandle inputs_ready = nullptr;
   EventHandle outputs_copied = nullptr;
   void Release(DeviceRuntime& rt) {
     if (inputs_ready != nullptr) (void)rt.EventDestroy(inputs_ready);
     if (outputs_copied != nullptr) (void)rt.EventDestroy(outputs_copied);
-    if (staging != nullptr) (void)rt.HostFree(staging);
+    if (staging != nullptr) Pool().Put(rt, staging_class, staging);
   }
 };
 
@@ -190,10 +245,9 @@ Status SubmitDeviceOps(weftComm* comm, std::vector<std::variant<CollectiveCall, 
   size_t staging_bytes = 0;
   const std::vector<StagedRegion> regions = PlanRegions(ExtentsOf(ops, comm->nranks), rt, &staging_bytes);
   auto job = std::make_shared<Job>();
-  void* staging = nullptr;
-  Status s = rt.HostAlloc(&staging, staging_bytes);
-  job->staging = static_cast<char*>(staging);
-  if (s.ok()) *reinterpret_cast<uint32_t*>(job->staging) = 0;  // pinned memory is not zeroed
+  job->staging_class = SizeClass(staging_bytes);
+  Status s = Pool().Get(rt, job->staging_class, &job->staging);
+  if (s.ok()) *reinterpret_cast<uint32_t*>(job->staging) = 0;  // reused, or not zeroed
   if (s.ok()) s = rt.EventCreate(&job->inputs_ready);
   if (s.ok()) s = rt.EventCreate(&job->outputs_copied);
   if (s.ok()) s = EnqueueStreamSide(rt, regions, job.get(), stream);
