@@ -23,25 +23,8 @@ namespace weft::kernels {
 namespace {
 
 // ---- bit patterns (exact on both compilers) ----
-WEFT_HOST_DEVICE inline uint64_t DoubleBits(double d) {
-#if defined(__CUDA_ARCH__)
-  return static_cast<uint64_t>(__double_as_longlong(d));
-#else
-  uint64_t u;
-  std::memcpy(&u, &d, sizeof u);
-  return u;
-#endif
-}
-
-WEFT_HOST_DEVICE inline double DoubleFromBits(uint64_t u) {
-#if defined(__CUDA_ARCH__)
-  return __longlong_as_double(static_cast<long long>(u));
-#else
-  double d;
-  std::memcpy(&d, &u, sizeof d);
-  return d;
-#endif
-}
+WEFT_HOST_DEVICE inline uint64_t DoubleBits(double d) { return BitCast<uint64_t>(d); }
+WEFT_HOST_DEVICE inline double DoubleFromBits(uint64_t u) { return BitCast<double>(u); }
 
 WEFT_HOST_DEVICE inline float BitAnd(float a, float b) { return FloatFromBits(FloatBits(a) & FloatBits(b)); }
 WEFT_HOST_DEVICE inline float BitOr(float a, float b) { return FloatFromBits(FloatBits(a) | FloatBits(b)); }

@@ -20,27 +20,18 @@
 
 namespace weft {
 
-// One source for host and device (kernels/host_device.h): the device build reinterprets the
-// bits with CUDA's intrinsics, the host build with memcpy; both are exact.
-WEFT_HOST_DEVICE inline uint32_t FloatBits(float f) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(f);
-#else
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-#endif
+// The bits of a value as another type of the same size, exactly, for both compilers (memcpy
+// is also nvcc's device-code idiom for it; kernels/host_device.h).
+template <typename To, typename From>
+WEFT_HOST_DEVICE inline To BitCast(From from) {
+  static_assert(sizeof(To) == sizeof(From), "BitCast needs types of one size");
+  To to;
+  memcpy(&to, &from, sizeof to);
+  return to;
 }
 
-WEFT_HOST_DEVICE inline float FloatFromBits(uint32_t u) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(u);
-#else
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-#endif
-}
+WEFT_HOST_DEVICE inline uint32_t FloatBits(float f) { return BitCast<uint32_t>(f); }
+WEFT_HOST_DEVICE inline float FloatFromBits(uint32_t u) { return BitCast<float>(u); }
 
 WEFT_HOST_DEVICE inline float HalfToFloat(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;

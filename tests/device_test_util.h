@@ -56,6 +56,13 @@ inline ChildResult RunInChild(const std::vector<std::pair<std::string, std::stri
   return r;
 }
 
+// The runtime the device suites run on: WEFTTEST_DEVICE (tests/gpu/run.sh sets "cuda"), else
+// `emulated` (the emulated GPU, as in CI). Not a WEFT_* name: weft warns about unknown ones.
+inline std::string SuiteDevice(const std::string& emulated) {
+  const char* v = std::getenv("WEFTTEST_DEVICE");
+  return v != nullptr && *v != '\0' ? std::string(v) : emulated;
+}
+
 // The usual case: the child must succeed; returns "" or what went wrong.
 inline std::string InChild(const std::vector<std::pair<std::string, std::string>>& env,
                            const std::function<std::string()>& fn) {
