@@ -49,7 +49,8 @@ struct Job {
 Status EnqueueStreamSide(DeviceRuntime& rt, Job* job, weftStream_t stream) {
   for (size_t k = 0; k < job->pieces.size(); ++k) {
     for (const StagedRegion& r : job->pieces[k].regions)
-      WEFT_RETURN_IF_ERROR(rt.MemcpyAsync(job->staging + r.staging_offset, r.dev, r.bytes, stream));
+      if (r.read)
+        WEFT_RETURN_IF_ERROR(rt.MemcpyAsync(job->staging + r.staging_offset, r.dev, r.bytes, stream));
     WEFT_RETURN_IF_ERROR(rt.EventRecord(job->inputs_ready[k], stream));
   }
   for (size_t k = 0; k < job->pieces.size(); ++k) {
@@ -121,7 +122,7 @@ Status SubmitDeviceOps(weftComm* comm, DeviceOps ops, weftStream_t stream) {
                            " on device buffers (stream " + PtrStr(stream) + ")";
   auto job = std::make_shared<Job>();
   size_t staging_bytes = 0;
-  job->pieces = PlanPieces(std::move(ops), comm->nranks, rt, &staging_bytes);
+  job->pieces = PlanPieces(std::move(ops), comm->nranks, comm->rank, rt, &staging_bytes);
   Status s = PrepareJob(rt, staging_bytes, job.get(), stream);
   if (!s.ok()) {
     // Nothing reached the progress thread: release here, after letting a stream that already

@@ -23,8 +23,10 @@ class Progress {
   }
   void Enqueue(std::function<void()> job) {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      std::unique_lock<std::mutex> l(mu_);
+      done_cv_.wait(l, [&] { return unfinished_ < kMaxDeviceJobs; });
       jobs_.push_back(std::move(job));
+      ++unfinished_;
     }
     cv_.notify_all();
   }
@@ -48,11 +50,15 @@ class Progress {
       l.unlock();
       job();
       l.lock();
+      --unfinished_;
+      done_cv_.notify_all();
     }
   }
   mutable std::mutex mu_;
   std::condition_variable cv_;
+  std::condition_variable done_cv_;
   std::deque<std::function<void()>> jobs_;
+  size_t unfinished_ = 0;
   bool stop_ = false;
   Status error_;
   std::thread worker_;

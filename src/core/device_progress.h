@@ -12,6 +12,9 @@ struct weftComm;
 namespace weft {
 
 // Queues job on comm's progress thread (started on first use). Jobs run in submission order.
+// Blocks while kMaxDeviceJobs of comm's jobs are unfinished: each holds pinned staging as large
+// as its call, and unbounded queues of large calls made every call fault in fresh memory.
+inline constexpr size_t kMaxDeviceJobs = 4;
 void EnqueueDeviceJob(weftComm* comm, std::function<void()> job);
 // Records a job's failure (the first one sticks).
 void SetDeviceAsyncError(const weftComm* comm, const Status& error);

@@ -11,10 +11,14 @@ namespace {
 
 using device::DeviceRuntime;
 
-// One buffer of a call: where it is and how many bytes the call may touch.
+// One buffer of a call: where it is, how many bytes the call may touch, and whether the call
+// reads it (its bytes must be copied in) or writes it (copied back). A receive buffer the call
+// overwrites whole is written only; one it may leave partly alone (all-to-allv's gaps) is read
+// too, so that the copy back restores what it had.
 struct Extent {
   char* ptr;
   size_t bytes;
+  bool read;
   bool written;
 };
 
@@ -25,7 +29,7 @@ size_t AllToAllvExtent(const std::vector<size_t>& counts, const std::vector<size
   return end;
 }
 
-void AddExtents(const CollectiveCall& c, int nranks, std::vector<Extent>* out) {
+void AddExtents(const CollectiveCall& c, int nranks, int rank, std::vector<Extent>* out) {
   const size_t elem = TypeSize(c.dtype);
   const size_t n = static_cast<size_t>(nranks);
   size_t send = c.count, recv = c.count;
@@ -40,17 +44,20 @@ void AddExtents(const CollectiveCall& c, int nranks, std::vector<Extent>* out) {
     case Collective::kBarrier: return;
     default: break;
   }
-  out->push_back({static_cast<char*>(const_cast<void*>(c.sendbuff)), send * elem, false});
-  out->push_back({static_cast<char*>(c.recvbuff), recv * elem, true});
+  out->push_back({static_cast<char*>(const_cast<void*>(c.sendbuff)), send * elem, true, false});
+  // reduce writes only the root's receive buffer; all-to-allv may leave gaps in it.
+  if (c.collective == Collective::kReduce && rank != c.root) return;
+  out->push_back({static_cast<char*>(c.recvbuff), recv * elem,
+                  c.collective == Collective::kAllToAllv, true});
 }
 
-std::vector<Extent> ExtentsOf(const DeviceOps& ops, int nranks) {
+std::vector<Extent> ExtentsOf(const DeviceOps& ops, int nranks, int rank) {
   std::vector<Extent> all;
   for (const auto& op : ops) {
     if (const auto* p = std::get_if<P2POp>(&op)) {
-      all.push_back({static_cast<char*>(p->buff), p->count * TypeSize(p->dtype), !p->is_send});
+      all.push_back({static_cast<char*>(p->buff), p->count * TypeSize(p->dtype), p->is_send, !p->is_send});
     } else {
-      AddExtents(std::get<CollectiveCall>(op), nranks, &all);
+      AddExtents(std::get<CollectiveCall>(op), nranks, rank, &all);
     }
   }
   return all;
@@ -72,9 +79,10 @@ std::vector<StagedRegion> PlanRegions(std::vector<Extent> extents, const DeviceR
     if (!regions.empty() && e.ptr < regions.back().dev + regions.back().bytes) {
       StagedRegion& r = regions.back();
       r.bytes = std::max(r.bytes, static_cast<size_t>(e.ptr + e.bytes - r.dev));
+      r.read = r.read || e.read;
       r.written = r.written || e.written;
     } else {
-      regions.push_back({e.ptr, e.bytes, e.written, 0});
+      regions.push_back({e.ptr, e.bytes, e.read, e.written, 0});
     }
   }
   for (StagedRegion& r : regions) {
@@ -93,11 +101,13 @@ std::vector<DeviceOps> Split(DeviceOps ops) {
                                            c->collective == Collective::kReduce ||
                                            c->collective == Collective::kBroadcast);
   const size_t elem = c != nullptr ? TypeSize(c->dtype) : 0;
-  if (!splittable || elem == 0 || c->count * elem <= kDeviceChunkBytes) {
+  const size_t bytes = c != nullptr ? c->count * elem : 0;
+  if (!splittable || elem == 0 || bytes < 2 * kDeviceChunkMinBytes) {
     pieces.push_back(std::move(ops));
     return pieces;
   }
-  const size_t per_chunk = kDeviceChunkBytes / elem;
+  const size_t chunk = std::max(kDeviceChunkMinBytes, (bytes + kDevicePieces - 1) / kDevicePieces);
+  const size_t per_chunk = (chunk + elem - 1) / elem;
   for (size_t first = 0; first < c->count; first += per_chunk) {
     CollectiveCall part = *c;
     part.count = std::min(per_chunk, c->count - first);
@@ -133,13 +143,13 @@ Pool& ThePool() {
 
 }  // namespace
 
-std::vector<StagedPiece> PlanPieces(DeviceOps ops, int nranks, const DeviceRuntime& rt,
+std::vector<StagedPiece> PlanPieces(DeviceOps ops, int nranks, int rank, const DeviceRuntime& rt,
                                     size_t* staging_bytes) {
   std::vector<StagedPiece> pieces;
   size_t offset = kStagingFlagBytes;
   for (DeviceOps& part : Split(std::move(ops))) {
     StagedPiece piece;
-    piece.regions = PlanRegions(ExtentsOf(part, nranks), rt, &offset);
+    piece.regions = PlanRegions(ExtentsOf(part, nranks, rank), rt, &offset);
     piece.ops = std::move(part);
     pieces.push_back(std::move(piece));
   }

@@ -167,13 +167,14 @@ class EmulatedRuntime final : public DeviceRuntime {
     WEFT_RETURN_IF_ERROR(Find("flag wait", stream, &s));
     WEFT_RETURN_IF_ERROR(CheckFlag("flag wait", flag));
     s->Enqueue([s, flag, value] {
-      // Polls like the GPU's front end; gives up only when the stream is being destroyed.
+      // Polls like the GPU's front end, but mostly asleep: on a CPU this thread competes with
+      // the host threads that will set the flag. Gives up only when the stream is destroyed.
       for (int spins = 0; !FlagReached(flag, value); ++spins) {
         if (s->stopping())
           return InternalError("flag wait: stream destroyed while waiting for flag " +
                                Hex(flag) + " to reach " + std::to_string(value));
-        if (spins < 1000) std::this_thread::yield();
-        else std::this_thread::sleep_for(std::chrono::microseconds(20));
+        if (spins < 64) std::this_thread::yield();
+        else std::this_thread::sleep_for(std::chrono::microseconds(50));
       }
       return OkStatus();
     });
