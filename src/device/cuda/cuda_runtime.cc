@@ -32,6 +32,12 @@ Status Check(cudaError_t e, const std::string& what) {
                                             cudaGetErrorString(e) + ")");
 }
 
+// A query's answer: done, weftInProgress while work is pending, or the error.
+Status Query(cudaError_t e, const char* what) {
+  if (e == cudaErrorNotReady) return Status(weftInProgress, std::string(what) + ": work pending");
+  return Check(e, what);
+}
+
 Status CheckLaunch(weftResult_t r, const char* kernel) {
   if (r == weftSuccess) return OkStatus();
   if (r == weftInvalidArgument) return InvalidArgument(std::string(kernel) + ": invalid dtype or op");
@@ -93,9 +99,7 @@ class CudaRuntime final : public DeviceRuntime {
     return Check(cudaStreamSynchronize(S(stream)), "cudaStreamSynchronize");
   }
   Status StreamQuery(StreamHandle stream) override {
-    const cudaError_t e = cudaStreamQuery(S(stream));
-    if (e == cudaErrorNotReady) return Status(weftInProgress, "stream has queued work");
-    return Check(e, "cudaStreamQuery");
+    return Query(cudaStreamQuery(S(stream)), "cudaStreamQuery");
   }
   int StreamDevice(StreamHandle stream) const override {
     int device = -1;
@@ -123,9 +127,7 @@ class CudaRuntime final : public DeviceRuntime {
     return Check(cudaEventSynchronize(E(event)), "cudaEventSynchronize");
   }
   Status EventQuery(EventHandle event) override {
-    const cudaError_t e = cudaEventQuery(E(event));
-    if (e == cudaErrorNotReady) return Status(weftInProgress, "event not yet complete");
-    return Check(e, "cudaEventQuery");
+    return Query(cudaEventQuery(E(event)), "cudaEventQuery");
   }
   Status StreamWaitEvent(StreamHandle stream, EventHandle event) override {
     return Check(cudaStreamWaitEvent(S(stream), E(event), 0), "cudaStreamWaitEvent");
