@@ -69,6 +69,9 @@ const std::vector<SettingInfo>& Table() {
       {"WEFT_TINY_PATH", K::kFlag, "1", "small direct calls run a compiled step list (0: the executor)"},
       {"WEFT_KERNEL_ISA", K::kChoice, "best", "reduction kernels", 0, 0, "generic|avx2"},
       {"WEFT_COPY_NT_THRESHOLD", K::kBytes, "16M", "copies this large use streaming stores (0 = never)"},
+      // Devices.
+      {"WEFT_DEVICE", K::kText, "cuda if a GPU, else none", "device runtime: cuda, emulated[:N] or none"},
+      {"WEFT_EMULATED_DELAY_US", K::kInt, "0", "emulated GPU: random delay up to N us per operation", 0, 10000000},
       // Topology and selection.
       {"WEFT_TOPO_FILE", K::kText, "discovery", "saved topology or preset:NAME"},
       {"WEFT_TUNING_FILE", K::kText, "none", "measured decisions replacing the model's"},
