@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -112,15 +113,18 @@ Status Run::Setup(int argc, char** argv) {
   const int rank = parallel_->world_rank(), world = parallel_->world_size();
   for (int i = 0; i < config_.val_batches; ++i) {
     Batch b;
-    data_.ValBatch(config_.seed, i, config_.batch, config_.model.seq_len, rank, world, &b);
+    data_.ValBatch(config_.seed, i, config_.batch, config_.model.seq_len, parallel_->data_rank(),
+                   parallel_->data_size(), &b);
     val_batches_.push_back(std::move(b));
   }
   if (Leader() && !config_.quiet)
-    std::printf("moe_train: %d ranks (ep %d x dp %d), %d threads each, %s\n"
+    std::printf("moe_train: %d ranks (pp %d x dp %d x ep %d x tp %d), %d threads each, %s\n"
+                "BLAS: %s\n"
                 "data: %zu fortunes, %zu train / %zu val bytes; params: %zu dense + %zu expert "
                 "per rank\n",
-                world, config_.ep, world / config_.ep, ComputeThreads(),
-                Describe(config_).c_str(), data_.fortunes(), data_.train_bytes(),
+                world, config_.pp, parallel_->data_size() / config_.ep, config_.ep, config_.tp,
+                ComputeThreads(),
+                Describe(config_).c_str(), BlasDescription().c_str(), data_.fortunes(), data_.train_bytes(),
                 data_.val_bytes(), trainer_->model().layout().dense_size(),
                 trainer_->model().layout().expert_size());
   return Status();
@@ -161,10 +165,16 @@ Status Run::Main(int argc, char** argv) {
   int window_steps = 0;
   Batch batch;
   for (int step = start; step < end; ++step) {
-    data_.TrainBatch(config_.seed, step, config_.batch, config_.model.seq_len, rank, world, &batch);
+    data_.TrainBatch(config_.seed, step, config_.batch, config_.model.seq_len,
+                     parallel_->data_rank(), parallel_->data_size(), &batch);
     const double t0 = Now(), c0 = parallel_->comm_seconds(), cpu0 = ProcessCpuSeconds();
     StepStats stats;
     MOE_RETURN_IF_ERROR(trainer_->TrainStep(step, batch, &stats));
+    // The loss is summed over all ranks, so every rank stops here together.
+    if (!std::isfinite(stats.loss))
+      return Status::Error("step " + std::to_string(step) + ": the loss is " +
+                           std::to_string(stats.loss) + " (training diverged; lower --lr, now " +
+                           std::to_string(config_.lr) + ", or check --grad-clip)");
     const double dt = Now() - t0, dc = parallel_->comm_seconds() - c0;
     window_seconds += dt, window_comm += dc, ++window_steps;
     if (step > start) {  // the first step warms caches and allocations: not timed
@@ -212,6 +222,7 @@ Status Run::Main(int argc, char** argv) {
 }  // namespace moe
 
 int main(int argc, char** argv) {
+  moe::UseFastBlasKernel(argv);  // may re-execute this program (before anything else runs)
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
       std::printf("%s", moe::UsageText().c_str());
