@@ -87,6 +87,15 @@ const std::map<std::string, Setter>& Options() {
       STRING_OPT("loss-file", loss_file), STRING_OPT("plot", plot_png),
       STRING_OPT("compress", compress), STRING_OPT("compress-dispatch", compress_dispatch),
       INT_OPT("compress-after", compress_after), FLOAT_OPT("step-timeout", step_timeout),
+      STRING_OPT("balance", balance), INT_OPT("balance-every", balance_every),
+      {"slow-rank",
+       [](const std::string& v, TrainConfig* c) {
+         const size_t colon = v.find(':');
+         if (colon == std::string::npos)
+           return Status::Error("--slow-rank: '" + v + "' is not RANK:FACTOR (e.g. 1:2)");
+         MOE_RETURN_IF_ERROR(ParseInt("slow-rank", v.substr(0, colon), &c->slow_rank));
+         return ParseFloat("slow-rank", v.substr(colon + 1), &c->slow_factor);
+       }},
       {"router",
        [](const std::string& v, TrainConfig* c) {
          if (v == "softmax") c->model.router = RouterKind::kSoftmax;
@@ -239,6 +248,26 @@ Status ValidateLayout(const TrainConfig& c, int world_size) {
   return Status();
 }
 
+Status ValidateBalance(const TrainConfig& c, int world_size) {
+  auto s = [](auto v) { return std::to_string(v); };
+  MOE_RETURN_IF_ERROR(Require(c.balance == "even" || c.balance == "measured",
+      "--balance '" + c.balance + "' is not even or measured"));
+  MOE_RETURN_IF_ERROR(Require(c.balance_every >= 1,
+      "--balance-every " + s(c.balance_every) + " must be >= 1"));
+  MOE_RETURN_IF_ERROR(Require(c.balance == "even" || (c.tp == 1 && c.pp == 1 &&
+                                                      c.micro_batches <= 1),
+      "--balance measured needs --tp 1, --pp 1 and one micro-batch (a rank's share of the "
+      "batch changes from step to step)"));
+  MOE_RETURN_IF_ERROR(Require(c.balance == "even" || c.batch >= DataRanks(c, world_size),
+      "--balance measured: --batch " + s(c.batch) + " must give every data-parallel rank a "
+      "sequence"));
+  if (c.slow_rank < 0 && c.slow_factor == 1.0f) return Status();
+  return Require(c.slow_rank >= 0 && c.slow_rank < world_size && c.slow_factor >= 1.0f &&
+                 c.slow_factor <= 100.0f,
+                 "--slow-rank " + s(c.slow_rank) + ":" + s(c.slow_factor) + ": the rank must be in "
+                 "[0, " + s(world_size) + ") and the factor in [1, 100]");
+}
+
 Status Validate(const TrainConfig& c, int world_size) {
   const ModelConfig& m = c.model;
   auto s = [](auto v) { return std::to_string(v); };
@@ -255,6 +284,7 @@ Status Validate(const TrainConfig& c, int world_size) {
   MOE_RETURN_IF_ERROR(Require(m.capacity_factor >= 0.0f,
       "--capacity-factor " + s(m.capacity_factor) + " must be >= 0 (0 = dropless)"));
   MOE_RETURN_IF_ERROR(ValidateLayout(c, world_size));
+  MOE_RETURN_IF_ERROR(ValidateBalance(c, world_size));
   MOE_RETURN_IF_ERROR(Require(c.steps > 0 && c.warmup >= 0 && c.warmup <= c.steps,
       "--steps must be > 0 and 0 <= --warmup <= --steps"));
   MOE_RETURN_IF_ERROR(Require(c.lr > 0 && c.min_lr_ratio >= 0 && c.min_lr_ratio <= 1,
@@ -287,6 +317,7 @@ std::string Describe(const TrainConfig& c) {
     << " batch=" << c.batch << " steps=" << c.steps << " warmup=" << c.warmup << " lr=" << c.lr
     << " ep=" << c.ep << " zero1=" << c.zero1 << " seed=" << c.seed;
   if (c.tp > 1) o << " tp=" << c.tp;
+  if (c.balance != "even") o << " balance=" << c.balance << " balance_every=" << c.balance_every;
   if (c.pp > 1 || c.micro_batches > 0) o << " pp=" << c.pp << " micro_batches=" << MicroBatches(c);
   if (!c.compress.empty()) o << " compress=" << c.compress;
   if (c.compress_after > 0) o << " compress_after=" << c.compress_after;
@@ -299,6 +330,9 @@ std::string UsageText() {
   return "usage: moe_train [--config tiny|default] [--router softmax|sigmoid] [--ep N] [--zero1]\n"
          "  layout: --tp T (tensor parallel) --pp P (pipeline stages) --ep E (expert parallel);\n"
          "          data parallel = ranks / (T x P); --micro-batches M (1F1B, default P)\n"
+         "          --balance even|measured (shares of the batch by measured speed, DP only)\n"
+         "          --balance-every N (re-measure every N steps, default 10)\n"
+         "          --slow-rank R:F (rank R computes F times slower: tests, demos)\n"
          "  model: --dim --layers --heads --seq-len --experts --top-k --expert-hidden\n"
          "         --shared-experts --capacity-factor (0 = dropless) --aux-loss --z-loss --bias-gamma\n"
          "  train: --batch (global) --steps --warmup --lr --min-lr-ratio --weight-decay --grad-clip\n"

@@ -53,6 +53,13 @@ struct TrainConfig {
   int tp = 1;            // tensor-parallel group size (attention heads, shared expert, LM head)
   int pp = 1;            // pipeline stages (contiguous runs of layers)
   int micro_batches = 0; // per step and data-parallel rank (1F1B); 0 = pp (1 without PP)
+  // Uneven data parallelism: "even" shares of the batch, or "measured": each data-parallel
+  // rank's share proportional to its measured compute speed, re-measured every balance_every
+  // steps (balance.h).
+  std::string balance = "even";
+  int balance_every = 10;
+  int slow_rank = -1;        // --slow-rank R:F: rank R computes F times slower (tests, demos)
+  float slow_factor = 1.0f;
   bool zero1 = false;    // shard optimizer state over data-parallel ranks
   bool overlap = true;   // all-reduce gradient buckets while backward continues
   int threads = 0;       // 0 = cores / local ranks

@@ -24,6 +24,7 @@
 #        parallel = ranks / (TP x PP)), and DP x PP with ZeRO-1, vs 1 rank;
 #        DP x TP with int8 gradients: decreasing, replicas identical;       digests equal
 #        TP x PP resume at step 10                                         bitwise
+#        --balance measured, rank 1 slowed 3x, vs 1 rank; shares moved       rel. diff <= 1e-5
 # threads 1 rank, default config, 2 steps: --threads 2 vs --threads 1     bitwise (Prescott
 #        kernels), 1e-6 with the kernels moe_train picks
 # bad    bad configurations fail with a message naming the argument       exit 1 + message
@@ -233,6 +234,13 @@ case "$mode" in
       train "${args[0]}" "$work/layout" "${args[@]:1}"
       compare "$work/one" "$work/layout" 1e-5 "ranks ${args[0]}: ${args[*]:1} vs 1 rank"
     done
+    # Uneven ranks: rank 1 three times slower, shares re-measured every 5 steps; the update is
+    # the even split's, so the losses are one rank's; the shares must have moved off 4 + 4.
+    train 2 "$work/balance" --balance measured --balance-every 5 --slow-rank 1:3
+    compare "$work/one" "$work/balance" 1e-5 "ranks 2: --balance measured --slow-rank 1:3 vs 1 rank"
+    grep -E "^balance [0-9]+ ([5-7] [1-3])$" "$work/balance" | head -1 | grep -q . ||
+      { echo "--balance measured: the slow rank's share did not shrink:"; grep balance "$work/balance"; exit 1; }
+    echo "--balance measured: shares $(grep ^balance "$work/balance" | tail -1 | cut -d' ' -f3-) ok"
     # Compression on the data-parallel dimension of DP=2 x TP=2: the two replicas of each
     # tensor-parallel part (ranks 0 and 2, 1 and 3) end bitwise equal.
     train 4 "$work/tpc" --tp 2 --compress int8 --digest >"$work/tpc.out"
@@ -287,6 +295,10 @@ case "$mode" in
     expect_error "tp vs shared" "--tp 32 must divide the shared experts' hidden width 16" "${T[@]}" --tp 32 --heads 32 --dim 64
     expect_error "micro-batches" "--micro-batches 3 must divide the 8 sequences" "${T[@]}" --micro-batches 3
     expect_error "negative tp" "--tp -1 must be >= 1" "${T[@]}" --tp -1
+    expect_error "balance kind" "--balance 'fast' is not even or measured" "${T[@]}" --balance fast
+    expect_error "balance with micro-batches" "--balance measured needs --tp 1, --pp 1" "${T[@]}" --balance measured --micro-batches 2
+    expect_error "slow rank" "--slow-rank 3:2.000000: the rank must be in" "${T[@]}" --slow-rank 3:2
+    expect_error "slow rank syntax" "--slow-rank: '2' is not RANK:FACTOR" "${T[@]}" --slow-rank 2
     if "$bin/weftrun" -n 2 "$bin/moe_train" "${T[@]}" --tp 2 --pp 2 >"$work/out" 2>&1; then
       echo "tp x pp > ranks: expected a failure"; exit 1
     fi
