@@ -51,18 +51,17 @@ Status Pipeline::Backward(int micro, const LossScale& scale,
                           stage_ + 1 < stages_ ? dy_.data() : nullptr);
 }
 
-Status Pipeline::Exchange(bool send_forward, bool recv_forward, bool send_backward,
-                          bool recv_backward) {
+Status Pipeline::Exchange(unsigned set) {
   using T = Parallel::StageTransfer;
   std::vector<T> transfers;
   const bool first = stage_ == 0, last = stage_ + 1 == stages_;
   // The model's buffers are only read while the (blocking) group runs.
   float* output = const_cast<float*>(model_->output());
   float* input_grad = const_cast<float*>(model_->input_grad());
-  if (send_forward && !last) transfers.push_back(T{true, stage_ + 1, output, width_});
-  if (recv_backward && !last) transfers.push_back(T{false, stage_ + 1, dy_.data(), width_});
-  if (send_backward && !first) transfers.push_back(T{true, stage_ - 1, input_grad, width_});
-  if (recv_forward && !first) transfers.push_back(T{false, stage_ - 1, x_in_.data(), width_});
+  if ((set & kSendForward) && !last) transfers.push_back(T{true, stage_ + 1, output, width_});
+  if ((set & kRecvBackward) && !last) transfers.push_back(T{false, stage_ + 1, dy_.data(), width_});
+  if ((set & kSendBackward) && !first) transfers.push_back(T{true, stage_ - 1, input_grad, width_});
+  if ((set & kRecvForward) && !first) transfers.push_back(T{false, stage_ - 1, x_in_.data(), width_});
   return parallel_->ExchangeStages(transfers);
 }
 
@@ -74,21 +73,21 @@ Status Pipeline::Train(const Batch& batch, const LossScale& scale,
   const int warmup = std::min(stages_ - stage_ - 1, M), steady = M - warmup;
   int forwards = 0, backwards = 0;
   for (int i = 0; i < warmup; ++i) {
-    MOE_RETURN_IF_ERROR(Exchange(false, true, false, false));
+    MOE_RETURN_IF_ERROR(Exchange(kRecvForward));
     MOE_RETURN_IF_ERROR(Forward(forwards++, scale, total));
-    MOE_RETURN_IF_ERROR(Exchange(true, false, false, false));
+    MOE_RETURN_IF_ERROR(Exchange(kSendForward));
   }
-  if (steady > 0) MOE_RETURN_IF_ERROR(Exchange(false, true, false, false));
+  if (steady > 0) MOE_RETURN_IF_ERROR(Exchange(kRecvForward));
   for (int i = 0; i < steady; ++i) {
     MOE_RETURN_IF_ERROR(Forward(forwards++, scale, total));
-    MOE_RETURN_IF_ERROR(Exchange(true, false, false, true));
+    MOE_RETURN_IF_ERROR(Exchange(kSendForward | kRecvBackward));
     MOE_RETURN_IF_ERROR(Backward(backwards++, scale, bucket_done));
-    MOE_RETURN_IF_ERROR(Exchange(false, i + 1 < steady, true, false));
+    MOE_RETURN_IF_ERROR(Exchange(kSendBackward | (i + 1 < steady ? kRecvForward : 0u)));
   }
   for (int i = 0; i < warmup; ++i) {
-    MOE_RETURN_IF_ERROR(Exchange(false, false, false, true));
+    MOE_RETURN_IF_ERROR(Exchange(kRecvBackward));
     MOE_RETURN_IF_ERROR(Backward(backwards++, scale, bucket_done));
-    MOE_RETURN_IF_ERROR(Exchange(false, false, true, false));
+    MOE_RETURN_IF_ERROR(Exchange(kSendBackward));
   }
   return Status();
 }
@@ -97,9 +96,9 @@ Status Pipeline::Evaluate(const Batch& batch, const LossScale& scale, ForwardRes
   Split(batch);
   *total = ForwardResult();
   for (int i = 0; i < micro_batches_; ++i) {
-    MOE_RETURN_IF_ERROR(Exchange(false, true, false, false));
+    MOE_RETURN_IF_ERROR(Exchange(kRecvForward));
     MOE_RETURN_IF_ERROR(Forward(i, scale, total));
-    MOE_RETURN_IF_ERROR(Exchange(true, false, false, false));
+    MOE_RETURN_IF_ERROR(Exchange(kSendForward));
   }
   return Status();
 }

@@ -34,8 +34,15 @@ class Pipeline {
   Status Forward(int micro, const LossScale& scale, ForwardResult* total);
   Status Backward(int micro, const LossScale& scale,
                   const std::function<Status(int bucket)>& bucket_done);
-  // The transfers of one step of the schedule; each flag adds one (none at the ends).
-  Status Exchange(bool send_forward, bool recv_forward, bool send_backward, bool recv_backward);
+  // The transfers of one step of the schedule (a set of Transfer bits; at the first and last
+  // stage those with no neighbour are skipped), posted as one group.
+  enum Transfer : unsigned {
+    kSendForward = 1,   // this stage's output to the next stage
+    kRecvForward = 2,   // the previous stage's output
+    kSendBackward = 4,  // the gradient of this stage's input to the previous stage
+    kRecvBackward = 8,  // the gradient of this stage's output from the next stage
+  };
+  Status Exchange(unsigned transfers);
   int Slot(int micro) const { return micro % slots_; }
 
   Model* model_;
@@ -43,7 +50,6 @@ class Pipeline {
   int micro_batches_, stage_ = 0, stages_ = 1, slots_ = 1;
   std::vector<Batch> micro_;
   size_t width_ = 0;             // floats per micro-batch activation: tokens x dim
-  int forward_done_ = 0;         // micro-batches forwarded (Exchange's send_forward sends the last)
   std::vector<float> x_in_, dy_;  // received activations / output gradients
 };
 
