@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -222,6 +223,7 @@ StatusOr<std::shared_ptr<const Schedule>> BuildChecked(weftComm* comm, const Pla
     return InternalError("algorithm " + plan.algorithm->name + " built a schedule for " +
                          std::to_string(built->ranks.size()) + " ranks, not " +
                          std::to_string(comm->nranks));
+  AddRootAgreementToken(req.collective, comm->rank, comm->nranks, &built->ranks[comm->rank]);
   return std::make_shared<const Schedule>(std::move(built.value()));
 }
 
@@ -524,8 +526,20 @@ void FinishRecorded(weftComm* comm, FlightEntry* entry, const Status& st) {
 
 }  // namespace
 
+Status ClaimComm(weftComm* comm, std::unique_lock<std::mutex>* lock) {
+  *lock = std::unique_lock<std::mutex>(comm->exec_mu, std::try_to_lock);
+  if (lock->owns_lock()) return OkStatus();
+  char addr[32];
+  std::snprintf(addr, sizeof(addr), "%p", static_cast<void*>(comm));
+  return InvalidUsage(std::string("communicator ") + addr + " (rank " + std::to_string(comm->rank) +
+                      " of " + std::to_string(comm->nranks) +
+                      ") is running an operation on another thread: a communicator takes one "
+                      "thread at a time (give each thread its own communicator, weftCommSplit)");
+}
+
 Status RunCollective(weftComm* comm, const CollectiveCall& call) {
-  std::lock_guard<std::mutex> lock(comm->exec_mu);
+  std::unique_lock<std::mutex> lock;
+  WEFT_RETURN_IF_ERROR(ClaimComm(comm, &lock));
   WEFT_RETURN_IF_ERROR(CheckComm(comm));
   const uint64_t seq = ++comm->collective_seq;
   FlightEntry* entry = comm->recorder.Begin(seq, CollectiveName(call.collective),
@@ -545,7 +559,8 @@ Status RunCollective(weftComm* comm, const CollectiveCall& call) {
 }
 
 Status RunP2P(weftComm* comm, const std::vector<P2POp>& ops) {
-  std::lock_guard<std::mutex> lock(comm->exec_mu);
+  std::unique_lock<std::mutex> lock;
+  WEFT_RETURN_IF_ERROR(ClaimComm(comm, &lock));
   WEFT_RETURN_IF_ERROR(CheckComm(comm));
   if (ops.empty()) return OkStatus();
   // All ops of a group run as one schedule: every send/recv is posted up front (window =

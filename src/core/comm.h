@@ -143,6 +143,12 @@ constexpr uint64_t kP2PTag = 0xfffffffffffffff0ULL;       // tag of send/recv me
 // Checks that `comm` is a live communicator that can run operations.
 Status CheckComm(const weftComm* comm);
 
+// Takes `comm` for one operation (*lock owns exec_mu on success). One thread at a time, as
+// NCCL's: a second thread entering while another runs an operation would take sequence numbers
+// in a different order on each rank and mix the calls' data, so it fails at once with
+// weftInvalidUsage naming the communicator. Costs what the lock did (a try_lock).
+Status ClaimComm(weftComm* comm, std::unique_lock<std::mutex>* lock);
+
 // Everything one collective call needs after argument checking.
 struct CollectiveCall {
   Collective collective = Collective::kAllReduce;

@@ -4,6 +4,7 @@
 #include "transports/shm/shm_wire.h"
 #include "transports/shm/shm_layout.h"
 #include "kernels/reduce.h"
+#include "common/settings.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -42,32 +43,6 @@ unsigned char* WindowData(const ShmSegment& w) {
   return static_cast<unsigned char*>(w.data()) + shm_detail::kWindowHeaderBytes;
 }
 size_t WindowDataBytes(const ShmSegment& w) { return w.size() - shm_detail::kWindowHeaderBytes; }
-
-// Parses "123", "64K", "4M", "1G". Returns false on anything else.
-bool ParseSize(const char* s, size_t* out) {
-  char* end = nullptr;
-  errno = 0;
-  unsigned long long v = std::strtoull(s, &end, 10);
-  if (end == s || errno != 0 || *s == '-') return false;
-  unsigned long long mul = 1;
-  if (*end == 'k' || *end == 'K') mul = 1ULL << 10, ++end;
-  else if (*end == 'm' || *end == 'M') mul = 1ULL << 20, ++end;
-  else if (*end == 'g' || *end == 'G') mul = 1ULL << 30, ++end;
-  if (*end != '\0') return false;
-  *out = static_cast<size_t>(v * mul);
-  return true;
-}
-
-Status EnvSize(const char* name, size_t min, size_t* value) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return OkStatus();
-  size_t x = 0;
-  if (!ParseSize(v, &x) || x < min)
-    return InvalidArgument(std::string(name) + "=" + v + " is not a size >= " +
-                           std::to_string(min) + " (bytes, optionally with K/M/G)");
-  *value = x;
-  return OkStatus();
-}
 
 size_t ControlHeaderBytes(size_t nlocal) {
   return RoundUp(sizeof(RankHeader) + nlocal * sizeof(RingControl), 4096);
@@ -108,17 +83,20 @@ int ShmTransport::CpusOfLocalRanks() const {
 }
 
 StatusOr<ShmOptions> ShmOptionsFromEnv() {
+  // Every value through the settings facility (src/common/settings.cc): flags accept
+  // 0/1, off/on, false/true, no/yes alike, and sizes below their row's minimum are refused.
   ShmOptions o;
-  if (const char* d = std::getenv("WEFT_SHM_DISABLE")) o.disabled = (*d != '\0' && *d != '0');
-  WEFT_RETURN_IF_ERROR(EnvSize("WEFT_SHM_RING_BYTES", 4096, &o.ring_bytes_per_peer));
-  WEFT_RETURN_IF_ERROR(EnvSize("WEFT_SHM_SLICE_BYTES", 64, &o.slice_bytes));
-  WEFT_RETURN_IF_ERROR(EnvSize("WEFT_SHM_WINDOW_BYTES", 0, &o.initial_window_bytes));
-  WEFT_RETURN_IF_ERROR(EnvSize("WEFT_SHM_MAX_BYTES", 0, &o.max_bytes));
-  WEFT_RETURN_IF_ERROR(EnvSize("WEFT_SHM_CMA_MIN_BYTES", 0, &o.single_copy_min_bytes));
-  if (const char* c = std::getenv("WEFT_SHM_CMA")) o.single_copy = !(*c == '0');
-  size_t ms = static_cast<size_t>(o.liveness_ms);
-  WEFT_RETURN_IF_ERROR(EnvSize("WEFT_SHM_LIVENESS_MS", 1, &ms));
-  o.liveness_ms = static_cast<int>(std::min<size_t>(ms, 60000));
+  WEFT_ASSIGN_OR_RETURN(o.disabled, SettingFlag("WEFT_SHM_DISABLE", o.disabled));
+  WEFT_ASSIGN_OR_RETURN(o.ring_bytes_per_peer, SettingBytes("WEFT_SHM_RING_BYTES", o.ring_bytes_per_peer));
+  WEFT_ASSIGN_OR_RETURN(o.slice_bytes, SettingBytes("WEFT_SHM_SLICE_BYTES", o.slice_bytes));
+  WEFT_ASSIGN_OR_RETURN(o.initial_window_bytes,
+                        SettingBytes("WEFT_SHM_WINDOW_BYTES", o.initial_window_bytes));
+  WEFT_ASSIGN_OR_RETURN(o.max_bytes, SettingBytes("WEFT_SHM_MAX_BYTES", o.max_bytes));
+  WEFT_ASSIGN_OR_RETURN(o.single_copy_min_bytes,
+                        SettingBytes("WEFT_SHM_CMA_MIN_BYTES", o.single_copy_min_bytes));
+  WEFT_ASSIGN_OR_RETURN(o.single_copy, SettingFlag("WEFT_SHM_CMA", o.single_copy));
+  WEFT_ASSIGN_OR_RETURN(int64_t ms, SettingInt("WEFT_SHM_LIVENESS_MS", o.liveness_ms));
+  o.liveness_ms = static_cast<int>(std::min<int64_t>(ms, 60000));
   return o;
 }
 

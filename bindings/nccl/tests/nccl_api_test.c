@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 static int g_passed, g_failed, g_rank;
@@ -127,6 +128,17 @@ static void TestErrorsAndVersion(ncclComm_t comm) {
   CHECK(ncclAllReduce(&f, &f, 1, ncclFloat32, (ncclRedOp_t)99, comm, NULL) ==
             ncclInvalidArgument, "unknown op");
   CHECK(strcmp(ncclGetErrorString(ncclInvalidUsage), "invalid usage") == 0, "error string");
+  /* A buffer this process cannot read (a device pointer on a machine without a driver looks
+   * the same: an address with no host mapping) is refused, not dereferenced (issue 34, 6). */
+  void* page = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CHECK(page != MAP_FAILED, "mmap");
+  CHECK(ncclAllReduce(page, page, 16, ncclFloat32, ncclSum, comm, NULL) == ncclInvalidUsage,
+        "an unreadable buffer is refused");
+  CHECK(strstr(ncclGetLastError(comm), "not host memory") != NULL, "message: %s",
+        ncclGetLastError(comm));
+  CHECK(ncclBroadcast(&f, page, 16, ncclFloat32, 0, comm, NULL) == ncclInvalidUsage,
+        "an unreadable receive buffer is refused");
+  munmap(page, 4096);
 }
 
 /* Two communicators created in one group (their inits complete at ncclGroupEnd), and a
