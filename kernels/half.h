@@ -1,7 +1,8 @@
 // float <-> IEEE fp16 and float <-> bfloat16 conversions on uint16_t bit patterns.
 //
 // Scalar reference conversions shared by the CPU kernels (tails and non-F16C machines), the
-// tests and any other code that needs them. All are exact where the value is representable,
+// device kernels (CUDA and the emulated GPU compile these same functions), the tests and any
+// other code that needs them. All are exact where the value is representable,
 // round to nearest, ties to even, otherwise, and use integer arithmetic only, so the result does
 // not depend on the caller's floating-point environment (rounding mode, FTZ/DAZ).
 //
@@ -15,21 +16,24 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/host_device.h"
+
 namespace weft {
 
-inline uint32_t FloatBits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
+// The bits of a value as another type of the same size, exactly, for both compilers (memcpy
+// is also nvcc's device-code idiom for it; kernels/host_device.h).
+template <typename To, typename From>
+WEFT_HOST_DEVICE inline To BitCast(From from) {
+  static_assert(sizeof(To) == sizeof(From), "BitCast needs types of one size");
+  To to;
+  memcpy(&to, &from, sizeof to);
+  return to;
 }
 
-inline float FloatFromBits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
+WEFT_HOST_DEVICE inline uint32_t FloatBits(float f) { return BitCast<uint32_t>(f); }
+WEFT_HOST_DEVICE inline float FloatFromBits(uint32_t u) { return BitCast<float>(u); }
 
-inline float HalfToFloat(uint16_t h) {
+WEFT_HOST_DEVICE inline float HalfToFloat(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t exponent = (h >> 10) & 0x1Fu;
   const uint32_t mantissa = h & 0x3FFu;
@@ -41,7 +45,7 @@ inline float HalfToFloat(uint16_t h) {
   return sign ? -magnitude : magnitude;
 }
 
-inline uint16_t FloatToHalf(float f) {
+WEFT_HOST_DEVICE inline uint16_t FloatToHalf(float f) {
   const uint32_t x = FloatBits(f);
   const uint32_t sign = (x >> 16) & 0x8000u;
   uint32_t magnitude = x & 0x7FFFFFFFu;
@@ -71,9 +75,9 @@ inline uint16_t FloatToHalf(float f) {
   return static_cast<uint16_t>(sign | result);  // result 0x400 is the smallest normal: correct
 }
 
-inline float Bfloat16ToFloat(uint16_t h) { return FloatFromBits(static_cast<uint32_t>(h) << 16); }
+WEFT_HOST_DEVICE inline float Bfloat16ToFloat(uint16_t h) { return FloatFromBits(static_cast<uint32_t>(h) << 16); }
 
-inline uint16_t FloatToBfloat16(float f) {
+WEFT_HOST_DEVICE inline uint16_t FloatToBfloat16(float f) {
   uint32_t x = FloatBits(f);
   if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((x >> 16) | 0x0040u);  // NaN
   x += 0x7FFFu + ((x >> 16) & 1u);  // ties to even; overflow carries into inf, as it should

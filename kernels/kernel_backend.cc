@@ -7,7 +7,7 @@
 #include "kernels/codec.h"
 #include "kernels/codec_backend.h"
 #include "kernels/dtype.h"
-#include "kernels/half.h"
+#include "kernels/element_ops.h"
 #include "kernels/reduce.h"
 
 namespace weft {
@@ -57,29 +57,6 @@ Status CheckType(weftDataType_t dtype, const char* what) {
     return InvalidArgument(std::string("cpu kernel backend: ") + what + " " +
                            std::to_string(static_cast<int>(dtype)) + " is not a valid weftDataType_t");
   return OkStatus();
-}
-
-// One element of a floating type as double (exact for every type the cast accepts).
-double Load(const void* p, size_t i, weftDataType_t t) {
-  switch (t) {
-    case weftFloat16: return HalfToFloat(static_cast<const uint16_t*>(p)[i]);
-    case weftBfloat16: return Bfloat16ToFloat(static_cast<const uint16_t*>(p)[i]);
-    case weftFloat32: return static_cast<const float*>(p)[i];
-    default: return static_cast<const double*>(p)[i];
-  }
-}
-// Rounds to nearest even into the destination type. float16/bfloat16 go through float32: one
-// rounding from float32 or narrower sources, two from float64 (documented in the header).
-void Store(void* p, size_t i, weftDataType_t t, double v) {
-  switch (t) {
-    case weftFloat16: static_cast<uint16_t*>(p)[i] = FloatToHalf(static_cast<float>(v)); break;
-    case weftBfloat16: static_cast<uint16_t*>(p)[i] = FloatToBfloat16(static_cast<float>(v)); break;
-    case weftFloat32: static_cast<float*>(p)[i] = static_cast<float>(v); break;
-    default: static_cast<double*>(p)[i] = v; break;
-  }
-}
-bool IsFloat(weftDataType_t t) {
-  return t == weftFloat16 || t == weftBfloat16 || t == weftFloat32 || t == weftFloat64;
 }
 
 // Streaming stores are worth their fence only for copies of a few pages or more.
@@ -137,12 +114,14 @@ class CpuBackend final : public KernelBackend {
     WEFT_RETURN_IF_ERROR(CheckOperand(src, count * TypeSize(src_type), "src"));
     WEFT_RETURN_IF_ERROR(CheckOperand(dst, count * TypeSize(dst_type), "dst"));
     if (src_type == dst_type) return Copy(dst, src.Slice(0, count * TypeSize(src_type)), req);
-    if (!IsFloat(src_type) || !IsFloat(dst_type))
+    if (!kernels::IsFloatingType(src_type) || !kernels::IsFloatingType(dst_type))
       return InvalidArgument("cpu kernel backend: cast from type " +
                              std::to_string(static_cast<int>(src_type)) + " to " +
                              std::to_string(static_cast<int>(dst_type)) +
                              ": only floating types convert into each other");
-    for (size_t i = 0; i < count; ++i) Store(dst.ptr, i, dst_type, Load(src.ptr, i, src_type));
+    // Rounds to nearest even; float16/bfloat16 go through float32 (one rounding from float32
+    // or narrower sources, two from float64). Shared with the device kernels.
+    kernels::CastBody(dst.ptr, dst_type, src.ptr, src_type, 0, count, 1);
     req->Complete();
     return OkStatus();
   }

@@ -4,118 +4,23 @@
 // Each kernel is a grid-stride loop: when dst, a and b are all 16-byte aligned, threads move
 // 16 bytes per operand per iteration (uint4 loads/stores), and the last count % (16 / size)
 // elements run element by element; otherwise the whole range runs element by element.
-// fp16/bf16 convert to float, compute, and round once to nearest even (cvt.rn), like the CPU.
+// fp16/bf16 convert to float, compute, and round once to nearest even with the CPU's own
+// integer conversions (kernels/half.h), so NaN payloads match too.
 // Device code keeps subnormals (nvcc's default -ftz=false).
 #include "kernels/reduce_cuda.h"
 
 #include <cstdint>
 #include <type_traits>
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
+
+#include "kernels/element_ops.h"
 
 namespace weft::kernels::cuda {
 namespace {
 
-// ---- storage <-> compute ----
-template <typename T>
-struct NativeTraits {
-  using Storage = T;
-  using Compute = T;
-  __device__ static T Load(T x) { return x; }
-  __device__ static T Store(T x) { return x; }
-};
-
-struct HalfTraits {
-  using Storage = uint16_t;
-  using Compute = float;
-  __device__ static float Load(uint16_t x) { return __half2float(__ushort_as_half(x)); }
-  __device__ static uint16_t Store(float x) { return __half_as_ushort(__float2half_rn(x)); }
-};
-
-struct Bfloat16Traits {
-  using Storage = uint16_t;
-  using Compute = float;
-  __device__ static float Load(uint16_t x) {
-    return __uint_as_float(static_cast<uint32_t>(x) << 16);
-  }
-  __device__ static uint16_t Store(float x) {
-    return __bfloat16_as_ushort(__float2bfloat16_rn(x));
-  }
-};
-
-// ---- element operations: the same definitions as kernels/reduce_loops.h ----
-__device__ inline float BitAnd(float a, float b) {
-  return __int_as_float(__float_as_int(a) & __float_as_int(b));
-}
-__device__ inline float BitOr(float a, float b) {
-  return __int_as_float(__float_as_int(a) | __float_as_int(b));
-}
-__device__ inline double BitAnd(double a, double b) {
-  return __longlong_as_double(__double_as_longlong(a) & __double_as_longlong(b));
-}
-__device__ inline double BitOr(double a, double b) {
-  return __longlong_as_double(__double_as_longlong(a) | __double_as_longlong(b));
-}
-
-template <typename T>
-struct SumOp {
-  __device__ static T Apply(T a, T b) {
-    if constexpr (std::is_integral_v<T>) {
-      using U = std::make_unsigned_t<T>;  // wraps modulo 2^bits without UB
-      return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
-    } else {
-      return a + b;
-    }
-  }
-};
-
-template <typename T>
-struct ProdOp {
-  __device__ static T Apply(T a, T b) {
-    if constexpr (std::is_integral_v<T>) {
-      using U = std::make_unsigned_t<T>;
-      return static_cast<T>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
-    } else {
-      return a * b;
-    }
-  }
-};
-
-// fmaxf/fminf return the non-NaN operand; weft propagates NaN and orders -0 < +0.
-template <typename T>
-struct MaxOp {
-  __device__ static T Apply(T a, T b) {
-    T r = a > b ? a : b;
-    if constexpr (std::is_floating_point_v<T>) {
-      if (a == b) r = BitAnd(a, b);
-      if (a != a) r = a;
-      if (b != b) r = b;
-    }
-    return r;
-  }
-};
-
-template <typename T>
-struct MinOp {
-  __device__ static T Apply(T a, T b) {
-    T r = a < b ? a : b;
-    if constexpr (std::is_floating_point_v<T>) {
-      if (a == b) r = BitOr(a, b);
-      if (a != a) r = a;
-      if (b != b) r = b;
-    }
-    return r;
-  }
-};
-
-template <typename Traits, template <typename> class Op>
-__device__ inline typename Traits::Storage ApplyElement(typename Traits::Storage x,
-                                                        typename Traits::Storage y) {
-  using C = typename Traits::Compute;
-  return Traits::Store(Op<C>::Apply(Traits::Load(x), Traits::Load(y)));
-}
+// The element operations, storage traits and kernel bodies are kernels/element_ops.h's: the
+// same source the CPU backend and the emulated GPU compile (one definition, no copy here).
 
 // ---- kernels ----
 // `vectors` 16-byte groups are processed as uint4 (0 when the pointers are not all aligned),
@@ -142,25 +47,21 @@ __global__ void ReduceKernel(typename Traits::Storage* dst, const typename Trait
     memcpy(&r, rs, 16);
     vd[v] = r;
   }
-  for (size_t i = vectors * kPerVector + first; i < count; i += stride) {
-    dst[i] = ApplyElement<Traits, Op>(a[i], b[i]);
-  }
+  ReduceBody<Traits, Op>(dst, a, b, vectors * kPerVector + first, count, stride);
 }
 
 template <typename Traits>
 __global__ void FinalizeAvgKernel(typename Traits::Storage* dst, size_t count, int divisor) {
-  using C = typename Traits::Compute;
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
-       i += stride) {
-    if constexpr (std::is_integral_v<C>) {
-      // As on the CPU: 8-bit values divide as int (the divisor must not be narrowed).
-      using Wide = std::conditional_t<(sizeof(C) < sizeof(int)), int, C>;
-      dst[i] = static_cast<C>(static_cast<Wide>(dst[i]) / static_cast<Wide>(divisor));
-    } else {
-      dst[i] = Traits::Store(Traits::Load(dst[i]) / static_cast<C>(divisor));
-    }
-  }
+  AvgBody<Traits>(dst, divisor, static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x, count,
+                  stride);
+}
+
+__global__ void CastKernel(void* dst, weftDataType_t dst_type, const void* src,
+                           weftDataType_t src_type, size_t count) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  CastBody(dst, dst_type, src, src_type, static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x,
+           count, stride);
 }
 
 // ---- launchers and the dispatch table ----
@@ -262,6 +163,15 @@ weftResult_t Finalize(void* dst, size_t count, weftDataType_t dtype, weftRedOp_t
   if (!ValidType(dtype) || !ValidOp(op)) return weftInvalidArgument;
   if (op != weftAvg || divisor <= 1 || count == 0) return weftSuccess;
   return Table().finalize_avg[dtype](dst, count, divisor, static_cast<cudaStream_t>(cudaStream));
+}
+
+weftResult_t Cast(void* dst, weftDataType_t dst_type, const void* src, weftDataType_t src_type,
+                  size_t count, void* cudaStream) {
+  if (!IsFloatingType(dst_type) || !IsFloatingType(src_type)) return weftInvalidArgument;
+  if (count == 0) return weftSuccess;
+  CastKernel<<<BlocksFor(count), kThreads, 0, static_cast<cudaStream_t>(cudaStream)>>>(
+      dst, dst_type, src, src_type, count);
+  return LaunchResult();
 }
 
 }  // namespace weft::kernels::cuda

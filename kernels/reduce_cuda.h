@@ -6,8 +6,9 @@
 // legacy default stream). Results: weftSuccess, weftInvalidArgument for an invalid dtype/op,
 // weftUnhandledCudaError when the launch fails.
 //
-// Only built when CMake finds nvcc (WEFT_HAVE_CUDA defined); without it the declarations are
-// absent, so code that needs them must be guarded the same way. kCudaKernelsBuilt lets
+// Only built when CMake finds nvcc, into the cuda device plugin (libweft-device-cuda.so) and the
+// GPU kernel test, which define WEFT_HAVE_CUDA; without it the declarations are absent, so
+// code that needs them must be guarded the same way. kCudaKernelsBuilt lets
 // unguarded code ask.
 #pragma once
 
@@ -27,6 +28,10 @@ weftResult_t Reduce(void* dst, const void* a, const void* b, size_t count, weftD
 // For weftAvg: dst[i] /= divisor (once, at the end). No-op for other ops and divisor <= 1.
 weftResult_t Finalize(void* dst, size_t count, weftDataType_t dtype, weftRedOp_t op, int divisor,
                       void* cudaStream);
+
+// dst (dst_type) = src (src_type), floating types only (kernels/element_ops.h's CastBody).
+weftResult_t Cast(void* dst, weftDataType_t dst_type, const void* src, weftDataType_t src_type,
+                  size_t count, void* cudaStream);
 #else
 inline constexpr bool kCudaKernelsBuilt = false;
 #endif

@@ -12,6 +12,10 @@
 // with weftCommRegister (every rank), so same-host direct collectives read peers' buffers in
 // place (zero-copy; the algo column then ends in "+zerocopy"). Parsed here, before the shared
 // driver's options.
+// --device: the buffers are device memory of the active device runtime (weft/weft_device.h:
+// WEFT_DEVICE=cuda, or emulated for the emulated GPU), device rank % count, and every call is
+// queued on a device stream (stream-ordered, as NCCL); the driver uploads inputs, downloads
+// results and synchronizes the stream through the backend's hooks.
 #include <cmath>
 #include <cstring>
 #include <cstdlib>
@@ -25,6 +29,7 @@
 #include "perf/perf_driver.h"
 #include "weft/weft.h"
 #include "weft/weft_compress.h"
+#include "weft/weft_device.h"
 
 namespace {
 
@@ -41,6 +46,7 @@ static_assert(static_cast<int>(PERF_AVG) == static_cast<int>(weftAvg) &&
               "perf_op_t mirrors weftRedOp_t");
 
 bool g_registered = false;  // -R, for the header line
+bool g_device = false;      // --device, for the header line
 
 struct WeftContext {
   weftComm_t comm = nullptr;
@@ -49,9 +55,13 @@ struct WeftContext {
   const weftCompression* compression = nullptr;  // --compress, or nullptr
   std::string last_algorithm = "-";  // of the last measured collective (not of bookkeeping calls)
   const char* last_algorithm_source = nullptr;  // the name last_algorithm was copied from
+  weftStream_t stream = nullptr;  // --device: the device stream every call is queued on
+  int device = -1;                // --device: this rank's device
 };
 
 weftComm_t Comm(perf_backend_t* b) { return static_cast<WeftContext*>(b->ctx)->comm; }
+// The stream collectives are issued on: NULL (blocking, host buffers) or --device's stream.
+weftStream_t Stream(perf_backend_t* b) { return static_cast<WeftContext*>(b->ctx)->stream; }
 
 // The algorithm weft ran for the row's collective (WEFT_ALGO or the selector's choice),
 // recorded right after the measured call: the driver's own timing reductions run later.
@@ -113,30 +123,30 @@ int WeftRunCollective(perf_backend_t* b, perf_coll_t coll, const void* send, voi
     return WeftRunCompressed(b, coll, send, recv, count, t, o, err, errlen);
   switch (coll) {
     case PERF_ALLREDUCE:
-      return Fail(weftAllReduce(send, recv, count, t, o, comm, nullptr), comm, "weftAllReduce",
+      return Fail(weftAllReduce(send, recv, count, t, o, comm, Stream(b)), comm, "weftAllReduce",
                   err, errlen);
     case PERF_ALLGATHER:
-      return Fail(weftAllGather(send, recv, count, t, comm, nullptr), comm, "weftAllGather", err,
+      return Fail(weftAllGather(send, recv, count, t, comm, Stream(b)), comm, "weftAllGather", err,
                   errlen);
     case PERF_REDUCESCATTER:
-      return Fail(weftReduceScatter(send, recv, count, t, o, comm, nullptr), comm,
+      return Fail(weftReduceScatter(send, recv, count, t, o, comm, Stream(b)), comm,
                   "weftReduceScatter", err, errlen);
     case PERF_ALLTOALL:
-      return Fail(weftAllToAll(send, recv, count, t, comm, nullptr), comm, "weftAllToAll", err,
+      return Fail(weftAllToAll(send, recv, count, t, comm, Stream(b)), comm, "weftAllToAll", err,
                   errlen);
     case PERF_BROADCAST:
-      return Fail(weftBroadcast(send, recv, count, t, root, comm, nullptr), comm,
+      return Fail(weftBroadcast(send, recv, count, t, root, comm, Stream(b)), comm,
                   "weftBroadcast", err, errlen);
     case PERF_REDUCE:
-      return Fail(weftReduce(send, recv, count, t, o, root, comm, nullptr), comm, "weftReduce",
+      return Fail(weftReduce(send, recv, count, t, o, root, comm, Stream(b)), comm, "weftReduce",
                   err, errlen);
     case PERF_SENDRECV: {
       // Ring exchange as nccl-tests: send to rank+1, receive from rank-1, grouped so the
       // matched pair cannot deadlock.
       int n = b->nranks, r = b->rank;
       weftResult_t rc = weftGroupStart();
-      if (rc == weftSuccess) rc = weftSend(send, count, t, (r + 1) % n, comm, nullptr);
-      weftResult_t rc2 = weftRecv(recv, count, t, (r + n - 1) % n, comm, nullptr);
+      if (rc == weftSuccess) rc = weftSend(send, count, t, (r + 1) % n, comm, Stream(b));
+      weftResult_t rc2 = weftRecv(recv, count, t, (r + n - 1) % n, comm, Stream(b));
       weftResult_t rc3 = weftGroupEnd();
       if (rc == weftSuccess) rc = rc2;
       if (rc == weftSuccess) rc = rc3;
@@ -260,12 +270,12 @@ void WeftRegisteredRelease(perf_backend_t* b, void* p) {
   }
 }
 
-// Removes -R / --registered from argv (the shared driver does not know it); true if present.
-bool TakeRegisteredFlag(int* argc, char** argv) {
+// Removes `flag` (or its long form) from argv: the shared driver does not know it; true if present.
+bool TakeFlag(int* argc, char** argv, const char* flag, const char* long_flag) {
   bool found = false;
   int out = 1;
   for (int i = 1; i < *argc; ++i) {
-    if (std::strcmp(argv[i], "-R") == 0 || std::strcmp(argv[i], "--registered") == 0) {
+    if ((flag != nullptr && std::strcmp(argv[i], flag) == 0) || std::strcmp(argv[i], long_flag) == 0) {
       found = true;
       continue;
     }
@@ -274,6 +284,40 @@ bool TakeRegisteredFlag(int* argc, char** argv) {
   *argc = out;
   argv[out] = nullptr;
   return found;
+}
+
+// --device: the driver's buffers are device memory; inputs and results cross with
+// weftDeviceMemcpy; sync waits for the device stream.
+void* WeftDeviceAlloc(perf_backend_t* b, size_t bytes) {
+  void* p = nullptr;
+  const int device = static_cast<WeftContext*>(b->ctx)->device;
+  if (weftDeviceMalloc(&p, bytes ? bytes : 1, device) != weftSuccess) {
+    fprintf(stderr, "weft-perf --device: %s\n", weftGetLastError(nullptr));
+    return nullptr;
+  }
+  return p;
+}
+void WeftDeviceRelease(perf_backend_t*, void* p) { weftDeviceFree(p); }
+int WeftDeviceCopy(perf_backend_t*, void* dst, const void* src, size_t bytes) {
+  return weftDeviceMemcpy(dst, src, bytes) != weftSuccess;
+}
+int WeftDeviceSync(perf_backend_t* b) { return weftDeviceStreamSynchronize(Stream(b)) != weftSuccess; }
+
+// Creates --device's stream on device rank % count; false (reported) when there is no device.
+bool SetUpDevice(WeftContext* ctx) {
+  int count = 0, rank = 0;
+  weftCommUserRank(ctx->comm, &rank);
+  if (weftDeviceGetCount(&count) != weftSuccess || count == 0) {
+    fprintf(stderr, "weft-perf --device: no device (runtime %s; WEFT_DEVICE=emulated selects the "
+                    "emulated GPU)\n", weftDeviceRuntimeName());
+    return false;
+  }
+  ctx->device = rank % count;
+  if (weftDeviceStreamCreate(&ctx->stream, ctx->device) != weftSuccess) {
+    fprintf(stderr, "weft-perf --device: %s\n", weftGetLastError(nullptr));
+    return false;
+  }
+  return true;
 }
 
 int WeftBarrier(perf_backend_t* b) { return weftBarrier(Comm(b), nullptr) != weftSuccess; }
@@ -294,6 +338,7 @@ std::string Description() {
   const char* algo = getenv("WEFT_ALGO");
   d += std::string(", WEFT_ALGO=") + (algo && *algo ? algo : "(selector)");
   if (g_registered) d += ", registered buffers (-R: weftMemAlloc + weftCommRegister)";
+  if (g_device) d += std::string(", device buffers (--device: ") + weftDeviceRuntimeName() + ", stream-ordered)";
   const char* compression = getenv("WEFT_COMPRESSION");
   if (compression && *compression) d += std::string(", WEFT_COMPRESSION=") + compression;
   return d;
@@ -318,6 +363,14 @@ perf_backend_t MakeBackend(WeftContext* ctx, const std::string& description) {
     b.alloc = WeftRegisteredAlloc;
     b.release = WeftRegisteredRelease;
   }
+  if (ctx->stream != nullptr) {
+    b.alloc = WeftDeviceAlloc;
+    b.release = WeftDeviceRelease;
+    b.upload = WeftDeviceCopy;
+    b.download = WeftDeviceCopy;
+    b.sync = WeftDeviceSync;
+    b.compresses = 0;
+  }
   return b;
 }
 
@@ -331,13 +384,20 @@ bool LauncherEnvironmentSet() {
 
 int main(int argc, char** argv) {
   perf_options_t o;
-  const bool registered = TakeRegisteredFlag(&argc, argv);
+  const bool registered = TakeFlag(&argc, argv, "-R", "--registered");
   g_registered = registered;
+  g_device = TakeFlag(&argc, argv, nullptr, "--device");
   int prc = perf_parse_options(argc, argv, &o);
   if (prc > 0)
     printf("  -R, --registered        weft-perf only: buffers from weftMemAlloc, registered with\n"
-           "                          weftCommRegister (zero-copy same-host collectives)\n");
+           "                          weftCommRegister (zero-copy same-host collectives)\n"
+           "  --device                weft-perf only: device buffers (WEFT_DEVICE=cuda|emulated),\n"
+           "                          calls queued on a device stream\n");
   if (prc != 0) return prc > 0 ? 0 : 2;
+  if (g_device && (registered || o.compress != nullptr)) {
+    fprintf(stderr, "weft-perf: --device takes neither -R nor --compress\n");
+    return 2;
+  }
   if (o.algo) setenv("WEFT_ALGO", o.algo, 1);
   weftCompression compression;
   if (o.compress) {
@@ -374,6 +434,10 @@ int main(int argc, char** argv) {
       ctxs[i].compression = o.compress ? &compression : nullptr;
       ctxs[i].registered = registered;
       threads.emplace_back([&, i] {
+        if (g_device && !SetUpDevice(&ctxs[i])) {
+          rcs[i] = 2;
+          return;
+        }
         perf_backend_t b = MakeBackend(&ctxs[i], description);
         rcs[i] = perf_run(&b, &o);
       });
@@ -401,6 +465,10 @@ int main(int argc, char** argv) {
   }
   ctx.compression = o.compress ? &compression : nullptr;
   ctx.registered = registered;
+  if (g_device && !SetUpDevice(&ctx)) {
+    weftCommAbort(ctx.comm);
+    return 2;
+  }
   perf_backend_t b = MakeBackend(&ctx, description);
   if (o.compress) o.tolerance = CompressedTolerance(o, compression, b.nranks);
   int rc = perf_run(&b, &o);

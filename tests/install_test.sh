@@ -14,10 +14,53 @@ libdir=$(ls -d "$prefix"/lib*/ | head -1)
 if nm -D --defined-only "$libdir/libweft.so" | awk '{print $3}' | grep -v '^weft' | grep -q .; then
   echo "libweft.so exports non-API symbols:"; nm -D --defined-only "$libdir/libweft.so" | awk '{print $3}' | grep -v '^weft' | head; exit 1
 fi
+# libweft.so links no CUDA library (device runtimes are plugins it loads at run time).
+if readelf -d "$libdir/libweft.so" | grep NEEDED | grep -Eiq 'cuda|nvidia|libnccl'; then
+  echo "libweft.so depends on a CUDA library:"; readelf -d "$libdir/libweft.so" | grep NEEDED; exit 1
+fi
+test -f "$prefix/include/weft/weft_device.h"
+test -f "$libdir/libweft-device-emulated.so"
 export PKG_CONFIG_PATH="$libdir/pkgconfig"
+# The installed library finds its emulated GPU plugin beside itself.
+cat > "$prefix/device.c" <<'C'
+#include <stdio.h>
+#include <string.h>
+#include <weft/weft_device.h>
+int main(void) {
+  char in[64] = "device round trip", out[64] = {0};
+  void* d = NULL;
+  if (weftDeviceMalloc(&d, sizeof in, 0) != weftSuccess || weftDeviceMemcpy(d, in, sizeof in) != weftSuccess ||
+      weftDeviceMemcpy(out, d, sizeof out) != weftSuccess || strcmp(in, out) != 0) {
+    printf("device test failed: %s\n", weftGetLastError(NULL));
+    return 1;
+  }
+  printf("runtime %s: %s\n", weftDeviceRuntimeName(), out);
+  return 0;
+}
+C
+cc -std=c99 -Wall -o "$prefix/device" "$prefix/device.c" $(pkg-config --cflags --libs weft)
+LD_LIBRARY_PATH="$libdir" WEFT_DEVICE=emulated "$prefix/device" | grep -q "runtime emulated: device round trip"
 cc -std=c99 -Wall -o "$prefix/hello" "$src/examples/hello_allreduce.c" $(pkg-config --cflags --libs weft)
 LD_LIBRARY_PATH="$libdir" "$prefix/bin/weftrun" -n 2 "$prefix/hello" | tee "$prefix/out.txt"
 test "$(grep -c 'allreduce ok' "$prefix/out.txt")" = 2
+# The NCCL shim from the install prefix: a program linked against libnccl.so.2 starts with only
+# the shim's folder on LD_LIBRARY_PATH (its RUNPATH must find libweft.so.0 one folder up).
+if [ -e "$libdir/weft-nccl/libnccl.so.2" ]; then
+  cat > "$prefix/nccl_version.c" <<'C'
+#include <stdio.h>
+int ncclGetVersion(int* version);
+int main(void) {
+  int v = 0;
+  int rc = ncclGetVersion(&v);
+  printf("shim rc=%d version=%d\n", rc, v);
+  return rc != 0 || v <= 0;
+}
+C
+  cc -o "$prefix/nccl_version" "$prefix/nccl_version.c" -L"$libdir/weft-nccl" -l:libnccl.so.2
+  env -u LD_LIBRARY_PATH LD_LIBRARY_PATH="$libdir/weft-nccl" "$prefix/nccl_version"
+else
+  echo "install test: NCCL shim not built (no nccl.h at configure time): its install check skipped"
+fi
 # CMake consumers.
 mkdir -p "$prefix/cmake-app"
 cat > "$prefix/cmake-app/CMakeLists.txt" <<'CMAKE'

@@ -10,7 +10,9 @@
 #include "core/api_internal.h"
 #include "core/bootstrap.h"
 #include "core/comm.h"
+#include "core/device_progress.h"
 #include "core/init.h"
+#include "device/device_runtime.h"
 #include "kernels/dtype.h"
 #include "transports/inproc/inproc_transport.h"
 #include "transports/shm/shm_allocation.h"
@@ -207,9 +209,13 @@ weftResult_t weftCommGetAsyncError(weftComm_t comm, weftResult_t* asyncError) {
   if (asyncError == nullptr) return Report(InvalidArgument("asyncError is NULL"));
   if (comm == nullptr || !IsLiveComm(comm))
     return Report(InvalidArgument("comm=" + PtrStr(comm) + " is not a live communicator"));
-  *asyncError = !comm->init_error.ok() ? comm->init_error.code() : comm->sticky_error.code();
-  if (*asyncError != weftSuccess)
-    SetLastErrorMessage((!comm->init_error.ok() ? comm->init_error : comm->sticky_error).message());
+  // A stream-ordered device call that failed after returning comes first: it names the call.
+  const Status device_error = DeviceAsyncError(comm);
+  const Status& e = !comm->init_error.ok() ? comm->init_error
+                    : !device_error.ok()   ? device_error
+                                           : comm->sticky_error;
+  *asyncError = e.code();
+  if (*asyncError != weftSuccess) SetLastErrorMessage(e.message());
   return weftSuccess;
 }
 
@@ -273,8 +279,9 @@ weftResult_t weftAllReduce(const void* sendbuff, void* recvbuff, size_t count,
   static const EntrySpec spec{"weftAllReduce", Collective::kAllReduce, "count", false, true, false};
   // WEFT_COMPRESSION turns compression on job-wide without code changes; inside a group the
   // call is queued as written (the compressed path is a composition of collectives of its own).
+  // (Device buffers go uncompressed, stream-ordered: the job-wide path runs on host memory.)
   weft::Status compressed;
-  if (!weft::InGroup() &&
+  if (!weft::InGroup() && !weft::device::IsDevicePointer(recvbuff) &&
       weft::compress::MaybeRunJobWideCompression(sendbuff, recvbuff, count, datatype, op, comm,
                                                  stream, &compressed))
     return weft::Report(compressed.WithContext("weftAllReduce"));

@@ -43,6 +43,8 @@ void FreeComm(weftComm* c, const Status& why);
 // Runs `op` now (blocking), queues it on a host stream, or keeps it for weftGroupEnd.
 Status Submit(weftComm* comm, std::variant<CollectiveCall, P2POp> op, weftStream_t stream);
 Status SubmitCollective(weftComm* comm, CollectiveCall&& call, weftStream_t stream);
+// Runs validated ops on the calling thread (send/recv batched), blocking until they finish.
+Status RunOps(weftComm* comm, std::vector<std::variant<CollectiveCall, P2POp>> ops);
 // True between weftGroupStart and its weftGroupEnd on this thread.
 bool InGroup();
 

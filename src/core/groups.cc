@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/api_internal.h"
+#include "core/device_calls.h"
 
 namespace weft {
 namespace {
@@ -18,9 +19,11 @@ struct QueuedOp {
 thread_local int t_group_depth = 0;
 thread_local std::vector<QueuedOp> t_group_ops;
 
+}  // namespace
+
 // Runs ops (already validated) on the stream or here: consecutive send/recv on the same
 // communicator run together as one batch.
-Status RunNow(weftComm* comm, std::vector<std::variant<CollectiveCall, P2POp>> ops) {
+Status RunOps(weftComm* comm, std::vector<std::variant<CollectiveCall, P2POp>> ops) {
   Status first;
   std::vector<P2POp> batch;
   auto flush = [&] {
@@ -42,15 +45,21 @@ Status RunNow(weftComm* comm, std::vector<std::variant<CollectiveCall, P2POp>> o
   return first;
 }
 
+namespace {
+
 Status Dispatch(weftComm* comm, std::vector<std::variant<CollectiveCall, P2POp>> ops,
                 weftStream_t stream) {
-  if (stream == nullptr) return RunNow(comm, std::move(ops));
+  // Device buffers (or a device stream): queued on the device stream (core/device_calls.h).
+  if (std::any_of(ops.begin(), ops.end(),
+                  [&](const auto& op) { return NeedsDevicePath(comm, op, stream); }))
+    return SubmitDeviceOps(comm, std::move(ops), stream);
+  if (stream == nullptr) return RunOps(comm, std::move(ops));
   HostStream* hs = LookupStream(stream);
   if (hs == nullptr)
     return InvalidArgument("stream=" + PtrStr(stream) +
-                           " is not a weft host stream (use NULL or weftStreamCreate; device "
-                           "streams need a CUDA build)");
-  EnqueueOnStream(hs, [comm, ops = std::move(ops)]() mutable { return RunNow(comm, std::move(ops)); });
+                           " is not a weft host stream nor a device stream (use NULL, "
+                           "weftStreamCreate or weftDeviceStreamCreate)");
+  EnqueueOnStream(hs, [comm, ops = std::move(ops)]() mutable { return RunOps(comm, std::move(ops)); });
   return OkStatus();
 }
 
@@ -60,9 +69,10 @@ bool InGroup() { return t_group_depth > 0; }
 
 Status Submit(weftComm* comm, std::variant<CollectiveCall, P2POp> op, weftStream_t stream) {
   // Fast path: a blocking collective outside a group runs right here, with no queueing.
-  if (stream == nullptr && t_group_depth == 0 && std::holds_alternative<CollectiveCall>(op))
+  const bool device = NeedsDevicePath(comm, op, stream);
+  if (stream == nullptr && t_group_depth == 0 && std::holds_alternative<CollectiveCall>(op) && !device)
     return RunCollective(comm, std::get<CollectiveCall>(op));
-  if (stream != nullptr && LookupStream(stream) == nullptr)
+  if (stream != nullptr && LookupStream(stream) == nullptr && !device)
     return InvalidArgument("stream=" + PtrStr(stream) +
                            " is not a weft host stream (use NULL or weftStreamCreate)");
   if (t_group_depth > 0) {
@@ -76,7 +86,8 @@ Status Submit(weftComm* comm, std::variant<CollectiveCall, P2POp> op, weftStream
 
 Status SubmitCollective(weftComm* comm, CollectiveCall&& call, weftStream_t stream) {
   // A blocking call outside a group runs here, before the call is moved into a variant.
-  if (stream == nullptr && t_group_depth == 0) return RunCollective(comm, call);
+  if (stream == nullptr && t_group_depth == 0 && !NeedsDevicePath(comm, call, stream))
+    return RunCollective(comm, call);
   return Submit(comm, std::move(call), stream);
 }
 

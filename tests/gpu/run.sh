@@ -31,6 +31,17 @@ step "gpu tests"
 ctest --test-dir "$BUILD" -R 'gpu|Gpu|GPU|cuda|Cuda' --output-on-failure > "$OUT/gpu_tests.log" 2>&1 || status=1
 tail -5 "$OUT/gpu_tests.log" >> "$OUT/summary.txt"
 
+step "device suite on CUDA (the emulated GPU's suite, WEFTTEST_DEVICE=cuda)"
+# device_runtime_test models the emulated GPU itself (device counts, its fault model); the
+# kernel and collective suites run unchanged on any runtime.
+for t in device_kernels_test device_collectives_test; do
+  WEFTTEST_DEVICE=cuda "$BUILD/bin/$t" > "$OUT/$t.cuda.log" 2>&1 || status=1
+  tail -3 "$OUT/$t.cuda.log" >> "$OUT/summary.txt"
+done
+WEFTTEST_DEVICE=cuda compute-sanitizer --tool memcheck --error-exitcode 3 \
+  "$BUILD/bin/device_collectives_test" --gtest_filter='*TwoProcessesOwnGpus' \
+  > "$OUT/memcheck_device_2rank.log" 2>&1 || status=1
+
 step "compute-sanitizer memcheck"
 if command -v compute-sanitizer >/dev/null; then
   compute-sanitizer --tool memcheck --error-exitcode 3 "$BUILD/bin/gpu_kernels_test" \

@@ -1,0 +1,223 @@
+// The CUDA device runtime as a plugin (libweft-device-cuda.so): the CUDA runtime API (linked
+// statically, so the plugin needs only the driver, libcuda.so.1, which cudart opens at run
+// time), the stream memory operations of the driver API (cuStreamWaitValue32 /
+// cuStreamWriteValue32, reached through cudaGetDriverEntryPointByVersion: no link to libcuda),
+// and weft's kernels compiled by nvcc (kernels/reduce.cu from kernels/element_ops.h).
+// Without a driver or a device the entry point fails and libweft falls back to "none".
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "device/device_runtime.h"
+#include "kernels/reduce_cuda.h"
+
+namespace weft::device::cuda {
+namespace {
+
+using WaitValueFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+using WriteValueFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+
+std::string Hex(const void* p) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%p", p);
+  return buf;
+}
+
+Status Check(cudaError_t e, const std::string& what) {
+  if (e == cudaSuccess) return OkStatus();
+  return Status(weftUnhandledCudaError, what + ": " + cudaGetErrorName(e) + " (" +
+                                            cudaGetErrorString(e) + ")");
+}
+
+// A query's answer: done, weftInProgress while work is pending, or the error.
+Status Query(cudaError_t e, const char* what) {
+  if (e == cudaErrorNotReady) return Status(weftInProgress, std::string(what) + ": work pending");
+  return Check(e, what);
+}
+
+Status CheckLaunch(weftResult_t r, const char* kernel) {
+  if (r == weftSuccess) return OkStatus();
+  if (r == weftInvalidArgument) return InvalidArgument(std::string(kernel) + ": invalid dtype or op");
+  return Check(cudaGetLastError(), kernel);
+}
+
+cudaStream_t S(StreamHandle s) { return static_cast<cudaStream_t>(s); }
+cudaEvent_t E(EventHandle e) { return static_cast<cudaEvent_t>(e); }
+
+class CudaRuntime final : public DeviceRuntime {
+ public:
+  CudaRuntime(int devices, WaitValueFn wait, WriteValueFn write)
+      : devices_(devices), wait_value_(wait), write_value_(write) {}
+  const char* name() const override { return "cuda"; }
+  int DeviceCount() const override { return devices_; }
+
+  Status Malloc(void** ptr, size_t bytes, int device) override {
+    if (ptr == nullptr) return InvalidArgument("device malloc: ptr (output pointer) is NULL");
+    if (device < 0 || device >= devices_)
+      return InvalidArgument("device malloc: device=" + std::to_string(device) + " is not in [0, " +
+                             std::to_string(devices_) + ")");
+    *ptr = nullptr;
+    if (bytes == 0) return OkStatus();
+    WEFT_RETURN_IF_ERROR(Check(cudaSetDevice(device), "cudaSetDevice"));
+    return Check(cudaMalloc(ptr, bytes), "cudaMalloc(" + std::to_string(bytes) + ")");
+  }
+  Status Free(void* ptr) override { return Check(cudaFree(ptr), "cudaFree(" + Hex(ptr) + ")"); }
+  PointerAttributes PointerInfo(const void* ptr) const override {
+    PointerAttributes a;
+    cudaPointerAttributes attr{};
+    if (ptr == nullptr || cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
+      (void)cudaGetLastError();  // unknown pointers are host memory, not a sticky error
+      return a;
+    }
+    a.is_device = attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
+    a.is_pinned = attr.type == cudaMemoryTypeHost;
+    a.device = a.is_device ? attr.device : -1;
+    return a;
+  }
+  Status HostAlloc(void** ptr, size_t bytes) override {
+    return Check(cudaHostAlloc(ptr, bytes, cudaHostAllocPortable | cudaHostAllocMapped),
+                 "cudaHostAlloc(" + std::to_string(bytes) + ")");
+  }
+  Status HostFree(void* ptr) override { return Check(cudaFreeHost(ptr), "cudaFreeHost"); }
+
+  Status StreamCreate(StreamHandle* stream, int device) override {
+    if (stream == nullptr) return InvalidArgument("stream create: stream (output pointer) is NULL");
+    WEFT_RETURN_IF_ERROR(Check(cudaSetDevice(device), "cudaSetDevice(" + std::to_string(device) + ")"));
+    cudaStream_t s = nullptr;
+    WEFT_RETURN_IF_ERROR(Check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"));
+    *stream = s;
+    return OkStatus();
+  }
+  Status StreamDestroy(StreamHandle stream) override {
+    WEFT_RETURN_IF_ERROR(Check(cudaStreamSynchronize(S(stream)), "cudaStreamSynchronize"));
+    return Check(cudaStreamDestroy(S(stream)), "cudaStreamDestroy");
+  }
+  Status StreamSynchronize(StreamHandle stream) override {
+    return Check(cudaStreamSynchronize(S(stream)), "cudaStreamSynchronize");
+  }
+  Status StreamQuery(StreamHandle stream) override {
+    return Query(cudaStreamQuery(S(stream)), "cudaStreamQuery");
+  }
+  int StreamDevice(StreamHandle stream) const override {
+    int device = -1;
+    if (stream == nullptr) {
+      (void)cudaGetDevice(&device);
+    } else if (cudaStreamGetDevice(S(stream), &device) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return -1;
+    }
+    return device;
+  }
+  Status EventCreate(EventHandle* event) override {
+    cudaEvent_t e = nullptr;
+    WEFT_RETURN_IF_ERROR(Check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate"));
+    *event = e;
+    return OkStatus();
+  }
+  Status EventDestroy(EventHandle event) override {
+    return Check(cudaEventDestroy(E(event)), "cudaEventDestroy");
+  }
+  Status EventRecord(EventHandle event, StreamHandle stream) override {
+    return Check(cudaEventRecord(E(event), S(stream)), "cudaEventRecord");
+  }
+  Status EventSynchronize(EventHandle event) override {
+    return Check(cudaEventSynchronize(E(event)), "cudaEventSynchronize");
+  }
+  Status EventQuery(EventHandle event) override {
+    return Query(cudaEventQuery(E(event)), "cudaEventQuery");
+  }
+  Status StreamWaitEvent(StreamHandle stream, EventHandle event) override {
+    return Check(cudaStreamWaitEvent(S(stream), E(event), 0), "cudaStreamWaitEvent");
+  }
+  Status WriteFlag(StreamHandle stream, uint32_t* flag, uint32_t value) override {
+    return DriverCheck(write_value_(S(stream), reinterpret_cast<CUdeviceptr>(flag), value, 0),
+                       "cuStreamWriteValue32");
+  }
+  Status WaitFlag(StreamHandle stream, const uint32_t* flag, uint32_t value) override {
+    return DriverCheck(wait_value_(S(stream), reinterpret_cast<CUdeviceptr>(flag), value,
+                                   CU_STREAM_WAIT_VALUE_GEQ),
+                       "cuStreamWaitValue32");
+  }
+  Status LaunchHostFunc(StreamHandle stream, HostFn fn, void* arg) override {
+    return Check(cudaLaunchHostFunc(S(stream), fn, arg), "cudaLaunchHostFunc");
+  }
+  Status MemcpyAsync(void* dst, const void* src, size_t bytes, StreamHandle stream) override {
+    return Check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, S(stream)), "cudaMemcpyAsync");
+  }
+  Status ExportHandle(void* ptr, IpcHandle* handle) override {
+    static_assert(sizeof(cudaIpcMemHandle_t) <= kIpcHandleBytes, "IPC handle too large");
+    cudaIpcMemHandle_t h{};
+    WEFT_RETURN_IF_ERROR(Check(cudaIpcGetMemHandle(&h, ptr), "cudaIpcGetMemHandle(" + Hex(ptr) + ")"));
+    *handle = IpcHandle{};
+    std::memcpy(handle->bytes, &h, sizeof h);
+    return OkStatus();
+  }
+  Status ImportHandle(const IpcHandle& handle, void** ptr) override {
+    cudaIpcMemHandle_t h{};
+    std::memcpy(&h, handle.bytes, sizeof h);
+    return Check(cudaIpcOpenMemHandle(ptr, h, cudaIpcMemLazyEnablePeerAccess), "cudaIpcOpenMemHandle");
+  }
+  Status CloseImported(void* ptr) override {
+    return Check(cudaIpcCloseMemHandle(ptr), "cudaIpcCloseMemHandle");
+  }
+  Status LaunchReduce(void* dst, const void* a, const void* b, size_t count, weftDataType_t dtype,
+                      weftRedOp_t op, StreamHandle stream) override {
+    return CheckLaunch(kernels::cuda::Reduce(dst, a, b, count, dtype, op, stream), "reduce kernel");
+  }
+  Status LaunchFinalize(void* dst, size_t count, weftDataType_t dtype, weftRedOp_t op, int divisor,
+                        StreamHandle stream) override {
+    return CheckLaunch(kernels::cuda::Finalize(dst, count, dtype, op, divisor, stream),
+                       "finalize kernel");
+  }
+  Status LaunchCast(void* dst, weftDataType_t dst_type, const void* src, weftDataType_t src_type,
+                    size_t count, StreamHandle stream) override {
+    return CheckLaunch(kernels::cuda::Cast(dst, dst_type, src, src_type, count, stream), "cast kernel");
+  }
+
+ private:
+  static Status DriverCheck(CUresult r, const char* what) {
+    if (r == CUDA_SUCCESS) return OkStatus();
+    return Status(weftUnhandledCudaError, std::string(what) + ": CUresult " + std::to_string(r));
+  }
+  const int devices_;
+  const WaitValueFn wait_value_;
+  const WriteValueFn write_value_;
+};
+
+template <typename Fn>
+bool DriverEntry(const char* symbol, Fn* fn) {
+  void* p = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  if (cudaGetDriverEntryPointByVersion(symbol, &p, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess || p == nullptr)
+    return false;
+  *fn = reinterpret_cast<Fn>(p);
+  return true;
+}
+
+}  // namespace
+}  // namespace weft::device::cuda
+
+extern "C" __attribute__((visibility("default"))) weft::device::DeviceRuntime*
+weftDevicePluginCreate(const weft::device::PluginOptions* options) {
+  auto fail = [&](const std::string& why) -> weft::device::DeviceRuntime* {
+    if (options != nullptr && options->error != nullptr && options->error_bytes > 0)
+      std::snprintf(options->error, options->error_bytes, "%s", why.c_str());
+    return nullptr;
+  };
+  if (options == nullptr || options->abi_version != weft::device::kPluginAbiVersion)
+    return fail("plugin ABI version differs from libweft's (rebuild both from one tree)");
+  int devices = 0;
+  const cudaError_t e = cudaGetDeviceCount(&devices);
+  if (e != cudaSuccess) return fail(std::string("cudaGetDeviceCount: ") + cudaGetErrorString(e));
+  if (devices == 0) return fail("no CUDA device");
+  weft::device::cuda::WaitValueFn wait = nullptr;
+  weft::device::cuda::WriteValueFn write = nullptr;
+  if (!weft::device::cuda::DriverEntry("cuStreamWaitValue32", &wait) ||
+      !weft::device::cuda::DriverEntry("cuStreamWriteValue32", &write))
+    return fail("the driver lacks cuStreamWaitValue32/cuStreamWriteValue32");
+  return new weft::device::cuda::CudaRuntime(devices, wait, write);
+}

@@ -1,0 +1,394 @@
+// Collectives on device buffers of the emulated GPU, stream-ordered (issue 35, phase 5).
+//
+// Each rank is a forked process with its own emulated GPU (device = rank) or, in the sharing
+// case, all on device 0. Every collective x a few dtypes/ops, in place and out of place,
+// counts 0, 1, odd and 2 MiB, with guard bytes around each device buffer; results are checked
+// against the closed-form expectations of test_util.h after copying back to the host. The
+// emulated device adds random delays per stream operation, so a missing stream wait or a
+// host access to device memory (which faults) shows up here. Plus: a call returns before its
+// work completes, ordering with earlier work on the stream, and a peer that dies during device
+// work reaches weftCommGetAsyncError naming the failed rank.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "device/device_runtime.h"
+#include "device_test_util.h"
+#include "kernels/dtype.h"
+#include "test_util.h"
+#include "weft/weft.h"
+#include "weft/weft_device.h"
+
+namespace {
+
+using weft::device::ActiveRuntime;
+
+constexpr size_t kGuard = 256;
+constexpr unsigned char kGuardByte = 0xAB;
+constexpr unsigned char kUnwritten = 0xCD;
+
+// A device buffer with kGuard bytes of its own pattern on each side.
+struct DeviceBuffer {
+  char* base = nullptr;
+  size_t bytes = 0;
+  int device = 0;
+  char* data() const { return base + kGuard; }
+};
+
+std::string Err(const std::string& what) { return what + ": " + weftGetLastError(nullptr); }
+
+std::string Allocate(size_t bytes, int device, const std::vector<unsigned char>& contents,
+                     DeviceBuffer* b) {
+  b->bytes = bytes;
+  b->device = device;
+  if (weftDeviceMalloc(reinterpret_cast<void**>(&b->base), bytes + 2 * kGuard, device) != weftSuccess)
+    return Err("weftDeviceMalloc");
+  std::vector<unsigned char> image(bytes + 2 * kGuard, kGuardByte);
+  std::memcpy(image.data() + kGuard, contents.data(), std::min(bytes, contents.size()));
+  if (weftDeviceMemcpy(b->base, image.data(), image.size()) != weftSuccess) return Err("upload");
+  return "";
+}
+
+// Downloads the data bytes and checks both guards.
+std::string Download(const DeviceBuffer& b, std::vector<unsigned char>* data) {
+  std::vector<unsigned char> image(b.bytes + 2 * kGuard);
+  if (weftDeviceMemcpy(image.data(), b.base, image.size()) != weftSuccess) return Err("download");
+  for (size_t i = 0; i < kGuard; ++i) {
+    if (image[i] != kGuardByte) return "guard before the buffer overwritten at byte " + std::to_string(i);
+    if (image[kGuard + b.bytes + i] != kGuardByte)
+      return "guard after the buffer overwritten at byte " + std::to_string(i);
+  }
+  data->assign(image.begin() + kGuard, image.begin() + kGuard + b.bytes);
+  return "";
+}
+
+enum class Kind { kAllReduce, kReduceScatter, kReduce, kAllGather, kBroadcast, kAllToAll, kAllToAllv, kSendRecv };
+
+const char* KindName(Kind k) {
+  switch (k) {
+    case Kind::kAllReduce: return "allreduce";
+    case Kind::kReduceScatter: return "reduce_scatter";
+    case Kind::kReduce: return "reduce";
+    case Kind::kAllGather: return "allgather";
+    case Kind::kBroadcast: return "broadcast";
+    case Kind::kAllToAll: return "alltoall";
+    case Kind::kAllToAllv: return "alltoallv";
+    case Kind::kSendRecv: return "sendrecv";
+  }
+  return "?";
+}
+
+struct Case {
+  Kind kind;
+  weftDataType_t dtype;
+  weftRedOp_t op;
+  bool in_place;
+  size_t count;
+};
+
+struct Rank {
+  weftComm_t comm;
+  int rank, nranks, device;
+  weftStream_t stream;
+};
+
+std::vector<unsigned char> Inputs(weftDataType_t t, weftRedOp_t op, int rank, size_t count,
+                                  size_t base = 0) {
+  std::vector<unsigned char> v(count * weft::TypeSize(t));
+  weft_test::FillInputs(v.data(), t, op, rank, count, base);
+  return v;
+}
+
+// Sizes in elements of the send and receive buffers, and the input of this rank's send buffer.
+void Layout(const Case& c, const Rank& r, size_t* send, size_t* recv) {
+  const size_t n = static_cast<size_t>(r.nranks);
+  *send = *recv = c.count;
+  if (c.kind == Kind::kAllGather) *recv = n * c.count;
+  if (c.kind == Kind::kReduceScatter) *send = n * c.count;
+  if (c.kind == Kind::kAllToAll || c.kind == Kind::kAllToAllv) *send = *recv = n * c.count;
+}
+
+weftResult_t Issue(const Case& c, const Rank& r, const char* send, char* recv) {
+  const int root = r.nranks - 1;
+  std::vector<size_t> counts(r.nranks, c.count), displs(r.nranks);
+  for (int i = 0; i < r.nranks; ++i) displs[i] = static_cast<size_t>(i) * c.count;
+  switch (c.kind) {
+    case Kind::kAllReduce: return weftAllReduce(send, recv, c.count, c.dtype, c.op, r.comm, r.stream);
+    case Kind::kReduceScatter: return weftReduceScatter(send, recv, c.count, c.dtype, c.op, r.comm, r.stream);
+    case Kind::kReduce: return weftReduce(send, recv, c.count, c.dtype, c.op, root, r.comm, r.stream);
+    case Kind::kAllGather: return weftAllGather(send, recv, c.count, c.dtype, r.comm, r.stream);
+    case Kind::kBroadcast: return weftBroadcast(send, recv, c.count, c.dtype, root, r.comm, r.stream);
+    case Kind::kAllToAll: return weftAllToAll(send, recv, c.count, c.dtype, r.comm, r.stream);
+    case Kind::kAllToAllv:
+      return weftAllToAllv(send, counts.data(), displs.data(), recv, counts.data(), displs.data(),
+                           c.dtype, r.comm, r.stream);
+    case Kind::kSendRecv: {
+      const int next = (r.rank + 1) % r.nranks, prev = (r.rank + r.nranks - 1) % r.nranks;
+      weftGroupStart();
+      weftResult_t a = weftSend(send, c.count, c.dtype, next, r.comm, r.stream);
+      weftResult_t b = weftRecv(recv, c.count, c.dtype, prev, r.comm, r.stream);
+      weftResult_t e = weftGroupEnd();
+      return a != weftSuccess ? a : b != weftSuccess ? b : e;
+    }
+  }
+  return weftInternalError;
+}
+
+// The receive buffer this rank must hold afterwards; "" in *skip when it is not checked
+// (reduce's non-root ranks keep their buffer: it must come back unchanged).
+std::vector<unsigned char> Expected(const Case& c, const Rank& r, const std::vector<unsigned char>& before) {
+  const size_t elem = weft::TypeSize(c.dtype);
+  const size_t n = static_cast<size_t>(r.nranks);
+  const int root = r.nranks - 1;
+  std::vector<unsigned char> e = before;
+  switch (c.kind) {
+    case Kind::kAllReduce:
+    case Kind::kReduce:
+    case Kind::kReduceScatter:
+      break;  // checked with CheckReduced
+    case Kind::kAllGather:
+      for (size_t j = 0; j < n; ++j)
+        weft_test::FillInputs(e.data() + j * c.count * elem, c.dtype, weftSum, static_cast<int>(j), c.count);
+      break;
+    case Kind::kBroadcast: e = Inputs(c.dtype, weftSum, root, c.count); break;
+    case Kind::kAllToAll:
+    case Kind::kAllToAllv:
+      for (size_t j = 0; j < n; ++j)
+        weft_test::FillInputs(e.data() + j * c.count * elem, c.dtype, weftSum, static_cast<int>(j),
+                              c.count, static_cast<size_t>(r.rank) * c.count);
+      break;
+    case Kind::kSendRecv: e = Inputs(c.dtype, weftSum, (r.rank + r.nranks - 1) % r.nranks, c.count); break;
+  }
+  return e;
+}
+
+bool IsReduction(Kind k) { return k == Kind::kAllReduce || k == Kind::kReduce || k == Kind::kReduceScatter; }
+
+std::string Check(const Case& c, const Rank& r, const std::vector<unsigned char>& got,
+                  const std::vector<unsigned char>& before) {
+  if (IsReduction(c.kind)) {
+    if (c.kind == Kind::kReduce && r.rank != r.nranks - 1)
+      return got == before ? "" : "reduce wrote a non-root rank's receive buffer";
+    const size_t base = c.kind == Kind::kReduceScatter ? static_cast<size_t>(r.rank) * c.count : 0;
+    return weft_test::CheckReduced(got.data(), c.dtype, c.op, r.nranks, c.count, base);
+  }
+  const std::vector<unsigned char> e = Expected(c, r, before);
+  for (size_t i = 0; i < e.size(); ++i)
+    if (got[i] != e[i]) return "byte " + std::to_string(i) + " differs";
+  return "";
+}
+
+// One case on this rank: upload, issue on the stream, synchronize, check. "" on success.
+std::string RunCase(const Case& c, const Rank& r) {
+  const size_t elem = weft::TypeSize(c.dtype);
+  size_t send_n = 0, recv_n = 0;
+  Layout(c, r, &send_n, &recv_n);
+  const weftRedOp_t fill_op = IsReduction(c.kind) ? c.op : weftSum;
+  const std::vector<unsigned char> input = Inputs(c.dtype, fill_op, r.rank, send_n);
+  std::vector<unsigned char> recv_init(recv_n * elem, kUnwritten);
+  DeviceBuffer sb, rb;
+  const char* send = nullptr;
+  char* recv = nullptr;
+  std::string e;
+  if (c.in_place) {
+    // NCCL's in-place layouts: the larger buffer holds both (allgather: send is this rank's
+    // block of recv; reduce-scatter: recv is this rank's block of send).
+    std::vector<unsigned char> image = c.kind == Kind::kReduceScatter ? input : recv_init;
+    const size_t at = c.kind == Kind::kAllGather ? static_cast<size_t>(r.rank) * c.count * elem : 0;
+    if (c.kind != Kind::kReduceScatter) std::memcpy(image.data() + at, input.data(), input.size());
+    e = Allocate(image.size(), r.device, image, &rb);
+    send = rb.data() + at;
+    recv = rb.data() + (c.kind == Kind::kReduceScatter ? static_cast<size_t>(r.rank) * c.count * elem : 0);
+    recv_init = image;
+  } else {
+    e = Allocate(input.size(), r.device, input, &sb);
+    if (e.empty()) e = Allocate(recv_init.size(), r.device, recv_init, &rb);
+    send = sb.data();
+    recv = rb.data();
+  }
+  if (!e.empty()) return e;
+  if (Issue(c, r, send, recv) != weftSuccess) return Err("issue");
+  if (weftDeviceStreamSynchronize(r.stream) != weftSuccess) return Err("stream synchronize");
+  std::vector<unsigned char> got, sent;
+  if (!(e = Download(rb, &got)).empty()) return "receive buffer: " + e;
+  if (!c.in_place) {
+    if (!(e = Download(sb, &sent)).empty()) return "send buffer: " + e;
+    if (sent != input) return "the send buffer changed";
+  }
+  const size_t recv_off = static_cast<size_t>(recv - rb.data());
+  // The receive buffer within the allocation (in place: reduce-scatter's block of it).
+  const size_t recv_bytes = recv_n * elem;
+  std::vector<unsigned char> view(got.begin() + recv_off, got.begin() + recv_off + recv_bytes);
+  std::vector<unsigned char> before(recv_init.begin() + recv_off, recv_init.begin() + recv_off + recv_bytes);
+  e = Check(c, r, view, before);
+  weftDeviceFree(sb.base);
+  weftDeviceFree(rb.base);
+  return e;
+}
+
+std::vector<Case> Matrix(int nranks) {
+  std::vector<Case> cases;
+  const weftDataType_t types[] = {weftFloat32, weftInt32, weftFloat16, weftBfloat16, weftInt8};
+  const size_t counts[] = {0, 1, 1001};
+  for (Kind k : {Kind::kAllReduce, Kind::kReduceScatter, Kind::kReduce})
+    for (weftDataType_t t : types)
+      for (weftRedOp_t op : weft_test::AllOps())
+        for (size_t n : counts)
+          for (bool in_place : {false, true})
+            if (!(k == Kind::kReduce && in_place)) cases.push_back({k, t, op, in_place, n});
+  for (Kind k : {Kind::kAllGather, Kind::kBroadcast, Kind::kAllToAll, Kind::kAllToAllv, Kind::kSendRecv})
+    for (weftDataType_t t : {weftFloat32, weftInt8, weftBfloat16})
+      for (size_t n : counts)
+        for (bool in_place : {false, true}) {
+          if (in_place && (k == Kind::kAllToAll || k == Kind::kAllToAllv || k == Kind::kSendRecv)) continue;
+          if (k == Kind::kSendRecv && nranks == 1) continue;
+          cases.push_back({k, t, weftSum, in_place, n});
+        }
+  // About 2 MiB: allreduce, reduce and broadcast go in chunks (device_staging.h), the odd
+  // count leaving a partial last chunk.
+  const size_t big = (size_t{2} << 20) / 4 + 3;
+  for (Kind k : {Kind::kAllReduce, Kind::kAllGather, Kind::kReduceScatter, Kind::kBroadcast, Kind::kReduce})
+    for (bool in_place : {false, true})
+      if (!(k == Kind::kReduce && in_place))
+        cases.push_back({k, weftFloat32, k == Kind::kReduce ? weftMax : weftSum, in_place,
+                         big / static_cast<size_t>(k == Kind::kAllGather || k == Kind::kReduceScatter ? nranks : 1)});
+  return cases;
+}
+
+// Runs the whole matrix on nranks processes; shared = every rank on emulated device 0.
+void RunMatrix(int nranks, bool shared) {
+  const weft_test::LaunchOutcome o = weft_test::ForkRanks(
+      nranks,
+      [&](int rank) {
+        int devices = 1;
+        weftDeviceGetCount(&devices);
+        Rank r{nullptr, rank, nranks, shared ? 0 : rank % std::max(devices, 1), nullptr};
+        if (weftCommInitFromEnv(&r.comm) != weftSuccess) return std::fprintf(stderr, "%s\n", Err("init").c_str()), 1;
+        if (weftDeviceStreamCreate(&r.stream, r.device) != weftSuccess) return std::fprintf(stderr, "%s\n", Err("stream").c_str()), 1;
+        for (const Case& c : Matrix(nranks)) {
+          const std::string e = RunCase(c, r);
+          if (!e.empty()) {
+            std::fprintf(stderr, "rank %d: %s %s %s %s count=%zu: %s\n", rank, KindName(c.kind),
+                         weft_test::TypeName(c.dtype).c_str(), weft_test::OpName(c.op).c_str(),
+                         c.in_place ? "in-place" : "out-of-place", c.count, e.c_str());
+            return 1;
+          }
+        }
+        if (weftBarrier(r.comm, r.stream) != weftSuccess || weftDeviceStreamSynchronize(r.stream) != weftSuccess)
+          return std::fprintf(stderr, "%s\n", Err("barrier on the stream").c_str()), 1;
+        weftResult_t async = weftSuccess;
+        weftCommGetAsyncError(r.comm, &async);
+        weftDeviceStreamDestroy(r.stream);
+        weftCommDestroy(r.comm);
+        return async == weftSuccess ? 0 : 1;
+      },
+      {{"WEFT_DEVICE", weft_test::SuiteDevice("emulated:4")}, {"WEFT_EMULATED_DELAY_US", "30"}}, 240);
+  for (int r = 0; r < nranks; ++r)
+    EXPECT_TRUE(weft_test::ExitedZero(o.status[r])) << "rank " << r << ":\n" << o.output[r];
+}
+
+TEST(DeviceCollectives, OneProcess) { RunMatrix(1, false); }
+TEST(DeviceCollectives, TwoProcessesOwnGpus) { RunMatrix(2, false); }
+TEST(DeviceCollectives, ThreeProcessesOwnGpus) { RunMatrix(3, false); }
+TEST(DeviceCollectives, FourProcessesOwnGpus) { RunMatrix(4, false); }
+TEST(DeviceCollectives, TwoProcessesShareOneGpu) { RunMatrix(2, true); }
+
+int DeviceOf(weftStream_t s) { return ActiveRuntime().StreamDevice(s); }
+
+// Runs body(rank, comm, stream) on nranks processes, each on its own emulated GPU.
+void OnRanks(int nranks, const std::vector<std::pair<std::string, std::string>>& env,
+             const std::function<std::string(int, weftComm_t, weftStream_t)>& body,
+             const std::vector<int>& must_pass) {
+  auto all_env = env;
+  all_env.push_back({"WEFT_DEVICE", weft_test::SuiteDevice("emulated:4")});
+  const weft_test::LaunchOutcome o = weft_test::ForkRanks(
+      nranks,
+      [&](int rank) {
+        weftComm_t comm = nullptr;
+        weftStream_t stream = nullptr;
+        int devices = 1;
+        weftDeviceGetCount(&devices);
+        if (weftCommInitFromEnv(&comm) != weftSuccess ||
+            weftDeviceStreamCreate(&stream, rank % std::max(devices, 1)) != weftSuccess)
+          return std::fprintf(stderr, "%s\n", Err("setup").c_str()), 1;
+        const std::string e = body(rank, comm, stream);
+        if (!e.empty()) return std::fprintf(stderr, "%s\n", e.c_str()), 1;
+        return 0;
+      },
+      all_env, 120);
+  for (int r : must_pass)
+    EXPECT_TRUE(weft_test::ExitedZero(o.status[r])) << "rank " << r << ":\n" << o.output[r];
+}
+
+// The call enqueues and returns: with up to 200 ms per stream operation, the work is still
+// pending when the call is back.
+TEST(DeviceStreamSemantics, CallReturnsBeforeItsWorkCompletes) {
+  OnRanks(2, {{"WEFT_EMULATED_DELAY_US", "200000"}}, [](int rank, weftComm_t comm, weftStream_t s) {
+    const size_t n = 1000;
+    DeviceBuffer b;
+    std::string e = Allocate(n * 4, DeviceOf(s), Inputs(weftFloat32, weftSum, rank, n), &b);
+    if (!e.empty()) return e;
+    if (weftAllReduce(b.data(), b.data(), n, weftFloat32, weftSum, comm, s) != weftSuccess) return Err("allreduce");
+    const weft::Status q = ActiveRuntime().StreamQuery(s);
+    if (q.code() != weftInProgress) return "stream query right after the call: code " + std::to_string(q.code());
+    if (weftDeviceStreamSynchronize(s) != weftSuccess) return Err("synchronize");
+    std::vector<unsigned char> got;
+    if (!(e = Download(b, &got)).empty()) return e;
+    return weft_test::CheckReduced(got.data(), weftFloat32, weftSum, 2, n);
+  }, {0, 1});
+}
+
+// Earlier work on the stream (an asynchronous upload) is ordered before the collective, and
+// later work (the download) after it, under random delays; nothing is synchronized between.
+TEST(DeviceStreamSemantics, OrderedWithEarlierAndLaterStreamWork) {
+  OnRanks(3, {{"WEFT_EMULATED_DELAY_US", "3000"}}, [](int rank, weftComm_t comm, weftStream_t s) {
+    weft::device::DeviceRuntime& rt = ActiveRuntime();
+    const size_t n = 4097;
+    for (int round = 0; round < 10; ++round) {
+      const std::vector<unsigned char> in = Inputs(weftInt32, weftMax, rank, n, round);
+      std::vector<unsigned char> out(n * 4, 0);
+      void* d = nullptr;
+      if (weftDeviceMalloc(&d, n * 4, DeviceOf(s)) != weftSuccess) return Err("malloc");
+      weft::Status st = rt.MemcpyAsync(d, in.data(), in.size(), s);
+      if (!st.ok()) return st.message();
+      if (weftAllReduce(d, d, n, weftInt32, weftMax, comm, s) != weftSuccess) return Err("allreduce");
+      st = rt.MemcpyAsync(out.data(), d, out.size(), s);
+      if (st.ok()) st = rt.StreamSynchronize(s);
+      if (!st.ok()) return st.message();
+      const std::string e = weft_test::CheckReduced(out.data(), weftInt32, weftMax, 3, n, round);
+      if (!e.empty()) return "round " + std::to_string(round) + ": " + e;
+      weftDeviceFree(d);
+    }
+    return std::string();
+  }, {0, 1, 2});
+}
+
+// A peer that dies while device work is queued: the stream still drains (no hang) and
+// weftCommGetAsyncError reports the failure, naming the rank that died.
+TEST(DeviceStreamSemantics, DeadPeerReachesAsyncErrorNamingIt) {
+  OnRanks(2, {{"WEFT_TIMEOUT", "10"}}, [](int rank, weftComm_t comm, weftStream_t s) {
+    if (rank == 1) _exit(0);  // dies before its part of the collective
+    DeviceBuffer b;
+    std::string e = Allocate(4000, DeviceOf(s), std::vector<unsigned char>(4000, 1), &b);
+    if (!e.empty()) return e;
+    if (weftAllReduce(b.data(), b.data(), 1000, weftFloat32, weftSum, comm, s) != weftSuccess)
+      return Err("allreduce (the call itself must return success: the failure is asynchronous)");
+    weftDeviceStreamSynchronize(s);
+    weftResult_t async = weftSuccess;
+    if (weftCommGetAsyncError(comm, &async) != weftSuccess) return Err("weftCommGetAsyncError");
+    const std::string msg = weftGetLastError(nullptr);
+    if (async == weftSuccess) return std::string("no asynchronous error after the peer died");
+    if (msg.find("rank 1") == std::string::npos) return "async error does not name rank 1: " + msg;
+    std::fprintf(stderr, "async error as reported: %s\n", msg.c_str());
+    return std::string();
+  }, {0});
+}
+
+}  // namespace
