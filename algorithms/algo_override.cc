@@ -1,5 +1,6 @@
 // WEFT_ALGO parser (grammar in algo_override.h).
 #include "algorithms/algo_override.h"
+#include "common/settings.h"
 
 #include <algorithm>
 #include <cctype>
@@ -96,11 +97,11 @@ StatusOr<AlgoOverrides> ParseAlgoOverrides(const std::string& spec) {
     if (rule.empty()) continue;  // tolerate "a;b;" and empty specs
     size_t colon = rule.find(':');
     if (colon == std::string::npos)
-      return InvalidUsage("WEFT_ALGO rule '" + rule + "' needs COLLECTIVE:ALGORITHM");
+      return InvalidUsage("WEFT_ALGO rule '" + ShownValue(rule) + "' needs COLLECTIVE:ALGORITHM");
     std::string coll_name = Trim(rule.substr(0, colon));
     Collective coll;
     if (!ParseCollective(coll_name, &coll))
-      return InvalidUsage("WEFT_ALGO rule '" + rule + "': unknown collective '" + coll_name +
+      return InvalidUsage("WEFT_ALGO rule '" + ShownValue(rule) + "': unknown collective '" + ShownValue(coll_name) +
                           "' (allreduce, allgather, reducescatter, broadcast, reduce, alltoall, "
                           "alltoallv, barrier)");
     std::vector<AlgoRule> mine;
@@ -116,27 +117,27 @@ StatusOr<AlgoOverrides> ParseAlgoOverrides(const std::string& spec) {
         size_t dash = range.find('-');
         if (dash == std::string::npos || !ParseSize(range.substr(0, dash), &r.min_bytes) ||
             !ParseSize(range.substr(dash + 1), &r.max_bytes))
-          return InvalidUsage("WEFT_ALGO rule '" + rule + "': malformed size range '" + range +
+          return InvalidUsage("WEFT_ALGO rule '" + ShownValue(rule) + "': malformed size range '" + ShownValue(range) +
                               "' (want LO-HI such as 0-64K or 1M-inf)");
         if (r.min_bytes >= r.max_bytes)
-          return InvalidUsage("WEFT_ALGO rule '" + rule + "': empty size range '" + range +
+          return InvalidUsage("WEFT_ALGO rule '" + ShownValue(rule) + "': empty size range '" + ShownValue(range) +
                               "' (LO must be below HI)");
       }
       name = Trim(name);
       if (name.empty())
-        return InvalidUsage("WEFT_ALGO rule '" + rule + "': missing algorithm name");
+        return InvalidUsage("WEFT_ALGO rule '" + ShownValue(rule) + "': missing algorithm name");
       if (FindAlgorithm(coll, name) == nullptr)
-        return InvalidUsage("WEFT_ALGO rule '" + rule + "': unknown algorithm '" + name +
+        return InvalidUsage("WEFT_ALGO rule '" + ShownValue(rule) + "': unknown algorithm '" + ShownValue(name) +
                             "' for " + CollectiveName(coll) + " (known: " +
                             KnownAlgorithms(coll) + ")");
       r.algorithm = name;
       for (const AlgoRule& other : out.rules)
         if (other.collective == coll && r.min_bytes < other.max_bytes && other.min_bytes < r.max_bytes)
-          return InvalidUsage("WEFT_ALGO rule '" + rule + "': size range of '" + name +
+          return InvalidUsage("WEFT_ALGO rule '" + ShownValue(rule) + "': size range of '" + ShownValue(name) +
                               "' overlaps an earlier range for " + CollectiveName(coll));
       for (const AlgoRule& other : mine)
         if (r.min_bytes < other.max_bytes && other.min_bytes < r.max_bytes)
-          return InvalidUsage("WEFT_ALGO rule '" + rule + "': size ranges overlap");
+          return InvalidUsage("WEFT_ALGO rule '" + ShownValue(rule) + "': size ranges overlap");
       mine.push_back(r);
     }
     out.rules.insert(out.rules.end(), mine.begin(), mine.end());
@@ -145,8 +146,8 @@ StatusOr<AlgoOverrides> ParseAlgoOverrides(const std::string& spec) {
 }
 
 StatusOr<AlgoOverrides> AlgoOverridesFromEnv() {
-  const char* spec = getenv("WEFT_ALGO");
-  if (spec == nullptr || *spec == '\0') return AlgoOverrides();
+  const std::string spec = SettingText("WEFT_ALGO");
+  if (spec.empty()) return AlgoOverrides();
   return ParseAlgoOverrides(spec);
 }
 

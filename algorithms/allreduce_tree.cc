@@ -6,32 +6,12 @@
 // primitives: the last child's partial is reduced and forwarded up in one step, and the result
 // coming down is received and forwarded to the first child in one step.
 //
-// Tree 0 is NCCL's ncclGetBtree: for rank r with lowest set bit b, the parent is
-// (r ^ b) | (b << 1), or r ^ b when that is out of range; rank 0 is the root.
+// The trees' parent function is DoubleTreeParent (algorithms/patterns.h), shared with the
+// cost model.
 #include "algorithms/patterns.h"
 
 namespace weft {
 namespace {
-
-int BtreeParent(int r, int p) {
-  if (r == 0) return -1;
-  int bit = 1;
-  while (!(r & bit)) bit <<= 1;
-  int up = (r ^ bit) | (bit << 1);
-  if (up >= p) up = r ^ bit;
-  return up;
-}
-
-// Parent of rank r in tree t (t = 1: mirrored or shifted copy of tree 0).
-int TreeParent(int t, int r, int p) {
-  if (t == 0) return BtreeParent(r, p);
-  if (p % 2 == 0) {
-    int u = BtreeParent(p - 1 - r, p);
-    return u < 0 ? -1 : p - 1 - u;
-  }
-  int u = BtreeParent(Mod(r - 1, p), p);
-  return u < 0 ? -1 : Mod(u + 1, p);
-}
 
 // One chunk on one tree at a rank. up: out = input + every child's partial sum, the last
 // child's receive fused with the send to the parent (recv_reduce_send); down: the complete,
@@ -72,7 +52,7 @@ StatusOr<Schedule> BuildAllReduceTree(const ScheduleRequest& request) {
   std::vector<std::vector<std::vector<int>>> children(2, std::vector<std::vector<int>>(p));
   for (int t = 0; t < 2; ++t)
     for (int r = 0; r < p; ++r) {
-      parent[t][r] = TreeParent(t, r, p);
+      parent[t][r] = DoubleTreeParent(t, r, p);
       if (parent[t][r] >= 0) children[t][parent[t][r]].push_back(r);
     }
   const size_t half = n / 2;

@@ -114,6 +114,29 @@ inline std::vector<int> BinomialChildren(int rank, int root, int p) {
   return children;
 }
 
+// NCCL's double binary tree (ncclGetBtree): tree 0's parent of rank r with lowest set bit b is
+// (r ^ b) | (b << 1), or r ^ b when that is out of range; rank 0 is the root. Tree 1 is the
+// mirror (even p) or the shift by one (odd p) of tree 0. One definition for the generator
+// (allreduce_tree.cc) and the cost model (src/tune/analytic_model.cc), which must time it.
+inline int BtreeParent(int r, int p) {
+  if (r == 0) return -1;
+  int bit = 1;
+  while (!(r & bit)) bit <<= 1;
+  int up = (r ^ bit) | (bit << 1);
+  if (up >= p) up = r ^ bit;
+  return up;
+}
+// Parent of rank r in tree t (0 or 1), -1 at the root.
+inline int DoubleTreeParent(int t, int r, int p) {
+  if (t == 0) return BtreeParent(r, p);
+  if (p % 2 == 0) {
+    int u = BtreeParent(p - 1 - r, p);
+    return u < 0 ? -1 : p - 1 - u;
+  }
+  int u = BtreeParent(Mod(r - 1, p), p);
+  return u < 0 ? -1 : Mod(u + 1, p);
+}
+
 inline int CeilLog2(int p) {
   int k = 0;
   while ((1 << k) < p) ++k;

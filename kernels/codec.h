@@ -26,6 +26,9 @@ bool IsBlockCodec(weftCodec_t codec);
 size_t TopKCount(float ratio, size_t count);
 
 // Exact size of the encoding of count values: a pure function of (spec, count).
+// No codec's encoding takes more than this many bytes per value (top-k: index + value; bf16:
+// 2; block codecs: under 2 with their scales): callers bound counts with it before sizing.
+constexpr size_t kMaxEncodedBytesPerValue = 8;
 size_t EncodedBytes(const weftCompression& spec, size_t count);
 
 // Encodes src[0..count) into dst. `stream` selects the stochastic-rounding stream (ignored

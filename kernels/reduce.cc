@@ -25,7 +25,8 @@ namespace {
 const KernelTable& ChooseTable() {
   const KernelTable* avx2 = Avx2KernelTable();
   const KernelTable* chosen = avx2 != nullptr ? avx2 : &GenericKernelTable();
-  const char* forced = std::getenv("WEFT_KERNEL_ISA");
+  const std::string forced_text = SettingText("WEFT_KERNEL_ISA");
+  const char* forced = forced_text.c_str();
   // An unknown value or an unavailable ISA keeps the default choice rather than failing:
   // this knob is for testing and measurements, never needed for correctness.
   if (forced != nullptr && *forced != '\0') {

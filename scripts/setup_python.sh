@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Creates the Python environment for the PyTorch backend and installs it: .venv at the
-# repository root (system python3), torch (PyPI's default wheel), numpy, pytest, ninja, then
+# repository root (system python3), torch (PyPI's default wheel), numpy, pytest, ninja, and
+# setuptools and wheel (the package's PEP 517 build runs without isolation), then
 # bindings/torch built against the already built library in $BUILD_DIR (scripts/setup.sh).
 # Idempotent and quick when nothing changed: pip runs only for missing packages, and the
 # binding is rebuilt only when its sources or weft's public headers changed.
@@ -43,7 +44,8 @@ PY="$VENV/bin/python"
 # One interpreter start (importing torch takes seconds), printing the missing names.
 read -r -a missing <<< "$("$PY" -c '
 import importlib.util as u
-print(" ".join(p for p in ("torch", "numpy", "pytest", "ninja") if u.find_spec(p) is None))')"
+print(" ".join(p for p in ("torch", "numpy", "pytest", "ninja", "setuptools", "wheel")
+               if u.find_spec(p) is None))')"
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup_python: pip install ${missing[*]}"
   "$PY" -m pip install -q ${PIP_ARGS:-} "${missing[@]}"
@@ -54,8 +56,9 @@ fi
 # without rebuilding the binding).
 stamp_file="$VENV/.weft_torch.stamp"
 stamp=$( { echo "$BUILD_DIR"
-           find bindings/torch/setup.py bindings/torch/csrc bindings/torch/weft_torch \
-                include/weft -type f \( -name '*.py' -o -name '*.cc' -o -name '*.h' \) \
+           find bindings/torch/setup.py bindings/torch/pyproject.toml bindings/torch/csrc \
+                bindings/torch/weft_torch \
+                include/weft -type f \( -name '*.py' -o -name '*.toml' -o -name '*.cc' -o -name '*.h' \) \
                 -print0 | sort -z | xargs -0 sha256sum; } | sha256sum | cut -d' ' -f1)
 if [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$stamp" ] && \
    "$PY" -c 'import importlib.util as u; assert u.find_spec("weft_torch._C")' 2>/dev/null; then

@@ -248,16 +248,21 @@ TEST(Calibrate, MeasuredCacheReachesTheHostsAndTheTopologyFile) {
   EXPECT_NE(bad.status().message().find("cache"), std::string::npos) << bad.status().message();
 }
 
-TEST(Calibrate, EnvironmentSwitchAcceptsZeroOrOneOnly) {
+// The settings facility's flag words, as every flag (issue 34: "on" was refused here alone).
+TEST(Calibrate, EnvironmentSwitchTakesTheFlagWords) {
   unsetenv("WEFT_CALIBRATE");
   ASSERT_TRUE(CalibrationRequested().ok());
   EXPECT_FALSE(CalibrationRequested().value());
   setenv("WEFT_CALIBRATE", "1", 1);
   EXPECT_TRUE(CalibrationRequested().value());
+  setenv("WEFT_CALIBRATE", "on", 1);
+  EXPECT_TRUE(CalibrationRequested().value());
+  setenv("WEFT_CALIBRATE", "off", 1);
+  EXPECT_FALSE(CalibrationRequested().value());
   setenv("WEFT_CALIBRATE", "yes please", 1);
   StatusOr<bool> bad = CalibrationRequested();
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("WEFT_CALIBRATE='yes please'"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("WEFT_CALIBRATE=yes please"), std::string::npos) << bad.status().message();
   unsetenv("WEFT_CALIBRATE");
 }
 

@@ -43,6 +43,24 @@ LD_LIBRARY_PATH="$libdir" WEFT_DEVICE=emulated "$prefix/device" | grep -q "runti
 cc -std=c99 -Wall -o "$prefix/hello" "$src/examples/hello_allreduce.c" $(pkg-config --cflags --libs weft)
 LD_LIBRARY_PATH="$libdir" "$prefix/bin/weftrun" -n 2 "$prefix/hello" | tee "$prefix/out.txt"
 test "$(grep -c 'allreduce ok' "$prefix/out.txt")" = 2
+# The NCCL shim from the install prefix: a program linked against libnccl.so.2 starts with only
+# the shim's folder on LD_LIBRARY_PATH (its RUNPATH must find libweft.so.0 one folder up).
+if [ -e "$libdir/weft-nccl/libnccl.so.2" ]; then
+  cat > "$prefix/nccl_version.c" <<'C'
+#include <stdio.h>
+int ncclGetVersion(int* version);
+int main(void) {
+  int v = 0;
+  int rc = ncclGetVersion(&v);
+  printf("shim rc=%d version=%d\n", rc, v);
+  return rc != 0 || v <= 0;
+}
+C
+  cc -o "$prefix/nccl_version" "$prefix/nccl_version.c" -L"$libdir/weft-nccl" -l:libnccl.so.2
+  env -u LD_LIBRARY_PATH LD_LIBRARY_PATH="$libdir/weft-nccl" "$prefix/nccl_version"
+else
+  echo "install test: NCCL shim not built (no nccl.h at configure time): its install check skipped"
+fi
 # CMake consumers.
 mkdir -p "$prefix/cmake-app"
 cat > "$prefix/cmake-app/CMakeLists.txt" <<'CMAKE'

@@ -95,6 +95,28 @@ TEST(ReliabilityMismatch, DtypeRingTcp) { ExpectDetected("dtype", 2, Tcp("allred
 TEST(ReliabilityMismatch, OpOneShotShm) { ExpectDetected("op", 2, Shm("allreduce:oneshot")); }
 TEST(ReliabilityMismatch, OpRingTcp) { ExpectDetected("op", 2, Tcp("allreduce:ring")); }
 TEST(ReliabilityMismatch, RootTcp3) { ExpectDetected("root", 3, Tcp("broadcast:chain")); }
+// Issue 34, defect 1: with 4 ranks, rank 1 saying root 1 and the others root 0, the two "roots"
+// each only send and every rank returned success with inconsistent data, on every algorithm
+// the selector picks for small and medium broadcasts. Each algorithm, both transports, and the
+// selector's own choice; and reduce, whose "root" waited for children that never send.
+TEST(ReliabilityMismatch, RootEveryBroadcastAlgorithm4) {
+  for (const char* algo : {"binomial", "chain", "scatter_allgather"}) {
+    SCOPED_TRACE(algo);
+    ExpectDetected("root", 4, Shm(std::string("broadcast:") + algo));
+    ExpectDetected("root64k", 4, Tcp(std::string("broadcast:") + algo));
+  }
+}
+TEST(ReliabilityMismatch, RootSelectorsChoiceShmAndTcp4) {
+  ExpectDetected("root", 4, {});
+  ExpectDetected("root64k", 4, {});
+  ExpectDetected("root", 4, {{"WEFT_SHM_DISABLE", "1"}});
+}
+TEST(ReliabilityMismatch, ReduceRootShm4) {
+  for (const char* algo : {"binomial", "chain"}) {
+    SCOPED_TRACE(algo);
+    ExpectDetected("reduce_root", 4, Shm(std::string("reduce:") + algo));
+  }
+}
 
 TEST(ReliabilityMismatch, WeftCheckNamesEveryRanksCall) {
   std::vector<RankResult> res = LaunchRanks(

@@ -641,6 +641,33 @@ void SetUpRank(int r, int n, const std::string& root, const std::string& file,
 
 bool ExitedZero(int status) { return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0; }
 
+std::string AllOutput(const LaunchOutcome& o) {
+  std::string all;
+  for (size_t r = 0; r < o.output.size(); ++r) all += "--- rank " + std::to_string(r) + ":\n" + o.output[r];
+  return all;
+}
+
+std::vector<std::string> ProcessTransports() {
+  std::vector<std::string> t = {"shm", "tcp"};
+#ifdef WEFT_HAVE_UCX
+  t.push_back("ucx");
+#endif
+  return t;
+}
+
+std::vector<std::pair<std::string, std::string>> TransportEnv(const std::string& transport) {
+  std::vector<std::pair<std::string, std::string>> env;
+  if (transport != "shm") env.push_back({"WEFT_SHM_DISABLE", "1"});
+  if (transport == "tcp") env.push_back({"WEFT_TRANSPORT", "tcp"});
+  if (transport == "ucx") {
+    env.push_back({"WEFT_TRANSPORT", "ucx"});
+    env.push_back({"UCX_TLS", "tcp"});
+    env.push_back({"UCX_ZCOPY_THRESH", "inf"});
+    env.push_back({"UCX_TCP_PUT_ENABLE", "n"});
+  }
+  return env;
+}
+
 double SlowdownFactor() {
   const char* v = std::getenv("WEFTTEST_SLOWDOWN");
   if (v == nullptr || *v == '\0') return 1.0;

@@ -150,6 +150,14 @@ LaunchOutcome ForkRanks(int n, const std::function<int(int rank)>& child,
                         const std::vector<std::pair<std::string, std::string>>& env,
                         double timeout_s, const std::vector<int>& must_finish = {});
 bool ExitedZero(int status);
+// Every rank's output, each under a "--- rank r:" line (for failure messages).
+std::string AllOutput(const LaunchOutcome& o);
+// The transports multi-process tests run over: shm, tcp, and ucx when weft is built with it.
+std::vector<std::string> ProcessTransports();
+// The environment that makes the traffic between a job's processes take `transport`: "shm"
+// (nothing to set), "tcp" (shared memory off), "ucx" (shared memory off, UCX's tcp lane with
+// zero-copy off: tests/fault_matrix_test.cc says why).
+std::vector<std::pair<std::string, std::string>> TransportEnv(const std::string& transport);
 // Factor by which a test scales a bound on a duration: WEFTTEST_SLOWDOWN (>= 1; scripts/
 // sanitize_env.sh sets it, sanitized code being slower; not WEFT_*, weft warns about unknown
 // WEFT_* names), 1 when unset so the normal suite keeps its bounds. Scales LaunchRanks' limit.

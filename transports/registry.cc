@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/settings.h"
 #include "transports/shm/shm_transport.h"
 #include "transports/tcp/tcp_transport.h"
 #ifdef WEFT_HAVE_UCX
@@ -19,7 +20,7 @@ StatusOr<NetworkTransportChoice> ParseTransportSetting(const std::string& value)
   if (value.empty()) return NetworkTransportChoice::kAuto;
   if (value == "ucx") return NetworkTransportChoice::kUcx;
   if (value == "tcp" || value == "^ucx") return NetworkTransportChoice::kTcp;
-  return InvalidArgument("WEFT_TRANSPORT=" + value +
+  return InvalidArgument("WEFT_TRANSPORT=" + ShownValue(value) +
                          ": expected ucx, tcp or ^ucx (unset: ucx where UCX has an RDMA lane)");
 }
 
@@ -37,17 +38,13 @@ struct SettingsRecord {
   uint8_t rdma_lane;
 };
 
-bool EnvFlag(const char* name) {
-  const char* v = getenv(name);
-  return v != nullptr && *v != '\0' && strcmp(v, "0") != 0;
-}
 
 // This rank's record; *parse_error holds a bad WEFT_TRANSPORT's message.
 SettingsRecord LocalSettings(Status* parse_error) {
   SettingsRecord mine{};
-  mine.shm_enabled = EnvFlag("WEFT_SHM_DISABLE") ? 0 : 1;
-  const char* v = getenv("WEFT_TRANSPORT");
-  StatusOr<NetworkTransportChoice> choice = ParseTransportSetting(v ? v : "");
+  // SettingFlagOr: a bad value is reported by ValidateSettings when the communicator is created.
+  mine.shm_enabled = SettingFlagOr("WEFT_SHM_DISABLE", false) ? 0 : 1;
+  StatusOr<NetworkTransportChoice> choice = ParseTransportSetting(SettingText("WEFT_TRANSPORT"));
   if (!choice.ok()) {
     *parse_error = choice.status();
     mine.choice = 255;
@@ -81,7 +78,7 @@ Status DecideNetwork(const std::vector<SettingsRecord>& all, int me, TransportSe
     out->use_ucx = true;
     out->why_network = "WEFT_TRANSPORT=ucx";
   } else if (all[0].choice == 2) {
-    out->why_network = "WEFT_TRANSPORT=" + std::string(getenv("WEFT_TRANSPORT"));
+    out->why_network = "WEFT_TRANSPORT=" + ShownValue(SettingText("WEFT_TRANSPORT"));
   } else {
     int without = -1;
     for (size_t r = 0; r < all.size() && without < 0; ++r)

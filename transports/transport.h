@@ -48,6 +48,15 @@ inline uint64_t MakeCallTag(uint32_t descriptor, uint64_t seq) {
 // Every transport puts this text in a tag/size mismatch error: the communicator recognizes it
 // and reports the mismatch as weftInvalidUsage naming this rank's call.
 constexpr const char* kTagMismatchMarker = "mismatched call";
+// Every transport puts this text in the error of an operation stopped because a rank revoked
+// the communicator (weftCommRevoke): the revoking rank did not fail, so it is not blamed.
+constexpr const char* kRevokedMarker = "revoked the communicator";
+// Whether an abort note naming `origin` reports that the origin itself revoked (weftCommRevoke
+// writes "rank R revoked the communicator ..."), as opposed to a failure of the origin that a
+// revoking rank knew of and forwards.
+inline bool IsRevokeBy(int origin, const std::string& reason) {
+  return reason.find("rank " + std::to_string(origin) + " " + kRevokedMarker) != std::string::npos;
+}
 // "call #17 (descriptor 1a2b3c4d)" for messages (the point-to-point tag reads "send/recv").
 inline std::string DescribeTag(uint64_t tag) {
   if (tag >= 0xfffffffffffffff0ULL) return "send/recv";
@@ -121,6 +130,17 @@ class Transport {
   virtual void AnnounceCulprit(int culprit) { (void)culprit; }
   // The culprit `peer` announced last, or -1 when it announced none.
   virtual int AnnouncedCulprit(int peer) const { (void)peer; return -1; }
+
+  // ---- blame: who failed ----
+  // The rank this transport holds responsible for the failure it saw first: a peer whose
+  // process or connection died, or the origin a peer's abort note named; -1 while it saw none
+  // (and after a revoke, which is no one's failure). weftCommFailedRanks reports it.
+  virtual int FailedOrigin() const { return -1; }
+  // Names the rank to blame when this transport aborts without a failure of its own (the
+  // executor's timeout culprit, or what another transport of this rank saw): its abort notes
+  // (shm: its closed header) then name that rank instead of this one, so a survivor two hops
+  // away blames the failed rank, not the healthy relay. The first failure seen wins.
+  virtual void NoteFailedOrigin(int rank) { (void)rank; }
 
   // ---- memory registration ----
   // Registers `mem` with this transport, so that it can be named in one-sided operations

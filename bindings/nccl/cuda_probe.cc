@@ -4,6 +4,8 @@
 #include "cuda_probe.h"
 
 #include <dlfcn.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include <mutex>
 
@@ -64,6 +66,21 @@ bool IsDevicePointer(const void* ptr) {
   return d.pointer_get_attribute(&managed, kAttrIsManaged,
                                  reinterpret_cast<unsigned long long>(ptr)) == kCudaSuccess &&
          managed != 0;
+}
+
+bool IsReadableHostAddress(const void* ptr) {
+  // The last two pointers found readable (a call's send and receive buffers).
+  thread_local const void* last_readable[2] = {nullptr, nullptr};
+  if (ptr == last_readable[0] || ptr == last_readable[1]) return true;
+  // process_vm_readv on our own pid reports EFAULT for an address we cannot read, where a
+  // load would raise SIGSEGV.
+  char byte = 0;
+  iovec local{&byte, 1};
+  iovec remote{const_cast<void*>(ptr), 1};
+  if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != 1) return false;
+  last_readable[1] = last_readable[0];
+  last_readable[0] = ptr;
+  return true;
 }
 
 bool SynchronizeStream(void* stream) {

@@ -12,6 +12,12 @@ namespace weft_nccl {
 // pinned host memory and any pointer on a machine without a driver give false.
 bool IsDevicePointer(const void* ptr);
 
+// True when this process can read the byte at `ptr` as host memory. A device pointer on a
+// machine without a driver (or any unmapped address) gives false, so the shim refuses it
+// instead of dereferencing it. One process_vm_readv of a byte, skipped for the two pointers
+// this thread checked last (a training loop passes the same buffers every step).
+bool IsReadableHostAddress(const void* ptr);
+
 // Waits for the work enqueued so far on a cudaStream_t (NULL = legacy default stream), so a
 // host-buffer collective observes what earlier stream work wrote. False if the driver
 // reported an error; true (nothing to wait for) without a driver.

@@ -33,6 +33,12 @@ ncclResult_t CheckBuffers(const char* call, const void* send, const void* recv, 
                   std::string(call) + ": buffer " + Hex(p) +
                       " is CUDA device memory; weft's NCCL shim supports host buffers only "
                       "until weft's GPU path lands");
+  for (const void* p : {send, recv})
+    if (p != nullptr && !weft_nccl::IsReadableHostAddress(p))
+      return Fail(ncclInvalidUsage,
+                  std::string(call) + ": buffer " + Hex(p) +
+                      " is not host memory this process can read (a device pointer with no "
+                      "CUDA driver loaded, or an unmapped address)");
   if (stream != nullptr && !weft_nccl::SynchronizeStream(stream))
     return Fail(ncclUnhandledCudaError,
                 std::string(call) + ": cuStreamSynchronize failed on stream " + Hex(stream));

@@ -8,14 +8,16 @@
 //   - CUDA device buffers (weft's GPU path is not built yet): host buffers only. With a
 //     cudaStream_t, the stream is synchronized first and the call completes before
 //     returning (stronger than NCCL's stream ordering, which it implies).
-//   - ncclMemAlloc/Free, windows, ncclCommShrink/Revoke, ncclCommInitRankScalable,
+//   - ncclMemAlloc/Free, windows, ncclCommInitRankScalable,
 //     ncclGroupSimulateEnd.
 #include "nccl_shim.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cuda_probe.h"
 
@@ -184,6 +186,37 @@ WEFT_NCCL_EXPORT ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key
 }
 WEFT_NCCL_ALIAS(ncclCommSplit)
 
+// Revoke and shrink map to weft's (include/weft/weft.h: same arguments and flags). weft's
+// revoke returns once the operation in flight has stopped, so the communicator is already
+// quiescent (NCCL's ncclInProgress state is never seen).
+WEFT_NCCL_EXPORT ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  ncclResult_t r = ReadyComm(comm, "ncclCommRevoke");
+  if (r != ncclSuccess) return r;
+  return weft_nccl::FromWeft(weftCommRevoke(comm->weft, revokeFlags), comm->weft);
+}
+WEFT_NCCL_ALIAS(ncclCommRevoke)
+
+WEFT_NCCL_EXPORT ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList,
+                                              int excludeRanksCount, ncclComm_t* newcomm,
+                                              ncclConfig_t* config, int shrinkFlags) {
+  static_assert(NCCL_SHRINK_DEFAULT == WEFT_SHRINK_DEFAULT && NCCL_SHRINK_ABORT == WEFT_SHRINK_ABORT,
+                "the shrink flags pass through unchanged");
+  ncclResult_t r = ReadyComm(comm, "ncclCommShrink");
+  if (r != ncclSuccess) return r;
+  if (newcomm == nullptr) return Fail(ncclInvalidArgument, "ncclCommShrink: newcomm is NULL");
+  ConfigView view;
+  if ((r = ReadConfig(config, "ncclCommShrink", &view)) != ncclSuccess) return r;
+  ncclComm* c = NewComm();
+  *newcomm = c;
+  weftComm_t parent = comm->weft;
+  std::vector<int> exclude(excludeRanksList, excludeRanksList + std::max(excludeRanksCount, 0));
+  r = weft_nccl::StartInit(c, view.blocking, [c, parent, exclude, excludeRanksCount, shrinkFlags] {
+    return weftCommShrink(parent, exclude.data(), excludeRanksCount, &c->weft, shrinkFlags);
+  });
+  return r;
+}
+WEFT_NCCL_ALIAS(ncclCommShrink)
+
 WEFT_NCCL_EXPORT ncclResult_t pncclCommFinalize(ncclComm_t comm) {
   // Every weft call on a host buffer has completed when it returns: nothing to flush.
   return ReadyComm(comm, "ncclCommFinalize");
@@ -289,16 +322,6 @@ WEFT_NCCL_EXPORT ncclResult_t pncclMemFree(void* ptr) {
   return Unsupported("ncclMemFree", "ncclMemAlloc is not supported");
 }
 WEFT_NCCL_ALIAS(ncclMemFree)
-WEFT_NCCL_EXPORT ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags) {
-  return Unsupported("ncclCommRevoke", "use ncclCommAbort");
-}
-WEFT_NCCL_ALIAS(ncclCommRevoke)
-WEFT_NCCL_EXPORT ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList,
-                                              int excludeRanksCount, ncclComm_t* newcomm,
-                                              ncclConfig_t* config, int shrinkFlags) {
-  return Unsupported("ncclCommShrink", "use ncclCommSplit with NCCL_SPLIT_NOCOLOR");
-}
-WEFT_NCCL_ALIAS(ncclCommShrink)
 WEFT_NCCL_EXPORT ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks,
                                                         int myrank, int nId,
                                                         ncclUniqueId* commIds,

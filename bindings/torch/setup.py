@@ -12,9 +12,16 @@ Build without isolation, so that the build sees the installed torch:
 """
 import os
 import subprocess
+import sys
 
 from setuptools import find_packages, setup
-from torch.utils.cpp_extension import BuildExtension, CppExtension
+
+try:
+    from torch.utils.cpp_extension import BuildExtension, CppExtension
+except ImportError as error:  # pip's default isolated build has no torch in it
+    sys.exit(f"weft_torch: building needs torch importable by the building Python ({error}). "
+             "Install torch first, then build without build isolation so the build sees it: "
+             "pip install --no-build-isolation ./bindings/torch")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))

@@ -7,7 +7,12 @@
 // split), so results do not depend on the thread count.
 #include "blas.h"
 
+#include <strings.h>
+#include <unistd.h>
+
 #include <cblas.h>
+
+#include <cstdlib>
 
 #include "thread_pool.h"
 
@@ -69,6 +74,56 @@ void MatmulStrided(const float* a, int lda, Trans trans_a, const float* b, int l
   if (m == 0 || n == 0 || k == 0) return;  // callers never pass k == 0 here
   Gemm(trans_a == Trans::kYes, trans_b == Trans::kYes, m, n, k, a, lda, b, ldb,
        accumulate ? 1.0f : 0.0f, c, ldc);
+}
+
+namespace {
+// Set in the re-executed process's environment so the banner can say who chose the kernel.
+constexpr char kChosenMarker[] = "MOE_TRAIN_BLAS_CHOSE";
+
+// OpenBLAS's generic x86-64 kernels: what it falls back to when it does not know the CPU.
+bool GenericKernel(const char* core) {
+  for (const char* name : {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom",
+                           "Katmai", "Coppermine", "Northwood", "Banias"})
+    if (strcasecmp(core, name) == 0) return true;
+  return false;
+}
+
+// The kernel the CPU's features (as the OS enables them) support; null: none better known.
+const char* KernelForCpu() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+    return "SkylakeX";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+#endif
+  return nullptr;
+}
+}  // namespace
+
+void UseFastBlasKernel(char** argv) {
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;  // the user's choice (or ours)
+  const char* want = KernelForCpu();
+  if (want == nullptr || !GenericKernel(openblas_get_corename())) return;
+  setenv(kChosenMarker, openblas_get_corename(), 1);
+  setenv("OPENBLAS_CORETYPE", want, 1);
+  execv("/proc/self/exe", argv);
+  unsetenv("OPENBLAS_CORETYPE");  // exec failed: go on with the kernel OpenBLAS chose
+  unsetenv(kChosenMarker);
+}
+
+std::string BlasDescription() {
+  std::string text = std::string(openblas_get_config()) + ", kernel " + openblas_get_corename();
+  const char* detected = std::getenv(kChosenMarker);
+  const char* forced = std::getenv("OPENBLAS_CORETYPE");
+  if (detected != nullptr)
+    text += std::string(" (chosen by moe_train from the CPU's features; OpenBLAS detected ") +
+            detected + "; set OPENBLAS_CORETYPE to override)";
+  else if (forced != nullptr)
+    text += std::string(" (OPENBLAS_CORETYPE=") + forced + ")";
+  else
+    text += " (OpenBLAS's own detection)";
+  return text;
 }
 
 void SetComputeThreads(int threads) {

@@ -3,6 +3,8 @@
 #ifndef MOE_TRAINER_BLAS_H_
 #define MOE_TRAINER_BLAS_H_
 
+#include <string>
+
 namespace moe {
 
 enum class Trans { kNo, kYes };
@@ -14,6 +16,16 @@ void Matmul(const float* a, Trans trans_a, const float* b, Trans trans_b, float*
 // The same with explicit leading dimensions (row strides) for views into larger buffers.
 void MatmulStrided(const float* a, int lda, Trans trans_a, const float* b, int ldb, Trans trans_b,
                    float* c, int ldc, int m, int n, int k, bool accumulate);
+
+// Debian's OpenBLAS chooses its kernels from the CPU's identity when the library loads and
+// falls back to the generic "Prescott" ones on CPUs it does not recognize (VMs): about half
+// the speed. When OPENBLAS_CORETYPE is unset and OpenBLAS chose such a generic kernel although
+// the CPU has AVX2 / AVX-512, this sets OPENBLAS_CORETYPE from the CPU's features and
+// re-executes the program (the only way to make OpenBLAS choose again); it returns when
+// nothing is to be done or the re-execution failed. Call first thing in main.
+void UseFastBlasKernel(char** argv);
+// "OpenBLAS 0.3.21 ..., kernel SkylakeX (how it was chosen)", for the banner.
+std::string BlasDescription();
 
 // Threads for BLAS and for the trainer's own parallel loops.
 void SetComputeThreads(int threads);

@@ -1,6 +1,9 @@
 // config.cc: presets, "--name value" parsing and validation of a TrainConfig.
 #include "config.h"
 
+#include <algorithm>
+#include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
@@ -38,8 +41,12 @@ using Setter = std::function<Status(const std::string&, TrainConfig*)>;
 
 Status ParseInt(const std::string& name, const std::string& v, int* out) {
   char* end = nullptr;
-  long x = std::strtol(v.c_str(), &end, 10);
+  errno = 0;
+  long long x = std::strtoll(v.c_str(), &end, 10);
   if (v.empty() || *end != '\0') return Status::Error("--" + name + ": '" + v + "' is not an integer");
+  if (errno == ERANGE || x < INT_MIN || x > INT_MAX)
+    return Status::Error("--" + name + ": '" + v + "' is out of range (at most " +
+                         std::to_string(INT_MAX) + ")");
   *out = static_cast<int>(x);
   return Status();
 }
@@ -48,6 +55,8 @@ Status ParseFloat(const std::string& name, const std::string& v, float* out) {
   char* end = nullptr;
   double x = std::strtod(v.c_str(), &end);
   if (v.empty() || *end != '\0') return Status::Error("--" + name + ": '" + v + "' is not a number");
+  if (!std::isfinite(x) || std::fabs(x) > 3.0e38)
+    return Status::Error("--" + name + ": '" + v + "' is not a finite float32 number");
   *out = static_cast<float>(x);
   return Status();
 }
@@ -70,13 +79,23 @@ const std::map<std::string, Setter>& Options() {
       FLOAT_OPT("bias-gamma", model.bias_gamma), INT_OPT("batch", batch), INT_OPT("steps", steps),
       INT_OPT("warmup", warmup), FLOAT_OPT("lr", lr), FLOAT_OPT("min-lr-ratio", min_lr_ratio),
       FLOAT_OPT("weight-decay", weight_decay), FLOAT_OPT("grad-clip", grad_clip),
-      INT_OPT("ep", ep), INT_OPT("threads", threads), INT_OPT("log-every", log_every),
+      INT_OPT("ep", ep), INT_OPT("tp", tp), INT_OPT("pp", pp),
+      INT_OPT("micro-batches", micro_batches), INT_OPT("threads", threads), INT_OPT("log-every", log_every),
       INT_OPT("val-every", val_every), INT_OPT("val-batches", val_batches),
       INT_OPT("checkpoint-every", checkpoint_every), INT_OPT("stop-after", stop_after),
       STRING_OPT("data", data_dir), STRING_OPT("checkpoint-dir", checkpoint_dir),
       STRING_OPT("loss-file", loss_file), STRING_OPT("plot", plot_png),
       STRING_OPT("compress", compress), STRING_OPT("compress-dispatch", compress_dispatch),
-      INT_OPT("compress-after", compress_after),
+      INT_OPT("compress-after", compress_after), FLOAT_OPT("step-timeout", step_timeout),
+      STRING_OPT("balance", balance), INT_OPT("balance-every", balance_every),
+      {"slow-rank",
+       [](const std::string& v, TrainConfig* c) {
+         const size_t colon = v.find(':');
+         if (colon == std::string::npos)
+           return Status::Error("--slow-rank: '" + v + "' is not RANK:FACTOR (e.g. 1:2)");
+         MOE_RETURN_IF_ERROR(ParseInt("slow-rank", v.substr(0, colon), &c->slow_rank));
+         return ParseFloat("slow-rank", v.substr(colon + 1), &c->slow_factor);
+       }},
       {"router",
        [](const std::string& v, TrainConfig* c) {
          if (v == "softmax") c->model.router = RouterKind::kSoftmax;
@@ -129,6 +148,9 @@ Status ParseArgs(int argc, char** argv, TrainConfig* config) {
 }
 
 namespace {
+// More compute threads than this is a typo, not a machine: thread creation would fail.
+constexpr int kMaxThreads = 1024;
+
 Status Require(bool ok, const std::string& message) {
   return ok ? Status() : Status::Error(message);
 }
@@ -167,6 +189,85 @@ Status ValidateCompression(const TrainConfig& c) {
   return Status();
 }
 
+// Sizes that fit an int one by one can still multiply past what a rank can hold (and past
+// the int offsets the kernels use): the parameters and the largest activation are bounded.
+Status ValidateSizes(const TrainConfig& c) {
+  const ModelConfig& m = c.model;
+  const double d = m.dim, hidden = static_cast<double>(m.expert_hidden) * (m.experts + m.shared_experts);
+  const double params = m.layers * (4.0 * d * d + 3.0 * d * hidden + d * m.experts) + 2.0 * m.vocab * d;
+  const double tokens = static_cast<double>(c.batch) * m.seq_len;
+  const double activation = tokens * std::max({d, static_cast<double>(m.vocab),
+                                               static_cast<double>(m.expert_hidden) * m.top_k,
+                                               static_cast<double>(m.seq_len) * m.heads});
+  constexpr double kMaxParams = 1e9, kMaxActivation = 1e9;
+  std::ostringstream o;
+  o << "--dim " << m.dim << ", --layers " << m.layers << ", --experts " << m.experts
+    << ", --expert-hidden " << m.expert_hidden << ", --shared-experts " << m.shared_experts;
+  if (params > kMaxParams)
+    return Status::Error(o.str() + " give " + std::to_string(params) + " parameters; at most " +
+                         std::to_string(kMaxParams) + " are supported (a float32 CPU trainer)");
+  if (activation > kMaxActivation)
+    return Status::Error("--batch " + std::to_string(c.batch) + " x --seq-len " +
+                         std::to_string(m.seq_len) + " with " + o.str() + " give activations of " +
+                         std::to_string(activation) + " values; at most " +
+                         std::to_string(kMaxActivation) + " are supported");
+  return Status();
+}
+
+// --tp x --pp x --ep and the data-parallel degree derived from the world size.
+Status ValidateLayout(const TrainConfig& c, int world_size) {
+  const ModelConfig& m = c.model;
+  auto s = [](auto v) { return std::to_string(v); };
+  for (auto [name, value] : {std::pair<const char*, int>{"ep", c.ep}, {"tp", c.tp}, {"pp", c.pp}})
+    MOE_RETURN_IF_ERROR(Require(value >= 1, std::string("--") + name + " " + s(value) +
+                                                " must be >= 1"));
+  MOE_RETURN_IF_ERROR(Require(m.experts % c.ep == 0,
+      "--experts " + s(m.experts) + " is not divisible by --ep " + s(c.ep)));
+  MOE_RETURN_IF_ERROR(Require(m.heads % c.tp == 0,
+      "--tp " + s(c.tp) + " must divide --heads " + s(m.heads) + " (heads are split)"));
+  MOE_RETURN_IF_ERROR(Require(m.SharedHidden() % c.tp == 0 && m.vocab % c.tp == 0,
+      "--tp " + s(c.tp) + " must divide the shared experts' hidden width " + s(m.SharedHidden()) +
+      " (--shared-experts x --expert-hidden) and the vocabulary " + s(m.vocab)));
+  MOE_RETURN_IF_ERROR(Require(m.layers % c.pp == 0,
+      "--pp " + s(c.pp) + " must divide --layers " + s(m.layers) + " (equal stages)"));
+  MOE_RETURN_IF_ERROR(Require(world_size % (c.tp * c.pp) == 0,
+      "--tp " + s(c.tp) + " x --pp " + s(c.pp) + " must divide the number of ranks " +
+      s(world_size)));
+  const int data_ranks = DataRanks(c, world_size);
+  MOE_RETURN_IF_ERROR(Require(data_ranks % c.ep == 0,
+      "--ep " + s(c.ep) + " must divide the number of ranks " + s(world_size) + " over --tp " +
+      s(c.tp) + " x --pp " + s(c.pp) + " (" + s(data_ranks) + " data-parallel ranks)"));
+  MOE_RETURN_IF_ERROR(Require(c.batch > 0 && c.batch % data_ranks == 0,
+      "--batch " + s(c.batch) + " (global sequences per step) must be a positive multiple of the "
+      "number of data-parallel ranks " + s(data_ranks) + " (ranks " + s(world_size) + " / (--tp " +
+      s(c.tp) + " x --pp " + s(c.pp) + "))"));
+  const int local = c.batch / data_ranks;
+  MOE_RETURN_IF_ERROR(Require(c.micro_batches >= 0 && local % MicroBatches(c) == 0,
+      "--micro-batches " + s(MicroBatches(c)) + " must divide the " + s(local) +
+      " sequences of each data-parallel rank (--batch " + s(c.batch) + " / " + s(data_ranks) + ")"));
+  return Status();
+}
+
+Status ValidateBalance(const TrainConfig& c, int world_size) {
+  auto s = [](auto v) { return std::to_string(v); };
+  MOE_RETURN_IF_ERROR(Require(c.balance == "even" || c.balance == "measured",
+      "--balance '" + c.balance + "' is not even or measured"));
+  MOE_RETURN_IF_ERROR(Require(c.balance_every >= 1,
+      "--balance-every " + s(c.balance_every) + " must be >= 1"));
+  MOE_RETURN_IF_ERROR(Require(c.balance == "even" || (c.tp == 1 && c.pp == 1 &&
+                                                      c.micro_batches <= 1),
+      "--balance measured needs --tp 1, --pp 1 and one micro-batch (a rank's share of the "
+      "batch changes from step to step)"));
+  MOE_RETURN_IF_ERROR(Require(c.balance == "even" || c.batch >= DataRanks(c, world_size),
+      "--balance measured: --batch " + s(c.batch) + " must give every data-parallel rank a "
+      "sequence"));
+  if (c.slow_rank < 0 && c.slow_factor == 1.0f) return Status();
+  return Require(c.slow_rank >= 0 && c.slow_rank < world_size && c.slow_factor >= 1.0f &&
+                 c.slow_factor <= 100.0f,
+                 "--slow-rank " + s(c.slow_rank) + ":" + s(c.slow_factor) + ": the rank must be in "
+                 "[0, " + s(world_size) + ") and the factor in [1, 100]");
+}
+
 Status Validate(const TrainConfig& c, int world_size) {
   const ModelConfig& m = c.model;
   auto s = [](auto v) { return std::to_string(v); };
@@ -182,19 +283,23 @@ Status Validate(const TrainConfig& c, int world_size) {
       "--top-k " + s(m.top_k) + " must be between 1 and --experts " + s(m.experts)));
   MOE_RETURN_IF_ERROR(Require(m.capacity_factor >= 0.0f,
       "--capacity-factor " + s(m.capacity_factor) + " must be >= 0 (0 = dropless)"));
-  MOE_RETURN_IF_ERROR(Require(c.ep >= 1, "--ep " + s(c.ep) + " must be >= 1"));
-  MOE_RETURN_IF_ERROR(Require(m.experts % c.ep == 0,
-      "--experts " + s(m.experts) + " is not divisible by --ep " + s(c.ep)));
-  MOE_RETURN_IF_ERROR(Require(c.ep >= 1 && world_size % c.ep == 0,
-      "--ep " + s(c.ep) + " must divide the number of ranks " + s(world_size)));
-  MOE_RETURN_IF_ERROR(Require(c.batch > 0 && c.batch % world_size == 0,
-      "--batch " + s(c.batch) + " (global sequences per step) must be a positive multiple of the "
-      "number of ranks " + s(world_size)));
+  MOE_RETURN_IF_ERROR(ValidateLayout(c, world_size));
+  MOE_RETURN_IF_ERROR(ValidateBalance(c, world_size));
   MOE_RETURN_IF_ERROR(Require(c.steps > 0 && c.warmup >= 0 && c.warmup <= c.steps,
       "--steps must be > 0 and 0 <= --warmup <= --steps"));
   MOE_RETURN_IF_ERROR(Require(c.lr > 0 && c.min_lr_ratio >= 0 && c.min_lr_ratio <= 1,
       "--lr must be > 0 and --min-lr-ratio in [0, 1]"));
-  MOE_RETURN_IF_ERROR(Require(c.threads >= 0, "--threads " + s(c.threads) + " must be >= 0"));
+  MOE_RETURN_IF_ERROR(ValidateSizes(c));
+  MOE_RETURN_IF_ERROR(Require(c.threads >= 0 && c.threads <= kMaxThreads,
+      "--threads " + s(c.threads) + " must be between 0 (automatic) and " + s(kMaxThreads)));
+  MOE_RETURN_IF_ERROR(Require(c.stop_after >= 0,
+      "--stop-after " + s(c.stop_after) + " must be >= 0 (0 = run every step)"));
+  MOE_RETURN_IF_ERROR(Require(c.grad_clip >= 0.0f,
+      "--grad-clip " + s(c.grad_clip) + " must be >= 0 (0 = no clipping)"));
+  MOE_RETURN_IF_ERROR(Require(c.step_timeout >= 0.0f,
+      "--step-timeout " + s(c.step_timeout) + " must be >= 0 seconds (0 = weft's default)"));
+  MOE_RETURN_IF_ERROR(Require(c.checkpoint_every >= 0,
+      "--checkpoint-every " + s(c.checkpoint_every) + " must be >= 0"));
   MOE_RETURN_IF_ERROR(Require(c.log_every > 0 && c.val_every >= 0 && c.val_batches >= 0,
       "--log-every must be > 0, --val-every and --val-batches >= 0"));
   MOE_RETURN_IF_ERROR(Require(!c.resume || !c.checkpoint_dir.empty(),
@@ -211,6 +316,9 @@ std::string Describe(const TrainConfig& c) {
     << " router=" << RouterName(m.router) << " capacity_factor=" << m.capacity_factor
     << " batch=" << c.batch << " steps=" << c.steps << " warmup=" << c.warmup << " lr=" << c.lr
     << " ep=" << c.ep << " zero1=" << c.zero1 << " seed=" << c.seed;
+  if (c.tp > 1) o << " tp=" << c.tp;
+  if (c.balance != "even") o << " balance=" << c.balance << " balance_every=" << c.balance_every;
+  if (c.pp > 1 || c.micro_batches > 0) o << " pp=" << c.pp << " micro_batches=" << MicroBatches(c);
   if (!c.compress.empty()) o << " compress=" << c.compress;
   if (c.compress_after > 0) o << " compress_after=" << c.compress_after;
   if (c.onebit_adam) o << " onebit_adam=1";
@@ -220,10 +328,16 @@ std::string Describe(const TrainConfig& c) {
 
 std::string UsageText() {
   return "usage: moe_train [--config tiny|default] [--router softmax|sigmoid] [--ep N] [--zero1]\n"
+         "  layout: --tp T (tensor parallel) --pp P (pipeline stages) --ep E (expert parallel);\n"
+         "          data parallel = ranks / (T x P); --micro-batches M (1F1B, default P)\n"
+         "          --balance even|measured (shares of the batch by measured speed, DP only)\n"
+         "          --balance-every N (re-measure every N steps, default 10)\n"
+         "          --slow-rank R:F (rank R computes F times slower: tests, demos)\n"
          "  model: --dim --layers --heads --seq-len --experts --top-k --expert-hidden\n"
          "         --shared-experts --capacity-factor (0 = dropless) --aux-loss --z-loss --bias-gamma\n"
          "  train: --batch (global) --steps --warmup --lr --min-lr-ratio --weight-decay --grad-clip\n"
          "         --seed --threads --no-overlap\n"
+         "         --step-timeout S (weft timeout per communicator, default 60; 0 = weft's)\n"
          "  comm:  --compress int8|fp8|1bit|SPEC (gradients, error feedback per bucket)\n"
          "         --compress-after N (the first N steps uncompressed)\n"
          "         --onebit-adam (1-bit Adam: after the --compress-after warm-up, freeze Adam's\n"

@@ -50,6 +50,16 @@ struct TrainConfig {
   float grad_clip = 1.0f;
   uint64_t seed = 1337;
   int ep = 1;            // expert-parallel group size
+  int tp = 1;            // tensor-parallel group size (attention heads, shared expert, LM head)
+  int pp = 1;            // pipeline stages (contiguous runs of layers)
+  int micro_batches = 0; // per step and data-parallel rank (1F1B); 0 = pp (1 without PP)
+  // Uneven data parallelism: "even" shares of the batch, or "measured": each data-parallel
+  // rank's share proportional to its measured compute speed, re-measured every balance_every
+  // steps (balance.h).
+  std::string balance = "even";
+  int balance_every = 10;
+  int slow_rank = -1;        // --slow-rank R:F: rank R computes F times slower (tests, demos)
+  float slow_factor = 1.0f;
   bool zero1 = false;    // shard optimizer state over data-parallel ranks
   bool overlap = true;   // all-reduce gradient buckets while backward continues
   int threads = 0;       // 0 = cores / local ranks
@@ -61,6 +71,9 @@ struct TrainConfig {
   int checkpoint_every = 0;
   bool resume = false;
   int stop_after = 0;  // stop after this many steps (tests resume); 0 = run all
+  // weft timeout of every communicator (weftCommSetTimeout): a stalled rank fails the step
+  // after this many seconds instead of weft's 300 s default; 0 = weft's default.
+  float step_timeout = 60.0f;
   std::string loss_file;  // per-step losses (rank 0)
   std::string plot_png;   // loss curve, drawn with gnuplot at the end
   // Gradient compression (weft_compress.h spec, e.g. "int8", "fp8", "1bit"; empty = off):
@@ -79,6 +92,10 @@ struct TrainConfig {
 
 // Fills config from argv ("--name value"); --config PRESET is applied first.
 Status ParseArgs(int argc, char** argv, TrainConfig* config);
+// Data-parallel ranks (DP x EP) of a layout: the world over tensor- and pipeline-parallel.
+inline int DataRanks(const TrainConfig& c, int world_size) { return world_size / (c.tp * c.pp); }
+// Micro-batches per step on each data-parallel rank.
+inline int MicroBatches(const TrainConfig& c) { return c.micro_batches > 0 ? c.micro_batches : c.pp; }
 // Checks the configuration against the number of ranks.
 Status Validate(const TrainConfig& config, int world_size);
 std::string UsageText();

@@ -68,14 +68,13 @@ Status FortunesData::Load(const std::string& dir) {
 }
 
 void FortunesData::Sample(const std::string& text, uint64_t seed, uint64_t stream, uint64_t first,
-                          int global_batch, int seq_len, int rank, int ranks, Batch* batch) const {
-  const int local = global_batch / ranks;
+                          int seq_len, int first_sequence, int local, Batch* batch) const {
   batch->sequences = local;
   batch->inputs.resize(static_cast<size_t>(local) * seq_len);
   batch->targets.resize(batch->inputs.size());
   const size_t positions = text.size() - seq_len - 1;
   for (int i = 0; i < local; ++i) {
-    const uint64_t index = first + static_cast<uint64_t>(rank) * local + i;
+    const uint64_t index = first + static_cast<uint64_t>(first_sequence) + i;
     const size_t start = static_cast<size_t>(UniformOpen(seed, stream, index) * positions);
     for (int t = 0; t < seq_len; ++t) {
       batch->inputs[i * seq_len + t] = static_cast<unsigned char>(text[start + t]);
@@ -86,14 +85,21 @@ void FortunesData::Sample(const std::string& text, uint64_t seed, uint64_t strea
 
 void FortunesData::TrainBatch(uint64_t seed, int step, int global_batch, int seq_len, int rank,
                               int ranks, Batch* batch) const {
-  Sample(train_, seed, HashString("train"), static_cast<uint64_t>(step) * global_batch,
-         global_batch, seq_len, rank, ranks, batch);
+  const int local = global_batch / ranks;
+  TrainSequences(seed, step, global_batch, seq_len, rank * local, local, batch);
+}
+
+void FortunesData::TrainSequences(uint64_t seed, int step, int global_batch, int seq_len,
+                                  int first, int count, Batch* batch) const {
+  Sample(train_, seed, HashString("train"), static_cast<uint64_t>(step) * global_batch, seq_len,
+         first, count, batch);
 }
 
 void FortunesData::ValBatch(uint64_t seed, int index, int global_batch, int seq_len, int rank,
                             int ranks, Batch* batch) const {
-  Sample(val_, seed, HashString("val"), static_cast<uint64_t>(index) * global_batch, global_batch,
-         seq_len, rank, ranks, batch);
+  const int local = global_batch / ranks;
+  Sample(val_, seed, HashString("val"), static_cast<uint64_t>(index) * global_batch, seq_len,
+         rank * local, local, batch);
 }
 
 }  // namespace moe

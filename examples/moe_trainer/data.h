@@ -25,13 +25,17 @@ class FortunesData {
   // This rank's share (sequences [rank*B/W, (rank+1)*B/W)) of the global batch of `step`.
   void TrainBatch(uint64_t seed, int step, int global_batch, int seq_len, int rank, int ranks,
                   Batch* batch) const;
+  // Sequences [first, first + count) of the global batch of `step` (uneven shares).
+  void TrainSequences(uint64_t seed, int step, int global_batch, int seq_len, int first,
+                      int count, Batch* batch) const;
   // Validation batch `index` (fixed windows, the same for every run with the same seed).
   void ValBatch(uint64_t seed, int index, int global_batch, int seq_len, int rank, int ranks,
                 Batch* batch) const;
 
  private:
+  // Sequences [first_sequence, + count) of the batch whose first index is `first`.
   void Sample(const std::string& text, uint64_t seed, uint64_t stream, uint64_t first,
-              int global_batch, int seq_len, int rank, int ranks, Batch* batch) const;
+              int seq_len, int first_sequence, int count, Batch* batch) const;
   std::string train_, val_;
   size_t fortunes_ = 0;
 };

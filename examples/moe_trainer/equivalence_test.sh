@@ -20,8 +20,16 @@
 #        residuals) bitwise; with a near-exact codec (fp16) the 2-rank       rel. diff <= 1e-4
 #        momentum all-reduce gives the 1-rank frozen-variance run's losses
 #        (catches a wrong momentum share); EP=2 (experts local)             dense digests equal
-# threads 1 rank, default config, 2 steps: --threads 2 vs --threads 1     bitwise
+# layouts TP=2, PP=2, TPxPP, DPxTP, DPxPPxEP, DPxTPxPP (2-8 ranks; data  rel. diff <= 1e-5
+#        parallel = ranks / (TP x PP)), and DP x PP with ZeRO-1, vs 1 rank;
+#        DP x TP with int8 gradients: decreasing, replicas identical;       digests equal
+#        TP x PP resume at step 10                                         bitwise
+#        --balance measured, rank 1 slowed 3x, vs 1 rank; shares moved       rel. diff <= 1e-5
+# threads 1 rank, default config, 2 steps: --threads 2 vs --threads 1     bitwise (Prescott
+#        kernels), 1e-6 with the kernels moe_train picks
 # bad    bad configurations fail with a message naming the argument       exit 1 + message
+#        (sizes out of range, negative counts), and a diverged run (--lr 1e6) stops naming
+#        the step
 #
 # Losses are written with 17 significant digits, so "bitwise" compares exact float values.
 set -euo pipefail
@@ -204,10 +212,50 @@ case "$mode" in
   threads)
     # The default config: its products are big enough to be split over threads (the tiny
     # one's are not). Slices keep OpenBLAS on the same kernels (blas.cc), so bitwise.
+    # Bitwise needs kernels that sum a row the same way whatever the slice: OpenBLAS's generic
+    # Prescott kernels do (pinned here); its Haswell/Zen/SkylakeX ones (what moe_train picks
+    # by default where the CPU has them, blas.h) change low bits (measured 2.4e-8 relative on
+    # Zen), so with the machine's own kernel the check is 1e-6.
     D=(--config default --steps 2 --warmup 1 --val-every 0 --quiet --data "${MOE_DATA:-/usr/share/games/fortunes}")
-    "$bin/moe_train" "${D[@]}" --threads 1 --loss-file "$work/t1"
-    "$bin/moe_train" "${D[@]}" --threads 2 --loss-file "$work/t2"
-    compare "$work/t1" "$work/t2" 0 "--threads 2 vs --threads 1 (default config)"
+    OPENBLAS_CORETYPE=Prescott "$bin/moe_train" "${D[@]}" --threads 1 --loss-file "$work/t1"
+    OPENBLAS_CORETYPE=Prescott "$bin/moe_train" "${D[@]}" --threads 2 --loss-file "$work/t2"
+    compare "$work/t1" "$work/t2" 0 "--threads 2 vs --threads 1 (default config, Prescott kernels)"
+    "$bin/moe_train" "${D[@]}" --threads 1 --loss-file "$work/n1"
+    "$bin/moe_train" "${D[@]}" --threads 2 --loss-file "$work/n2"
+    compare "$work/n1" "$work/n2" 1e-6 "--threads 2 vs --threads 1 (default config, default kernels)"
+    ;;
+  layouts)
+    # Tensor, pipeline, expert and data parallelism in every combination the issue names:
+    # the same model, data and update as one rank, so the same losses up to summation order.
+    train 1 "$work/one"
+    for layout in "2 --tp 2" "2 --pp 2" "4 --tp 2 --pp 2" "4 --tp 2" "8 --pp 2 --ep 2" \
+                  "8 --tp 2 --pp 2" "4 --pp 2 --zero1"; do
+      read -r -a args <<<"$layout"
+      train "${args[0]}" "$work/layout" "${args[@]:1}"
+      compare "$work/one" "$work/layout" 1e-5 "ranks ${args[0]}: ${args[*]:1} vs 1 rank"
+    done
+    # Uneven ranks: rank 1 three times slower, shares re-measured every 5 steps; the update is
+    # the even split's, so the losses are one rank's; the shares must have moved off 4 + 4.
+    train 2 "$work/balance" --balance measured --balance-every 5 --slow-rank 1:3
+    compare "$work/one" "$work/balance" 1e-5 "ranks 2: --balance measured --slow-rank 1:3 vs 1 rank"
+    grep -E "^balance [0-9]+ ([5-7] [1-3])$" "$work/balance" | head -1 | grep -q . ||
+      { echo "--balance measured: the slow rank's share did not shrink:"; grep balance "$work/balance"; exit 1; }
+    echo "--balance measured: shares $(grep ^balance "$work/balance" | tail -1 | cut -d' ' -f3-) ok"
+    # Compression on the data-parallel dimension of DP=2 x TP=2: the two replicas of each
+    # tensor-parallel part (ranks 0 and 2, 1 and 3) end bitwise equal.
+    train 4 "$work/tpc" --tp 2 --compress int8 --digest >"$work/tpc.out"
+    decreasing "$work/tpc" "--tp 2 --compress int8 (4 ranks)"
+    for pair in "0 2" "1 3"; do
+      read -r a b <<<"$pair"
+      grep -E "digest rank ($a|$b):" "$work/tpc.out" | sed 's/.*rank [0-9]*: //' | sort -u | wc -l |
+        grep -qx 1 || { echo "--tp 2 --compress int8: ranks $a and $b differ"; cat "$work/tpc.out"; exit 1; }
+    done
+    echo "--tp 2 --compress int8: data-parallel replicas identical ok"
+    # Checkpoint and resume of a TP x PP layout (each rank its own part).
+    train 4 "$work/straight" --tp 2 --pp 2
+    train 4 "$work/resumed" --tp 2 --pp 2 --checkpoint-dir "$work/ckpt" --stop-after 10
+    train 4 "$work/resumed" --tp 2 --pp 2 --checkpoint-dir "$work/ckpt" --resume
+    compare "$work/straight" "$work/resumed" 0 "resume at step 10 (TP=2 x PP=2)"
     ;;
   bad)
     T=(--config tiny --steps 1 --warmup 0 --quiet)
@@ -226,12 +274,39 @@ case "$mode" in
     expect_error "dispatch without EP" "--compress-dispatch 'fp8' needs --ep >= 2" "${T[@]}" --compress-dispatch fp8
     expect_error "missing data" "cannot open the fortunes directory" "${T[@]}" --data /nonexistent
     expect_error "resume without dir" "--resume needs --checkpoint-dir" "${T[@]}" --resume
+    expect_error "threads too many" "--threads 100000 must be between 0" "${T[@]}" --threads 100000
+    expect_error "dim out of int" "--dim: '99999999999' is out of range" "${T[@]}" --dim 99999999999
+    expect_error "model too big" "--dim 2000000000, --layers 2" "${T[@]}" --dim 2000000000 --heads 1
+    expect_error "negative stop-after" "--stop-after -1 must be >= 0" "${T[@]}" --stop-after -1
+    expect_error "negative grad-clip" "--grad-clip -1.000000 must be >= 0" "${T[@]}" --grad-clip -1
+    expect_error "negative step-timeout" "--step-timeout -2.000000 must be >= 0" "${T[@]}" --step-timeout -2
+    expect_error "infinite lr" "--lr: 'inf' is not a finite" "${T[@]}" --lr inf
+    # A diverged run stops with an error naming the step instead of training on NaN.
+    expect_error "diverged" "step [0-9]*: the loss is" --config tiny --steps 6 --warmup 0 --quiet --lr 1e6 --grad-clip 0
     # Under weftrun every rank reports the same configuration error; ep must divide the ranks.
     if "$bin/weftrun" -n 2 "$bin/moe_train" "${T[@]}" --ep 4 >"$work/out" 2>&1; then
       echo "ep > ranks: expected a failure"; exit 1
     fi
     grep -q -- "--ep 4 must divide the number of ranks 2" "$work/out" || { cat "$work/out"; exit 1; }
     echo "ep > ranks under weftrun: ok"
+    # Layouts: TP must divide the heads, PP the layers, TP x PP the ranks (every rank says so).
+    expect_error "tp vs heads" "--tp 3 must divide --heads 4" "${T[@]}" --tp 3
+    expect_error "pp vs layers" "--pp 3 must divide --layers 2" "${T[@]}" --pp 3
+    expect_error "tp vs shared" "--tp 32 must divide the shared experts' hidden width 16" "${T[@]}" --tp 32 --heads 32 --dim 64
+    expect_error "micro-batches" "--micro-batches 3 must divide the 8 sequences" "${T[@]}" --micro-batches 3
+    expect_error "negative tp" "--tp -1 must be >= 1" "${T[@]}" --tp -1
+    expect_error "balance kind" "--balance 'fast' is not even or measured" "${T[@]}" --balance fast
+    expect_error "balance with micro-batches" "--balance measured needs --tp 1, --pp 1" "${T[@]}" --balance measured --micro-batches 2
+    expect_error "slow rank" "--slow-rank 3:2.000000: the rank must be in" "${T[@]}" --slow-rank 3:2
+    expect_error "slow rank syntax" "--slow-rank: '2' is not RANK:FACTOR" "${T[@]}" --slow-rank 2
+    if "$bin/weftrun" -n 2 "$bin/moe_train" "${T[@]}" --tp 2 --pp 2 >"$work/out" 2>&1; then
+      echo "tp x pp > ranks: expected a failure"; exit 1
+    fi
+    # Every rank validates before any work, but weftrun stops the others when the first exits,
+    # so one message is all the output is sure to hold.
+    grep -q -- "moe_train: error: --tp 2 x --pp 2 must divide the number of ranks 2" "$work/out" ||
+      { cat "$work/out"; exit 1; }
+    echo "tp x pp > ranks under weftrun: ok"
     ;;
   *)
     echo "unknown mode $mode"; exit 2 ;;

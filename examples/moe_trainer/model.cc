@@ -18,30 +18,46 @@ void Add(const float* a, const float* b, float* out, long n) {
 }  // namespace
 
 Model::Model(const ModelConfig& config, const ParamLayout& layout)
-    : config_(config), layout_(layout) {
+    : config_(config), layout_(layout), shard_(layout.shard()) {
   params.Allocate(layout_);
   grads.Allocate(layout_);
   router_bias.assign(config_.layers, std::vector<float>(config_.experts, 0.0f));
   rope_ = MakeRopeTable(config_.seq_len, config_.HeadDim(), config_.rope_base);
-  acts_.resize(config_.layers);
+  first_layer_ = shard_.FirstLayer(config_);
+  end_layer_ = shard_.EndLayer(config_);
+  tp_dim_ = config_.dim / shard_.tp_size;
+  tp_heads_ = config_.heads / shard_.tp_size;
+  tp_vocab_ = config_.vocab / shard_.tp_size;
+  UseSlot(0);
+}
+
+void Model::UseSlot(int slot) {
+  if (static_cast<int>(slots_.size()) <= slot) slots_.resize(slot + 1);
+  slot_ = &slots_[slot];
+  slot_->layers.resize(end_layer_ - first_layer_);
 }
 
 void Model::Resize(int N) {
-  const size_t C = config_.dim;
-  for (LayerActivations& a : acts_) {
-    a.x_in.resize(N * C), a.xn1.resize(N * C), a.rstd1.resize(N), a.qkv.resize(N * 3 * C);
-    a.probs.resize(static_cast<size_t>(N) * config_.heads * config_.seq_len);
-    a.att_out.resize(N * C), a.x_mid.resize(N * C), a.xn2.resize(N * C), a.rstd2.resize(N);
+  const size_t C = config_.dim, Ct = tp_dim_;
+  for (LayerActivations& a : slot_->layers) {
+    a.x_in.resize(N * C), a.xn1.resize(N * C), a.rstd1.resize(N), a.qkv.resize(N * 3 * Ct);
+    a.probs.resize(static_cast<size_t>(N) * tp_heads_ * config_.seq_len);
+    a.att_out.resize(N * Ct), a.x_mid.resize(N * C), a.xn2.resize(N * C), a.rstd2.resize(N);
   }
-  x_final.resize(N * C), xf_.resize(N * C), rstd_f_.resize(N);
-  logits_.resize(static_cast<size_t>(N) * config_.vocab);
-  dx_.resize(N * C), dxn_.resize(N * C), d_att_.resize(N * C), dqkv_.resize(N * 3 * C);
+  slot_->x_final.resize(N * C), slot_->xf.resize(N * C), slot_->rstd_f.resize(N);
+  if (shard_.HasHead()) slot_->logits.resize(static_cast<size_t>(N) * config_.vocab);
+  dx_.resize(N * C), dxn_.resize(N * C), d_att_.resize(N * Ct), dqkv_.resize(N * 3 * Ct);
   moe_out_.resize(N * C);
+}
+
+Status Model::SumOverTp(float* data, size_t count) {
+  return tp_ == nullptr ? Status() : tp_->AllReduceSum(data, count);
 }
 
 MoeWeights Model::LayerMoeWeights(int l) const {
   MoeWeights w{};
   w.router = P(LayerName(l, "router"));
+  w.shared_hidden = config_.SharedHidden() / shard_.tp_size;
   if (config_.SharedHidden() > 0)
     w.shared = SwigluWeights{P(LayerName(l, "shared_w1")), P(LayerName(l, "shared_w3")),
                              P(LayerName(l, "shared_w2"))};
@@ -64,101 +80,155 @@ MoeGrads Model::LayerMoeGrads(int l) {
   return g;
 }
 
+// With tensor parallelism the attention is this rank's heads: wqkv's columns for them
+// (column-parallel), wo's rows for them (row-parallel), and the partial outputs summed over
+// the group before the residual add.
 Status Model::LayerForward(int l, int sequences, const LossScale& scale,
                            ExpertExchange* exchange, float* x_out) {
   const ModelConfig& m = config_;
-  const int N = sequences * m.seq_len, C = m.dim;
-  LayerActivations& a = acts_[l];
+  const int N = sequences * m.seq_len, C = m.dim, Ct = tp_dim_;
+  LayerActivations& a = Acts(l);
   RmsNormForward(a.x_in.data(), P(LayerName(l, "attn_norm")), a.xn1.data(), a.rstd1.data(), N, C,
                  m.norm_eps);
-  Matmul(a.xn1.data(), Trans::kNo, P(LayerName(l, "wqkv")), Trans::kNo, a.qkv.data(), N, 3 * C, C,
-         false);
-  RopeForward(a.qkv.data(), N, C, m.heads, rope_);
-  AttentionForward(a.qkv.data(), a.probs.data(), a.att_out.data(), sequences, m.seq_len, C,
-                   m.heads);
-  Matmul(a.att_out.data(), Trans::kNo, P(LayerName(l, "wo")), Trans::kNo, a.x_mid.data(), N, C,
+  Matmul(a.xn1.data(), Trans::kNo, P(LayerName(l, "wqkv")), Trans::kNo, a.qkv.data(), N, 3 * Ct,
          C, false);
+  RopeForward(a.qkv.data(), N, Ct, tp_heads_, rope_);
+  AttentionForward(a.qkv.data(), a.probs.data(), a.att_out.data(), sequences, m.seq_len, Ct,
+                   tp_heads_);
+  Matmul(a.att_out.data(), Trans::kNo, P(LayerName(l, "wo")), Trans::kNo, a.x_mid.data(), N, C,
+         Ct, false);
+  MOE_RETURN_IF_ERROR(SumOverTp(a.x_mid.data(), static_cast<size_t>(N) * C));
   Add(a.x_in.data(), a.x_mid.data(), a.x_mid.data(), static_cast<long>(N) * C);
   RmsNormForward(a.x_mid.data(), P(LayerName(l, "moe_norm")), a.xn2.data(), a.rstd2.data(), N, C,
                  m.norm_eps);
   MOE_RETURN_IF_ERROR(MoeForward(m, LayerMoeWeights(l), a.xn2.data(), sequences,
-                                 router_bias[l].data(), scale, exchange, &a.moe, moe_out_.data()));
+                                 router_bias[l].data(), scale, exchange, &a.moe, moe_out_.data(),
+                                 tp_));
   Add(a.x_mid.data(), moe_out_.data(), x_out, static_cast<long>(N) * C);
   return Status();
 }
 
+// The LM head is vocabulary-parallel: each tensor-parallel rank computes the logits of its
+// slice of the vocabulary, and an all-gather assembles every token's full row, so the
+// cross-entropy (and its gradient) is computed whole on every rank.
+Status Model::HeadForward(const Batch& batch, const LossScale& scale, ForwardResult* result) {
+  const ModelConfig& m = config_;
+  const int N = batch.sequences * m.seq_len, C = m.dim, V = m.vocab, Vt = tp_vocab_;
+  StageActivations& s = *slot_;
+  RmsNormForward(s.x_final.data(), P("final_norm"), s.xf.data(), s.rstd_f.data(), N, C, m.norm_eps);
+  if (tp_ == nullptr) {
+    Matmul(s.xf.data(), Trans::kNo, P("lm_head"), Trans::kNo, s.logits.data(), N, V, C, false);
+  } else {
+    const int T = tp_->size();
+    std::vector<float> part(static_cast<size_t>(N) * Vt);
+    s.logits_part.resize(part.size() * T);
+    Matmul(s.xf.data(), Trans::kNo, P("lm_head"), Trans::kNo, part.data(), N, Vt, C, false);
+    MOE_RETURN_IF_ERROR(tp_->AllGather(part.data(), s.logits_part.data(), part.size()));
+    for (int r = 0; r < T; ++r)  // [T, N, V/T] -> [N, V]
+      for (int t = 0; t < N; ++t)
+        std::memcpy(&s.logits[static_cast<size_t>(t) * V + r * Vt],
+                    &s.logits_part[(static_cast<size_t>(r) * N + t) * Vt], Vt * sizeof(float));
+  }
+  s.dlogits.resize(s.logits.size());
+  result->ce_loss = CrossEntropy(s.logits.data(), batch.targets.data(), N, V, scale,
+                                 s.dlogits.data());
+  return Status();
+}
+
 Status Model::Forward(const Batch& batch, const LossScale& scale, ExpertExchange* exchange,
-                      ForwardResult* result) {
+                      ForwardResult* result, const float* x_in) {
   const ModelConfig& m = config_;
   const int N = batch.sequences * m.seq_len, C = m.dim;
   Resize(N);
-  const float* embed = P("embed");
-  for (int t = 0; t < N; ++t)
-    std::memcpy(&acts_[0].x_in[static_cast<size_t>(t) * C], embed + static_cast<long>(batch.inputs[t]) * C,
-                C * sizeof(float));
+  float* x0 = slot_->layers.empty() ? slot_->x_final.data() : Acts(first_layer_).x_in.data();
+  if (shard_.HasEmbedding()) {
+    const float* embed = P("embed");
+    for (int t = 0; t < N; ++t)
+      std::memcpy(x0 + static_cast<size_t>(t) * C, embed + static_cast<long>(batch.inputs[t]) * C,
+                  C * sizeof(float));
+  } else {
+    std::memcpy(x0, x_in, sizeof(float) * N * C);
+  }
   *result = ForwardResult();
   result->selected.assign(static_cast<size_t>(m.layers) * m.experts, 0.0);
-  for (int l = 0; l < m.layers; ++l) {
-    float* x_out = l + 1 < m.layers ? acts_[l + 1].x_in.data() : x_final.data();
+  for (int l = first_layer_; l < end_layer_; ++l) {
+    float* x_out = l + 1 < end_layer_ ? Acts(l + 1).x_in.data() : slot_->x_final.data();
     MOE_RETURN_IF_ERROR(LayerForward(l, batch.sequences, scale, exchange, x_out));
-    const RouterOutput& r = acts_[l].moe.router;
+    const RouterOutput& r = Acts(l).moe.router;
     result->aux_loss += r.aux_loss;
     result->z_loss += r.z_loss;
     for (int e = 0; e < m.experts; ++e) result->selected[l * m.experts + e] = r.selected[e];
   }
-  RmsNormForward(x_final.data(), P("final_norm"), xf_.data(), rstd_f_.data(), N, C, m.norm_eps);
-  Matmul(xf_.data(), Trans::kNo, P("lm_head"), Trans::kNo, logits_.data(), N, m.vocab, C, false);
-  dlogits_.resize(logits_.size());
-  result->ce_loss = CrossEntropy(logits_.data(), batch.targets.data(), N, m.vocab, scale,
-                                 dlogits_.data());
-  return Status();
+  return shard_.HasHead() ? HeadForward(batch, scale, result) : Status();
 }
 
 Status Model::LayerBackward(int l, int sequences, const LossScale& scale,
                             ExpertExchange* exchange) {
   const ModelConfig& m = config_;
-  const int N = sequences * m.seq_len, C = m.dim;
-  LayerActivations& a = acts_[l];
+  const int N = sequences * m.seq_len, C = m.dim, Ct = tp_dim_;
+  LayerActivations& a = Acts(l);
   // MoE branch: dx (gradient of the block output) flows to the residual and into the MoE.
   MOE_RETURN_IF_ERROR(MoeBackward(m, LayerMoeWeights(l), a.xn2.data(), sequences, scale, exchange,
-                                  dx_.data(), &a.moe, dxn_.data(), LayerMoeGrads(l)));
+                                  dx_.data(), &a.moe, dxn_.data(), LayerMoeGrads(l), tp_));
   RmsNormBackward(a.x_mid.data(), P(LayerName(l, "moe_norm")), a.rstd2.data(), dxn_.data(),
                   dx_.data(), G(LayerName(l, "moe_norm")), N, C);
   // Attention branch.
-  Matmul(a.att_out.data(), Trans::kYes, dx_.data(), Trans::kNo, G(LayerName(l, "wo")), C, C, N,
+  Matmul(a.att_out.data(), Trans::kYes, dx_.data(), Trans::kNo, G(LayerName(l, "wo")), Ct, C, N,
          true);
-  Matmul(dx_.data(), Trans::kNo, P(LayerName(l, "wo")), Trans::kYes, d_att_.data(), N, C, C,
+  Matmul(dx_.data(), Trans::kNo, P(LayerName(l, "wo")), Trans::kYes, d_att_.data(), N, Ct, C,
          false);
   AttentionBackward(a.qkv.data(), a.probs.data(), d_att_.data(), dqkv_.data(), sequences,
-                    m.seq_len, C, m.heads);
-  RopeBackward(dqkv_.data(), N, C, m.heads, rope_);
-  Matmul(a.xn1.data(), Trans::kYes, dqkv_.data(), Trans::kNo, G(LayerName(l, "wqkv")), C, 3 * C,
+                    m.seq_len, Ct, tp_heads_);
+  RopeBackward(dqkv_.data(), N, Ct, tp_heads_, rope_);
+  Matmul(a.xn1.data(), Trans::kYes, dqkv_.data(), Trans::kNo, G(LayerName(l, "wqkv")), C, 3 * Ct,
          N, true);
   Matmul(dqkv_.data(), Trans::kNo, P(LayerName(l, "wqkv")), Trans::kYes, dxn_.data(), N, C,
-         3 * C, false);
+         3 * Ct, false);
+  MOE_RETURN_IF_ERROR(SumOverTp(dxn_.data(), static_cast<size_t>(N) * C));  // this rank's heads' part
   RmsNormBackward(a.x_in.data(), P(LayerName(l, "attn_norm")), a.rstd1.data(), dxn_.data(),
                   dx_.data(), G(LayerName(l, "attn_norm")), N, C);
   return Status();
 }
 
+// Head: logits = xf lm_head; xf = rmsnorm(x_final). dx_ is the gradient of x_final after.
+Status Model::HeadBackward(int N) {
+  const ModelConfig& m = config_;
+  const int C = m.dim, V = m.vocab, Vt = tp_vocab_;
+  StageActivations& s = *slot_;
+  const float* dlogits = s.dlogits.data();
+  std::vector<float> part;
+  if (tp_ != nullptr) {  // this rank's vocabulary columns of the (whole) logits' gradient
+    part.resize(static_cast<size_t>(N) * Vt);
+    for (int t = 0; t < N; ++t)
+      std::memcpy(&part[static_cast<size_t>(t) * Vt],
+                  &s.dlogits[static_cast<size_t>(t) * V + tp_->rank() * Vt], Vt * sizeof(float));
+    dlogits = part.data();
+  }
+  Matmul(s.xf.data(), Trans::kYes, dlogits, Trans::kNo, G("lm_head"), C, Vt, N, true);
+  Matmul(dlogits, Trans::kNo, P("lm_head"), Trans::kYes, dxn_.data(), N, C, Vt, false);
+  MOE_RETURN_IF_ERROR(SumOverTp(dxn_.data(), static_cast<size_t>(N) * C));
+  std::fill(dx_.begin(), dx_.end(), 0.0f);
+  RmsNormBackward(s.x_final.data(), P("final_norm"), s.rstd_f.data(), dxn_.data(), dx_.data(),
+                  G("final_norm"), N, C);
+  return Status();
+}
+
 Status Model::Backward(const Batch& batch, const LossScale& scale, ExpertExchange* exchange,
-                       const std::function<Status(int bucket)>& bucket_done) {
+                       const std::function<Status(int bucket)>& bucket_done, const float* dy) {
   const ModelConfig& m = config_;
   const int N = batch.sequences * m.seq_len, C = m.dim;
-  grads.Zero();
-  // Head: logits = xf lm_head; xf = rmsnorm(x_final).
-  Matmul(xf_.data(), Trans::kYes, dlogits_.data(), Trans::kNo, G("lm_head"), C, m.vocab, N, true);
-  Matmul(dlogits_.data(), Trans::kNo, P("lm_head"), Trans::kYes, dxn_.data(), N, C, m.vocab,
-         false);
-  std::fill(dx_.begin(), dx_.end(), 0.0f);
-  RmsNormBackward(x_final.data(), P("final_norm"), rstd_f_.data(), dxn_.data(), dx_.data(),
-                  G("final_norm"), N, C);
-  MOE_RETURN_IF_ERROR(bucket_done(layout_.HeadBucket()));
-  for (int l = m.layers - 1; l >= 0; --l) {
+  if (shard_.HasHead()) {
+    MOE_RETURN_IF_ERROR(HeadBackward(N));
+    MOE_RETURN_IF_ERROR(bucket_done(layout_.HeadBucket()));
+  } else {
+    std::memcpy(dx_.data(), dy, sizeof(float) * N * C);
+  }
+  for (int l = end_layer_ - 1; l >= first_layer_; --l) {
     MOE_RETURN_IF_ERROR(LayerBackward(l, batch.sequences, scale, exchange));
     MOE_RETURN_IF_ERROR(bucket_done(layout_.LayerExpertBucket(l)));
     MOE_RETURN_IF_ERROR(bucket_done(layout_.LayerDenseBucket(l)));
   }
+  if (!shard_.HasEmbedding()) return Status();
   float* d_embed = G("embed");
   for (int t = 0; t < N; ++t) {  // in token order: reproducible sums for repeated bytes
     float* row = d_embed + static_cast<long>(batch.inputs[t]) * C;

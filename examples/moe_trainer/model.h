@@ -13,6 +13,7 @@
 #include "moe_layer.h"
 #include "params.h"
 #include "status.h"
+#include "tensor_parallel.h"
 
 namespace moe {
 
@@ -33,20 +34,42 @@ struct LayerActivations {
   MoeActivations moe;
 };
 
+// What forward keeps for backward, for one micro-batch in flight (pipeline parallelism keeps
+// up to one per stage).
+struct StageActivations {
+  std::vector<LayerActivations> layers;  // this stage's layers
+  std::vector<float> x_final, xf, rstd_f, logits, dlogits, logits_part;
+};
+
+// The model, or with tensor/pipeline parallelism this rank's part of it (ParamLayout's
+// ModelShard): the layers of its stage, each with its share of the heads and of the shared
+// expert's hidden units, the embedding on the first stage and the head on the last.
 class Model {
  public:
   Model(const ModelConfig& config, const ParamLayout& layout);
   const ModelConfig& config() const { return config_; }
   const ParamLayout& layout() const { return layout_; }
+  // The tensor-parallel group (must outlive the model); none: this rank holds whole layers.
+  void set_tensor_parallel(TensorParallel* tp) { tp_ = tp; }
+  // Forward and Backward use the activations of micro-batch slot `slot` (from 0).
+  void UseSlot(int slot);
 
-  // Forward over the batch; logits() holds the result afterwards.
+  // Forward of this stage over the batch: from its tokens (first stage) or from x_in, the
+  // previous stage's output [tokens, dim]. The last stage computes logits() and the loss.
   Status Forward(const Batch& batch, const LossScale& scale, ExpertExchange* exchange,
-                 ForwardResult* result);
-  // Backward of the last Forward into grads (zeroed first). bucket_done(b) is called as soon as
-  // bucket b's gradients are final, so its reduction can start while backward continues.
+                 ForwardResult* result, const float* x_in = nullptr);
+  // This stage's output of the last Forward (stages before the last send it on).
+  const float* output() const { return slot_->x_final.data(); }
+  // Backward of the slot's Forward, ADDED into grads (ZeroGrads first): from the loss (last
+  // stage) or from dy, the gradient of output(). bucket_done(b) is called as soon as bucket
+  // b's gradients are final, so its reduction can start while backward continues.
   Status Backward(const Batch& batch, const LossScale& scale, ExpertExchange* exchange,
-                  const std::function<Status(int bucket)>& bucket_done);
-  const std::vector<float>& logits() const { return logits_; }
+                  const std::function<Status(int bucket)>& bucket_done,
+                  const float* dy = nullptr);
+  // The gradient of the stage's input after Backward (stages after the first send it back).
+  const float* input_grad() const { return dx_.data(); }
+  void ZeroGrads() { grads.Zero(); }
+  const std::vector<float>& logits() const { return slot_->logits; }
 
   ParamBuffers params, grads;
   std::vector<std::vector<float>> router_bias;  // [layers][E], sigmoid router only
@@ -56,16 +79,24 @@ class Model {
   MoeGrads LayerMoeGrads(int layer);
   const float* P(const std::string& name) const { return params.Ptr(layout_.Get(name)); }
   float* G(const std::string& name) { return grads.Ptr(layout_.Get(name)); }
+  LayerActivations& Acts(int l) { return slot_->layers[l - first_layer_]; }
   void Resize(int tokens);
+  Status SumOverTp(float* data, size_t count);
+  Status HeadForward(const Batch& batch, const LossScale& scale, ForwardResult* result);
+  Status HeadBackward(int tokens);
   Status LayerForward(int l, int sequences, const LossScale& scale, ExpertExchange* exchange,
                       float* x_out);
   Status LayerBackward(int l, int sequences, const LossScale& scale, ExpertExchange* exchange);
 
   ModelConfig config_;
   ParamLayout layout_;
+  ModelShard shard_;
+  int first_layer_ = 0, end_layer_ = 0;
+  int tp_dim_ = 0, tp_heads_ = 0, tp_vocab_ = 0;  // this rank's share of dim, heads, vocab
+  TensorParallel* tp_ = nullptr;
   RopeTable rope_;
-  std::vector<LayerActivations> acts_;
-  std::vector<float> x_final, xf_, rstd_f_, logits_, dlogits_;
+  std::vector<StageActivations> slots_;
+  StageActivations* slot_ = nullptr;
   std::vector<float> dx_, dxn_, d_att_, dqkv_, moe_out_;
 };
 

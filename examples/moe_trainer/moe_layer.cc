@@ -63,7 +63,7 @@ SwigluWeights ExpertWeights(const ModelConfig& m, const MoeWeights& w, int e) {
 
 Status MoeForward(const ModelConfig& m, const MoeWeights& w, const float* xn, int sequences,
                   const float* router_bias, const LossScale& scale, ExpertExchange* exchange,
-                  MoeActivations* a, float* out) {
+                  MoeActivations* a, float* out, TensorParallel* tp) {
   const int N = sequences * m.seq_len, C = m.dim, F = m.expert_hidden, E = m.experts,
             k = m.top_k, ranks = exchange->size();
   a->logits.resize(static_cast<size_t>(N) * E);
@@ -93,12 +93,13 @@ Status MoeForward(const ModelConfig& m, const MoeWeights& w, const float* xn, in
   a->send_y.resize(a->send_x.size());
   MOE_RETURN_IF_ERROR(exchange->ExchangeRows(a->recv_y.data(), RowsPerRank(a->recv_counts, ranks),
                                              a->send_y.data(), RowsPerRank(a->send_counts, ranks), C));
-  const int Fs = m.SharedHidden();
+  const int Fs = w.shared_hidden;
   if (Fs > 0) {
     a->shared_h1.resize(static_cast<size_t>(N) * Fs);
     a->shared_h3.resize(a->shared_h1.size());
     SwigluForward(xn, N, C, Fs, w.shared, a->shared_h1.data(), a->shared_h3.data(), out,
                   &a->scratch);
+    if (tp != nullptr) MOE_RETURN_IF_ERROR(tp->AllReduceSum(out, static_cast<size_t>(N) * C));
   } else {
     std::memset(out, 0, sizeof(float) * N * C);
   }
@@ -118,7 +119,7 @@ Status MoeForward(const ModelConfig& m, const MoeWeights& w, const float* xn, in
 
 Status MoeBackward(const ModelConfig& m, const MoeWeights& w, const float* xn, int sequences,
                    const LossScale& scale, ExpertExchange* exchange, const float* dout,
-                   MoeActivations* a, float* dxn, const MoeGrads& g) {
+                   MoeActivations* a, float* dxn, const MoeGrads& g, TensorParallel* tp) {
   const int N = sequences * m.seq_len, C = m.dim, F = m.expert_hidden, E = m.experts,
             k = m.top_k, ranks = exchange->size();
   // Gradients of the combine: to the expert outputs and to the gates.
@@ -162,9 +163,10 @@ Status MoeBackward(const ModelConfig& m, const MoeWeights& w, const float* xn, i
   MOE_RETURN_IF_ERROR(exchange->ExchangeRows(a->d_recv.data(), recv_rows, a->d_send.data(),
                                              send_rows, C));
   // Input gradient: shared expert, then each kept choice in order, then the router.
-  if (m.SharedHidden() > 0) {
-    SwigluBackward(xn, N, C, m.SharedHidden(), w.shared, a->shared_h1.data(),
+  if (w.shared_hidden > 0) {
+    SwigluBackward(xn, N, C, w.shared_hidden, w.shared, a->shared_h1.data(),
                    a->shared_h3.data(), dout, dxn, g.shared, &a->scratch);
+    if (tp != nullptr) MOE_RETURN_IF_ERROR(tp->AllReduceSum(dxn, static_cast<size_t>(N) * C));
   } else {
     std::memset(dxn, 0, sizeof(float) * N * C);
   }

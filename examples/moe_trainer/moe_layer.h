@@ -10,12 +10,14 @@
 #include "expert_exchange.h"
 #include "layers.h"
 #include "status.h"
+#include "tensor_parallel.h"
 
 namespace moe {
 
 struct MoeWeights {
   const float* router;      // [C, E]
   SwigluWeights shared;     // null pointers when there is no shared expert
+  int shared_hidden = 0;    // this rank's hidden units of the shared expert (tensor parallel)
   const float* expert_w1;   // [local E, C, F]
   const float* expert_w3;   // [local E, C, F]
   const float* expert_w2;   // [local E, F, C]
@@ -43,13 +45,16 @@ struct MoeActivations {
 };
 
 // xn: [N, C] normalized input of `sequences` sequences; out: [N, C] overwritten.
+// With a tensor-parallel group (tp not null) the shared expert is split column -> row over it
+// (w.shared_hidden units here) and its partial output summed over the group; the router and
+// the routed experts are whole on every rank of the group (the same computation).
 Status MoeForward(const ModelConfig& m, const MoeWeights& w, const float* xn, int sequences,
                   const float* router_bias, const LossScale& scale, ExpertExchange* exchange,
-                  MoeActivations* a, float* out);
+                  MoeActivations* a, float* out, TensorParallel* tp = nullptr);
 // dout: [N, C]; dxn: [N, C] overwritten; gradients added into g.
 Status MoeBackward(const ModelConfig& m, const MoeWeights& w, const float* xn, int sequences,
                    const LossScale& scale, ExpertExchange* exchange, const float* dout,
-                   MoeActivations* a, float* dxn, const MoeGrads& g);
+                   MoeActivations* a, float* dxn, const MoeGrads& g, TensorParallel* tp = nullptr);
 
 }  // namespace moe
 

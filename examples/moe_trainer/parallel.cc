@@ -2,6 +2,7 @@
 // all through weft's public C API.
 #include "parallel.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <string>
@@ -102,6 +103,30 @@ class WeftExpertExchange : public ExpertExchange {
   bool compressed_ = false;  // the next ExchangeRows is a dispatch that travels compressed
 };
 
+// Sums and gathers over the tensor-parallel communicator (inside a layer: blocking).
+class WeftTensorParallel : public TensorParallel {
+ public:
+  WeftTensorParallel(Parallel* parallel, weftComm_t comm, int size, int rank)
+      : parallel_(parallel), comm_(comm), size_(size), rank_(rank) {}
+  int size() const override { return size_; }
+  int rank() const override { return rank_; }
+  Status AllReduceSum(float* data, size_t count) override {
+    CommTimer timer(&parallel_->comm_seconds_);
+    return parallel_->Check(weftAllReduce(data, data, count, weftFloat32, weftSum, comm_, nullptr),
+                            comm_, "tensor-parallel all-reduce");
+  }
+  Status AllGather(const float* send, float* recv, size_t count) override {
+    CommTimer timer(&parallel_->comm_seconds_);
+    return parallel_->Check(weftAllGather(send, recv, count, weftFloat32, comm_, nullptr), comm_,
+                            "tensor-parallel all-gather (logits)");
+  }
+
+ private:
+  Parallel* parallel_;
+  weftComm_t comm_;
+  int size_, rank_;
+};
+
 Status Parallel::Check(weftResult_t result, weftComm_t comm, const char* what) {
   if (result == weftSuccess) return Status();
   return Status::Error(std::string(what) + " failed on rank " + std::to_string(world_rank_) +
@@ -127,28 +152,80 @@ Status Parallel::Create(const TrainConfig& config, std::unique_ptr<Parallel>* ou
       weftCompressionParse(config.compress_dispatch.c_str(), &p->dispatch_spec_) != weftSuccess)
     return Status::Error("--compress-dispatch " + config.compress_dispatch + ": " +
                          weftGetLastError(nullptr));
-  p->ep_size_ = config.ep;
-  const int rank = p->world_rank_, ep = p->ep_size_;
-  if (ep > 1) {
-    MOE_RETURN_IF_ERROR(p->Check(weftCommSplit(p->world_, rank / ep, rank, &p->ep_comm_),
-                                 p->world_, "weftCommSplit (EP group)"));
-    p->exchange_.reset(new WeftExpertExchange(p.get(), p->ep_comm_, ep, rank % ep));
-    if (p->world_size_ / ep > 1)
-      MOE_RETURN_IF_ERROR(p->Check(weftCommSplit(p->world_, rank % ep, rank, &p->expert_dp_comm_),
-                                   p->world_, "weftCommSplit (expert data-parallel group)"));
-  } else {
-    p->exchange_.reset(new LocalExpertExchange());
-  }
-  if (p->world_size_ > 1)
+  MOE_RETURN_IF_ERROR(p->SplitGroups());
+  MOE_RETURN_IF_ERROR(p->ApplyStepTimeout());
+  if (p->data_size_ > 1)
     MOE_RETURN_IF_ERROR(p->Check(weftStreamCreate(&p->world_stream_), p->world_, "weftStreamCreate"));
   if (p->expert_dp_comm_ != nullptr)
     MOE_RETURN_IF_ERROR(p->Check(weftStreamCreate(&p->expert_stream_), p->world_, "weftStreamCreate"));
   if (p->compress_ && config.overlap) {
-    if (p->world_size_ > 1) p->world_worker_.reset(new BucketWorker());
+    if (p->data_size_ > 1) p->world_worker_.reset(new BucketWorker());
     if (p->expert_dp_comm_ != nullptr) p->expert_worker_.reset(new BucketWorker());
   }
   *out = std::move(p);
   return Status();
+}
+
+Status Parallel::Split(int color, int key, weftComm_t* out, const char* what) {
+  return Check(weftCommSplit(world_, color, key, out), world_, what);
+}
+
+// Every rank makes the same weftCommSplit calls in the same order (they are collective); a
+// dimension of size 1 needs no communicator.
+Status Parallel::SplitGroups() {
+  ep_size_ = config_.ep, tp_size_ = config_.tp, pp_size_ = config_.pp;
+  data_size_ = DataRanks(config_, world_size_);
+  tp_rank_ = world_rank_ % tp_size_;
+  data_rank_ = world_rank_ / tp_size_ % data_size_;
+  pp_rank_ = world_rank_ / (tp_size_ * data_size_);
+  const int plane = pp_rank_ * tp_size_ + tp_rank_;  // one (stage, tp rank): its data ranks
+  const int ep = ep_size_, d = data_rank_;
+  data_ = world_;
+  if (tp_size_ * pp_size_ > 1)
+    MOE_RETURN_IF_ERROR(Split(plane, d, &data_, "weftCommSplit (data-parallel group)"));
+  if (tp_size_ > 1) {
+    MOE_RETURN_IF_ERROR(Split(world_rank_ / tp_size_, tp_rank_, &tp_comm_,
+                              "weftCommSplit (tensor-parallel group)"));
+    tensor_parallel_.reset(new WeftTensorParallel(this, tp_comm_, tp_size_, tp_rank_));
+  }
+  if (pp_size_ > 1)
+    MOE_RETURN_IF_ERROR(Split(d * tp_size_ + tp_rank_, pp_rank_, &pp_comm_,
+                              "weftCommSplit (pipeline group)"));
+  if (ep > 1) {
+    MOE_RETURN_IF_ERROR(Split(plane * (data_size_ / ep) + d / ep, d % ep, &ep_comm_,
+                              "weftCommSplit (EP group)"));
+    exchange_.reset(new WeftExpertExchange(this, ep_comm_, ep, d % ep));
+    if (data_size_ / ep > 1)
+      MOE_RETURN_IF_ERROR(Split(plane * ep + d % ep, d / ep, &expert_dp_comm_,
+                                "weftCommSplit (expert data-parallel group)"));
+  } else {
+    exchange_.reset(new LocalExpertExchange());
+  }
+  return Status();
+}
+
+ModelShard Parallel::shard() const {
+  ModelShard s;
+  s.ep_size = ep_size_, s.ep_rank = ep_rank();
+  s.tp_size = tp_size_, s.tp_rank = tp_rank_;
+  s.pp_size = pp_size_, s.pp_rank = pp_rank_;
+  return s;
+}
+
+Status Parallel::ExchangeStages(const std::vector<StageTransfer>& transfers) {
+  if (transfers.empty()) return Status();
+  CommTimer timer(&comm_seconds_);
+  MOE_RETURN_IF_ERROR(Check(weftGroupStart(), pp_comm_, "weftGroupStart (pipeline)"));
+  weftResult_t first_error = weftSuccess;
+  for (const StageTransfer& t : transfers) {
+    const weftResult_t r =
+        t.send ? weftSend(t.data, t.count, weftFloat32, t.stage, pp_comm_, nullptr)
+               : weftRecv(t.data, t.count, weftFloat32, t.stage, pp_comm_, nullptr);
+    if (first_error == weftSuccess) first_error = r;
+  }
+  const weftResult_t end = weftGroupEnd();  // always: keeps this thread's group depth balanced
+  MOE_RETURN_IF_ERROR(Check(first_error, pp_comm_, "pipeline send/recv (weftSend/weftRecv)"));
+  return Check(end, pp_comm_, "pipeline send/recv (weftGroupEnd)");
 }
 
 Parallel::~Parallel() {
@@ -157,14 +234,26 @@ Parallel::~Parallel() {
   if (world_stream_) weftStreamDestroy(world_stream_);
   if (expert_stream_) weftStreamDestroy(expert_stream_);
   exchange_.reset();
+  tensor_parallel_.reset();
   weftCommDestroy(expert_dp_comm_);
   weftCommDestroy(ep_comm_);
+  weftCommDestroy(pp_comm_);
+  weftCommDestroy(tp_comm_);
+  if (data_ != world_) weftCommDestroy(data_);
   weftCommDestroy(world_);
 }
 
+Status Parallel::ApplyStepTimeout() {
+  if (config_.step_timeout <= 0.0f) return Status();  // weft's default (WEFT_TIMEOUT or 300 s)
+  for (weftComm_t comm : {world_, ep_comm_, expert_dp_comm_, data_, tp_comm_, pp_comm_})
+    if (comm != nullptr)
+      MOE_RETURN_IF_ERROR(Check(weftCommSetTimeout(comm, config_.step_timeout), comm,
+                                "weftCommSetTimeout (--step-timeout)"));
+  return Status();
+}
+
 weftComm_t Parallel::BucketComm(const Bucket& b) const {
-  if (!b.expert) return world_size_ > 1 ? world_ : nullptr;
-  if (ep_size_ == 1) return world_size_ > 1 ? world_ : nullptr;
+  if (!b.expert || ep_size_ == 1) return data_size_ > 1 ? data_ : nullptr;
   return expert_dp_comm_;  // null when every rank holds its own experts
 }
 
@@ -174,12 +263,12 @@ weftStream_t Parallel::BucketStream(const Bucket& b) const {
 
 int Parallel::BucketGroupSize(const Bucket& b) const {
   if (BucketComm(b) == nullptr) return 1;
-  return b.expert && ep_size_ > 1 ? expert_dp_size() : world_size_;
+  return b.expert && ep_size_ > 1 ? expert_dp_size() : data_size_;
 }
 
 int Parallel::BucketGroupRank(const Bucket& b) const {
   if (BucketComm(b) == nullptr) return 0;
-  return b.expert && ep_size_ > 1 ? expert_dp_rank() : world_rank_;
+  return b.expert && ep_size_ > 1 ? expert_dp_rank() : data_rank_;
 }
 
 std::vector<Segment> Parallel::OptimizerSegments(const ParamLayout& layout) const {
@@ -302,8 +391,34 @@ double SumSquares(const float* x, size_t n) {
 }
 }  // namespace
 
+// An element of the global gradient is counted on one rank only: tensor-parallel ranks
+// count the tensors split over them and the first of them the others; without ZeRO-1 the
+// first rank of the (expert) data-parallel group counts its replicated buffers (with ZeRO-1
+// the segments are already disjoint shards).
+double Parallel::OwnedSumSquares(const ParamLayout& layout, const ParamBuffers& grads,
+                                 const Segment& range) const {
+  const bool expert_group = range.expert && ep_size_ > 1;
+  if (!config_.zero1 && (expert_group ? expert_dp_rank() : data_rank_) != 0) return 0.0;
+  const float* base = range.expert ? grads.expert.data() : grads.dense.data();
+  double total = 0.0;
+  for (const TensorInfo& t : layout.tensors()) {
+    if (t.expert != range.expert || (t.split == TpSplit::kNone && tp_rank_ != 0)) continue;
+    const size_t begin = std::max(t.offset, range.begin);
+    const size_t end = std::min(t.offset + t.size, range.begin + range.count);
+    if (begin < end) total += SumSquares(base + begin, end - begin);
+  }
+  return total;
+}
+
 Status Parallel::GradNormSquared(const ParamLayout& layout, const ParamBuffers& grads,
                                  double* out) {
+  if (tp_size_ * pp_size_ > 1) {  // each rank holds part of the model: add up owned parts
+    std::vector<double> total(1, 0.0);
+    for (const Segment& s : OptimizerSegments(layout)) total[0] += OwnedSumSquares(layout, grads, s);
+    MOE_RETURN_IF_ERROR(SumOverWorld(&total));
+    *out = total[0];
+    return Status();
+  }
   if (config_.zero1) {  // every element of the global gradient is in exactly one shard
     std::vector<double> total(1, 0.0);
     for (const Segment& s : OptimizerSegments(layout))

@@ -1,8 +1,16 @@
-// parallel.h: the trainer's use of weft. Ranks form a DP x EP grid: EP groups are runs of `ep`
-// consecutive ranks (they share tokens through all-to-all), and the expert data-parallel group
-// of a rank is every ep-th rank (the ranks holding the same expert slice). Dense parameters
-// are replicated on all ranks; every rank reads its own data, so dense gradients are reduced
-// over the whole world and expert gradients over the expert data-parallel group.
+// parallel.h: the trainer's use of weft. Ranks form a PP x DP x EP x TP grid,
+//   rank = (pp_rank * data_size + data_rank) * tp + tp_rank,   data_rank = dp_rank * ep + ep_rank,
+// so a tensor-parallel group is tp consecutive ranks (the most frequent traffic, inside a
+// layer), the data-parallel ranks (DP x EP, each reading its own share of the batch) of a
+// (stage, tp rank) are every tp-th rank of the stage, and a pipeline is the ranks with the same
+// (data, tp) coordinates. EP groups are runs of `ep` consecutive data-parallel ranks (they
+// share tokens through all-to-all), and the expert data-parallel group of a rank is every
+// ep-th one (the ranks holding the same expert slice). Each dimension has its communicator
+// from weftCommSplit. Dense parameters are replicated over the data-parallel ranks (tensor-
+// parallel ranks hold their part of the split ones and the same values of the others), so
+// dense gradients are reduced over the data-parallel group and expert gradients over the
+// expert data-parallel group; pipeline stages exchange activations and their gradients with
+// grouped weftSend/weftRecv (pipeline.h).
 //
 // Gradient buckets are reduced on weft host streams as backward hands them over (all-reduce,
 // or reduce-scatter for ZeRO-1); Finish() waits for them. With --compress they go through
@@ -24,6 +32,7 @@
 #include "optimizer.h"
 #include "params.h"
 #include "status.h"
+#include "tensor_parallel.h"
 
 namespace moe {
 
@@ -37,10 +46,31 @@ class Parallel {
   int world_size() const { return world_size_; }
   int world_rank() const { return world_rank_; }
   int ep_size() const { return ep_size_; }
-  int ep_rank() const { return world_rank_ % ep_size_; }
-  int expert_dp_size() const { return world_size_ / ep_size_; }
-  int expert_dp_rank() const { return world_rank_ / ep_size_; }
+  int ep_rank() const { return data_rank_ % ep_size_; }
+  int expert_dp_size() const { return data_size_ / ep_size_; }
+  int expert_dp_rank() const { return data_rank_ / ep_size_; }
+  // Data-parallel ranks (DP x EP) and this rank's index among them: its share of each batch.
+  int data_size() const { return data_size_; }
+  int data_rank() const { return data_rank_; }
+  int tp_rank() const { return tp_rank_; }
+  int pp_size() const { return pp_size_; }
+  int pp_rank() const { return pp_rank_; }
+  // The part of the model this rank holds.
+  ModelShard shard() const;
   ExpertExchange* exchange() { return exchange_.get(); }
+  // The tensor-parallel group; null without tensor parallelism.
+  TensorParallel* tensor_parallel() { return tensor_parallel_.get(); }
+
+  // One send or receive of floats to / from another pipeline stage.
+  struct StageTransfer {
+    bool send = false;
+    int stage = 0;
+    float* data = nullptr;
+    size_t count = 0;
+  };
+  // Posts the transfers as one weft group over the pipeline communicator (so a send and a
+  // receive between neighbouring stages cannot block each other) and waits for all of them.
+  Status ExchangeStages(const std::vector<StageTransfer>& transfers);
 
   // Sizes per-layout state (the error-feedback residuals); call once before training.
   void Prepare(const ParamLayout& layout);
@@ -73,6 +103,14 @@ class Parallel {
  private:
   Parallel() = default;
   Status Check(weftResult_t result, weftComm_t comm, const char* what);
+  // Places this rank in the grid and splits the world into the groups it belongs to.
+  Status SplitGroups();
+  Status Split(int color, int key, weftComm_t* out, const char* what);
+  // --step-timeout on every communicator this rank holds.
+  Status ApplyStepTimeout();
+  // Sum of squares, over the buffer range, of the tensors whose gradient this rank counts.
+  double OwnedSumSquares(const ParamLayout& layout, const ParamBuffers& grads,
+                         const Segment& range) const;
   // The communicator and stream that reduce a bucket; null comm = nothing to reduce.
   weftComm_t BucketComm(const Bucket& b) const;
   weftStream_t BucketStream(const Bucket& b) const;
@@ -84,7 +122,11 @@ class Parallel {
 
   TrainConfig config_;
   int world_size_ = 1, world_rank_ = 0, ep_size_ = 1;
+  int tp_size_ = 1, tp_rank_ = 0, pp_size_ = 1, pp_rank_ = 0, data_size_ = 1, data_rank_ = 0;
   weftComm_t world_ = nullptr, ep_comm_ = nullptr, expert_dp_comm_ = nullptr;
+  // data_ is world_ itself without tensor or pipeline parallelism (destroyed once).
+  weftComm_t data_ = nullptr, tp_comm_ = nullptr, pp_comm_ = nullptr;
+  std::unique_ptr<TensorParallel> tensor_parallel_;
   weftStream_t world_stream_ = nullptr, expert_stream_ = nullptr;
   std::unique_ptr<ExpertExchange> exchange_;
   bool compress_ = false, compress_dispatch_ = false;
@@ -94,6 +136,7 @@ class Parallel {
   std::unique_ptr<BucketWorker> world_worker_, expert_worker_;  // compressed + overlap only
   double comm_seconds_ = 0.0;
   friend class WeftExpertExchange;
+  friend class WeftTensorParallel;
 };
 
 }  // namespace moe

@@ -9,9 +9,13 @@
 namespace moe {
 
 void ParamLayout::Add(const std::string& name, std::vector<int> shape, bool expert,
-                      float init_std) {
+                      float init_std, TpSplit split, int parts) {
   TensorInfo t;
   t.name = name;
+  t.split = shard_.tp_size > 1 ? split : TpSplit::kNone;
+  t.parts = parts;
+  if (t.split == TpSplit::kColumns) shape.back() /= shard_.tp_size;
+  if (t.split == TpSplit::kRows) shape[shape.size() - 2] /= shard_.tp_size;
   t.shape = std::move(shape);
   t.expert = expert;
   t.init_std = init_std;
@@ -39,27 +43,31 @@ void ParamLayout::CloseBucket(bool expert, int pad_multiple) {
   buckets_.push_back(Bucket{expert, start, count});
 }
 
-ParamLayout ParamLayout::Build(const ModelConfig& m, int ep_size, int ep_rank, int dense_group,
+ParamLayout ParamLayout::Build(const ModelConfig& m, const ModelShard& shard, int dense_group,
                                int expert_group) {
   ParamLayout p;
-  p.local_experts_ = m.experts / ep_size;
-  p.first_local_expert_ = ep_rank * p.local_experts_;
+  p.shard_ = shard;
+  p.local_experts_ = m.experts / shard.ep_size;
+  p.first_local_expert_ = shard.ep_rank * p.local_experts_;
+  p.first_layer_ = shard.FirstLayer(m);
   const int C = m.dim, F = m.expert_hidden, Fs = m.SharedHidden(), E = p.local_experts_;
   const float out_std = 0.02f / std::sqrt(2.0f * m.layers);  // residual projections (GPT-2)
-  p.Add("embed", {m.vocab, C}, false, 0.02f);
-  p.embed_bucket_ = 0;
-  p.CloseBucket(false, dense_group);
-  for (int l = 0; l < m.layers; ++l) {
+  if (shard.HasEmbedding()) {
+    p.Add("embed", {m.vocab, C}, false, 0.02f);
+    p.embed_bucket_ = 0;
+    p.CloseBucket(false, dense_group);
+  }
+  for (int l = p.first_layer_; l < shard.EndLayer(m); ++l) {
     const std::string pre = "l" + std::to_string(l) + ".";
     p.Add(pre + "attn_norm", {C}, false, 0.0f);
-    p.Add(pre + "wqkv", {C, 3 * C}, false, 0.02f);
-    p.Add(pre + "wo", {C, C}, false, out_std);
+    p.Add(pre + "wqkv", {C, 3 * C}, false, 0.02f, TpSplit::kColumns, 3);  // heads split
+    p.Add(pre + "wo", {C, C}, false, out_std, TpSplit::kRows);
     p.Add(pre + "moe_norm", {C}, false, 0.0f);
     p.Add(pre + "router", {C, m.experts}, false, 0.02f);
     if (Fs > 0) {
-      p.Add(pre + "shared_w1", {C, Fs}, false, 0.02f);
-      p.Add(pre + "shared_w3", {C, Fs}, false, 0.02f);
-      p.Add(pre + "shared_w2", {Fs, C}, false, out_std);
+      p.Add(pre + "shared_w1", {C, Fs}, false, 0.02f, TpSplit::kColumns);
+      p.Add(pre + "shared_w3", {C, Fs}, false, 0.02f, TpSplit::kColumns);
+      p.Add(pre + "shared_w2", {Fs, C}, false, out_std, TpSplit::kRows);
     }
     p.layer_dense_bucket_.push_back(static_cast<int>(p.buckets_.size()));
     p.CloseBucket(false, dense_group);
@@ -69,10 +77,12 @@ ParamLayout ParamLayout::Build(const ModelConfig& m, int ep_size, int ep_rank, i
     p.layer_expert_bucket_.push_back(static_cast<int>(p.buckets_.size()));
     p.CloseBucket(true, expert_group);
   }
-  p.Add("final_norm", {C}, false, 0.0f);
-  p.Add("lm_head", {C, m.vocab}, false, 0.02f);
-  p.head_bucket_ = static_cast<int>(p.buckets_.size());
-  p.CloseBucket(false, dense_group);
+  if (shard.HasHead()) {
+    p.Add("final_norm", {C}, false, 0.0f);
+    p.Add("lm_head", {C, m.vocab}, false, 0.02f, TpSplit::kColumns);  // vocabulary split
+    p.head_bucket_ = static_cast<int>(p.buckets_.size());
+    p.CloseBucket(false, dense_group);
+  }
   return p;
 }
 
@@ -98,12 +108,33 @@ void ParamBuffers::Zero() {
   std::fill(expert.begin(), expert.end(), 0.0f);
 }
 
+namespace {
+// Element index in the whole tensor of element i of this rank's part of a split one.
+size_t WholeIndex(const TensorInfo& t, const ModelShard& shard, size_t i) {
+  const size_t cols = t.shape.back();
+  const size_t row = i / cols, col = i % cols;
+  const size_t tp = shard.tp_size, r = shard.tp_rank;
+  if (t.split == TpSplit::kRows)  // rows r*R .. (r+1)*R of the whole; same columns
+    return (r * (t.shape[t.shape.size() - 2]) + row) * cols + col;
+  // Columns: each of `parts` blocks of the whole (block width cols/parts*tp) gives slice r.
+  const size_t local_block = cols / t.parts, whole_cols = cols * tp;
+  const size_t part = col / local_block, j = col % local_block;
+  return row * whole_cols + part * local_block * tp + r * local_block + j;
+}
+}  // namespace
+
 void InitParams(const ParamLayout& layout, uint64_t seed, ParamBuffers* params) {
   params->Zero();  // padding stays zero
   for (const TensorInfo& t : layout.tensors()) {
     float* p = params->Ptr(t);
     if (t.init_std == 0.0f) {
       std::fill(p, p + t.size, 1.0f);
+      continue;
+    }
+    if (t.split != TpSplit::kNone) {  // never an expert tensor
+      const uint64_t stream = HashString(t.name);
+      for (size_t i = 0; i < t.size; ++i)
+        p[i] = static_cast<float>(t.init_std * Normal(seed, stream, WholeIndex(t, layout.shard(), i)));
       continue;
     }
     // Expert tensors: one random stream per global expert, so sharding does not matter.

@@ -18,9 +18,16 @@
 
 namespace moe {
 
+// How a tensor is cut over the tensor-parallel group (Megatron): whole (replicated), its
+// columns (column-parallel; `parts` equal column blocks, e.g. q|k|v, each cut in tp pieces),
+// or its rows (row-parallel).
+enum class TpSplit { kNone, kColumns, kRows };
+
 struct TensorInfo {
   std::string name;
-  std::vector<int> shape;  // expert tensors: [local experts, rows, cols]
+  std::vector<int> shape;  // this rank's part; expert tensors: [local experts, rows, cols]
+  TpSplit split = TpSplit::kNone;
+  int parts = 1;           // column blocks cut separately (kColumns)
   bool expert = false;     // lives in the expert buffer
   bool decay = true;       // AdamW weight decay (not for norm weights)
   float init_std = 0.02f;  // 0 = constant 1 (norm weights)
@@ -35,11 +42,24 @@ struct Bucket {
   size_t count = 0;  // padded to a multiple of the group size
 };
 
+// The part of the model one rank holds: its tensor-parallel piece of the layers of its
+// pipeline stage, and its EP slice of the routed experts.
+struct ModelShard {
+  int ep_size = 1, ep_rank = 0;
+  int tp_size = 1, tp_rank = 0;
+  int pp_size = 1, pp_rank = 0;
+  int FirstLayer(const ModelConfig& m) const { return pp_rank * (m.layers / pp_size); }
+  int EndLayer(const ModelConfig& m) const { return (pp_rank + 1) * (m.layers / pp_size); }
+  bool HasEmbedding() const { return pp_rank == 0; }
+  bool HasHead() const { return pp_rank + 1 == pp_size; }
+};
+
 class ParamLayout {
  public:
   // dense_group / expert_group: ranks sharing the dense / this expert slice (padding unit).
-  static ParamLayout Build(const ModelConfig& model, int ep_size, int ep_rank, int dense_group,
+  static ParamLayout Build(const ModelConfig& model, const ModelShard& shard, int dense_group,
                            int expert_group);
+  const ModelShard& shard() const { return shard_; }
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const std::vector<Bucket>& buckets() const { return buckets_; }
   const TensorInfo& Get(const std::string& name) const;  // name must exist
@@ -48,21 +68,25 @@ class ParamLayout {
   size_t expert_size() const { return expert_size_; }
   int first_local_expert() const { return first_local_expert_; }
   int local_experts() const { return local_experts_; }
-  // Buckets in the order backward completes them.
-  int LayerDenseBucket(int layer) const { return layer_dense_bucket_[layer]; }
-  int LayerExpertBucket(int layer) const { return layer_expert_bucket_[layer]; }
+  // Buckets in the order backward completes them (layer: the global layer index; -1 when this
+  // stage does not hold the embedding or head).
+  int LayerDenseBucket(int layer) const { return layer_dense_bucket_[layer - first_layer_]; }
+  int LayerExpertBucket(int layer) const { return layer_expert_bucket_[layer - first_layer_]; }
   int HeadBucket() const { return head_bucket_; }
   int EmbedBucket() const { return embed_bucket_; }
 
  private:
-  void Add(const std::string& name, std::vector<int> shape, bool expert, float init_std);
+  // shape: the whole tensor's; a split one keeps this rank's part of it.
+  void Add(const std::string& name, std::vector<int> shape, bool expert, float init_std,
+           TpSplit split = TpSplit::kNone, int parts = 1);
   void CloseBucket(bool expert, int pad_multiple);
   std::vector<TensorInfo> tensors_;
   std::vector<Bucket> buckets_;
   size_t dense_size_ = 0, expert_size_ = 0;
   int first_local_expert_ = 0, local_experts_ = 0;
   std::vector<int> layer_dense_bucket_, layer_expert_bucket_;
-  int head_bucket_ = 0, embed_bucket_ = 0;
+  int head_bucket_ = -1, embed_bucket_ = -1, first_layer_ = 0;
+  ModelShard shard_;
 };
 
 // Values (or gradients, or moments) laid out by a ParamLayout.
@@ -77,8 +101,8 @@ struct ParamBuffers {
   float* BucketPtr(const Bucket& b) { return (b.expert ? expert.data() : dense.data()) + b.offset; }
 };
 
-// Deterministic init: a pure function of (seed, tensor name, global expert, element), so every
-// EP layout starts from the same model.
+// Deterministic init: a pure function of (seed, tensor name, global expert, element of the
+// whole tensor), so every EP, TP and PP layout starts from the same model.
 void InitParams(const ParamLayout& layout, uint64_t seed, ParamBuffers* params);
 
 }  // namespace moe

@@ -7,11 +7,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
 #include <thread>
 
+#include "balance.h"
 #include "blas.h"
 #include "checkpoint.h"
 #include "data.h"
@@ -87,12 +89,15 @@ class Run {
  private:
   Status Setup(int argc, char** argv);
   Status Validation(int step);
+  Status TrainOne(int step, Batch* batch, StepStats* stats);
+  Status Rebalance(int step, double compute_seconds);
   void Progress(int step, const StepStats& s, double seconds, double comm_seconds, int steps);
   bool Leader() const { return parallel_->world_rank() == 0; }
 
   TrainConfig config_;
   std::unique_ptr<Parallel> parallel_;
   std::unique_ptr<Trainer> trainer_;
+  std::unique_ptr<Balancer> balancer_;
   FortunesData data_;
   std::vector<Batch> val_batches_;
   Curve curve_;
@@ -109,18 +114,22 @@ Status Run::Setup(int argc, char** argv) {
   MOE_RETURN_IF_ERROR(data_.Load(config_.data_dir));
   trainer_.reset(new Trainer(config_, parallel_.get()));
   MOE_RETURN_IF_ERROR(trainer_->Init());
+  balancer_.reset(new Balancer(config_, parallel_.get()));
   const int rank = parallel_->world_rank(), world = parallel_->world_size();
   for (int i = 0; i < config_.val_batches; ++i) {
     Batch b;
-    data_.ValBatch(config_.seed, i, config_.batch, config_.model.seq_len, rank, world, &b);
+    data_.ValBatch(config_.seed, i, config_.batch, config_.model.seq_len, parallel_->data_rank(),
+                   parallel_->data_size(), &b);
     val_batches_.push_back(std::move(b));
   }
   if (Leader() && !config_.quiet)
-    std::printf("moe_train: %d ranks (ep %d x dp %d), %d threads each, %s\n"
+    std::printf("moe_train: %d ranks (pp %d x dp %d x ep %d x tp %d), %d threads each, %s\n"
+                "BLAS: %s\n"
                 "data: %zu fortunes, %zu train / %zu val bytes; params: %zu dense + %zu expert "
                 "per rank\n",
-                world, config_.ep, world / config_.ep, ComputeThreads(),
-                Describe(config_).c_str(), data_.fortunes(), data_.train_bytes(),
+                world, config_.pp, parallel_->data_size() / config_.ep, config_.ep, config_.tp,
+                ComputeThreads(),
+                Describe(config_).c_str(), BlasDescription().c_str(), data_.fortunes(), data_.train_bytes(),
                 data_.val_bytes(), trainer_->model().layout().dense_size(),
                 trainer_->model().layout().expert_size());
   return Status();
@@ -145,6 +154,38 @@ Status Run::Validation(int step) {
   return Status();
 }
 
+// One step on this rank's share of the batch (slowed for --slow-rank R:F: the rank sleeps
+// F - 1 times its compute time, inside the step's timing).
+Status Run::TrainOne(int step, Batch* batch, StepStats* stats) {
+  int first = 0, count = 0;
+  balancer_->Share(&first, &count);
+  data_.TrainSequences(config_.seed, step, config_.batch, config_.model.seq_len, first, count,
+                       batch);
+  const double t0 = Now(), c0 = parallel_->comm_seconds();
+  MOE_RETURN_IF_ERROR(trainer_->TrainStep(step, *batch, stats));
+  // The loss is summed over all ranks, so every rank stops here together.
+  if (!std::isfinite(stats->loss))
+    return Status::Error("step " + std::to_string(step) + ": the loss is " +
+                         std::to_string(stats->loss) + " (training diverged; lower --lr, now " +
+                         std::to_string(config_.lr) + ", or check --grad-clip)");
+  if (parallel_->world_rank() == config_.slow_rank) {
+    const double compute = (Now() - t0) - (parallel_->comm_seconds() - c0);
+    std::this_thread::sleep_for(std::chrono::duration<double>((config_.slow_factor - 1) * compute));
+  }
+  return Status();
+}
+
+Status Run::Rebalance(int step, double compute_seconds) {
+  bool changed = false;
+  MOE_RETURN_IF_ERROR(balancer_->Record(compute_seconds, &changed));
+  if (!changed) return Status();
+  std::string shares;
+  for (int s : balancer_->shares()) shares += " " + std::to_string(s);
+  if (Leader() && !config_.quiet) std::printf("step %5d | balance: sequences per rank%s\n", step, shares.c_str());
+  if (loss_file_) std::fprintf(loss_file_, "balance %d%s\n", step, shares.c_str());
+  return Status();
+}
+
 Status Run::Main(int argc, char** argv) {
   MOE_RETURN_IF_ERROR(Setup(argc, argv));
   const int rank = parallel_->world_rank(), world = parallel_->world_size();
@@ -161,11 +202,11 @@ Status Run::Main(int argc, char** argv) {
   int window_steps = 0;
   Batch batch;
   for (int step = start; step < end; ++step) {
-    data_.TrainBatch(config_.seed, step, config_.batch, config_.model.seq_len, rank, world, &batch);
     const double t0 = Now(), c0 = parallel_->comm_seconds(), cpu0 = ProcessCpuSeconds();
     StepStats stats;
-    MOE_RETURN_IF_ERROR(trainer_->TrainStep(step, batch, &stats));
+    MOE_RETURN_IF_ERROR(TrainOne(step, &batch, &stats));
     const double dt = Now() - t0, dc = parallel_->comm_seconds() - c0;
+    MOE_RETURN_IF_ERROR(Rebalance(step, dt - dc));
     window_seconds += dt, window_comm += dc, ++window_steps;
     if (step > start) {  // the first step warms caches and allocations: not timed
       total_seconds_ += dt, total_comm_ += dc, total_cpu_ += ProcessCpuSeconds() - cpu0;
@@ -212,6 +253,7 @@ Status Run::Main(int argc, char** argv) {
 }  // namespace moe
 
 int main(int argc, char** argv) {
+  moe::UseFastBlasKernel(argv);  // may re-execute this program (before anything else runs)
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
       std::printf("%s", moe::UsageText().c_str());

@@ -1,6 +1,7 @@
 // trainer.cc: the training step (see trainer.h).
 #include "trainer.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace moe {
@@ -9,11 +10,11 @@ Trainer::Trainer(const TrainConfig& config, Parallel* parallel)
     : config_(config), parallel_(parallel) {}
 
 Status Trainer::Init() {
-  const int world = parallel_->world_size();
-  ParamLayout layout = ParamLayout::Build(config_.model, parallel_->ep_size(),
-                                          parallel_->ep_rank(), world,
-                                          parallel_->expert_dp_size());
+  ParamLayout layout = ParamLayout::Build(config_.model, parallel_->shard(),
+                                          parallel_->data_size(), parallel_->expert_dp_size());
   model_.reset(new Model(config_.model, layout));
+  model_->set_tensor_parallel(parallel_->tensor_parallel());
+  pipeline_.reset(new Pipeline(model_.get(), parallel_, MicroBatches(config_)));
   parallel_->Prepare(model_->layout());
   InitParams(model_->layout(), config_.seed, &model_->params);
   optimizer_.Init(model_->layout(), parallel_->OptimizerSegments(model_->layout()));
@@ -27,24 +28,32 @@ LossScale Trainer::Scale() const {
   return scale;
 }
 
+// Tensor-parallel ranks computed the same losses and counts: the first of them reports.
+// Stages report their own layers' terms (the loss on the last), data-parallel ranks their
+// own tokens'.
+Status Trainer::SumStatistics(std::vector<double>* values) {
+  if (parallel_->tp_rank() != 0) std::fill(values->begin(), values->end(), 0.0);
+  return parallel_->SumOverWorld(values);
+}
+
 Status Trainer::ComputeGradients(const Batch& batch, StepStats* stats) {
   ForwardResult fwd;
-  MOE_RETURN_IF_ERROR(model_->Forward(batch, Scale(), parallel_->exchange(), &fwd));
   const ParamLayout& layout = model_->layout();
   const bool onebit = OneBitStage();
-  MOE_RETURN_IF_ERROR(model_->Backward(batch, Scale(), parallel_->exchange(), [&](int bucket) {
+  model_->ZeroGrads();
+  MOE_RETURN_IF_ERROR(pipeline_->Train(batch, Scale(), [&](int bucket) {
     if (onebit) {  // the bucket's gradient becomes this rank's share of the momentum
       const Bucket& b = layout.buckets()[bucket];
       optimizer_.LocalMomentum(config_, b.expert, b.offset, b.count,
                                parallel_->BucketGroupSize(b), &model_->grads);
     }
     return parallel_->BucketDone(layout, bucket, &model_->grads);
-  }));
+  }, &fwd));
   MOE_RETURN_IF_ERROR(parallel_->FinishGradients(layout, &model_->grads));
   // One small all-reduce for the loss terms and the router's expert counts.
   std::vector<double> values = {fwd.ce_loss, fwd.aux_loss, fwd.z_loss};
   values.insert(values.end(), fwd.selected.begin(), fwd.selected.end());
-  MOE_RETURN_IF_ERROR(parallel_->SumOverWorld(&values));
+  MOE_RETURN_IF_ERROR(SumStatistics(&values));
   stats->ce = values[0], stats->aux = values[1], stats->z = values[2];
   stats->loss = stats->ce + stats->aux + stats->z;
   stats->selected.assign(values.begin() + 3, values.end());
@@ -99,10 +108,10 @@ Status Trainer::Evaluate(const std::vector<Batch>& batches, double* mean_ce) {
   std::vector<double> total(1, 0.0);
   for (const Batch& batch : batches) {
     ForwardResult fwd;
-    MOE_RETURN_IF_ERROR(model_->Forward(batch, Scale(), parallel_->exchange(), &fwd));
+    MOE_RETURN_IF_ERROR(pipeline_->Evaluate(batch, Scale(), &fwd));
     total[0] += fwd.ce_loss;
   }
-  MOE_RETURN_IF_ERROR(parallel_->SumOverWorld(&total));
+  MOE_RETURN_IF_ERROR(SumStatistics(&total));
   *mean_ce = batches.empty() ? 0.0 : total[0] / batches.size();
   return Status();
 }

@@ -12,6 +12,7 @@
 #include "model.h"
 #include "optimizer.h"
 #include "parallel.h"
+#include "pipeline.h"
 
 namespace moe {
 
@@ -44,12 +45,15 @@ class Trainer {
 
  private:
   LossScale Scale() const;
+  // Sums the step's statistics over the world: each (stage, data rank) counts once.
+  Status SumStatistics(std::vector<double>* values);
   // 1-bit Adam's compressed stage: momenta, not gradients, travel (optimizer.h).
   bool OneBitStage() const { return config_.onebit_adam && step_ >= config_.compress_after; }
   TrainConfig config_;
   int step_ = 0;  // the step being trained (from 0)
   Parallel* parallel_;
   std::unique_ptr<Model> model_;
+  std::unique_ptr<Pipeline> pipeline_;
   AdamW optimizer_;
 };
 

@@ -135,6 +135,51 @@ WEFT_API weftResult_t weftCommGetAsyncError(weftComm_t comm, weftResult_t* async
 /** Per-communicator timeout in seconds (0 = never); defaults to WEFT_TIMEOUT or 300 s. */
 WEFT_API weftResult_t weftCommSetTimeout(weftComm_t comm, double seconds);
 
+/* ---- fault tolerance (NCCL 2.27-2.29's revoke, shrink and grow; src/core/elastic.h) ---- */
+
+/** weftCommShrink's flags. */
+#define WEFT_SHRINK_DEFAULT 0x00 /* nothing may be in flight on comm */
+#define WEFT_SHRINK_ABORT 0x01   /* revoke comm first: in-flight operations fail, then shrink */
+
+/**
+ * Stops the operations in flight on comm, and later ones, on this rank and on every rank that
+ * can still be reached: they fail with weftRemoteError, the message saying which rank
+ * "revoked the communicator"; comm keeps its resources, so that weftCommShrink and
+ * weftCommDestroy can follow. revokeFlags must be 0. Any thread.
+ */
+WEFT_API weftResult_t weftCommRevoke(weftComm_t comm, int revokeFlags);
+/**
+ * Creates *newcomm from the ranks of comm that are not excluded, renumbered in order of their
+ * rank in comm. Every survivor calls it; the excluded ranks do not (they may be dead, rank 0
+ * and the rendezvous root included: survivors meet on listeners each rank opened at creation,
+ * with no help from outside the job). Survivors may pass different lists: they agree on the
+ * union, plus any rank found dead on the way, and all return the same communicator. A rank
+ * that another survivor's list excludes gets weftInvalidUsage and *newcomm = NULL.
+ * shrinkFlags: WEFT_SHRINK_DEFAULT or WEFT_SHRINK_ABORT (revoke comm first). Process
+ * communicators only (weftCommInitAll's threads: weftInvalidUsage).
+ */
+WEFT_API weftResult_t weftCommShrink(weftComm_t comm, const int* excludeRanks, int excludeCount,
+                                     weftComm_t* newcomm, int shrinkFlags);
+/**
+ * weft extension: the ranks of comm this rank knows or was told have failed (a dead process
+ * or connection, the rank a peer's failure report named, the rank a timeout blamed), in
+ * increasing order: the first min(*count, maxRanks) land in ranks; *count is how many there
+ * are. What to pass to weftCommShrink.
+ */
+WEFT_API weftResult_t weftCommFailedRanks(weftComm_t comm, int* ranks, int maxRanks, int* count);
+/**
+ * An id for growing comm (weftCommGrow): one existing rank calls it and hands the id to the
+ * new processes out of band; the rendezvous it names runs in this process.
+ */
+WEFT_API weftResult_t weftCommGetUniqueId(weftComm_t comm, weftUniqueId* uniqueId);
+/**
+ * Grows to nRanks: existing ranks pass comm (uniqueId may be NULL: it travels over comm from
+ * the rank that created it; rank is ignored, they keep theirs), new ranks pass comm = NULL,
+ * the id and their rank in [size of comm, nRanks). Collective over all of them.
+ */
+WEFT_API weftResult_t weftCommGrow(weftComm_t comm, int nRanks, const weftUniqueId* uniqueId, int rank,
+                                   weftComm_t* newcomm);
+
 /**
  * weft extension: the algorithm the last collective on comm ran (e.g. "ring", "oneshot"),
  * as chosen by WEFT_ALGO or the selector. "" before the first collective. The string stays

@@ -37,6 +37,7 @@ const std::vector<SettingInfo>& Table() {
       {"WEFT_INPROC_GROUPS", K::kText, "one host", "host groups of a thread communicator (tests)"},
       {"WEFT_FLIGHT_RECORDER", K::kInt, "64", "operations each communicator remembers (0 = off)", 0, 1 << 20},
       {"WEFT_DEBUG_FILE", K::kText, "stderr", "where flight-recorder dumps go (%r rank, %h host, %p pid)"},
+      {"WEFT_METRICS_FILE", K::kText, "off", "one JSON line per completed collective (core/metrics.h; %r rank, %h host, %p pid)"},
       // Transports.
       {"WEFT_TRANSPORT", K::kText, "auto", "network transport: ucx, tcp or ^ucx"},
       {"WEFT_SOCKET_IFNAME", K::kText, "first non-loopback", "interfaces for TCP"},
@@ -50,9 +51,9 @@ const std::vector<SettingInfo>& Table() {
       {"WEFT_TCP_MAX_UNEXPECTED_BYTES", K::kBytes, "1G",
        "cap on TCP messages buffered before their recv, all peers", 1},
       {"WEFT_SHM_DISABLE", K::kFlag, "0", "same-host ranks use the network transport"},
-      {"WEFT_SHM_RING_BYTES", K::kBytes, "1M", "shm ring per peer"},
-      {"WEFT_SHM_SLICE_BYTES", K::kBytes, "64K", "shm copy slice"},
-      {"WEFT_SHM_WINDOW_BYTES", K::kBytes, "4M", "initial direct window"},
+      {"WEFT_SHM_RING_BYTES", K::kBytes, "1M", "shm ring per peer", 4096},
+      {"WEFT_SHM_SLICE_BYTES", K::kBytes, "64K", "shm copy slice", 64},
+      {"WEFT_SHM_WINDOW_BYTES", K::kBytes, "4M", "initial direct window", 4096},
       {"WEFT_SHM_MAX_BYTES", K::kBytes, "none", "cap on /dev/shm use"},
       {"WEFT_SHM_CMA", K::kFlag, "1", "single-copy transfers with process_vm_readv"},
       {"WEFT_SHM_MEMBARRIER", K::kFlag, "1", "signals without a fence (membarrier on the sleeper's side)"},
@@ -91,7 +92,7 @@ std::string Lower(std::string s) {
 }
 
 Status Bad(const char* name, const std::string& value, const std::string& expected) {
-  return InvalidArgument(std::string(name) + "=" + value + ": expected " + expected);
+  return InvalidArgument(std::string(name) + "=" + ShownValue(value) + ": expected " + expected);
 }
 
 StatusOr<const SettingInfo*> Row(const char* name, SettingKind kind) {
@@ -120,6 +121,11 @@ bool ParseBytes(const std::string& v, size_t* out) {
 }
 
 }  // namespace
+
+std::string ShownValue(const std::string& value, size_t max_chars) {
+  if (value.size() <= max_chars) return value;
+  return value.substr(0, max_chars) + "... (" + std::to_string(value.size()) + " bytes)";
+}
 
 const std::vector<SettingInfo>& AllSettings() { return Table(); }
 

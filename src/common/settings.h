@@ -62,6 +62,9 @@ int64_t SettingIntOr(const char* name, int64_t fallback);
 size_t SettingBytesOr(const char* name, size_t fallback);
 double SettingSecondsOr(const char* name, double fallback);
 
+// `value` cut to `max_chars` for an error message (a pasted 100 KB value is not echoed whole).
+std::string ShownValue(const std::string& value, size_t max_chars = 80);
+
 // Checks every variable of the table that is set; the first bad value's error, else OK.
 Status ValidateSettings();
 

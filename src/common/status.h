@@ -6,6 +6,8 @@
 #pragma once
 
 #include <memory>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -58,6 +60,26 @@ inline Status InvalidArgument(std::string m) { return Status(weftInvalidArgument
 inline Status InvalidUsage(std::string m) { return Status(weftInvalidUsage, std::move(m)); }
 inline Status SystemError(std::string m) { return Status(weftSystemError, std::move(m)); }
 inline Status InternalError(std::string m) { return Status(weftInternalError, std::move(m)); }
+
+// Runs `body` (which returns a Status) and turns any C++ exception into a Status, so that none
+// crosses the C API: an allocation sized from a huge count throws std::bad_alloc or
+// std::length_error inside the standard library, and the caller must get an error, not an
+// abort.
+template <class F>
+Status CatchExceptions(F&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return SystemError("out of memory (an allocation sized from the call's arguments failed)");
+  } catch (const std::length_error& e) {
+    return InvalidArgument(std::string("a size computed from the arguments is too large (") +
+                           e.what() + ")");
+  } catch (const std::exception& e) {
+    return InternalError(std::string("unexpected exception: ") + e.what());
+  } catch (...) {
+    return InternalError("unexpected exception");
+  }
+}
 inline Status RemoteError(std::string m) { return Status(weftRemoteError, std::move(m)); }
 inline Status TimeoutError(std::string m) { return Status(weftTimeout, std::move(m)); }
 

@@ -1,6 +1,8 @@
 // The codec half of include/weft/weft_compress.h: spec defaults and parsing, encoded sizes,
 // and encode/decode of host buffers (the kernels are kernels/codec*.{h,cc}).
 #include <cerrno>
+#include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -11,6 +13,16 @@
 
 namespace weft::compress {
 namespace {
+
+// The sizes derived from `count` (its float32 values, its encoding) must not wrap.
+Status CheckEncodable(size_t count) {
+  size_t bytes = 0;
+  if (!__builtin_mul_overflow(count, codec::kMaxEncodedBytesPerValue, &bytes) &&
+      bytes <= static_cast<size_t>(PTRDIFF_MAX))
+    return OkStatus();
+  return InvalidArgument("count=" + std::to_string(count) +
+                         " is too large: its encoding's size does not fit in a buffer");
+}
 
 Status CheckSpec(const weftCompression* spec) {
   if (spec == nullptr) return InvalidArgument("spec is NULL");
@@ -135,6 +147,7 @@ const char* weftCodecName(weftCodec_t codec) { return codec::CodecName(codec); }
 weftResult_t weftCompressedSize(const weftCompression* spec, size_t count, size_t* bytes) {
   Status st = CheckSpec(spec);
   if (st.ok() && bytes == nullptr) st = InvalidArgument("bytes is NULL");
+  if (st.ok()) st = CheckEncodable(count);
   if (!st.ok()) return Report(st.WithContext("weftCompressedSize"));
   *bytes = codec::EncodedBytes(*spec, count);
   return weftSuccess;
@@ -146,11 +159,14 @@ weftResult_t weftEncode(const weftCompression* spec, const float* src, size_t co
   if (st.ok() && count > 0 && (src == nullptr || dst == nullptr))
     st = InvalidArgument(std::string(src == nullptr ? "src" : "dst") + " is NULL with count=" +
                          std::to_string(count));
+  if (st.ok()) st = CheckEncodable(count);
   if (st.ok() && spec->codec == weftCodecTopK && count > 0xFFFFFFFFull)
     st = InvalidArgument("count=" + std::to_string(count) + " exceeds top-k's 32-bit indices");
-  if (!st.ok()) return Report(st.WithContext("weftEncode"));
-  codec::Encode(*spec, src, count, static_cast<uint8_t*>(dst), stream_id);
-  return weftSuccess;
+  if (st.ok()) st = CatchExceptions([&] {
+    codec::Encode(*spec, src, count, static_cast<uint8_t*>(dst), stream_id);
+    return OkStatus();
+  });
+  return st.ok() ? weftSuccess : Report(st.WithContext("weftEncode"));
 }
 
 weftResult_t weftDecode(const weftCompression* spec, const void* src, size_t count, float* dst) {
@@ -158,9 +174,12 @@ weftResult_t weftDecode(const weftCompression* spec, const void* src, size_t cou
   if (st.ok() && count > 0 && (src == nullptr || dst == nullptr))
     st = InvalidArgument(std::string(src == nullptr ? "src" : "dst") + " is NULL with count=" +
                          std::to_string(count));
-  if (!st.ok()) return Report(st.WithContext("weftDecode"));
-  codec::Decode(*spec, static_cast<const uint8_t*>(src), count, dst);
-  return weftSuccess;
+  if (st.ok()) st = CheckEncodable(count);
+  if (st.ok()) st = CatchExceptions([&] {
+    codec::Decode(*spec, static_cast<const uint8_t*>(src), count, dst);
+    return OkStatus();
+  });
+  return st.ok() ? weftSuccess : Report(st.WithContext("weftDecode"));
 }
 
 }  // extern "C"

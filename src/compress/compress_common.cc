@@ -26,6 +26,10 @@ Status CheckCompressedCall(weftComm_t comm, weftDataType_t datatype, bool has_op
   if (spec == nullptr) return InvalidArgument("spec is NULL");
   const std::string problem = codec::ValidateSpec(*spec);
   if (!problem.empty()) return InvalidArgument(problem);
+  // Sizes derived from the counts (float32 staging, encodings of up to
+  // codec::kMaxEncodedBytesPerValue a value) must not wrap: check before any is computed.
+  WEFT_RETURN_IF_ERROR(CheckCount("count", send_elements, codec::kMaxEncodedBytesPerValue, 1));
+  WEFT_RETURN_IF_ERROR(CheckCount("receive count", recv_elements, codec::kMaxEncodedBytesPerValue, 1));
   if (sendbuff == nullptr && send_elements > 0)
     return InvalidArgument("sendbuff is NULL with count=" + std::to_string(send_elements));
   if (recvbuff == nullptr && recv_elements > 0)

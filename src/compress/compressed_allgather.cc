@@ -44,7 +44,7 @@ extern "C" weftResult_t weftAllGatherCompressed(const void* sendbuff, void* recv
                                                 const weftCompression* spec, float* residual,
                                                 weftComm_t comm, weftStream_t stream) {
   using namespace weft::compress;  // NOLINT
-  return Report(RunAllGatherCompressed(sendbuff, recvbuff, sendcount, datatype, spec, residual,
-                                       comm, stream)
+  return Report(weft::CatchExceptions([&] { return RunAllGatherCompressed(sendbuff, recvbuff, sendcount, datatype, spec, residual,
+                                       comm, stream); })
                     .WithContext("weftAllGatherCompressed"));
 }

@@ -189,8 +189,8 @@ extern "C" weftResult_t weftAllReduceCompressed(const void* sendbuff, void* recv
                                                 const weftCompression* spec, float* residual,
                                                 weftComm_t comm, weftStream_t stream) {
   using namespace weft::compress;  // NOLINT
-  return Report(RunAllReduceCompressed(sendbuff, recvbuff, count, datatype, op, spec, residual,
-                                       comm, stream)
+  return Report(weft::CatchExceptions([&] { return RunAllReduceCompressed(sendbuff, recvbuff, count, datatype, op, spec, residual,
+                                       comm, stream); })
                     .WithContext("weftAllReduceCompressed"));
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "compress/compress_common.h"
+#include "core/api_internal.h"
 #include "compress/compress_error.h"
 #include "algorithms/compressed.h"
 #include "compress/compressed_schedule.h"
@@ -28,16 +29,15 @@ struct Layout {
   const size_t* rdispls;
 };
 
+// The plain all-to-allv's table checks (NULL tables, counts and displacements whose sums
+// overflow), with float32's size: the call stages through float32 scratch of the extents.
 Status CheckLayout(const Layout& l, int nranks, size_t* send_extent, size_t* recv_extent) {
   if (!l.sendcounts || !l.sdispls || !l.recvcounts || !l.rdispls)
     return InvalidArgument(std::string(!l.sendcounts ? "sendcounts" : !l.sdispls ? "sdispls"
                                        : !l.recvcounts ? "recvcounts" : "rdispls") + " is NULL");
-  *send_extent = *recv_extent = 0;
-  for (int p = 0; p < nranks; ++p) {
-    *send_extent = std::max(*send_extent, l.sdispls[p] + l.sendcounts[p]);
-    *recv_extent = std::max(*recv_extent, l.rdispls[p] + l.recvcounts[p]);
-  }
-  return OkStatus();
+  WEFT_RETURN_IF_ERROR(CheckBlockTable("send", l.sendcounts, l.sdispls, nranks, sizeof(float),
+                                       send_extent));
+  return CheckBlockTable("recv", l.recvcounts, l.rdispls, nranks, sizeof(float), recv_extent);
 }
 
 // The request of this rank's plan: its send row and receive column of the count table (the
@@ -116,22 +116,28 @@ weftResult_t weftAllToAllvCompressed(const void* sendbuff, const size_t* sendcou
                                      weftComm_t comm, weftStream_t stream) {
   using namespace weft::compress;  // NOLINT
   const Layout layout{sendcounts, sdispls, recvcounts, rdispls};
-  return Report(RunAllToAllv(sendbuff, layout, recvbuff, datatype, spec, comm, stream)
-                    .WithContext("weftAllToAllvCompressed"));
+  return weft::compress::Report(weft::CatchExceptions([&] {
+                  return RunAllToAllv(sendbuff, layout, recvbuff, datatype, spec, comm, stream);
+                }).WithContext("weftAllToAllvCompressed"));
 }
 
 weftResult_t weftAllToAllCompressed(const void* sendbuff, void* recvbuff, size_t count,
                                     weftDataType_t datatype, const weftCompression* spec,
                                     weftComm_t comm, weftStream_t stream) {
   using namespace weft::compress;  // NOLINT
-  int nranks = 0, rank = 0;
-  weft::Status st = comm == nullptr ? weft::InvalidArgument("comm is NULL") : CommShape(comm, &nranks, &rank);
-  if (!st.ok()) return Report(st.WithContext("weftAllToAllCompressed"));
-  std::vector<size_t> counts(nranks, count), displs(nranks);
-  for (int p = 0; p < nranks; ++p) displs[p] = static_cast<size_t>(p) * count;
-  const Layout layout{counts.data(), displs.data(), counts.data(), displs.data()};
-  return Report(RunAllToAllv(sendbuff, layout, recvbuff, datatype, spec, comm, stream)
-                    .WithContext("weftAllToAllCompressed"));
+  weft::Status st = weft::CatchExceptions([&]() -> weft::Status {
+    int nranks = 0, rank = 0;
+    if (comm == nullptr) return weft::InvalidArgument("comm is NULL");
+    WEFT_RETURN_IF_ERROR(CommShape(comm, &nranks, &rank));
+    // The block displacements p * count must fit before they are computed.
+    WEFT_RETURN_IF_ERROR(weft::CheckCount("count", count, static_cast<size_t>(nranks),
+                                          ElementBytes(datatype)));
+    std::vector<size_t> counts(nranks, count), displs(nranks);
+    for (int p = 0; p < nranks; ++p) displs[p] = static_cast<size_t>(p) * count;
+    const Layout layout{counts.data(), displs.data(), counts.data(), displs.data()};
+    return RunAllToAllv(sendbuff, layout, recvbuff, datatype, spec, comm, stream);
+  });
+  return weft::compress::Report(st.WithContext("weftAllToAllCompressed"));
 }
 
 }  // extern "C"

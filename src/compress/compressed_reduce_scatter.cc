@@ -47,7 +47,7 @@ extern "C" weftResult_t weftReduceScatterCompressed(const void* sendbuff, void* 
                                                     float* residual, weftComm_t comm,
                                                     weftStream_t stream) {
   using namespace weft::compress;  // NOLINT
-  return Report(RunReduceScatterCompressed(sendbuff, recvbuff, recvcount, datatype, op, spec,
-                                           residual, comm, stream)
+  return Report(weft::CatchExceptions([&] { return RunReduceScatterCompressed(sendbuff, recvbuff, recvcount, datatype, op, spec,
+                                           residual, comm, stream); })
                     .WithContext("weftReduceScatterCompressed"));
 }

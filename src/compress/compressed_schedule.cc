@@ -58,7 +58,8 @@ Status RunCompressedRequest(weftComm_t comm, const AlgorithmInfo& algorithm,
                             weftRedOp_t op, const float* in, float* out,
                             std::vector<unsigned char>* scratch, RankSchedule* rank_schedule) {
   const Collective collective = shape.collective;
-  std::lock_guard<std::mutex> lock(comm->exec_mu);
+  std::unique_lock<std::mutex> lock;
+  WEFT_RETURN_IF_ERROR(ClaimComm(comm, &lock));
   WEFT_RETURN_IF_ERROR(CheckComm(comm));
   ScheduleRequest req = shape;
   req.nranks = comm->nranks;

@@ -80,12 +80,12 @@ std::string WithoutAlwaysOption(const std::string& text, bool* always) {
 
 JobWideSettings ReadJobWideSettings() {
   JobWideSettings s;
-  const char* text = std::getenv("WEFT_COMPRESSION");
-  if (text == nullptr || *text == '\0') return s;
+  const std::string text = SettingText("WEFT_COMPRESSION");
+  if (text.empty()) return s;
   s.enabled = true;
   const std::string spec = WithoutAlwaysOption(text, &s.always);
   if (weftCompressionParse(spec.c_str(), &s.spec) != weftSuccess)
-    s.parse_error = InvalidArgument(std::string("WEFT_COMPRESSION=") + text + ": " +
+    s.parse_error = InvalidArgument("WEFT_COMPRESSION=" + ShownValue(text) + ": " +
                                     LastCompressionError());
   const StatusOr<size_t> min_bytes = SettingBytes("WEFT_COMPRESSION_MIN_BYTES", s.min_bytes);
   if (min_bytes.ok()) s.min_bytes = *min_bytes;

@@ -150,4 +150,14 @@ Status CompareFingerprints(const unsigned char* all, int nranks, int rank) {
 
 bool CallCheckFromEnv() { return SettingFlagOr("WEFT_CHECK", false); }
 
+void AddRootAgreementToken(Collective collective, int rank, int nranks, RankSchedule* rs) {
+  if (nranks < 2) return;
+  if (collective != Collective::kBroadcast && collective != Collective::kReduce) return;
+  // Last, so that the algorithm's steps keep their numbers (timeouts name them); with the
+  // executor's window the token is still posted while the data moves.
+  rs->steps.push_back(SendStep((rank + 1) % nranks, In(0, 0), kRootAgreementChannel));
+  rs->steps.push_back(RecvStep((rank + nranks - 1) % nranks, Out(0, 0), kRootAgreementChannel));
+  if (!rs->final_output_write.empty()) rs->final_output_write.resize(rs->steps.size(), 0);
+}
+
 }  // namespace weft

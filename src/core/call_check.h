@@ -53,6 +53,17 @@ uint32_t HashCallDescriptor(const CallDescriptor& d);
 // "allreduce(count=1000, dtype=float32, op=sum, algorithm=oneshot)".
 std::string DescribeCall(const CallDescriptor& d);
 
+// Rooted collectives (broadcast, reduce) whose ranks disagree on the root: each "root" can
+// complete without reading any message of the others (a broadcast root receives nothing), so
+// the descriptor hash in the tags never meets a check and every rank returns success with
+// inconsistent data. This appends to `rank`'s steps a zero-byte token to its ring successor
+// and one from its predecessor, on their own channel and tagged like the call's data: around
+// the ring some neighbours disagree whenever any rank does, and that receiver fails with a
+// mismatch at once. Costs one zero-byte message per rank; a no-op for other collectives and
+// for one rank.
+constexpr uint16_t kRootAgreementChannel = 4000;  // above any schedule's channels, below ucx's cap
+void AddRootAgreementToken(Collective collective, int rank, int nranks, RankSchedule* rs);
+
 // True when a transport error is a call mismatch (transports put kTagMismatchMarker in it).
 bool IsCallMismatch(const Status& st);
 // Turns a transport's mismatch error into weftInvalidUsage naming this rank's call.

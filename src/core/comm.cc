@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include "algorithms/direct_pattern.h"
 #include "common/log.h"
 #include "core/call_check.h"
+#include "core/metrics.h"
 #include "exec/executor.h"
 #include "kernels/dtype.h"
 #include "kernels/reduce.h"
@@ -166,17 +168,22 @@ Status AllGatherBytes(weftComm* comm, uint64_t tag, const void* mine, size_t byt
 }
 
 // Every rank needs every rank's counts to build an all-to-allv schedule: exchange the count
-// tables, then check that our receive counts agree with what the senders send.
+// tables (with the receive counts), then check every pair. Every rank sees the same tables,
+// so a disagreement fails the call on every rank at once, naming the pair: checking only its
+// own receive counts, the rank that saw it failed while the others went on into the exchange
+// and waited on it for WEFT_TIMEOUT (issue 34).
 Status ExchangeAllToAllvCounts(weftComm* comm, const CollectiveCall& call, uint64_t seq,
                                ScheduleRequest* req) {
   const int p = comm->nranks;
-  std::vector<size_t> mine(3 * p);
+  constexpr int kTables = 4;  // sendcounts, sdispls, rdispls, recvcounts
+  std::vector<size_t> mine(kTables * p);
   for (int i = 0; i < p; ++i) {
     mine[i] = call.sendcounts[i];
     mine[p + i] = call.sdispls[i];
     mine[2 * p + i] = call.rdispls[i];
+    mine[3 * p + i] = call.recvcounts[i];
   }
-  std::vector<size_t> all(3 * static_cast<size_t>(p) * p);
+  std::vector<size_t> all(kTables * static_cast<size_t>(p) * p);
   static const uint32_t kCountsHash = HashCallShape(
       MakeCallDescriptor(Collective::kAllToAllv, 0, weftUint8, weftSum, 0, "count exchange"));
   uint64_t tag = MakeCallTag(MixCallType(kCountsHash, Collective::kAllToAllv, call.dtype, weftSum), seq);
@@ -186,19 +193,23 @@ Status ExchangeAllToAllvCounts(weftComm* comm, const CollectiveCall& call, uint6
   req->a2av_send_displs.resize(static_cast<size_t>(p) * p);
   req->a2av_recv_displs.resize(static_cast<size_t>(p) * p);
   for (int src = 0; src < p; ++src) {
-    const size_t* t = &all[static_cast<size_t>(src) * 3 * p];
+    const size_t* t = &all[static_cast<size_t>(src) * kTables * p];
     for (int dst = 0; dst < p; ++dst) {
       req->a2av_counts[src * p + dst] = t[dst];
       req->a2av_send_displs[src * p + dst] = t[p + dst];
       req->a2av_recv_displs[src * p + dst] = t[2 * p + dst];
     }
   }
-  for (int src = 0; src < p; ++src) {
-    if (req->a2av_counts[src * p + comm->rank] != call.recvcounts[src])
-      return InvalidUsage("alltoallv: recvcounts[" + std::to_string(src) + "] = " +
-                          std::to_string(call.recvcounts[src]) + " but rank " +
-                          std::to_string(src) + " sends " +
-                          std::to_string(req->a2av_counts[src * p + comm->rank]));
+  for (int dst = 0; dst < p; ++dst) {
+    const size_t* recvcounts = &all[static_cast<size_t>(dst) * kTables * p + 3 * static_cast<size_t>(p)];
+    for (int src = 0; src < p; ++src) {
+      if (req->a2av_counts[src * p + dst] == recvcounts[src]) continue;
+      const std::string whose = dst == comm->rank ? "this rank's" : "rank " + std::to_string(dst) + "'s";
+      return InvalidUsage("alltoallv: " + whose + " recvcounts[" + std::to_string(src) + "] = " +
+                          std::to_string(recvcounts[src]) + " but rank " + std::to_string(src) +
+                          " sends it " + std::to_string(req->a2av_counts[src * p + dst]) +
+                          " (every rank fails this call)");
+    }
   }
   return OkStatus();
 }
@@ -212,6 +223,7 @@ StatusOr<std::shared_ptr<const Schedule>> BuildChecked(weftComm* comm, const Pla
     return InternalError("algorithm " + plan.algorithm->name + " built a schedule for " +
                          std::to_string(built->ranks.size()) + " ranks, not " +
                          std::to_string(comm->nranks));
+  AddRootAgreementToken(req.collective, comm->rank, comm->nranks, &built->ranks[comm->rank]);
   return std::make_shared<const Schedule>(std::move(built.value()));
 }
 
@@ -514,8 +526,20 @@ void FinishRecorded(weftComm* comm, FlightEntry* entry, const Status& st) {
 
 }  // namespace
 
+Status ClaimComm(weftComm* comm, std::unique_lock<std::mutex>* lock) {
+  *lock = std::unique_lock<std::mutex>(comm->exec_mu, std::try_to_lock);
+  if (lock->owns_lock()) return OkStatus();
+  char addr[32];
+  std::snprintf(addr, sizeof(addr), "%p", static_cast<void*>(comm));
+  return InvalidUsage(std::string("communicator ") + addr + " (rank " + std::to_string(comm->rank) +
+                      " of " + std::to_string(comm->nranks) +
+                      ") is running an operation on another thread: a communicator takes one "
+                      "thread at a time (give each thread its own communicator, weftCommSplit)");
+}
+
 Status RunCollective(weftComm* comm, const CollectiveCall& call) {
-  std::lock_guard<std::mutex> lock(comm->exec_mu);
+  std::unique_lock<std::mutex> lock;
+  WEFT_RETURN_IF_ERROR(ClaimComm(comm, &lock));
   WEFT_RETURN_IF_ERROR(CheckComm(comm));
   const uint64_t seq = ++comm->collective_seq;
   FlightEntry* entry = comm->recorder.Begin(seq, CollectiveName(call.collective),
@@ -526,13 +550,17 @@ Status RunCollective(weftComm* comm, const CollectiveCall& call) {
     if (call.collective == Collective::kBroadcast || call.collective == Collective::kReduce)
       entry->root = call.root;
   }
+  const int64_t start_ns = MetricsEnabled() ? MetricsNowNs() : 0;  // WEFT_METRICS_FILE
   Status st = RunPlanned(comm, call, seq, entry);
   FinishRecorded(comm, entry, st);
+  if (start_ns != 0 && st.ok())
+    RecordCallMetrics(comm, call, seq, RecordedBytes(comm, call), MetricsNowNs() - start_ns);
   return st;
 }
 
 Status RunP2P(weftComm* comm, const std::vector<P2POp>& ops) {
-  std::lock_guard<std::mutex> lock(comm->exec_mu);
+  std::unique_lock<std::mutex> lock;
+  WEFT_RETURN_IF_ERROR(ClaimComm(comm, &lock));
   WEFT_RETURN_IF_ERROR(CheckComm(comm));
   if (ops.empty()) return OkStatus();
   // All ops of a group run as one schedule: every send/recv is posted up front (window =

@@ -29,6 +29,7 @@
 
 namespace weft {
 class Bootstrap;
+struct ElasticState;
 class InprocHub;
 class Fabric;
 class Selector;
@@ -129,6 +130,9 @@ struct weftComm {
   weft::FlightRecorder recorder;
 
   std::mutex exec_mu;  // one operation at a time; Abort waits for it
+
+  // Revoke, shrink and grow's state (core/elastic.h): process communicators only.
+  std::shared_ptr<weft::ElasticState> elastic;
 };
 
 namespace weft {
@@ -138,6 +142,12 @@ constexpr uint64_t kP2PTag = 0xfffffffffffffff0ULL;       // tag of send/recv me
 
 // Checks that `comm` is a live communicator that can run operations.
 Status CheckComm(const weftComm* comm);
+
+// Takes `comm` for one operation (*lock owns exec_mu on success). One thread at a time, as
+// NCCL's: a second thread entering while another runs an operation would take sequence numbers
+// in a different order on each rank and mix the calls' data, so it fails at once with
+// weftInvalidUsage naming the communicator. Costs what the lock did (a try_lock).
+Status ClaimComm(weftComm* comm, std::unique_lock<std::mutex>* lock);
 
 // Everything one collective call needs after argument checking.
 struct CollectiveCall {

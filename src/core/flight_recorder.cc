@@ -223,8 +223,8 @@ std::string FlightRecorder::Format(int rank, int nranks, const std::string& why)
 void FlightRecorder::Dump(int rank, int nranks, const std::string& why) const {
   if (ring_.empty()) return;
   const std::string text = Format(rank, nranks, why);
-  const char* pattern = std::getenv("WEFT_DEBUG_FILE");
-  if (pattern != nullptr && *pattern != '\0') {
+  const std::string pattern = SettingText("WEFT_DEBUG_FILE");
+  if (!pattern.empty()) {
     const std::string path = ExpandDebugFilePattern(pattern, rank, getpid(), HostName());
     if (FILE* f = fopen(path.c_str(), "a")) {
       fwrite(text.data(), 1, text.size(), f);

@@ -3,6 +3,7 @@
 #include "core/init.h"
 
 #include "core/call_check.h"
+#include "core/elastic.h"
 #include "core/job_secret.h"
 
 #include <unistd.h>
@@ -47,7 +48,14 @@ void WarnAboutUnknownSettings() {
 // The WEFT_* values of this process: a bad one fails creation, naming it (settings.h).
 Status CheckSettings() {
   WarnAboutUnknownSettings();
-  return ValidateSettings();
+  WEFT_RETURN_IF_ERROR(ValidateSettings());
+  // An interface choice that matches nothing fails here, on every job: a one-host job never
+  // opens a TCP listener, so it would otherwise go unnoticed until the job spans hosts.
+  if (!SettingText("WEFT_SOCKET_IFNAME").empty() || !SettingText("WEFT_SOCKET_FAMILY").empty()) {
+    StatusOr<net::SockAddr> chosen = net::ChooseLocalAddress();
+    if (!chosen.ok()) return chosen.status();
+  }
+  return OkStatus();
 }
 
 
@@ -231,15 +239,16 @@ Status InitOverBootstrap(weftComm* comm, std::unique_ptr<Bootstrap> bootstrap) {
 
   WEFT_RETURN_IF_ERROR(SetupTransports(comm, bs, ids));
   WEFT_RETURN_IF_ERROR(SetupFabric(comm, bs));
-  return OkStatus();
+  return StartRecoveryListener(comm, bs);  // weftCommShrink's meeting point
 }
 
 // Threads of one process share a host. For tests of hierarchical algorithms,
 // WEFT_INPROC_GROUPS="3,5" pretends consecutive ranks form groups ("hosts") of those sizes.
 static Status InprocHostIds(int nranks, std::vector<std::string>* ids) {
   ids->assign(nranks, TopoHostIdentity());
-  const char* groups = getenv("WEFT_INPROC_GROUPS");
-  if (groups == nullptr || *groups == '\0') return OkStatus();
+  const std::string groups_text = SettingText("WEFT_INPROC_GROUPS");
+  if (groups_text.empty()) return OkStatus();
+  const char* groups = groups_text.c_str();
   int r = 0, g = 0;
   long total = 0;
   for (const char* p = groups; *p != '\0';) {
@@ -311,8 +320,9 @@ struct LaunchEnv {
 };
 
 bool GetInt(const char* name, int* out) {
-  const char* v = getenv(name);
-  if (v == nullptr || *v == '\0') return false;
+  const std::string text = SettingText(name);
+  if (text.empty()) return false;
+  const char* v = text.c_str();
   char* end = nullptr;
   long x = strtol(v, &end, 10);
   if (*end != '\0') return false;
@@ -321,8 +331,7 @@ bool GetInt(const char* name, int* out) {
 }
 
 std::string Env(const char* name) {
-  const char* v = getenv(name);
-  return v ? v : "";
+  return SettingText(name);
 }
 
 // First host of a Slurm node list: "node[03-05,9],other" -> "node03".

@@ -1,5 +1,6 @@
 // Private-file secret hand-off for same-host jobs without WEFT_SECRET (see job_secret.h).
 #include "core/job_secret.h"
+#include "common/settings.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -41,8 +42,8 @@ std::string HashHex(const std::string& s) {
 
 StatusOr<std::string> PrivateSecretPath(const std::string& job_key) {
   std::string dir;
-  if (const char* d = getenv("WEFT_SECRET_DIR"); d != nullptr && *d != '\0') dir = d;
-  else if (const char* x = getenv("XDG_RUNTIME_DIR"); x != nullptr && *x != '\0') dir = x;
+  if (std::string d = SettingText("WEFT_SECRET_DIR"); !d.empty()) dir = d;
+  else if (std::string x = SettingText("XDG_RUNTIME_DIR"); !x.empty()) dir = x;
   else dir = "/tmp/weft-" + std::to_string(geteuid());
   WEFT_RETURN_IF_ERROR(CheckPrivateDir(dir));
   return dir + "/weft-secret-" + HashHex(job_key);

@@ -201,6 +201,10 @@ class Runner {
   Status TimedOut(double idle);
   // Follows the culprits the peers announced, from `rank` on, to the first silent rank.
   int FollowCulprits(int rank) const;
+  // Tells every transport used (the direct one too) whom this failure is blamed on, before
+  // they abort: the first that saw a rank fail, else the timeout's culprit.
+  void ShareFailedOrigin();
+  int timeout_culprit_ = -1;  // TimedOut's verdict, -1 before
 
   const RankSchedule& sched_;
   int window_;
@@ -338,6 +342,7 @@ std::unique_ptr<InFlight> Runner::TakeSlot(size_t index, const Access& access) {
   f->access = access;
   f->is_wait = f->fused = f->received = f->forwarding = f->kernel = f->reducing = false;
   f->encoded_size = nullptr;
+  f->transport = nullptr;  // a pooled slot's transport may be another communicator's
   return f;
 }
 
@@ -542,8 +547,10 @@ Status Runner::Issue(size_t index, const StepSemantics& m, const Access& access)
   f->is_wait = m.fence == StepFence::kAcquire;
   f->fused = ForwardsAfterReceive(m);
   Status st = PostAsync(*f);
+  // A post that fails (the peer already closed) still makes its transport one this call
+  // used, so that Fail aborts it and its other peers are told now, not at their timeout.
+  if (f->transport != nullptr) NoteTransport(f->transport);
   if (!st.ok()) return st.WithContext(Describe(s, index));
-  NoteTransport(f->transport);
   if (f->is_wait) fence_wait_ = true;
   if (f->fused) unforwarded_.push_back(f.get());
   inflight_.push_back(std::move(f));
@@ -660,6 +667,7 @@ Status Runner::Fail(Status st) {
   // tell the peers: after a failure the transports are out of step with them (the
   // communicator refuses further work), and a peer that waits on us must fail now rather
   // than at its timeout — e.g. when only this rank saw that the ranks' calls differ.
+  ShareFailedOrigin();
   for (Transport* t : used_transports_) t->Abort(st);
   if (ctx_.direct != nullptr && direct_used_) ctx_.direct->Abort(st);
   // Slots abandoned with a failed transport are dropped (the transport was aborted and no
@@ -668,6 +676,17 @@ Status Runner::Fail(Status st) {
   unforwarded_.clear();
   received_fused_ = 0;
   return st;
+}
+
+void Runner::ShareFailedOrigin() {
+  std::vector<Transport*> all = used_transports_;
+  if (ctx_.direct != nullptr && direct_used_) all.push_back(ctx_.direct);
+  int origin = -1;
+  for (Transport* t : all)
+    if (origin < 0) origin = t->FailedOrigin();
+  if (origin < 0) origin = timeout_culprit_;
+  if (origin < 0 || origin == ctx_.rank) return;
+  for (Transport* t : all) t->NoteFailedOrigin(origin);
 }
 
 int Runner::FollowCulprits(int rank) const {
@@ -716,6 +735,7 @@ Status Runner::TimedOut(double idle) {
                                                   [](Transport* t) { return t->HasPending(); }))
       usleep(1000);
   }
+  timeout_culprit_ = culprit;
   std::string blame = "rank " + std::to_string(culprit) + " may be stuck, dead, or calling a different collective";
   if (culprit != waited_on)
     blame = "it waits on rank " + std::to_string(waited_on) + ", which reports waiting in turn: " + blame;

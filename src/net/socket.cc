@@ -5,6 +5,7 @@
 // SIGCHLD, a debugger). It is never an error: we retry, recomputing the remaining time for
 // poll, so that a stream of signals can neither fail an operation nor extend a deadline.
 #include "net/socket.h"
+#include "common/settings.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -324,8 +325,8 @@ StatusOr<SockAddr> ParseHostPort(const std::string& s) {
     return InvalidArgument("address \"" + s + "\": port " + port_str + " is out of range 0..65535");
   }
 
-  const char* fam_env = std::getenv("WEFT_SOCKET_FAMILY");
-  int want = fam_env ? FamilyFromEnv(fam_env) : -1;
+  const std::string fam_env = SettingText("WEFT_SOCKET_FAMILY");
+  int want = !fam_env.empty() ? FamilyFromEnv(fam_env.c_str()) : -1;
   addrinfo hints = {};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -352,7 +353,7 @@ StatusOr<SockAddr> ParseHostPort(const std::string& s) {
   if (!pick) {
     freeaddrinfo(res);
     return InvalidArgument("address \"" + s + "\": host has no address of family " +
-                           std::string(fam_env ? fam_env : "AF_INET/AF_INET6"));
+                           (!fam_env.empty() ? fam_env : std::string("AF_INET/AF_INET6")));
   }
   SockAddr a = SockAddr::FromSockaddr(pick->ai_addr, pick->ai_addrlen);
   freeaddrinfo(res);
@@ -453,7 +454,7 @@ StatusOr<SockAddr> ChooseLocalAddress(const std::string& ifname_spec,
   if (!pick) {
     freeifaddrs(ifs);
     return InvalidArgument("no usable network interface matches WEFT_SOCKET_IFNAME=\"" +
-                           ifname_spec + "\" WEFT_SOCKET_FAMILY=\"" + family_spec + "\"");
+                           ShownValue(ifname_spec) + "\" WEFT_SOCKET_FAMILY=\"" + ShownValue(family_spec) + "\"");
   }
   socklen_t len = pick->ifa_addr->sa_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
   SockAddr a = SockAddr::FromSockaddr(pick->ifa_addr, len);
@@ -466,9 +467,7 @@ StatusOr<SockAddr> ChooseLocalAddress(const std::string& ifname_spec,
 }
 
 StatusOr<SockAddr> ChooseLocalAddress() {
-  const char* ifname = std::getenv("WEFT_SOCKET_IFNAME");
-  const char* family = std::getenv("WEFT_SOCKET_FAMILY");
-  return ChooseLocalAddress(ifname ? ifname : "", family ? family : "");
+  return ChooseLocalAddress(SettingText("WEFT_SOCKET_IFNAME"), SettingText("WEFT_SOCKET_FAMILY"));
 }
 
 // ---- deadlines ----

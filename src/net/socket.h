@@ -179,6 +179,7 @@ enum class ConnKind : uint16_t {
   kBootstrapRoot = 1,  // rank -> bootstrap root
   kBootstrapRing = 2,  // rank -> next rank in the bootstrap ring
   kTcpData = 3,        // TcpTransport stream
+  kRecovery = 4,       // survivor -> the lowest survivor, shrinking (core/elastic.h)
   kTest = 99,
 };
 

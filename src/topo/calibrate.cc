@@ -1,5 +1,6 @@
 // Calibration of a job's fabric by short probes between its ranks (see calibrate.h).
 #include "topo/calibrate.h"
+#include "common/settings.h"
 
 #include <sched.h>
 
@@ -400,10 +401,8 @@ int64_t FitCacheBytes(const std::vector<std::pair<double, double>>& points, doub
 }
 
 StatusOr<bool> CalibrationRequested() {
-  const char* v = getenv("WEFT_CALIBRATE");
-  if (v == nullptr || *v == '\0' || strcmp(v, "0") == 0) return false;
-  if (strcmp(v, "1") == 0) return true;
-  return InvalidArgument(std::string("WEFT_CALIBRATE='") + v + "': expected 0 or 1");
+  // The settings facility's flag words (0/1, off/on, false/true, no/yes), as every flag.
+  return SettingFlag("WEFT_CALIBRATE", false);
 }
 
 std::vector<TierMeasurement> CalibrationTiers(const Fabric& fabric, bool shm_enabled) {

@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/settings.h"
 #include "topo/presets.h"
 
 namespace weft {
@@ -475,14 +476,13 @@ StatusOr<std::shared_ptr<const Fabric>> BuildFabric(const std::vector<std::strin
   const int n = static_cast<int>(summaries.size());
   if (n == 0) return InvalidArgument("BuildFabric: no summaries (nranks=0)");
   std::shared_ptr<const Fabric> fabric;
-  const char* topo_file = getenv("WEFT_TOPO_FILE");
-  if (topo_file && *topo_file) {
-    std::string spec(topo_file);
+  const std::string spec = SettingText("WEFT_TOPO_FILE");
+  if (!spec.empty()) {
     StatusOr<std::shared_ptr<const Fabric>> loaded =
         spec.rfind("preset:", 0) == 0 ? MakePreset(spec.substr(7), n) : LoadTopologyFile(spec);
-    if (!loaded.ok()) return loaded.status().WithContext("WEFT_TOPO_FILE=" + spec);
+    if (!loaded.ok()) return loaded.status().WithContext("WEFT_TOPO_FILE=" + ShownValue(spec));
     if (loaded.value()->nranks() != n)
-      return InvalidUsage("WEFT_TOPO_FILE=" + spec + " describes " + std::to_string(loaded.value()->nranks()) +
+      return InvalidUsage("WEFT_TOPO_FILE=" + ShownValue(spec) + " describes " + std::to_string(loaded.value()->nranks()) +
                           " ranks but the communicator has " + std::to_string(n));
     fabric = loaded.value();
   } else {
@@ -520,12 +520,12 @@ StatusOr<std::shared_ptr<const Fabric>> BuildFabric(const std::vector<std::strin
     fabric = std::make_shared<Fabric>(std::move(hosts), std::move(ranks), LinkTable::Defaults(), NetworkConfig(),
                                       "discovered");
   }
-  const char* table_file = getenv("WEFT_LINK_TABLE");
-  if (table_file && *table_file) {
+  const std::string table_file = SettingText("WEFT_LINK_TABLE");
+  if (!table_file.empty()) {
     WEFT_ASSIGN_OR_RETURN(std::string text, ReadTextFile(table_file));
     WEFT_ASSIGN_OR_RETURN(std::vector<Record> recs, ParseRecords(text, table_file));
     LinkTable table = fabric->table();
-    WEFT_RETURN_IF_ERROR_CTX(table.Apply(recs), std::string("WEFT_LINK_TABLE=") + table_file);
+    WEFT_RETURN_IF_ERROR_CTX(table.Apply(recs), "WEFT_LINK_TABLE=" + ShownValue(table_file));
     std::vector<HostInfo> hosts;
     std::vector<RankPlacement> ranks;
     for (int h = 0; h < fabric->nhosts(); ++h) hosts.push_back(fabric->host(h));

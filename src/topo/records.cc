@@ -1,6 +1,9 @@
 // Records text format (see records.h).
 #include "topo/records.h"
 
+#include "common/settings.h"
+
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -108,7 +111,7 @@ StatusOr<std::vector<Record>> ParseRecords(const std::string& text, const std::s
       size_t eq = word.find('=');
       if (eq == std::string::npos || eq == 0)
         return InvalidArgument(origin + ":" + std::to_string(lineno) + ": expected key=value, got '" +
-                               word + "'");
+                               ShownValue(word) + "'");
       rec.fields.emplace_back(word.substr(0, eq), PercentDecode(word.substr(eq + 1)));
     }
     if (!rec.kind.empty()) out.push_back(std::move(rec));
@@ -122,12 +125,22 @@ std::string FormatRecords(const std::vector<Record>& records) {
   return out;
 }
 
-StatusOr<std::string> ReadTextFile(const std::string& path) {
+StatusOr<std::string> ReadTextFile(const std::string& path, size_t max_bytes) {
   std::ifstream f(path, std::ios::binary);
-  if (!f) return SystemError("cannot open '" + path + "': " + strerror(errno));
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  if (!f) return SystemError("cannot open '" + ShownValue(path) + "': " + strerror(errno));
+  // Read at most max_bytes + 1: a device (/dev/zero, /dev/urandom) or a huge file named by
+  // mistake fails here instead of filling memory.
+  std::string text;
+  char buf[65536];
+  while (text.size() <= max_bytes && f) {
+    f.read(buf, static_cast<std::streamsize>(std::min(sizeof(buf), max_bytes + 1 - text.size())));
+    text.append(buf, static_cast<size_t>(f.gcount()));
+  }
+  if (text.size() > max_bytes)
+    return InvalidArgument("'" + ShownValue(path) + "' is larger than " +
+                           std::to_string(max_bytes) + " bytes: not a weft text file");
+  if (f.bad()) return SystemError("cannot read '" + ShownValue(path) + "'");
+  return text;
 }
 Status WriteTextFile(const std::string& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);

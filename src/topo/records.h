@@ -43,7 +43,8 @@ std::string PercentEncode(const std::string& s);
 std::string PercentDecode(const std::string& s);
 
 // Whole-file helpers (errors name the path and errno text).
-StatusOr<std::string> ReadTextFile(const std::string& path);
+// The file's contents; a file over `max_bytes` (or an endless device) is an InvalidArgument.
+StatusOr<std::string> ReadTextFile(const std::string& path, size_t max_bytes = size_t{16} << 20);
 Status WriteTextFile(const std::string& path, const std::string& text);
 
 // Stable 64-bit FNV-1a, used for digests that every rank must compute identically.

@@ -1,6 +1,7 @@
 // Analytic model (see analytic_model.h): per-algorithm communication patterns timed round by
 // round on the Fabric's routes.
 #include "tune/analytic_model.h"
+#include "algorithms/patterns.h"
 
 #include <algorithm>
 #include <cmath>
@@ -219,26 +220,6 @@ AnalyticEstimate HalvingDoubling(const Call& c) {
   return e;
 }
 
-// NCCL's double binary tree (mirrors algorithms/allreduce_tree.cc, which it must time).
-int BtreeParent(int r, int p) {
-  if (r == 0) return -1;
-  int bit = 1;
-  while (!(r & bit)) bit <<= 1;
-  int up = (r ^ bit) | (bit << 1);
-  if (up >= p) up = r ^ bit;
-  return up;
-}
-int TreeParent(int t, int r, int p) {
-  auto mod = [p](int a) { return ((a % p) + p) % p; };
-  if (t == 0) return BtreeParent(r, p);
-  if (p % 2 == 0) {
-    int u = BtreeParent(p - 1 - r, p);
-    return u < 0 ? -1 : p - 1 - u;
-  }
-  int u = BtreeParent(mod(r - 1), p);
-  return u < 0 ? -1 : mod(u + 1);
-}
-
 AnalyticEstimate Tree(const Call& c) {
   const int p = c.req.nranks;
   RoundPattern up(c.fabric, c.shm);
@@ -246,9 +227,9 @@ AnalyticEstimate Tree(const Call& c) {
   for (int t = 0; t < 2; ++t)
     for (int r = 0; r < p; ++r) {
       int d = 0;
-      for (int x = r; TreeParent(t, x, p) >= 0 && d <= p; x = TreeParent(t, x, p)) ++d;
+      for (int x = r; DoubleTreeParent(t, x, p) >= 0 && d <= p; x = DoubleTreeParent(t, x, p)) ++d;
       depth = std::max(depth, d);
-      if (TreeParent(t, r, p) >= 0) up.Add(r, TreeParent(t, r, p));
+      if (DoubleTreeParent(t, r, p) >= 0) up.Add(r, DoubleTreeParent(t, r, p));
     }
   const double half = c.bytes / 2, m = c.Chunks(half), piece = half / m;
   // Pipeline: up the tree (each stage: children's pieces in, reduce both) and down again;

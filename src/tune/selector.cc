@@ -78,11 +78,11 @@ void Selector::SetTuningTable(TuningTable table) {
 Status Selector::LoadTuningOnce() {
   if (tuning_loaded_) return tuning_status_;
   tuning_loaded_ = true;
-  const char* path = getenv("WEFT_TUNING_FILE");
-  if (path && *path) {
+  const std::string path = SettingText("WEFT_TUNING_FILE");
+  if (!path.empty()) {
     StatusOr<TuningTable> t = LoadTuningFile(path);
     if (t.ok()) tuning_ = std::move(t.value());
-    else tuning_status_ = Status(weftInvalidUsage, "WEFT_TUNING_FILE=" + std::string(path) + ": " + t.status().message());
+    else tuning_status_ = Status(weftInvalidUsage, "WEFT_TUNING_FILE=" + ShownValue(path) + ": " + t.status().message());
   }
   return tuning_status_;
 }

@@ -1,5 +1,6 @@
 // Tuning file parser (see tuning_file.h).
 #include "tune/tuning_file.h"
+#include "common/settings.h"
 
 #include <cstdlib>
 #include <sstream>
@@ -44,7 +45,7 @@ StatusOr<TuningTable> ParseTuningTable(const std::string& text, const std::strin
     std::string where = origin + ":" + std::to_string(lineno) + ": ";
     if (w.size() != 5)
       return InvalidArgument(where + "expected 'COLLECTIVE LO-HI ALGORITHM CHUNK CHANNELS', got " +
-                             std::to_string(w.size()) + " field(s) in '" + line + "'");
+                             std::to_string(w.size()) + " field(s) in '" + ShownValue(line) + "'");
     TuningRule rule;
     rule.line = lineno;
     if (!ParseCollectiveName(w[0], &rule.collective))

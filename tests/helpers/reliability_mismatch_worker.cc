@@ -5,7 +5,7 @@
 //   reliability_mismatch_worker SCENARIO
 //
 // Each scenario gives rank 0 one call and the other ranks another (`count4`: rank 3 differs;
-// `root`: rank 1 differs, so that with 3 ranks someone receives the mismatched message). The worker runs one matched allreduce first (so the mismatch is not
+// `root`, `root64k`, `reduce_root`: rank 1 says it is the root, the others say rank 0). The worker runs one matched allreduce first (so the mismatch is not
 // the communicator's first message), then its scenario call, then prints one line:
 //   RESULT rank=R code=C check=ok|WRONG|- msg=...
 // `check` is the verification of the output when the call returned success: a success with
@@ -22,7 +22,7 @@
 namespace {
 
 struct Call {
-  enum Kind { kAllReduce, kBroadcast } kind = kAllReduce;
+  enum Kind { kAllReduce, kBroadcast, kReduce } kind = kAllReduce;
   size_t count = 0;
   weftDataType_t dtype = weftFloat32;
   weftRedOp_t op = weftSum;
@@ -51,6 +51,14 @@ bool ScenarioCall(const std::string& scenario, int rank, Call* c) {
     c->count = 1000;
     c->kind = Call::kBroadcast;
     c->root = rank == 1 ? 1 : 0;
+  } else if (scenario == "root64k") {  // the same with 64K elements (issue 34, defect 1)
+    c->count = 65536;
+    c->kind = Call::kBroadcast;
+    c->root = rank == 1 ? 1 : 0;
+  } else if (scenario == "reduce_root") {  // reduce: rank 1 says root 1, the others root 0
+    c->count = 1000;
+    c->kind = Call::kReduce;
+    c->root = rank == 1 ? 1 : 0;
   } else if (scenario == "match") {
     c->count = 1000;
   } else {
@@ -77,12 +85,16 @@ weftResult_t RunCall(weftComm_t comm, const Call& c, int rank, int nranks, std::
   }
   weftResult_t r = c.kind == Call::kBroadcast
       ? weftBroadcast(in.data(), out.data(), c.count, c.dtype, c.root, comm, nullptr)
+      : c.kind == Call::kReduce
+      ? weftReduce(in.data(), out.data(), c.count, c.dtype, c.op, c.root, comm, nullptr)
       : weftAllReduce(in.data(), out.data(), c.count, c.dtype, c.op, comm, nullptr);
   if (r != weftSuccess) { *check = "-"; return r; }
   *check = "ok";
+  if (c.kind == Call::kReduce && rank != c.root) return r;  // only the root's output is defined
   for (size_t i = 0; i < c.count; ++i) {
     double want;
     if (c.kind == Call::kBroadcast) want = c.root + 1 + (i % 7);
+    else if (c.kind == Call::kReduce) want = nranks * (nranks + 1) / 2.0 + nranks * static_cast<double>(i % 7);
     else if (c.op == weftMax) want = nranks + (i % 7);
     else want = nranks * (nranks + 1) / 2.0 + nranks * static_cast<double>(i % 7);
     if (Get(out, c.dtype, i) != want) { *check = "WRONG"; break; }

@@ -60,6 +60,13 @@ struct alignas(kLine) RankHeader {
   // first (DirectTransport::PublishCurrentCall). Its own line: the owner stores it once per
   // call and peers read it only while they wait long enough to check liveness.
   alignas(kLine) std::atomic<uint64_t> current_call;
+  // Blame (transport.h), read by peers only once the owner closed or while they time out:
+  // the rank the owner held responsible when it aborted (+1; 0: none, the owner itself closed
+  // or aborted), whether it closed because it revoked the communicator (no one failed), and
+  // the culprit it announced while timing out (+1; 0: none).
+  alignas(kLine) std::atomic<int32_t> failed_origin_plus1;
+  std::atomic<int32_t> revoked;
+  std::atomic<int32_t> culprit_plus1;
 };
 
 // Tags of tagged signals: signal number i (0-based) with a tag writes slot i % kSignalTagSlots

@@ -4,6 +4,7 @@
 #include "transports/shm/shm_wire.h"
 #include "transports/shm/shm_layout.h"
 #include "kernels/reduce.h"
+#include "common/settings.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -42,32 +43,6 @@ unsigned char* WindowData(const ShmSegment& w) {
   return static_cast<unsigned char*>(w.data()) + shm_detail::kWindowHeaderBytes;
 }
 size_t WindowDataBytes(const ShmSegment& w) { return w.size() - shm_detail::kWindowHeaderBytes; }
-
-// Parses "123", "64K", "4M", "1G". Returns false on anything else.
-bool ParseSize(const char* s, size_t* out) {
-  char* end = nullptr;
-  errno = 0;
-  unsigned long long v = std::strtoull(s, &end, 10);
-  if (end == s || errno != 0 || *s == '-') return false;
-  unsigned long long mul = 1;
-  if (*end == 'k' || *end == 'K') mul = 1ULL << 10, ++end;
-  else if (*end == 'm' || *end == 'M') mul = 1ULL << 20, ++end;
-  else if (*end == 'g' || *end == 'G') mul = 1ULL << 30, ++end;
-  if (*end != '\0') return false;
-  *out = static_cast<size_t>(v * mul);
-  return true;
-}
-
-Status EnvSize(const char* name, size_t min, size_t* value) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return OkStatus();
-  size_t x = 0;
-  if (!ParseSize(v, &x) || x < min)
-    return InvalidArgument(std::string(name) + "=" + v + " is not a size >= " +
-                           std::to_string(min) + " (bytes, optionally with K/M/G)");
-  *value = x;
-  return OkStatus();
-}
 
 size_t ControlHeaderBytes(size_t nlocal) {
   return RoundUp(sizeof(RankHeader) + nlocal * sizeof(RingControl), 4096);
@@ -108,17 +83,20 @@ int ShmTransport::CpusOfLocalRanks() const {
 }
 
 StatusOr<ShmOptions> ShmOptionsFromEnv() {
+  // Every value through the settings facility (src/common/settings.cc): flags accept
+  // 0/1, off/on, false/true, no/yes alike, and sizes below their row's minimum are refused.
   ShmOptions o;
-  if (const char* d = std::getenv("WEFT_SHM_DISABLE")) o.disabled = (*d != '\0' && *d != '0');
-  WEFT_RETURN_IF_ERROR(EnvSize("WEFT_SHM_RING_BYTES", 4096, &o.ring_bytes_per_peer));
-  WEFT_RETURN_IF_ERROR(EnvSize("WEFT_SHM_SLICE_BYTES", 64, &o.slice_bytes));
-  WEFT_RETURN_IF_ERROR(EnvSize("WEFT_SHM_WINDOW_BYTES", 0, &o.initial_window_bytes));
-  WEFT_RETURN_IF_ERROR(EnvSize("WEFT_SHM_MAX_BYTES", 0, &o.max_bytes));
-  WEFT_RETURN_IF_ERROR(EnvSize("WEFT_SHM_CMA_MIN_BYTES", 0, &o.single_copy_min_bytes));
-  if (const char* c = std::getenv("WEFT_SHM_CMA")) o.single_copy = !(*c == '0');
-  size_t ms = static_cast<size_t>(o.liveness_ms);
-  WEFT_RETURN_IF_ERROR(EnvSize("WEFT_SHM_LIVENESS_MS", 1, &ms));
-  o.liveness_ms = static_cast<int>(std::min<size_t>(ms, 60000));
+  WEFT_ASSIGN_OR_RETURN(o.disabled, SettingFlag("WEFT_SHM_DISABLE", o.disabled));
+  WEFT_ASSIGN_OR_RETURN(o.ring_bytes_per_peer, SettingBytes("WEFT_SHM_RING_BYTES", o.ring_bytes_per_peer));
+  WEFT_ASSIGN_OR_RETURN(o.slice_bytes, SettingBytes("WEFT_SHM_SLICE_BYTES", o.slice_bytes));
+  WEFT_ASSIGN_OR_RETURN(o.initial_window_bytes,
+                        SettingBytes("WEFT_SHM_WINDOW_BYTES", o.initial_window_bytes));
+  WEFT_ASSIGN_OR_RETURN(o.max_bytes, SettingBytes("WEFT_SHM_MAX_BYTES", o.max_bytes));
+  WEFT_ASSIGN_OR_RETURN(o.single_copy_min_bytes,
+                        SettingBytes("WEFT_SHM_CMA_MIN_BYTES", o.single_copy_min_bytes));
+  WEFT_ASSIGN_OR_RETURN(o.single_copy, SettingFlag("WEFT_SHM_CMA", o.single_copy));
+  WEFT_ASSIGN_OR_RETURN(int64_t ms, SettingInt("WEFT_SHM_LIVENESS_MS", o.liveness_ms));
+  o.liveness_ms = static_cast<int>(std::min<int64_t>(ms, 60000));
   return o;
 }
 
@@ -956,11 +934,27 @@ bool ShmTransport::PollAll() {
 // Waiting and dead peers
 // ---------------------------------------------------------------------------------------
 
-Status ShmTransport::PeerAlive(const Peer& p) const {
+Status ShmTransport::PeerAlive(const Peer& p, int* blamed) const {
   std::string who = "rank " + std::to_string(p.rank) + " (pid " + std::to_string(p.header->pid) + ")";
-  if (p.header->closed.load(std::memory_order_acquire) != 0)
+  *blamed = p.rank;
+  if (p.header->closed.load(std::memory_order_acquire) != 0) {
+    // A survivor that aborted because another rank failed names that rank in its header
+    // before it closes (Abort): blaming the survivor itself was issue 34's flaky blame.
+    const int origin = p.header->failed_origin_plus1.load(std::memory_order_acquire) - 1;
+    if (p.header->revoked.load(std::memory_order_acquire) != 0) {
+      *blamed = -1;  // a revoke is no one's failure
+      return RemoteError("shm: " + who + " " + kRevokedMarker + " (weftCommRevoke) while rank " +
+                         std::to_string(rank_) + " waits on it");
+    }
+    if (origin >= 0 && origin != p.rank && origin < nranks_) {
+      *blamed = origin;
+      return RemoteError("shm: rank " + std::to_string(origin) + " failed (reported by " + who +
+                         ", which aborted its communicator because of it) while rank " +
+                         std::to_string(rank_) + " waits on rank " + std::to_string(p.rank));
+    }
     return RemoteError("shm: " + who + " closed or aborted its communicator while this rank " +
                        std::to_string(rank_) + " still waits on it");
+  }
   if (kill(p.header->pid, 0) != 0 && errno == ESRCH)
     return RemoteError("shm: " + who + " died (process gone) while rank " +
                        std::to_string(rank_) + " waits on it");
@@ -975,7 +969,29 @@ Status ShmTransport::PeerAlive(const Peer& p) const {
       return RemoteError("shm: " + who + " died (its liveness lock was released) while rank " +
                          std::to_string(rank_) + " waits on it");
   }
+  *blamed = -1;
   return OkStatus();
+}
+
+void ShmTransport::AnnounceCulprit(int culprit) {
+  if (header_ != nullptr && culprit >= 0 && culprit < nranks_)
+    header_->culprit_plus1.store(culprit + 1, std::memory_order_release);
+}
+
+int ShmTransport::AnnouncedCulprit(int peer) const {
+  if (peer < 0 || peer >= nranks_ || local_of_rank_[peer] < 0 || peer == rank_) return -1;
+  const RankHeader* h = peers_[local_of_rank_[peer]].header;
+  return h != nullptr ? h->culprit_plus1.load(std::memory_order_acquire) - 1 : -1;
+}
+
+int ShmTransport::FailedOrigin() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failed_origin_;
+}
+
+void ShmTransport::NoteFailedOrigin(int rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (failed_origin_ < 0 && rank >= 0 && rank < nranks_ && rank != rank_) failed_origin_ = rank;
 }
 
 void ShmTransport::PublishCurrentCall(uint64_t tag) {
@@ -1029,12 +1045,14 @@ Status ShmTransport::CheckLiveness(bool force) {
   Status first;
   for (Peer& p : peers_) {
     if (p.rank == rank_ || !p.failed.ok() || !HasWork(p)) continue;
-    Status alive = PeerAlive(p);
+    int blamed = -1;
+    Status alive = PeerAlive(p, &blamed);
     if (alive.ok()) alive = PeerInSameCall(p);
     if (alive.ok()) continue;
     // What it published before dying/closing is still valid: take it first.
     PollPeer(p);
     if (!HasWork(p)) continue;
+    if (failed_origin_ < 0 && blamed >= 0 && blamed != rank_) failed_origin_ = blamed;
     FailPeer(p, alive);
     if (first.ok()) first = alive;
   }
@@ -1172,6 +1190,10 @@ void ShmTransport::Abort(const Status& why) {
   if (aborted_.ok()) aborted_ = st;
   aborted_flag_.store(true, std::memory_order_release);
   if (header_ != nullptr) {
+    // Whom the peers should blame: the rank whose failure made us abort, none (we closed on
+    // our own: they blame us), or a revoke (no one). Published before `closed`.
+    if (failed_origin_ >= 0) header_->failed_origin_plus1.store(failed_origin_ + 1, std::memory_order_release);
+    else if (st.message().find(kRevokedMarker) != std::string::npos) header_->revoked.store(1, std::memory_order_release);
     // The rings are now out of step with our peers: tell them not to wait for us.
     header_->closed.store(1, std::memory_order_seq_cst);
     for (Peer& p : peers_)

@@ -187,6 +187,12 @@ class ShmTransport : public DirectTransport {
   Status PublishCallInfo(uint64_t seq, const void* info, size_t bytes) override;
   void PublishCurrentCall(uint64_t tag) override;
   Status PeerCallInfo(int peer, uint64_t seq, void* info, size_t bytes) override;
+
+  // Blame (transport.h): culprits and the failed rank travel in the ranks' control headers.
+  void AnnounceCulprit(int culprit) override;
+  int AnnouncedCulprit(int peer) const override;
+  int FailedOrigin() const override;
+  void NoteFailedOrigin(int rank) override;
   StatusOr<const void*> MappedRemote(int peer, RemoteKey key, size_t offset, size_t bytes) override;
 
   int rank() const { return rank_; }
@@ -318,7 +324,9 @@ class ShmTransport : public DirectTransport {
   int CpusOfLocalRanks() const;
   bool PeerWaitsForMyCpu(int my_cpu) const;
   bool MoveOffSharedCpu(int my_cpu);
-  Status PeerAlive(const Peer& p) const;
+  // OK while `p` lives and has not closed; else the error to fail it with, and in *blamed the
+  // rank that failed: p itself, or the rank p's header names when p aborted because of it.
+  Status PeerAlive(const Peer& p, int* blamed) const;
   // A mismatch error when `p` published a call with this rank's sequence number but another
   // descriptor (PublishCurrentCall), else OK.
   Status PeerInSameCall(const Peer& p) const;
@@ -343,10 +351,13 @@ class ShmTransport : public DirectTransport {
   std::atomic<size_t> pending_{0};
   // Guards all state above against Abort() from another thread (the owner thread's calls
   // never contend with each other; an uncontended lock costs ~20 ns per call).
-  std::mutex mu_;
+  mutable std::mutex mu_;
   Status aborted_;
   // Set (with aborted_) by Abort: what the owner thread's lock-free paths look at.
   std::atomic<bool> aborted_flag_{false};
+  // The rank to blame (FailedOrigin), under mu_: the first dead or closed peer's, or what
+  // NoteFailedOrigin named; -1 while none. Abort publishes it in the header for the peers.
+  int failed_origin_ = -1;
   bool light_signals_ = false;  // RegisterAsymmetricFence: Signal needs no hardware fence
   Backoff backoff_;
   std::chrono::steady_clock::time_point last_liveness_check_;

@@ -46,15 +46,6 @@ void EncodeHeader(uint32_t channel, uint64_t tag, uint64_t bytes, uint8_t out[kH
   tcp_wire::EncodeFrameHeader(tcp_wire::kDataMagic, channel, tag, bytes, out);
 }
 
-bool EnvInt(const char* name, long lo, long hi, long* out) {
-  const char* s = std::getenv(name);
-  if (!s || !*s) return false;
-  char* end = nullptr;
-  long v = std::strtol(s, &end, 10);
-  if (*end != '\0' || v < lo || v > hi) return false;
-  *out = v;
-  return true;
-}
 
 }  // namespace
 
@@ -134,11 +125,12 @@ struct TcpTransport::Unexpected {
 
 TcpOptions TcpOptionsFromEnv() {
   TcpOptions o;
-  long v;
-  if (EnvInt("WEFT_SOCKET_NSTREAMS", 1, kMaxStreams, &v)) o.streams_per_peer = static_cast<int>(v);
-  if (EnvInt("WEFT_SOCKET_BUFFER", 0, 1L << 30, &v)) o.socket_buffer_bytes = static_cast<size_t>(v);
-  if (EnvInt("WEFT_SOCKET_SPIN_US", 0, 1000000, &v)) o.spin_us = static_cast<int>(v);
   // A bad value keeps the default here; ValidateSettings fails communicator creation on it.
+  o.streams_per_peer = static_cast<int>(SettingIntOr("WEFT_SOCKET_NSTREAMS", o.streams_per_peer));
+  o.socket_buffer_bytes = static_cast<size_t>(
+      SettingIntOr("WEFT_SOCKET_BUFFER", static_cast<int64_t>(o.socket_buffer_bytes)));
+  o.spin_us = static_cast<int>(SettingIntOr("WEFT_SOCKET_SPIN_US", o.spin_us));
+  o.yield_when_idle = SettingFlagOr("WEFT_SOCKET_YIELD", o.yield_when_idle);
   o.max_unexpected_bytes = SettingBytesOr("WEFT_TCP_MAX_UNEXPECTED_BYTES", o.max_unexpected_bytes);
   return o;
 }
@@ -163,7 +155,7 @@ StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(TransportBootstrap*
   Status listen_status;
   net::SockAddr addr = options.listen_addr;
   if (addr.empty()) {
-    if (std::getenv("WEFT_SOCKET_IFNAME") || std::getenv("WEFT_SOCKET_FAMILY") ||
+    if (!SettingText("WEFT_SOCKET_IFNAME").empty() || !SettingText("WEFT_SOCKET_FAMILY").empty() ||
         bootstrap->local_address().empty()) {
       StatusOr<net::SockAddr> chosen = net::ChooseLocalAddress();
       if (chosen.ok()) addr = *chosen;
@@ -221,7 +213,7 @@ StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(TransportBootstrap*
   t->wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (t->wake_fd_ < 0) return SystemError(me + ": eventfd: " + net::ErrnoString(errno));
   t->discard_.resize(64 << 10);
-  if (const char* y = std::getenv("WEFT_SOCKET_YIELD")) t->yield_when_idle_ = std::atoi(y) != 0;
+  t->yield_when_idle_ = options.yield_when_idle;
   t->backoff_ = Backoff(BackoffPolicy::ForNetwork(options.ranks_on_machine, options.spin_us));
   return t;
 }
@@ -713,6 +705,17 @@ void TcpTransport::NoteOrigin(int origin, const std::string& reason) {
   if (failed_origin_ >= 0) return;  // the first failure is the one to report
   failed_origin_ = origin;
   failed_reason_ = reason;
+  failed_by_revoke_ = IsRevokeBy(origin, reason);
+}
+
+int TcpTransport::FailedOrigin() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failed_by_revoke_ ? -1 : failed_origin_;
+}
+
+void TcpTransport::NoteFailedOrigin(int rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (rank >= 0 && rank < nranks_ && rank != rank_) NoteOrigin(rank, "");
 }
 
 void TcpTransport::OnAbortNote(Peer& p, Stream& s) {
@@ -1014,7 +1017,10 @@ void TcpTransport::AbortLocked(const Status& why) {
   // communicator aborts its transports too, and its peers must see a normal close (EOF),
   // which fails only what still waits on us — with the message that says why (e.g. the
   // mismatch a peer's recv finds in our last message) rather than our note.
-  if (pending_.load(std::memory_order_acquire) > 0 || failed_origin_ >= 0) SendAbortNotes(abort_status_);
+  // A revoke is announced even by an idle rank: stopping the peers is its purpose.
+  if (pending_.load(std::memory_order_acquire) > 0 || failed_origin_ >= 0 ||
+      abort_status_.message().find(kRevokedMarker) != std::string::npos)
+    SendAbortNotes(abort_status_);
   for (Peer& p : peers_) {
     if (p.rank == rank_) continue;
     FailPeer(p, abort_status_);

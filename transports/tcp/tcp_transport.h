@@ -84,6 +84,9 @@ struct TcpOptions {
   // Ranks on this machine (all its network namespaces), for the waiting policy; 0 = unknown
   // (taken as one rank per core).
   int ranks_on_machine = 0;
+  // Whether an idle Progress(0) yields the core while messages are pending (see Progress);
+  // WEFT_SOCKET_YIELD=0 turns it off for measurements.
+  bool yield_when_idle = true;
   // Bytes of messages that arrive before their recv is posted that this transport buffers, all
   // peers together (each such message is held whole until its recv is posted). A message that
   // would exceed it fails its peer as out of sync: the size comes off the wire, so without a
@@ -98,7 +101,8 @@ struct TcpOptions {
 };
 
 // Defaults above, overridden by WEFT_SOCKET_NSTREAMS (1..64), WEFT_SOCKET_BUFFER (bytes, 0 =
-// autotune), WEFT_SOCKET_SPIN_US. Bad values are ignored (they keep the default).
+// autotune), WEFT_SOCKET_SPIN_US, WEFT_SOCKET_YIELD, read through the settings facility. A bad
+// value keeps the default here: ValidateSettings fails communicator creation on it first.
 TcpOptions TcpOptionsFromEnv();
 
 class TcpTransport : public Transport {
@@ -122,6 +126,8 @@ class TcpTransport : public Transport {
   void Abort(const Status& why) override;
   void AnnounceCulprit(int culprit) override;
   int AnnouncedCulprit(int peer) const override;
+  int FailedOrigin() const override;
+  void NoteFailedOrigin(int rank) override;
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
@@ -244,14 +250,15 @@ class TcpTransport : public Transport {
   Status round_error_;  // a peer failure seen during the current Progress call
   int wake_fd_ = -1;    // eventfd: Abort() wakes a blocked Progress
   std::atomic<bool> aborted_{false};
-  bool yield_when_idle_ = true;  // WEFT_SOCKET_YIELD=0 turns it off (measurements)
+  bool yield_when_idle_ = true;  // TcpOptions::yield_when_idle
   Backoff backoff_;              // the spin stage of Progress(timeout > 0) (TcpOptions::spin_us)
   Status abort_status_;
   // The rank this transport learned failed first (a peer that died under pending requests,
   // or the origin of an abort note), and the reason to forward; -1 while none.
   int failed_origin_ = -1;
   std::string failed_reason_;
-  std::mutex mu_;  // serializes Post*/Progress against Abort from another thread
+  bool failed_by_revoke_ = false;  // failed_origin_ revoked the communicator: it did not fail
+  mutable std::mutex mu_;  // serializes Post*/Progress against Abort from another thread
   std::vector<char> discard_;  // sink for payloads nobody will read
   std::vector<pollfd> fds_;
   struct FdOwner {

@@ -128,6 +128,17 @@ void UcxTransport::NoteOrigin(int origin, const std::string& reason) {
   if (failed_origin_ >= 0) return;  // the first failure is the one to report
   failed_origin_ = origin;
   failed_reason_ = reason;
+  failed_by_revoke_ = IsRevokeBy(origin, reason);
+}
+
+int UcxTransport::FailedOrigin() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failed_by_revoke_ ? -1 : failed_origin_;
+}
+
+void UcxTransport::NoteFailedOrigin(int rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (rank >= 0 && rank < nranks_ && rank != rank_) NoteOrigin(rank, "");
 }
 
 // Sends every healthy peer (not the origin) a note, then keeps the worker progressing for a

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "common/settings.h"
 #include "transports/ucx/ucx_tag.h"
 
 namespace weft {
@@ -25,13 +26,6 @@ using Clock = std::chrono::steady_clock;
 
 std::string Ucs(ucs_status_t s) { return ucs_status_string(s); }
 
-int EnvInt(const char* name, int fallback, int lo, int hi) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  char* end = nullptr;
-  long x = std::strtol(v, &end, 10);
-  return (end && *end == '\0' && x >= lo && x <= hi) ? static_cast<int>(x) : fallback;
-}
 
 std::string HostName() {
   char buf[256] = {};
@@ -43,11 +37,11 @@ std::string HostName() {
 
 UcxOptions UcxOptionsFromEnv() {
   UcxOptions o;
-  if (const char* m = std::getenv("WEFT_UCX_ERR_MODE")) {
-    if (strcmp(m, "peer") == 0) o.err_mode = UcxOptions::ErrMode::kRequire;
-  }
-  if (const char* tls = std::getenv("WEFT_UCX_TLS")) o.tls = tls;
-  o.spin_us = EnvInt("WEFT_UCX_SPIN_US", o.spin_us, 0, 1000000);
+  // A bad value keeps the default here: ValidateSettings fails communicator creation on it.
+  StatusOr<std::string> mode = SettingChoice("WEFT_UCX_ERR_MODE", "auto");
+  if (mode.ok() && *mode == "peer") o.err_mode = UcxOptions::ErrMode::kRequire;
+  if (std::string tls = SettingText("WEFT_UCX_TLS"); !tls.empty()) o.tls = tls;
+  o.spin_us = static_cast<int>(SettingIntOr("WEFT_UCX_SPIN_US", o.spin_us));
   return o;
 }
 
@@ -95,7 +89,7 @@ Status UcxTransport::InitUcx(const UcxOptions& options) {
       return InvalidArgument("UCX transports tls=\"" + options.tls + "\" rejected: " + Ucs(s));
     }
   }
-  if (std::getenv("UCX_KEEPALIVE_INTERVAL") == nullptr && options.keepalive_s > 0) {
+  if (SettingText("UCX_KEEPALIVE_INTERVAL").empty() && options.keepalive_s > 0) {
     std::string interval = std::to_string(static_cast<int>(options.keepalive_s * 1000)) + "ms";
     ucp_config_modify(config, "KEEPALIVE_INTERVAL", interval.c_str());  // best effort
   }

@@ -138,6 +138,8 @@ class UcxTransport : public Transport {
   // healthy peer; one receive per peer stays posted (not pending) and is re-posted in Progress.
   void AnnounceCulprit(int culprit) override;
   int AnnouncedCulprit(int peer) const override;
+  int FailedOrigin() const override;
+  void NoteFailedOrigin(int rank) override;
 
   // ---- registered memory and one-sided operations (ucx_one_sided.cc; transport.h) ----
   // Register: ucp_mem_map (cached: a range inside an earlier registration returns its handle
@@ -290,6 +292,7 @@ class UcxTransport : public Transport {
   Status abort_status_;
   int failed_origin_ = -1;       // the rank to blame in abort notes; -1 while none
   std::string failed_reason_;
+  bool failed_by_revoke_ = false;  // failed_origin_ revoked the communicator: it did not fail
   std::vector<ImportedKey> imported_;  // RemoteKey k -> imported_[k - 1]
   std::map<RegHandle, Mapped> mapped_;  // this rank's registrations (registrations_ holds ranges)
   bool cuda_memory_ = false;            // UCX reports CUDA memory support (cuda lanes)

@@ -356,10 +356,15 @@ void UcxTransport::AbortLocked(const Status& why) {
   // UCX's buffers while the peers wait for them. With requests pending, forced closing tears
   // down UCX's connections, so no lane - RDMA reads in flight included - writes into a user
   // buffer after Abort returns.
-  const bool flush = pending_.load(std::memory_order_acquire) == 0;
+  // A failing communicator (a rank failed, or it was revoked) is never flushed, even with
+  // nothing pending: flushing towards a stopped peer waited the whole 2 s close bound, which
+  // made a relay's report of a SIGSTOPped rank come WEFT_TIMEOUT + ~3 s late (issue 34).
+  const bool revoke = abort_status_.message().find(kRevokedMarker) != std::string::npos;
+  const bool flush = pending_.load(std::memory_order_acquire) == 0 && failed_origin_ < 0 && !revoke;
   // Notes only when something failed or was cut short (not for a finished communicator's
-  // destroy, whose peers must see a normal shutdown), as tcp.
-  if (!flush || failed_origin_ >= 0) SendAbortNotes(abort_status_);
+  // destroy, whose peers must see a normal shutdown), as tcp; a revoke is announced even by an
+  // idle rank: stopping the peers is its purpose.
+  if (!flush) SendAbortNotes(abort_status_);
   for (Peer& p : peers_) {
     if (p.rank == rank_) continue;
     FailPeerRequests(p, abort_status_);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 static int g_passed, g_failed, g_rank;
@@ -127,6 +128,17 @@ static void TestErrorsAndVersion(ncclComm_t comm) {
   CHECK(ncclAllReduce(&f, &f, 1, ncclFloat32, (ncclRedOp_t)99, comm, NULL) ==
             ncclInvalidArgument, "unknown op");
   CHECK(strcmp(ncclGetErrorString(ncclInvalidUsage), "invalid usage") == 0, "error string");
+  /* A buffer this process cannot read (a device pointer on a machine without a driver looks
+   * the same: an address with no host mapping) is refused, not dereferenced (issue 34, 6). */
+  void* page = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CHECK(page != MAP_FAILED, "mmap");
+  CHECK(ncclAllReduce(page, page, 16, ncclFloat32, ncclSum, comm, NULL) == ncclInvalidUsage,
+        "an unreadable buffer is refused");
+  CHECK(strstr(ncclGetLastError(comm), "not host memory") != NULL, "message: %s",
+        ncclGetLastError(comm));
+  CHECK(ncclBroadcast(&f, page, 16, ncclFloat32, 0, comm, NULL) == ncclInvalidUsage,
+        "an unreadable receive buffer is refused");
+  munmap(page, 4096);
 }
 
 /* Two communicators created in one group (their inits complete at ncclGroupEnd), and a
@@ -152,6 +164,28 @@ static void TestGroupInitAndSplit(ncclComm_t comm, ncclUniqueId* ids, int rank, 
   }
   OK(ncclCommDestroy(a));
   OK(ncclCommDestroy(b));
+}
+
+/* ncclCommShrink of a copy of comm without its last rank (alive: it just takes no part), an
+ * allreduce on the rest, then ncclCommRevoke: later calls fail, destroy succeeds. */
+static void TestShrinkAndRevoke(ncclComm_t comm, int rank, int n) {
+  ncclComm_t dup = NULL, small = NULL;
+  OK(ncclCommSplit(comm, 0, rank, &dup, NULL));
+  if (n > 1 && rank != n - 1) {
+    int last = n - 1, count = 0;
+    OK(ncclCommShrink(dup, &last, 1, &small, NULL, NCCL_SHRINK_DEFAULT));
+    OK(ncclCommCount(small, &count));
+    CHECK(count == n - 1, "shrunk size %d, expected %d", count, n - 1);
+    int32_t v = 1, s = 0;
+    OK(ncclAllReduce(&v, &s, 1, ncclInt32, ncclSum, small, NULL));
+    CHECK(s == n - 1, "allreduce on the shrunk comm: %d", s);
+    OK(ncclCommRevoke(small, NCCL_REVOKE_DEFAULT));
+    CHECK(ncclAllReduce(&v, &s, 1, ncclInt32, ncclSum, small, NULL) != ncclSuccess,
+          "an allreduce on a revoked comm fails");
+    OK(ncclCommDestroy(small));
+  }
+  CHECK(ncclCommRevoke(dup, 1) == ncclInvalidArgument, "revokeFlags 1 is refused");
+  OK(ncclCommDestroy(dup));
 }
 
 /* Several ranks driven by one thread: ncclCommInitAll and a group spanning its comms. */
@@ -200,6 +234,7 @@ int main(void) {
   TestCollectives(comm, rank, n);
   TestRootedAndP2P(comm, rank, n);
   TestGroupInitAndSplit(comm, ids, rank, n);
+  TestShrinkAndRevoke(comm, rank, n);
   TestInitAllOneThread();
   float done = 0;
   OK(ncclAllReduce(&done, &done, 1, ncclFloat32, ncclSum, comm, NULL)); /* all read the ids */
