@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Creates the Python environment for the PyTorch backend and installs it: .venv at the
-# repository root (system python3), torch (PyPI's default wheel), numpy, pytest, ninja, and
-# setuptools and wheel (the package's PEP 517 build runs without isolation), then
+# repository root (system python3), torch (PyPI's default wheel), numpy, pytest, ninja, and a
+# setuptools that builds wheels (the package's PEP 517 build runs without isolation), then
 # bindings/torch built against the already built library in $BUILD_DIR (scripts/setup.sh).
 # Idempotent and quick when nothing changed: pip runs only for missing packages, and the
 # binding is rebuilt only when its sources or weft's public headers changed.
@@ -42,10 +42,19 @@ PY="$VENV/bin/python"
 
 # Third-party packages: one pip call for whatever is missing.
 # One interpreter start (importing torch takes seconds), printing the missing names.
+# The package's PEP 517 build (no isolation) needs setuptools' bdist_wheel: built in from
+# setuptools 70.1, from the wheel package before.
 read -r -a missing <<< "$("$PY" -c '
 import importlib.util as u
-print(" ".join(p for p in ("torch", "numpy", "pytest", "ninja", "setuptools", "wheel")
-               if u.find_spec(p) is None))')"
+need = [p for p in ("torch", "numpy", "pytest", "ninja") if u.find_spec(p) is None]
+try:
+    import setuptools
+    version = tuple(int(x) for x in setuptools.__version__.split(".")[:2])
+except Exception:
+    version = (0, 0)
+if version < (70, 1) and u.find_spec("wheel") is None:
+    need.append("setuptools>=70.1")
+print(" ".join(need))')"
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup_python: pip install ${missing[*]}"
   "$PY" -m pip install -q ${PIP_ARGS:-} "${missing[@]}"

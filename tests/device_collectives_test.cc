@@ -412,6 +412,31 @@ TEST(DeviceStreamSemantics, OrderedWithEarlierAndLaterStreamWork) {
   }, {0, 1, 2});
 }
 
+// A host-buffer call after a device call on the same communicator runs after it (issue order),
+// instead of racing the progress thread for the communicator and failing as a second thread.
+TEST(DeviceStreamSemantics, HostCallAfterDeviceCallWaitsForIt) {
+  // Rank 1 comes late, so rank 0's progress thread is inside the device allreduce (holding the
+  // communicator) when rank 0 issues its host call.
+  OnRanks(2, {{"WEFT_EMULATED_DELAY_US", "1000"}}, [](int rank, weftComm_t comm, weftStream_t s) {
+    const size_t n = 1000;
+    DeviceBuffer b;
+    std::string e = Allocate(n * 4, DeviceOf(s), Inputs(weftFloat32, weftSum, rank, n), &b);
+    if (!e.empty()) return e;
+    if (rank == 1) usleep(600 * 1000);
+    if (weftAllReduce(b.data(), b.data(), n, weftFloat32, weftSum, comm, s) != weftSuccess)
+      return Err("device allreduce");
+    if (rank == 0) usleep(300 * 1000);
+    std::vector<unsigned char> host = Inputs(weftFloat32, weftSum, rank, n);
+    if (weftAllReduce(host.data(), host.data(), n, weftFloat32, weftSum, comm, nullptr) != weftSuccess)
+      return Err("host allreduce right after the device call");
+    if (!(e = weft_test::CheckReduced(host.data(), weftFloat32, weftSum, 2, n)).empty()) return e;
+    if (weftDeviceStreamSynchronize(s) != weftSuccess) return Err("synchronize");
+    std::vector<unsigned char> got;
+    if (!(e = Download(b, &got)).empty()) return e;
+    return weft_test::CheckReduced(got.data(), weftFloat32, weftSum, 2, n);
+  }, {0, 1});
+}
+
 // A peer that dies while device work is queued: the stream still drains (no hang) and
 // weftCommGetAsyncError reports the failure, naming the rank that died.
 TEST(DeviceStreamSemantics, DeadPeerReachesAsyncErrorNamingIt) {

@@ -1,5 +1,6 @@
 #include "core/device_progress.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -29,6 +30,10 @@ class Progress {
       ++unfinished_;
     }
     cv_.notify_all();
+  }
+  void Drain() {
+    std::unique_lock<std::mutex> l(mu_);
+    done_cv_.wait(l, [&] { return unfinished_ == 0; });
   }
   void SetError(const Status& s) {
     std::lock_guard<std::mutex> l(mu_);
@@ -66,6 +71,7 @@ class Progress {
 
 std::mutex g_mu;
 std::map<const weftComm*, std::shared_ptr<Progress>> g_progress;
+std::atomic<bool> g_any_progress{false};  // a host-only process never takes g_mu per call
 
 std::shared_ptr<Progress> Find(const weftComm* comm, bool create) {
   std::lock_guard<std::mutex> l(g_mu);
@@ -74,6 +80,7 @@ std::shared_ptr<Progress> Find(const weftComm* comm, bool create) {
   if (!create) return nullptr;
   auto p = std::make_shared<Progress>();
   g_progress[comm] = p;
+  g_any_progress.store(true, std::memory_order_release);
   return p;
 }
 
@@ -81,6 +88,11 @@ std::shared_ptr<Progress> Find(const weftComm* comm, bool create) {
 
 void EnqueueDeviceJob(weftComm* comm, std::function<void()> job) {
   Find(comm, true)->Enqueue(std::move(job));
+}
+
+void WaitDeviceJobs(const weftComm* comm) {
+  if (!g_any_progress.load(std::memory_order_acquire)) return;
+  if (auto p = Find(comm, false)) p->Drain();
 }
 
 void SetDeviceAsyncError(const weftComm* comm, const Status& error) {

@@ -20,6 +20,11 @@ void EnqueueDeviceJob(weftComm* comm, std::function<void()> job);
 void SetDeviceAsyncError(const weftComm* comm, const Status& error);
 // The first failure of comm's device jobs, OkStatus when none.
 Status DeviceAsyncError(const weftComm* comm);
+// Waits until every device job queued on comm so far has finished: a host-buffer call issued
+// after device calls runs after them, in issue order as on every rank (otherwise it would race
+// the progress thread for the communicator and fail as a second thread). Free for a process
+// that never queued a device job.
+void WaitDeviceJobs(const weftComm* comm);
 // Finishes comm's queued jobs and stops its thread (communicator destruction).
 void StopDeviceProgress(const weftComm* comm);
 

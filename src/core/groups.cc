@@ -7,6 +7,7 @@
 
 #include "core/api_internal.h"
 #include "core/device_calls.h"
+#include "core/device_progress.h"
 
 namespace weft {
 namespace {
@@ -70,6 +71,7 @@ bool InGroup() { return t_group_depth > 0; }
 Status Submit(weftComm* comm, std::variant<CollectiveCall, P2POp> op, weftStream_t stream) {
   // Fast path: a blocking collective outside a group runs right here, with no queueing.
   const bool device = NeedsDevicePath(comm, op, stream);
+  if (!device) WaitDeviceJobs(comm);
   if (stream == nullptr && t_group_depth == 0 && std::holds_alternative<CollectiveCall>(op) && !device)
     return RunCollective(comm, std::get<CollectiveCall>(op));
   if (stream != nullptr && LookupStream(stream) == nullptr && !device)
@@ -86,8 +88,10 @@ Status Submit(weftComm* comm, std::variant<CollectiveCall, P2POp> op, weftStream
 
 Status SubmitCollective(weftComm* comm, CollectiveCall&& call, weftStream_t stream) {
   // A blocking call outside a group runs here, before the call is moved into a variant.
-  if (stream == nullptr && t_group_depth == 0 && !NeedsDevicePath(comm, call, stream))
+  if (stream == nullptr && t_group_depth == 0 && !NeedsDevicePath(comm, call, stream)) {
+    WaitDeviceJobs(comm);  // after the device calls issued before it (device_progress.h)
     return RunCollective(comm, call);
+  }
   return Submit(comm, std::move(call), stream);
 }
 

@@ -497,8 +497,8 @@ Work WeftBackend::send(std::vector<at::Tensor>& tensors, int dst_rank, int /*tag
     CheckWeft(weftSend(Ptr(send), Bytes(send), weftUint8, dst_rank, Comm(), nullptr), "weftSend");
   };
   // torch's send() waits on the Work at once; isend() keeps it. Either way the op is ordered
-  // with this group's other operations.
-  return Submit(std::move(p), /*async_op=*/true);
+  // with this group's other operations, and posted with the other held-back sends/receives.
+  return SubmitPointToPoint(std::move(p));
 }
 
 Work WeftBackend::recv(std::vector<at::Tensor>& tensors, int src_rank, int /*tag*/) {
@@ -517,7 +517,7 @@ Work WeftBackend::recv(std::vector<at::Tensor>& tensors, int src_rank, int /*tag
               "weftRecv");
   };
   if (!buffer.is_same(tensor)) p.finish = [tensor, buffer] { CopyBack(tensor, buffer); };
-  return Submit(std::move(p), /*async_op=*/true);
+  return SubmitPointToPoint(std::move(p));
 }
 
 Work WeftBackend::barrier(const c10d::BarrierOptions& opts) {

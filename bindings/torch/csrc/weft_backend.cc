@@ -103,6 +103,7 @@ c10::intrusive_ptr<WeftWork> WeftBackend::NewWork(c10d::OpType type,
 
 c10::intrusive_ptr<c10d::Work> WeftBackend::Submit(PendingOp op, bool async_op) {
   c10::intrusive_ptr<WeftWork> work = op.work;
+  FlushPointToPoint();  // sends and receives posted earlier reach weft first
   if (coalescing_) {
     coalesced_.push_back(std::move(op));
     return work;
@@ -137,6 +138,30 @@ void WeftBackend::Enqueue(Batch batch) {
     if (!progress_.joinable()) progress_ = std::thread([this] { ProgressLoop(); });
   }
   queue_cv_.notify_all();
+}
+
+c10::intrusive_ptr<c10d::Work> WeftBackend::SubmitPointToPoint(PendingOp op) {
+  c10::intrusive_ptr<WeftWork> work = op.work;
+  if (coalescing_) {
+    coalesced_.push_back(std::move(op));
+    return work;
+  }
+  // The hook runs on whichever thread first waits on (or polls) the Work. The backend outlives
+  // it: shutdown and abort flush, which clears every held-back Work's hook.
+  work->SetBeforeWait([this] { FlushPointToPoint(); });
+  std::lock_guard<std::mutex> lock(p2p_mu_);
+  p2p_held_.push_back(std::move(op));
+  return work;
+}
+
+void WeftBackend::FlushPointToPoint() {
+  std::lock_guard<std::mutex> lock(p2p_mu_);
+  if (p2p_held_.empty()) return;
+  Batch batch;
+  batch.ops = std::move(p2p_held_);
+  p2p_held_.clear();
+  for (PendingOp& op : batch.ops) op.work->SetBeforeWait(nullptr);
+  Enqueue(std::move(batch));  // under p2p_mu_: concurrent flushes keep posting order
 }
 
 void WeftBackend::IssueAll(std::vector<PendingOp>& ops) {
@@ -202,6 +227,7 @@ void WeftBackend::ProgressLoop() {
 
 void WeftBackend::startCoalescing() {
   TORCH_CHECK(!coalescing_, "weft: startCoalescing called twice without endCoalescing");
+  FlushPointToPoint();  // held-back sends and receives precede the block
   coalescing_ = true;
   coalesced_.clear();
 }
@@ -306,6 +332,7 @@ void WeftBackend::StopProgressThread() {
 }
 
 void WeftBackend::shutdown() {
+  FlushPointToPoint();   // a send or receive nobody waited on still runs
   StopProgressThread();  // drains what was queued
   weftComm_t comm = comm_.exchange(nullptr);
   if (comm == nullptr) return;
@@ -318,6 +345,7 @@ void WeftBackend::abort() {
   // transports, the collective returns an error, and later queued operations fail fast.
   weftComm_t comm = comm_.exchange(nullptr);
   if (comm != nullptr) (void)weftCommAbort(comm);
+  FlushPointToPoint();  // held-back sends and receives fail (no communicator) and complete
   StopProgressThread();
 }
 

@@ -10,7 +10,12 @@
 //   - blocking calls run inline on the caller's thread when nothing is queued (no thread
 //     hand-off: the per-call overhead is weft's own plus tensor bookkeeping);
 //   - between startCoalescing() and endCoalescing() ops are collected and run as one
-//     weftGroupStart/End batch (batch_isend_irecv, coalesced collectives).
+//     weftGroupStart/End batch (batch_isend_irecv, coalesced collectives);
+//   - isend/irecv (and send/recv) are held back until one of them is waited on (or a later
+//     operation of another kind is submitted), then all held-back ones are posted as one weft
+//     group. weft's calls block and a communicator serves one thread at a time, so posting
+//     them one by one would let `irecv(peer); isend(peer)` on both ranks block each receive in
+//     front of the send its peer waits for; as one group they progress together.
 // Why not a weft host stream per backend: weftStreamSynchronize/Query report on the whole
 // stream, not per operation, so a bucket's Future could not complete while later buckets are
 // still queued; the progress thread is the same ordered worker with per-op completion.
@@ -143,6 +148,10 @@ class WeftBackend : public c10d::Backend {
   // Runs now (blocking call, nothing queued) or queues for the progress thread.
   c10::intrusive_ptr<c10d::Work> Submit(PendingOp op, bool async_op);
   void Enqueue(Batch batch);
+  // Holds a send or receive back until FlushPointToPoint (or joins the coalescing block).
+  c10::intrusive_ptr<c10d::Work> SubmitPointToPoint(PendingOp op);
+  // Queues every held-back send and receive, in posting order, as one batch (one weft group).
+  void FlushPointToPoint();
   // Runs add_ops' operations as one weft group: inside the caller's coalescing block (they
   // complete with it; add_ops' last Work is returned), or as a group of their own.
   c10::intrusive_ptr<c10d::Work> Coalesce(
@@ -165,6 +174,10 @@ class WeftBackend : public c10d::Backend {
   int64_t split_count_ = 0;
   bool coalescing_ = false;
   std::vector<PendingOp> coalesced_;
+
+  // Sends and receives posted but not yet queued (p2p_mu_ is taken before queue_mu_).
+  std::mutex p2p_mu_;
+  std::vector<PendingOp> p2p_held_;
 
   // busy_ serializes the communicator between the progress thread and inline calls.
   std::mutex queue_mu_;

@@ -21,7 +21,32 @@ void WeftWork::MarkFuture(const c10::intrusive_ptr<c10::ivalue::Future>& future,
     future->markCompleted(c10::IValue(outputs_));
 }
 
+void WeftWork::SetBeforeWait(std::function<void()> hook) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  before_wait_ = std::move(hook);
+}
+
+void WeftWork::RunBeforeWait() {
+  std::function<void()> hook;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    hook.swap(before_wait_);
+  }
+  if (hook) hook();
+}
+
+bool WeftWork::wait(std::chrono::milliseconds timeout) {
+  RunBeforeWait();
+  return c10d::Work::wait(timeout);
+}
+
+bool WeftWork::isCompleted() {
+  RunBeforeWait();
+  return c10d::Work::isCompleted();
+}
+
 c10::intrusive_ptr<c10::ivalue::Future> WeftWork::getFuture() {
+  RunBeforeWait();
   c10::intrusive_ptr<c10::ivalue::Future> future;
   bool already_done = false;
   std::exception_ptr error;
