@@ -15,6 +15,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -301,6 +302,47 @@ TEST(DeviceCollectives, FourProcessesOwnGpus) { RunMatrix(4, false); }
 TEST(DeviceCollectives, TwoProcessesShareOneGpu) { RunMatrix(2, true); }
 
 int DeviceOf(weftStream_t s) { return ActiveRuntime().StreamDevice(s); }
+
+// Thread-per-rank communicators (weftCommInitAll) on device buffers: each communicator has its
+// own progress thread, so ranks of one process driving their devices concurrently complete.
+TEST(DeviceCollectives, ThreadRanksInOneProcess) {
+  EXPECT_EQ(weft_test::InChild({{"WEFT_DEVICE", weft_test::SuiteDevice("emulated:2")},
+                                {"WEFT_EMULATED_DELAY_US", "200"}},
+                               [] {
+    const int n = 2;
+    std::vector<weftComm_t> comms(n);
+    if (weftCommInitAll(comms.data(), n, nullptr) != weftSuccess) return Err("weftCommInitAll");
+    int devices = 1;
+    weftDeviceGetCount(&devices);
+    std::vector<std::string> errors(n);
+    std::vector<std::thread> threads;
+    for (int rank = 0; rank < n; ++rank) {
+      threads.emplace_back([&, rank] {
+        Rank r{comms[rank], rank, n, rank % std::max(devices, 1), nullptr};
+        if (weftDeviceStreamCreate(&r.stream, r.device) != weftSuccess) {
+          errors[rank] = Err("stream");
+          return;
+        }
+        for (const Case& c : {Case{Kind::kAllReduce, weftFloat32, weftSum, false, 1001},
+                              Case{Kind::kAllReduce, weftBfloat16, weftAvg, true, (size_t{3} << 20) / 2},
+                              Case{Kind::kAllGather, weftInt8, weftSum, true, 999},
+                              Case{Kind::kSendRecv, weftFloat32, weftSum, false, 333}}) {
+          errors[rank] = RunCase(c, r);
+          if (!errors[rank].empty()) {
+            errors[rank] = std::string(KindName(c.kind)) + ": " + errors[rank];
+            return;
+          }
+        }
+        weftDeviceStreamDestroy(r.stream);
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (weftComm_t c : comms) weftCommDestroy(c);
+    for (int rank = 0; rank < n; ++rank)
+      if (!errors[rank].empty()) return "rank " + std::to_string(rank) + ": " + errors[rank];
+    return std::string();
+  }), "");
+}
 
 // Runs body(rank, comm, stream) on nranks processes, each on its own emulated GPU.
 void OnRanks(int nranks, const std::vector<std::pair<std::string, std::string>>& env,

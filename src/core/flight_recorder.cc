@@ -232,7 +232,7 @@ void FlightRecorder::Dump(int rank, int nranks, const std::string& why) const {
       return;
     }
     fprintf(stderr, "weft: cannot write the flight recorder to WEFT_DEBUG_FILE=%s (%s): %s\n",
-            path.c_str(), pattern, strerror(errno));
+            path.c_str(), pattern.c_str(), strerror(errno));
   }
   fwrite(text.data(), 1, text.size(), stderr);
   fflush(stderr);
