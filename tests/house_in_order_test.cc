@@ -19,6 +19,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/settings.h"
@@ -165,35 +166,21 @@ class SettingsWords : public ::testing::Test {
 // rule); before, WEFT_SHM_DISABLE=false disabled shm, WEFT_SHM_CMA=off left CMA on,
 // WEFT_SOCKET_YIELD=yes turned yielding off and WEFT_CALIBRATE refused "on".
 TEST_F(SettingsWords, FlagsMeanWhatTheirWordsSay) {
-  for (const char* off : {"0", "false", "off", "no"}) {
-    SCOPED_TRACE(off);
-    setenv("WEFT_SHM_DISABLE", off, 1);
-    setenv("WEFT_SHM_CMA", off, 1);
-    setenv("WEFT_SOCKET_YIELD", off, 1);
-    setenv("WEFT_CALIBRATE", off, 1);
+  const std::pair<const char*, bool> words[] = {{"0", false},   {"false", false}, {"off", false},
+                                                {"no", false},  {"1", true},      {"true", true},
+                                                {"on", true},   {"yes", true}};
+  for (const auto& [word, on] : words) {
+    SCOPED_TRACE(word);
+    for (const char* name : {"WEFT_SHM_DISABLE", "WEFT_SHM_CMA", "WEFT_SOCKET_YIELD", "WEFT_CALIBRATE"})
+      setenv(name, word, 1);
     weft::StatusOr<weft::ShmOptions> shm = weft::ShmOptionsFromEnv();
     ASSERT_TRUE(shm.ok()) << shm.status().message();
-    EXPECT_FALSE(shm->disabled);
-    EXPECT_FALSE(shm->single_copy);
-    EXPECT_FALSE(weft::TcpOptionsFromEnv().yield_when_idle);
+    EXPECT_EQ(shm->disabled, on);
+    EXPECT_EQ(shm->single_copy, on);
+    EXPECT_EQ(weft::TcpOptionsFromEnv().yield_when_idle, on);
     weft::StatusOr<bool> calibrate = weft::CalibrationRequested();
     ASSERT_TRUE(calibrate.ok()) << calibrate.status().message();
-    EXPECT_FALSE(*calibrate);
-  }
-  for (const char* on : {"1", "true", "on", "yes"}) {
-    SCOPED_TRACE(on);
-    setenv("WEFT_SHM_DISABLE", on, 1);
-    setenv("WEFT_SHM_CMA", on, 1);
-    setenv("WEFT_SOCKET_YIELD", on, 1);
-    setenv("WEFT_CALIBRATE", on, 1);
-    weft::StatusOr<weft::ShmOptions> shm = weft::ShmOptionsFromEnv();
-    ASSERT_TRUE(shm.ok()) << shm.status().message();
-    EXPECT_TRUE(shm->disabled);
-    EXPECT_TRUE(shm->single_copy);
-    EXPECT_TRUE(weft::TcpOptionsFromEnv().yield_when_idle);
-    weft::StatusOr<bool> calibrate = weft::CalibrationRequested();
-    ASSERT_TRUE(calibrate.ok()) << calibrate.status().message();
-    EXPECT_TRUE(*calibrate);
+    EXPECT_EQ(*calibrate, on);
   }
   setenv("WEFT_SHM_CMA", "maybe", 1);
   EXPECT_FALSE(weft::ShmOptionsFromEnv().ok()) << "a word that is no flag is an error";
