@@ -57,6 +57,30 @@ constexpr const char* kRevokedMarker = "revoked the communicator";
 inline bool IsRevokeBy(int origin, const std::string& reason) {
   return reason.find("rank " + std::to_string(origin) + " " + kRevokedMarker) != std::string::npos;
 }
+// The rank a transport learned failed first (a peer that died under pending requests, or the
+// origin of an abort note) and the reason to forward in its own abort notes: the bookkeeping of
+// the transports that relay abort notes (tcp, ucx). Its owner serializes access.
+struct FailureOrigin {
+  int rank = -1;           // -1 while none
+  std::string reason;
+  bool by_revoke = false;  // `rank` revoked the communicator: it did not fail
+  // Keeps the first failure: it is the one to report.
+  void Note(int origin, const std::string& why) {
+    if (rank >= 0) return;
+    rank = origin;
+    reason = why;
+    by_revoke = IsRevokeBy(origin, why);
+  }
+  bool known() const { return rank >= 0; }
+  // The rank to report as failed, -1 when none (a revoking rank did not fail).
+  int failed() const { return by_revoke ? -1 : rank; }
+  // This rank's own abort note: the learned failure, else this rank (`self`) and `why`.
+  int NoteOrigin(int self) const { return rank >= 0 ? rank : self; }
+  std::string NoteReason(const std::string& why) const {
+    return rank >= 0 && !reason.empty() ? reason : why;
+  }
+};
+
 // "call #17 (descriptor 1a2b3c4d)" for messages (the point-to-point tag reads "send/recv").
 inline std::string DescribeTag(uint64_t tag) {
   if (tag >= 0xfffffffffffffff0ULL) return "send/recv";

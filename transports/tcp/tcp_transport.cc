@@ -702,15 +702,12 @@ void TcpTransport::OnPeerGone(Peer& p, Stream& s, int err, const char* during) {
 }
 
 void TcpTransport::NoteOrigin(int origin, const std::string& reason) {
-  if (failed_origin_ >= 0) return;  // the first failure is the one to report
-  failed_origin_ = origin;
-  failed_reason_ = reason;
-  failed_by_revoke_ = IsRevokeBy(origin, reason);
+  failure_.Note(origin, reason);
 }
 
 int TcpTransport::FailedOrigin() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return failed_by_revoke_ ? -1 : failed_origin_;
+  return failure_.failed();
 }
 
 void TcpTransport::NoteFailedOrigin(int rank) {
@@ -781,8 +778,8 @@ bool WriteBefore(int fd, const char* data, size_t n, AbortClock::time_point dead
 // is the caller's buffer, still valid while Abort runs inside the failing call), within a
 // bound shared by all peers: Abort must not hang on a peer that stopped reading.
 void TcpTransport::SendAbortNotes(const Status& why) {
-  int origin = failed_origin_ >= 0 ? failed_origin_ : rank_;
-  std::string reason = failed_origin_ >= 0 && !failed_reason_.empty() ? failed_reason_ : why.message();
+  int origin = failure_.NoteOrigin(rank_);
+  std::string reason = failure_.NoteReason(why.message());
   if (reason.size() > kMaxAbortNoteBytes) reason.resize(kMaxAbortNoteBytes);
   std::string note(kHeaderBytes, '\0');
   tcp_wire::EncodeFrameHeader(kAbortMagic, static_cast<uint32_t>(origin), 0, reason.size(),
@@ -1018,7 +1015,7 @@ void TcpTransport::AbortLocked(const Status& why) {
   // which fails only what still waits on us — with the message that says why (e.g. the
   // mismatch a peer's recv finds in our last message) rather than our note.
   // A revoke is announced even by an idle rank: stopping the peers is its purpose.
-  if (pending_.load(std::memory_order_acquire) > 0 || failed_origin_ >= 0 ||
+  if (pending_.load(std::memory_order_acquire) > 0 || failure_.known() ||
       abort_status_.message().find(kRevokedMarker) != std::string::npos)
     SendAbortNotes(abort_status_);
   for (Peer& p : peers_) {

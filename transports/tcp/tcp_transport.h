@@ -255,9 +255,7 @@ class TcpTransport : public Transport {
   Status abort_status_;
   // The rank this transport learned failed first (a peer that died under pending requests,
   // or the origin of an abort note), and the reason to forward; -1 while none.
-  int failed_origin_ = -1;
-  std::string failed_reason_;
-  bool failed_by_revoke_ = false;  // failed_origin_ revoked the communicator: it did not fail
+  FailureOrigin failure_;  // the rank this transport learned failed first (transport.h)
   mutable std::mutex mu_;  // serializes Post*/Progress against Abort from another thread
   std::vector<char> discard_;  // sink for payloads nobody will read
   std::vector<pollfd> fds_;

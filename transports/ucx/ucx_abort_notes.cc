@@ -125,15 +125,12 @@ void UcxTransport::OnNote(Op* op) {
 }
 
 void UcxTransport::NoteOrigin(int origin, const std::string& reason) {
-  if (failed_origin_ >= 0) return;  // the first failure is the one to report
-  failed_origin_ = origin;
-  failed_reason_ = reason;
-  failed_by_revoke_ = IsRevokeBy(origin, reason);
+  failure_.Note(origin, reason);
 }
 
 int UcxTransport::FailedOrigin() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return failed_by_revoke_ ? -1 : failed_origin_;
+  return failure_.failed();
 }
 
 void UcxTransport::NoteFailedOrigin(int rank) {
@@ -150,8 +147,8 @@ void UcxTransport::NoteFailedOrigin(int rank) {
 // "tcp_ep.c:939 ep->flags & UCT_TCP_EP_FLAG_PUT_TX_WAITING_ACK", when the peer had a
 // zero-copy put to us in flight: not used.)
 void UcxTransport::SendAbortNotes(const Status& why) {
-  const int origin = failed_origin_ >= 0 ? failed_origin_ : rank_;
-  std::string reason = failed_origin_ >= 0 && !failed_reason_.empty() ? failed_reason_ : why.message();
+  const int origin = failure_.NoteOrigin(rank_);
+  std::string reason = failure_.NoteReason(why.message());
   if (reason.size() > kMaxNoteBytes - sizeof(int32_t)) reason.resize(kMaxNoteBytes - sizeof(int32_t));
   const int32_t origin32 = origin;
   std::vector<Op*> notes;

@@ -290,9 +290,7 @@ class UcxTransport : public Transport {
   Status round_error_;
   std::atomic<bool> aborted_{false};
   Status abort_status_;
-  int failed_origin_ = -1;       // the rank to blame in abort notes; -1 while none
-  std::string failed_reason_;
-  bool failed_by_revoke_ = false;  // failed_origin_ revoked the communicator: it did not fail
+  FailureOrigin failure_;  // the rank this transport learned failed first (transport.h)
   std::vector<ImportedKey> imported_;  // RemoteKey k -> imported_[k - 1]
   std::map<RegHandle, Mapped> mapped_;  // this rank's registrations (registrations_ holds ranges)
   bool cuda_memory_ = false;            // UCX reports CUDA memory support (cuda lanes)

@@ -360,7 +360,7 @@ void UcxTransport::AbortLocked(const Status& why) {
   // nothing pending: flushing towards a stopped peer waited the whole 2 s close bound, which
   // made a relay's report of a SIGSTOPped rank come WEFT_TIMEOUT + ~3 s late (issue 34).
   const bool revoke = abort_status_.message().find(kRevokedMarker) != std::string::npos;
-  const bool flush = pending_.load(std::memory_order_acquire) == 0 && failed_origin_ < 0 && !revoke;
+  const bool flush = pending_.load(std::memory_order_acquire) == 0 && !failure_.known() && !revoke;
   // Notes only when something failed or was cut short (not for a finished communicator's
   // destroy, whose peers must see a normal shutdown), as tcp; a revoke is announced even by an
   // idle rank: stopping the peers is its purpose.
