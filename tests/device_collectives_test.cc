@@ -11,9 +11,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -98,6 +100,44 @@ struct Rank {
   weftComm_t comm;
   int rank, nranks, device;
   weftStream_t stream;
+  // Ranks that are threads of one process sharing a GPU meet here before issuing and after
+  // their streams drained: CUDA's allocation, free and pageable copies wait on the whole
+  // device, so one thread's weftDeviceFree while a peer's stream waits for this thread's
+  // next collective never returns (NCCL has the same rule). Empty for one rank per process.
+  std::function<void()> rendezvous;
+};
+
+// A reusable barrier for n threads (C++17 has no std::barrier).
+class Barrier {
+ public:
+  explicit Barrier(int n) : n_(n) {}
+  void Wait() {
+    std::unique_lock<std::mutex> l(mu_);
+    const long gen = generation_;
+    if (++arrived_ == n_) {
+      arrived_ = 0;
+      ++generation_;
+      cv_.notify_all();
+      return;
+    }
+    cv_.wait(l, [&] { return generation_ != gen; });
+  }
+  // A thread that stops early (an error) no longer counts, so the others do not wait for it.
+  void Leave() {
+    std::lock_guard<std::mutex> l(mu_);
+    if (--n_ > 0 && arrived_ == n_) {
+      arrived_ = 0;
+      ++generation_;
+      cv_.notify_all();
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int n_;
+  int arrived_ = 0;
+  long generation_ = 0;
 };
 
 std::vector<unsigned char> Inputs(weftDataType_t t, weftRedOp_t op, int rank, size_t count,
@@ -214,9 +254,12 @@ std::string RunCase(const Case& c, const Rank& r) {
     send = sb.data();
     recv = rb.data();
   }
+  if (r.rendezvous) r.rendezvous();  // every rank's buffers ready before any stream parks
   if (!e.empty()) return e;
-  if (Issue(c, r, send, recv) != weftSuccess) return Err("issue");
-  if (weftDeviceStreamSynchronize(r.stream) != weftSuccess) return Err("stream synchronize");
+  if (Issue(c, r, send, recv) != weftSuccess) e = Err("issue");
+  if (e.empty() && weftDeviceStreamSynchronize(r.stream) != weftSuccess) e = Err("stream synchronize");
+  if (r.rendezvous) r.rendezvous();  // every stream drained before anyone frees or copies
+  if (!e.empty()) return e;
   std::vector<unsigned char> got, sent;
   if (!(e = Download(rb, &got)).empty()) return "receive buffer: " + e;
   if (!c.in_place) {
@@ -316,11 +359,13 @@ TEST(DeviceCollectives, ThreadRanksInOneProcess) {
     weftDeviceGetCount(&devices);
     std::vector<std::string> errors(n);
     std::vector<std::thread> threads;
+    Barrier barrier(n);
     for (int rank = 0; rank < n; ++rank) {
       threads.emplace_back([&, rank] {
-        Rank r{comms[rank], rank, n, rank % std::max(devices, 1), nullptr};
+        Rank r{comms[rank], rank, n, rank % std::max(devices, 1), nullptr, [&] { barrier.Wait(); }};
         if (weftDeviceStreamCreate(&r.stream, r.device) != weftSuccess) {
           errors[rank] = Err("stream");
+          barrier.Leave();
           return;
         }
         for (const Case& c : {Case{Kind::kAllReduce, weftFloat32, weftSum, false, 1001},
@@ -330,9 +375,10 @@ TEST(DeviceCollectives, ThreadRanksInOneProcess) {
           errors[rank] = RunCase(c, r);
           if (!errors[rank].empty()) {
             errors[rank] = std::string(KindName(c.kind)) + ": " + errors[rank];
-            return;
+            break;
           }
         }
+        barrier.Leave();
         weftDeviceStreamDestroy(r.stream);
       });
     }

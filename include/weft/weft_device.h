@@ -28,7 +28,13 @@ WEFT_API weftResult_t weftDeviceGetCount(int* count);
 WEFT_API const char* weftDeviceRuntimeName(void);
 /** Allocates bytes of device memory on `device` (bytes 0: *ptr = NULL). */
 WEFT_API weftResult_t weftDeviceMalloc(void** ptr, size_t bytes, int device);
-/** Frees memory from weftDeviceMalloc (NULL: nothing to do). */
+/**
+ * Frees memory from weftDeviceMalloc (NULL: nothing to do).
+ * On CUDA, freeing, allocating and copying to pageable host memory wait for the whole
+ * device. With several ranks of one process on one GPU (threads), do them only while no
+ * rank's collective is queued waiting for another rank: a free that waits for a peer's
+ * stream which waits for this thread's next call never returns (NCCL's rule too).
+ */
 WEFT_API weftResult_t weftDeviceFree(void* ptr);
 /**
  * Copies bytes from src to dst and returns when the copy is complete; the direction

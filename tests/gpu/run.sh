@@ -15,13 +15,17 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
+# Logs go to LOGS and are packed into $OUT/logs.tgz after every step: the device tool brings
+# back at most 8 files, and a run cut off at its limit still returns what it had packed.
+LOGS=$(mktemp -d)
 status=0
-step() { echo "== $*" | tee -a "$OUT/summary.txt"; }
+pack() { tar czf "$OUT/logs.tgz" -C "$LOGS" . 2>/dev/null; cp "$OUT/summary.txt" "$LOGS/" 2>/dev/null; }
+step() { pack; echo "== $*" | tee -a "$OUT/summary.txt"; }
 note() { echo "$*" | tee -a "$OUT/summary.txt"; }
 
 step "device"
-nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || note "nvidia-smi failed"
-head -12 "$OUT/nvidia-smi.txt" >> "$OUT/summary.txt"
+nvidia-smi > "$LOGS/nvidia-smi.txt" 2>&1 || note "nvidia-smi failed"
+head -12 "$LOGS/nvidia-smi.txt" >> "$OUT/summary.txt"
 
 if [ -n "${BUNDLE:-}" ]; then
   step "binaries from the bundle $BUNDLE"
@@ -31,8 +35,8 @@ else
   step "build (WEFT_CUDA=ON)"
   BUILD=${BUILD:-build-gpu}
   if ! { cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_CUDA=ON &&
-         cmake --build "$BUILD" -j "$(nproc)"; } > "$OUT/build.log" 2>&1; then
-    tail -50 "$OUT/build.log"; note "build failed"; exit 1
+         cmake --build "$BUILD" -j "$(nproc)"; } > "$LOGS/build.log" 2>&1; then
+    tail -50 "$LOGS/build.log"; note "build failed"; pack; exit 1
   fi
   BIN=$BUILD/bin
   WEFT_LIBS=$(realpath "$BUILD")
@@ -44,10 +48,16 @@ NV_LIBS=$(for f in libnccl.so.2 libcudart.so.13 libcudart.so.12; do
             find / -xdev -name "$f" -not -path "*/nccl-shim/*" 2>/dev/null | head -1
           done | xargs -r -n1 dirname | sort -u | paste -sd:)
 note "NVIDIA libraries for nccl-perf: ${NV_LIBS:-none found}"
-run() {  # run LOG CMD...: one test step; its last lines go to the summary
+run() {  # run LOG CMD...: one test step (at most 150 s); its last lines go to the summary
   local log=$1; shift
-  timeout 300 "$@" > "$OUT/$log" 2>&1 || { status=1; note "FAILED: $*"; }
-  tail -3 "$OUT/$log" >> "$OUT/summary.txt"
+  timeout 150 "$@" > "$LOGS/$log" 2>&1 || { status=1; note "FAILED ($?): $*"; }
+  tail -3 "$LOGS/$log" >> "$OUT/summary.txt"
+}
+bench() {  # bench LOG CMD...: a benchmark (at most 90 s); never fails the run
+  local log=$1; shift
+  timeout 90 "$@" > "$LOGS/$log" 2>&1 || note "benchmark exited $?: $*"
+  grep -v '^\[[0-9]*\] *#' "$LOGS/$log" | tail -14 >> "$OUT/summary.txt"
+  pack
 }
 
 step "GPU kernel tests"
@@ -77,20 +87,17 @@ for n in 1 2 4; do
 done
 
 step "benchmarks"
+PERF_ARGS="-C allreduce -b 8 -e 256M -f 4 -w 2 --time-budget 0.5"
 if [ -x "$BIN/nccl-perf" ] && [ -n "$NV_LIBS" ]; then
-  LD_LIBRARY_PATH=$NV_LIBS:$LD_LIBRARY_PATH timeout 200 "$BIN/nccl-perf" -C allreduce -b 8 \
-    -e 256M -f 4 --json "$OUT/nccl_allreduce_1gpu.json" > "$OUT/nccl_perf.log" 2>&1 ||
-    note "nccl-perf failed (see nccl_perf.log)"
-  tail -16 "$OUT/nccl_perf.log" >> "$OUT/summary.txt"
+  LD_LIBRARY_PATH=$NV_LIBS:$LD_LIBRARY_PATH bench nccl_perf_1gpu.log "$BIN/nccl-perf" $PERF_ARGS \
+    --json "$LOGS/nccl_allreduce_1gpu.json"
 fi
 for n in 1 2 4; do
-  WEFT_DEVICE=cuda timeout 200 "$BIN/weftrun" -n "$n" "$BIN/weft-perf" --device -C allreduce \
-    -b 8 -e 256M -f 4 --time-budget 1 --json "$OUT/weft_device_allreduce_$n.json" \
-    > "$OUT/weft_device_perf_$n.log" 2>&1 || note "weft-perf --device -n $n failed"
-  tail -16 "$OUT/weft_device_perf_$n.log" >> "$OUT/summary.txt"
+  WEFT_DEVICE=cuda bench "weft_device_perf_$n.log" "$BIN/weftrun" -n "$n" "$BIN/weft-perf" \
+    --device $PERF_ARGS --json "$LOGS/weft_device_allreduce_$n.json"
 done
-timeout 200 "$BIN/weftrun" -n 2 "$BIN/weft-perf" -C allreduce -b 8 -e 256M -f 4 \
-  --time-budget 1 --json "$OUT/weft_host_allreduce_2.json" > "$OUT/weft_host_perf_2.log" 2>&1 || true
-tail -16 "$OUT/weft_host_perf_2.log" >> "$OUT/summary.txt"
+bench weft_host_perf_2.log "$BIN/weftrun" -n 2 "$BIN/weft-perf" $PERF_ARGS \
+  --json "$LOGS/weft_host_allreduce_2.json"
+pack
 cat "$OUT/summary.txt"
 exit $status

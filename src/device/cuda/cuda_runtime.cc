@@ -38,10 +38,18 @@ Status Query(cudaError_t e, const char* what) {
   return Check(e, what);
 }
 
-Status CheckLaunch(weftResult_t r, const char* kernel) {
+// `refused` names the values the kernel refused (as the emulated runtime does), so that the
+// caller's error says which argument was wrong on either runtime.
+Status CheckLaunch(weftResult_t r, const char* kernel, const std::string& refused) {
   if (r == weftSuccess) return OkStatus();
-  if (r == weftInvalidArgument) return InvalidArgument(std::string(kernel) + ": invalid dtype or op");
+  if (r == weftInvalidArgument)
+    return InvalidArgument(std::string(kernel) + ": " + refused + " is not supported");
   return Check(cudaGetLastError(), kernel);
+}
+
+std::string TypeOp(weftDataType_t dtype, weftRedOp_t op) {
+  return "dtype " + std::to_string(static_cast<int>(dtype)) + " with op " +
+         std::to_string(static_cast<int>(op));
 }
 
 cudaStream_t S(StreamHandle s) { return static_cast<cudaStream_t>(s); }
@@ -165,16 +173,19 @@ class CudaRuntime final : public DeviceRuntime {
   }
   Status LaunchReduce(void* dst, const void* a, const void* b, size_t count, weftDataType_t dtype,
                       weftRedOp_t op, StreamHandle stream) override {
-    return CheckLaunch(kernels::cuda::Reduce(dst, a, b, count, dtype, op, stream), "reduce kernel");
+    return CheckLaunch(kernels::cuda::Reduce(dst, a, b, count, dtype, op, stream), "reduce kernel",
+                       TypeOp(dtype, op));
   }
   Status LaunchFinalize(void* dst, size_t count, weftDataType_t dtype, weftRedOp_t op, int divisor,
                         StreamHandle stream) override {
     return CheckLaunch(kernels::cuda::Finalize(dst, count, dtype, op, divisor, stream),
-                       "finalize kernel");
+                       "finalize kernel", TypeOp(dtype, op));
   }
   Status LaunchCast(void* dst, weftDataType_t dst_type, const void* src, weftDataType_t src_type,
                     size_t count, StreamHandle stream) override {
-    return CheckLaunch(kernels::cuda::Cast(dst, dst_type, src, src_type, count, stream), "cast kernel");
+    return CheckLaunch(kernels::cuda::Cast(dst, dst_type, src, src_type, count, stream), "cast kernel",
+                       "a cast from type " + std::to_string(static_cast<int>(src_type)) + " to " +
+                           std::to_string(static_cast<int>(dst_type)));
   }
 
  private:
