@@ -53,9 +53,26 @@ run() {  # run LOG CMD...: one test step (at most 150 s); its last lines go to t
   timeout 150 "$@" > "$LOGS/$log" 2>&1 || { status=1; note "FAILED ($?): $*"; }
   tail -3 "$LOGS/$log" >> "$OUT/summary.txt"
 }
-bench() {  # bench LOG CMD...: a benchmark (at most 90 s); never fails the run
+# Backtraces of every thread of the processes named NAME (cuda-gdb attaches; the image has
+# no gdb), so a stalled run says where it waits.
+backtraces() {
+  command -v cuda-gdb >/dev/null || { echo "no cuda-gdb: no backtraces"; return; }
+  for pid in $(pgrep -f "$1"); do
+    echo "--- pid $pid"
+    timeout 60 cuda-gdb -p "$pid" -batch -ex "thread apply all bt" 2>&1 | grep -E '^(#|Thread)'
+  done
+}
+bench() {  # bench LOG CMD...: a benchmark (at most BENCH_S s); never fails the run
   local log=$1; shift
-  timeout 90 "$@" > "$LOGS/$log" 2>&1 || note "benchmark exited $?: $*"
+  "$@" > "$LOGS/$log" 2>&1 &
+  local pid=$! waited=0
+  while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt "${BENCH_S:-60}" ]; do sleep 1; waited=$((waited + 1)); done
+  if kill -0 "$pid" 2>/dev/null; then
+    note "benchmark still running after ${waited}s (backtraces in $log.bt): $*"
+    backtraces "$BIN/weft-perf" > "$LOGS/$log.bt" 2>&1
+    pkill -TERM -P "$pid"; kill "$pid" 2>/dev/null
+  fi
+  wait "$pid" || note "benchmark exited $?: $*"
   grep -v '^\[[0-9]*\] *#' "$LOGS/$log" | tail -14 >> "$OUT/summary.txt"
   pack
 }
