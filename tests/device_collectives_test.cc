@@ -346,6 +346,40 @@ TEST(DeviceCollectives, TwoProcessesShareOneGpu) { RunMatrix(2, true); }
 
 int DeviceOf(weftStream_t s) { return ActiveRuntime().StreamDevice(s); }
 
+// Large calls queued back to back need more pinned staging at once than the pool keeps
+// (256 MiB): the blocks a finished job returns must not be freed by the progress thread.
+// Freeing pinned memory waits for the whole device, whose stream waits for that thread's next
+// flag; the H100 hung so from 8 MiB allreduces in a weft-perf sweep, and the emulated GPU now
+// waits in its frees as CUDA does. A hang here dies by SIGALRM instead of the ctest timeout.
+TEST(DeviceCollectives, QueuedLargeCallsOutgrowTheStagingPool) {
+  EXPECT_EQ(weft_test::InChild({{"WEFT_DEVICE", weft_test::SuiteDevice("emulated:1")}}, [] {
+    alarm(60);
+    weftComm_t comm = nullptr;
+    if (weftCommInitAll(&comm, 1, nullptr) != weftSuccess) return Err("weftCommInitAll");
+    weftStream_t stream = nullptr;
+    if (weftDeviceStreamCreate(&stream, 0) != weftSuccess) return Err("stream");
+    const size_t count = size_t{10} << 20;  // 40 MiB of float: 128 MiB staging blocks
+    void *send = nullptr, *recv = nullptr;
+    if (weftDeviceMalloc(&send, count * 4, 0) != weftSuccess ||
+        weftDeviceMalloc(&recv, count * 4, 0) != weftSuccess)
+      return Err("weftDeviceMalloc");
+    std::vector<float> host(count, 1.5f);
+    if (weftDeviceMemcpy(send, host.data(), count * 4) != weftSuccess) return Err("upload");
+    for (int i = 0; i < 8; ++i)
+      if (weftAllReduce(send, recv, count, weftFloat32, weftSum, comm, stream) != weftSuccess)
+        return Err("allreduce " + std::to_string(i));
+    if (weftDeviceStreamSynchronize(stream) != weftSuccess) return Err("stream synchronize");
+    std::vector<float> got(count);
+    if (weftDeviceMemcpy(got.data(), recv, count * 4) != weftSuccess) return Err("download");
+    for (size_t i = 0; i < count; i += 4099)
+      if (got[i] != 1.5f) return "element " + std::to_string(i) + " is " + std::to_string(got[i]);
+    weftDeviceStreamDestroy(stream);
+    weftDeviceFree(send);
+    weftDeviceFree(recv);
+    return weftCommDestroy(comm) == weftSuccess ? std::string() : Err("weftCommDestroy");
+  }), "");
+}
+
 // Thread-per-rank communicators (weftCommInitAll) on device buffers: each communicator has its
 // own progress thread, so ranks of one process driving their devices concurrently complete.
 TEST(DeviceCollectives, ThreadRanksInOneProcess) {

@@ -65,7 +65,7 @@ Status EnqueueStreamSide(DeviceRuntime& rt, Job* job, weftStream_t stream) {
 // Allocates the job's staging and events and queues the stream half.
 Status PrepareJob(DeviceRuntime& rt, size_t staging_bytes, Job* job, weftStream_t stream) {
   job->staging_class = StagingSizeClass(staging_bytes);
-  WEFT_RETURN_IF_ERROR(GetStaging(rt, job->staging_class, &job->staging));
+  WEFT_RETURN_IF_ERROR(GetStaging(rt, &job->staging_class, &job->staging));
   __atomic_store_n(job->flag(), 0u, __ATOMIC_RELEASE);  // reused, or not zeroed
   job->inputs_ready.assign(job->pieces.size(), nullptr);
   for (EventHandle& e : job->inputs_ready) WEFT_RETURN_IF_ERROR(rt.EventCreate(&e));

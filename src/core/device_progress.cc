@@ -1,5 +1,8 @@
 #include "core/device_progress.h"
 
+#include "core/device_staging.h"
+#include "device/device_runtime.h"
+
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -114,6 +117,8 @@ void StopDeviceProgress(const weftComm* comm) {
     g_progress.erase(it);
   }
   p.reset();  // the destructor runs the queued jobs, then joins
+  // This communicator's jobs are done, so freeing pinned staging cannot wait on them.
+  TrimStaging(device::ActiveRuntime());
 }
 
 }  // namespace weft

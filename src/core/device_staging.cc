@@ -128,7 +128,9 @@ P ToStaging(P p, const std::vector<StagedRegion>& regions, char* staging) {
   return p;
 }
 
-constexpr size_t kPoolBytes = size_t{256} << 20;  // pinned memory kept for reuse, at most
+// Pinned memory kept for reuse once a communicator is destroyed (TrimStaging); while jobs run
+// the pool holds whatever they needed at once.
+constexpr size_t kPoolBytes = size_t{256} << 20;
 
 struct Pool {
   std::mutex mu;
@@ -177,35 +179,50 @@ size_t StagingSizeClass(size_t bytes) {
   return c;
 }
 
-Status GetStaging(DeviceRuntime& rt, size_t size_class, char** block) {
+Status GetStaging(DeviceRuntime& rt, size_t* size_class, char** block) {
   Pool& pool = ThePool();
   {
     std::lock_guard<std::mutex> l(pool.mu);
-    auto it = pool.free.find(size_class);
-    if (it != pool.free.end()) {
+    // The smallest pooled block that fits, up to 4x larger: a sweep of growing sizes then
+    // reuses what the last size pinned instead of pinning more.
+    auto it = pool.free.lower_bound(*size_class);
+    if (it != pool.free.end() && it->first <= 4 * *size_class) {
+      *size_class = it->first;
       *block = it->second;
       pool.free.erase(it);
-      pool.pooled -= size_class;
+      pool.pooled -= *size_class;
       return OkStatus();
     }
   }
   void* p = nullptr;
-  WEFT_RETURN_IF_ERROR(rt.HostAlloc(&p, size_class));
+  WEFT_RETURN_IF_ERROR(rt.HostAlloc(&p, *size_class));
   *block = static_cast<char*>(p);
   return OkStatus();
 }
 
-void PutStaging(DeviceRuntime& rt, size_t size_class, char* block) {
+// Never frees: this runs on a progress thread, and freeing pinned memory waits for the whole
+// device (cudaFreeHost), whose streams may be waiting for this very thread's next flag. The
+// H100 hung so from 8 MiB allreduces, once the pool passed kPoolBytes. TrimStaging frees.
+void PutStaging(DeviceRuntime&, size_t size_class, char* block) {
   Pool& pool = ThePool();
+  std::lock_guard<std::mutex> l(pool.mu);
+  pool.free.emplace(size_class, block);
+  pool.pooled += size_class;
+}
+
+void TrimStaging(DeviceRuntime& rt) {
+  std::vector<char*> doomed;
   {
+    Pool& pool = ThePool();
     std::lock_guard<std::mutex> l(pool.mu);
-    if (pool.pooled + size_class <= kPoolBytes) {
-      pool.free.emplace(size_class, block);
-      pool.pooled += size_class;
-      return;
+    while (pool.pooled > kPoolBytes && !pool.free.empty()) {
+      auto largest = std::prev(pool.free.end());
+      pool.pooled -= largest->first;
+      doomed.push_back(largest->second);
+      pool.free.erase(largest);
     }
   }
-  (void)rt.HostFree(block);
+  for (char* block : doomed) (void)rt.HostFree(block);
 }
 
 }  // namespace weft

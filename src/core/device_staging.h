@@ -47,9 +47,13 @@ std::vector<StagedPiece> PlanPieces(DeviceOps ops, int nranks, int rank,
 // Points every device buffer of the pieces' ops into the staging block.
 void Retarget(std::vector<StagedPiece>* pieces, char* staging);
 
-// Pinned blocks by power-of-two size class (cudaHostAlloc costs milliseconds).
+// Pinned blocks by power-of-two size class (cudaHostAlloc costs milliseconds). GetStaging
+// may hand a larger pooled block and then sets *size_class to its class. PutStaging only
+// pools (it runs on progress threads, where a free could deadlock with the device);
+// TrimStaging frees the pool down to its limit, from a thread whose jobs have drained.
 size_t StagingSizeClass(size_t bytes);
-Status GetStaging(device::DeviceRuntime& rt, size_t size_class, char** block);
+Status GetStaging(device::DeviceRuntime& rt, size_t* size_class, char** block);
 void PutStaging(device::DeviceRuntime& rt, size_t size_class, char* block);
+void TrimStaging(device::DeviceRuntime& rt);
 
 }  // namespace weft

@@ -64,22 +64,32 @@ class EmulatedRuntime final : public DeviceRuntime {
   Status Malloc(void** ptr, size_t bytes, int device) override {
     return memory_.Malloc(ptr, bytes, device);
   }
-  Status Free(void* ptr) override { return memory_.Free(ptr); }
+  // cudaFree and cudaFreeHost wait for the device's queued work before they free (CUDA's
+  // implicit synchronization); so do these, so that code which frees while a stream waits
+  // for the freeing thread hangs here as it would on a GPU instead of passing.
+  Status Free(void* ptr) override {
+    const PointerAttributes a = memory_.Info(ptr);
+    if (a.is_device) WaitForDevice("device free", a.device);
+    return memory_.Free(ptr);
+  }
   PointerAttributes PointerInfo(const void* ptr) const override { return memory_.Info(ptr); }
   Status HostAlloc(void** ptr, size_t bytes) override { return memory_.HostAlloc(ptr, bytes); }
-  Status HostFree(void* ptr) override { return memory_.HostFree(ptr); }
+  Status HostFree(void* ptr) override {
+    if (ptr != nullptr) WaitForDevice("pinned host free", -1);
+    return memory_.HostFree(ptr);
+  }
 
   Status StreamCreate(StreamHandle* stream, int device) override {
     if (stream == nullptr) return InvalidArgument("stream create: stream (output pointer) is NULL");
     WEFT_RETURN_IF_ERROR(CheckDevice("stream create", device));
-    auto s = std::make_unique<Stream>(device, delay_us_);
+    auto s = std::make_shared<Stream>(device, delay_us_);
     std::lock_guard<std::mutex> l(mu_);
     *stream = s.get();
     streams_[s.get()] = std::move(s);
     return OkStatus();
   }
   Status StreamDestroy(StreamHandle stream) override {
-    std::unique_ptr<Stream> doomed;
+    std::shared_ptr<Stream> doomed;
     {
       std::lock_guard<std::mutex> l(mu_);
       auto it = streams_.find(static_cast<Stream*>(stream));
@@ -278,11 +288,24 @@ class EmulatedRuntime final : public DeviceRuntime {
                              " must be 4-byte aligned host memory");
     return OkStatus();
   }
+  // Waits until every stream of `device` (-1: of every device) has run its queued work.
+  void WaitForDevice(const char* why, int device) {
+    std::vector<std::shared_ptr<Stream>> streams;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      for (auto& [raw, s] : streams_)
+        if (device < 0 || s->device() == device) streams.push_back(s);
+      for (auto& s : defaults_)
+        if (s && (device < 0 || s->device() == device)) streams.push_back(s);
+    }
+    for (auto& s : streams) s->WaitIdle(why, std::chrono::seconds(10));
+  }
+
   // A live stream, or the default stream of device 0 for nullptr (created on first use).
   Status Find(const char* what, StreamHandle stream, Stream** out) {
     std::lock_guard<std::mutex> l(mu_);
     if (stream == nullptr) {
-      if (!defaults_[0]) defaults_[0] = std::make_unique<Stream>(0, delay_us_);
+      if (!defaults_[0]) defaults_[0] = std::make_shared<Stream>(0, delay_us_);
       *out = defaults_[0].get();
       return OkStatus();
     }
@@ -304,8 +327,9 @@ class EmulatedRuntime final : public DeviceRuntime {
   Memory memory_;
   const uint32_t delay_us_;
   mutable std::mutex mu_;
-  std::map<Stream*, std::unique_ptr<Stream>> streams_;
-  std::vector<std::unique_ptr<Stream>> defaults_;
+  // shared: a device-wide wait holds streams that a concurrent destroy drops
+  std::map<Stream*, std::shared_ptr<Stream>> streams_;
+  std::vector<std::shared_ptr<Stream>> defaults_;
   std::map<Event*, std::shared_ptr<Event>> events_;
 };
 

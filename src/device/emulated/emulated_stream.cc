@@ -1,6 +1,7 @@
 #include "device/emulated/emulated_stream.h"
 
 #include <chrono>
+#include <cstdio>
 #include <random>
 
 namespace weft::device::emulated {
@@ -34,6 +35,24 @@ Status Stream::Synchronize() {
   return error_;
 }
 
+void Stream::WaitIdle(const char* why, std::chrono::milliseconds warn_after) {
+  std::unique_lock<std::mutex> l(mu_);
+  bool warned = false;
+  while (pending_ != 0) {
+    const uint64_t before = finished_;
+    if (idle_cv_.wait_for(l, warn_after, [&] { return pending_ == 0 || finished_ != before; }))
+      continue;
+    if (!warned) {
+      std::fprintf(stderr,
+                   "weft emulated GPU: %s has waited %lld ms for device %d's queued work, none of "
+                   "which finished; CUDA waits here too, forever if that work waits for this "
+                   "thread (a cudaFree/cudaFreeHost while a stream waits on a flag)\n",
+                   why, static_cast<long long>(warn_after.count()), device_);
+      warned = true;
+    }
+  }
+}
+
 Status Stream::Query() {
   std::lock_guard<std::mutex> l(mu_);
   if (!error_.ok()) return error_;
@@ -64,7 +83,9 @@ void Stream::Loop() {
     }
     l.lock();
     if (!s.ok() && error_.ok()) error_ = std::move(s);
-    if (--pending_ == 0) idle_cv_.notify_all();
+    ++finished_;
+    --pending_;
+    idle_cv_.notify_all();  // Synchronize waits for idle, WaitIdle for progress too
   }
 }
 

@@ -9,6 +9,7 @@
 // to, and a wait takes the latest record at the time it is queued (CUDA's semantics).
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -30,6 +31,10 @@ class Stream {
   // those queued with `always` (event records: a waiter must not hang on a failed stream).
   void Enqueue(std::function<Status()> fn, bool always = false);
   Status Synchronize();
+  // Waits for the queued work like Synchronize, but after `warn_after` of waiting with no
+  // operation finishing, says once on stderr what a real GPU would do here (wait forever,
+  // when the queued work waits for the caller).
+  void WaitIdle(const char* why, std::chrono::milliseconds warn_after);
   Status Query();
   // True once the destructor began: a flag wait gives up instead of blocking it forever.
   bool stopping() const;
@@ -47,6 +52,7 @@ class Stream {
   };
   std::deque<Op> queue_;
   size_t pending_ = 0;
+  uint64_t finished_ = 0;  // operations run so far: WaitIdle's sign of progress
   bool stop_ = false;
   Status error_;
   std::thread worker_;
