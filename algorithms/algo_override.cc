@@ -14,7 +14,8 @@ namespace {
 const Collective kAllCollectives[] = {
     Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter,
     Collective::kBroadcast, Collective::kReduce,    Collective::kAllToAll,
-    Collective::kAllToAllv, Collective::kBarrier};
+    Collective::kAllToAllv, Collective::kBarrier,   Collective::kAllGatherV,
+    Collective::kReduceScatterV};
 
 std::string Trim(const std::string& s) {
   size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");

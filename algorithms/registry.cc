@@ -115,6 +115,8 @@ const char* CollectiveName(Collective c) {
     case Collective::kAllToAllv: return "alltoallv";
     case Collective::kSendRecv: return "sendrecv";
     case Collective::kBarrier: return "barrier";
+    case Collective::kAllGatherV: return "allgatherv";
+    case Collective::kReduceScatterV: return "reducescatterv";
   }
   return "unknown";
 }

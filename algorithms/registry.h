@@ -67,6 +67,12 @@ struct ScheduleRequest {
   // encoded regions (schedule.h); codec weftCodecNone (the default) for every other request.
   // Only the compressed generators read it, and only they apply when it is set.
   weftCompression codec = {};
+  // allgatherv / reduce-scatterv (added last like the fields above): v_counts[q] elements
+  // belong to rank q (the same table on every rank: the communicator checks that), and for
+  // allgatherv v_displs[q] is where rank q's block starts in this rank's output (reduce-scatterv
+  // blocks lie back to back in the input: offset sum(v_counts[0..q))). `count` is unused.
+  std::vector<size_t> v_counts;
+  std::vector<size_t> v_displs;
 };
 
 struct AlgorithmInfo {

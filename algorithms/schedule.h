@@ -65,6 +65,9 @@ enum class Collective : uint8_t {
   kAllToAllv,
   kSendRecv,
   kBarrier,
+  // Per-rank counts (weftAllGatherV / weftReduceScatterV): ScheduleRequest::v_counts.
+  kAllGatherV,
+  kReduceScatterV,
 };
 const char* CollectiveName(Collective c);
 

@@ -272,6 +272,30 @@ WEFT_API weftResult_t weftCommDeregister(const weftComm_t comm, void* handle);
 /** Size in bytes of one element of datatype, or 0 for an unknown type. */
 WEFT_API size_t weftTypeSize(weftDataType_t datatype);
 
+/* ---- per-rank counts (MPI_Allgatherv / MPI_Reduce_scatter semantics; counts in elements) ---- */
+
+/**
+ * Allgather with a count per rank: rank q contributes recvcounts[q] elements, which land at
+ * element offset displs[q] of every rank's recvbuff (blocks must not overlap; gaps between them
+ * are left untouched). sendcount must equal recvcounts[rank]; zero counts are allowed. Every
+ * rank must pass the same recvcounts (checked: a rank that differs fails the call on every
+ * rank); displs may differ between ranks (each describes its own recvbuff). In place:
+ * sendbuff == recvbuff + displs[rank] elements.
+ */
+WEFT_API weftResult_t weftAllGatherV(const void* sendbuff, size_t sendcount, void* recvbuff,
+                                     const size_t* recvcounts, const size_t* displs,
+                                     weftDataType_t datatype, weftComm_t comm,
+                                     weftStream_t stream);
+/**
+ * Reduce-scatter with a count per rank: sendbuff holds sum(recvcounts) elements; rank r
+ * receives recvcounts[r] elements, its block (at element offset sum(recvcounts[0..r)) of
+ * sendbuff) reduced over all ranks. Every rank must pass the same recvcounts (checked as for
+ * weftAllGatherV); zero counts are allowed. In place: recvbuff == sendbuff + that offset.
+ */
+WEFT_API weftResult_t weftReduceScatterV(const void* sendbuff, void* recvbuff,
+                                         const size_t* recvcounts, weftDataType_t datatype,
+                                         weftRedOp_t op, weftComm_t comm, weftStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "algorithms/step_table.h"
+#include "algorithms/vcount_pattern.h"
 
 namespace weft {
 namespace {
@@ -68,7 +69,8 @@ bool Conflicts(const Access& a, const Access& b) {
 // Op properties come from the step table (algorithms/step_table.h), the executor's source too.
 bool IsAsync(StepOp op) { return SemanticsOf(op).asynchronous; }
 bool IsReducing(Collective c) {
-  return c == Collective::kAllReduce || c == Collective::kReduceScatter || c == Collective::kReduce;
+  return c == Collective::kAllReduce || c == Collective::kReduceScatter || c == Collective::kReduce ||
+         c == Collective::kReduceScatterV;
 }
 
 const char* BufName(Buffer b) {
@@ -293,6 +295,14 @@ Status Checker::Layouts() {
         }
         break;
       }
+      case Collective::kAllGatherV:
+      case Collective::kReduceScatterV: {
+        WEFT_RETURN_IF_ERROR(CheckVCountRequest(req_));
+        const bool gather = req_.collective == Collective::kAllGatherV;
+        (gather ? L.in_user : L.out_user) = req_.v_counts[r];
+        (gather ? L.out_user : L.in_user) = VBlockExtent(req_);
+        break;
+      }
       case Collective::kSendRecv:
         return InvalidArgument("sendrecv is not scheduled; nothing to check");
       case Collective::kBarrier: break;
@@ -308,6 +318,12 @@ Status Checker::Layouts() {
       case Collective::kReduceScatter: L.in_base = 0; L.out_base = r * c; L.user_size = pc; break;
       case Collective::kAllToAllv:
         return InvalidArgument("alltoallv has no in-place form");
+      // in place, as MPI's: allgatherv's input is its block of the output, reduce-scatterv's
+      // output is its block of the input
+      case Collective::kAllGatherV:
+        L.in_base = VBlockOffsets(req_)[r]; L.out_base = 0; L.user_size = L.out_user; break;
+      case Collective::kReduceScatterV:
+        L.in_base = 0; L.out_base = VBlockOffsets(req_)[r]; L.user_size = L.in_user; break;
       default: L.in_base = 0; L.out_base = 0; L.user_size = std::max(L.in_user, L.out_user); break;
     }
   }
@@ -1026,6 +1042,16 @@ Status Checker::Verify() {
           }
           break;
         }
+        case Collective::kAllGatherV:
+          want.idx = kDontCare;  // gaps between blocks are never written
+          for (int q = 0; q < p_; ++q) {
+            const size_t lo = req_.v_displs[q];
+            if (i >= lo && i < lo + req_.v_counts[q]) want = Val{uint64_t{1} << q, (int32_t)(i - lo), 0};
+          }
+          break;
+        case Collective::kReduceScatterV:
+          want = Val{full_, (int32_t)(VBlockOffsets(req_)[r] + i), 0};
+          break;
         default: want.idx = kDontCare; break;
       }
       if (want.idx == kDontCare) continue;

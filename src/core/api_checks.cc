@@ -100,8 +100,9 @@ Status CheckRank(const char* name, int value, const weftComm* comm) {
 // without wrap-around: an unchecked unsigned sum lets (SIZE_MAX - 1) + 2 == 0 pass and the
 // copy then reads or writes before the buffer. *extent = elements the buffer must hold.
 Status CheckBlockTable(const char* side, const size_t* counts, const size_t* displs, int nranks,
-                       size_t elem, size_t* extent) {
-  const std::string cname = std::string(side) + "counts", dname = side[0] == 's' ? "sdispls" : "rdispls";
+                       size_t elem, size_t* extent, const char* displs_name) {
+  const std::string cname = std::string(side) + "counts";
+  const std::string dname = displs_name != nullptr ? displs_name : side[0] == 's' ? "sdispls" : "rdispls";
   size_t total = 0;
   *extent = 0;
   for (int p = 0; p < nranks; ++p) {

@@ -29,8 +29,9 @@ Status CheckCount(const char* name, size_t count, size_t multiplier, size_t elem
 Status CheckBuffer(const char* name, const void* p, size_t count);
 Status CheckRank(const char* name, int value, const weftComm* comm);
 // One side of an all-to-allv (see api_checks.cc); *extent = elements the buffer must hold.
+// displs_name: the displacement argument's name in messages (default sdispls / rdispls).
 Status CheckBlockTable(const char* side, const size_t* counts, const size_t* displs, int nranks,
-                       size_t elem, size_t* extent);
+                       size_t elem, size_t* extent, const char* displs_name = nullptr);
 
 // ---- live communicators ----
 // comm is a handle weftCommInit* returned and weftCommDestroy/Abort has not freed.

@@ -13,7 +13,8 @@ namespace weft {
 namespace {
 
 bool TakesOp(Collective c) {
-  return c == Collective::kAllReduce || c == Collective::kReduceScatter || c == Collective::kReduce;
+  return c == Collective::kAllReduce || c == Collective::kReduceScatter || c == Collective::kReduce ||
+         c == Collective::kReduceScatterV;
 }
 bool TakesRoot(Collective c) { return c == Collective::kBroadcast || c == Collective::kReduce; }
 

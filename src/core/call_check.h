@@ -43,7 +43,8 @@ uint32_t HashCallShape(const CallDescriptor& d);
 // ignored for collectives that take none.
 inline uint32_t MixCallType(uint32_t shape, Collective c, weftDataType_t dtype, weftRedOp_t op) {
   bool takes_op = c == Collective::kAllReduce || c == Collective::kReduceScatter ||
-                  c == Collective::kReduce;
+                  c == Collective::kReduce ||
+                  c == Collective::kReduceScatterV;
   uint32_t h = (shape ^ static_cast<uint32_t>(dtype)) * 16777619u;
   h = (h ^ (takes_op ? static_cast<uint32_t>(op) + 1 : 0u)) * 16777619u;
   return h == 0 ? 1 : h;

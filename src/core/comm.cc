@@ -47,7 +47,28 @@ std::string CacheKey(const ScheduleRequest& r, const std::string& algo) {
     for (size_t v : r.a2av_send_displs) k += ";" + std::to_string(v);
     for (size_t v : r.a2av_recv_displs) k += ":" + std::to_string(v);
   }
+  for (size_t v : r.v_counts) k += "," + std::to_string(v);
+  for (size_t v : r.v_displs) k += ";" + std::to_string(v);
   return k;
+}
+
+// Calls whose shape is more than (collective, count): all-to-allv and the per-rank-count
+// collectives. Their schedules are cached by their count tables (CacheKey), not per PlanKey.
+bool PerCallShape(Collective c) {
+  return c == Collective::kAllToAllv || c == Collective::kAllGatherV ||
+         c == Collective::kReduceScatterV;
+}
+
+// The count a call's descriptor (its hash in every message tag, WEFT_CHECK's fingerprint)
+// carries: the per-rank-count collectives' whole count table, hashed (FNV-1a, 64-bit), so
+// that ranks passing different tables run calls that differ; all-to-allv's tables are checked
+// pair by pair by its count exchange instead (0 here).
+uint64_t DescriptorCount(const CollectiveCall& call) {
+  if (call.collective == Collective::kAllToAllv) return 0;
+  if (!PerCallShape(call.collective)) return call.count;
+  uint64_t h = 1469598103934665603ULL;
+  for (size_t v : call.recvcounts) h = (h ^ v) * 1099511628211ULL;
+  return h;
 }
 
 // The communicator's executor call (comm.h), under the short name the call sites here use.
@@ -214,6 +235,33 @@ Status ExchangeAllToAllvCounts(weftComm* comm, const CollectiveCall& call, uint6
   return OkStatus();
 }
 
+// allgatherv / reduce-scatterv: every rank must pass the same count table (each builds its
+// schedule from its own, so tables that differ would pair messages of different sizes).
+// Exchange the tables and compare: every rank sees the same tables, so a difference fails the
+// call on every rank at once, naming the first rank and entry that differ from rank 0's.
+Status ExchangeVCounts(weftComm* comm, const CollectiveCall& call, uint64_t seq,
+                       ScheduleRequest* req) {
+  const size_t p = static_cast<size_t>(comm->nranks);
+  std::vector<size_t> all(p * p);
+  static const uint32_t kCountsHash = HashCallShape(
+      MakeCallDescriptor(Collective::kAllGatherV, 0, weftUint8, weftSum, 0, "count check"));
+  const uint64_t tag = MakeCallTag(MixCallType(kCountsHash, call.collective, call.dtype, weftSum), seq);
+  WEFT_RETURN_IF_ERROR(AllGatherBytes(comm, tag, call.recvcounts.data(), p * sizeof(size_t),
+                                      all.data(), "recvcounts check"));
+  for (size_t q = 1; q < p; ++q)
+    for (size_t i = 0; i < p; ++i) {
+      if (all[q * p + i] == all[i]) continue;
+      return InvalidUsage(std::string(CollectiveName(call.collective)) + ": rank " +
+                          std::to_string(q) + " passed recvcounts[" + std::to_string(i) + "] = " +
+                          std::to_string(all[q * p + i]) + " but rank 0 passed " +
+                          std::to_string(all[i]) +
+                          " (every rank must pass the same recvcounts; every rank fails this call)");
+    }
+  req->v_counts = call.recvcounts;
+  req->v_displs = call.rdispls;  // allgatherv: this rank's own output layout
+  return OkStatus();
+}
+
 // Builds `plan`'s algorithm for `req` (this rank's scope) and checks it has every rank's entry.
 StatusOr<std::shared_ptr<const Schedule>> BuildChecked(weftComm* comm, const Plan& plan,
                                                        const ScheduleRequest& req) {
@@ -235,9 +283,9 @@ Status BuildPlan(weftComm* comm, const CollectiveCall& call, ScheduleRequest* re
   if (!algo.ok()) return algo.status();
   plan->algorithm = *algo;
   plan->what = std::string(CollectiveName(req->collective)) + " " + plan->algorithm->name;
-  const bool cacheable = call.collective != Collective::kAllToAllv;
+  const bool cacheable = !PerCallShape(call.collective);
   plan->zero_copy = req->peer_buffers_mapped;
-  plan->shape_hash = HashCallShape(MakeCallDescriptor(call.collective, cacheable ? call.count : 0,
+  plan->shape_hash = HashCallShape(MakeCallDescriptor(call.collective, DescriptorCount(call),
                                                       call.dtype, call.op, call.root,
                                                       plan->algorithm->name +
                                                           (plan->zero_copy ? kZeroCopySuffix : "")));
@@ -275,7 +323,7 @@ Status BuildPlan(weftComm* comm, const CollectiveCall& call, ScheduleRequest* re
             plan->zero_copy ? " zero-copy (registered buffers read in place, no staging)" : "",
             req->chunk.chunk_elems, req->chunk.channels);
   if (!cacheable) {
-    // alltoallv shapes vary per call: keep a bounded cache of recent ones.
+    // alltoallv and v-collective shapes vary per call: keep a bounded cache of recent ones.
     if (comm->schedule_cache.size() > 64) comm->schedule_cache.clear();
     comm->schedule_cache[skey] = plan->schedule;
   }
@@ -283,9 +331,8 @@ Status BuildPlan(weftComm* comm, const CollectiveCall& call, ScheduleRequest* re
 }
 
 CallDescriptor DescriptorOf(const CollectiveCall& call, const Plan& plan) {
-  return MakeCallDescriptor(call.collective,
-                            call.collective == Collective::kAllToAllv ? 0 : call.count,
-                            call.dtype, call.op, call.root, plan.algorithm->name);
+  return MakeCallDescriptor(call.collective, DescriptorCount(call), call.dtype, call.op,
+                            call.root, plan.algorithm->name);
 }
 
 // WEFT_CHECK=1: every rank's full call fingerprint, compared before any data moves.
@@ -428,7 +475,7 @@ Status RunPlanned(weftComm* comm, const CollectiveCall& call, uint64_t seq, Flig
   StatusOr<bool> zero_copy = AgreeOnZeroCopy(comm, call, elem, seq);
   if (!zero_copy.ok()) return zero_copy.status();
   const Plan* plan = nullptr;
-  const bool cacheable = call.collective != Collective::kAllToAllv;
+  const bool cacheable = !PerCallShape(call.collective);
   PlanKey key{call.collective, call.count, elem, call.root, out_of_place, *zero_copy};
   if (cacheable) {
     plan = CachedPlan(comm, call, elem, out_of_place, *zero_copy);
@@ -449,6 +496,8 @@ Status RunPlanned(weftComm* comm, const CollectiveCall& call, uint64_t seq, Flig
     req.root = call.root;
     if (call.collective == Collective::kAllToAllv)
       WEFT_RETURN_IF_ERROR(ExchangeAllToAllvCounts(comm, call, seq, &req));
+    if (call.collective == Collective::kAllGatherV || call.collective == Collective::kReduceScatterV)
+      WEFT_RETURN_IF_ERROR(ExchangeVCounts(comm, call, seq, &req));
     req.out_of_place = out_of_place;
     req.peer_buffers_mapped = *zero_copy;
     WEFT_RETURN_IF_ERROR(BuildPlan(comm, call, &req, elem, &fresh));
@@ -503,6 +552,11 @@ Status RunPlanned(weftComm* comm, const CollectiveCall& call, uint64_t seq, Flig
 uint64_t RecordedBytes(const weftComm* comm, const CollectiveCall& call) {
   const size_t elem = TypeSize(call.dtype);
   // The selector's size (Selector::CallBytes = NcclBytes), as nccl-tests report it.
+  if (call.collective == Collective::kAllGatherV || call.collective == Collective::kReduceScatterV) {
+    uint64_t total = 0;  // every rank's block, once (as allgather's size); checked at the API
+    for (size_t c : call.recvcounts) total += c * elem;
+    return total;
+  }
   if (call.collective != Collective::kAllToAllv)
     return NcclBytes(call.collective, comm->nranks, call.count, elem);
   // alltoallv: the count table is exchanged only once the call runs, so the record shows what

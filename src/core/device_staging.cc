@@ -41,6 +41,11 @@ void AddExtents(const CollectiveCall& c, int nranks, int rank, std::vector<Exten
       send = AllToAllvExtent(c.sendcounts, c.sdispls);
       recv = AllToAllvExtent(c.recvcounts, c.rdispls);
       break;
+    case Collective::kAllGatherV: recv = AllToAllvExtent(c.recvcounts, c.rdispls); break;
+    case Collective::kReduceScatterV:
+      send = 0;
+      for (size_t x : c.recvcounts) send += x;  // checked at the API: no wrap-around
+      break;
     case Collective::kBarrier: return;
     default: break;
   }
@@ -48,7 +53,8 @@ void AddExtents(const CollectiveCall& c, int nranks, int rank, std::vector<Exten
   // reduce writes only the root's receive buffer; all-to-allv may leave gaps in it.
   if (c.collective == Collective::kReduce && rank != c.root) return;
   out->push_back({static_cast<char*>(c.recvbuff), recv * elem,
-                  c.collective == Collective::kAllToAllv, true});
+                  c.collective == Collective::kAllToAllv || c.collective == Collective::kAllGatherV,
+                  true});
 }
 
 std::vector<Extent> ExtentsOf(const DeviceOps& ops, int nranks, int rank) {

@@ -7,11 +7,18 @@
 namespace weft {
 
 size_t NcclBytes(const ScheduleRequest& req, size_t elem) {
-  if (req.collective != Collective::kAllToAllv)
-    return NcclBytes(req.collective, req.nranks, req.count, elem);
   size_t total = 0;
-  for (size_t c : req.a2av_counts) total += c;
-  return req.nranks > 0 ? total * elem / static_cast<size_t>(req.nranks) : 0;
+  switch (req.collective) {
+    case Collective::kAllToAllv:
+      for (size_t c : req.a2av_counts) total += c;
+      return req.nranks > 0 ? total * elem / static_cast<size_t>(req.nranks) : 0;
+    case Collective::kAllGatherV:  // as allgather/reduce-scatter: every rank's block, once
+    case Collective::kReduceScatterV:
+      for (size_t c : req.v_counts) total += c;
+      return total * elem;
+    default:
+      return NcclBytes(req.collective, req.nranks, req.count, elem);
+  }
 }
 
 size_t NcclBytes(Collective collective, int nranks, size_t count, size_t elem) {
@@ -20,7 +27,9 @@ size_t NcclBytes(Collective collective, int nranks, size_t count, size_t elem) {
     case Collective::kReduceScatter:
     case Collective::kAllToAll:
       return static_cast<size_t>(nranks) * count * elem;
-    case Collective::kAllToAllv:  // needs the count table: NcclBytes(request, elem)
+    case Collective::kAllToAllv:  // need the count table: NcclBytes(request, elem)
+    case Collective::kAllGatherV:
+    case Collective::kReduceScatterV:
     case Collective::kBarrier:
       return 0;
     default:
@@ -36,6 +45,8 @@ double BusBandwidthFactor(Collective c, int n) {
     case Collective::kReduceScatter:
     case Collective::kAllToAll:
     case Collective::kAllToAllv:
+    case Collective::kAllGatherV:
+    case Collective::kReduceScatterV:
       return static_cast<double>(n - 1) / n;
     default: return 1.0;
   }

@@ -325,6 +325,8 @@ const char* DefaultAlgorithmName(Collective c) {
     case Collective::kAllToAll: return "pairwise";
     case Collective::kAllToAllv: return "pairwise";
     case Collective::kBarrier: return "dissemination";
+    case Collective::kAllGatherV: return "ring";
+    case Collective::kReduceScatterV: return "ring";
     default: return "";
   }
 }
@@ -444,7 +446,10 @@ StatusOr<Decision> Selector::Choose(ScheduleRequest* request, size_t elem_size) 
     }
   }
 
-  if (!fabric_) return DefaultDecision(request, elem_size, only, why_prefix);
+  // The per-rank-count collectives have no cost-model entry yet: their ring runs as chosen
+  // without a fabric (WEFT_ALGO and tuning rules above still apply).
+  const bool modelled = c != Collective::kAllGatherV && c != Collective::kReduceScatterV;
+  if (!fabric_ || !modelled) return DefaultDecision(request, elem_size, only, why_prefix);
   // Model decision for the bucket, evaluated at the bucket's representative count.
   ScheduleRequest rep = *request;
   int bucket = SizeBucket(bytes);
