@@ -18,8 +18,7 @@ StatusOr<Schedule> BuildAllGatherVRing(const ScheduleRequest& req) {
   WEFT_RETURN_IF_ERROR(CheckVCountRequest(req));
   Schedule sched = NewSchedule(req, "ring");
   const int p = req.nranks;
-  const std::vector<size_t>& counts = req.v_counts;
-  const std::vector<size_t>& displs = req.v_displs;
+  const std::vector<size_t> counts = VCounts(req), displs = VBlockOffsets(req);
   sched.window = VWindow(req);
   for (int r : RanksToBuild(req)) {
     RankSchedule& rs = sched.ranks[r];

@@ -18,7 +18,7 @@ StatusOr<Schedule> BuildReduceScatterVRing(const ScheduleRequest& req) {
   WEFT_RETURN_IF_ERROR(CheckVCountRequest(req));
   Schedule sched = NewSchedule(req, "ring");
   const int p = req.nranks;
-  const std::vector<size_t>& counts = req.v_counts;
+  const std::vector<size_t> counts = VCounts(req);
   const std::vector<size_t> at = VBlockOffsets(req);
   const size_t slot = VLargestBlock(req);
   sched.window = VWindow(req);

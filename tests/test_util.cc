@@ -500,6 +500,64 @@ std::string RunAllToAllv(const CaseContext& x) {
   return "";
 }
 
+// The per-rank-count collectives' table: uneven, with zeros (rank q: count + q, every third
+// rank 0).
+std::vector<size_t> PerRankCounts(const CaseContext& x) {
+  std::vector<size_t> counts(x.n);
+  for (int q = 0; q < x.n; ++q) counts[q] = q % 3 == 2 ? 0 : x.c.count + q;
+  return counts;
+}
+
+// allgatherv with PerRankCounts, blocks packed with a one-element gap before each: the gaps
+// must stay untouched.
+std::string RunAllGatherV(const CaseContext& x) {
+  const CollectiveCase& c = x.c;
+  const std::vector<size_t> counts = PerRankCounts(x);
+  std::vector<size_t> displs(x.n);
+  size_t extent = 0;
+  for (int q = 0; q < x.n; ++q) {
+    displs[q] = extent + 1;
+    extent = displs[q] + counts[q];
+  }
+  const size_t mine = counts[x.rank];
+  GuardedBuffer send(mine * x.es), recv(extent * x.es), want(extent * x.es);
+  unsigned char* src = c.in_place ? recv.data() + displs[x.rank] * x.es : send.data();
+  for (size_t k = 0; k < mine; ++k) Raw(src, x.es, k, x.rank, k, c.seed);
+  memcpy(want.data(), recv.data(), recv.size());
+  *x.code = weftAllGatherV(src, mine, recv.data(), counts.data(), displs.data(), c.dtype, x.comm, nullptr);
+  if (*x.code != weftSuccess) return x.CallFailed();
+  std::string e = Guards(send, recv);
+  if (!e.empty()) return x.Fail(e);
+  for (int q = 0; q < x.n; ++q)
+    for (size_t k = 0; k < counts[q]; ++k) Raw(want.data(), x.es, displs[q] + k, q, k, c.seed);
+  if (memcmp(want.data(), recv.data(), recv.size()) != 0)
+    return x.Fail(FirstDifference(recv.data(), want.data(), weftUint8, recv.size(), "byte (gaps included)"));
+  return "";
+}
+
+// reduce-scatterv with PerRankCounts: this rank's block against the order-free reference.
+std::string RunReduceScatterV(const CaseContext& x) {
+  const CollectiveCase& c = x.c;
+  const std::vector<size_t> counts = PerRankCounts(x);
+  size_t total = 0, base = 0;
+  for (int q = 0; q < x.n; ++q) {
+    if (q == x.rank) base = total;
+    total += counts[q];
+  }
+  const size_t mine = counts[x.rank];
+  GuardedBuffer send(total * x.es), recv(mine * x.es), want(mine * x.es);
+  for (size_t k = 0; k < total; ++k) StoreOrderFreeInput(send.data(), c.dtype, c.op, x.rank, k, c.seed);
+  unsigned char* dst = c.in_place ? send.data() + base * x.es : recv.data();
+  *x.code = weftReduceScatterV(send.data(), dst, counts.data(), c.dtype, c.op, x.comm, nullptr);
+  if (*x.code != weftSuccess) return x.CallFailed();
+  std::string e = Guards(send, recv);
+  if (!e.empty()) return x.Fail(e);
+  for (size_t k = 0; k < mine; ++k)
+    OrderFreeExpected(want.data() + k * x.es, c.dtype, c.op, x.n, base + k, c.seed);
+  std::string d = FirstDifference(dst, want.data(), c.dtype, mine, "result");
+  return d.empty() ? "" : x.Fail(d);
+}
+
 }  // namespace
 
 std::string RunCollectiveCase(weftComm_t comm, int rank, int nranks, const CollectiveCase& c,
@@ -513,6 +571,8 @@ std::string RunCollectiveCase(weftComm_t comm, int rank, int nranks, const Colle
   if (k == "broadcast") return RunBroadcast(x);
   if (k == "alltoall") return RunAllToAll(x);
   if (k == "alltoallv") return RunAllToAllv(x);
+  if (k == "allgatherv") return RunAllGatherV(x);
+  if (k == "reducescatterv") return RunReduceScatterV(x);
   if (k == "barrier") {
     *x.code = weftBarrier(comm, nullptr);
     return *x.code == weftSuccess ? "" : x.CallFailed();

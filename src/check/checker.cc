@@ -299,7 +299,7 @@ Status Checker::Layouts() {
       case Collective::kReduceScatterV: {
         WEFT_RETURN_IF_ERROR(CheckVCountRequest(req_));
         const bool gather = req_.collective == Collective::kAllGatherV;
-        (gather ? L.in_user : L.out_user) = req_.v_counts[r];
+        (gather ? L.in_user : L.out_user) = VCounts(req_)[r];
         (gather ? L.out_user : L.in_user) = VBlockExtent(req_);
         break;
       }
@@ -1018,6 +1018,9 @@ Status Checker::Verify() {
   }
   const size_t c = req_.count;
   const bool reducing = IsReducing(req_.collective);
+  const bool per_rank = req_.collective == Collective::kAllGatherV || req_.collective == Collective::kReduceScatterV;
+  const std::vector<size_t> v_counts = per_rank ? VCounts(req_) : std::vector<size_t>();
+  const std::vector<size_t> v_offsets = per_rank ? VBlockOffsets(req_) : std::vector<size_t>();
   for (int r = 0; r < p_; ++r) {
     const RankState& st = ranks_[r];
     const Layout& L = st.layout;
@@ -1045,12 +1048,12 @@ Status Checker::Verify() {
         case Collective::kAllGatherV:
           want.idx = kDontCare;  // gaps between blocks are never written
           for (int q = 0; q < p_; ++q) {
-            const size_t lo = req_.v_displs[q];
-            if (i >= lo && i < lo + req_.v_counts[q]) want = Val{uint64_t{1} << q, (int32_t)(i - lo), 0};
+            const size_t lo = v_offsets[q];
+            if (i >= lo && i < lo + v_counts[q]) want = Val{uint64_t{1} << q, (int32_t)(i - lo), 0};
           }
           break;
         case Collective::kReduceScatterV:
-          want = Val{full_, (int32_t)(VBlockOffsets(req_)[r] + i), 0};
+          want = Val{full_, (int32_t)(v_offsets[r] + i), 0};
           break;
         default: want.idx = kDontCare; break;
       }
