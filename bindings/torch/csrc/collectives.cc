@@ -157,22 +157,7 @@ Work WeftBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
   TORCH_CHECK_VALUE(input.numel() == output.numel() * getSize(), "weft ", name, ": input has ",
                     input.numel(), " elements, expected output's ", output.numel(), " x ",
                     getSize(), " ranks = ", output.numel() * getSize());
-  const weftDataType_t dtype = ReductionType(input, name);
-  const weftRedOp_t op = ReductionOp(opts.reduceOp, input, name);
-  at::Tensor factor;
-  const bool premul = PremulFactor(opts.reduceOp, &factor);
-  at::Tensor buffer = OutputBuffer(output);
-  PendingOp p;
-  p.work = NewWork(OpType::_REDUCE_SCATTER_BASE, {output});
-  p.timeout = opts.timeout;
-  p.issue = [this, input, buffer, dtype, op, premul, factor] {
-    at::Tensor send = ScaledInput(input, premul, factor);
-    CheckWeft(weftReduceScatter(Ptr(send), Ptr(buffer), buffer.numel(), dtype, op, Comm(),
-                                nullptr),
-              "weftReduceScatter");
-  };
-  p.finish = [output, buffer] { CopyBack(output, buffer); };
-  return Submit(std::move(p), opts.asyncOp);
+  return ReduceScatterFlat(output, input, {}, opts, name, OpType::_REDUCE_SCATTER_BASE);
 }
 
 Work WeftBackend::reduce_scatter(std::vector<at::Tensor>& outputs,
@@ -183,15 +168,48 @@ Work WeftBackend::reduce_scatter(std::vector<at::Tensor>& outputs,
   TORCH_CHECK_VALUE(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(),
                     "weft ", name, ": input_list must hold one tensor per rank (", getSize(),
                     "), got ", inputs.empty() ? 0 : inputs[0].size());
+  bool even = true;
   for (int r = 0; r < getSize(); ++r) {
-    CheckHostTensor(inputs[0][r], name, "input_list[" + std::to_string(r) + "]");
-    CheckSameShape(outputs[0], inputs[0][r], name, "input_list[" + std::to_string(r) + "]");
+    const std::string argument = "input_list[" + std::to_string(r) + "]";
+    CheckHostTensor(inputs[0][r], name, argument);
+    CheckSameDtype(outputs[0], inputs[0][r], name, argument);
+    even = even && inputs[0][r].sizes() == outputs[0].sizes();
   }
-  // One flat send buffer, rank r's block at r * numel: weftReduceScatter's layout.
+  CheckSameShape(outputs[0], inputs[0][getRank()], name,
+                 "input_list[" + std::to_string(getRank()) + "] (this rank's block)");
+  // One flat send buffer, rank r's block after the blocks of ranks before it: the layout of
+  // weftReduceScatter (even sizes) and of weftReduceScatterV (uneven).
   std::vector<at::Tensor> flat_parts;
   for (const at::Tensor& t : inputs[0]) flat_parts.push_back(t.reshape(-1));
   at::Tensor flat = at::cat(flat_parts);
-  return _reduce_scatter_base(outputs[0], flat, opts);
+  if (even) return _reduce_scatter_base(outputs[0], flat, opts);
+  std::vector<size_t> counts;
+  for (const at::Tensor& t : inputs[0]) counts.push_back(static_cast<size_t>(t.numel()));
+  return ReduceScatterFlat(outputs[0], flat, std::move(counts), opts, name, OpType::REDUCE_SCATTER);
+}
+
+Work WeftBackend::ReduceScatterFlat(at::Tensor& output, at::Tensor& flat, std::vector<size_t> counts,
+                                    const c10d::ReduceScatterOptions& opts, const char* name,
+                                    c10d::OpType type) {
+  const weftDataType_t dtype = ReductionType(flat, name);
+  const weftRedOp_t op = ReductionOp(opts.reduceOp, flat, name);
+  at::Tensor factor;
+  const bool premul = PremulFactor(opts.reduceOp, &factor);
+  at::Tensor buffer = OutputBuffer(output);
+  PendingOp p;
+  p.work = NewWork(type, {output});
+  p.timeout = opts.timeout;
+  p.issue = [this, flat, buffer, counts, dtype, op, premul, factor] {
+    at::Tensor send = ScaledInput(flat, premul, factor);
+    if (counts.empty())
+      CheckWeft(weftReduceScatter(Ptr(send), Ptr(buffer), buffer.numel(), dtype, op, Comm(), nullptr),
+                "weftReduceScatter");
+    else
+      CheckWeft(weftReduceScatterV(Ptr(send), Ptr(buffer), counts.data(), dtype, op, Comm(), nullptr),
+                "weftReduceScatterV");
+  };
+  p.finish = [output, buffer] { CopyBack(output, buffer); };
+  return Submit(std::move(p), opts.asyncOp);
 }
 
 Work WeftBackend::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
@@ -258,11 +276,16 @@ Work WeftBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
                     "weft ", name, ": tensor_list must hold one tensor per rank (", getSize(),
                     "), got ", outputs.empty() ? 0 : outputs[0].size());
   const at::Tensor& input = inputs[0];
+  bool even = true;
   for (int r = 0; r < getSize(); ++r) {
     const std::string argument = "tensor_list[" + std::to_string(r) + "]";
     CheckHostTensor(outputs[0][r], name, argument);
-    CheckSameShape(input, outputs[0][r], name, argument);
+    CheckSameDtype(input, outputs[0][r], name, argument);
+    even = even && outputs[0][r].sizes() == input.sizes();
   }
+  CheckSameShape(input, outputs[0][getRank()], name,
+                 "tensor_list[" + std::to_string(getRank()) + "] (this rank's block)");
+  if (!even) return AllGatherUneven(outputs[0], input, opts);
   at::Tensor send = Contiguous(input);
   at::Tensor flat = at::empty({getSize(), input.numel()}, input.options());
   std::vector<at::Tensor> targets = outputs[0];
@@ -276,6 +299,37 @@ Work WeftBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
   p.finish = [targets, flat] {
     for (size_t r = 0; r < targets.size(); ++r)
       const_cast<at::Tensor&>(targets[r]).copy_(flat[r].view(targets[r].sizes()));
+  };
+  return Submit(std::move(p), opts.asyncOp);
+}
+
+// all_gather with tensors of different sizes per rank: weftAllGatherV on bytes, blocks packed
+// in rank order in one staging buffer, then copied out to each rank's tensor.
+Work WeftBackend::AllGatherUneven(std::vector<at::Tensor>& targets, const at::Tensor& input,
+                                  const c10d::AllgatherOptions& opts) {
+  std::vector<size_t> counts, displs;
+  size_t total = 0;
+  for (const at::Tensor& t : targets) {
+    displs.push_back(total);
+    counts.push_back(Bytes(t));
+    total += Bytes(t);
+  }
+  at::Tensor send = Contiguous(input);
+  at::Tensor flat = at::empty({static_cast<int64_t>(total)}, input.options().dtype(at::kByte));
+  PendingOp p;
+  p.work = NewWork(OpType::ALLGATHER, targets);
+  p.timeout = opts.timeout;
+  p.issue = [this, send, flat, counts, displs] {
+    CheckWeft(weftAllGatherV(Ptr(send), Bytes(send), Ptr(flat), counts.data(), displs.data(),
+                             weftUint8, Comm(), nullptr),
+              "weftAllGatherV");
+  };
+  p.finish = [targets, flat, counts, displs] {
+    for (size_t r = 0; r < targets.size(); ++r) {
+      at::Tensor block = flat.narrow(0, static_cast<int64_t>(displs[r]), static_cast<int64_t>(counts[r]));
+      at::Tensor& target = const_cast<at::Tensor&>(targets[r]);
+      target.copy_(block.view(target.scalar_type()).view(target.sizes()));
+    }
   };
   return Submit(std::move(p), opts.asyncOp);
 }

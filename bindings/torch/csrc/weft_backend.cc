@@ -302,6 +302,37 @@ c10::intrusive_ptr<c10d::Backend> WeftBackend::split(
   return backend;
 }
 
+c10::intrusive_ptr<c10d::Backend> WeftBackend::shrink(const std::vector<int64_t>& ranks_to_exclude,
+                                                     int shrink_flags,
+                                                     const c10::intrusive_ptr<Options>& opts_override) {
+  TORCH_CHECK_VALUE(shrink_flags == WEFT_SHRINK_DEFAULT || shrink_flags == WEFT_SHRINK_ABORT,
+                    "weft shrink: shrink_flags=", shrink_flags,
+                    " is neither SHRINK_DEFAULT (0) nor SHRINK_ABORT (1)");
+  std::vector<int> exclude;
+  for (int64_t r : ranks_to_exclude) {
+    TORCH_CHECK_VALUE(r >= 0 && r < getSize(), "weft shrink: ranks_to_exclude holds ", r,
+                      ", outside [0, ", getSize(), ")");
+    exclude.push_back(static_cast<int>(r));
+  }
+  // Called on this thread, not through the progress thread: after a peer died, the operation
+  // that failed may be what that thread last ran, and weftCommShrink (with SHRINK_ABORT:
+  // after revoking what is in flight) takes the communicator itself.
+  weftComm_t child = nullptr;
+  CheckWeft(weftCommShrink(Comm(), exclude.data(), static_cast<int>(exclude.size()), &child,
+                           shrink_flags),
+            "weftCommShrink");
+  int child_rank = 0, child_size = 0;
+  CheckWeft(weftCommUserRank(child, &child_rank), "weftCommUserRank");
+  CheckWeft(weftCommCount(child, &child_size), "weftCommCount");
+  std::chrono::milliseconds timeout = opts_override
+                                          ? opts_override->timeout
+                                          : std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds_ * 1000));
+  auto backend = c10::make_intrusive<WeftBackend>(child, child_rank, child_size, timeout);
+  backend->options_ = (opts_override ? opts_override : options_)->clone();
+  backend->options_->timeout = timeout;
+  return backend;
+}
+
 void WeftBackend::splitNoColor() {
   PendingOp op;
   op.work = NewWork(c10d::OpType::UNKNOWN, {});

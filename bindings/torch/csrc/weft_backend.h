@@ -75,6 +75,14 @@ class WeftBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
                                           const std::vector<int>& ranks,
                                           const c10::intrusive_ptr<Options>& opts) override;
+  // torch.distributed.shrink_group: every surviving rank calls it with the same (sorted) ranks
+  // to exclude; weftCommShrink builds the survivors' communicator (the excluded ranks may be
+  // dead) and the new backend adopts it. shrink_flags are torch's SHRINK_DEFAULT (0) and
+  // SHRINK_ABORT (1), which are weft's WEFT_SHRINK_DEFAULT and WEFT_SHRINK_ABORT.
+  bool supportsShrinking() const override { return true; }
+  c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t>& ranks_to_exclude,
+                                           int shrink_flags,
+                                           const c10::intrusive_ptr<Options>& opts_override) override;
   // Parent-side participation of a rank that joins no subgroup (torch's new_group calls it on
   // non-members when the parent supports splitting).
   void splitNoColor();
@@ -145,6 +153,17 @@ class WeftBackend : public c10d::Backend {
   };
 
   c10::intrusive_ptr<WeftWork> NewWork(c10d::OpType type, std::vector<at::Tensor> outputs);
+  // all_gather with a different size per rank (collectives.cc): weftAllGatherV.
+  c10::intrusive_ptr<c10d::Work> AllGatherUneven(std::vector<at::Tensor>& targets,
+                                                 const at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts);
+  // A reduce-scatter of `flat` (every rank's block back to back, checked by the caller):
+  // weftReduceScatter when counts is empty (even blocks), else weftReduceScatterV with counts
+  // (elements per rank).
+  c10::intrusive_ptr<c10d::Work> ReduceScatterFlat(at::Tensor& output, at::Tensor& flat,
+                                                   std::vector<size_t> counts,
+                                                   const c10d::ReduceScatterOptions& opts,
+                                                   const char* name, c10d::OpType type);
   // Runs now (blocking call, nothing queued) or queues for the progress thread.
   c10::intrusive_ptr<c10d::Work> Submit(PendingOp op, bool async_op);
   void Enqueue(Batch batch);

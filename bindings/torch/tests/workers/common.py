@@ -25,3 +25,19 @@ def check_equal(name, got, want, exact=True, rtol=0.0, atol=0.0):
     if not ok:
         raise AssertionError(f"{name}: weft {got.flatten()[:8].tolist()} != "
                              f"gloo {want.flatten()[:8].tolist()} (dtype {got.dtype})")
+
+
+def wait_for_failure(rank, tensor, group=None):
+    """all_reduce until the group fails (a peer died); returns the seconds it took. Raises when
+    it never fails."""
+    import time
+    start = time.monotonic()
+    try:
+        for _ in range(100000):
+            dist.all_reduce(tensor, group=group)
+    except dist.DistBackendError as err:
+        elapsed = time.monotonic() - start
+        print(f"rank {rank}: raised after {elapsed:.2f} s: {err}", flush=True)
+        assert "weft" in str(err), err
+        return elapsed
+    raise AssertionError("all_reduce kept succeeding after a rank died")
