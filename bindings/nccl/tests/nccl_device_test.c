@@ -232,6 +232,13 @@ static void TestPreMulSumAndMisc(ncclComm_t comm, int rank, int n) {
     want[i] = (float)(n * j + n * (n - 1) / 2);
   }
   CHECK(Mismatches("premulsum device scalar", h, want, C / n) == 0, "premulsum device scalar");
+  /* Inside a group (its scaled input is kept until the group's stream work has read it). */
+  OK(ncclGroupStart());
+  OK(ncclAllReduce(x, y, C, ncclFloat32, dop, comm, g_stream));
+  OK(ncclGroupEnd());
+  Download(h, y, sizeof h);
+  for (int i = 0; i < C; ++i) want[i] = (float)(n * i + n * (n - 1) / 2);
+  CHECK(Mismatches("grouped premulsum", h, want, C) == 0, "grouped premulsum device scalar");
   OK(ncclRedOpDestroy(hop, comm));
   OK(ncclRedOpDestroy(dop, comm));
   /* The default stream (NULL). */
@@ -292,6 +299,9 @@ int main(int argc, char** argv) {
   TestRootedP2PAndGroups(comm, rank, n);
   TestPreMulSumAndMisc(comm, rank, n);
   RemoveIds(rank, "nccl-device-test"); /* every rank has read it: they all joined the comm */
+  ncclResult_t async = ncclInternalError;
+  OK(ncclCommGetAsyncError(comm, &async));
+  CHECK(async == ncclSuccess, "no asynchronous error after the stream work: %d", async);
   OK(ncclCommFinalize(comm));
   OK(ncclCommDestroy(comm));
   CHECK(weftDeviceStreamDestroy(stream) == weftSuccess, "stream destroy");
