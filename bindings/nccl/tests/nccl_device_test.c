@@ -269,6 +269,36 @@ static void TestPreMulSumAndMisc(ncclComm_t comm, int rank, int n) {
   DevFree(s, 1);
 }
 
+/* One thread driving two ranks (ncclCommInitAll), each on its own stream and device buffers,
+ * in one group spanning both communicators. */
+static void TestInitAllOneThread(int count) {
+  ncclComm_t comms[2];
+  OK(ncclCommInitAll(comms, 2, NULL));
+  weftStream_t streams[2] = {NULL, NULL};
+  float *x[2], *y[2], h[3] = {0, 0, 0};
+  for (int i = 0; i < 2; ++i) {
+    int device = i % count;
+    CHECK(weftDeviceStreamCreate(&streams[i], device) == weftSuccess, "stream");
+    CHECK(weftDeviceMalloc((void**)&x[i], sizeof h, device) == weftSuccess, "malloc");
+    CHECK(weftDeviceMalloc((void**)&y[i], sizeof h, device) == weftSuccess, "malloc");
+    float v[3] = {1.5f + i, 10.0f * i, -1.0f};
+    Upload(x[i], v, sizeof v);
+  }
+  OK(ncclGroupStart());
+  for (int i = 0; i < 2; ++i)
+    OK(ncclAllReduce(x[i], y[i], 3, ncclFloat32, ncclSum, comms[i], (cudaStream_t)streams[i]));
+  OK(ncclGroupEnd());
+  for (int i = 0; i < 2; ++i) {
+    CHECK(weftDeviceStreamSynchronize(streams[i]) == weftSuccess, "stream sync");
+    CHECK(weftDeviceMemcpy(h, y[i], sizeof h) == weftSuccess, "download");
+    CHECK(h[0] == 4.0f && h[1] == 10.0f && h[2] == -2.0f, "initall rank %d: %g %g %g", i, h[0],
+          h[1], h[2]);
+    OK(ncclCommDestroy(comms[i]));
+    CHECK(weftDeviceFree(x[i]) == weftSuccess && weftDeviceFree(y[i]) == weftSuccess, "free");
+    CHECK(weftDeviceStreamDestroy(streams[i]) == weftSuccess, "stream destroy");
+  }
+}
+
 int main(int argc, char** argv) {
   int rank = 0, n = 0, count = 0;
   if (!RankAndSize(&rank, &n)) return 2;
@@ -298,6 +328,7 @@ int main(int argc, char** argv) {
   TestChain(comm, rank, n);
   TestRootedP2PAndGroups(comm, rank, n);
   TestPreMulSumAndMisc(comm, rank, n);
+  TestInitAllOneThread(count);
   RemoveIds(rank, "nccl-device-test"); /* every rank has read it: they all joined the comm */
   ncclResult_t async = ncclInternalError;
   OK(ncclCommGetAsyncError(comm, &async));
