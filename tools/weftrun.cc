@@ -1,13 +1,16 @@
 // weftrun: launches N local ranks of a program with the weft environment set.
 //
-//   weftrun -n N [--no-prefix] [--timeout SECONDS] PROGRAM [ARGS...]
+//   weftrun -n N [--no-prefix] [--timeout SECONDS] [--elastic] PROGRAM [ARGS...]
 //
 // Every rank gets WEFT_RANK, WEFT_WORLD_SIZE, WEFT_LOCAL_RANK, WEFT_LOCAL_SIZE, WEFT_ROOT
 // (127.0.0.1:<free port>, served by rank 0) and a random WEFT_SECRET, so programs call
 // weftCommInitFromEnv(). Each output line is prefixed with "[rank] ". As soon as one rank
 // fails (non-zero exit or a signal) the others are stopped (SIGTERM, then SIGKILL after 3 s)
 // and weftrun exits with that rank's status (128 + signal for a signal). With --timeout,
-// ranks still running after SECONDS are stopped and weftrun exits 124.
+// ranks still running after SECONDS are stopped and weftrun exits 124. With --elastic (for
+// programs that survive a lost rank, e.g. moe_train --elastic) a rank killed by a signal is
+// reported and the others keep running; weftrun then exits 0 when every other rank exits 0.
+// A rank that exits with a non-zero status still stops the job: that is the program's error.
 //
 // Flight recorder dumps: a rank whose collective times out or loses a peer writes its last
 // operations to WEFT_DEBUG_FILE (src/core/flight_recorder.h). Unless the caller set that
@@ -146,7 +149,8 @@ void Emit(FILE* to, int rank, std::string* buf, bool prefix, bool flush_partial)
 }
 
 int Usage() {
-  fprintf(stderr, "usage: weftrun -n N [--no-prefix] [--timeout SECONDS] PROGRAM [ARGS...]\n");
+  fprintf(stderr, "usage: weftrun -n N [--no-prefix] [--timeout SECONDS] [--elastic] PROGRAM "
+          "[ARGS...]\n");
   return 2;
 }
 
@@ -156,6 +160,7 @@ int main(int argc, char** argv) {
   int n = -1;
   bool prefix = true;
   double timeout_s = 0;
+  bool elastic = false;
   int i = 1;
   for (; i < argc; ++i) {
     std::string a = argv[i];
@@ -166,6 +171,8 @@ int main(int argc, char** argv) {
         fprintf(stderr, "weftrun: -n %s: expected a positive number of ranks\n", argv[i]);
         return 2;
       }
+    } else if (a == "--elastic") {
+      elastic = true;
     } else if (a == "--no-prefix") {
       prefix = false;
     } else if (a == "--timeout" && i + 1 < argc) {
@@ -253,6 +260,7 @@ int main(int argc, char** argv) {
   auto start = std::chrono::steady_clock::now();
   int exit_code = 0;
   int failed_rank = -1;
+  int lost = 0, lost_code = 0;  // --elastic: ranks killed by a signal while the others went on
   bool stopping = false;
   std::chrono::steady_clock::time_point stop_time;
   auto stop_all = [&](int sig) {
@@ -293,6 +301,12 @@ int main(int argc, char** argv) {
         ranks[r].status = status;
         int code = WIFEXITED(status) ? WEXITSTATUS(status)
                                      : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+        if (elastic && WIFSIGNALED(status) && !stopping) {
+          fprintf(stderr, "weftrun: rank %d was killed by signal %d (%s); --elastic: the other "
+                  "ranks continue\n", r, WTERMSIG(status), strsignal(WTERMSIG(status)));
+          ++lost, lost_code = code;
+          continue;
+        }
         if (code != 0 && failed_rank < 0 && !stopping) {
           failed_rank = r;
           exit_code = code;
@@ -342,5 +356,6 @@ int main(int argc, char** argv) {
   std::vector<pid_t> pids;
   for (const Rank& k : ranks) pids.push_back(k.pid);
   CollectDumps(dump_pattern, own_dump_dir, pids);
+  if (exit_code == 0 && lost == n) exit_code = lost_code;  // nobody survived
   return exit_code;
 }

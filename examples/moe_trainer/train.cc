@@ -4,6 +4,7 @@
 // Every error comes back here as a Status and ends the program with a message and exit 1.
 //
 //   weftrun -n 2 build/bin/moe_train --config default --plot loss.png
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -17,6 +18,7 @@
 #include "blas.h"
 #include "checkpoint.h"
 #include "data.h"
+#include "elastic.h"
 #include "trainer.h"
 
 namespace moe {
@@ -29,6 +31,12 @@ double Now() {
 
 // CPU seconds of this process, all threads: with other jobs sharing the cores, tokens per
 // CPU-second measures the implementation where wall-clock tokens/s measures the scheduler.
+// Seconds since the epoch: compares the moment one process died with when another recovered.
+double UnixSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 double ProcessCpuSeconds() {
   timespec t{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
@@ -91,6 +99,12 @@ class Run {
   Status Validation(int step);
   Status TrainOne(int step, Batch* batch, StepStats* stats);
   Status Rebalance(int step, double compute_seconds);
+  void MakeValBatches();
+  // --kill-rank/--kill-step: this rank dies here as kill -9 would kill it.
+  void MaybeKill(int step);
+  // One step, then (--elastic) the ZeRO-1 mirror; a lost rank becomes a recovery, after
+  // which *step is the one before the step to redo.
+  Status StepOrRecover(int* step, Batch* batch, StepStats* stats, bool* done);
   void Progress(int step, const StepStats& s, double seconds, double comm_seconds, int steps);
   bool Leader() const { return parallel_->world_rank() == 0; }
 
@@ -98,6 +112,8 @@ class Run {
   std::unique_ptr<Parallel> parallel_;
   std::unique_ptr<Trainer> trainer_;
   std::unique_ptr<Balancer> balancer_;
+  std::unique_ptr<Elastic> elastic_;
+  double failure_seen_ = -1.0;  // --elastic: when the last recovery began (Now())
   FortunesData data_;
   std::vector<Batch> val_batches_;
   Curve curve_;
@@ -115,13 +131,9 @@ Status Run::Setup(int argc, char** argv) {
   trainer_.reset(new Trainer(config_, parallel_.get()));
   MOE_RETURN_IF_ERROR(trainer_->Init());
   balancer_.reset(new Balancer(config_, parallel_.get()));
-  const int rank = parallel_->world_rank(), world = parallel_->world_size();
-  for (int i = 0; i < config_.val_batches; ++i) {
-    Batch b;
-    data_.ValBatch(config_.seed, i, config_.batch, config_.model.seq_len, parallel_->data_rank(),
-                   parallel_->data_size(), &b);
-    val_batches_.push_back(std::move(b));
-  }
+  const int world = parallel_->world_size();
+  MakeValBatches();
+  if (config_.elastic) elastic_.reset(new Elastic(config_));
   if (Leader() && !config_.quiet)
     std::printf("moe_train: %d ranks (pp %d x dp %d x ep %d x tp %d), %d threads each, %s\n"
                 "BLAS: %s\n"
@@ -132,6 +144,54 @@ Status Run::Setup(int argc, char** argv) {
                 Describe(config_).c_str(), BlasDescription().c_str(), data_.fortunes(), data_.train_bytes(),
                 data_.val_bytes(), trainer_->model().layout().dense_size(),
                 trainer_->model().layout().expert_size());
+  return Status();
+}
+
+// Each data rank evaluates its share of every validation batch.
+void Run::MakeValBatches() {
+  val_batches_.clear();
+  for (int i = 0; i < config_.val_batches; ++i) {
+    Batch b;
+    data_.ValBatch(config_.seed, i, config_.batch, config_.model.seq_len, parallel_->data_rank(),
+                   parallel_->data_size(), &b);
+    val_batches_.push_back(std::move(b));
+  }
+}
+
+void Run::MaybeKill(int step) {
+  if (step != config_.kill_step || parallel_->world_rank() != config_.kill_rank) return;
+  std::printf("rank %d: --kill-rank: dying at the start of step %d (unix time %.3f)\n",
+              config_.kill_rank, step, UnixSeconds());
+  std::fflush(stdout);
+  raise(SIGKILL);
+}
+
+Status Run::StepOrRecover(int* step, Batch* batch, StepStats* stats, bool* done) {
+  *done = false;
+  if (elastic_) elastic_->Snapshot(*step, *trainer_);
+  MaybeKill(*step);
+  Status status = TrainOne(*step, batch, stats);
+  if (status.ok() && elastic_) status = elastic_->Mirror(*trainer_, *parallel_);
+  if (status.ok()) {
+    *done = true;
+    return status;
+  }
+  if (!elastic_ || !parallel_->PeerFailed()) return status;
+  failure_seen_ = Now();
+  if (!config_.quiet)
+    std::printf("rank %d: step %d failed: %s\n", parallel_->world_rank(), *step,
+                status.message().c_str());
+  int redo = *step;
+  std::string note;
+  MOE_RETURN_IF_ERROR(elastic_->Recover(*step, &parallel_, &trainer_, &redo, &note));
+  config_.kill_rank = config_.kill_step = -1;  // the hook fired; ranks are renumbered now
+  balancer_.reset(new Balancer(config_, parallel_.get()));
+  MakeValBatches();
+  if (Leader() && !config_.quiet)
+    std::printf("step %5d | elastic: %s; continuing on %d ranks from step %d\n", *step,
+                note.c_str(), parallel_->world_size(), redo);
+  if (loss_file_) std::fprintf(loss_file_, "elastic %d %d %d\n", *step, redo, parallel_->world_size());
+  *step = redo - 1;  // the loop's ++ makes it the step to redo
   return Status();
 }
 
@@ -204,7 +264,17 @@ Status Run::Main(int argc, char** argv) {
   for (int step = start; step < end; ++step) {
     const double t0 = Now(), c0 = parallel_->comm_seconds(), cpu0 = ProcessCpuSeconds();
     StepStats stats;
-    MOE_RETURN_IF_ERROR(TrainOne(step, &batch, &stats));
+    bool done = false;
+    MOE_RETURN_IF_ERROR(StepOrRecover(&step, &batch, &stats, &done));
+    if (!done) continue;
+    if (failure_seen_ >= 0.0) {
+      // Recovery time: from this rank seeing the failure to its first completed step after.
+      if (!config_.quiet)
+        std::printf("rank %d: elastic: recovered in %.3f s (failure seen to step %d done; "
+                    "unix time %.3f)\n", parallel_->world_rank(), Now() - failure_seen_, step,
+                    UnixSeconds());
+      failure_seen_ = -1.0;
+    }
     const double dt = Now() - t0, dc = parallel_->comm_seconds() - c0;
     MOE_RETURN_IF_ERROR(Rebalance(step, dt - dc));
     window_seconds += dt, window_comm += dc, ++window_steps;
@@ -224,7 +294,8 @@ Status Run::Main(int argc, char** argv) {
                       ((config_.checkpoint_every > 0 && (step + 1) % config_.checkpoint_every == 0) ||
                        step + 1 == end);
     if (save) {
-      MOE_RETURN_IF_ERROR(SaveCheckpoint(config_.checkpoint_dir, rank, world, step + 1, trainer_.get()));
+      MOE_RETURN_IF_ERROR(SaveCheckpoint(config_.checkpoint_dir, parallel_->world_rank(),
+                                         parallel_->world_size(), step + 1, trainer_.get()));
       MOE_RETURN_IF_ERROR(parallel_->Barrier());
     }
   }
@@ -237,7 +308,7 @@ Status Run::Main(int argc, char** argv) {
                 100.0 * total_comm_ / total_seconds_);
   if (config_.digest) {
     const ParamBuffers& p = trainer_->model().params;
-    std::printf("params digest rank %d: dense %016llx experts %016llx\n", rank,
+    std::printf("params digest rank %d: dense %016llx experts %016llx\n", parallel_->world_rank(),
                 static_cast<unsigned long long>(Digest(p.dense)),
                 static_cast<unsigned long long>(Digest(p.expert)));
     std::fflush(stdout);
