@@ -88,7 +88,18 @@ const std::map<std::string, Setter>& Options() {
       STRING_OPT("compress", compress), STRING_OPT("compress-dispatch", compress_dispatch),
       INT_OPT("compress-after", compress_after), FLOAT_OPT("step-timeout", step_timeout),
       STRING_OPT("balance", balance), INT_OPT("balance-every", balance_every),
-      INT_OPT("kill-rank", kill_rank), INT_OPT("kill-step", kill_step),
+      INT_OPT("kill-step", kill_step),
+      {"kill-rank",
+       [](const std::string& v, TrainConfig* c) {  // R or R1,R2,...
+         c->kill_ranks.clear();
+         std::stringstream list(v);
+         for (std::string item; std::getline(list, item, ',');) {
+           int r = 0;
+           MOE_RETURN_IF_ERROR(ParseInt("kill-rank", item, &r));
+           c->kill_ranks.push_back(r);
+         }
+         return Status();
+       }},
       {"slow-rank",
        [](const std::string& v, TrainConfig* c) {
          const size_t colon = v.find(':');
@@ -281,10 +292,16 @@ static Status ValidateElastic(const TrainConfig& c, int world_size) {
                                     c.compress_dispatch.empty() && !c.onebit_adam,
         "--elastic supports data parallelism only (got --ep " + s(c.ep) + " --tp " + s(c.tp) +
         " --pp " + s(c.pp) + (c.compress.empty() ? "" : " --compress " + c.compress) + ")"));
-  if (c.kill_rank < 0 && c.kill_step < 0) return Status();
-  return Require(c.kill_rank >= 0 && c.kill_rank < world_size && c.kill_step >= 0,
-                 "--kill-rank " + s(c.kill_rank) + " --kill-step " + s(c.kill_step) +
-                 ": both are needed, the rank in [0, " + s(world_size) + ") and the step >= 0");
+  if (c.kill_ranks.empty() && c.kill_step < 0) return Status();
+  bool ranks_ok = !c.kill_ranks.empty();
+  std::string ranks;
+  for (int r : c.kill_ranks) {
+    ranks_ok = ranks_ok && r >= 0 && r < world_size;
+    ranks += (ranks.empty() ? "" : ",") + s(r);
+  }
+  return Require(ranks_ok && c.kill_step >= 0,
+                 "--kill-rank " + ranks + " --kill-step " + s(c.kill_step) + ": both are needed, "
+                 "ranks in [0, " + s(world_size) + ") and the step >= 0");
 }
 
 Status Validate(const TrainConfig& c, int world_size) {
@@ -366,7 +383,7 @@ std::string UsageText() {
          "         --checkpoint-every N --resume --stop-after N --loss-file F --plot F.png --quiet\n"
          "         --digest (every rank prints a hash of its parameters at the end)\n"
          "  fault: --elastic (survive a lost rank: shrink, re-split the batch, continue; DP only)\n"
-         "         --kill-rank R --kill-step S (test hook: rank R kills itself at step S)\n"
+         "         --kill-rank R[,R...] --kill-step S (test hook: the ranks kill themselves at S)\n"
          "  launch N ranks with: weftrun -n N moe_train ...\n";
 }
 

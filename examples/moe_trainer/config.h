@@ -92,8 +92,9 @@ struct TrainConfig {
   // re-split the same global batch and continue from the failed step (elastic.h). Data
   // parallelism (with or without --zero1) only.
   bool elastic = false;
-  // Test hook: rank kill_rank kills itself (SIGKILL) at the start of step kill_step.
-  int kill_rank = -1, kill_step = -1;
+  // Test hook: the ranks in kill_ranks kill themselves (SIGKILL) at the start of kill_step.
+  std::vector<int> kill_ranks;
+  int kill_step = -1;
 };
 
 // Fills config from argv ("--name value"); --config PRESET is applied first.

@@ -1,6 +1,8 @@
 // elastic.cc: see elastic.h.
 #include "elastic.h"
 
+#include <algorithm>
+
 #include "checkpoint.h"
 
 namespace moe {
@@ -91,7 +93,7 @@ Status Elastic::Recover(int failed_step, std::unique_ptr<Parallel>* parallel,
   weftComm_t comm = nullptr;
   MOE_RETURN_IF_ERROR((*parallel)->ShrinkWorld(&comm));
   TrainConfig config = config_;
-  config.kill_rank = config.kill_step = -1;  // the test hook fires once
+  config.kill_ranks.clear(), config.kill_step = -1;  // the test hook fires once
   std::unique_ptr<Parallel> next;
   MOE_RETURN_IF_ERROR(Parallel::CreateOn(config, comm, &next));
   std::vector<int> old_ranks;

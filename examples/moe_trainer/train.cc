@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -159,9 +160,12 @@ void Run::MakeValBatches() {
 }
 
 void Run::MaybeKill(int step) {
-  if (step != config_.kill_step || parallel_->world_rank() != config_.kill_rank) return;
+  const std::vector<int>& dying = config_.kill_ranks;
+  if (step != config_.kill_step ||
+      std::find(dying.begin(), dying.end(), parallel_->world_rank()) == dying.end())
+    return;
   std::printf("rank %d: --kill-rank: dying at the start of step %d (unix time %.3f)\n",
-              config_.kill_rank, step, UnixSeconds());
+              parallel_->world_rank(), step, UnixSeconds());
   std::fflush(stdout);
   raise(SIGKILL);
 }
@@ -178,16 +182,16 @@ Status Run::StepOrRecover(int* step, Batch* batch, StepStats* stats, bool* done)
   }
   if (!elastic_ || !parallel_->PeerFailed()) return status;
   failure_seen_ = Now();
-  if (!config_.quiet)
-    std::printf("rank %d: step %d failed: %s\n", parallel_->world_rank(), *step,
-                status.message().c_str());
+  // A recovery is printed even with --quiet: it is rare and the operator must see it.
+  std::printf("rank %d: step %d failed: %s\n", parallel_->world_rank(), *step,
+              status.message().c_str());
   int redo = *step;
   std::string note;
   MOE_RETURN_IF_ERROR(elastic_->Recover(*step, &parallel_, &trainer_, &redo, &note));
-  config_.kill_rank = config_.kill_step = -1;  // the hook fired; ranks are renumbered now
+  config_.kill_ranks.clear(), config_.kill_step = -1;  // the hook fired; ranks are renumbered now
   balancer_.reset(new Balancer(config_, parallel_.get()));
   MakeValBatches();
-  if (Leader() && !config_.quiet)
+  if (Leader())
     std::printf("step %5d | elastic: %s; continuing on %d ranks from step %d\n", *step,
                 note.c_str(), parallel_->world_size(), redo);
   if (loss_file_) std::fprintf(loss_file_, "elastic %d %d %d\n", *step, redo, parallel_->world_size());
@@ -269,10 +273,10 @@ Status Run::Main(int argc, char** argv) {
     if (!done) continue;
     if (failure_seen_ >= 0.0) {
       // Recovery time: from this rank seeing the failure to its first completed step after.
-      if (!config_.quiet)
-        std::printf("rank %d: elastic: recovered in %.3f s (failure seen to step %d done; "
-                    "unix time %.3f)\n", parallel_->world_rank(), Now() - failure_seen_, step,
-                    UnixSeconds());
+      std::printf("rank %d: elastic: recovered in %.3f s (failure seen to step %d done; "
+                  "unix time %.3f)\n", parallel_->world_rank(), Now() - failure_seen_, step,
+                  UnixSeconds());
+      std::fflush(stdout);
       failure_seen_ = -1.0;
     }
     const double dt = Now() - t0, dc = parallel_->comm_seconds() - c0;
