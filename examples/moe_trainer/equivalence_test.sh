@@ -312,7 +312,7 @@ case "$mode" in
     echo "ranks 1,2 lost: the log names the checkpoint reload ok"
     ;;
   bad)
-    expect_error "elastic with ep" "--elastic supports data parallelism only" "${T[@]}" --elastic --ep 2
+    expect_error "elastic with compression" "--elastic supports data parallelism only" "${T[@]}" --elastic --compress int8
     expect_error "kill rank range" "--kill-rank 5 --kill-step 3: both are needed" "${T[@]}" --kill-rank 5 --kill-step 3
     T=(--config tiny --steps 1 --warmup 0 --quiet)
     expect_error "experts % ep" "is not divisible by --ep" "${T[@]}" --experts 6 --ep 4
