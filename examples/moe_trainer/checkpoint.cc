@@ -101,6 +101,7 @@ Status LoadResharded(const std::string& dir, int old_world, int* next_step, Trai
   const TrainConfig& config = trainer->config();
   FullState state;
   state.Allocate(DataParallelLayout(config, old_world));
+  state.data_ranks = old_world;
   state.router_bias = trainer->model().router_bias;
   for (int r = 0; r < old_world; ++r) {
     const std::string path = CheckpointPath(dir, r);

@@ -2,6 +2,10 @@
 #include "elastic.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <thread>
 
 #include "checkpoint.h"
 
@@ -52,6 +56,7 @@ Status Elastic::Assemble(const Saved& saved, const std::vector<int>& old_ranks, 
                          Parallel& survivors, const ParamLayout& old_layout, FullState* state,
                          bool* complete) {
   state->Allocate(old_layout);
+  state->data_ranks = old_world;
   state->params = saved.params;
   state->router_bias = saved.router_bias;
   *complete = true;
@@ -87,15 +92,91 @@ Status Elastic::Assemble(const Saved& saved, const std::vector<int>& old_ranks, 
   return Status();
 }
 
+std::string JoinPath(const std::string& dir, int slot) {
+  return dir + "/join." + std::to_string(slot);
+}
+
+// The join file: the grow id, then the newcomer's rank and the grown size. Written under a
+// temporary name and renamed, so a newcomer never reads half of it.
+struct JoinTicket {
+  weftUniqueId id;
+  int rank = 0, n_ranks = 0;
+};
+
+Status Elastic::GrowBack(std::unique_ptr<Parallel>* parallel) {
+  std::vector<int> slots;
+  MOE_RETURN_IF_ERROR((*parallel)->AllGatherInt(slot_, &slots));
+  std::vector<int> lost;
+  for (int s = 0; s < job_size_; ++s)
+    if (std::find(slots.begin(), slots.end(), s) == slots.end()) lost.push_back(s);
+  if ((*parallel)->world_rank() == 0) {
+    JoinTicket ticket;
+    MOE_RETURN_IF_ERROR((*parallel)->GrowId(&ticket.id));
+    ticket.n_ranks = job_size_;
+    for (size_t i = 0; i < lost.size(); ++i) {
+      ticket.rank = (*parallel)->world_size() + static_cast<int>(i);
+      const std::string path = JoinPath(join_dir_, lost[i]), tmp = path + ".tmp";
+      std::ofstream(tmp, std::ios::binary)
+          .write(reinterpret_cast<const char*>(&ticket), sizeof(ticket));
+      if (std::rename(tmp.c_str(), path.c_str()) != 0)
+        return Status::Error("elastic: cannot write the join file " + path);
+    }
+  }
+  weftComm_t grown = nullptr;
+  MOE_RETURN_IF_ERROR((*parallel)->Grow(job_size_, &grown));
+  parallel->reset();  // the smaller world: nothing in flight, destroyed normally
+  return Parallel::CreateOn(config_, grown, parallel);
+}
+
+Status Elastic::ShareState(Parallel& parallel, FullState* state, int* step, bool* complete) {
+  int header[3] = {*step, state->data_ranks, *complete ? 1 : 0};
+  MOE_RETURN_IF_ERROR(parallel.BroadcastFromFirst(header, 3, weftInt32));
+  *step = header[0], *complete = header[2] != 0;
+  if (parallel.world_rank() != 0) {  // a newcomer: sized as rank 0's
+    state->Allocate(DataParallelLayout(config_, header[1]));
+    state->data_ranks = header[1];
+    state->router_bias.assign(config_.model.layers,
+                              std::vector<float>(config_.model.experts, 0.0f));
+  }
+  if (!*complete) return Status();  // every rank reloads the checkpoint instead
+  std::vector<std::vector<float>*> arrays = {&state->params.dense, &state->params.expert,
+                                             &state->m.dense,      &state->m.expert,
+                                             &state->v.dense,      &state->v.expert};
+  for (auto& bias : state->router_bias) arrays.push_back(&bias);
+  std::vector<float> flat;
+  Concat(arrays, &flat);
+  MOE_RETURN_IF_ERROR(parallel.BroadcastFromFirst(flat.data(), flat.size(), weftFloat32));
+  Split(flat, arrays);
+  return Status();
+}
+
+Status Elastic::Rebuild(Parallel* parallel, const FullState& state, bool complete, int* step,
+                        std::unique_ptr<Trainer>* trainer, std::string* note) {
+  std::unique_ptr<Trainer> rebuilt(new Trainer(config_, parallel));
+  MOE_RETURN_IF_ERROR(rebuilt->Init());
+  if (complete) {
+    Install(state, rebuilt.get());
+    *note += "state of step " + std::to_string(*step) + " kept in memory";
+  } else {
+    if (config_.checkpoint_dir.empty())
+      return Status::Error("elastic: a ZeRO-1 shard was lost with its buddy (two adjacent "
+                           "ranks) and there is no --checkpoint-dir to reload");
+    MOE_RETURN_IF_ERROR(LoadCheckpoint(config_.checkpoint_dir, parallel->world_rank(),
+                                       parallel->world_size(), step, rebuilt.get()));
+    *note += "a ZeRO-1 shard had no living copy: reloaded the checkpoint of step " +
+             std::to_string(*step) + " from " + config_.checkpoint_dir;
+  }
+  *trainer = std::move(rebuilt);
+  return Status();
+}
+
 Status Elastic::Recover(int failed_step, std::unique_ptr<Parallel>* parallel,
                         std::unique_ptr<Trainer>* trainer, int* redo_step, std::string* note) {
   const int old_rank = (*parallel)->world_rank(), old_world = (*parallel)->world_size();
   weftComm_t comm = nullptr;
   MOE_RETURN_IF_ERROR((*parallel)->ShrinkWorld(&comm));
-  TrainConfig config = config_;
-  config.kill_ranks.clear(), config.kill_step = -1;  // the test hook fires once
   std::unique_ptr<Parallel> next;
-  MOE_RETURN_IF_ERROR(Parallel::CreateOn(config, comm, &next));
+  MOE_RETURN_IF_ERROR(Parallel::CreateOn(config_, comm, &next));
   std::vector<int> old_ranks;
   MOE_RETURN_IF_ERROR(next->AllGatherInt(old_rank, &old_ranks));
   int redo = failed_step;
@@ -107,22 +188,15 @@ Status Elastic::Recover(int failed_step, std::unique_ptr<Parallel>* parallel,
   bool complete = false;
   MOE_RETURN_IF_ERROR(Assemble(saved, old_ranks, old_world, *next, (*trainer)->model().layout(),
                                &state, &complete));
-  std::unique_ptr<Trainer> rebuilt(new Trainer(config, next.get()));
-  MOE_RETURN_IF_ERROR(rebuilt->Init());
   *note = "lost " + std::to_string(old_world - next->world_size()) + " of " +
           std::to_string(old_world) + " ranks in step " + std::to_string(failed_step) + "; ";
-  if (complete) {
-    Install(state, rebuilt.get());
-    *note += "state of step " + std::to_string(redo) + " kept in memory";
-  } else {
-    if (config_.checkpoint_dir.empty())
-      return Status::Error("elastic: a ZeRO-1 shard was lost with its buddy (two adjacent "
-                           "ranks) and there is no --checkpoint-dir to reload");
-    MOE_RETURN_IF_ERROR(LoadCheckpoint(config_.checkpoint_dir, next->world_rank(),
-                                       next->world_size(), &redo, rebuilt.get()));
-    *note += "a ZeRO-1 shard had no living copy: reloaded the checkpoint of step " +
-             std::to_string(redo) + " from " + config_.checkpoint_dir;
+  if (!join_dir_.empty() && next->world_size() < job_size_) {
+    MOE_RETURN_IF_ERROR(GrowBack(&next));
+    MOE_RETURN_IF_ERROR(ShareState(*next, &state, &redo, &complete));
+    *note += "grown back to " + std::to_string(job_size_) + " ranks by replacements; ";
   }
+  std::unique_ptr<Trainer> rebuilt;
+  MOE_RETURN_IF_ERROR(Rebuild(next.get(), state, complete, &redo, &rebuilt, note));
   trainer->reset();  // it points at the old Parallel
   *trainer = std::move(rebuilt);
   *parallel = std::move(next);
@@ -130,6 +204,31 @@ Status Elastic::Recover(int failed_step, std::unique_ptr<Parallel>* parallel,
   MOE_RETURN_IF_ERROR(Mirror(**trainer, **parallel));  // the new layout's shards
   *redo_step = redo;
   return Status();
+}
+
+Status Elastic::Join(std::unique_ptr<Parallel>* parallel, std::unique_ptr<Trainer>* trainer,
+                     int* step) {
+  const std::string path = JoinPath(join_dir_, slot_);
+  // The survivors write the file once they have shrunk: within a step timeout of the death.
+  const double wait_s = std::max(60.0, 2.0 * config_.step_timeout);
+  JoinTicket ticket;
+  for (int i = 0; !std::ifstream(path, std::ios::binary)
+                       .read(reinterpret_cast<char*>(&ticket), sizeof(ticket));
+       ++i) {
+    if (i * 0.01 > wait_s)
+      return Status::Error("elastic: no survivor wrote " + path + " within " +
+                           std::to_string(static_cast<int>(wait_s)) + " s (are they --elastic?)");
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::remove(path.c_str());
+  MOE_RETURN_IF_ERROR(Parallel::Join(config_, ticket.id, ticket.rank, ticket.n_ranks, parallel));
+  job_size_ = ticket.n_ranks;
+  FullState state;
+  bool complete = false;
+  MOE_RETURN_IF_ERROR(ShareState(**parallel, &state, step, &complete));
+  std::string note;
+  MOE_RETURN_IF_ERROR(Rebuild(parallel->get(), state, complete, step, trainer, &note));
+  return Mirror(**trainer, **parallel);
 }
 
 }  // namespace moe

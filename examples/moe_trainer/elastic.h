@@ -15,6 +15,14 @@
 // the step's math (and the loss curve) continues. Two adjacent ranks lost at once leave a
 // shard with no copy: then the last checkpoint (--checkpoint-dir) is loaded on the new layout
 // and the log says so; without one, recovery fails with that reason.
+//
+// Growing back (weftrun --replace): weftrun starts a replacement for each killed process, with
+// WEFTRUN_JOIN_DIR (given to every rank) and WEFTRUN_JOIN_SLOT (the killed process's index
+// in weftrun). After shrinking, the survivors see the directory and grow back to the job's
+// size: rank 0 writes, for each lost slot, a file join.SLOT with the weftCommGetUniqueId id
+// and the rank the newcomer takes; everyone calls weftCommGrow; rank 0 then broadcasts the
+// assembled state (or "reload the checkpoint") and the step, so the newcomer trains on from
+// the same step with the same parameters and optimizer state.
 #ifndef MOE_TRAINER_ELASTIC_H_
 #define MOE_TRAINER_ELASTIC_H_
 
@@ -30,7 +38,16 @@ namespace moe {
 
 class Elastic {
  public:
-  explicit Elastic(const TrainConfig& config) : config_(config) {}
+  // slot: this process's index in the launcher (its first world rank, or WEFTRUN_JOIN_SLOT);
+  // job_size: the ranks the job is grown back to; join_dir: WEFTRUN_JOIN_DIR ("": no growing).
+  Elastic(const TrainConfig& config, int slot, int job_size, const std::string& join_dir)
+      : config_(config), slot_(slot), job_size_(job_size), join_dir_(join_dir) {
+    config_.kill_ranks.clear(), config_.kill_step = -1;
+  }
+  // A replacement process: waits for its join file, grows into the job and receives the
+  // state; *parallel, *trainer and *step (the next step to run) are set.
+  Status Join(std::unique_ptr<Parallel>* parallel, std::unique_ptr<Trainer>* trainer,
+              int* step);
   // At the start of `step`: keeps the state to redo it from.
   void Snapshot(int step, Trainer& trainer);
   // At the end of a step (ZeRO-1): this rank's moment shard goes to the next rank.
@@ -54,7 +71,17 @@ class Elastic {
                   Parallel& survivors, const ParamLayout& old_layout, FullState* state,
                   bool* complete);
 
-  TrainConfig config_;
+  // Survivors: rank 0 writes the lost slots' join files, then all grow back to job_size_.
+  Status GrowBack(std::unique_ptr<Parallel>* parallel);
+  // Rank 0's state, step and completeness to every rank (after a grow).
+  Status ShareState(Parallel& parallel, FullState* state, int* step, bool* complete);
+  // A trainer on parallel holding state (or, not complete, the checkpoint's), mirrored.
+  Status Rebuild(Parallel* parallel, const FullState& state, bool complete, int* step,
+                 std::unique_ptr<Trainer>* trainer, std::string* note);
+
+  TrainConfig config_;  // the test hook cleared: it fires once, in the first world
+  int slot_, job_size_;
+  std::string join_dir_;
   Saved saved_[2];              // by step % 2
   std::vector<float> mirror_;   // received at the end of the last step
 };

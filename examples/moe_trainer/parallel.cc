@@ -161,6 +161,17 @@ Status Parallel::CreateOn(const TrainConfig& config, weftComm_t world,
   return Status();
 }
 
+Status Parallel::Join(const TrainConfig& config, const weftUniqueId& id, int rank, int n_ranks,
+                      std::unique_ptr<Parallel>* out) {
+  ChooseWaitingPolicy();
+  weftComm_t world = nullptr;
+  if (weftCommGrow(nullptr, n_ranks, &id, rank, &world) != weftSuccess)
+    return Status::Error("joining the job as rank " + std::to_string(rank) + " of " +
+                         std::to_string(n_ranks) + " (weftCommGrow) failed: " +
+                         weftGetLastError(nullptr));
+  return CreateOn(config, world, out);
+}
+
 Status Parallel::Finish() {
   MOE_RETURN_IF_ERROR(Validate(config_, world_size_));
   // Validate has parsed both specs already; a failure here would be a bug, still reported.
@@ -549,6 +560,21 @@ Status Parallel::SumFloatsOverWorld(std::vector<float>* values) {
   return Check(weftAllReduce(values->data(), values->data(), values->size(), weftFloat32, weftSum,
                              world_, nullptr),
                world_, "all-reduce of recovered state");
+}
+
+Status Parallel::GrowId(weftUniqueId* id) {
+  return Check(weftCommGetUniqueId(world_, id), world_, "weftCommGetUniqueId");
+}
+
+Status Parallel::Grow(int n_ranks, weftComm_t* grown) {
+  return Check(weftCommGrow(world_, n_ranks, nullptr, -1, grown), world_, "weftCommGrow");
+}
+
+Status Parallel::BroadcastFromFirst(void* data, size_t count, weftDataType_t type) {
+  if (world_size_ == 1 || count == 0) return Status();
+  CommTimer timer(&comm_seconds_);
+  return Check(weftBroadcast(data, data, count, type, 0, world_, nullptr), world_,
+               "broadcast of the training state");
 }
 
 }  // namespace moe

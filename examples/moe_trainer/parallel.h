@@ -44,6 +44,9 @@ class Parallel {
   // The same on a communicator the caller made (a shrunk or grown world); takes it over.
   static Status CreateOn(const TrainConfig& config, weftComm_t world,
                          std::unique_ptr<Parallel>* out);
+  // A replacement process joining a running job by weftCommGrow as rank `rank` of n_ranks.
+  static Status Join(const TrainConfig& config, const weftUniqueId& id, int rank, int n_ranks,
+                     std::unique_ptr<Parallel>* out);
   ~Parallel();
 
   int world_size() const { return world_size_; }
@@ -113,6 +116,11 @@ class Parallel {
   Status AllGatherInt(int mine, std::vector<int>* all);
   Status MinOverWorld(int* value);
   Status SumFloatsOverWorld(std::vector<float>* values);
+  // Growing back (weftrun --replace): the id new processes join with, the grow itself (the
+  // world's ranks keep theirs), and rank 0's data sent to every rank.
+  Status GrowId(weftUniqueId* id);
+  Status Grow(int n_ranks, weftComm_t* grown);
+  Status BroadcastFromFirst(void* data, size_t count, weftDataType_t type);
 
   double comm_seconds() const { return comm_seconds_; }  // blocked in weft, cumulative
 

@@ -17,6 +17,7 @@ namespace moe {
 
 struct FullState {
   ParamLayout layout;  // what params, m and v follow
+  int data_ranks = 1;  // the data-parallel size that layout was built for
   ParamBuffers params, m, v;
   std::vector<std::vector<float>> router_bias;
   void Allocate(const ParamLayout& from);

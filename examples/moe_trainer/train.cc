@@ -101,6 +101,7 @@ class Run {
   Status TrainOne(int step, Batch* batch, StepStats* stats);
   Status Rebalance(int step, double compute_seconds);
   void MakeValBatches();
+  Status JoinOrCreate();
   // --kill-rank/--kill-step: this rank dies here as kill -9 would kill it.
   void MaybeKill(int step);
   // One step, then (--elastic) the ZeRO-1 mirror; a lost rank becomes a recovery, after
@@ -115,6 +116,7 @@ class Run {
   std::unique_ptr<Balancer> balancer_;
   std::unique_ptr<Elastic> elastic_;
   double failure_seen_ = -1.0;  // --elastic: when the last recovery began (Now())
+  int join_step_ = -1;          // a replacement: the step it joined at
   FortunesData data_;
   std::vector<Batch> val_batches_;
   Curve curve_;
@@ -126,15 +128,12 @@ class Run {
 
 Status Run::Setup(int argc, char** argv) {
   MOE_RETURN_IF_ERROR(ParseArgs(argc, argv, &config_));
-  MOE_RETURN_IF_ERROR(Parallel::Create(config_, &parallel_));
+  MOE_RETURN_IF_ERROR(JoinOrCreate());
   SetComputeThreads(config_.threads > 0 ? config_.threads : DefaultThreads());
   MOE_RETURN_IF_ERROR(data_.Load(config_.data_dir));
-  trainer_.reset(new Trainer(config_, parallel_.get()));
-  MOE_RETURN_IF_ERROR(trainer_->Init());
   balancer_.reset(new Balancer(config_, parallel_.get()));
   const int world = parallel_->world_size();
   MakeValBatches();
-  if (config_.elastic) elastic_.reset(new Elastic(config_));
   if (Leader() && !config_.quiet)
     std::printf("moe_train: %d ranks (pp %d x dp %d x ep %d x tp %d), %d threads each, %s\n"
                 "BLAS: %s\n"
@@ -157,6 +156,30 @@ void Run::MakeValBatches() {
                    parallel_->data_size(), &b);
     val_batches_.push_back(std::move(b));
   }
+}
+
+// weftrun --replace starts a replacement for a killed rank with WEFTRUN_JOIN_SLOT set: it
+// joins the running job by grow and receives the state (elastic.h) instead of starting one.
+Status Run::JoinOrCreate() {
+  const char* dir = std::getenv("WEFTRUN_JOIN_DIR");
+  const std::string join_dir = dir != nullptr ? dir : "";
+  if (const char* slot = std::getenv("WEFTRUN_JOIN_SLOT")) {
+    if (!config_.elastic || join_dir.empty())
+      return Status::Error(std::string("started as a replacement (WEFTRUN_JOIN_SLOT=") + slot +
+                           ") without --elastic or WEFTRUN_JOIN_DIR");
+    elastic_.reset(new Elastic(config_, std::atoi(slot), 0, join_dir));
+    MOE_RETURN_IF_ERROR(elastic_->Join(&parallel_, &trainer_, &join_step_));
+    config_.kill_ranks.clear(), config_.kill_step = -1;  // the hook was for the first world
+    std::printf("rank %d: joined the job as a replacement at step %d\n", parallel_->world_rank(),
+                join_step_);
+    return Status();
+  }
+  MOE_RETURN_IF_ERROR(Parallel::Create(config_, &parallel_));
+  trainer_.reset(new Trainer(config_, parallel_.get()));
+  MOE_RETURN_IF_ERROR(trainer_->Init());
+  if (config_.elastic)
+    elastic_.reset(new Elastic(config_, parallel_->world_rank(), parallel_->world_size(), join_dir));
+  return Status();
 }
 
 void Run::MaybeKill(int step) {
@@ -253,8 +276,8 @@ Status Run::Rebalance(int step, double compute_seconds) {
 Status Run::Main(int argc, char** argv) {
   MOE_RETURN_IF_ERROR(Setup(argc, argv));
   const int rank = parallel_->world_rank(), world = parallel_->world_size();
-  int start = 0;
-  if (config_.resume)
+  int start = join_step_ >= 0 ? join_step_ : 0;
+  if (config_.resume && join_step_ < 0)
     MOE_RETURN_IF_ERROR(LoadCheckpoint(config_.checkpoint_dir, rank, world, &start, trainer_.get()));
   if (Leader() && !config_.loss_file.empty()) {
     loss_file_ = std::fopen(config_.loss_file.c_str(), config_.resume ? "a" : "w");
