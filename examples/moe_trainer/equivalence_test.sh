@@ -35,6 +35,9 @@
 #        ZeRO-1 with ranks 1 and 2 killed at step 35 (rank 1's shard and its mirror both
 #        gone): the survivors reload the step-30 checkpoint on 2 ranks, say so, and
 #        steps 30-39 are those of a 2-rank run resumed from it                          rel. diff <= 1e-6
+#        weftrun --replace, DP=4 and DP=4 with ZeRO-1, rank 2 killed at step 30: a new process
+#        joins by grow and receives the state; steps 0-39 and the 4 ranks' final parameters
+#        are the undisturbed 4-rank run's (each rank again holds the same share of the batch) bitwise
 # bad    bad configurations fail with a message naming the argument       exit 1 + message
 #        (sizes out of range, negative counts), and a diverged run (--lr 1e6) stops naming
 #        the step
@@ -140,6 +143,29 @@ elastic_case() {  # label kill-ranks kill-step resume-step survivors extra-args.
   theirs=$(grep -m1 "params digest" "$work/after.out" | sed 's/.*rank [0-9]*: //')
   [ "$mine" = "$theirs" ] || { echo "$label: final parameters $mine vs resumed run's $theirs"; return 1; }
   echo "$label: final parameters equal the resumed $left-rank run's ok"
+}
+
+# weftrun --replace: the killed rank's replacement joins; the job ends as if undisturbed.
+replace_case() {  # label extra-args...
+  local label=$1
+  shift
+  local e=(--steps 40 --elastic --digest)
+  "$bin/weftrun" --replace -n 4 --timeout 200 "$bin/moe_train" "${COMMON[@]}" "${e[@]}" "$@" \
+    --kill-rank 2 --kill-step 30 --loss-file "$work/rep" >"$work/rep.out" 2>&1 ||
+    { echo "$label: the run failed"; grep -v "seq=" "$work/rep.out"; return 1; }
+  grep -q "joined the job as a replacement at step 30" "$work/rep.out" ||
+    { echo "$label: no replacement joined"; grep -v "seq=" "$work/rep.out"; return 1; }
+  grep -q "^elastic 30 30 4\$" "$work/rep" || { echo "$label: no 'elastic 30 30 4' line"; return 1; }
+  same_digest "$work/rep.out" "$label" 4
+  "$bin/weftrun" -n 4 --timeout 120 "$bin/moe_train" "${COMMON[@]}" "${e[@]}" "$@" \
+    --loss-file "$work/undisturbed" >"$work/undisturbed.out"
+  steps "$work/rep" 0 39 >"$work/rep_steps"
+  compare "$work/undisturbed" "$work/rep_steps" 0 "$label: steps 0-39 vs undisturbed"
+  local mine theirs
+  mine=$(grep -m1 "params digest" "$work/rep.out" | sed 's/.*rank [0-9]*: //')
+  theirs=$(grep -m1 "params digest" "$work/undisturbed.out" | sed 's/.*rank [0-9]*: //')
+  [ "$mine" = "$theirs" ] || { echo "$label: final parameters $mine vs undisturbed $theirs"; return 1; }
+  echo "$label: final parameters equal the undisturbed run's ok"
 }
 
 expect_error() {  # label expected-text args...
@@ -310,6 +336,8 @@ case "$mode" in
     grep -q "had no living copy: reloaded the checkpoint of step 30" "$work/el.out" ||
       { echo "ranks 1,2 lost: the log does not say the checkpoint was reloaded"; exit 1; }
     echo "ranks 1,2 lost: the log names the checkpoint reload ok"
+    replace_case "weftrun --replace, DP=4"
+    replace_case "weftrun --replace, DP=4 ZeRO-1" --zero1
     ;;
   bad)
     expect_error "elastic with compression" "--elastic supports data parallelism only" "${T[@]}" --elastic --compress int8
