@@ -491,12 +491,16 @@ Status Parallel::GradNormSquared(const ParamLayout& layout, const ParamBuffers& 
   return Status();
 }
 
-Status Parallel::SumOverWorld(std::vector<double>* values) {
-  if (world_size_ == 1 || values->empty()) return Status();
+Status Parallel::AllReduceWorld(void* data, size_t count, weftDataType_t type, weftRedOp_t op,
+                                const char* what) {
+  if (world_size_ == 1 || count == 0) return Status();
   CommTimer timer(&comm_seconds_);
-  return Check(weftAllReduce(values->data(), values->data(), values->size(), weftFloat64, weftSum,
-                             world_, nullptr),
-               world_, "all-reduce of step statistics");
+  return Check(weftAllReduce(data, data, count, type, op, world_, nullptr), world_, what);
+}
+
+Status Parallel::SumOverWorld(std::vector<double>* values) {
+  return AllReduceWorld(values->data(), values->size(), weftFloat64, weftSum,
+                        "all-reduce of step statistics");
 }
 
 Status Parallel::Barrier() {
@@ -548,18 +552,12 @@ Status Parallel::AllGatherInt(int mine, std::vector<int>* all) {
 }
 
 Status Parallel::MinOverWorld(int* value) {
-  if (world_size_ == 1) return Status();
-  CommTimer timer(&comm_seconds_);
-  return Check(weftAllReduce(value, value, 1, weftInt32, weftMin, world_, nullptr), world_,
-               "all-reduce (min)");
+  return AllReduceWorld(value, 1, weftInt32, weftMin, "all-reduce (min)");
 }
 
 Status Parallel::SumFloatsOverWorld(std::vector<float>* values) {
-  if (world_size_ == 1 || values->empty()) return Status();
-  CommTimer timer(&comm_seconds_);
-  return Check(weftAllReduce(values->data(), values->data(), values->size(), weftFloat32, weftSum,
-                             world_, nullptr),
-               world_, "all-reduce of recovered state");
+  return AllReduceWorld(values->data(), values->size(), weftFloat32, weftSum,
+                        "all-reduce of recovered state");
 }
 
 Status Parallel::GrowId(weftUniqueId* id) {

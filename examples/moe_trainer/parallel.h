@@ -128,6 +128,9 @@ class Parallel {
   Parallel() = default;
   // Validation, groups, timeouts and streams over world_ (Create and CreateOn).
   Status Finish();
+  // A blocking in-place all-reduce over the world.
+  Status AllReduceWorld(void* data, size_t count, weftDataType_t type, weftRedOp_t op,
+                        const char* what);
   Status Check(weftResult_t result, weftComm_t comm, const char* what);
   // Places this rank in the grid and splits the world into the groups it belongs to.
   Status SplitGroups();
