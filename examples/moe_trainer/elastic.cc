@@ -82,6 +82,10 @@ Status Elastic::Assemble(const Saved& saved, const std::vector<int>& old_ranks, 
   if (!alive[prev] && half > 0)
     add(prev, std::vector<float>(saved.mirror.begin(), saved.mirror.begin() + half),
         std::vector<float>(saved.mirror.begin() + half, saved.mirror.end()));
+  // No mirror yet: the loss is in this process's first step. From step 0 every moment is
+  // zero, which the buffers already hold; a resumed run's first step finds no copy and reloads
+  // the checkpoint it resumed from, which is that step's state.
+  if (!alive[prev] && half == 0 && saved.step == 0) cover[prev] = 1.0f;
   const std::vector<std::vector<float>*> arrays = {&state->m.dense, &state->m.expert,
                                                    &state->v.dense, &state->v.expert, &cover};
   std::vector<float> flat;

@@ -35,6 +35,7 @@
 #        ZeRO-1 with ranks 1 and 2 killed at step 35 (rank 1's shard and its mirror both
 #        gone): the survivors reload the step-30 checkpoint on 2 ranks, say so, and
 #        steps 30-39 are those of a 2-rank run resumed from it                          rel. diff <= 1e-6
+#        ZeRO-1 with rank 2 killed at step 0 (no mirror yet) vs 3 ranks from the start  rel. diff <= 1e-6
 #        weftrun --replace, DP=4 and DP=4 with ZeRO-1, rank 2 killed at step 30: a new process
 #        joins by grow and receives the state; steps 0-39 and the 4 ranks' final parameters
 #        are the undisturbed 4-rank run's (each rank again holds the same share of the batch) bitwise
@@ -336,6 +337,14 @@ case "$mode" in
     grep -q "had no living copy: reloaded the checkpoint of step 30" "$work/el.out" ||
       { echo "ranks 1,2 lost: the log does not say the checkpoint was reloaded"; exit 1; }
     echo "ranks 1,2 lost: the log names the checkpoint reload ok"
+    # A loss in the first step, before any mirror exists: ZeRO-1's moments are still zero there.
+    "$bin/weftrun" --elastic -n 4 --timeout 200 "$bin/moe_train" "${COMMON[@]}" --steps 40 --elastic \
+      --zero1 --kill-rank 2 --kill-step 0 --loss-file "$work/first" >"$work/first.out" 2>&1 ||
+      { echo "step-0 loss: the run failed"; grep -v "seq=" "$work/first.out"; exit 1; }
+    "$bin/weftrun" -n 3 --timeout 120 "$bin/moe_train" "${COMMON[@]}" --steps 40 --elastic --zero1 \
+      --loss-file "$work/three"
+    steps "$work/first" 0 39 >"$work/first_steps"
+    compare "$work/three" "$work/first_steps" 1e-6 "DP=4 ZeRO-1, rank 2 lost in step 0, vs 3 ranks"
     replace_case "weftrun --replace, DP=4"
     replace_case "weftrun --replace, DP=4 ZeRO-1" --zero1
     ;;
