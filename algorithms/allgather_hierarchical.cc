@@ -35,6 +35,19 @@ void ReadFromLeaderWindow(Schedule* s, const std::vector<int>& group,
   WaitEach(s, leader, group);
 }
 
+// Every rank copies the blocks from group order (scratch) to rank order (output), merging
+// runs of consecutive ranks into one copy.
+void CopyToRankOrder(Schedule* s, const std::vector<int>& order, size_t c) {
+  for (RankSchedule& rs : s->ranks) {
+    for (size_t i = 0; i < order.size();) {
+      size_t j = i + 1;
+      while (j < order.size() && order[j] == order[j - 1] + 1) ++j;
+      rs.steps.push_back(CopyStep(Tmp(i * c, (j - i) * c), Out(order[i] * c, (j - i) * c)));
+      i = j;
+    }
+  }
+}
+
 StatusOr<Schedule> BuildAllGatherHierarchical(const ScheduleRequest& request, bool direct) {
   WEFT_RETURN_IF_ERROR(CheckRequestBasics(request));
   WEFT_ASSIGN_OR_RETURN(std::vector<std::vector<int>> groups, ValidGroups(request));
@@ -104,16 +117,8 @@ StatusOr<Schedule> BuildAllGatherHierarchical(const ScheduleRequest& request, bo
       WEFT_RETURN_IF_ERROR(EmbedAlgorithm(Collective::kBroadcast, bcast_algo, sub, e, &s));
     }
   }
-  // 4. group order -> rank order, merging runs of consecutive ranks into one copy.
-  for (int r = 0; r < p; ++r) {
-    auto& steps = s.ranks[r].steps;
-    for (size_t i = 0; i < order.size();) {
-      size_t j = i + 1;
-      while (j < order.size() && order[j] == order[j - 1] + 1) ++j;
-      steps.push_back(CopyStep(Tmp(i * c, (j - i) * c), Out(order[i] * c, (j - i) * c)));
-      i = j;
-    }
-  }
+  // 4. group order -> rank order.
+  CopyToRankOrder(&s, order, c);
   s.window = 32;
   return s;
 }

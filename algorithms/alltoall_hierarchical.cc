@@ -22,6 +22,37 @@
 namespace weft {
 namespace {
 
+// Phase 1: the members' inputs reach the leader: sent into G[i] of its scratch, or (direct)
+// published in each member's own window for the leader to read.
+void Aggregate(Schedule* s, const std::vector<int>& G, size_t pc, bool direct) {
+  const int leader = G[0];
+  s->ranks[leader].steps.push_back(CopyStep(In(0, pc), Tmp(0, pc)));
+  for (size_t i = 1; i < G.size(); ++i) {
+    if (direct) {
+      PushFitted(s, G[i], CopyStep(In(0, pc), Tmp(0, pc)));
+      SignalEach(s, G[i], {leader});
+      WaitEach(s, leader, {G[i]});
+      continue;
+    }
+    s->ranks[G[i]].steps.push_back(SendStep(leader, In(0, pc)));
+    s->ranks[leader].steps.push_back(RecvStep(G[i], Tmp(i * pc, pc)));
+  }
+}
+
+// Direct hand-over: the leader is done reading the members' windows; each member reads its
+// output (assembled at `assemble` + j*pc of the leader's scratch) from the leader's window and
+// signals back before the leader may end.
+void DirectHandOver(Schedule* s, const std::vector<int>& G, size_t assemble, size_t pc) {
+  const int leader = G[0];
+  SignalEach(s, leader, G);
+  for (size_t j = 1; j < G.size(); ++j) {
+    WaitEach(s, G[j], {leader});
+    PushFitted(s, G[j], DirectStep(leader, Tmp(assemble + j * pc, pc), Out(0, pc), false));
+    SignalEach(s, G[j], {leader});
+  }
+  WaitEach(s, leader, G);
+}
+
 StatusOr<Schedule> BuildAllToAllHierarchical(const ScheduleRequest& request, bool direct) {
   WEFT_RETURN_IF_ERROR(CheckRequestBasics(request));
   WEFT_ASSIGN_OR_RETURN(std::vector<std::vector<int>> groups, ValidGroups(request));
@@ -61,17 +92,7 @@ StatusOr<Schedule> BuildAllToAllHierarchical(const ScheduleRequest& request, boo
                              : CopyStep(Tmp(i * pc + q * c, c), dst);
     };
     // 1. aggregate the members' inputs (direct: members publish them in their windows).
-    L.push_back(CopyStep(In(0, pc), Tmp(0, pc)));
-    for (size_t i = 1; i < sg; ++i) {
-      if (direct) {
-        PushFitted(&s, G[i], CopyStep(In(0, pc), Tmp(0, pc)));
-        SignalEach(&s, G[i], {leader});
-        WaitEach(&s, leader, {G[i]});
-        continue;
-      }
-      s.ranks[G[i]].steps.push_back(SendStep(leader, In(0, pc)));
-      L.push_back(RecvStep(G[i], Tmp(i * pc, pc)));
-    }
+    Aggregate(&s, G, pc, direct);
     // 2. exchange with the other leaders: round k pairs group g with g+k (send) / g-k (recv).
     for (int k = 1; k < m; ++k) {
       const int to = Mod(g + k, m), from = Mod(g - k, m);
@@ -98,17 +119,7 @@ StatusOr<Schedule> BuildAllToAllHierarchical(const ScheduleRequest& request, boo
         s.ranks[dst].steps.push_back(RecvStep(leader, Out(0, pc)));
       }
     }
-    // Direct hand-over: the leader is done reading the members' windows; each member reads
-    // its output from the leader's window and signals back before the leader may end.
-    if (direct && sg > 1) {
-      SignalEach(&s, leader, G);
-      for (size_t j = 1; j < sg; ++j) {
-        WaitEach(&s, G[j], {leader});
-        PushFitted(&s, G[j], DirectStep(leader, Tmp(assemble + j * pc, pc), Out(0, pc), false));
-        SignalEach(&s, G[j], {leader});
-      }
-      WaitEach(&s, leader, G);
-    }
+    if (direct && sg > 1) DirectHandOver(&s, G, assemble, pc);
   }
   s.window = 32;
   return s;

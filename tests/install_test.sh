@@ -58,6 +58,19 @@ int main(void) {
 C
   cc -o "$prefix/nccl_version" "$prefix/nccl_version.c" -L"$libdir/weft-nccl" -l:libnccl.so.2
   env -u LD_LIBRARY_PATH LD_LIBRARY_PATH="$libdir/weft-nccl" "$prefix/nccl_version"
+  # The nccl.h program on device buffers (bindings/nccl/tests/nccl_device_test.c), built
+  # against the installed headers and shim, on 2 ranks of the emulated GPU. It calls weft's
+  # device API itself (weftDeviceMalloc, weftDeviceStreamCreate), so it links libweft.so.0 too,
+  # found through its own RUNPATH: the loader maps a program's direct libraries before the
+  # shim's, so only the check above proves the shim's RUNPATH.
+  nccl_inc=$(sed -n 's/^WEFT_NCCL_INCLUDE:PATH=//p' "$build/CMakeCache.txt")
+  cudart_inc=$(sed -n 's/^WEFT_CUDART_INCLUDE:PATH=//p' "$build/CMakeCache.txt")
+  cc -std=gnu11 -o "$prefix/nccl_device" "$src/bindings/nccl/tests/nccl_device_test.c" \
+    -I"$prefix/include" -I"$nccl_inc" -I"$cudart_inc" -L"$libdir/weft-nccl" -l:libnccl.so.2 \
+    -L"$libdir" -lweft -Wl,-rpath,"$libdir"
+  env -u LD_LIBRARY_PATH LD_LIBRARY_PATH="$libdir/weft-nccl" WEFT_DEVICE=emulated:2 \
+    "$prefix/bin/weftrun" -n 2 "$prefix/nccl_device" own | tee "$prefix/nccl_device.txt"
+  test "$(grep -c ' 0 failed' "$prefix/nccl_device.txt")" = 2
 else
   echo "install test: NCCL shim not built (no nccl.h at configure time): its install check skipped"
 fi

@@ -1,13 +1,19 @@
 // weftrun: launches N local ranks of a program with the weft environment set.
 //
-//   weftrun -n N [--no-prefix] [--timeout SECONDS] PROGRAM [ARGS...]
+//   weftrun -n N [--no-prefix] [--timeout SECONDS] [--elastic | --replace] PROGRAM [ARGS...]
 //
 // Every rank gets WEFT_RANK, WEFT_WORLD_SIZE, WEFT_LOCAL_RANK, WEFT_LOCAL_SIZE, WEFT_ROOT
 // (127.0.0.1:<free port>, served by rank 0) and a random WEFT_SECRET, so programs call
 // weftCommInitFromEnv(). Each output line is prefixed with "[rank] ". As soon as one rank
 // fails (non-zero exit or a signal) the others are stopped (SIGTERM, then SIGKILL after 3 s)
 // and weftrun exits with that rank's status (128 + signal for a signal). With --timeout,
-// ranks still running after SECONDS are stopped and weftrun exits 124.
+// ranks still running after SECONDS are stopped and weftrun exits 124. With --elastic (for
+// programs that survive a lost rank, e.g. moe_train --elastic) a rank killed by a signal is
+// reported and the others keep running; weftrun then exits 0 when every other rank exits 0.
+// A rank that exits with a non-zero status still stops the job: that is the program's error.
+// --replace (implies --elastic) starts a new process in a killed rank's place, with
+// WEFTRUN_JOIN_SLOT=<its rank> and, for every process, WEFTRUN_JOIN_DIR (a private directory):
+// the program joins the running job by weftCommGrow (moe_train --elastic: join files there).
 //
 // Flight recorder dumps: a rank whose collective times out or loses a peer writes its last
 // operations to WEFT_DEBUG_FILE (src/core/flight_recorder.h). Unless the caller set that
@@ -146,8 +152,83 @@ void Emit(FILE* to, int rank, std::string* buf, bool prefix, bool flush_partial)
 }
 
 int Usage() {
-  fprintf(stderr, "usage: weftrun -n N [--no-prefix] [--timeout SECONDS] PROGRAM [ARGS...]\n");
+  fprintf(stderr, "usage: weftrun -n N [--no-prefix] [--timeout SECONDS] [--elastic | --replace] "
+          "PROGRAM [ARGS...]\n");
   return 2;
+}
+
+// What every rank's environment and command line share.
+struct Launch {
+  int n = 0;
+  std::string root, secret, dump_pattern, join_dir;
+  char** argv = nullptr;  // the program and its arguments, NULL-terminated
+};
+
+// Starts rank r (a replacement for it when join is set: WEFTRUN_JOIN_SLOT tells the program
+// to join the running job instead of starting one). False, with a message, on failure.
+bool Spawn(const Launch& launch, int r, bool join, Rank* rank) {
+  int out[2], err[2];
+  if (pipe(out) != 0 || pipe(err) != 0) {
+    fprintf(stderr, "weftrun: pipe: %s\n", strerror(errno));
+    return false;
+  }
+  pid_t pid = fork();
+  if (pid < 0) {
+    fprintf(stderr, "weftrun: fork: %s\n", strerror(errno));
+    return false;
+  }
+  if (pid == 0) {
+    // Own process group: stopping a rank also stops what it started (a shell's children
+    // would otherwise keep the output pipes open after the rank itself died). Not its own
+    // session: with the kernel's session autogroup (sched_autogroup_enabled) each session is
+    // its own scheduling group, and on EEVDF kernels (Linux 6.6+) sched_yield() only yields
+    // within the caller's group, so ranks in separate sessions cannot hand a shared core to
+    // each other by yielding, which is how oversubscribed ranks wait (src/common/backoff.h).
+    // Measured with one setsid() per rank: 4 ranks on 2 cores, broadcast 32 KiB, 10-20x the
+    // futex and sched_yield calls and ~25% more time per call (perf stat; RESULTS.md, session 5).
+    setpgid(0, 0);
+    dup2(out[1], 1);
+    dup2(err[1], 2);
+    close(out[0]); close(out[1]); close(err[0]); close(err[1]);
+    setenv("WEFT_RANK", std::to_string(r).c_str(), 1);
+    setenv("WEFT_WORLD_SIZE", std::to_string(launch.n).c_str(), 1);
+    setenv("WEFT_LOCAL_RANK", std::to_string(r).c_str(), 1);
+    setenv("WEFT_LOCAL_SIZE", std::to_string(launch.n).c_str(), 1);
+    setenv("WEFT_ROOT", launch.root.c_str(), 1);
+    setenv("WEFT_SECRET", launch.secret.c_str(), 1);
+    if (!launch.dump_pattern.empty()) setenv("WEFT_DEBUG_FILE", launch.dump_pattern.c_str(), 1);
+    if (!launch.join_dir.empty()) setenv("WEFTRUN_JOIN_DIR", launch.join_dir.c_str(), 1);
+    if (join) setenv("WEFTRUN_JOIN_SLOT", std::to_string(r).c_str(), 1);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGPIPE, SIG_DFL);
+    execvp(launch.argv[0], launch.argv);
+    fprintf(stderr, "weftrun: cannot run %s: %s\n", launch.argv[0], strerror(errno));
+    _exit(127);
+  }
+  close(out[1]);
+  close(err[1]);
+  setpgid(pid, pid);  // also here: no race with the child's own call
+  *rank = Rank();
+  rank->pid = pid;
+  rank->out_fd = out[0];
+  rank->err_fd = err[0];
+  return true;
+}
+
+// A dead rank's pipes: what it wrote before dying, then closed (its slot is reused).
+void DrainDead(int r, bool prefix, Rank* rank) {
+  for (int* fd : {&rank->out_fd, &rank->err_fd}) {
+    if (*fd < 0) continue;
+    fcntl(*fd, F_SETFL, fcntl(*fd, F_GETFL) | O_NONBLOCK);  // a child it left may hold it open
+    std::string& b = fd == &rank->out_fd ? rank->out_buf : rank->err_buf;
+    char buf[65536];
+    ssize_t got;
+    while ((got = read(*fd, buf, sizeof(buf))) > 0) b.append(buf, got);
+    Emit(fd == &rank->out_fd ? stdout : stderr, r, &b, prefix, true);
+    close(*fd);
+    *fd = -1;
+  }
 }
 
 }  // namespace
@@ -156,6 +237,7 @@ int main(int argc, char** argv) {
   int n = -1;
   bool prefix = true;
   double timeout_s = 0;
+  bool elastic = false, replace = false;
   int i = 1;
   for (; i < argc; ++i) {
     std::string a = argv[i];
@@ -166,6 +248,10 @@ int main(int argc, char** argv) {
         fprintf(stderr, "weftrun: -n %s: expected a positive number of ranks\n", argv[i]);
         return 2;
       }
+    } else if (a == "--elastic") {
+      elastic = true;
+    } else if (a == "--replace") {
+      elastic = replace = true;
     } else if (a == "--no-prefix") {
       prefix = false;
     } else if (a == "--timeout" && i + 1 < argc) {
@@ -201,58 +287,35 @@ int main(int argc, char** argv) {
   signal(SIGHUP, OnSignal);  // the terminal went away: stop the ranks too
   signal(SIGPIPE, SIG_IGN);
 
+  Launch launch;
+  launch.n = n;
+  launch.root = root;
+  launch.secret = secret;
+  launch.dump_pattern = dump_pattern;
+  launch.argv = argv + i;
+  if (replace) {  // where survivors leave the replacements' join files (moe_train --elastic)
+    const char* tmp = getenv("TMPDIR");
+    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/weftrun-join-XXXXXX";
+    if (mkdtemp(templ.data()) == nullptr) {
+      fprintf(stderr, "weftrun: --replace: cannot create a directory: %s\n", strerror(errno));
+      return 1;
+    }
+    launch.join_dir = templ;
+  }
   std::vector<Rank> ranks(n);
   for (int r = 0; r < n; ++r) {
-    int out[2], err[2];
-    if (pipe(out) != 0 || pipe(err) != 0) {
-      fprintf(stderr, "weftrun: pipe: %s\n", strerror(errno));
+    if (!Spawn(launch, r, false, &ranks[r])) {
       if (!own_dump_dir.empty()) rmdir(own_dump_dir.c_str());
       return 1;
     }
-    pid_t pid = fork();
-    if (pid < 0) {
-      fprintf(stderr, "weftrun: fork: %s\n", strerror(errno));
-      if (!own_dump_dir.empty()) rmdir(own_dump_dir.c_str());
-      return 1;
-    }
-    if (pid == 0) {
-      // Own process group: stopping a rank also stops what it started (a shell's children
-      // would otherwise keep the output pipes open after the rank itself died). Not its own
-      // session: with the kernel's session autogroup (sched_autogroup_enabled) each session is
-      // its own scheduling group, and on EEVDF kernels (Linux 6.6+) sched_yield() only yields
-      // within the caller's group, so ranks in separate sessions cannot hand a shared core to
-      // each other by yielding, which is how oversubscribed ranks wait (src/common/backoff.h).
-      // Measured with one setsid() per rank: 4 ranks on 2 cores, broadcast 32 KiB, 10-20x the
-      // futex and sched_yield calls and ~25% more time per call (perf stat; RESULTS.md, session 5).
-      setpgid(0, 0);
-      dup2(out[1], 1);
-      dup2(err[1], 2);
-      close(out[0]); close(out[1]); close(err[0]); close(err[1]);
-      setenv("WEFT_RANK", std::to_string(r).c_str(), 1);
-      setenv("WEFT_WORLD_SIZE", std::to_string(n).c_str(), 1);
-      setenv("WEFT_LOCAL_RANK", std::to_string(r).c_str(), 1);
-      setenv("WEFT_LOCAL_SIZE", std::to_string(n).c_str(), 1);
-      setenv("WEFT_ROOT", root.c_str(), 1);
-      setenv("WEFT_SECRET", secret.c_str(), 1);
-      if (!dump_pattern.empty()) setenv("WEFT_DEBUG_FILE", dump_pattern.c_str(), 1);
-      signal(SIGINT, SIG_DFL);
-      signal(SIGTERM, SIG_DFL);
-      signal(SIGPIPE, SIG_DFL);
-      execvp(argv[i], argv + i);
-      fprintf(stderr, "weftrun: cannot run %s: %s\n", argv[i], strerror(errno));
-      _exit(127);
-    }
-    close(out[1]);
-    close(err[1]);
-    setpgid(pid, pid);  // also here: no race with the child's own call
-    ranks[r].pid = pid;
-    ranks[r].out_fd = out[0];
-    ranks[r].err_fd = err[0];
   }
 
   auto start = std::chrono::steady_clock::now();
   int exit_code = 0;
   int failed_rank = -1;
+  int lost = 0, lost_code = 0;  // --elastic: ranks killed by a signal while the others went on
+  int replaced = 0;             // --replace: at most n, a replacement that keeps dying is not
+                                // retried forever
   bool stopping = false;
   std::chrono::steady_clock::time_point stop_time;
   auto stop_all = [&](int sig) {
@@ -293,6 +356,19 @@ int main(int argc, char** argv) {
         ranks[r].status = status;
         int code = WIFEXITED(status) ? WEXITSTATUS(status)
                                      : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+        if (elastic && WIFSIGNALED(status) && !stopping) {
+          fprintf(stderr, "weftrun: rank %d was killed by signal %d (%s); --elastic: the other "
+                  "ranks continue\n", r, WTERMSIG(status), strsignal(WTERMSIG(status)));
+          ++lost, lost_code = code;
+          if (replace && replaced < n) {
+            DrainDead(r, prefix, &ranks[r]);
+            if (Spawn(launch, r, true, &ranks[r])) {
+              fprintf(stderr, "weftrun: --replace: started a replacement for rank %d\n", r);
+              ++replaced, --lost;  // its slot is running again
+            }
+          }
+          continue;
+        }
         if (code != 0 && failed_rank < 0 && !stopping) {
           failed_rank = r;
           exit_code = code;
@@ -342,5 +418,12 @@ int main(int argc, char** argv) {
   std::vector<pid_t> pids;
   for (const Rank& k : ranks) pids.push_back(k.pid);
   CollectDumps(dump_pattern, own_dump_dir, pids);
+  if (exit_code == 0 && lost == n) exit_code = lost_code;  // nobody survived
+  if (!launch.join_dir.empty()) {  // join files nobody took (a replacement that never came up)
+    for (int r = 0; r < n; ++r)
+      for (const char* suffix : {"", ".tmp"})
+        unlink((launch.join_dir + "/join." + std::to_string(r) + suffix).c_str());
+    rmdir(launch.join_dir.c_str());
+  }
   return exit_code;
 }

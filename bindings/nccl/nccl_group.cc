@@ -19,6 +19,7 @@ thread_local int t_group_depth = 0;
 struct QueuedCall {
   ncclComm* comm;
   std::function<weftResult_t()> run;
+  std::function<void()> after;  // once the weft group holding run has ended (may be empty)
 };
 thread_local std::vector<QueuedCall> t_queued_calls;
 
@@ -65,16 +66,18 @@ ncclResult_t RunQueuedInits() {
 
 // One communicator's queued calls inside one weft group (so its sends and receives are
 // posted together).
-Outcome RunCommCalls(ncclComm* comm, std::vector<std::function<weftResult_t()>>& calls) {
+Outcome RunCommCalls(ncclComm* comm, std::vector<QueuedCall>& calls) {
   weftResult_t r = weftGroupStart();
   if (r != weftSuccess) return Capture(r, comm->weft);
   Outcome first;
-  for (auto& call : calls) {
-    weftResult_t cr = call();
+  for (QueuedCall& call : calls) {
+    weftResult_t cr = call.run();
     if (cr != weftSuccess && first.code == ncclSuccess) first = Capture(cr, comm->weft);
   }
   r = weftGroupEnd();
   if (r != weftSuccess && first.code == ncclSuccess) first = Capture(r, comm->weft);
+  for (QueuedCall& call : calls)
+    if (call.after) call.after();
   return first;
 }
 
@@ -82,8 +85,8 @@ ncclResult_t RunQueuedCalls() {
   std::vector<QueuedCall> queued;
   queued.swap(t_queued_calls);
   // Per communicator, in call order (std::map keeps the partition deterministic).
-  std::map<ncclComm*, std::vector<std::function<weftResult_t()>>> by_comm;
-  for (QueuedCall& q : queued) by_comm[q.comm].push_back(std::move(q.run));
+  std::map<ncclComm*, std::vector<QueuedCall>> by_comm;
+  for (QueuedCall& q : queued) by_comm[q.comm].push_back(std::move(q));
   std::vector<Outcome> outcomes(by_comm.size());
   if (by_comm.size() == 1) {
     outcomes[0] = RunCommCalls(by_comm.begin()->first, by_comm.begin()->second);
@@ -148,12 +151,15 @@ ncclResult_t ReadyComm(ncclComm* comm, const char* call) {
 
 bool InGroup() { return t_group_depth > 0; }
 
-ncclResult_t RunOrQueue(ncclComm* comm, std::function<weftResult_t()> fn) {
+ncclResult_t RunOrQueue(ncclComm* comm, std::function<weftResult_t()> fn,
+                        std::function<void()> after) {
   if (t_group_depth > 0) {
-    t_queued_calls.push_back({comm, std::move(fn)});
+    t_queued_calls.push_back({comm, std::move(fn), std::move(after)});
     return ncclSuccess;
   }
-  return FromWeft(fn(), comm->weft);
+  ncclResult_t r = FromWeft(fn(), comm->weft);
+  if (after) after();
+  return r;
 }
 
 ncclResult_t StartInit(ncclComm* comm, bool blocking, std::function<weftResult_t()> init) {

@@ -2,14 +2,13 @@
 //
 // Every symbol nccl.h declares is exported, as pnccl* (the implementation) and nccl* (an
 // alias, as NCCL's profiling interface expects). Each entry point checks what weft cannot
-// see (device buffers, dynamic reduction ops, config structs) and translates to one weft
-// call; types, ops and result codes share NCCL's numbering. What weft cannot do yet is
-// answered with ncclInvalidUsage and a message in ncclGetLastError, never a crash:
-//   - CUDA device buffers (weft's GPU path is not built yet): host buffers only. With a
-//     cudaStream_t, the stream is synchronized first and the call completes before
-//     returning (stronger than NCCL's stream ordering, which it implies).
-//   - ncclMemAlloc/Free, windows, ncclCommInitRankScalable,
-//     ncclGroupSimulateEnd.
+// see (where buffers live, dynamic reduction ops, config structs) and translates to one weft
+// call; types, ops and result codes share NCCL's numbering. Device buffers (weft's device
+// runtime: CUDA or the emulated GPU) are stream-ordered on the caller's cudaStream_t through
+// weft's device path; host buffers wait for the stream, then complete before returning
+// (buffers.h). What weft cannot do is answered with ncclInvalidUsage and a message in
+// ncclGetLastError, never a crash: memory windows, ncclCommInitRankScalable with several ids,
+// ncclGroupSimulateEnd.
 #include "nccl_shim.h"
 
 #include <algorithm>
@@ -19,6 +18,9 @@
 #include <string>
 #include <vector>
 
+#include <weft/weft_device.h>
+
+#include "buffers.h"
 #include "cuda_probe.h"
 
 using weft_nccl::Fail;
@@ -288,8 +290,10 @@ WEFT_NCCL_EXPORT ncclResult_t pncclCommCuDevice(const ncclComm_t comm, int* devi
 }
 WEFT_NCCL_ALIAS(ncclCommCuDevice)
 
-// Registration is an optimization hint in NCCL: unregistered buffers work the same. weft
-// has no registration yet, so the handle is a token and the buffers go the unregistered path.
+// Registration is an optimization hint in NCCL: unregistered buffers work the same. weft's
+// own registration (weftCommRegister) only means something for weftMemAlloc host memory,
+// which an NCCL program never has, and it is collective where NCCL's is not: so the handle is
+// a token and the buffers (device ones included) go the unregistered path.
 WEFT_NCCL_EXPORT ncclResult_t pncclCommRegister(const ncclComm_t comm, void* buff, size_t size,
                                                 void** handle) {
   ncclResult_t r = ReadyComm(comm, "ncclCommRegister");
@@ -312,16 +316,38 @@ WEFT_NCCL_ALIAS(ncclGroupStart)
 WEFT_NCCL_EXPORT ncclResult_t pncclGroupEnd() { return weft_nccl::GroupEnd(); }
 WEFT_NCCL_ALIAS(ncclGroupEnd)
 
-// ---- not supported yet: a clear error each ----
+// ---- device memory ----
 
+// ncclMemAlloc / ncclMemFree: device memory of weft's runtime (CUDA, or the emulated GPU), on
+// the current CUDA device (device 0 without a CUDA context; see buffers.h).
 WEFT_NCCL_EXPORT ncclResult_t pncclMemAlloc(void** ptr, size_t size) {
-  return Unsupported("ncclMemAlloc", "it allocates CUDA memory; weft's GPU path is not built");
+  if (ptr == nullptr) return Fail(ncclInvalidArgument, "ncclMemAlloc: ptr is NULL");
+  int count = 0;
+  if (weftDeviceGetCount(&count) != weftSuccess || count == 0)
+    return Unsupported("ncclMemAlloc", "weft has no device runtime (WEFT_DEVICE=none or no GPU)");
+  int device = weft_nccl::AllocationDevice();
+  weftResult_t r = weftDeviceMalloc(ptr, size, device);
+  if (r != weftSuccess)
+    return Fail(weft_nccl::MapResult(r), "ncclMemAlloc: " + std::to_string(size) +
+                                             " bytes on device " + std::to_string(device) + ": " +
+                                             weftGetLastError(nullptr));
+  return ncclSuccess;
 }
 WEFT_NCCL_ALIAS(ncclMemAlloc)
 WEFT_NCCL_EXPORT ncclResult_t pncclMemFree(void* ptr) {
-  return Unsupported("ncclMemFree", "ncclMemAlloc is not supported");
+  if (ptr == nullptr) return ncclSuccess;
+  if (!weft_nccl::IsDeviceMemory(ptr))
+    return Fail(ncclInvalidArgument, "ncclMemFree: ptr " + weft_nccl::PtrString(ptr) +
+                                         " is not device memory from ncclMemAlloc");
+  weftResult_t r = weftDeviceFree(ptr);
+  return r == weftSuccess ? ncclSuccess
+                          : Fail(weft_nccl::MapResult(r), std::string("ncclMemFree: ") +
+                                                              weftGetLastError(nullptr));
 }
 WEFT_NCCL_ALIAS(ncclMemFree)
+
+// ---- not supported: a clear error each ----
+
 WEFT_NCCL_EXPORT ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks,
                                                         int myrank, int nId,
                                                         ncclUniqueId* commIds,
@@ -333,11 +359,13 @@ WEFT_NCCL_EXPORT ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int
 WEFT_NCCL_ALIAS(ncclCommInitRankScalable)
 WEFT_NCCL_EXPORT ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size,
                                                       ncclWindow_t* win, int winFlags) {
-  return Unsupported("ncclCommWindowRegister", "symmetric device windows need the GPU path");
+  return Unsupported("ncclCommWindowRegister",
+                     "weft has no symmetric memory windows: use plain device buffers");
 }
 WEFT_NCCL_ALIAS(ncclCommWindowRegister)
 WEFT_NCCL_EXPORT ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
-  return Unsupported("ncclCommWindowDeregister", "symmetric device windows need the GPU path");
+  return Unsupported("ncclCommWindowDeregister",
+                     "weft has no symmetric memory windows (ncclCommWindowRegister is refused)");
 }
 WEFT_NCCL_ALIAS(ncclCommWindowDeregister)
 WEFT_NCCL_EXPORT ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {

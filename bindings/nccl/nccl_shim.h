@@ -19,12 +19,14 @@
 #include <thread>
 #include <vector>
 
-// A reduction created by ncclRedOpCreatePreMulSum: sum after scaling the input by a scalar
-// read when the op was created (ncclScalarHostImmediate).
+// A reduction created by ncclRedOpCreatePreMulSum: sum after scaling the input by a scalar,
+// read when the op was created (ncclScalarHostImmediate) or, from device_scalar, when each
+// call runs (ncclScalarDevice: after the call's stream has done its earlier work).
 struct PreMulSumOp {
   bool live = false;
   ncclDataType_t datatype = ncclFloat32;
   double scalar = 1.0;
+  const void* device_scalar = nullptr;
 };
 
 struct ncclComm {
@@ -61,7 +63,10 @@ ncclResult_t ReadyComm(ncclComm* comm, const char* call);
 
 // Runs fn now, or queues it for the outermost ncclGroupEnd when a group is open.
 // fn returns a weft result; on failure its message is taken from weftGetLastError(comm).
-ncclResult_t RunOrQueue(ncclComm* comm, std::function<weftResult_t()> fn);
+// `after` (optional) runs once the weft group that issued fn has ended (right after fn
+// outside a group): what fn's call needs kept alive until then can be released there.
+ncclResult_t RunOrQueue(ncclComm* comm, std::function<weftResult_t()> fn,
+                        std::function<void()> after = {});
 // Runs init now (blocking), on a thread (non-blocking), or at ncclGroupEnd inside a group.
 ncclResult_t StartInit(ncclComm* comm, bool blocking, std::function<weftResult_t()> init);
 bool InGroup();

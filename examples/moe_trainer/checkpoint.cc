@@ -8,6 +8,8 @@
 #include <fstream>
 #include <vector>
 
+#include "reshard.h"
+
 namespace moe {
 namespace {
 
@@ -52,20 +54,27 @@ Status SaveCheckpoint(const std::string& dir, int rank, int world, int next_step
   return Status();
 }
 
-Status LoadCheckpoint(const std::string& dir, int rank, int world, int* next_step,
-                      Trainer* trainer) {
-  const std::string path = CheckpointPath(dir, rank);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::Error("--resume: cannot open " + path);
+namespace {
+
+// Opens path and checks its header against `expected`; *next_step from the step line.
+Status OpenCheckpoint(const std::string& path, const std::string& expected, std::ifstream* in,
+                      int* next_step) {
+  in->open(path, std::ios::binary);
+  if (!*in) return Status::Error("--resume: cannot open " + path);
   std::string header, step_line;
-  std::getline(in, header);
-  if (header + "\n" != Header(*trainer, world))
+  std::getline(*in, header);
+  if (header + "\n" != expected)
     return Status::Error("--resume: " + path + " was written by a different configuration or "
-                         "layout:\n  file: " + header + "\n  now:  " + Header(*trainer, world));
-  std::getline(in, step_line);
+                         "layout:\n  file: " + header + "\n  now:  " + expected);
+  std::getline(*in, step_line);
   if (std::sscanf(step_line.c_str(), "step %d", next_step) != 1)
     return Status::Error(path + ": bad step line '" + step_line + "'");
-  for (std::vector<float>* a : Arrays(trainer)) {
+  return Status();
+}
+
+Status ReadArrays(const std::string& path, std::ifstream& in,
+                  const std::vector<std::vector<float>*>& arrays) {
+  for (std::vector<float>* a : arrays) {
     uint64_t n = 0;
     in.read(reinterpret_cast<char*>(&n), sizeof(n));
     if (!in || n != a->size())
@@ -75,6 +84,66 @@ Status LoadCheckpoint(const std::string& dir, int rank, int world, int* next_ste
     if (!in) return Status::Error(path + ": truncated");
   }
   return Status();
+}
+
+// The world a checkpoint directory was written by (rank 0's header), 0 when unreadable.
+int SavedWorld(const std::string& dir) {
+  std::ifstream in(CheckpointPath(dir, 0));
+  std::string header;
+  std::getline(in, header);
+  int world = 0;
+  return std::sscanf(header.c_str(), "moe-ckpt 1 world=%d", &world) == 1 ? world : 0;
+}
+
+// Data parallelism only: every old rank's file holds the parameters and its moments (all
+// of them, or its ZeRO-1 shard); together they are the whole state, installed on this layout.
+Status LoadResharded(const std::string& dir, int old_world, int* next_step, Trainer* trainer) {
+  const TrainConfig& config = trainer->config();
+  FullState state;
+  state.Allocate(DataParallelLayout(config, old_world));
+  state.data_ranks = old_world;
+  state.router_bias = trainer->model().router_bias;
+  for (int r = 0; r < old_world; ++r) {
+    const std::string path = CheckpointPath(dir, r);
+    std::ifstream in;
+    int step = 0;
+    MOE_RETURN_IF_ERROR(OpenCheckpoint(path, Header(*trainer, old_world), &in, &step));
+    if (r > 0 && step != *next_step)
+      return Status::Error(path + ": step " + std::to_string(step) + ", rank 0's file has " +
+                           std::to_string(*next_step) + " (a checkpoint written half-way?)");
+    *next_step = step;
+    const std::vector<Segment> segs = DataParallelSegments(state.layout, config.zero1, old_world, r);
+    size_t moments = 0;
+    for (const Segment& s : segs) moments += s.count;
+    std::vector<float> m(moments), v(moments);
+    std::vector<std::vector<float>*> arrays = {&state.params.dense, &state.params.expert, &m, &v};
+    for (auto& bias : state.router_bias) arrays.push_back(&bias);
+    MOE_RETURN_IF_ERROR(ReadArrays(path, in, arrays));
+    SegmentsToFull(segs, m, &state.m);
+    SegmentsToFull(segs, v, &state.v);
+  }
+  Install(state, trainer);
+  return Status();
+}
+
+bool DataParallelOnly(const TrainConfig& c) {
+  return c.ep == 1 && c.tp == 1 && c.pp == 1 && c.compress.empty() && c.compress_dispatch.empty();
+}
+
+}  // namespace
+
+// A checkpoint written by another number of ranks is resharded onto this one when the layout
+// is data-parallel (--elastic's fallback, or a job resumed on fewer ranks); any other
+// difference is refused.
+Status LoadCheckpoint(const std::string& dir, int rank, int world, int* next_step,
+                      Trainer* trainer) {
+  const int saved_world = SavedWorld(dir);
+  if (saved_world > 0 && saved_world != world && DataParallelOnly(trainer->config()))
+    return LoadResharded(dir, saved_world, next_step, trainer);
+  const std::string path = CheckpointPath(dir, rank);
+  std::ifstream in;
+  MOE_RETURN_IF_ERROR(OpenCheckpoint(path, Header(*trainer, world), &in, next_step));
+  return ReadArrays(path, in, Arrays(trainer));
 }
 
 }  // namespace moe

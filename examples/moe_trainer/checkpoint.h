@@ -17,6 +17,8 @@ std::string CheckpointPath(const std::string& dir, int rank);
 // next_step: the first step a resumed run will execute.
 Status SaveCheckpoint(const std::string& dir, int rank, int world, int next_step,
                       Trainer* trainer);
+// A data-parallel checkpoint written by another number of ranks is resharded onto this
+// layout (reshard.h): --elastic reloads on fewer ranks, a job may resume on fewer or more.
 Status LoadCheckpoint(const std::string& dir, int rank, int world, int* next_step,
                       Trainer* trainer);
 

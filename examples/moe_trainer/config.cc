@@ -88,6 +88,18 @@ const std::map<std::string, Setter>& Options() {
       STRING_OPT("compress", compress), STRING_OPT("compress-dispatch", compress_dispatch),
       INT_OPT("compress-after", compress_after), FLOAT_OPT("step-timeout", step_timeout),
       STRING_OPT("balance", balance), INT_OPT("balance-every", balance_every),
+      INT_OPT("kill-step", kill_step),
+      {"kill-rank",
+       [](const std::string& v, TrainConfig* c) {  // R or R1,R2,...
+         c->kill_ranks.clear();
+         std::stringstream list(v);
+         for (std::string item; std::getline(list, item, ',');) {
+           int r = 0;
+           MOE_RETURN_IF_ERROR(ParseInt("kill-rank", item, &r));
+           c->kill_ranks.push_back(r);
+         }
+         return Status();
+       }},
       {"slow-rank",
        [](const std::string& v, TrainConfig* c) {
          const size_t colon = v.find(':');
@@ -118,7 +130,7 @@ const std::map<std::string, bool TrainConfig::*>& Flags() {
   static const std::map<std::string, bool TrainConfig::*> flags = {
       {"zero1", &TrainConfig::zero1}, {"resume", &TrainConfig::resume},
       {"quiet", &TrainConfig::quiet}, {"digest", &TrainConfig::digest},
-      {"onebit-adam", &TrainConfig::onebit_adam}};
+      {"onebit-adam", &TrainConfig::onebit_adam}, {"elastic", &TrainConfig::elastic}};
   return flags;
 }
 
@@ -237,10 +249,13 @@ Status ValidateLayout(const TrainConfig& c, int world_size) {
   MOE_RETURN_IF_ERROR(Require(data_ranks % c.ep == 0,
       "--ep " + s(c.ep) + " must divide the number of ranks " + s(world_size) + " over --tp " +
       s(c.tp) + " x --pp " + s(c.pp) + " (" + s(data_ranks) + " data-parallel ranks)"));
-  MOE_RETURN_IF_ERROR(Require(c.batch > 0 && c.batch % data_ranks == 0,
+  // --elastic keeps the global batch when ranks are lost: the survivors may share it unevenly
+  // (balance.h apportions it; the loss is normalized by the global batch either way).
+  MOE_RETURN_IF_ERROR(Require(c.batch > 0 && (c.batch % data_ranks == 0 ||
+                                              (c.elastic && c.batch >= data_ranks)),
       "--batch " + s(c.batch) + " (global sequences per step) must be a positive multiple of the "
       "number of data-parallel ranks " + s(data_ranks) + " (ranks " + s(world_size) + " / (--tp " +
-      s(c.tp) + " x --pp " + s(c.pp) + "))"));
+      s(c.tp) + " x --pp " + s(c.pp) + "))" + (c.elastic ? " or, with --elastic, at least that" : "")));
   const int local = c.batch / data_ranks;
   MOE_RETURN_IF_ERROR(Require(c.micro_batches >= 0 && local % MicroBatches(c) == 0,
       "--micro-batches " + s(MicroBatches(c)) + " must divide the " + s(local) +
@@ -266,6 +281,27 @@ Status ValidateBalance(const TrainConfig& c, int world_size) {
                  c.slow_factor <= 100.0f,
                  "--slow-rank " + s(c.slow_rank) + ":" + s(c.slow_factor) + ": the rank must be in "
                  "[0, " + s(world_size) + ") and the factor in [1, 100]");
+}
+
+// Recovery rebuilds a data-parallel layout on fewer ranks; the other dimensions would need
+// their groups re-planned (an expert slice or stage can vanish with its rank).
+static Status ValidateElastic(const TrainConfig& c, int world_size) {
+  auto s = [](auto v) { return std::to_string(v); };
+  if (c.elastic)
+    MOE_RETURN_IF_ERROR(Require(c.ep == 1 && c.tp == 1 && c.pp == 1 && c.compress.empty() &&
+                                    c.compress_dispatch.empty() && !c.onebit_adam,
+        "--elastic supports data parallelism only (got --ep " + s(c.ep) + " --tp " + s(c.tp) +
+        " --pp " + s(c.pp) + (c.compress.empty() ? "" : " --compress " + c.compress) + ")"));
+  if (c.kill_ranks.empty() && c.kill_step < 0) return Status();
+  bool ranks_ok = !c.kill_ranks.empty();
+  std::string ranks;
+  for (int r : c.kill_ranks) {
+    ranks_ok = ranks_ok && r >= 0 && r < world_size;
+    ranks += (ranks.empty() ? "" : ",") + s(r);
+  }
+  return Require(ranks_ok && c.kill_step >= 0,
+                 "--kill-rank " + ranks + " --kill-step " + s(c.kill_step) + ": both are needed, "
+                 "ranks in [0, " + s(world_size) + ") and the step >= 0");
 }
 
 Status Validate(const TrainConfig& c, int world_size) {
@@ -304,7 +340,7 @@ Status Validate(const TrainConfig& c, int world_size) {
       "--log-every must be > 0, --val-every and --val-batches >= 0"));
   MOE_RETURN_IF_ERROR(Require(!c.resume || !c.checkpoint_dir.empty(),
       "--resume needs --checkpoint-dir"));
-  return Status();
+  return ValidateElastic(c, world_size);
 }
 
 std::string Describe(const TrainConfig& c) {
@@ -346,6 +382,8 @@ std::string UsageText() {
          "  ops:   --log-every --val-every --val-batches --data DIR --checkpoint-dir DIR\n"
          "         --checkpoint-every N --resume --stop-after N --loss-file F --plot F.png --quiet\n"
          "         --digest (every rank prints a hash of its parameters at the end)\n"
+         "  fault: --elastic (survive a lost rank: shrink, re-split the batch, continue; DP only)\n"
+         "         --kill-rank R[,R...] --kill-step S (test hook: the ranks kill themselves at S)\n"
          "  launch N ranks with: weftrun -n N moe_train ...\n";
 }
 

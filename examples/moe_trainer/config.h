@@ -88,6 +88,13 @@ struct TrainConfig {
   std::string compress_dispatch;
   bool quiet = false;
   bool digest = false;    // every rank prints a hash of its parameters at the end (tests)
+  // --elastic: a lost rank does not end the job; the survivors shrink the communicator,
+  // re-split the same global batch and continue from the failed step (elastic.h). Data
+  // parallelism (with or without --zero1) only.
+  bool elastic = false;
+  // Test hook: the ranks in kill_ranks kill themselves (SIGKILL) at the start of kill_step.
+  std::vector<int> kill_ranks;
+  int kill_step = -1;
 };
 
 // Fills config from argv ("--name value"); --config PRESET is applied first.

@@ -97,9 +97,11 @@ void FortunesData::TrainSequences(uint64_t seed, int step, int global_batch, int
 
 void FortunesData::ValBatch(uint64_t seed, int index, int global_batch, int seq_len, int rank,
                             int ranks, Batch* batch) const {
-  const int local = global_batch / ranks;
+  // An uneven batch (--elastic after a lost rank) gives the first global_batch % ranks ranks
+  // one sequence more, as the balancer does for training batches.
+  const int local = global_batch / ranks, extra = global_batch % ranks;
   Sample(val_, seed, HashString("val"), static_cast<uint64_t>(index) * global_batch, seq_len,
-         rank * local, local, batch);
+         rank * local + std::min(rank, extra), local + (rank < extra ? 1 : 0), batch);
 }
 
 }  // namespace moe

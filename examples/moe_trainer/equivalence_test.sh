@@ -27,6 +27,18 @@
 #        --balance measured, rank 1 slowed 3x, vs 1 rank; shares moved       rel. diff <= 1e-5
 # threads 1 rank, default config, 2 steps: --threads 2 vs --threads 1     bitwise (Prescott
 #        kernels), 1e-6 with the kernels moe_train picks
+# elastic --elastic, DP=4 and DP=4 with ZeRO-1, rank 2 killed at the start of step 30 of 40
+#        (--kill-rank): weftrun --elastic succeeds, the 3 survivors recover (printing the
+#        time) and hold identical parameters; steps 0-29 are the undisturbed 4-rank run's   bitwise
+#        and steps 30-39 those of a 3-rank run resumed from that run's step-30 checkpoint  rel. diff <= 1e-6
+#        (the same state on 3 ranks), whose final parameters the survivors' equal          digests equal
+#        ZeRO-1 with ranks 1 and 2 killed at step 35 (rank 1's shard and its mirror both
+#        gone): the survivors reload the step-30 checkpoint on 2 ranks, say so, and
+#        steps 30-39 are those of a 2-rank run resumed from it                          rel. diff <= 1e-6
+#        ZeRO-1 with rank 2 killed at step 0 (no mirror yet) vs 3 ranks from the start  rel. diff <= 1e-6
+#        weftrun --replace, DP=4 and DP=4 with ZeRO-1, rank 2 killed at step 30: a new process
+#        joins by grow and receives the state; steps 0-39 and the 4 ranks' final parameters
+#        are the undisturbed 4-rank run's (each rank again holds the same share of the batch) bitwise
 # bad    bad configurations fail with a message naming the argument       exit 1 + message
 #        (sizes out of range, negative counts), and a diverged run (--lr 1e6) stops naming
 #        the step
@@ -94,6 +106,67 @@ same_digest() {  # output-file label ranks
     echo "$2: ranks' parameters differ (or digests missing):"; grep "params digest" "$1"; return 1
   fi
   echo "$2: $3 ranks hold identical parameters ok"
+}
+
+# The train lines of steps [first, last] (a step redone after a recovery: its last value).
+steps() {  # loss-file first last
+  awk -v a="$2" -v b="$3" '$1 == "train" && $2 >= a && $2 <= b { v[$2] = $0 }
+    END { for (s = a; s <= b; s++) if (s in v) print v[s] }' "$1"
+}
+
+# One elastic scenario: the killed run, the undisturbed run to the checkpoint, and the run
+# resumed from it on the survivors' number of ranks. Extra args go to every run.
+elastic_case() {  # label kill-ranks kill-step resume-step survivors extra-args...
+  local label=$1 kill=$2 at=$3 from=$4 left=$5
+  shift 5
+  local e=(--steps 40 --elastic --digest --checkpoint-every 10)
+  rm -rf "$work/ck_el" "$work/ck_ref"
+  "$bin/weftrun" --elastic -n 4 --timeout 200 "$bin/moe_train" "${COMMON[@]}" "${e[@]}" "$@" \
+    --kill-rank "$kill" --kill-step "$at" --checkpoint-dir "$work/ck_el" --loss-file "$work/el" \
+    >"$work/el.out" 2>&1 || { echo "$label: the elastic run failed"; grep -v "seq=" "$work/el.out"; return 1; }
+  same_digest "$work/el.out" "$label: survivors" "$left"
+  local recovered
+  recovered=$(grep -c "elastic: recovered in" "$work/el.out" || true)
+  [ "$recovered" = "$left" ] || { echo "$label: $recovered ranks printed a recovery time"; return 1; }
+  grep "elastic: recovered in" "$work/el.out" | head -1
+  grep -q "^elastic $at $from $left\$" "$work/el" ||
+    { echo "$label: no 'elastic $at $from $left' line in the loss file"; return 1; }
+  "$bin/weftrun" -n 4 --timeout 120 "$bin/moe_train" "${COMMON[@]}" "${e[@]}" "$@" \
+    --stop-after "$from" --checkpoint-dir "$work/ck_ref" --loss-file "$work/before" >/dev/null
+  "$bin/weftrun" -n "$left" --timeout 120 "$bin/moe_train" "${COMMON[@]}" "${e[@]}" "$@" \
+    --resume --checkpoint-dir "$work/ck_ref" --loss-file "$work/after" >"$work/after.out"
+  steps "$work/el" 0 $((from - 1)) >"$work/el_before"
+  steps "$work/el" "$from" 39 >"$work/el_after"
+  compare "$work/before" "$work/el_before" 0 "$label: steps 0-$((from - 1)) vs undisturbed 4 ranks"
+  compare "$work/after" "$work/el_after" 1e-6 "$label: steps $from-39 vs $left ranks resumed at $from"
+  local mine theirs
+  mine=$(grep -m1 "params digest" "$work/el.out" | sed 's/.*rank [0-9]*: //')
+  theirs=$(grep -m1 "params digest" "$work/after.out" | sed 's/.*rank [0-9]*: //')
+  [ "$mine" = "$theirs" ] || { echo "$label: final parameters $mine vs resumed run's $theirs"; return 1; }
+  echo "$label: final parameters equal the resumed $left-rank run's ok"
+}
+
+# weftrun --replace: the killed rank's replacement joins; the job ends as if undisturbed.
+replace_case() {  # label extra-args...
+  local label=$1
+  shift
+  local e=(--steps 40 --elastic --digest)
+  "$bin/weftrun" --replace -n 4 --timeout 200 "$bin/moe_train" "${COMMON[@]}" "${e[@]}" "$@" \
+    --kill-rank 2 --kill-step 30 --loss-file "$work/rep" >"$work/rep.out" 2>&1 ||
+    { echo "$label: the run failed"; grep -v "seq=" "$work/rep.out"; return 1; }
+  grep -q "joined the job as a replacement at step 30" "$work/rep.out" ||
+    { echo "$label: no replacement joined"; grep -v "seq=" "$work/rep.out"; return 1; }
+  grep -q "^elastic 30 30 4\$" "$work/rep" || { echo "$label: no 'elastic 30 30 4' line"; return 1; }
+  same_digest "$work/rep.out" "$label" 4
+  "$bin/weftrun" -n 4 --timeout 120 "$bin/moe_train" "${COMMON[@]}" "${e[@]}" "$@" \
+    --loss-file "$work/undisturbed" >"$work/undisturbed.out"
+  steps "$work/rep" 0 39 >"$work/rep_steps"
+  compare "$work/undisturbed" "$work/rep_steps" 0 "$label: steps 0-39 vs undisturbed"
+  local mine theirs
+  mine=$(grep -m1 "params digest" "$work/rep.out" | sed 's/.*rank [0-9]*: //')
+  theirs=$(grep -m1 "params digest" "$work/undisturbed.out" | sed 's/.*rank [0-9]*: //')
+  [ "$mine" = "$theirs" ] || { echo "$label: final parameters $mine vs undisturbed $theirs"; return 1; }
+  echo "$label: final parameters equal the undisturbed run's ok"
 }
 
 expect_error() {  # label expected-text args...
@@ -257,7 +330,27 @@ case "$mode" in
     train 4 "$work/resumed" --tp 2 --pp 2 --checkpoint-dir "$work/ckpt" --resume
     compare "$work/straight" "$work/resumed" 0 "resume at step 10 (TP=2 x PP=2)"
     ;;
+  elastic)
+    elastic_case "DP=4, rank 2 lost" 2 30 30 3
+    elastic_case "DP=4 ZeRO-1, rank 2 lost" 2 30 30 3 --zero1
+    elastic_case "DP=4 ZeRO-1, ranks 1,2 lost" 1,2 35 30 2 --zero1
+    grep -q "had no living copy: reloaded the checkpoint of step 30" "$work/el.out" ||
+      { echo "ranks 1,2 lost: the log does not say the checkpoint was reloaded"; exit 1; }
+    echo "ranks 1,2 lost: the log names the checkpoint reload ok"
+    # A loss in the first step, before any mirror exists: ZeRO-1's moments are still zero there.
+    "$bin/weftrun" --elastic -n 4 --timeout 200 "$bin/moe_train" "${COMMON[@]}" --steps 40 --elastic \
+      --zero1 --kill-rank 2 --kill-step 0 --loss-file "$work/first" >"$work/first.out" 2>&1 ||
+      { echo "step-0 loss: the run failed"; grep -v "seq=" "$work/first.out"; exit 1; }
+    "$bin/weftrun" -n 3 --timeout 120 "$bin/moe_train" "${COMMON[@]}" --steps 40 --elastic --zero1 \
+      --loss-file "$work/three"
+    steps "$work/first" 0 39 >"$work/first_steps"
+    compare "$work/three" "$work/first_steps" 1e-6 "DP=4 ZeRO-1, rank 2 lost in step 0, vs 3 ranks"
+    replace_case "weftrun --replace, DP=4"
+    replace_case "weftrun --replace, DP=4 ZeRO-1" --zero1
+    ;;
   bad)
+    expect_error "elastic with compression" "--elastic supports data parallelism only" "${T[@]}" --elastic --compress int8
+    expect_error "kill rank range" "--kill-rank 5 --kill-step 3: both are needed" "${T[@]}" --kill-rank 5 --kill-step 3
     T=(--config tiny --steps 1 --warmup 0 --quiet)
     expect_error "experts % ep" "is not divisible by --ep" "${T[@]}" --experts 6 --ep 4
     expect_error "top-k > experts" "--top-k 9 must be between 1 and --experts 8" "${T[@]}" --top-k 9

@@ -2,6 +2,8 @@
 // all through weft's public C API.
 #include "parallel.h"
 
+#include "reshard.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -142,27 +144,55 @@ Status Parallel::Create(const TrainConfig& config, std::unique_ptr<Parallel>* ou
     weftCommCount(p->world_, &p->world_size_);
     weftCommUserRank(p->world_, &p->world_rank_);
   }
-  MOE_RETURN_IF_ERROR(Validate(config, p->world_size_));
-  // Validate has parsed both specs already; a failure here would be a bug, still reported.
-  p->compress_ = !config.compress.empty() && p->world_size_ > 1;
-  if (p->compress_ && weftCompressionParse(config.compress.c_str(), &p->grad_spec_) != weftSuccess)
-    return Status::Error("--compress " + config.compress + ": " + weftGetLastError(nullptr));
-  p->compress_dispatch_ = !config.compress_dispatch.empty();
-  if (p->compress_dispatch_ &&
-      weftCompressionParse(config.compress_dispatch.c_str(), &p->dispatch_spec_) != weftSuccess)
-    return Status::Error("--compress-dispatch " + config.compress_dispatch + ": " +
-                         weftGetLastError(nullptr));
-  MOE_RETURN_IF_ERROR(p->SplitGroups());
-  MOE_RETURN_IF_ERROR(p->ApplyStepTimeout());
-  if (p->data_size_ > 1)
-    MOE_RETURN_IF_ERROR(p->Check(weftStreamCreate(&p->world_stream_), p->world_, "weftStreamCreate"));
-  if (p->expert_dp_comm_ != nullptr)
-    MOE_RETURN_IF_ERROR(p->Check(weftStreamCreate(&p->expert_stream_), p->world_, "weftStreamCreate"));
-  if (p->compress_ && config.overlap) {
-    if (p->data_size_ > 1) p->world_worker_.reset(new BucketWorker());
-    if (p->expert_dp_comm_ != nullptr) p->expert_worker_.reset(new BucketWorker());
-  }
+  MOE_RETURN_IF_ERROR(p->Finish());
   *out = std::move(p);
+  return Status();
+}
+
+Status Parallel::CreateOn(const TrainConfig& config, weftComm_t world,
+                          std::unique_ptr<Parallel>* out) {
+  std::unique_ptr<Parallel> p(new Parallel());
+  p->config_ = config;
+  p->world_ = world;
+  weftCommCount(world, &p->world_size_);
+  weftCommUserRank(world, &p->world_rank_);
+  MOE_RETURN_IF_ERROR(p->Finish());
+  *out = std::move(p);
+  return Status();
+}
+
+Status Parallel::Join(const TrainConfig& config, const weftUniqueId& id, int rank, int n_ranks,
+                      std::unique_ptr<Parallel>* out) {
+  ChooseWaitingPolicy();
+  weftComm_t world = nullptr;
+  if (weftCommGrow(nullptr, n_ranks, &id, rank, &world) != weftSuccess)
+    return Status::Error("joining the job as rank " + std::to_string(rank) + " of " +
+                         std::to_string(n_ranks) + " (weftCommGrow) failed: " +
+                         weftGetLastError(nullptr));
+  return CreateOn(config, world, out);
+}
+
+Status Parallel::Finish() {
+  MOE_RETURN_IF_ERROR(Validate(config_, world_size_));
+  // Validate has parsed both specs already; a failure here would be a bug, still reported.
+  compress_ = !config_.compress.empty() && world_size_ > 1;
+  if (compress_ && weftCompressionParse(config_.compress.c_str(), &grad_spec_) != weftSuccess)
+    return Status::Error("--compress " + config_.compress + ": " + weftGetLastError(nullptr));
+  compress_dispatch_ = !config_.compress_dispatch.empty();
+  if (compress_dispatch_ &&
+      weftCompressionParse(config_.compress_dispatch.c_str(), &dispatch_spec_) != weftSuccess)
+    return Status::Error("--compress-dispatch " + config_.compress_dispatch + ": " +
+                         weftGetLastError(nullptr));
+  MOE_RETURN_IF_ERROR(SplitGroups());
+  MOE_RETURN_IF_ERROR(ApplyStepTimeout());
+  if (data_size_ > 1)
+    MOE_RETURN_IF_ERROR(Check(weftStreamCreate(&world_stream_), world_, "weftStreamCreate"));
+  if (expert_dp_comm_ != nullptr)
+    MOE_RETURN_IF_ERROR(Check(weftStreamCreate(&expert_stream_), world_, "weftStreamCreate"));
+  if (compress_ && config_.overlap) {
+    if (data_size_ > 1) world_worker_.reset(new BucketWorker());
+    if (expert_dp_comm_ != nullptr) expert_worker_.reset(new BucketWorker());
+  }
   return Status();
 }
 
@@ -235,6 +265,10 @@ Parallel::~Parallel() {
   if (expert_stream_) weftStreamDestroy(expert_stream_);
   exchange_.reset();
   tensor_parallel_.reset();
+  if (abandoned_) {  // elastic: the world is revoked and its dead ranks cannot answer
+    weftCommAbort(world_);
+    return;
+  }
   weftCommDestroy(expert_dp_comm_);
   weftCommDestroy(ep_comm_);
   weftCommDestroy(pp_comm_);
@@ -272,12 +306,8 @@ int Parallel::BucketGroupRank(const Bucket& b) const {
 }
 
 std::vector<Segment> Parallel::OptimizerSegments(const ParamLayout& layout) const {
+  if (!config_.zero1) return DataParallelSegments(layout, false, 1, 0);
   std::vector<Segment> segments;
-  if (!config_.zero1) {
-    if (layout.dense_size() > 0) segments.push_back(Segment{false, 0, layout.dense_size()});
-    if (layout.expert_size() > 0) segments.push_back(Segment{true, 0, layout.expert_size()});
-    return segments;
-  }
   for (const Bucket& b : layout.buckets()) {
     const size_t shard = b.count / BucketGroupSize(b);
     if (shard > 0) segments.push_back(Segment{b.expert, b.offset + BucketGroupRank(b) * shard, shard});
@@ -461,18 +491,88 @@ Status Parallel::GradNormSquared(const ParamLayout& layout, const ParamBuffers& 
   return Status();
 }
 
-Status Parallel::SumOverWorld(std::vector<double>* values) {
-  if (world_size_ == 1 || values->empty()) return Status();
+Status Parallel::AllReduceWorld(void* data, size_t count, weftDataType_t type, weftRedOp_t op,
+                                const char* what) {
+  if (world_size_ == 1 || count == 0) return Status();
   CommTimer timer(&comm_seconds_);
-  return Check(weftAllReduce(values->data(), values->data(), values->size(), weftFloat64, weftSum,
-                             world_, nullptr),
-               world_, "all-reduce of step statistics");
+  return Check(weftAllReduce(data, data, count, type, op, world_, nullptr), world_, what);
+}
+
+Status Parallel::SumOverWorld(std::vector<double>* values) {
+  return AllReduceWorld(values->data(), values->size(), weftFloat64, weftSum,
+                        "all-reduce of step statistics");
 }
 
 Status Parallel::Barrier() {
   if (world_size_ == 1) return Status();
   CommTimer timer(&comm_seconds_);
   return Check(weftBarrier(world_, nullptr), world_, "barrier");
+}
+
+bool Parallel::PeerFailed() const {
+  int count = 0;
+  return world_ != nullptr && weftCommFailedRanks(world_, nullptr, 0, &count) == weftSuccess &&
+         count > 0;
+}
+
+Status Parallel::ShrinkWorld(weftComm_t* survivors) {
+  abandoned_ = true;
+  weftCommRevoke(world_, 0);  // wakes the survivors still blocked in this step's collectives
+  // The streams' queued reductions fail once the world is revoked; drain them so nothing of
+  // this step still writes into the trainer's buffers.
+  if (world_stream_) weftStreamSynchronize(world_stream_);
+  int count = 0;
+  MOE_RETURN_IF_ERROR(Check(weftCommFailedRanks(world_, nullptr, 0, &count), world_,
+                            "weftCommFailedRanks"));
+  std::vector<int> failed(count);
+  if (count > 0) weftCommFailedRanks(world_, failed.data(), count, &count);
+  return Check(weftCommShrink(world_, failed.data(), count, survivors, WEFT_SHRINK_ABORT), world_,
+               "weftCommShrink");
+}
+
+Status Parallel::ExchangeWithBuddy(const float* send, float* recv, size_t count) {
+  if (world_size_ == 1 || count == 0) return Status();
+  CommTimer timer(&comm_seconds_);
+  const int next = (world_rank_ + 1) % world_size_;
+  const int prev = (world_rank_ + world_size_ - 1) % world_size_;
+  MOE_RETURN_IF_ERROR(Check(weftGroupStart(), world_, "weftGroupStart (buddy mirror)"));
+  const weftResult_t sent = weftSend(send, count, weftFloat32, next, world_, nullptr);
+  const weftResult_t got = weftRecv(recv, count, weftFloat32, prev, world_, nullptr);
+  const weftResult_t end = weftGroupEnd();  // always: keeps this thread's group depth balanced
+  MOE_RETURN_IF_ERROR(Check(sent != weftSuccess ? sent : got, world_, "buddy mirror send/recv"));
+  return Check(end, world_, "buddy mirror (weftGroupEnd)");
+}
+
+Status Parallel::AllGatherInt(int mine, std::vector<int>* all) {
+  all->assign(world_size_, mine);
+  if (world_size_ == 1) return Status();
+  CommTimer timer(&comm_seconds_);
+  return Check(weftAllGather(&mine, all->data(), 1, weftInt32, world_, nullptr), world_,
+               "all-gather of one int");
+}
+
+Status Parallel::MinOverWorld(int* value) {
+  return AllReduceWorld(value, 1, weftInt32, weftMin, "all-reduce (min)");
+}
+
+Status Parallel::SumFloatsOverWorld(std::vector<float>* values) {
+  return AllReduceWorld(values->data(), values->size(), weftFloat32, weftSum,
+                        "all-reduce of recovered state");
+}
+
+Status Parallel::GrowId(weftUniqueId* id) {
+  return Check(weftCommGetUniqueId(world_, id), world_, "weftCommGetUniqueId");
+}
+
+Status Parallel::Grow(int n_ranks, weftComm_t* grown) {
+  return Check(weftCommGrow(world_, n_ranks, nullptr, -1, grown), world_, "weftCommGrow");
+}
+
+Status Parallel::BroadcastFromFirst(void* data, size_t count, weftDataType_t type) {
+  if (world_size_ == 1 || count == 0) return Status();
+  CommTimer timer(&comm_seconds_);
+  return Check(weftBroadcast(data, data, count, type, 0, world_, nullptr), world_,
+               "broadcast of the training state");
 }
 
 }  // namespace moe

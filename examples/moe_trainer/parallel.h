@@ -41,6 +41,12 @@ class Parallel {
   // Joins the job described by the launcher's environment (weftrun, torchrun, srun), or runs
   // alone when there is none.
   static Status Create(const TrainConfig& config, std::unique_ptr<Parallel>* out);
+  // The same on a communicator the caller made (a shrunk or grown world); takes it over.
+  static Status CreateOn(const TrainConfig& config, weftComm_t world,
+                         std::unique_ptr<Parallel>* out);
+  // A replacement process joining a running job by weftCommGrow as rank `rank` of n_ranks.
+  static Status Join(const TrainConfig& config, const weftUniqueId& id, int rank, int n_ranks,
+                     std::unique_ptr<Parallel>* out);
   ~Parallel();
 
   int world_size() const { return world_size_; }
@@ -98,10 +104,33 @@ class Parallel {
   // Brings every rank to the same point (checkpoint writes).
   Status Barrier();
 
+  // --elastic (elastic.h). Whether weft knows a rank of the world has failed.
+  bool PeerFailed() const;
+  // Revokes the world, drains the streams and shrinks the world to the ranks not known to
+  // have failed (WEFT_SHRINK_ABORT; survivors agree on the union). This Parallel is finished
+  // afterwards: its destructor aborts its communicators instead of waiting for dead peers.
+  Status ShrinkWorld(weftComm_t* survivors);
+  // Sends count floats to the next rank of the world and receives as many from the previous.
+  Status ExchangeWithBuddy(const float* send, float* recv, size_t count);
+  // Every rank's value, in rank order; the minimum over ranks; an elementwise sum.
+  Status AllGatherInt(int mine, std::vector<int>* all);
+  Status MinOverWorld(int* value);
+  Status SumFloatsOverWorld(std::vector<float>* values);
+  // Growing back (weftrun --replace): the id new processes join with, the grow itself (the
+  // world's ranks keep theirs), and rank 0's data sent to every rank.
+  Status GrowId(weftUniqueId* id);
+  Status Grow(int n_ranks, weftComm_t* grown);
+  Status BroadcastFromFirst(void* data, size_t count, weftDataType_t type);
+
   double comm_seconds() const { return comm_seconds_; }  // blocked in weft, cumulative
 
  private:
   Parallel() = default;
+  // Validation, groups, timeouts and streams over world_ (Create and CreateOn).
+  Status Finish();
+  // A blocking in-place all-reduce over the world.
+  Status AllReduceWorld(void* data, size_t count, weftDataType_t type, weftRedOp_t op,
+                        const char* what);
   Status Check(weftResult_t result, weftComm_t comm, const char* what);
   // Places this rank in the grid and splits the world into the groups it belongs to.
   Status SplitGroups();
@@ -135,6 +164,7 @@ class Parallel {
   std::vector<std::vector<float>> residuals_;
   std::unique_ptr<BucketWorker> world_worker_, expert_worker_;  // compressed + overlap only
   double comm_seconds_ = 0.0;
+  bool abandoned_ = false;  // shrunk away from: abort, do not wait for the dead
   friend class WeftExpertExchange;
   friend class WeftTensorParallel;
 };

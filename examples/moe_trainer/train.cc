@@ -4,8 +4,10 @@
 // Every error comes back here as a Status and ends the program with a message and exit 1.
 //
 //   weftrun -n 2 build/bin/moe_train --config default --plot loss.png
+#include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -17,6 +19,7 @@
 #include "blas.h"
 #include "checkpoint.h"
 #include "data.h"
+#include "elastic.h"
 #include "trainer.h"
 
 namespace moe {
@@ -29,6 +32,12 @@ double Now() {
 
 // CPU seconds of this process, all threads: with other jobs sharing the cores, tokens per
 // CPU-second measures the implementation where wall-clock tokens/s measures the scheduler.
+// Seconds since the epoch: compares the moment one process died with when another recovered.
+double UnixSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 double ProcessCpuSeconds() {
   timespec t{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
@@ -91,6 +100,13 @@ class Run {
   Status Validation(int step);
   Status TrainOne(int step, Batch* batch, StepStats* stats);
   Status Rebalance(int step, double compute_seconds);
+  void MakeValBatches();
+  Status JoinOrCreate();
+  // --kill-rank/--kill-step: this rank dies here as kill -9 would kill it.
+  void MaybeKill(int step);
+  // One step, then (--elastic) the ZeRO-1 mirror; a lost rank becomes a recovery, after
+  // which *step is the one before the step to redo.
+  Status StepOrRecover(int* step, Batch* batch, StepStats* stats, bool* done);
   void Progress(int step, const StepStats& s, double seconds, double comm_seconds, int steps);
   bool Leader() const { return parallel_->world_rank() == 0; }
 
@@ -98,6 +114,9 @@ class Run {
   std::unique_ptr<Parallel> parallel_;
   std::unique_ptr<Trainer> trainer_;
   std::unique_ptr<Balancer> balancer_;
+  std::unique_ptr<Elastic> elastic_;
+  double failure_seen_ = -1.0;  // --elastic: when the last recovery began (Now())
+  int join_step_ = -1;          // a replacement: the step it joined at
   FortunesData data_;
   std::vector<Batch> val_batches_;
   Curve curve_;
@@ -109,19 +128,12 @@ class Run {
 
 Status Run::Setup(int argc, char** argv) {
   MOE_RETURN_IF_ERROR(ParseArgs(argc, argv, &config_));
-  MOE_RETURN_IF_ERROR(Parallel::Create(config_, &parallel_));
+  MOE_RETURN_IF_ERROR(JoinOrCreate());
   SetComputeThreads(config_.threads > 0 ? config_.threads : DefaultThreads());
   MOE_RETURN_IF_ERROR(data_.Load(config_.data_dir));
-  trainer_.reset(new Trainer(config_, parallel_.get()));
-  MOE_RETURN_IF_ERROR(trainer_->Init());
   balancer_.reset(new Balancer(config_, parallel_.get()));
-  const int rank = parallel_->world_rank(), world = parallel_->world_size();
-  for (int i = 0; i < config_.val_batches; ++i) {
-    Batch b;
-    data_.ValBatch(config_.seed, i, config_.batch, config_.model.seq_len, parallel_->data_rank(),
-                   parallel_->data_size(), &b);
-    val_batches_.push_back(std::move(b));
-  }
+  const int world = parallel_->world_size();
+  MakeValBatches();
   if (Leader() && !config_.quiet)
     std::printf("moe_train: %d ranks (pp %d x dp %d x ep %d x tp %d), %d threads each, %s\n"
                 "BLAS: %s\n"
@@ -132,6 +144,81 @@ Status Run::Setup(int argc, char** argv) {
                 Describe(config_).c_str(), BlasDescription().c_str(), data_.fortunes(), data_.train_bytes(),
                 data_.val_bytes(), trainer_->model().layout().dense_size(),
                 trainer_->model().layout().expert_size());
+  return Status();
+}
+
+// Each data rank evaluates its share of every validation batch.
+void Run::MakeValBatches() {
+  val_batches_.clear();
+  for (int i = 0; i < config_.val_batches; ++i) {
+    Batch b;
+    data_.ValBatch(config_.seed, i, config_.batch, config_.model.seq_len, parallel_->data_rank(),
+                   parallel_->data_size(), &b);
+    val_batches_.push_back(std::move(b));
+  }
+}
+
+// weftrun --replace starts a replacement for a killed rank with WEFTRUN_JOIN_SLOT set: it
+// joins the running job by grow and receives the state (elastic.h) instead of starting one.
+Status Run::JoinOrCreate() {
+  const char* dir = std::getenv("WEFTRUN_JOIN_DIR");
+  const std::string join_dir = dir != nullptr ? dir : "";
+  if (const char* slot = std::getenv("WEFTRUN_JOIN_SLOT")) {
+    if (!config_.elastic || join_dir.empty())
+      return Status::Error(std::string("started as a replacement (WEFTRUN_JOIN_SLOT=") + slot +
+                           ") without --elastic or WEFTRUN_JOIN_DIR");
+    elastic_.reset(new Elastic(config_, std::atoi(slot), 0, join_dir));
+    MOE_RETURN_IF_ERROR(elastic_->Join(&parallel_, &trainer_, &join_step_));
+    config_.kill_ranks.clear(), config_.kill_step = -1;  // the hook was for the first world
+    std::printf("rank %d: joined the job as a replacement at step %d\n", parallel_->world_rank(),
+                join_step_);
+    return Status();
+  }
+  MOE_RETURN_IF_ERROR(Parallel::Create(config_, &parallel_));
+  trainer_.reset(new Trainer(config_, parallel_.get()));
+  MOE_RETURN_IF_ERROR(trainer_->Init());
+  if (config_.elastic)
+    elastic_.reset(new Elastic(config_, parallel_->world_rank(), parallel_->world_size(), join_dir));
+  return Status();
+}
+
+void Run::MaybeKill(int step) {
+  const std::vector<int>& dying = config_.kill_ranks;
+  if (step != config_.kill_step ||
+      std::find(dying.begin(), dying.end(), parallel_->world_rank()) == dying.end())
+    return;
+  std::printf("rank %d: --kill-rank: dying at the start of step %d (unix time %.3f)\n",
+              parallel_->world_rank(), step, UnixSeconds());
+  std::fflush(stdout);
+  raise(SIGKILL);
+}
+
+Status Run::StepOrRecover(int* step, Batch* batch, StepStats* stats, bool* done) {
+  *done = false;
+  if (elastic_) elastic_->Snapshot(*step, *trainer_);
+  MaybeKill(*step);
+  Status status = TrainOne(*step, batch, stats);
+  if (status.ok() && elastic_) status = elastic_->Mirror(*trainer_, *parallel_);
+  if (status.ok()) {
+    *done = true;
+    return status;
+  }
+  if (!elastic_ || !parallel_->PeerFailed()) return status;
+  failure_seen_ = Now();
+  // A recovery is printed even with --quiet: it is rare and the operator must see it.
+  std::printf("rank %d: step %d failed: %s\n", parallel_->world_rank(), *step,
+              status.message().c_str());
+  int redo = *step;
+  std::string note;
+  MOE_RETURN_IF_ERROR(elastic_->Recover(*step, &parallel_, &trainer_, &redo, &note));
+  config_.kill_ranks.clear(), config_.kill_step = -1;  // the hook fired; ranks are renumbered now
+  balancer_.reset(new Balancer(config_, parallel_.get()));
+  MakeValBatches();
+  if (Leader())
+    std::printf("step %5d | elastic: %s; continuing on %d ranks from step %d\n", *step,
+                note.c_str(), parallel_->world_size(), redo);
+  if (loss_file_) std::fprintf(loss_file_, "elastic %d %d %d\n", *step, redo, parallel_->world_size());
+  *step = redo - 1;  // the loop's ++ makes it the step to redo
   return Status();
 }
 
@@ -189,8 +276,8 @@ Status Run::Rebalance(int step, double compute_seconds) {
 Status Run::Main(int argc, char** argv) {
   MOE_RETURN_IF_ERROR(Setup(argc, argv));
   const int rank = parallel_->world_rank(), world = parallel_->world_size();
-  int start = 0;
-  if (config_.resume)
+  int start = join_step_ >= 0 ? join_step_ : 0;
+  if (config_.resume && join_step_ < 0)
     MOE_RETURN_IF_ERROR(LoadCheckpoint(config_.checkpoint_dir, rank, world, &start, trainer_.get()));
   if (Leader() && !config_.loss_file.empty()) {
     loss_file_ = std::fopen(config_.loss_file.c_str(), config_.resume ? "a" : "w");
@@ -204,7 +291,17 @@ Status Run::Main(int argc, char** argv) {
   for (int step = start; step < end; ++step) {
     const double t0 = Now(), c0 = parallel_->comm_seconds(), cpu0 = ProcessCpuSeconds();
     StepStats stats;
-    MOE_RETURN_IF_ERROR(TrainOne(step, &batch, &stats));
+    bool done = false;
+    MOE_RETURN_IF_ERROR(StepOrRecover(&step, &batch, &stats, &done));
+    if (!done) continue;
+    if (failure_seen_ >= 0.0) {
+      // Recovery time: from this rank seeing the failure to its first completed step after.
+      std::printf("rank %d: elastic: recovered in %.3f s (failure seen to step %d done; "
+                  "unix time %.3f)\n", parallel_->world_rank(), Now() - failure_seen_, step,
+                  UnixSeconds());
+      std::fflush(stdout);
+      failure_seen_ = -1.0;
+    }
     const double dt = Now() - t0, dc = parallel_->comm_seconds() - c0;
     MOE_RETURN_IF_ERROR(Rebalance(step, dt - dc));
     window_seconds += dt, window_comm += dc, ++window_steps;
@@ -224,7 +321,8 @@ Status Run::Main(int argc, char** argv) {
                       ((config_.checkpoint_every > 0 && (step + 1) % config_.checkpoint_every == 0) ||
                        step + 1 == end);
     if (save) {
-      MOE_RETURN_IF_ERROR(SaveCheckpoint(config_.checkpoint_dir, rank, world, step + 1, trainer_.get()));
+      MOE_RETURN_IF_ERROR(SaveCheckpoint(config_.checkpoint_dir, parallel_->world_rank(),
+                                         parallel_->world_size(), step + 1, trainer_.get()));
       MOE_RETURN_IF_ERROR(parallel_->Barrier());
     }
   }
@@ -237,7 +335,7 @@ Status Run::Main(int argc, char** argv) {
                 100.0 * total_comm_ / total_seconds_);
   if (config_.digest) {
     const ParamBuffers& p = trainer_->model().params;
-    std::printf("params digest rank %d: dense %016llx experts %016llx\n", rank,
+    std::printf("params digest rank %d: dense %016llx experts %016llx\n", parallel_->world_rank(),
                 static_cast<unsigned long long>(Digest(p.dense)),
                 static_cast<unsigned long long>(Digest(p.expert)));
     std::fflush(stdout);

@@ -42,6 +42,12 @@ WEFT_API weftResult_t weftDeviceFree(void* ptr);
  * default stream.
  */
 WEFT_API weftResult_t weftDeviceMemcpy(void* dst, const void* src, size_t bytes);
+/**
+ * *device = the device whose memory ptr points into (allocated or imported by the active
+ * runtime), or -1 for host memory (pageable or pinned) and for NULL. For bindings that must
+ * tell device buffers from host ones (the NCCL shim).
+ */
+WEFT_API weftResult_t weftDevicePointerGetDevice(const void* ptr, int* device);
 /** A stream of `device`: work queued on it runs asynchronously, in order. */
 WEFT_API weftResult_t weftDeviceStreamCreate(weftStream_t* stream, int device);
 /** Waits for the work queued on stream; returns the stream's first error. NULL: default stream. */

@@ -41,6 +41,14 @@ weftResult_t weftDeviceMemcpy(void* dst, const void* src, size_t bytes) {
   return Report(s.WithContext("weftDeviceMemcpy"));
 }
 
+weftResult_t weftDevicePointerGetDevice(const void* ptr, int* device) {
+  if (device == nullptr) return Report(weft::InvalidArgument("device (output pointer) is NULL"));
+  weft::device::PointerAttributes a;
+  if (ptr != nullptr) a = ActiveRuntime().PointerInfo(ptr);
+  *device = a.is_device ? a.device : -1;
+  return weftSuccess;
+}
+
 weftResult_t weftDeviceStreamCreate(weftStream_t* stream, int device) {
   return Report(ActiveRuntime().StreamCreate(stream, device));
 }

@@ -110,6 +110,64 @@ void SendVerdict(net::Socket& sock, const Status& status, const std::vector<uint
   (void)net::SendAll(sock, msg.data(), msg.size(), net::Deadline::After(kRootIoTimeoutS));
 }
 
+// What the root has gathered: the job's size (from the first valid hello) and the ranks in.
+struct RootGathering {
+  struct Arrival {
+    net::Socket sock;
+    std::string from;  // peer address (for duplicate messages)
+    uint8_t address[net::kSockAddrWireBytes];
+  };
+  std::string where;
+  int nranks = -1;
+  int first_rank = -1;
+  std::map<int, Arrival> arrived;  // by rank
+
+  bool complete() const { return nranks >= 0 && static_cast<int>(arrived.size()) >= nranks; }
+  // Tells every arrived rank (and `extra`, a connection not admitted) that the rendezvous failed.
+  void FailAll(const Status& s, net::Socket* extra) {
+    const std::vector<uint8_t> no_table;
+    for (auto& [rank, a] : arrived)
+      if (a.sock.valid()) SendVerdict(a.sock, s, no_table);
+    if (extra) SendVerdict(*extra, s, no_table);
+  }
+  Status Admit(net::HandshakeServer::Accepted* a);
+};
+
+// One accepted connection: a hello that is not a valid rank is refused alone; one that
+// contradicts the others (another nranks, a rank twice) fails the rendezvous (the error).
+Status RootGathering::Admit(net::HandshakeServer::Accepted* a) {
+  uint8_t wire[net::kSockAddrWireBytes];
+  if (!net::RecvAll(a->sock, wire, sizeof(wire), net::Deadline::After(kRootIoTimeoutS)).ok())
+    return OkStatus();  // a rank that dies mid-hello will be reported missing
+  StatusOr<net::SockAddr> addr = net::DecodeSockAddr(wire);
+  const int r = a->hello.rank, n = a->hello.nranks;
+  if (!addr.ok() || n <= 0 || n > kMaxBootstrapRanks || r < 0 || r >= n) {
+    SendVerdict(a->sock, InvalidArgument(where + ": connection from " + a->sock.peer().ToString() +
+                                         " says rank " + std::to_string(r) + " of nranks " +
+                                         std::to_string(n) + ", which is not a valid rank (nranks <= " +
+                                         std::to_string(kMaxBootstrapRanks) + ")"),
+                std::vector<uint8_t>());
+    return OkStatus();
+  }
+  if (nranks < 0) {
+    nranks = n;
+    first_rank = r;
+  } else if (n != nranks) {
+    return InvalidArgument(where + ": rank " + std::to_string(r) + " (from " + a->sock.peer().ToString() +
+                           ") says nranks=" + std::to_string(n) + " but rank " +
+                           std::to_string(first_rank) + " said nranks=" + std::to_string(nranks));
+  }
+  auto found = arrived.find(r);
+  if (found != arrived.end())
+    return InvalidArgument(where + ": rank " + std::to_string(r) + " joined twice (from " +
+                           found->second.from + " and from " + a->sock.peer().ToString() + ")");
+  Arrival& in = arrived[r];
+  std::memcpy(in.address, wire, sizeof(wire));
+  in.from = a->sock.peer().ToString();
+  in.sock = std::move(a->sock);
+  return OkStatus();
+}
+
 // The root service: one rendezvous, then return (also when `control` cancels it: it then
 // tells the ranks that arrived why, so they fail at once instead of at their timeout).
 //
@@ -117,89 +175,43 @@ void SendVerdict(net::Socket& sock, const Status& status, const std::vector<uint
 // claims: a hello with the right secret and nranks = 2^24 once made it allocate 3.4 GB of
 // per-rank tables up front (found by fuzz/targets/bootstrap; nranks itself is capped at 2^24).
 void RunRoot(net::HandshakeServer server, double timeout_s, RootControl* control) {
-  const std::string where = "bootstrap root " + server.address().ToString();
+  RootGathering g;
+  g.where = "bootstrap root " + server.address().ToString();
   net::Deadline deadline = net::Deadline::After(timeout_s);
-  int nranks = -1;
-  int first_rank = -1;
-  struct Arrival {
-    net::Socket sock;
-    std::string from;  // peer address (for duplicate messages)
-    uint8_t address[net::kSockAddrWireBytes];
-  };
-  std::map<int, Arrival> arrived;  // by rank
-  const std::vector<uint8_t> no_table;
-
-  auto fail_all = [&](const Status& s, net::Socket* extra) {
-    for (auto& [rank, a] : arrived) {
-      if (a.sock.valid()) SendVerdict(a.sock, s, no_table);
-    }
-    if (extra) SendVerdict(*extra, s, no_table);
-  };
-
-  while (nranks < 0 || static_cast<int>(arrived.size()) < nranks) {
+  while (!g.complete()) {
     if (control->cancel.load(std::memory_order_acquire)) {
-      fail_all(RemoteError(where + ": cancelled by the process that started it (its own join failed, or it "
-                                   "is exiting) with " + std::to_string(arrived.size()) + " rank(s) joined"),
-               nullptr);
+      g.FailAll(RemoteError(g.where + ": cancelled by the process that started it (its own join failed, "
+                                      "or it is exiting) with " + std::to_string(g.arrived.size()) +
+                            " rank(s) joined"),
+                nullptr);
       return;
     }
     std::vector<net::HandshakeServer::Accepted> accepted;
     Status st = WaitStepOrCancel(server, deadline, control, &accepted);
     if (!st.ok()) {
-      fail_all(st.WithContext(where), nullptr);
+      g.FailAll(st.WithContext(g.where), nullptr);
       return;
     }
     for (auto& a : accepted) {
-      uint8_t wire[net::kSockAddrWireBytes];
-      if (!net::RecvAll(a.sock, wire, sizeof(wire), net::Deadline::After(kRootIoTimeoutS)).ok()) {
-        continue;  // a rank that dies mid-hello will be reported missing
-      }
-      StatusOr<net::SockAddr> addr = net::DecodeSockAddr(wire);
-      int r = a.hello.rank, n = a.hello.nranks;
-      if (!addr.ok() || n <= 0 || n > kMaxBootstrapRanks || r < 0 || r >= n) {
-        Status bad = InvalidArgument(where + ": connection from " + a.sock.peer().ToString() +
-                                     " says rank " + std::to_string(r) + " of nranks " +
-                                     std::to_string(n) + ", which is not a valid rank (nranks <= " +
-                                     std::to_string(kMaxBootstrapRanks) + ")");
-        SendVerdict(a.sock, bad, no_table);
-        continue;
-      }
-      if (nranks < 0) {
-        nranks = n;
-        first_rank = r;
-      } else if (n != nranks) {
-        Status bad = InvalidArgument(where + ": rank " + std::to_string(r) + " (from " +
-                                     a.sock.peer().ToString() + ") says nranks=" +
-                                     std::to_string(n) + " but rank " + std::to_string(first_rank) +
-                                     " said nranks=" + std::to_string(nranks));
-        fail_all(bad, &a.sock);
+      Status bad = g.Admit(&a);
+      if (!bad.ok()) {
+        g.FailAll(bad, &a.sock);
         return;
       }
-      auto found = arrived.find(r);
-      if (found != arrived.end()) {
-        Status bad = InvalidArgument(where + ": rank " + std::to_string(r) + " joined twice (from " +
-                                     found->second.from + " and from " + a.sock.peer().ToString() + ")");
-        fail_all(bad, &a.sock);
-        return;
-      }
-      Arrival& in = arrived[r];
-      std::memcpy(in.address, wire, sizeof(wire));
-      in.from = a.sock.peer().ToString();
-      in.sock = std::move(a.sock);
     }
-    if ((nranks < 0 || static_cast<int>(arrived.size()) < nranks) && deadline.expired()) {
-      fail_all(TimeoutError(where + ": timed out after " + net::SecondsString(timeout_s) + " waiting for " +
-                            MissingRanks(arrived, nranks)),
-               nullptr);
+    if (!g.complete() && deadline.expired()) {
+      g.FailAll(TimeoutError(g.where + ": timed out after " + net::SecondsString(timeout_s) +
+                             " waiting for " + MissingRanks(g.arrived, g.nranks)),
+                nullptr);
       return;
     }
   }
   // Success: every rank arrived, so the table is as large as the connections already held.
-  std::vector<uint8_t> table(static_cast<size_t>(nranks) * net::kSockAddrWireBytes);
-  for (auto& [rank, a] : arrived) {
-    std::memcpy(table.data() + static_cast<size_t>(rank) * net::kSockAddrWireBytes, a.address, sizeof(a.address));
-  }
-  for (auto& [rank, a] : arrived) SendVerdict(a.sock, OkStatus(), table);
+  std::vector<uint8_t> table(static_cast<size_t>(g.nranks) * net::kSockAddrWireBytes);
+  for (auto& [rank, a] : g.arrived)
+    std::memcpy(table.data() + static_cast<size_t>(rank) * net::kSockAddrWireBytes, a.address,
+                sizeof(a.address));
+  for (auto& [rank, a] : g.arrived) SendVerdict(a.sock, OkStatus(), table);
 }
 
 // Every root thread this process started, so that none outlives the process's state: a root
@@ -370,6 +382,82 @@ bool CancelBootstrapRoot(const BootstrapId& id) { return RootRegistry::Get().Can
 
 // ---- Bootstrap ----
 
+namespace {
+
+// Step 3 of Join: the root's verdict, the address table or why the rendezvous failed.
+StatusOr<std::vector<uint8_t>> AwaitRootVerdict(net::Socket* root, const BootstrapId& id,
+                                                const std::string& me, int nranks,
+                                                double timeout_s, const net::Deadline& deadline) {
+  net::Deadline verdict_deadline =
+      timeout_s > 0 ? net::Deadline::After(deadline.RemainingSeconds() + kVerdictGraceS) : deadline;
+  uint8_t head[8];
+  Status st = net::RecvAll(*root, head, sizeof(head), verdict_deadline);
+  if (!st.ok()) {
+    if (st.code() == weftTimeout) {
+      return TimeoutError(me + ": timed out after " + net::SecondsString(timeout_s) +
+                          " waiting for the other ranks at root " + id.root.ToString() +
+                          " (the root did not say which are missing)");
+    }
+    return st.WithContext(me + ": waiting for the root " + id.root.ToString() +
+                          " (a root that closes without answering may have a different secret)");
+  }
+  // The code comes off the wire: one outside weftResult_t is the root's fault, not a value to
+  // cast (found by fuzz/targets/bootstrap); bootstrap_wire judges it and the length.
+  StatusOr<bootstrap_wire::RootVerdictHead> verdict = bootstrap_wire::DecodeRootVerdictHead(head);
+  if (!verdict.ok()) return verdict.status().WithContext(me + ": from root " + id.root.ToString());
+  std::string message(verdict->message_bytes, '\0');
+  WEFT_RETURN_IF_ERROR_CTX(net::RecvAll(*root, &message[0], message.size(), verdict_deadline),
+                           me + ": root verdict");
+  if (verdict->code != weftSuccess) return Status(verdict->code, me + ": " + message);
+  std::vector<uint8_t> table(static_cast<size_t>(nranks) * net::kSockAddrWireBytes);
+  WEFT_RETURN_IF_ERROR_CTX(net::RecvAll(*root, table.data(), table.size(), verdict_deadline),
+                           me + ": address table from the root");
+  return table;
+}
+
+// Step 4 of Join: connect to next, accept prev (in that order: connecting never waits for the
+// peer's accept, the kernel completes it from the listen backlog).
+Status JoinRing(const std::vector<uint8_t>& table, net::Socket listener, net::Hello hello,
+                const std::string& me, double timeout_s, const net::Deadline& deadline,
+                net::Socket* next_sock, net::Socket* prev_sock) {
+  const int rank = hello.rank, nranks = hello.nranks;
+  const int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+  const net::SockAddr ring_addr = listener.peer();
+  WEFT_ASSIGN_OR_RETURN(net::SockAddr next_addr,
+                        net::DecodeSockAddr(table.data() + static_cast<size_t>(next) * net::kSockAddrWireBytes));
+  StatusOr<net::Socket> to_next = net::Connect(next_addr, timeout_s > 0 ? std::max(deadline.RemainingSeconds(), 0.5) : 1e9);
+  if (!to_next.ok()) return to_next.status().WithContext(me + ": connecting to rank " + std::to_string(next));
+  hello.kind = net::ConnKind::kBootstrapRing;
+  WEFT_RETURN_IF_ERROR_CTX(net::SendHello(*to_next, hello, net::Deadline::After(kRootIoTimeoutS)),
+                           me + ": connecting to rank " + std::to_string(next));
+  (void)to_next->SetNoDelay();  // latency tuning only: the ring works without it
+  *next_sock = std::move(*to_next);
+
+  net::HandshakeServer ring(std::move(listener), hello.secret, net::ConnKind::kBootstrapRing,
+                            kRootIoTimeoutS);
+  // Everyone is known to be alive (the root heard from all), so a bounded wait suffices even
+  // without a user timeout.
+  net::Deadline accept_deadline =
+      net::Deadline::After(timeout_s > 0 ? std::max(deadline.RemainingSeconds(), 0.0) + kRootIoTimeoutS : 60);
+  while (!prev_sock->valid()) {
+    std::vector<net::HandshakeServer::Accepted> accepted;
+    WEFT_RETURN_IF_ERROR_CTX(ring.WaitStep(accept_deadline, &accepted), me + ": ring listener");
+    for (auto& a : accepted) {
+      if (a.hello.rank == prev && !prev_sock->valid()) {
+        (void)a.sock.SetNoDelay();  // latency tuning only
+        *prev_sock = std::move(a.sock);
+      }
+      // Anything else (right secret, wrong rank) cannot happen in a correct job: drop it.
+    }
+    if (!prev_sock->valid() && accept_deadline.expired())
+      return TimeoutError(me + ": rank " + std::to_string(prev) + " never connected to the ring listener " +
+                          ring_addr.ToString());
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<Bootstrap>> Bootstrap::Join(const BootstrapId& id, int rank, int nranks,
                                                      double timeout_s) {
   if (nranks <= 0) return InvalidArgument("bootstrap: nranks=" + std::to_string(nranks) + " must be >= 1");
@@ -398,7 +486,7 @@ StatusOr<std::unique_ptr<Bootstrap>> Bootstrap::Join(const BootstrapId& id, int 
   bs->local_address_ = local;
   StatusOr<net::Socket> listener = net::Listen(local);
   if (!listener.ok()) return listener.status().WithContext(me + ": ring listener");
-  net::SockAddr ring_addr = listener->peer();
+  const net::SockAddr ring_addr = listener->peer();
 
   net::Hello hello;
   hello.kind = net::ConnKind::kBootstrapRoot;
@@ -411,69 +499,14 @@ StatusOr<std::unique_ptr<Bootstrap>> Bootstrap::Join(const BootstrapId& id, int 
   WEFT_RETURN_IF_ERROR_CTX(net::SendAll(root, wire, sizeof(wire), deadline), me + ": sending to the root");
 
   // 3. The root's verdict: the address table, or why the rendezvous failed.
-  net::Deadline verdict_deadline =
-      timeout_s > 0 ? net::Deadline::After(deadline.RemainingSeconds() + kVerdictGraceS) : deadline;
-  uint8_t head[8];
-  Status st = net::RecvAll(root, head, sizeof(head), verdict_deadline);
-  if (!st.ok()) {
-    if (st.code() == weftTimeout) {
-      return TimeoutError(me + ": timed out after " + net::SecondsString(timeout_s) +
-                          " waiting for the other ranks at root " + id.root.ToString() +
-                          " (the root did not say which are missing)");
-    }
-    return st.WithContext(me + ": waiting for the root " + id.root.ToString() +
-                          " (a root that closes without answering may have a different secret)");
-  }
-  // The code comes off the wire: one outside weftResult_t is the root's fault, not a value to
-  // cast (found by fuzz/targets/bootstrap); bootstrap_wire judges it and the length.
-  StatusOr<bootstrap_wire::RootVerdictHead> verdict = bootstrap_wire::DecodeRootVerdictHead(head);
-  if (!verdict.ok()) return verdict.status().WithContext(me + ": from root " + id.root.ToString());
-  std::string message(verdict->message_bytes, '\0');
-  WEFT_RETURN_IF_ERROR_CTX(net::RecvAll(root, &message[0], message.size(), verdict_deadline),
-                           me + ": root verdict");
-  if (verdict->code != weftSuccess) return Status(verdict->code, me + ": " + message);
-  std::vector<uint8_t> table(static_cast<size_t>(nranks) * net::kSockAddrWireBytes);
-  WEFT_RETURN_IF_ERROR_CTX(net::RecvAll(root, table.data(), table.size(), verdict_deadline),
-                           me + ": address table from the root");
+  WEFT_ASSIGN_OR_RETURN(std::vector<uint8_t> table,
+                        AwaitRootVerdict(&root, id, me, nranks, timeout_s, deadline));
   root.Close();
   if (nranks == 1) return bs;
 
-  // 4. The ring: connect to next, accept prev (in that order: connecting never waits for the
-  // peer's accept, the kernel completes it from the listen backlog).
-  int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
-  WEFT_ASSIGN_OR_RETURN(net::SockAddr next_addr,
-                        net::DecodeSockAddr(table.data() + static_cast<size_t>(next) * net::kSockAddrWireBytes));
-  StatusOr<net::Socket> to_next = net::Connect(next_addr, timeout_s > 0 ? std::max(deadline.RemainingSeconds(), 0.5) : 1e9);
-  if (!to_next.ok()) {
-    return to_next.status().WithContext(me + ": connecting to rank " + std::to_string(next));
-  }
-  hello.kind = net::ConnKind::kBootstrapRing;
-  WEFT_RETURN_IF_ERROR_CTX(net::SendHello(*to_next, hello, net::Deadline::After(kRootIoTimeoutS)),
-                           me + ": connecting to rank " + std::to_string(next));
-  (void)to_next->SetNoDelay();  // latency tuning only: the ring works without it
-  bs->next_ = std::move(*to_next);
-
-  net::HandshakeServer ring(std::move(*listener), id.secret, net::ConnKind::kBootstrapRing,
-                            kRootIoTimeoutS);
-  // Everyone is known to be alive (the root heard from all), so a bounded wait suffices even
-  // without a user timeout.
-  net::Deadline accept_deadline =
-      net::Deadline::After(timeout_s > 0 ? std::max(deadline.RemainingSeconds(), 0.0) + kRootIoTimeoutS : 60);
-  while (!bs->prev_.valid()) {
-    std::vector<net::HandshakeServer::Accepted> accepted;
-    WEFT_RETURN_IF_ERROR_CTX(ring.WaitStep(accept_deadline, &accepted), me + ": ring listener");
-    for (auto& a : accepted) {
-      if (a.hello.rank == prev && !bs->prev_.valid()) {
-        (void)a.sock.SetNoDelay();  // latency tuning only
-        bs->prev_ = std::move(a.sock);
-      }
-      // Anything else (right secret, wrong rank) cannot happen in a correct job: drop it.
-    }
-    if (!bs->prev_.valid() && accept_deadline.expired()) {
-      return TimeoutError(me + ": rank " + std::to_string(prev) + " never connected to the ring listener " +
-                          ring_addr.ToString());
-    }
-  }
+  // 4. The ring.
+  WEFT_RETURN_IF_ERROR(JoinRing(table, std::move(*listener), hello, me, timeout_s, deadline,
+                                &bs->next_, &bs->prev_));
   return bs;
 }
 

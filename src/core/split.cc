@@ -28,6 +28,40 @@ Status AllGatherBytes(weftComm* comm, const void* mine, size_t bytes, void* all)
   return RunCollective(comm, c);
 }
 
+// Parent ranks of the group of `color`, in new-rank order (by key, ties by parent rank);
+// empty for WEFT_SPLIT_NOCOLOR. `all` holds every parent rank's {color, key}.
+std::vector<int> GroupMembers(const std::vector<int32_t>& all, int color) {
+  std::vector<int> members;
+  if (color == WEFT_SPLIT_NOCOLOR) return members;
+  for (int r = 0; r < static_cast<int>(all.size() / 2); ++r)
+    if (all[2 * r] == color) members.push_back(r);
+  std::stable_sort(members.begin(), members.end(), [&](int a, int b) {
+    return all[2 * a + 1] != all[2 * b + 1] ? all[2 * a + 1] < all[2 * b + 1] : a < b;
+  });
+  return members;
+}
+
+// Initializes `child` as this rank's member of the group, through its leader's offer (an
+// inproc hub, or a network rendezvous id).
+Status JoinGroup(weftComm* parent, const std::vector<int>& members, const weftUniqueId& id,
+                 weftComm* child) {
+  const int new_rank = static_cast<int>(std::find(members.begin(), members.end(), parent->rank) -
+                                        members.begin());
+  if (parent->bootstrap != nullptr) {
+    StatusOr<BootstrapId> bid = UnpackUniqueId(id);
+    return bid.ok() ? JoinAndInit(child, *bid, static_cast<int>(members.size()), new_rank)
+                    : bid.status();
+  }
+  std::shared_ptr<InprocHub>* h = nullptr;
+  memcpy(&h, id.internal, sizeof(h));
+  std::vector<int> host_of(parent->nranks, 0);  // parent rank -> its host group
+  for (size_t g = 0; g < parent->host_groups.size(); ++g)
+    for (int r : parent->host_groups[g]) host_of[r] = static_cast<int>(g);
+  std::vector<std::string> hosts;  // the parent's host of each member
+  for (int m : members) hosts.push_back("parent-host-" + std::to_string(host_of[m]));
+  return InitInproc(child, *h, new_rank, &hosts);
+}
+
 }  // namespace
 
 Status SplitComm(weftComm* parent, int color, int key, weftComm* child, bool* joined) {
@@ -37,14 +71,7 @@ Status SplitComm(weftComm* parent, int color, int key, weftComm* child, bool* jo
   std::vector<int32_t> all(2 * p);
   WEFT_RETURN_IF_ERROR_CTX(AllGatherBytes(parent, mine, sizeof(mine), all.data()),
                            "weftCommSplit exchanging colors");
-  std::vector<int> members;  // parent ranks of our group, in new-rank order
-  if (color != WEFT_SPLIT_NOCOLOR) {
-    for (int r = 0; r < p; ++r)
-      if (all[2 * r] == color) members.push_back(r);
-    std::stable_sort(members.begin(), members.end(), [&](int a, int b) {
-      return all[2 * a + 1] != all[2 * b + 1] ? all[2 * a + 1] < all[2 * b + 1] : a < b;
-    });
-  }
+  const std::vector<int> members = GroupMembers(all, color);
   const bool leader = !members.empty() && members[0] == parent->rank;
   const bool inproc = parent->bootstrap == nullptr;
   // Round 2: leaders publish how to join.
@@ -82,23 +109,7 @@ Status SplitComm(weftComm* parent, int color, int key, weftComm* child, bool* jo
   }
   Status init;
   if (!members.empty()) {
-    int new_rank = static_cast<int>(std::find(members.begin(), members.end(), parent->rank) -
-                                    members.begin());
-    const weftUniqueId& id = offers[members[0]];
-    if (inproc) {
-      std::shared_ptr<InprocHub>* h = nullptr;
-      memcpy(&h, id.internal, sizeof(h));
-      std::vector<int> host_of(parent->nranks, 0);  // parent rank -> its host group
-      for (size_t g = 0; g < parent->host_groups.size(); ++g)
-        for (int r : parent->host_groups[g]) host_of[r] = static_cast<int>(g);
-      std::vector<std::string> hosts;  // the parent's host of each member
-      for (int m : members) hosts.push_back("parent-host-" + std::to_string(host_of[m]));
-      init = InitInproc(child, *h, new_rank, &hosts);
-    } else {
-      StatusOr<BootstrapId> bid = UnpackUniqueId(id);
-      init = bid.ok() ? JoinAndInit(child, *bid, static_cast<int>(members.size()), new_rank)
-                      : bid.status();
-    }
+    init = JoinGroup(parent, members, offers[members[0]], child);
     *joined = true;
     if (!init.ok()) cancel_root();
   }

@@ -180,6 +180,8 @@ class Runner {
   Status IssueLocal(size_t index);
   // Runs steps from *next on while each completes at once (see the definition).
   Status RunReady(size_t* next);
+  Status IssueInOrder(size_t* next);
+  StatusOr<bool> RetireCompleted();
   Status IssueCodec(size_t index);
   // Compressed schedules: the encoded regions (Prepare), and the one `r` resolves to, if any.
   Status FindEncodedRegions();
@@ -771,6 +773,51 @@ Status Runner::RunReady(size_t* next) {
   return OkStatus();
 }
 
+// Issues steps in program order from *next while the window and hazards allow.
+Status Runner::IssueInOrder(size_t* next) {
+  const size_t n = sched_.steps.size();
+  while (*next < n && !fence_wait_ && static_cast<int>(inflight_.size() - received_fused_) < window_) {
+    const Step& s = sched_.steps[*next];
+    const StepSemantics& m = SemanticsOf(s.op);
+    if (m.fence == StepFence::kRelease && !inflight_.empty()) break;
+    if (m.sends != StepOperand::kNone && !m.receives && !unforwarded_.empty() &&
+        ForwardPending(s.peer, s.channel))
+      break;
+    // A local step issued with nothing in flight needs no hazard check and no slot: skip
+    // resolving its memory (the tiny-message path issues most of its steps so).
+    Access a;
+    if (m.asynchronous || !inflight_.empty()) {
+      a = AccessOf(s);
+      bool blocked = false;
+      for (const auto& f : inflight_)
+        if (Conflicts(a, f->access)) { blocked = true; break; }
+      if (blocked) break;
+    }
+    WEFT_RETURN_IF_ERROR(Issue(*next, m, a));
+    ++*next;
+  }
+  return OkStatus();
+}
+
+// Retires completed requests (any order: hazards were checked at issue); true if any moved.
+StatusOr<bool> Runner::RetireCompleted() {
+  bool progressed = false;
+  for (size_t i = 0; i < inflight_.size();) {
+    InFlight& f = *inflight_[i];
+    // A fused step that received but waits for an earlier forward's turn has nothing new.
+    const bool waiting_turn = f.received && !f.forwarding;
+    const bool finished = f.kernel ? kb_.Poll(&f.kreq) : f.req.done.load(std::memory_order_acquire);
+    if (waiting_turn || !finished) { ++i; continue; }
+    WEFT_ASSIGN_OR_RETURN(bool done, Complete(f));
+    progressed = true;
+    if (!done) { ++i; continue; }
+    free_.push_back(std::move(inflight_[i]));
+    inflight_[i] = std::move(inflight_.back());
+    inflight_.pop_back();
+  }
+  return progressed;
+}
+
 Status Runner::Run() {
   WEFT_RETURN_IF_ERROR(Prepare());
   const size_t n = sched_.steps.size();
@@ -795,29 +842,11 @@ Status Runner::Run() {
       progressed = next != from;
       if (next == n) break;
     }
-    // Issue in program order while the window and hazards allow.
-    while (next < n && !fence_wait_ &&
-           static_cast<int>(inflight_.size() - received_fused_) < window_) {
-      const Step& s = sched_.steps[next];
-      const StepSemantics& m = SemanticsOf(s.op);
-      if (m.fence == StepFence::kRelease && !inflight_.empty()) break;
-      if (m.sends != StepOperand::kNone && !m.receives && !unforwarded_.empty() &&
-          ForwardPending(s.peer, s.channel))
-        break;
-      // A local step issued with nothing in flight needs no hazard check and no slot: skip
-      // resolving its memory (the tiny-message path issues most of its steps so).
-      Access a;
-      if (m.asynchronous || !inflight_.empty()) {
-        a = AccessOf(s);
-        bool blocked = false;
-        for (const auto& f : inflight_)
-          if (Conflicts(a, f->access)) { blocked = true; break; }
-        if (blocked) break;
-      }
-      Status st = Issue(next, m, a);
+    {
+      const size_t from = next;
+      Status st = IssueInOrder(&next);
       if (!st.ok()) return Fail(st);
-      ++next;
-      progressed = true;
+      progressed = progressed || next != from;
     }
     // Nothing in flight: nothing of ours for a transport to move (local steps complete at
     // issue). With one transport and nothing issued in this pass, WaitForProgress below polls
@@ -830,21 +859,10 @@ Status Runner::Run() {
         if (!st.ok()) return Fail(st);
       }
     }
-    // Retire completed requests (any order: hazards were checked at issue).
-    for (size_t i = 0; i < inflight_.size();) {
-      InFlight& f = *inflight_[i];
-      // A fused step that received but waits for an earlier forward's turn has nothing new.
-      const bool waiting_turn = f.received && !f.forwarding;
-      const bool finished = f.kernel ? kb_.Poll(&f.kreq) : f.req.done.load(std::memory_order_acquire);
-      if (waiting_turn || !finished) { ++i; continue; }
-      StatusOr<bool> done = Complete(f);
-      if (!done.ok()) return Fail(done.status());
-      progressed = true;
-      if (!*done) { ++i; continue; }
-      free_.push_back(std::move(inflight_[i]));
-      inflight_[i] = std::move(inflight_.back());
-      inflight_.pop_back();
-      progressed = true;
+    {
+      StatusOr<bool> retired = RetireCompleted();
+      if (!retired.ok()) return Fail(retired.status());
+      progressed = progressed || *retired;
     }
     if (progressed) {
       idle_rounds = 0;

@@ -214,6 +214,55 @@ bool Fabric::GroupsMappable(bool shm_enabled) const {
 
 LinkType Fabric::Link(int a, int b, bool shm_enabled) const { return RouteOf(a, b, shm_enabled).type; }
 
+// Between hosts: NIC, the leaf/spine links when the leaves differ, and over TCP the kernels'
+// stacks; over TCP the loopback's measured costs bound the table's RDMA defaults.
+Route Fabric::NetworkRoute(int a, int b) const {
+  Route r;
+  auto add = [&r](int id) {
+    if (id >= 0 && r.nres < Route::kMaxResources) r.res[r.nres++] = id;
+  };
+  const RankPlacement& pa = ranks_[a];
+  const RankPlacement& pb = ranks_[b];
+  int na = NicOf(a), nb = NicOf(b);
+  int la = Leaf(a), lb = Leaf(b);
+  r.type = la == lb ? LinkType::kNetwork : LinkType::kNetworkSpine;
+  add(nic_tx_[pa.host][na]);
+  if (la != lb) {
+    add(leaf_up_[la]);
+    add(leaf_down_[lb]);
+  }
+  add(nic_rx_[pb.host][nb]);
+  const HostInfo& ha = hosts_[pa.host];
+  bool tcp = ha.nics.empty() || ha.nics[na].kind != "rdma";
+  if (tcp) {
+    // TCP: both ends' kernels copy the bytes; one resource when they share a machine.
+    add(tcp_stack_[pa.host]);
+    if (tcp_stack_[pb.host] != tcp_stack_[pa.host]) add(tcp_stack_[pb.host]);
+  }
+  const LinkParams& p = table_.link(r.type);
+  r.latency_us = p.latency_us;
+  r.flow_gbps = p.flow_gbps;
+  r.overhead_us = p.overhead_us;
+  if (tcp && !p.measured) {
+    // Table defaults describe RDMA; over TCP the kernel stack's costs apply at least.
+    const LinkParams& lo = table_.link(LinkType::kLoopback);
+    r.latency_us = std::max(r.latency_us, lo.latency_us);
+    r.flow_gbps = std::min(r.flow_gbps, lo.flow_gbps);
+    r.overhead_us = std::max(r.overhead_us, lo.overhead_us);
+  }
+  if (tcp) {
+    // The kernel's socket copies are not charged to the cores here either: over
+    // a link 20x slower than a copy they are spread thin over the transfer and interleave
+    // with the rank's other work; booking each message's copy in one piece would block
+    // the core (a 2x4 netns 64 MiB call: +5% predicted, measured at the link bound).
+    const LinkParams& lo = table_.link(LinkType::kLoopback);
+    // A shaped link: the stream itself runs at what TCP moves unshaped on this machine; the
+    // NIC ports' token buckets (FabricResource::burst_bytes) hold it to the shaped rate.
+    if (resources_[nic_tx_[pa.host][na]].burst_bytes > 0) r.line_gbps = std::max(r.flow_gbps, lo.flow_gbps);
+  }
+  return r;
+}
+
 Route Fabric::RouteOf(int a, int b, bool shm_enabled) const {
   Route r;
   auto add = [&r](int id) {
@@ -259,44 +308,7 @@ Route Fabric::RouteOf(int a, int b, bool shm_enabled) const {
       add(numa_bus_[h][pb.numa]);
     }
   } else {
-    int na = NicOf(a), nb = NicOf(b);
-    int la = Leaf(a), lb = Leaf(b);
-    r.type = la == lb ? LinkType::kNetwork : LinkType::kNetworkSpine;
-    add(nic_tx_[pa.host][na]);
-    if (la != lb) {
-      add(leaf_up_[la]);
-      add(leaf_down_[lb]);
-    }
-    add(nic_rx_[pb.host][nb]);
-    const HostInfo& ha = hosts_[pa.host];
-    bool tcp = ha.nics.empty() || ha.nics[na].kind != "rdma";
-    if (tcp) {
-      // TCP: both ends' kernels copy the bytes; one resource when they share a machine.
-      add(tcp_stack_[pa.host]);
-      if (tcp_stack_[pb.host] != tcp_stack_[pa.host]) add(tcp_stack_[pb.host]);
-    }
-    const LinkParams& p = table_.link(r.type);
-    r.latency_us = p.latency_us;
-    r.flow_gbps = p.flow_gbps;
-    r.overhead_us = p.overhead_us;
-    if (tcp && !p.measured) {
-      // Table defaults describe RDMA; over TCP the kernel stack's costs apply at least.
-      const LinkParams& lo = table_.link(LinkType::kLoopback);
-      r.latency_us = std::max(r.latency_us, lo.latency_us);
-      r.flow_gbps = std::min(r.flow_gbps, lo.flow_gbps);
-      r.overhead_us = std::max(r.overhead_us, lo.overhead_us);
-    }
-    if (tcp) {
-      // The kernel's socket copies are not charged to the cores here either: over
-      // a link 20x slower than a copy they are spread thin over the transfer and interleave
-      // with the rank's other work; booking each message's copy in one piece would block
-      // the core (a 2x4 netns 64 MiB call: +5% predicted, measured at the link bound).
-      const LinkParams& lo = table_.link(LinkType::kLoopback);
-      // A shaped link: the stream itself runs at what TCP moves unshaped on this machine; the
-      // NIC ports' token buckets (FabricResource::burst_bytes) hold it to the shaped rate.
-      if (resources_[nic_tx_[pa.host][na]].burst_bytes > 0) r.line_gbps = std::max(r.flow_gbps, lo.flow_gbps);
-    }
-    return r;
+    return NetworkRoute(a, b);
   }
   const LinkParams& p = table_.link(r.type);
   r.latency_us = p.latency_us;

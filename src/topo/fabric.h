@@ -137,6 +137,7 @@ class Fabric {
   uint64_t Digest() const;
 
  private:
+  Route NetworkRoute(int a, int b) const;  // RouteOf between two hosts
   void BuildResources();
   void BuildComputeResources();
   std::string MachineOf(int h) const;

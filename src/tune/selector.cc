@@ -385,34 +385,23 @@ const AlgorithmInfo* ZeroCopyAlgorithm(const ScheduleRequest& request) {
 }
 }  // namespace
 
-StatusOr<Decision> Selector::Choose(ScheduleRequest* request, size_t elem_size) {
-  if (request->nranks != nranks_)
-    return InvalidArgument("selector: request nranks=" + std::to_string(request->nranks) + " but the " +
-                           (fabric_ ? "fabric" : "communicator") + " has " + std::to_string(nranks_) + " ranks");
-  if (elem_size == 0) return InvalidArgument("selector: elem_size=0");
-  request->groups = groups_;
-  request->all_ranks_mappable = mappable_;
-  request->groups_mappable = groups_mappable_;
+// What decides before the model: WEFT_ALGO (which may only narrow the model to *only),
+// registered buffers' zero-copy algorithm, a tuning file's rule. True with *out when decided.
+StatusOr<bool> Selector::Preempt(ScheduleRequest* request, size_t elem_size, size_t bytes,
+                                 const AlgorithmInfo** only, std::string* why_prefix, Decision* out) {
   const Collective c = request->collective;
-  // The call's size, computed here and nowhere else: WEFT_ALGO ranges, tuning rules and the
-  // decision cache all read this one number (see CallBytes for alltoallv's).
-  const size_t bytes = CallBytes(*request, elem_size);
-  std::lock_guard<std::mutex> lock(mu_);
-
   const std::string* forced = overrides_.Lookup(c, bytes);
-  const AlgorithmInfo* only = nullptr;
-  std::string why_prefix;
   if (forced) {
     for (const AlgorithmInfo* a : Algorithms(c))
-      if (a->name == *forced) only = a;
-    if (!only)
+      if (a->name == *forced) *only = a;
+    if (!*only)
       return InvalidUsage("WEFT_ALGO forces '" + *forced + "' for " + CollectiveName(c) +
                           ", which is not a registered algorithm for it");
-    if (!only->applicable(*request))
+    if (!(*only)->applicable(*request))
       return InvalidUsage("WEFT_ALGO forces '" + *forced + "' for " + CollectiveName(c) + " of " +
                           std::to_string(bytes) + " bytes, but it cannot run this call" +
                           (request->all_ranks_mappable ? "" : " (ranks are not all mappable / on one host)"));
-    why_prefix = "WEFT_ALGO forces " + *forced + "; ";
+    *why_prefix = "WEFT_ALGO forces " + *forced + "; ";
   } else if (const AlgorithmInfo* z = ZeroCopyAlgorithm(*request)) {
     // Registered buffers every rank agreed on (ScheduleRequest::peer_buffers_mapped): the
     // zero-copy direct schedule moves the fewest bytes on one host (no staging copy), so it
@@ -421,7 +410,8 @@ StatusOr<Decision> Selector::Choose(ScheduleRequest* request, size_t elem_size) 
     d.algorithm = z;
     d.why = "registered buffers: zero-copy " + z->name;
     request->chunk = d.chunk;
-    return d;
+    *out = d;
+    return true;
   } else {
     WEFT_RETURN_IF_ERROR(LoadTuningOnce());
     if (const TuningRule* rule = tuning_.Lookup(c, bytes)) {
@@ -439,18 +429,23 @@ StatusOr<Decision> Selector::Choose(ScheduleRequest* request, size_t elem_size) 
         d.predicted_us = 0;  // measured, not modelled
         d.why = "tuning file " + tuning_.origin + ":" + std::to_string(rule->line) + ": " + a->name;
         request->chunk = d.chunk;
-        return d;
+        *out = d;
+        return true;
       }
-      why_prefix = "tuning rule " + tuning_.origin + ":" + std::to_string(rule->line) + " (" + rule->algorithm +
+      *why_prefix = "tuning rule " + tuning_.origin + ":" + std::to_string(rule->line) + " (" + rule->algorithm +
                    ") cannot run this call; ";
     }
   }
 
-  // The per-rank-count collectives have no cost-model entry yet: their ring runs as chosen
-  // without a fabric (WEFT_ALGO and tuning rules above still apply).
-  const bool modelled = c != Collective::kAllGatherV && c != Collective::kReduceScatterV;
-  if (!fabric_ || !modelled) return DefaultDecision(request, elem_size, only, why_prefix);
+  return false;
+}
+
+// The model's decision for the call's size bucket, cached per communicator and per process
+// (fabric digest), then checked against this exact count.
+StatusOr<Decision> Selector::BucketDecision(ScheduleRequest* request, size_t elem_size, size_t bytes,
+                                            const AlgorithmInfo* only, const std::string& why_prefix) {
   // Model decision for the bucket, evaluated at the bucket's representative count.
+  const Collective c = request->collective;
   ScheduleRequest rep = *request;
   int bucket = SizeBucket(bytes);
   std::string key = std::string(CollectiveName(c)) + "|e" + std::to_string(elem_size) + "|b" + std::to_string(bucket);
@@ -513,6 +508,33 @@ StatusOr<Decision> Selector::Choose(ScheduleRequest* request, size_t elem_size) 
                            std::to_string(bytes) + " bytes");
     d.why = why_prefix + d.why + " (decided for this count)";
   }
+  return d;
+}
+
+StatusOr<Decision> Selector::Choose(ScheduleRequest* request, size_t elem_size) {
+  if (request->nranks != nranks_)
+    return InvalidArgument("selector: request nranks=" + std::to_string(request->nranks) + " but the " +
+                           (fabric_ ? "fabric" : "communicator") + " has " + std::to_string(nranks_) + " ranks");
+  if (elem_size == 0) return InvalidArgument("selector: elem_size=0");
+  request->groups = groups_;
+  request->all_ranks_mappable = mappable_;
+  request->groups_mappable = groups_mappable_;
+  // The call's size, computed here and nowhere else: WEFT_ALGO ranges, tuning rules and the
+  // decision cache all read this one number (see CallBytes for alltoallv's).
+  const size_t bytes = CallBytes(*request, elem_size);
+  std::lock_guard<std::mutex> lock(mu_);
+
+  const AlgorithmInfo* only = nullptr;
+  std::string why_prefix;
+  Decision early;
+  WEFT_ASSIGN_OR_RETURN(bool decided, Preempt(request, elem_size, bytes, &only, &why_prefix, &early));
+  if (decided) return early;
+  // The per-rank-count collectives have no cost-model entry yet: their ring runs as chosen
+  // without a fabric (WEFT_ALGO and tuning rules above still apply).
+  const Collective c = request->collective;
+  const bool modelled = c != Collective::kAllGatherV && c != Collective::kReduceScatterV;
+  if (!fabric_ || !modelled) return DefaultDecision(request, elem_size, only, why_prefix);
+  WEFT_ASSIGN_OR_RETURN(Decision d, BucketDecision(request, elem_size, bytes, only, why_prefix));
   request->chunk = d.chunk;
   return d;
 }

@@ -138,6 +138,10 @@ class Selector {
   Decision ModelDecision(const ScheduleRequest& req, size_t elem, const AlgorithmInfo* only,
                          std::vector<Decision>* trace = nullptr) const;
   Status LoadTuningOnce();
+  StatusOr<bool> Preempt(ScheduleRequest* request, size_t elem_size, size_t bytes,
+                         const AlgorithmInfo** only, std::string* why_prefix, Decision* out);
+  StatusOr<Decision> BucketDecision(ScheduleRequest* request, size_t elem_size, size_t bytes,
+                                    const AlgorithmInfo* only, const std::string& why_prefix);
   // The decision of a selector without a fabric model (`only`: the forced algorithm).
   StatusOr<Decision> DefaultDecision(ScheduleRequest* request, size_t elem_size, const AlgorithmInfo* only,
                                      const std::string& why_prefix) const;

@@ -7,7 +7,7 @@
 #   2. the GPU kernel tests, failing when a GPU is present but unusable
 #   3. the device suites (the emulated GPU's kernel and collective tests) on CUDA
 #   4. compute-sanitizer memcheck on the kernel tests and a 2-process device allreduce
-#   5. the NCCL shim's nccl.h program on 1-4 ranks
+#   5. the NCCL shim's nccl.h programs on 1-4 ranks: host buffers, and device buffers on CUDA
 #   6. benchmarks: nccl-perf (NCCL itself, 1 GPU) and weft-perf --device on 1, 2, 4 ranks
 #      sharing the GPU, plus weft-perf on host buffers (benchmarks never fail the run)
 # Exit status: non-zero when any test step failed.
@@ -97,10 +97,15 @@ else
   note "compute-sanitizer not found"
 fi
 
-step "NCCL shim (nccl.h program)"
+step "NCCL shim (nccl.h programs: host buffers, then device buffers on CUDA)"
 for n in 1 2 4; do
   LD_LIBRARY_PATH=$SHIM_DIR:$LD_LIBRARY_PATH run "nccl_shim_$n.log" "$BIN/weftrun" -n "$n" \
     "$BIN/nccl_api_test"
+done
+# Device buffers and streams through the shim: every rank on the one GPU.
+for n in 1 2 4; do
+  LD_LIBRARY_PATH=$SHIM_DIR:$LD_LIBRARY_PATH WEFT_DEVICE=cuda run "nccl_shim_device_$n.log" \
+    "$BIN/weftrun" -n "$n" "$BIN/nccl_device_test" shared
 done
 
 step "benchmarks"

@@ -868,10 +868,12 @@ void TcpTransport::FailPeer(Peer& p, const Status& st) {
   }
 }
 
-bool TcpTransport::PollOnce(int64_t timeout_ns) {
+// The poll set: the wake fd (when the caller may block), the listener, and each live stream
+// (POLLOUT while connecting or with bytes queued).
+void TcpTransport::BuildPollSet(bool may_block) {
   fds_.clear();
   owners_.clear();
-  if (timeout_ns > 0) {
+  if (may_block) {
     // The wake fd only matters when we may block.
     fds_.push_back({wake_fd_, POLLIN, 0});
     owners_.push_back({-2, 0});
@@ -899,6 +901,47 @@ bool TcpTransport::PollOnce(int64_t timeout_ns) {
       owners_.push_back({p.rank, s.index});
     }
   }
+}
+
+// Serves the fds ppoll found ready: the wake fd, the listener (noted for the caller), and
+// each stream's connect completion, reads and writes.
+void TcpTransport::HandleReady(bool* moved, bool* server_ready) {
+  for (size_t i = 0; i < fds_.size(); ++i) {
+    short re = fds_[i].revents;
+    if (re == 0) continue;
+    const FdOwner& o = owners_[i];
+    if (o.peer == -2) {
+      uint64_t v;
+      while (read(wake_fd_, &v, sizeof(v)) < 0 && errno == EINTR) {
+      }
+      *moved = true;  // return to the caller: Abort() wants the lock
+      continue;
+    }
+    if (o.peer == -1) {
+      *server_ready = true;
+      continue;
+    }
+    Peer& p = peers_[o.peer];
+    Stream& s = p.streams[o.stream];
+    // The stream may have been closed earlier in this round (its peer failed).
+    if (!p.error.ok() || s.sock.fd() != fds_[i].fd) continue;
+    bool just_connected = false;
+    if (s.state == StreamState::kConnecting) {
+      if (!OnConnectDone(p, s)) { *moved = true; continue; }
+      if (s.state != StreamState::kReady) continue;
+      just_connected = *moved = true;
+    }
+    if ((re & (POLLIN | POLLHUP | POLLERR)) && !just_connected) {
+      if (!ReadStream(p, s, moved)) { *moved = true; continue; }
+    }
+    if (just_connected || (re & (POLLOUT | POLLERR))) {
+      if (!WriteStream(p, s, moved)) { *moved = true; continue; }
+    }
+  }
+}
+
+bool TcpTransport::PollOnce(int64_t timeout_ns) {
+  BuildPollSet(timeout_ns > 0);
   if (server_.pending() > 0) {
     // A blocking wait must still step the handshakes on time (their fds are not polled).
     timeout_ns = std::min<int64_t>(
@@ -916,38 +959,7 @@ bool TcpTransport::PollOnce(int64_t timeout_ns) {
   bool moved = false, server_ready = false;
   // n == 0 (nothing ready) still reaches the handshake timer below: silent connections must
   // be dropped on time even when no socket ever becomes readable.
-  for (size_t i = 0; n > 0 && i < fds_.size(); ++i) {
-    short re = fds_[i].revents;
-    if (re == 0) continue;
-    const FdOwner& o = owners_[i];
-    if (o.peer == -2) {
-      uint64_t v;
-      while (read(wake_fd_, &v, sizeof(v)) < 0 && errno == EINTR) {
-      }
-      moved = true;  // return to the caller: Abort() wants the lock
-      continue;
-    }
-    if (o.peer == -1) {
-      server_ready = true;
-      continue;
-    }
-    Peer& p = peers_[o.peer];
-    Stream& s = p.streams[o.stream];
-    // The stream may have been closed earlier in this round (its peer failed).
-    if (!p.error.ok() || s.sock.fd() != fds_[i].fd) continue;
-    bool just_connected = false;
-    if (s.state == StreamState::kConnecting) {
-      if (!OnConnectDone(p, s)) { moved = true; continue; }
-      if (s.state != StreamState::kReady) continue;
-      just_connected = moved = true;
-    }
-    if ((re & (POLLIN | POLLHUP | POLLERR)) && !just_connected) {
-      if (!ReadStream(p, s, &moved)) { moved = true; continue; }
-    }
-    if (just_connected || (re & (POLLOUT | POLLERR))) {
-      if (!WriteStream(p, s, &moved)) { moved = true; continue; }
-    }
-  }
+  if (n > 0) HandleReady(&moved, &server_ready);
   if (server_ready || server_.StepDue()) {
     std::vector<net::HandshakeServer::Accepted> accepted;
     Status st = server_.Step(&accepted);

@@ -233,6 +233,8 @@ class TcpTransport : public Transport {
   void NoteOrigin(int origin, const std::string& reason);
   // One poll round over every socket, waiting up to timeout_ns; true if anything moved.
   bool PollOnce(int64_t timeout_ns);
+  void BuildPollSet(bool may_block);
+  void HandleReady(bool* moved, bool* server_ready);
   void AbortLocked(const Status& why);
   std::string PeerName(const Peer& p) const;
 

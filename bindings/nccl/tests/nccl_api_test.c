@@ -13,44 +13,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-static int g_passed, g_failed, g_rank;
-
-#define CHECK(cond, ...)                                       \
-  do {                                                         \
-    if (cond) {                                                \
-      ++g_passed;                                              \
-    } else {                                                   \
-      ++g_failed;                                              \
-      fprintf(stderr, "rank %d FAIL line %d: ", g_rank, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                            \
-      fprintf(stderr, " (%s)\n", ncclGetLastError(NULL));      \
-    }                                                          \
-  } while (0)
-
-#define OK(call) CHECK((call) == ncclSuccess, "%s", #call)
-
-/* Rank 0 writes the ids to a file named after weftrun's pid; the others wait for it. */
-static int ShareIds(ncclUniqueId* ids, int nids, int rank) {
-  char path[256], tmp[300];
-  snprintf(path, sizeof(path), "/tmp/weft-nccl-api-test-%d.ids", (int)getppid());
-  if (rank == 0) {
-    for (int i = 0; i < nids; ++i)
-      if (ncclGetUniqueId(&ids[i]) != ncclSuccess) return -1;
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    FILE* f = fopen(tmp, "wb");
-    if (!f || fwrite(ids, sizeof(ncclUniqueId), nids, f) != (size_t)nids) return -1;
-    fclose(f);
-    return rename(tmp, path);
-  }
-  for (int tries = 0; tries < 3000; ++tries, usleep(10000)) {
-    FILE* f = fopen(path, "rb");
-    if (!f) continue;
-    size_t got = fread(ids, sizeof(ncclUniqueId), nids, f);
-    fclose(f);
-    if (got == (size_t)nids) return 0;
-  }
-  return -1;
-}
+#include "nccl_test_common.h"
 
 static void TestCollectives(ncclComm_t comm, int rank, int n) {
   enum { C = 1000 };
@@ -118,10 +81,18 @@ static void TestErrorsAndVersion(ncclComm_t comm) {
   int version = 0;
   OK(ncclGetVersion(&version));
   CHECK(version == NCCL_VERSION_CODE, "version %d", version);
+  /* Without a device runtime ncclMemAlloc is refused; with one it allocates device memory
+   * (nccl_device_test uses it). */
   void* p = NULL;
-  CHECK(ncclMemAlloc(&p, 64) == ncclInvalidUsage, "ncclMemAlloc is refused");
-  CHECK(strstr(ncclGetLastError(comm), "weft") != NULL, "message names weft: %s",
-        ncclGetLastError(comm));
+  const char* device = getenv("WEFT_DEVICE");
+  if (device != NULL && strcmp(device, "none") == 0) {
+    CHECK(ncclMemAlloc(&p, 64) == ncclInvalidUsage, "ncclMemAlloc is refused");
+    CHECK(strstr(ncclGetLastError(comm), "ncclMemAlloc") != NULL, "message names the call: %s",
+          ncclGetLastError(comm));
+  } else {
+    OK(ncclMemAlloc(&p, 64));
+    OK(ncclMemFree(p));
+  }
   float f = 0;
   CHECK(ncclAllReduce(&f, &f, 1, ncclFloat32, ncclSum, NULL, NULL) == ncclInvalidArgument,
         "NULL comm");
@@ -201,16 +172,10 @@ static void TestInitAllOneThread(void) {
 }
 
 int main(void) {
-  const char* r = getenv("WEFT_RANK");
-  const char* s = getenv("WEFT_WORLD_SIZE");
-  if (!r || !s) {
-    fprintf(stderr, "run under weftrun (WEFT_RANK/WEFT_WORLD_SIZE unset)\n");
-    return 2;
-  }
-  int rank = atoi(r), n = atoi(s);
-  g_rank = rank;
+  int rank = 0, n = 0;
+  if (!RankAndSize(&rank, &n)) return 2;
   ncclUniqueId ids[3];
-  if (ShareIds(ids, 3, rank) != 0) {
+  if (ShareIds(ids, 3, rank, "nccl-api-test") != 0) {
     fprintf(stderr, "rank %d: could not share the unique ids\n", rank);
     return 2;
   }
@@ -238,11 +203,7 @@ int main(void) {
   TestInitAllOneThread();
   float done = 0;
   OK(ncclAllReduce(&done, &done, 1, ncclFloat32, ncclSum, comm, NULL)); /* all read the ids */
-  if (rank == 0) {
-    char path[256];
-    snprintf(path, sizeof(path), "/tmp/weft-nccl-api-test-%d.ids", (int)getppid());
-    unlink(path);
-  }
+  RemoveIds(rank, "nccl-api-test");
   OK(ncclCommFinalize(comm));
   OK(ncclCommDestroy(comm));
   printf("rank %d: %d passed, %d failed\n", rank, g_passed, g_failed);
