@@ -68,7 +68,9 @@ enum class Collective : uint8_t {
   // Per-rank counts (weftAllGatherV / weftReduceScatterV): ScheduleRequest::v_counts.
   kAllGatherV,
   kReduceScatterV,
+  // New collectives go last (kLastCollective below): loops over every collective read it.
 };
+constexpr Collective kLastCollective = Collective::kReduceScatterV;
 const char* CollectiveName(Collective c);
 
 // Which of a rank's buffers a region lives in. In-place calls alias Input and Output the way

@@ -11,7 +11,7 @@
 namespace weft {
 
 bool ParseCollectiveName(const std::string& name, Collective* out) {
-  for (int i = 0; i <= static_cast<int>(Collective::kBarrier); ++i) {
+  for (int i = 0; i <= static_cast<int>(kLastCollective); ++i) {
     Collective c = static_cast<Collective>(i);
     if (name == CollectiveName(c)) {
       *out = c;
