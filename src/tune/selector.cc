@@ -529,11 +529,27 @@ StatusOr<Decision> Selector::Choose(ScheduleRequest* request, size_t elem_size) 
   Decision early;
   WEFT_ASSIGN_OR_RETURN(bool decided, Preempt(request, elem_size, bytes, &only, &why_prefix, &early));
   if (decided) return early;
-  // The per-rank-count collectives have no cost-model entry yet: their ring runs as chosen
-  // without a fabric (WEFT_ALGO and tuning rules above still apply).
+  // The per-rank-count collectives have no cost-model entry yet: their algorithm is the default
+  // (or forced) one, and with a fabric their chunking is the model's for the even collective's
+  // ring of the same bytes (the v ring moves the same blocks; uneven ones only change sizes).
   const Collective c = request->collective;
-  const bool modelled = c != Collective::kAllGatherV && c != Collective::kReduceScatterV;
-  if (!fabric_ || !modelled) return DefaultDecision(request, elem_size, only, why_prefix);
+  const bool per_rank = c == Collective::kAllGatherV || c == Collective::kReduceScatterV;
+  if (!fabric_ || per_rank) {
+    WEFT_ASSIGN_OR_RETURN(Decision d, DefaultDecision(request, elem_size, only, why_prefix));
+    const Collective even_c = c == Collective::kAllGatherV ? Collective::kAllGather : Collective::kReduceScatter;
+    const AlgorithmInfo* even_ring = FindAlgorithm(even_c, "ring");
+    if (!fabric_ || !per_rank || d.algorithm->name != "ring" || even_ring == nullptr) return d;
+    ScheduleRequest even = *request;
+    even.collective = even_c;
+    even.count = std::max<size_t>(1, bytes / elem_size / static_cast<size_t>(nranks_));
+    even.v_counts.clear();
+    even.v_displs.clear();
+    StatusOr<Decision> e = BucketDecision(&even, elem_size, bytes, even_ring, "");
+    if (!e.ok()) return d;  // the default chunking still runs the call
+    d.chunk = request->chunk = e->chunk;
+    d.why += "; chunked as the model's even ring of the same bytes";
+    return d;
+  }
   WEFT_ASSIGN_OR_RETURN(Decision d, BucketDecision(request, elem_size, bytes, only, why_prefix));
   request->chunk = d.chunk;
   return d;
