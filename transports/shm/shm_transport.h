@@ -90,6 +90,9 @@
 #include "transports/transport.h"
 
 namespace weft {
+namespace shm_wire {
+struct ShmMsg;  // shm_wire.h: a decoded message header
+}  // namespace shm_wire
 
 // Messages of at least this many bytes take the single-copy (CMA) path by default; smaller
 // ones go through the ring (WEFT_SHM_CMA_MIN_BYTES changes it per job). The cost model prices
@@ -301,6 +304,13 @@ class ShmTransport : public DirectTransport {
   Status RecvMismatch(const Peer& p, uint16_t channel, const RecvOp& r, uint64_t got_tag,
                       uint64_t got_bytes) const;
   Status PrepareWindowLocked(size_t bytes);
+  // Creation's phases (CreateWithOps).
+  Status IndexLocalRanks();
+  void InitControlSegment(size_t nlocal, size_t ring, size_t ring_offset);
+  Status CreateOwnSegments(size_t nlocal, bool shared);
+  Status MapPeer(size_t i, const std::string& peer_prefix, bool peer_ready);
+  void ProbeSingleCopy();
+  void FinishSetup();
   Peer* Find(int rank, Status* st);
   // The owner thread's lookup without the lock: null when aborted, unknown or failed (the
   // caller then takes the locked path, which says why).
@@ -310,6 +320,11 @@ class ShmTransport : public DirectTransport {
   bool PollAll();
   bool ProgressSends(Peer& p);
   bool ProgressRecvs(Peer& p);
+  // ProgressRecvs' phases: start a message, give it a destination, copy it, finish it.
+  int StartIncoming(Peer& p);
+  bool AttachIncoming(Peer& p, const shm_wire::ShmMsg& h);
+  bool CopyFromRing(Peer& p);
+  void FinishIncoming(Peer& p);
   bool ProgressWaits(Peer& p);
   Status CheckSignalTag(const Peer& p, uint64_t number, uint64_t expect_tag) const;
   Status ConsumeSignal(Peer& p, uint64_t expect_tag);
