@@ -371,12 +371,13 @@ void ShmTransport::Complete(TransportRequest* req, Status st) {
 
 Status ShmTransport::PostSend(int peer, int channel, uint64_t tag, const void* buf, size_t bytes,
                               TransportRequest* req) {
+  // shm sends to itself too (a rank's own ring): self_ok.
+  WEFT_RETURN_IF_ERROR(CheckPostArgs("shm", "send", rank_, nranks_, peer, channel, 0xffff, buf, bytes,
+                                     req, /*self_ok=*/true));
   std::lock_guard<std::mutex> lock(mu_);
   Status st;
   Peer* p = Find(peer, &st);
   if (p == nullptr) return st;
-  if (channel < 0 || channel > 0xffff)
-    return InvalidArgument("shm: channel " + std::to_string(channel) + " outside [0, 65535]");
   req->Reset();
   ++pending_;
   p->sends.push_back(SendOp{static_cast<const unsigned char*>(buf), bytes, tag,
@@ -406,12 +407,12 @@ Status ShmTransport::RecvMismatch(const Peer& p, uint16_t channel, const RecvOp&
 
 Status ShmTransport::PostRecvOp(int peer, int channel, const RecvOp& op) {
   TransportRequest* req = op.req;
+  WEFT_RETURN_IF_ERROR(CheckPostArgs("shm", "recv", rank_, nranks_, peer, channel, 0xffff, op.buf,
+                                     op.bytes, req, /*self_ok=*/true));
   std::lock_guard<std::mutex> lock(mu_);
   Status st;
   Peer* p = Find(peer, &st);
   if (p == nullptr) return st;
-  if (channel < 0 || channel > 0xffff)
-    return InvalidArgument("shm: channel " + std::to_string(channel) + " outside [0, 65535]");
   req->Reset();
   ++pending_;
   uint16_t ch = static_cast<uint16_t>(channel);

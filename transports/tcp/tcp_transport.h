@@ -205,7 +205,6 @@ class TcpTransport : public Transport {
   Status PostRecvOp(int peer, int channel, const RecvOp& op);
   Status RecvMismatch(const Peer& p, int channel, const RecvOp& op, uint64_t got_tag,
                       uint64_t got_bytes) const;
-  Status CheckPeer(int peer, int channel, const char* what) const;
   // The error for a send/recv (`what`) of call `tag` to a peer that closed normally.
   Status ClosedPeerError(Peer& p, uint64_t tag, const char* what);
   Status StartConnect(Peer& p);

@@ -227,7 +227,6 @@ class UcxTransport : public Transport {
   Status ConnectPeers(UcxBootstrap* bootstrap);
   Status CreateEndpoint(Peer& p, const ucp_address_t* address);
   Status ExchangeHellos(double timeout_s);
-  Status CheckArgs(int peer, int channel, const char* what) const;
   Status PostRecvImpl(int peer, int channel, uint64_t tag, void* buf, size_t bytes, bool up_to,
                       TransportRequest* req);
   std::string PeerName(const Peer& p) const;
