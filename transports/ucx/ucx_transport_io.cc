@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "common/log.h"
-#include "transports/ucx/ucx_tag.h"
+#include "transports/ucx/ucx_wire.h"
 #include "transports/ucx/ucx_transport.h"
 
 namespace weft {
