@@ -1,5 +1,5 @@
 // Regression tests for API entry checks found by the adversarial campaign (issue 11, minor):
-// `Entry` (src/core/api.cc) read comm->rank before it had validated comm, so a stale or
+// `Entry` (src/api/api.cc) read comm->rank before it had validated comm, so a stale or
 // garbage handle crashed broadcast/reduce instead of returning weftInvalidArgument.
 #include <gtest/gtest.h>
 
@@ -30,7 +30,7 @@ TEST(ReliabilityApi, ReduceOnGarbageCommIsAnErrorNotACrash) {
             weftInvalidArgument);
 }
 
-// CheckCount (src/core/api_checks.cc) refuses a count whose buffer (count x blocks x element
+// CheckCount (src/api/api_checks.cc) refuses a count whose buffer (count x blocks x element
 // bytes) exceeds PTRDIFF_MAX, naming the argument; the largest count that fits passes it. The
 // boundary pins the overflow-checked multiplication that replaced the divisions.
 TEST(ReliabilityApi, CountWhoseBufferOverflowsIsRefusedNamingTheArgument) {
@@ -56,7 +56,7 @@ TEST(ReliabilityApi, CountWhoseBufferOverflowsIsRefusedNamingTheArgument) {
   for (weftComm_t c : comms) EXPECT_EQ(weftCommDestroy(c), weftSuccess);
 }
 
-// Every argument check of the collectives' entry (Entry in src/core/api.cc) fails the call with
+// Every argument check of the collectives' entry (Entry in src/api/api.cc) fails the call with
 // weftInvalidArgument and a message that names the function and the argument, in the order the
 // checks run (a bad datatype is reported before a NULL buffer).
 TEST(ReliabilityApi, EntryChecksNameTheFunctionAndTheArgument) {

@@ -407,44 +407,6 @@ INSTANTIATE_TEST_SUITE_P(TlsRanks, UcxAllPairsTest,
                            return tls + "_" + std::to_string(std::get<1>(info.param)) + "ranks";
                          });
 
-// Several messages per channel, recvs posted before and after the data arrived: each channel
-// delivers in order, channels independently.
-TEST(UcxTransportTest, PerChannelOrdering) {
-  RunThreads(2, WithTls("sm,tcp"), [&](int r, Rank& rank) {
-    constexpr int kChannels = 3, kPerChannel = 5;
-    const size_t bytes = 3000;
-    if (r == 0) {
-      std::vector<std::vector<uint8_t>> out(kChannels * kPerChannel, std::vector<uint8_t>(bytes));
-      std::vector<TransportRequest> reqs(out.size());
-      std::vector<TransportRequest*> ptrs;
-      for (int m = 0; m < kPerChannel; ++m) {
-        for (int c = 0; c < kChannels; ++c) {
-          size_t k = c * kPerChannel + m;
-          for (size_t i = 0; i < bytes; ++i) out[k][i] = Pattern(0, 1, c, m, i);
-          ASSERT_TRUE(rank.ucx->PostSend(1, c, 50 + m, out[k].data(), bytes, &reqs[k]).ok());
-          ptrs.push_back(&reqs[k]);
-        }
-      }
-      ASSERT_TRUE(WaitAll(rank.ucx.get(), ptrs).ok());
-    } else {
-      // Channel 2 first (its data arrives after channel 0's), and half of the recvs late.
-      for (int c : {2, 0, 1}) {
-        for (int m = 0; m < kPerChannel; ++m) {
-          if (m == 2) {
-            for (int i = 0; i < 10; ++i) ASSERT_TRUE(rank.ucx->Progress(1000).ok());
-          }
-          std::vector<uint8_t> in(bytes, 0);
-          TransportRequest q;
-          ASSERT_TRUE(rank.ucx->PostRecv(0, c, 50 + m, in.data(), bytes, &q).ok());
-          Status st = WaitAll(rank.ucx.get(), {&q});
-          ASSERT_TRUE(st.ok()) << "channel " << c << " message " << m << ": " << st.message();
-          for (size_t i = 0; i < bytes; ++i) ASSERT_EQ(in[i], Pattern(0, 1, c, m, i));
-        }
-      }
-    }
-  });
-}
-
 TEST(UcxTransportTest, TagAndSizeMismatchNameBoth) {
   RunThreads(2, WithTls("tcp"), [&](int r, Rank& rank) {
     uint64_t a = 1, b = 0;
@@ -478,46 +440,6 @@ TEST(UcxTransportTest, TagAndSizeMismatchNameBoth) {
       EXPECT_NE(st.message().find("expected tag 44 (8 bytes), received tag 44 (4 bytes"),
                 std::string::npos) << st.message();
     }
-  });
-}
-
-TEST(UcxTransportTest, AbortFromAnotherThread) {
-  RunThreads(2, WithTls("tcp"), [&](int r, Rank& rank) {
-    if (r == 1) return;
-    uint64_t x;
-    TransportRequest q;
-    ASSERT_TRUE(rank.ucx->PostRecv(1, 0, 1, &x, 8, &q).ok());
-    std::thread aborter([&] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      rank.ucx->Abort(SystemError("test abort"));
-      rank.ucx->Abort(SystemError("second abort is a no-op"));
-    });
-    Clock::time_point t0 = Clock::now();
-    while (!q.done.load() && Since(t0) < 10) {
-      ASSERT_TRUE(rank.ucx->Progress(5000000).ok());  // would sleep 5 s without the wake-up
-    }
-    aborter.join();
-    EXPECT_LT(Since(t0), 3.0);
-    ASSERT_TRUE(q.done.load());
-    EXPECT_EQ(q.status.message(), "test abort");
-    EXPECT_FALSE(rank.ucx->HasPending());
-    TransportRequest later;
-    EXPECT_EQ(rank.ucx->PostSend(1, 0, 2, &x, 8, &later).message(), "test abort");
-  });
-}
-
-TEST(UcxTransportTest, BadArguments) {
-  RunThreads(2, WithTls("tcp"), [&](int r, Rank& rank) {
-    uint64_t x = 0;
-    TransportRequest q;
-    Status st = rank.ucx->PostSend(r, 0, 1, &x, 8, &q);
-    EXPECT_EQ(st.code(), weftInvalidArgument);
-    EXPECT_NE(st.message().find("peer=" + std::to_string(r)), std::string::npos) << st.message();
-    st = rank.ucx->PostRecv(1 - r, 4095, 1, &x, 8, &q);
-    EXPECT_EQ(st.code(), weftInvalidArgument);
-    EXPECT_NE(st.message().find("channel=4095"), std::string::npos) << st.message();
-    EXPECT_EQ(rank.ucx->PostRecv(7, 0, 1, &x, 8, &q).code(), weftInvalidArgument);
-    EXPECT_FALSE(rank.ucx->HasPending());
   });
 }
 

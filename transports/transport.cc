@@ -34,4 +34,22 @@ Status Transport::PostGet(int, const MemRef&, RemoteKey, size_t, TransportReques
 Status Transport::Signal(int, uint64_t) { return NoOneSided(*this, "signal"); }
 Status Transport::PostWait(int, TransportRequest*, uint64_t) { return NoOneSided(*this, "wait"); }
 
+Status CheckPostArgs(const char* transport, const char* what, int rank, int nranks, int peer,
+                     int channel, int max_channel, const void* buf, size_t bytes,
+                     const TransportRequest* req, bool self_ok) {
+  const std::string call = std::string(transport) + " " + what;
+  if (peer < 0 || peer >= nranks || (peer == rank && !self_ok))
+    return InvalidArgument(call + ": peer=" + std::to_string(peer) + " is not " +
+                           (self_ok ? "a rank" : "another rank") + " of 0.." +
+                           std::to_string(nranks - 1) + " (this is rank " + std::to_string(rank) + ")");
+  if (channel < 0 || channel > max_channel)
+    return InvalidArgument(call + ": channel=" + std::to_string(channel) + " is outside 0.." +
+                           std::to_string(max_channel));
+  if (req == nullptr) return InvalidArgument(call + ": req is NULL");
+  if (bytes > 0 && buf == nullptr)
+    return InvalidArgument(call + " with rank " + std::to_string(peer) + ": buf is NULL for " +
+                           std::to_string(bytes) + " bytes");
+  return OkStatus();
+}
+
 }  // namespace weft

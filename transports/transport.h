@@ -280,4 +280,11 @@ class DirectTransport : public Transport {
   }
 };
 
+// The argument checks every transport makes on a post, with the same messages: `peer` another
+// rank of [0, nranks) (or this one, where `self_ok`), `channel` in [0, max_channel], `req` set,
+// `buf` set when bytes > 0. `transport` and `what` name the call ("tcp", "send").
+Status CheckPostArgs(const char* transport, const char* what, int rank, int nranks, int peer,
+                     int channel, int max_channel, const void* buf, size_t bytes,
+                     const TransportRequest* req, bool self_ok = false);
+
 }  // namespace weft

@@ -1,6 +1,6 @@
 // Error reporting for the compression API (include/weft/weft_compress.h).
 //
-// weftGetLastError() reads a thread-local string owned by src/core/api.cc; the compression
+// weftGetLastError() reads a thread-local string owned by src/api/api.cc; the compression
 // entry points set it through SetLastErrorMessage (defined there) and also keep their own
 // copy (LastCompressionError), which tests read without going through the C API.
 #pragma once
@@ -10,7 +10,7 @@
 #include "common/status.h"
 
 namespace weft {
-// Sets what weftGetLastError() returns on this thread (defined in src/core/api.cc).
+// Sets what weftGetLastError() returns on this thread (defined in src/api/api.cc).
 void SetLastErrorMessage(const std::string& message);
 }  // namespace weft
 

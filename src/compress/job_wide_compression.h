@@ -19,7 +19,7 @@
 // WEFT_COMPRESSION_FEEDBACK=0 or call weftAllReduceCompressed itself. Residuals live until the
 // process ends (one float per element of each distinct buffer).
 //
-// weftAllReduce (src/core/api.cc) calls MaybeRunJobWideCompression first, outside groups, and
+// weftAllReduce (src/api/api.cc) calls MaybeRunJobWideCompression first, outside groups, and
 // returns its result when it returns true.
 #pragma once
 

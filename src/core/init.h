@@ -1,4 +1,4 @@
-// Communicator creation helpers used by the C API (src/core/api.cc).
+// Communicator creation helpers used by the C API (src/api/api.cc).
 #pragma once
 
 #include <memory>

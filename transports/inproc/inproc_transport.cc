@@ -33,8 +33,9 @@ Status InprocTransport::PostRecvUpTo(int peer, int channel, uint64_t tag, void* 
 
 Status InprocTransport::Post(bool is_send, int peer, int channel, uint64_t tag, void* buf,
                              size_t bytes, bool up_to, TransportRequest* req) {
-  if (peer < 0 || peer >= hub_->nranks() || peer == rank_)
-    return InvalidArgument("inproc: bad peer " + std::to_string(peer));
+  // Channels as tcp's: the top one is reserved for culprit notes.
+  WEFT_RETURN_IF_ERROR(CheckPostArgs("inproc", is_send ? "send" : "recv", rank_, hub_->nranks(),
+                                     peer, channel, kMaxInprocChannel, buf, bytes, req));
   req->Reset();
   std::lock_guard<std::mutex> lock(hub_->mu_);
   if (hub_->aborted_[rank_]) return InvalidUsage("inproc transport was aborted");
@@ -107,6 +108,9 @@ void InprocTransport::Abort(const Status& why) {
     }
   }
   hub_->pending_[rank_] = 0;
+  hub_->aborted_[rank_] = true;  // later posts fail, as on every transport
+  ++hub_->wake_[rank_].epoch;    // and a Progress waiting in another thread returns now
+  hub_->wake_[rank_].cv.notify_all();
 }
 
 }  // namespace weft

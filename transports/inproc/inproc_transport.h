@@ -49,6 +49,9 @@ class InprocHub {
   std::vector<bool> aborted_;
 };
 
+// The channels a post may use: the range tcp carries (its wire has 2^16, the top one its own).
+inline constexpr int kMaxInprocChannel = (1 << 16) - 2;
+
 class InprocTransport : public Transport {
  public:
   InprocTransport(std::shared_ptr<InprocHub> hub, int rank) : hub_(std::move(hub)), rank_(rank) {}

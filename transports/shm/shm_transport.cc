@@ -82,28 +82,176 @@ int ShmTransport::CpusOfLocalRanks() const {
   return std::max(1, std::min(n, UsableCpuCountOfHost()));
 }
 
-StatusOr<ShmOptions> ShmOptionsFromEnv() {
-  // Every value through the settings facility (src/common/settings.cc): flags accept
-  // 0/1, off/on, false/true, no/yes alike, and sizes below their row's minimum are refused.
-  ShmOptions o;
-  WEFT_ASSIGN_OR_RETURN(o.disabled, SettingFlag("WEFT_SHM_DISABLE", o.disabled));
-  WEFT_ASSIGN_OR_RETURN(o.ring_bytes_per_peer, SettingBytes("WEFT_SHM_RING_BYTES", o.ring_bytes_per_peer));
-  WEFT_ASSIGN_OR_RETURN(o.slice_bytes, SettingBytes("WEFT_SHM_SLICE_BYTES", o.slice_bytes));
-  WEFT_ASSIGN_OR_RETURN(o.initial_window_bytes,
-                        SettingBytes("WEFT_SHM_WINDOW_BYTES", o.initial_window_bytes));
-  WEFT_ASSIGN_OR_RETURN(o.max_bytes, SettingBytes("WEFT_SHM_MAX_BYTES", o.max_bytes));
-  WEFT_ASSIGN_OR_RETURN(o.single_copy_min_bytes,
-                        SettingBytes("WEFT_SHM_CMA_MIN_BYTES", o.single_copy_min_bytes));
-  WEFT_ASSIGN_OR_RETURN(o.single_copy, SettingFlag("WEFT_SHM_CMA", o.single_copy));
-  WEFT_ASSIGN_OR_RETURN(int64_t ms, SettingInt("WEFT_SHM_LIVENESS_MS", o.liveness_ms));
-  o.liveness_ms = static_cast<int>(std::min<int64_t>(ms, 60000));
-  return o;
-}
-
 // ---------------------------------------------------------------------------------------
 // Creation
 // ---------------------------------------------------------------------------------------
 
+// Fills local_of_rank_ from local_ranks_; the error when they are not a valid set holding
+// this rank.
+Status ShmTransport::IndexLocalRanks() {
+  local_of_rank_.assign(std::max(nranks_, 0), -1);
+  for (size_t i = 0; i < local_ranks_.size(); ++i) {
+    const int r = local_ranks_[i];
+    if (r < 0 || r >= nranks_)
+      return InvalidArgument("shm: local_ranks holds rank " + std::to_string(r) + ", outside [0, " +
+                             std::to_string(nranks_) + ")");
+    if (local_of_rank_[r] != -1)
+      return InvalidArgument("shm: local_ranks lists rank " + std::to_string(r) + " twice");
+    local_of_rank_[r] = static_cast<int>(i);
+  }
+  if (rank_ < 0 || rank_ >= nranks_ || local_of_rank_[rank_] < 0)
+    return InvalidArgument("shm: local_ranks does not contain this rank " + std::to_string(rank_));
+  return OkStatus();
+}
+
+// The header and ring controls of our control segment, in their initial state.
+void ShmTransport::InitControlSegment(size_t nlocal, size_t ring, size_t ring_offset) {
+  RankHeader* h = new (control_->data()) RankHeader();
+  h->magic = shm_detail::kHeaderMagic;
+  h->rank = rank_;
+  h->pid = static_cast<int32_t>(getpid());
+  h->nlocal = static_cast<uint32_t>(nlocal);
+  h->ring_bytes = ring;
+  h->ring_offset = ring_offset;
+  h->doorbell.store(0);
+  h->waiting_cpu.store(-1);
+  StoreAffinity(h->affinity);
+  h->sleeping.store(0);
+  h->window_gen.store(0);
+  h->window_bytes.store(0);
+  h->closed.store(0);
+  h->cma_probe = 0x5eed0000cafe0000ULL ^ static_cast<uint64_t>(getpid());
+  h->cma_probe_addr = reinterpret_cast<uint64_t>(&h->cma_probe);
+  h->cma_from_mask.store(0);
+  for (size_t i = 0; i < nlocal; ++i) {
+    auto* rc = new (static_cast<unsigned char*>(control_->data()) + sizeof(RankHeader) +
+                    i * sizeof(RingControl)) RingControl();
+    rc->tail.store(0);
+    rc->head.store(0);
+    rc->signals.store(0);
+    rc->latest_tagged.index.store(0);
+    rc->latest_tagged.tag.store(0);
+    rc->cma_acks.store(0);
+  }
+  header_ = h;
+}
+
+// Our control segment (header, ring controls, then one ring per local sender) under a fresh
+// random name prefix_, locked for liveness when shared, and the initial window.
+Status ShmTransport::CreateOwnSegments(size_t nlocal, bool shared) {
+  local_index_ = local_of_rank_[rank_];
+  uint64_t id = 0;
+  if (getrandom(&id, sizeof(id), 0) != sizeof(id))
+    id = (static_cast<uint64_t>(getpid()) << 32) ^ static_cast<uint64_t>(Clock::now().time_since_epoch().count());
+  char prefix[56];
+  std::snprintf(prefix, sizeof(prefix), "weft-%016llx-r%d", static_cast<unsigned long long>(id), rank_);
+  prefix_ = prefix;
+  const size_t ring = options_.ring_bytes_per_peer;
+  const size_t ring_offset = ControlHeaderBytes(nlocal);
+  const size_t control_bytes = ring_offset + nlocal * ring;
+  StatusOr<std::unique_ptr<ShmSegment>> seg =
+      shared ? ShmSegment::Create(prefix_ + "-c", control_bytes, budget_left_)
+             : ShmSegment::Anonymous(control_bytes);
+  if (!seg.ok()) return seg.status();
+  control_ = std::move(*seg);
+  if (shared && options_.max_bytes != 0) budget_left_ -= control_bytes;
+  InitControlSegment(nlocal, ring, ring_offset);
+  if (shared) {
+    // Liveness lock: held until this process closes the fd (exit included).
+    struct flock fl;
+    std::memset(&fl, 0, sizeof(fl));
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = 0;
+    fl.l_len = 1;
+    if (fcntl(control_->fd(), F_OFD_SETLK, &fl) != 0)
+      return SystemError("shm: cannot lock " + control_->name() + ": " + std::strerror(errno));
+  }
+  return PrepareWindowLocked(options_.initial_window_bytes);
+}
+
+// Maps local peer i (its control segment and current window) and wires its two rings: me ->
+// p is slot `my local index` in p's segment, p -> me slot i in ours.
+Status ShmTransport::MapPeer(size_t i, const std::string& peer_prefix, bool peer_ready) {
+  const size_t nlocal = local_ranks_.size();
+  Peer& p = peers_[i];
+  p.rank = local_ranks_[i];
+  p.prefix = peer_prefix;
+  RankHeader* ph = header_;
+  unsigned char* pbase = static_cast<unsigned char*>(control_->data());
+  if (p.rank != rank_) {
+    if (!peer_ready)
+      return RemoteError("shm: rank " + std::to_string(p.rank) +
+                         " failed to create its shared-memory segments (see its error)");
+    WEFT_ASSIGN_OR_RETURN(p.control, ShmSegment::Open(p.prefix + "-c", ControlHeaderBytes(nlocal)));
+    pbase = static_cast<unsigned char*>(p.control->data());
+    ph = reinterpret_cast<RankHeader*>(pbase);
+    if (ph->magic != shm_detail::kHeaderMagic || ph->rank != p.rank || ph->nlocal != nlocal ||
+        ph->ring_bytes != options_.ring_bytes_per_peer)
+      return InvalidArgument(
+          "shm: rank " + std::to_string(p.rank) + "'s segment disagrees with ours (rank " +
+          std::to_string(ph->rank) + ", " + std::to_string(ph->nlocal) + " local ranks, ring " +
+          std::to_string(ph->ring_bytes) + " bytes vs ours " + std::to_string(options_.ring_bytes_per_peer) +
+          "): every rank of a host needs the same local_ranks and WEFT_SHM_RING_BYTES");
+    if (p.control->size() < ph->ring_offset + nlocal * ph->ring_bytes)
+      return InternalError("shm: rank " + std::to_string(p.rank) + "'s segment is truncated");
+  }
+  p.header = ph;
+  unsigned char* mybase = static_cast<unsigned char*>(control_->data());
+  const size_t ring = options_.ring_bytes_per_peer;
+  p.out = reinterpret_cast<RingControl*>(pbase + sizeof(RankHeader) + local_index_ * sizeof(RingControl));
+  p.out_data = pbase + ph->ring_offset + local_index_ * ring;
+  p.in = reinterpret_cast<RingControl*>(mybase + sizeof(RankHeader) + i * sizeof(RingControl));
+  p.in_data = mybase + header_->ring_offset + i * ring;
+  // The rings this rank writes (in p's segment) and reads (in ours), mapped now rather than
+  // one fault per page on their first pass.
+  PrefaultRange(p.out_data, ring, /*write=*/true);
+  PrefaultRange(p.in_data, ring, /*write=*/false);
+  if (p.rank == rank_) return OkStatus();
+  // Map the initial window now so that it can be unlinked right after the exchange.
+  const uint64_t gen = ph->window_gen.load(std::memory_order_acquire);
+  if (gen == 0) return OkStatus();
+  WEFT_ASSIGN_OR_RETURN(p.window, ShmSegment::Open(WindowName(p.prefix, gen), shm_detail::kWindowHeaderBytes));
+  p.window_gen = gen;
+  return OkStatus();
+}
+
+// Single-copy probe: can we read each local sender's memory with process_vm_readv (same user,
+// no ptrace restriction / seccomp filter in the way)? Published before the creation's second
+// barrier, so every sender knows before its first message whether we can take single-copy.
+void ShmTransport::ProbeSingleCopy() {
+  uint64_t mask = 0;
+  for (size_t i = 0; i < peers_.size(); ++i) {
+    const Peer& p = peers_[i];
+    uint64_t got = 0;
+    struct iovec local_iov = {&got, sizeof(got)};
+    struct iovec remote_iov = {reinterpret_cast<void*>(p.header->cma_probe_addr), sizeof(got)};
+    if (process_vm_readv(p.header->pid, &local_iov, 1, &remote_iov, 1, 0) == sizeof(got) &&
+        got == p.header->cma_probe)
+      mask |= uint64_t{1} << i;
+  }
+  header_->cma_from_mask.store(mask, std::memory_order_release);
+}
+
+// After both barriers: single-copy per peer, and the backoff for this host's load.
+void ShmTransport::FinishSetup() {
+  for (Peer& p : peers_) {
+    uint64_t mask = p.header->cma_from_mask.load(std::memory_order_acquire);
+    p.single_copy = options_.single_copy && ((mask >> local_index_) & 1) != 0;
+  }
+  const int nlocal = static_cast<int>(local_ranks_.size());
+  BackoffPolicy policy = options_.ranks_on_machine > nlocal
+                             ? BackoffPolicy::FromEnv(options_.ranks_on_machine, UsableCpuCountOfHost())
+                             : BackoffPolicy::FromEnv(nlocal, CpusOfLocalRanks());
+  if (options_.spin_us >= 0) policy.spin_us = options_.spin_us;
+  if (options_.yield_us >= 0) policy.yield_us = std::max(options_.yield_us, policy.spin_us);
+  backoff_ = Backoff(policy);
+  last_liveness_check_ = Clock::now();
+}
+
+// Two all-gathers over the bootstrap: segment names, then "mapped ok" (the barrier after
+// which the names are unlinked). A rank that failed still takes part in both, so that the
+// others fail with its message instead of waiting for it.
 StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::CreateWithOps(
     const ShmBootstrapOps& ops, const std::vector<int>& local_ranks, const ShmOptions& options) {
   std::unique_ptr<ShmTransport> t(new ShmTransport());
@@ -116,102 +264,16 @@ StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::CreateWithOps(
   t->local_ranks_ = local_ranks;
   std::sort(t->local_ranks_.begin(), t->local_ranks_.end());
   t->light_signals_ = RegisterAsymmetricFence();
-
-  // Validate before touching anything, but still take part in the AllGather below so that
-  // the other ranks fail with a message instead of waiting for us.
-  Status invalid;
-  t->local_of_rank_.assign(std::max(ops.nranks, 0), -1);
-  for (size_t i = 0; i < t->local_ranks_.size(); ++i) {
-    int r = t->local_ranks_[i];
-    if (r < 0 || r >= ops.nranks) {
-      invalid = InvalidArgument("shm: local_ranks holds rank " + std::to_string(r) +
-                                ", outside [0, " + std::to_string(ops.nranks) + ")");
-      break;
-    }
-    if (t->local_of_rank_[r] != -1) {
-      invalid = InvalidArgument("shm: local_ranks lists rank " + std::to_string(r) + " twice");
-      break;
-    }
-    t->local_of_rank_[r] = static_cast<int>(i);
-  }
-  if (invalid.ok() && (ops.rank < 0 || ops.rank >= ops.nranks || t->local_of_rank_[ops.rank] < 0))
-    invalid = InvalidArgument("shm: local_ranks does not contain this rank " +
-                              std::to_string(ops.rank));
+  const Status invalid = t->IndexLocalRanks();
   const size_t nlocal = t->local_ranks_.size();
   const bool shared = invalid.ok() && nlocal > 1;  // alone: anonymous memory, no names
-
   NameRecord mine;
   std::memset(&mine, 0, sizeof(mine));
-  Status st = invalid;
+  Status st = invalid.ok() ? t->CreateOwnSegments(nlocal, shared) : invalid;
   if (st.ok()) {
-    t->local_index_ = t->local_of_rank_[ops.rank];
-    uint64_t id = 0;
-    if (getrandom(&id, sizeof(id), 0) != sizeof(id))
-      id = (static_cast<uint64_t>(getpid()) << 32) ^
-           static_cast<uint64_t>(Clock::now().time_since_epoch().count());
-    char prefix[56];
-    std::snprintf(prefix, sizeof(prefix), "weft-%016llx-r%d",
-                  static_cast<unsigned long long>(id), ops.rank);
-    t->prefix_ = prefix;
-    std::memcpy(mine.prefix, prefix, std::strlen(prefix) + 1);
+    std::memcpy(mine.prefix, t->prefix_.c_str(), t->prefix_.size() + 1);
     mine.local = shared ? 1 : 0;
-
-    // Own control segment: header, ring controls, then one ring per local sender.
-    const size_t ring = t->options_.ring_bytes_per_peer;
-    const size_t ring_offset = ControlHeaderBytes(nlocal);
-    const size_t control_bytes = ring_offset + nlocal * ring;
-    StatusOr<std::unique_ptr<ShmSegment>> seg =
-        shared ? ShmSegment::Create(t->prefix_ + "-c", control_bytes, t->budget_left_)
-               : ShmSegment::Anonymous(control_bytes);
-    if (!seg.ok()) {
-      st = seg.status();
-    } else {
-      t->control_ = std::move(*seg);
-      if (shared && options.max_bytes != 0) t->budget_left_ -= control_bytes;
-      RankHeader* h = new (t->control_->data()) RankHeader();
-      h->magic = shm_detail::kHeaderMagic;
-      h->rank = ops.rank;
-      h->pid = static_cast<int32_t>(getpid());
-      h->nlocal = static_cast<uint32_t>(nlocal);
-      h->ring_bytes = ring;
-      h->ring_offset = ring_offset;
-      h->doorbell.store(0);
-      h->waiting_cpu.store(-1);
-      StoreAffinity(h->affinity);
-      h->sleeping.store(0);
-      h->window_gen.store(0);
-      h->window_bytes.store(0);
-      h->closed.store(0);
-      h->cma_probe = 0x5eed0000cafe0000ULL ^ static_cast<uint64_t>(getpid());
-      h->cma_probe_addr = reinterpret_cast<uint64_t>(&h->cma_probe);
-      h->cma_from_mask.store(0);
-      for (size_t i = 0; i < nlocal; ++i) {
-        auto* rc = new (static_cast<unsigned char*>(t->control_->data()) + sizeof(RankHeader) +
-                        i * sizeof(RingControl)) RingControl();
-        rc->tail.store(0);
-        rc->head.store(0);
-        rc->signals.store(0);
-        rc->latest_tagged.index.store(0);
-        rc->latest_tagged.tag.store(0);
-        rc->cma_acks.store(0);
-      }
-      t->header_ = h;
-      if (shared) {
-        // Liveness lock: held until this process closes the fd (exit included).
-        struct flock fl;
-        std::memset(&fl, 0, sizeof(fl));
-        fl.l_type = F_WRLCK;
-        fl.l_whence = SEEK_SET;
-        fl.l_start = 0;
-        fl.l_len = 1;
-        if (fcntl(t->control_->fd(), F_OFD_SETLK, &fl) != 0)
-          st = SystemError("shm: cannot lock " + t->control_->name() + ": " +
-                           std::strerror(errno));
-      }
-    }
-    if (st.ok()) st = t->PrepareWindowLocked(options.initial_window_bytes);
-  }
-  if (!st.ok()) mine.prefix[0] = '\0';  // tells peers we failed
+  }  // else an empty prefix tells peers we failed
 
   // Round 1: exchange names (every rank of the communicator, also those without peers).
   std::vector<NameRecord> all(std::max(ops.nranks, 1));
@@ -221,90 +283,14 @@ StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::CreateWithOps(
     if (t->window_) t->window_->Unlink();
     return ag.WithContext("shm: exchanging segment names");
   }
-
-  // Map every local peer's control segment and current window.
   if (st.ok()) {
     t->peers_.resize(nlocal);
     for (size_t i = 0; i < nlocal && st.ok(); ++i) {
-      Peer& p = t->peers_[i];
-      p.rank = t->local_ranks_[i];
-      p.prefix = all[p.rank].prefix;
-      RankHeader* ph = nullptr;
-      unsigned char* pbase = nullptr;
-      if (p.rank == ops.rank) {
-        ph = t->header_;
-        pbase = static_cast<unsigned char*>(t->control_->data());
-      } else {
-        if (all[p.rank].prefix[0] == '\0' || all[p.rank].local != 1) {
-          st = RemoteError("shm: rank " + std::to_string(p.rank) +
-                           " failed to create its shared-memory segments (see its error)");
-          break;
-        }
-        StatusOr<std::unique_ptr<ShmSegment>> seg =
-            ShmSegment::Open(p.prefix + "-c", ControlHeaderBytes(nlocal));
-        if (!seg.ok()) { st = seg.status(); break; }
-        p.control = std::move(*seg);
-        pbase = static_cast<unsigned char*>(p.control->data());
-        ph = reinterpret_cast<RankHeader*>(pbase);
-        if (ph->magic != shm_detail::kHeaderMagic || ph->rank != p.rank ||
-            ph->nlocal != nlocal || ph->ring_bytes != t->options_.ring_bytes_per_peer) {
-          st = InvalidArgument(
-              "shm: rank " + std::to_string(p.rank) + "'s segment disagrees with ours (rank " +
-              std::to_string(ph->rank) + ", " + std::to_string(ph->nlocal) + " local ranks, ring " +
-              std::to_string(ph->ring_bytes) + " bytes vs ours " +
-              std::to_string(t->options_.ring_bytes_per_peer) +
-              "): every rank of a host needs the same local_ranks and WEFT_SHM_RING_BYTES");
-          break;
-        }
-        if (p.control->size() < ph->ring_offset + nlocal * ph->ring_bytes) {
-          st = InternalError("shm: rank " + std::to_string(p.rank) + "'s segment is truncated");
-          break;
-        }
-      }
-      p.header = ph;
-      unsigned char* mybase = static_cast<unsigned char*>(t->control_->data());
-      const size_t ring = t->options_.ring_bytes_per_peer;
-      const size_t off = t->header_->ring_offset;
-      // Ring me -> p: slot `my local index` in p's segment. Ring p -> me: slot i in ours.
-      p.out = reinterpret_cast<RingControl*>(pbase + sizeof(RankHeader) +
-                                             t->local_index_ * sizeof(RingControl));
-      p.out_data = pbase + ph->ring_offset + t->local_index_ * ring;
-      p.in = reinterpret_cast<RingControl*>(mybase + sizeof(RankHeader) + i * sizeof(RingControl));
-      p.in_data = mybase + off + i * ring;
-      // The rings this rank writes (in p's segment) and reads (in ours), mapped now rather
-      // than one fault per page on their first pass.
-      PrefaultRange(p.out_data, ring, /*write=*/true);
-      PrefaultRange(p.in_data, ring, /*write=*/false);
-      if (p.rank != ops.rank) {
-        // Map the initial window now so that it can be unlinked right after the exchange.
-        uint64_t gen = ph->window_gen.load(std::memory_order_acquire);
-        if (gen != 0) {
-          StatusOr<std::unique_ptr<ShmSegment>> w =
-              ShmSegment::Open(t->WindowName(p.prefix, gen), shm_detail::kWindowHeaderBytes);
-          if (!w.ok()) { st = w.status(); break; }
-          p.window = std::move(*w);
-          p.window_gen = gen;
-        }
-      }
+      const NameRecord& peer = all[t->local_ranks_[i]];
+      st = t->MapPeer(i, peer.prefix, peer.prefix[0] != '\0' && peer.local == 1);
     }
   }
-
-  // Single-copy probe: can we read each local sender's memory with process_vm_readv (same
-  // user, no ptrace restriction / seccomp filter in the way)? Published before the barrier
-  // below, so every sender knows before its first message whether we can take single-copy.
-  if (st.ok() && options.single_copy && nlocal > 1 && nlocal <= 64) {
-    uint64_t mask = 0;
-    for (size_t i = 0; i < nlocal; ++i) {
-      const Peer& p = t->peers_[i];
-      uint64_t got = 0;
-      struct iovec local_iov = {&got, sizeof(got)};
-      struct iovec remote_iov = {reinterpret_cast<void*>(p.header->cma_probe_addr), sizeof(got)};
-      if (process_vm_readv(p.header->pid, &local_iov, 1, &remote_iov, 1, 0) == sizeof(got) &&
-          got == p.header->cma_probe)
-        mask |= uint64_t{1} << i;
-    }
-    t->header_->cma_from_mask.store(mask, std::memory_order_release);
-  }
+  if (st.ok() && options.single_copy && nlocal > 1 && nlocal <= 64) t->ProbeSingleCopy();
 
   // Round 2: "mapped ok" flags. Doubles as the barrier after which names can go.
   NameRecord done = mine;
@@ -319,19 +305,7 @@ StatusOr<std::unique_ptr<ShmTransport>> ShmTransport::CreateWithOps(
     if (oks[r].ok != 1)
       return RemoteError("shm: rank " + std::to_string(r) +
                          " could not map the shared-memory segments of its host (see its error)");
-
-  for (Peer& p : t->peers_) {
-    uint64_t mask = p.header->cma_from_mask.load(std::memory_order_acquire);
-    p.single_copy = options.single_copy && ((mask >> t->local_index_) & 1) != 0;
-  }
-  int nlocal_int = static_cast<int>(nlocal);
-  BackoffPolicy policy = options.ranks_on_machine > nlocal_int
-                             ? BackoffPolicy::FromEnv(options.ranks_on_machine, UsableCpuCountOfHost())
-                             : BackoffPolicy::FromEnv(nlocal_int, t->CpusOfLocalRanks());
-  if (options.spin_us >= 0) policy.spin_us = options.spin_us;
-  if (options.yield_us >= 0) policy.yield_us = std::max(options.yield_us, policy.spin_us);
-  t->backoff_ = Backoff(policy);
-  t->last_liveness_check_ = Clock::now();
+  t->FinishSetup();
   return t;
 }
 
@@ -379,12 +353,13 @@ void ShmTransport::Complete(TransportRequest* req, Status st) {
 
 Status ShmTransport::PostSend(int peer, int channel, uint64_t tag, const void* buf, size_t bytes,
                               TransportRequest* req) {
+  // shm sends to itself too (a rank's own ring): self_ok.
+  WEFT_RETURN_IF_ERROR(CheckPostArgs("shm", "send", rank_, nranks_, peer, channel, 0xffff, buf, bytes,
+                                     req, /*self_ok=*/true));
   std::lock_guard<std::mutex> lock(mu_);
   Status st;
   Peer* p = Find(peer, &st);
   if (p == nullptr) return st;
-  if (channel < 0 || channel > 0xffff)
-    return InvalidArgument("shm: channel " + std::to_string(channel) + " outside [0, 65535]");
   req->Reset();
   ++pending_;
   p->sends.push_back(SendOp{static_cast<const unsigned char*>(buf), bytes, tag,
@@ -414,12 +389,12 @@ Status ShmTransport::RecvMismatch(const Peer& p, uint16_t channel, const RecvOp&
 
 Status ShmTransport::PostRecvOp(int peer, int channel, const RecvOp& op) {
   TransportRequest* req = op.req;
+  WEFT_RETURN_IF_ERROR(CheckPostArgs("shm", "recv", rank_, nranks_, peer, channel, 0xffff, op.buf,
+                                     op.bytes, req, /*self_ok=*/true));
   std::lock_guard<std::mutex> lock(mu_);
   Status st;
   Peer* p = Find(peer, &st);
   if (p == nullptr) return st;
-  if (channel < 0 || channel > 0xffff)
-    return InvalidArgument("shm: channel " + std::to_string(channel) + " outside [0, 65535]");
   req->Reset();
   ++pending_;
   uint16_t ch = static_cast<uint16_t>(channel);
@@ -747,72 +722,125 @@ Status ShmTransport::ReadSingleCopy(Peer& p, Incoming& c) {
   return OkStatus();
 }
 
-bool ShmTransport::ProgressRecvs(Peer& p) {
+// Gives the message that just started (p.cur) its destination: the first posted recv of its
+// channel (failed, and its payload skipped, when tag or size disagree), else a stash buffer
+// so the channel that is waiting can get at the messages behind it. False: the peer failed.
+bool ShmTransport::AttachIncoming(Peer& p, const shm_wire::ShmMsg& h) {
+  Incoming& c = p.cur;
+  MatchStash(p, h.channel);
+  auto rit = p.recvs.find(h.channel);
+  const bool stash_empty = p.stash.find(h.channel) == p.stash.end();
+  if (stash_empty && rit != p.recvs.end() && !rit->second.empty()) {
+    RecvOp r = rit->second.front();
+    rit->second.pop_front();
+    if (rit->second.empty()) p.recvs.erase(rit);
+    --p.posted_recvs;
+    c.req = r.req;
+    if (h.tag != r.tag || !r.Fits(h.bytes)) {
+      // Fail this recv, skip the payload: the stream stays in sync for what follows.
+      Complete(r.req, RecvMismatch(p, h.channel, r, h.tag, h.bytes));
+      c.req = nullptr;
+      c.dst = nullptr;
+    } else {
+      c.dst = r.buf;
+      r.req->bytes = h.bytes;
+    }
+    return true;
+  }
+  auto stashed = std::make_unique<Stashed>();
+  stashed->tag = h.tag;
+  try {
+    stashed->data.resize(h.bytes);
+  } catch (const std::bad_alloc&) {  // the size comes from another process's memory
+    FailPeer(p, InternalError("shm: from rank " + std::to_string(p.rank) + ": cannot buffer a " +
+                              std::to_string(h.bytes) + "-byte message on channel " +
+                              std::to_string(h.channel) + " that arrived before its recv"));
+    c.active = false;
+    return false;
+  }
+  c.stash = stashed.get();
+  c.dst = stashed->data.data();
+  p.stash[h.channel].push_back(std::move(stashed));
+  return true;
+}
+
+// Starts the next message from p's ring, but only when somebody waits for one from this peer
+// (otherwise it stays in the ring and the sender waits for room: rendezvous, as schedules
+// assume). 1: started, 0: nothing to start, -1: the peer failed.
+int ShmTransport::StartIncoming(Peer& p) {
+  if (p.posted_recvs == 0) return 0;
   const size_t ring = options_.ring_bytes_per_peer;
+  const uint64_t pos = RoundUp(p.in_head, kLine);
+  if (p.in_tail_seen < pos + kLine) {
+    p.in_tail_seen = p.in->tail.load(std::memory_order_acquire);
+    if (p.in_tail_seen < pos + kLine) return 0;
+  }
+  StatusOr<shm_wire::ShmMsg> decoded = shm_wire::DecodeShmHeader(p.in_data + pos % ring, shm_wire::kMaxMessageBytes);
+  p.in_head = pos + kLine;
+  if (!decoded.ok()) {
+    FailPeer(p, InternalError("shm: from rank " + std::to_string(p.rank) + ": " + decoded.status().message()));
+    return -1;
+  }
+  Incoming& c = p.cur;
+  c = Incoming();
+  c.active = true;
+  c.channel = decoded->channel;
+  c.bytes = decoded->bytes;
+  c.single_copy = decoded->single_copy;
+  c.address = decoded->address;
+  return AttachIncoming(p, *decoded) ? 1 : -1;
+}
+
+// Copies what the ring holds of the current message's payload, freeing the room at once (a
+// sender blocked on a full ring resumes while we copy on). True if any byte moved.
+bool ShmTransport::CopyFromRing(Peer& p) {
+  const size_t ring = options_.ring_bytes_per_peer;
+  Incoming& c = p.cur;
+  bool progressed = false;
+  while (c.received < c.bytes) {
+    size_t avail = p.in_tail_seen - p.in_head;
+    if (avail == 0) {
+      p.in_tail_seen = p.in->tail.load(std::memory_order_acquire);
+      avail = p.in_tail_seen - p.in_head;
+      if (avail == 0) break;
+    }
+    const size_t n = std::min({avail, c.bytes - c.received, ring - p.in_head % ring});
+    if (c.dst != nullptr) std::memcpy(c.dst + c.received, p.in_data + p.in_head % ring, n);
+    p.in_head += n;
+    c.received += n;
+    p.in->head.store(p.in_head, std::memory_order_release);
+    if (p.rank != rank_) Wake(p);
+    progressed = true;
+  }
+  return progressed;
+}
+
+// The current message is complete (zero-byte ones included: free their header's room too).
+void ShmTransport::FinishIncoming(Peer& p) {
+  Incoming& c = p.cur;
+  p.in->head.store(p.in_head, std::memory_order_release);
+  if (c.single_copy) {
+    p.in->cma_acks.fetch_add(1, std::memory_order_seq_cst);  // the sender may reuse its buffer
+    if (p.rank != rank_) Wake(p);
+  }
+  if (c.bytes == 0 && p.rank != rank_) Wake(p);
+  c.active = false;
+  if (c.stash != nullptr) {
+    c.stash->complete = true;
+    MatchStash(p, c.channel);
+  } else if (c.req != nullptr) {
+    Complete(c.req, OkStatus());
+  }
+}
+
+bool ShmTransport::ProgressRecvs(Peer& p) {
   bool progressed = false;
   while (true) {
     if (!p.cur.active) {
-      // Only pull a new message when somebody waits for one from this peer; otherwise it
-      // stays in the ring (the sender then waits for room: rendezvous, as schedules assume).
-      if (p.posted_recvs == 0) break;
-      uint64_t pos = RoundUp(p.in_head, kLine);
-      if (p.in_tail_seen < pos + kLine) {
-        p.in_tail_seen = p.in->tail.load(std::memory_order_acquire);
-        if (p.in_tail_seen < pos + kLine) break;
-      }
-      StatusOr<shm_wire::ShmMsg> decoded =
-          shm_wire::DecodeShmHeader(p.in_data + pos % ring, shm_wire::kMaxMessageBytes);
-      p.in_head = pos + kLine;
+      const int started = StartIncoming(p);
+      if (started < 0) return true;
+      if (started == 0) break;
       progressed = true;
-      if (!decoded.ok()) {
-        FailPeer(p, InternalError("shm: from rank " + std::to_string(p.rank) + ": " +
-                                  decoded.status().message()));
-        return true;
-      }
-      const shm_wire::ShmMsg& h = *decoded;
-      Incoming& c = p.cur;
-      c = Incoming();
-      c.active = true;
-      c.channel = h.channel;
-      c.bytes = h.bytes;
-      c.single_copy = h.single_copy;
-      c.address = h.address;
-      MatchStash(p, h.channel);
-      auto rit = p.recvs.find(h.channel);
-      bool stash_empty = p.stash.find(h.channel) == p.stash.end();
-      if (stash_empty && rit != p.recvs.end() && !rit->second.empty()) {
-        RecvOp r = rit->second.front();
-        rit->second.pop_front();
-        if (rit->second.empty()) p.recvs.erase(rit);
-        --p.posted_recvs;
-        c.req = r.req;
-        if (h.tag != r.tag || !r.Fits(h.bytes)) {
-          // Fail this recv, skip the payload: the stream stays in sync for what follows.
-          Complete(r.req, RecvMismatch(p, h.channel, r, h.tag, h.bytes));
-          c.req = nullptr;
-          c.dst = nullptr;
-        } else {
-          c.dst = r.buf;
-          r.req->bytes = h.bytes;
-        }
-      } else {
-        // Head-of-line message for a channel nobody waits on yet: stash it so that the
-        // channel that is waiting can get at its messages behind it.
-        auto s = std::make_unique<Stashed>();
-        s->tag = h.tag;
-        try {
-          s->data.resize(h.bytes);
-        } catch (const std::bad_alloc&) {  // the size comes from another process's memory
-          FailPeer(p, InternalError("shm: from rank " + std::to_string(p.rank) + ": cannot buffer a " +
-                                    std::to_string(h.bytes) + "-byte message on channel " +
-                                    std::to_string(h.channel) + " that arrived before its recv"));
-          c.active = false;
-          return true;
-        }
-        c.stash = s.get();
-        c.dst = s->data.data();
-        p.stash[h.channel].push_back(std::move(s));
-      }
     }
     Incoming& c = p.cur;
     if (c.single_copy && c.received < c.bytes) {
@@ -823,37 +851,9 @@ bool ShmTransport::ProgressRecvs(Peer& p) {
       }
       progressed = true;
     }
-    while (c.received < c.bytes) {
-      size_t avail = p.in_tail_seen - p.in_head;
-      if (avail == 0) {
-        p.in_tail_seen = p.in->tail.load(std::memory_order_acquire);
-        avail = p.in_tail_seen - p.in_head;
-        if (avail == 0) break;
-      }
-      size_t n = std::min({avail, c.bytes - c.received, ring - p.in_head % ring});
-      if (c.dst != nullptr) std::memcpy(c.dst + c.received, p.in_data + p.in_head % ring, n);
-      p.in_head += n;
-      c.received += n;
-      // Free the room at once: a sender blocked on a full ring resumes while we copy on.
-      p.in->head.store(p.in_head, std::memory_order_release);
-      if (p.rank != rank_) Wake(p);
-      progressed = true;
-    }
+    if (CopyFromRing(p)) progressed = true;
     if (c.received < c.bytes) break;
-    // Message complete (zero-byte ones included: free their header's room too).
-    p.in->head.store(p.in_head, std::memory_order_release);
-    if (c.single_copy) {
-      p.in->cma_acks.fetch_add(1, std::memory_order_seq_cst);  // the sender may reuse its buffer
-      if (p.rank != rank_) Wake(p);
-    }
-    if (c.bytes == 0 && p.rank != rank_) Wake(p);
-    c.active = false;
-    if (c.stash != nullptr) {
-      c.stash->complete = true;
-      MatchStash(p, c.channel);
-    } else if (c.req != nullptr) {
-      Complete(c.req, OkStatus());
-    }
+    FinishIncoming(p);
     progressed = true;
   }
   return progressed;

@@ -86,39 +86,15 @@
 
 #include "common/backoff.h"
 #include "common/status.h"
+#include "transports/shm/shm_options.h"
 #include "transports/shm/shm_segment.h"
 #include "transports/transport.h"
 
 namespace weft {
+namespace shm_wire {
+struct ShmMsg;  // shm_wire.h: a decoded message header
+}  // namespace shm_wire
 
-// Messages of at least this many bytes take the single-copy (CMA) path by default; smaller
-// ones go through the ring (WEFT_SHM_CMA_MIN_BYTES changes it per job). The cost model prices
-// the two paths by the same threshold (sim/engine.cc).
-inline constexpr size_t kShmSingleCopyMinBytesDefault = size_t{256} << 10;
-
-struct ShmOptions {
-  bool disabled = false;
-  size_t ring_bytes_per_peer = size_t{1} << 20;
-  size_t slice_bytes = size_t{64} << 10;
-  size_t initial_window_bytes = size_t{4} << 20;
-  size_t max_bytes = 0;  // 0 = no cap
-  int liveness_ms = 100;
-  bool single_copy = true;                         // WEFT_SHM_CMA=0 turns it off
-  size_t single_copy_min_bytes = kShmSingleCopyMinBytesDefault;  // WEFT_SHM_CMA_MIN_BYTES
-  int spin_us = -1;   // -1: BackoffPolicy::FromEnv for the number of local ranks
-  int yield_us = -1;  // -1: idem
-  // Ranks of the job on this machine, counting other "hosts" that share its CPUs (network
-  // namespaces: weft's host identity includes the netns, so their ranks are not this
-  // transport's peers). 0 = only this transport's ranks. When larger than the local ranks,
-  // the waiting policy is chosen for this many ranks on the machine's CPUs: 2 x 2 ranks in
-  // two namespaces on 2 cores are oversubscribed although each namespace has a core per rank,
-  // and spinning for 2 ms there starved the peer the spinner waited for (netns 2x2 allreduce
-  // 128-512 KiB took ~3 ms flat instead of 0.5-2.2 ms, RESULTS.md session 5).
-  int ranks_on_machine = 0;
-};
-// Defaults overridden by the WEFT_SHM_* variables above. Bad values fail with InvalidArgument
-// naming the variable and value.
-StatusOr<ShmOptions> ShmOptionsFromEnv();
 
 // What Create needs from the bootstrap (adapts src/core/bootstrap.h's Bootstrap and test fakes).
 struct ShmBootstrapOps {
@@ -301,6 +277,13 @@ class ShmTransport : public DirectTransport {
   Status RecvMismatch(const Peer& p, uint16_t channel, const RecvOp& r, uint64_t got_tag,
                       uint64_t got_bytes) const;
   Status PrepareWindowLocked(size_t bytes);
+  // Creation's phases (CreateWithOps).
+  Status IndexLocalRanks();
+  void InitControlSegment(size_t nlocal, size_t ring, size_t ring_offset);
+  Status CreateOwnSegments(size_t nlocal, bool shared);
+  Status MapPeer(size_t i, const std::string& peer_prefix, bool peer_ready);
+  void ProbeSingleCopy();
+  void FinishSetup();
   Peer* Find(int rank, Status* st);
   // The owner thread's lookup without the lock: null when aborted, unknown or failed (the
   // caller then takes the locked path, which says why).
@@ -310,6 +293,11 @@ class ShmTransport : public DirectTransport {
   bool PollAll();
   bool ProgressSends(Peer& p);
   bool ProgressRecvs(Peer& p);
+  // ProgressRecvs' phases: start a message, give it a destination, copy it, finish it.
+  int StartIncoming(Peer& p);
+  bool AttachIncoming(Peer& p, const shm_wire::ShmMsg& h);
+  bool CopyFromRing(Peer& p);
+  void FinishIncoming(Peer& p);
   bool ProgressWaits(Peer& p);
   Status CheckSignalTag(const Peer& p, uint64_t number, uint64_t expect_tag) const;
   Status ConsumeSignal(Peer& p, uint64_t expect_tag);

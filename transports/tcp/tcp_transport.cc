@@ -123,18 +123,6 @@ struct TcpTransport::Unexpected {
   size_t charged_ = 0;
 };
 
-TcpOptions TcpOptionsFromEnv() {
-  TcpOptions o;
-  // A bad value keeps the default here; ValidateSettings fails communicator creation on it.
-  o.streams_per_peer = static_cast<int>(SettingIntOr("WEFT_SOCKET_NSTREAMS", o.streams_per_peer));
-  o.socket_buffer_bytes = static_cast<size_t>(
-      SettingIntOr("WEFT_SOCKET_BUFFER", static_cast<int64_t>(o.socket_buffer_bytes)));
-  o.spin_us = static_cast<int>(SettingIntOr("WEFT_SOCKET_SPIN_US", o.spin_us));
-  o.yield_when_idle = SettingFlagOr("WEFT_SOCKET_YIELD", o.yield_when_idle);
-  o.max_unexpected_bytes = SettingBytesOr("WEFT_TCP_MAX_UNEXPECTED_BYTES", o.max_unexpected_bytes);
-  return o;
-}
-
 StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(TransportBootstrap* bootstrap,
                                                              const TcpOptions& options) {
   if (bootstrap == nullptr) return InvalidArgument("TcpTransport::Create: bootstrap is NULL");
@@ -235,19 +223,6 @@ std::string TcpTransport::PeerName(const Peer& p) const {
   return "rank " + std::to_string(p.rank) + " (" + p.addr.ToString() + ")";
 }
 
-Status TcpTransport::CheckPeer(int peer, int channel, const char* what) const {
-  if (peer < 0 || peer >= nranks_ || peer == rank_) {
-    return InvalidArgument(std::string("tcp ") + what + ": peer=" + std::to_string(peer) +
-                           " is not another rank of 0.." + std::to_string(nranks_ - 1) +
-                           " (this is rank " + std::to_string(rank_) + ")");
-  }
-  if (channel < 0 || channel >= static_cast<int>(kCulpritChannel)) {
-    return InvalidArgument(std::string("tcp ") + what + ": channel=" + std::to_string(channel) +
-                           " is outside 0.." + std::to_string(kCulpritChannel - 1));
-  }
-  return OkStatus();
-}
-
 TcpTransport::ChannelQueue& TcpTransport::Channel(Peer& p, int channel) {
   // Queues are made on first use: a header naming channel 65535 costs a pointer per channel,
   // not two deques per channel (about 80 MB per peer with libstdc++'s deque).
@@ -338,12 +313,8 @@ void TcpTransport::OnAccepted(net::HandshakeServer::Accepted& a) {
 
 Status TcpTransport::PostSend(int peer, int channel, uint64_t tag, const void* buf, size_t bytes,
                               TransportRequest* req) {
-  WEFT_RETURN_IF_ERROR(CheckPeer(peer, channel, "send"));
-  if (req == nullptr) return InvalidArgument("tcp send: req is NULL");
-  if (bytes > 0 && buf == nullptr) {
-    return InvalidArgument("tcp send to rank " + std::to_string(peer) + ": buf is NULL for " +
-                           std::to_string(bytes) + " bytes");
-  }
+  WEFT_RETURN_IF_ERROR(CheckPostArgs("tcp", "send", rank_, nranks_, peer, channel,
+                                     static_cast<int>(kCulpritChannel) - 1, buf, bytes, req));
   std::lock_guard<std::mutex> lock(mu_);
   if (aborted_.load()) return abort_status_.ok() ? SystemError("tcp: transport aborted") : abort_status_;
   Peer& p = peers_[peer];
@@ -382,14 +353,10 @@ Status TcpTransport::PostRecvUpTo(int peer, int channel, uint64_t tag, void* buf
 }
 
 Status TcpTransport::PostRecvOp(int peer, int channel, const RecvOp& op) {
-  WEFT_RETURN_IF_ERROR(CheckPeer(peer, channel, "recv"));
   TransportRequest* req = op.req;
   void* buf = op.buf;
-  if (req == nullptr) return InvalidArgument("tcp recv: req is NULL");
-  if (op.bytes > 0 && buf == nullptr) {
-    return InvalidArgument("tcp recv from rank " + std::to_string(peer) + ": buf is NULL for " +
-                           std::to_string(op.bytes) + " bytes");
-  }
+  WEFT_RETURN_IF_ERROR(CheckPostArgs("tcp", "recv", rank_, nranks_, peer, channel,
+                                     static_cast<int>(kCulpritChannel) - 1, buf, op.bytes, req));
   std::lock_guard<std::mutex> lock(mu_);
   if (aborted_.load()) return abort_status_.ok() ? SystemError("tcp: transport aborted") : abort_status_;
   Peer& p = peers_[peer];

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "common/log.h"
-#include "transports/ucx/ucx_tag.h"
+#include "transports/ucx/ucx_wire.h"
 #include "transports/ucx/ucx_transport.h"
 
 namespace weft {

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <string>
 
-#include "transports/ucx/ucx_tag.h"
+#include "transports/ucx/ucx_wire.h"
 #include "transports/ucx/ucx_transport.h"
 
 namespace weft {

@@ -14,7 +14,7 @@
 
 #include "common/log.h"
 #include "common/settings.h"
-#include "transports/ucx/ucx_tag.h"
+#include "transports/ucx/ucx_wire.h"
 
 namespace weft {
 namespace {
@@ -34,16 +34,6 @@ std::string HostName() {
 }
 
 }  // namespace
-
-UcxOptions UcxOptionsFromEnv() {
-  UcxOptions o;
-  // A bad value keeps the default here: ValidateSettings fails communicator creation on it.
-  StatusOr<std::string> mode = SettingChoice("WEFT_UCX_ERR_MODE", "auto");
-  if (mode.ok() && *mode == "peer") o.err_mode = UcxOptions::ErrMode::kRequire;
-  if (std::string tls = SettingText("WEFT_UCX_TLS"); !tls.empty()) o.tls = tls;
-  o.spin_us = static_cast<int>(SettingIntOr("WEFT_UCX_SPIN_US", o.spin_us));
-  return o;
-}
 
 // ---- setup ----
 

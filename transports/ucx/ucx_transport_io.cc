@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "common/log.h"
-#include "transports/ucx/ucx_tag.h"
+#include "transports/ucx/ucx_wire.h"
 #include "transports/ucx/ucx_transport.h"
 
 namespace weft {
@@ -22,19 +22,6 @@ using Clock = std::chrono::steady_clock;
 
 
 }  // namespace
-
-Status UcxTransport::CheckArgs(int peer, int channel, const char* what) const {
-  if (peer < 0 || peer >= nranks_ || peer == rank_) {
-    return InvalidArgument(std::string("ucx ") + what + ": peer=" + std::to_string(peer) +
-                           " is not another rank of 0.." + std::to_string(nranks_ - 1) +
-                           " (this is rank " + std::to_string(rank_) + ")");
-  }
-  if (channel < 0 || channel > kMaxUserChannel) {
-    return InvalidArgument(std::string("ucx ") + what + ": channel=" + std::to_string(channel) +
-                           " is outside 0.." + std::to_string(kMaxUserChannel));
-  }
-  return OkStatus();
-}
 
 UcxTransport::Op* UcxTransport::NewOp(int peer, int channel, bool is_recv, uint64_t tag,
                                       size_t bytes, TransportRequest* req) {
@@ -51,7 +38,7 @@ UcxTransport::Op* UcxTransport::NewOp(int peer, int channel, bool is_recv, uint6
 
 Status UcxTransport::PostSend(int peer, int channel, uint64_t tag, const void* buf, size_t bytes,
                               TransportRequest* req) {
-  WEFT_RETURN_IF_ERROR(CheckArgs(peer, channel, "send"));
+  WEFT_RETURN_IF_ERROR(CheckPostArgs("ucx", "send", rank_, nranks_, peer, channel, kMaxUserChannel, buf, bytes, req));
   std::lock_guard<std::mutex> lock(mu_);
   if (aborted_.load()) return abort_status_;
   Peer& p = peers_[peer];
@@ -92,7 +79,7 @@ Status UcxTransport::PostRecvUpTo(int peer, int channel, uint64_t tag, void* buf
 // kinds of receive are the same UCP call; only CheckRecv's size rule differs.
 Status UcxTransport::PostRecvImpl(int peer, int channel, uint64_t tag, void* buf, size_t bytes,
                                   bool up_to, TransportRequest* req) {
-  WEFT_RETURN_IF_ERROR(CheckArgs(peer, channel, "recv"));
+  WEFT_RETURN_IF_ERROR(CheckPostArgs("ucx", "recv", rank_, nranks_, peer, channel, kMaxUserChannel, buf, bytes, req));
   std::lock_guard<std::mutex> lock(mu_);
   if (aborted_.load()) return abort_status_;
   Peer& p = peers_[peer];

@@ -1,4 +1,4 @@
-// ucx_tag.h: how UcxTransport lays out the 64-bit UCP tag (internal to transports/ucx).
+// ucx_wire.h: how UcxTransport lays out the 64-bit UCP tag (internal to transports/ucx).
 //
 //   [63..44] source rank (20 bits) | [43..32] channel (12 bits) | [31..0] FoldTag(operation tag)
 //
