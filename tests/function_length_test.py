@@ -71,6 +71,17 @@ def long_functions(text, limit=LIMIT):
     return found
 
 
+def source_files(root, subdirs, exts):
+    """(path relative to root, text) of every file under root/subdir ending in one of exts."""
+    for sub in subdirs:
+        for dirpath, _, files in os.walk(os.path.join(root, sub)):
+            for f in sorted(files):
+                if f.endswith(exts):
+                    path = os.path.join(dirpath, f)
+                    with open(path, errors="replace") as fh:
+                        yield os.path.relpath(path, root), fh.read()
+
+
 def self_test():
     def fn(lines):
         return "int f(int x) {\n" + "  x += 1;\n" * (lines - 1) + "}\n"
@@ -87,14 +98,9 @@ def main():
         return 0
     root = sys.argv[1] if len(sys.argv) > 1 else "."
     bad = []
-    for sub in ROOTS:
-        for dirpath, _, files in os.walk(os.path.join(root, sub)):
-            for f in sorted(files):
-                if f.endswith(EXTS):
-                    path = os.path.join(dirpath, f)
-                    with open(path, errors="replace") as fh:
-                        for line, length in long_functions(fh.read()):
-                            bad.append(f"{os.path.relpath(path, root)}:{line}: {length} lines")
+    for rel, text in source_files(root, ROOTS, EXTS):
+        for line, length in long_functions(text):
+            bad.append(f"{rel}:{line}: {length} lines")
     for b in bad:
         print(b)
     print(f"{len(bad)} library function(s) over {LIMIT} lines")

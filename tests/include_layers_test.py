@@ -11,6 +11,9 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from function_length_test import source_files  # noqa: E402  (the one tree walk)
+
 # layer -> the layers it must not include
 FORBIDDEN = {"src/core": ["compress/", "api/"], "src/compress": ["api/"]}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
@@ -29,13 +32,8 @@ def main():
     root = sys.argv[1] if len(sys.argv) > 1 else "."
     bad = []
     for layer in FORBIDDEN:
-        for dirpath, _, files in os.walk(os.path.join(root, layer)):
-            for f in sorted(files):
-                if f.endswith((".cc", ".h")):
-                    path = os.path.join(dirpath, f)
-                    with open(path, errors="replace") as fh:
-                        for inc in offenders(layer, fh.read()):
-                            bad.append(f"{os.path.relpath(path, root)} includes {inc}")
+        for rel, text in source_files(root, [layer], (".cc", ".h")):
+            bad.extend(f"{rel} includes {inc}" for inc in offenders(layer, text))
     for b in bad:
         print(b)
     print(f"{len(bad)} include(s) against the layers")

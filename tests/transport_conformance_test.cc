@@ -3,7 +3,7 @@
 // and its own transport instance as in a real job (inproc: one hub shared by the instances).
 // Transport-specific behaviour (wire formats, handshakes, forged headers, kills of whole
 // processes) stays in each transport's own test; what is common lives here once (issue 34:
-// tcp's and ucx's tests were copies of each other).
+// tcp's and ucx's tests were copies of each other; the receive-up-to-N suite joined them).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -52,7 +52,8 @@ StatusOr<std::unique_ptr<Transport>> Make(const std::string& kind, int nranks, B
     std::vector<int> local;
     for (int r = 0; r < nranks; ++r) local.push_back(r);
     ShmOptions o;
-    o.ring_bytes_per_peer = 64 << 10;  // large messages wrap the ring several times
+    o.ring_bytes_per_peer = 64 << 10;      // large messages wrap the ring several times
+    o.single_copy_min_bytes = 128 << 10;  // and the largest take the single-copy path
     WEFT_ASSIGN_OR_RETURN(std::unique_ptr<ShmTransport> t, ShmTransport::Create(bs, local, o));
     return std::unique_ptr<Transport>(std::move(t));
   }
@@ -71,6 +72,89 @@ StatusOr<std::unique_ptr<Transport>> Make(const std::string& kind, int nranks, B
   }
 #endif
   return InvalidArgument("test: no transport '" + kind + "'");
+}
+
+std::vector<unsigned char> Bytes(size_t n, int seed) {
+  std::vector<unsigned char> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<unsigned char>(seed * 31 + i * 7 + (i >> 9));
+  return v;
+}
+
+// Receives of up to N bytes (Transport::PostRecvUpTo): a message shorter than the posted
+// receive arrives and TransportRequest::bytes reports its size; exact-size receives (PostRecv)
+// keep failing on any other size; a message longer than the receive fails that receive as a
+// mismatch and the stream stays usable for the next message. Both the "receive posted first"
+// and the "message arrived first" (buffered) paths are covered.
+constexpr uint64_t kTag = 0x1234000000000005ULL;
+// Message sizes the sender sends, in order, and what rank 1 posts for each.
+struct Expectation {
+  size_t sent;
+  size_t posted;
+  bool up_to;
+  bool fits;
+};
+const std::vector<Expectation>& Script() {
+  static const std::vector<Expectation> s = {
+      {100, 1000, true, true},         // short message, receive posted first
+      {0, 64, true, true},             // empty message into a non-empty receive
+      {300000, 1 << 20, true, true},   // large (single-copy / rendezvous paths)
+      {200, 200, false, true},         // exact size still works and reports its size
+      {2000, 1000, true, false},       // longer than the receive: a mismatch
+      {150, 100, false, false},        // exact-size receive of another size: a mismatch
+      {50, 4096, true, true},          // the stream is still in sync afterwards
+      {77, 4096, true, true},          // arrives before its receive is posted (buffered)
+  };
+  return s;
+}
+
+std::string Sender(Transport* t) {
+  const auto& script = Script();
+  std::vector<std::vector<unsigned char>> data;
+  std::vector<TransportRequest> reqs(script.size());
+  std::vector<TransportRequest*> ptrs;
+  for (size_t k = 0; k < script.size(); ++k) data.push_back(Bytes(script[k].sent, static_cast<int>(k)));
+  for (size_t k = 0; k < script.size(); ++k) {
+    Status st = t->PostSend(1, 0, kTag, data[k].data(), data[k].size(), &reqs[k]);
+    if (!st.ok()) return "send " + std::to_string(k) + ": " + st.message();
+    ptrs.push_back(&reqs[k]);
+  }
+  Status st = WaitAll(t, ptrs);
+  return st.ok() ? "" : "sends: " + st.message();
+}
+
+std::string Receiver(Transport* t) {
+  const auto& script = Script();
+  std::string fails;
+  for (size_t k = 0; k < script.size(); ++k) {
+    const Expectation& e = script[k];
+    // The last message is left to arrive first: let it land in the transport's buffer.
+    if (k + 1 == script.size()) {
+      for (int i = 0; i < 50; ++i) (void)t->Progress(1000);
+    }
+    std::vector<unsigned char> buf(e.posted + 16, 0xEE);
+    TransportRequest req;
+    Status st = e.up_to ? t->PostRecvUpTo(0, 0, kTag, buf.data(), e.posted, &req)
+                        : t->PostRecv(0, 0, kTag, buf.data(), e.posted, &req);
+    if (st.ok()) st = WaitAll(t, {&req});
+    if (!st.ok()) return "message " + std::to_string(k) + ": post/progress failed: " + st.message();
+    std::string where = "message " + std::to_string(k) + " (" + std::to_string(e.sent) + " bytes into " +
+                        (e.up_to ? "at most " : "exactly ") + std::to_string(e.posted) + "): ";
+    if (!e.fits) {
+      if (req.status.ok()) fails += where + "succeeded, expected a mismatch\n";
+      else if (req.status.message().find(kTagMismatchMarker) == std::string::npos)
+        fails += where + "failed without the mismatch marker: " + req.status.message() + "\n";
+      continue;
+    }
+    if (!req.status.ok()) {
+      fails += where + req.status.message() + "\n";
+      continue;
+    }
+    if (req.bytes != e.sent) fails += where + "reported " + std::to_string(req.bytes) + " bytes\n";
+    std::vector<unsigned char> want = Bytes(e.sent, static_cast<int>(k));
+    if (e.sent > 0 && std::memcmp(buf.data(), want.data(), e.sent) != 0) fails += where + "wrong data\n";
+    if (buf[e.posted] != 0xEE) fails += where + "wrote past the posted size\n";
+  }
+  return fails;
 }
 
 class Conformance : public ::testing::TestWithParam<std::string> {
@@ -236,6 +320,12 @@ TEST_P(Conformance, AbortFromAnotherThread) {
     TransportRequest s;
     EXPECT_FALSE(t->PostSend(1, 0, 2, &x, 8, &s).ok());
     t->Abort(SystemError("again"));
+  });
+}
+
+TEST_P(Conformance, ReceiveUpToN) {
+  RunRanks(2, [&](int r, Transport* t) {
+    EXPECT_EQ(r == 0 ? Sender(t) : Receiver(t), "") << (r == 0 ? "sender" : "receiver");
   });
 }
 

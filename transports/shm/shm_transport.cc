@@ -86,6 +86,19 @@ int ShmTransport::CpusOfLocalRanks() const {
 // Creation
 // ---------------------------------------------------------------------------------------
 
+// The liveness lock: a write lock on the first byte of a rank's control segment, held by the
+// rank (F_OFD_SETLK) until its process closes the fd, exit included; a peer probes it with
+// F_OFD_GETLK and finds it released when the rank died.
+static struct flock LivenessLock() {
+  struct flock fl;
+  std::memset(&fl, 0, sizeof(fl));
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = 0;
+  fl.l_len = 1;
+  return fl;
+}
+
 // Fills local_of_rank_ from local_ranks_; the error when they are not a valid set holding
 // this rank.
 Status ShmTransport::IndexLocalRanks() {
@@ -158,12 +171,7 @@ Status ShmTransport::CreateOwnSegments(size_t nlocal, bool shared) {
   InitControlSegment(nlocal, ring, ring_offset);
   if (shared) {
     // Liveness lock: held until this process closes the fd (exit included).
-    struct flock fl;
-    std::memset(&fl, 0, sizeof(fl));
-    fl.l_type = F_WRLCK;
-    fl.l_whence = SEEK_SET;
-    fl.l_start = 0;
-    fl.l_len = 1;
+    struct flock fl = LivenessLock();
     if (fcntl(control_->fd(), F_OFD_SETLK, &fl) != 0)
       return SystemError("shm: cannot lock " + control_->name() + ": " + std::strerror(errno));
   }
@@ -959,12 +967,7 @@ Status ShmTransport::PeerAlive(const Peer& p, int* blamed) const {
     return RemoteError("shm: " + who + " died (process gone) while rank " +
                        std::to_string(rank_) + " waits on it");
   if (p.control && p.control->fd() >= 0) {
-    struct flock fl;
-    std::memset(&fl, 0, sizeof(fl));
-    fl.l_type = F_WRLCK;
-    fl.l_whence = SEEK_SET;
-    fl.l_start = 0;
-    fl.l_len = 1;
+    struct flock fl = LivenessLock();
     if (fcntl(p.control->fd(), F_OFD_GETLK, &fl) == 0 && fl.l_type == F_UNLCK)
       return RemoteError("shm: " + who + " died (its liveness lock was released) while rank " +
                          std::to_string(rank_) + " waits on it");
