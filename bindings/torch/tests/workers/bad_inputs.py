@@ -42,9 +42,11 @@ if __name__ == "__main__":
         expect(ValueError, ["all_to_all_single", "input_split_sizes sum to"],
                lambda: dist.all_to_all_single(torch.empty(4), torch.ones(4),
                                               [2] * size, [3] * size)),
-        expect(ValueError, ["all_gather", "tensor_list[1]", "elements"],
-               lambda: dist.all_gather([torch.empty(3), torch.empty(2)] + [torch.empty(3)] *
-                                       (size - 2), torch.ones(3))),
+        # Uneven lists are legal (weftAllGatherV); this rank's own block must match its input,
+        # and every rank here gets it wrong, so every rank refuses before any exchange. (A
+        # list wrong on one rank only is that rank's error; its peers wait for it, as in NCCL.)
+        expect(ValueError, ["all_gather", f"tensor_list[{rank}] (this rank's block)", "elements"],
+               lambda: dist.all_gather([torch.empty(2)] * size, torch.ones(3))),
         expect(TypeError, ["all_reduce", "Float8_e4m3fn", "not supported"],
                lambda: dist.all_reduce(torch.zeros(4).to(torch.float8_e4m3fn))),
         expect(TypeError, ["all_reduce", "Bool"], lambda: dist.all_reduce(torch.ones(3).bool())),
