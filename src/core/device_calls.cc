@@ -38,7 +38,7 @@ struct Job {
   void Release(DeviceRuntime& rt) {
     for (EventHandle e : inputs_ready) (void)rt.EventDestroy(e);
     if (outputs_copied != nullptr) (void)rt.EventDestroy(outputs_copied);
-    if (staging != nullptr) PutStaging(rt, staging_class, staging);
+    if (staging != nullptr) PutStaging(staging_class, staging);
   }
 };
 

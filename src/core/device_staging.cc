@@ -209,7 +209,7 @@ Status GetStaging(DeviceRuntime& rt, size_t* size_class, char** block) {
 // Never frees: this runs on a progress thread, and freeing pinned memory waits for the whole
 // device (cudaFreeHost), whose streams may be waiting for this very thread's next flag. The
 // H100 hung so from 8 MiB allreduces, once the pool passed kPoolBytes. TrimStaging frees.
-void PutStaging(DeviceRuntime&, size_t size_class, char* block) {
+void PutStaging(size_t size_class, char* block) {
   Pool& pool = ThePool();
   std::lock_guard<std::mutex> l(pool.mu);
   pool.free.emplace(size_class, block);

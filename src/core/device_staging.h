@@ -53,7 +53,7 @@ void Retarget(std::vector<StagedPiece>* pieces, char* staging);
 // TrimStaging frees the pool down to its limit, from a thread whose jobs have drained.
 size_t StagingSizeClass(size_t bytes);
 Status GetStaging(device::DeviceRuntime& rt, size_t* size_class, char** block);
-void PutStaging(device::DeviceRuntime& rt, size_t size_class, char* block);
+void PutStaging(size_t size_class, char* block);
 void TrimStaging(device::DeviceRuntime& rt);
 
 }  // namespace weft

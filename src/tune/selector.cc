@@ -436,7 +436,6 @@ StatusOr<bool> Selector::Preempt(ScheduleRequest* request, size_t elem_size, siz
                    ") cannot run this call; ";
     }
   }
-
   return false;
 }
 

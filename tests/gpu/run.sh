@@ -19,7 +19,7 @@ mkdir -p "$OUT"
 # back at most 8 files, and a run cut off at its limit still returns what it had packed.
 LOGS=$(mktemp -d)
 status=0
-pack() { tar czf "$OUT/logs.tgz" -C "$LOGS" . 2>/dev/null; cp "$OUT/summary.txt" "$LOGS/" 2>/dev/null; }
+pack() { tar czf "$OUT/logs.tgz" -C "$LOGS" . 2>/dev/null; }  # the summary is in $OUT itself
 step() { pack; echo "== $*" | tee -a "$OUT/summary.txt"; }
 note() { echo "$*" | tee -a "$OUT/summary.txt"; }
 
@@ -50,7 +50,9 @@ NV_LIBS=$(for f in libnccl.so.2 libcudart.so.13 libcudart.so.12; do
 note "NVIDIA libraries for nccl-perf: ${NV_LIBS:-none found}"
 run() {  # run LOG CMD...: one test step (at most 150 s); its last lines go to the summary
   local log=$1; shift
-  timeout 150 "$@" > "$LOGS/$log" 2>&1 || { status=1; note "FAILED ($?): $*"; }
+  local rc=0
+  timeout 150 "$@" > "$LOGS/$log" 2>&1 || rc=$?
+  if [ "$rc" -ne 0 ]; then status=1; note "FAILED (exit $rc): $*"; fi
   tail -3 "$LOGS/$log" >> "$OUT/summary.txt"
 }
 # Backtraces of every thread of the processes named NAME (cuda-gdb attaches; the image has
