@@ -72,6 +72,9 @@ const std::vector<SettingInfo>& Table() {
       // Devices.
       {"WEFT_DEVICE", K::kText, "cuda if a GPU, else none", "device runtime: cuda, emulated[:N] or none"},
       {"WEFT_EMULATED_DELAY_US", K::kInt, "0", "emulated GPU: random delay up to N us per operation", 0, 10000000},
+      {"WEFT_EMULATED_TOPO", K::kText, "nvswitch", "emulated GPUs' links: preset name or topology file"},
+      {"WEFT_IPC", K::kFlag, "1", "device buffers of same-host ranks go device to device through IPC"},
+      {"WEFT_IPC_WINDOW_BYTES", K::kBytes, "4M", "IPC window per rank (a call larger than it runs in chunks)", 4096},
       // Topology and selection.
       {"WEFT_TOPO_FILE", K::kText, "discovery", "saved topology or preset:NAME"},
       {"WEFT_TUNING_FILE", K::kText, "none", "measured decisions replacing the model's"},
@@ -82,6 +85,7 @@ const std::vector<SettingInfo>& Table() {
        "compress float sum/avg allreduces job-wide where it pays (':always' forces it)"},
       {"WEFT_COMPRESSION_MIN_BYTES", K::kBytes, "64K", "smaller allreduces stay uncompressed"},
       {"WEFT_COMPRESSION_FEEDBACK", K::kFlag, "1", "error feedback for WEFT_COMPRESSION"},
+      {"WEFT_COMPRESSION_CHUNK_BYTES", K::kBytes, "auto", "pipeline chunk of compressed collectives (0 = not pipelined)"},
   };
   return rows;
 }
