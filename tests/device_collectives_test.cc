@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -632,6 +633,40 @@ TEST(DeviceStreamSemantics, DeadPeerDuringIpcCallReachesAsyncErrorNamingIt) {
     std::fprintf(stderr, "async error as reported: %s\n", msg.c_str());
     return std::string();
   }, {0});
+}
+
+// One rank of a job launched by perf/netns/run.sh (2 namespace "hosts" x 2 ranks, tests/
+// netns.cmake): the whole matrix on device buffers, each rank on its host's emulated GPU
+// WEFT_LOCAL_RANK. allreduce, allgather and all-to-all run hierarchical_direct, device to
+// device through ipc inside each host and staged across (device_hybrid.h); the rest staged.
+// The ctest entry checks that every rank's log names the ipc transport for its host peer.
+TEST(DeviceWorker, WholeMatrixAsOneRankOfALaunchedJob) {
+  const char* worker = std::getenv("DEVICE_TEST_WORKER");
+  if (worker == nullptr) GTEST_SKIP() << "runs only as a rank launched by perf/netns/run.sh (DEVICE_TEST_WORKER=1)";
+  const char* local = std::getenv("WEFT_LOCAL_RANK");
+  int devices = 1;
+  weftDeviceGetCount(&devices);
+  Rank r{nullptr, 0, 0, (local != nullptr ? std::atoi(local) : 0) % std::max(devices, 1), nullptr};
+  ASSERT_EQ(weftCommInitFromEnv(&r.comm), weftSuccess) << Err("init");
+  ASSERT_EQ(weftCommUserRank(r.comm, &r.rank), weftSuccess);
+  ASSERT_EQ(weftCommCount(r.comm, &r.nranks), weftSuccess);
+  ASSERT_EQ(weftDeviceStreamCreate(&r.stream, r.device), weftSuccess) << Err("stream");
+  size_t hybrid = 0;
+  for (const Case& c : Matrix(r.nranks)) {
+    const size_t before = weft::IpcCallCount(r.comm);
+    const std::string e = RunCase(c, r);
+    ASSERT_EQ(e, "") << "rank " << r.rank << ": " << KindName(c.kind) << " "
+                     << weft_test::TypeName(c.dtype) << " " << weft_test::OpName(c.op) << " "
+                     << (c.in_place ? "in-place" : "out-of-place") << " count=" << c.count;
+    hybrid += weft::IpcCallCount(r.comm) - before;
+  }
+  std::printf("rank %d: %zu calls device to device inside the host, staged across\n", r.rank, hybrid);
+  EXPECT_GT(hybrid, 0u) << "no call took the ipc path";
+  weftResult_t async = weftSuccess;
+  weftCommGetAsyncError(r.comm, &async);
+  EXPECT_EQ(async, weftSuccess) << weftGetLastError(nullptr);
+  weftDeviceStreamDestroy(r.stream);
+  weftCommDestroy(r.comm);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "core/device_ipc.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -11,6 +12,7 @@
 #include "algorithms/registry.h"
 #include "common/log.h"
 #include "core/api_internal.h"
+#include "core/device_hybrid.h"
 #include "core/device_progress.h"
 #include "device/device_runtime.h"
 #include "exec/stream_program.h"
@@ -70,16 +72,34 @@ bool DeviceBuffers(const CollectiveCall& call, int* device) {
   return true;
 }
 
-// WEFT_ALGO's algorithm when it names a direct one; a forced non-direct one: nullptr (staged).
+// On one host, a direct algorithm; across hosts, hierarchical_direct (direct steps inside each
+// host, messages across). WEFT_ALGO's choice when it is one of those; any other forced
+// algorithm: nullptr (staged).
 const AlgorithmInfo* ChooseIpcAlgorithm(const weftComm* comm, const CollectiveCall& call, size_t elem) {
   const bool per_rank_blocks = call.collective != Collective::kAllReduce;
+  const bool one_host = comm->host_groups.size() <= 1;
   const size_t bytes = call.count * elem * (per_rank_blocks ? static_cast<size_t>(comm->nranks) : 1);
+  auto usable = [one_host](const AlgorithmInfo* info) {
+    return info != nullptr && (one_host ? info->direct : info->name == "hierarchical_direct");
+  };
   if (const std::string* forced = comm->overrides.Lookup(call.collective, bytes)) {
     const AlgorithmInfo* info = FindAlgorithm(call.collective, *forced);
-    return info != nullptr && info->direct ? info : nullptr;
+    return usable(info) ? info : nullptr;
   }
-  const char* name = per_rank_blocks ? "direct" : bytes <= kOneshotMaxBytes ? "oneshot" : "twoshot";
-  return FindAlgorithm(call.collective, name);
+  const char* name = !one_host ? "hierarchical_direct"
+                     : per_rank_blocks ? "direct"
+                     : bytes <= kOneshotMaxBytes ? "oneshot" : "twoshot";
+  const AlgorithmInfo* info = FindAlgorithm(call.collective, name);
+  return usable(info) ? info : nullptr;
+}
+
+// The ranks of this rank's host (all of them on one host).
+std::vector<int> HostRanks(const weftComm* comm) {
+  for (const std::vector<int>& g : comm->host_groups)
+    if (std::find(g.begin(), g.end(), comm->rank) != g.end()) return g;
+  std::vector<int> all;
+  for (int r = 0; r < comm->nranks; ++r) all.push_back(r);
+  return all;
 }
 
 Status SetUp(weftComm* comm, IpcCommState* st, int device, const ipc::IpcOptions& options) {
@@ -90,7 +110,7 @@ Status SetUp(weftComm* comm, IpcCommState* st, int device, const ipc::IpcOptions
     return AllGatherOnComm(comm, mine, bytes, all, "ipc window exchange");
   };
   StatusOr<std::unique_ptr<ipc::IpcTransport>> t =
-      ipc::IpcTransport::Create(rt, comm->rank, comm->nranks, device, options, allgather);
+      ipc::IpcTransport::Create(rt, comm->rank, comm->nranks, device, HostRanks(comm), options, allgather);
   if (!t.ok()) return st->setup_error = t.status().WithContext("rank " + std::to_string(comm->rank) + ": ipc set-up");
   st->transport = std::move(*t);
   st->events.assign(kEvents, nullptr);
@@ -114,10 +134,12 @@ StatusOr<std::shared_ptr<const Schedule>> PlanFor(weftComm* comm, IpcCommState* 
   req.nranks = comm->nranks;
   req.count = call.count;
   req.root = call.root;
-  req.all_ranks_mappable = true;
-  req.groups = {std::vector<int>()};
-  for (int r = 0; r < comm->nranks; ++r) req.groups[0].push_back(r);
-  req.scope = PlanScope::ForRank(comm->rank);
+  req.all_ranks_mappable = comm->host_groups.size() <= 1;
+  req.groups_mappable = true;
+  req.groups = comm->host_groups.empty() ? std::vector<std::vector<int>>{HostRanks(comm)} : comm->host_groups;
+  // Across hosts every rank's steps are built: whether the call can run this way must be
+  // decided alike on every rank (TrySubmitIpc), and ranks' steps differ there.
+  req.scope = comm->host_groups.size() > 1 ? PlanScope::AllRanks() : PlanScope::ForRank(comm->rank);
   StatusOr<Schedule> built = BuildSchedule(algo, req);
   if (!built.ok()) return built.status();
   auto plan = std::make_shared<const Schedule>(std::move(*built));
@@ -164,20 +186,28 @@ void Watch(weftComm* comm, const std::shared_ptr<IpcCommState>& st, EventHandle 
 }
 
 Status Enqueue(weftComm* comm, const std::shared_ptr<IpcCommState>& st, const CollectiveCall& call,
-               const Schedule& plan, weftStream_t stream) {
+               const Schedule& plan, weftStream_t stream, bool hybrid) {
   DeviceRuntime& rt = device::ActiveRuntime();
   ipc::IpcTransport& t = *st->transport;
   const std::string what = "rank " + std::to_string(comm->rank) + ": " +
                            CollectiveName(call.collective) + " " + plan.algorithm +
                            " on device buffers over ipc (stream " + PtrStr(stream) + ")";
   if (st->last_done != nullptr) WEFT_RETURN_IF_ERROR(rt.StreamWaitEvent(stream, st->last_done));
-  StreamBuffers b;
-  b.input = static_cast<const char*>(call.sendbuff);
-  b.output = static_cast<char*>(call.recvbuff);
-  b.elem = TypeSize(call.dtype);
-  b.dtype = call.dtype;
-  b.op = call.op;
-  Status s = EnqueueStreamProgram(plan.ranks[comm->rank], b, t, rt, stream);
+  std::shared_ptr<HybridJob> host_half;  // messages across hosts (device_hybrid.h)
+  Status s;
+  if (hybrid) {
+    StatusOr<std::shared_ptr<HybridJob>> job = EnqueueHybrid(comm, call, plan, t, stream);
+    if (job.ok()) host_half = *job;
+    s = job.status();
+  } else {
+    StreamBuffers b;
+    b.input = static_cast<const char*>(call.sendbuff);
+    b.output = static_cast<char*>(call.recvbuff);
+    b.elem = TypeSize(call.dtype);
+    b.dtype = call.dtype;
+    b.op = call.op;
+    s = EnqueueStreamProgram(plan.ranks[comm->rank], b, t, rt, stream);
+  }
   EventHandle done = st->events[st->calls++ % kEvents];
   if (s.ok()) s = rt.EventRecord(done, stream);
   if (!s.ok()) {
@@ -187,7 +217,10 @@ Status Enqueue(weftComm* comm, const std::shared_ptr<IpcCommState>& st, const Co
   }
   st->last_done = done;
   const double timeout = comm->timeout_s;
-  EnqueueDeviceJob(comm, [comm, st, done, timeout, what] { Watch(comm, st, done, timeout, what); });
+  EnqueueDeviceJob(comm, [comm, st, done, timeout, what, host_half] {
+    if (host_half) RunHybrid(comm, *host_half, *st->transport, what);
+    Watch(comm, st, done, timeout, what);
+  });
   return OkStatus();
 }
 
@@ -196,7 +229,7 @@ Status Enqueue(weftComm* comm, const std::shared_ptr<IpcCommState>& st, const Co
 Status TrySubmitIpc(weftComm* comm, const std::vector<std::variant<CollectiveCall, P2POp>>& ops,
                     weftStream_t stream, bool* taken) {
   *taken = false;
-  if (ops.size() != 1 || comm->bootstrap == nullptr || comm->host_groups.size() > 1) return OkStatus();
+  if (ops.size() != 1 || comm->bootstrap == nullptr) return OkStatus();
   const auto* call = std::get_if<CollectiveCall>(&ops[0]);
   if (call == nullptr || !IpcCollective(call->collective) || !comm->overrides_error.ok()) return OkStatus();
   Status options_error;
@@ -221,12 +254,23 @@ Status TrySubmitIpc(weftComm* comm, const std::vector<std::variant<CollectiveCal
                         std::to_string(st->transport->device()) + " (a communicator serves one device)");
   StatusOr<std::shared_ptr<const Schedule>> plan = PlanFor(comm, st.get(), *call, *algo, elem);
   if (!plan.ok()) return plan.status().WithContext("ipc: " + algo->name);
-  if (!StreamLowerable((*plan)->ranks[comm->rank], elem, st->transport->window_bytes())) {
-    *taken = false;  // e.g. a window smaller than the schedule's Scratch: staged
+  const size_t window = st->transport->window_bytes();
+  // Across hosts always the hybrid form, even for a rank without messages in this call: every
+  // rank's call then takes one sequence number (device_hybrid.h), and every rank must be able
+  // to run its steps so (e.g. Scratch within the window), else all stage the call.
+  const bool hybrid = comm->host_groups.size() > 1;
+  bool lowerable = true;
+  for (int r = 0; r < comm->nranks; ++r)
+    if (hybrid || r == comm->rank) {
+      const RankSchedule& rs = (*plan)->ranks[r];
+      lowerable = lowerable && (hybrid ? HybridLowerable(rs, elem, window) : StreamLowerable(rs, elem, window));
+    }
+  if (!lowerable) {
+    *taken = false;
     return OkStatus();
   }
   comm->last_algorithm = &algo->name;
-  return Enqueue(comm, st, *call, **plan, stream);
+  return Enqueue(comm, st, *call, **plan, stream, hybrid);
 }
 
 size_t IpcCallCount(const weftComm* comm) { return comm->ipc ? comm->ipc->calls : 0; }

@@ -1,14 +1,18 @@
-// Device calls device to device between the processes of one host: the ipc transport
+// Device calls device to device between the processes of a host: the ipc transport
 // (transports/ipc/) and a direct schedule enqueued on the caller's stream
 // (exec/stream_program.h), instead of staging through pinned host memory (device_calls.h).
 //
 // Which calls: a single allreduce, allgather, reduce-scatter or all-to-all on device buffers
-// of a process communicator whose ranks share one host, with WEFT_IPC on (the default) and a
-// direct algorithm for it: WEFT_ALGO's when it names one (a forced non-direct algorithm, e.g.
-// ring, is staged as before), else oneshot for allreduces up to kOneshotMaxBytes and twoshot
-// above, and `direct` for the others. Broadcast, reduce, all-to-allv, send/recv and groups of
-// several operations are staged. The decision depends only on the call's arguments and
-// settings every rank shares, so every rank takes the same path.
+// of a process communicator, with WEFT_IPC on (the default) and an algorithm for it:
+//   * one host: a direct algorithm, WEFT_ALGO's when it names one (a forced non-direct
+//     algorithm, e.g. ring, is staged as before), else oneshot for allreduces up to
+//     kOneshotMaxBytes and twoshot above, and `direct` for the others; the whole schedule runs
+//     on the stream;
+//   * several hosts: hierarchical_direct (allreduce, allgather, all-to-all): its direct steps
+//     on the stream inside each host, its messages across hosts staged (device_hybrid.h).
+// Broadcast, reduce, all-to-allv, send/recv, groups of several operations and anything else
+// are staged. The decision depends only on the call's arguments and settings every rank
+// shares, so every rank takes the same path.
 //
 // Set-up: the first such call allocates this rank's window on the stream's device and
 // exchanges windows over the data path (AllGatherOnComm): once per communicator, after the

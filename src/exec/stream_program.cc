@@ -53,7 +53,9 @@ struct Lowering {
   }
 };
 
-bool StreamStep(StepOp op) {
+}  // namespace
+
+bool IsStreamStep(StepOp op) {
   switch (op) {
     case StepOp::kCopy:
     case StepOp::kReduce:
@@ -68,13 +70,16 @@ bool StreamStep(StepOp op) {
   }
 }
 
-}  // namespace
-
 bool StreamLowerable(const RankSchedule& rs, size_t elem, size_t window_bytes) {
   if (rs.scratch_count > window_bytes / (elem == 0 ? 1 : elem)) return false;
   for (const Step& st : rs.steps)
-    if (!StreamStep(st.op)) return false;
+    if (!IsStreamStep(st.op)) return false;
   return true;
+}
+
+Status EnqueueStreamStep(const Step& step, const StreamBuffers& b, ipc::IpcTransport& t,
+                         device::DeviceRuntime& rt, device::StreamHandle stream) {
+  return Lowering{b, t, rt, stream}.Run(step);
 }
 
 Status EnqueueStreamProgram(const RankSchedule& rs, const StreamBuffers& b, ipc::IpcTransport& t,

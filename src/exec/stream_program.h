@@ -31,8 +31,13 @@ struct StreamBuffers {
   weftRedOp_t op = weftSum;
 };
 
+// Whether the stream runs this kind of step (above).
+bool IsStreamStep(StepOp op);
 // Whether every step of rs is one the stream can run (above), and its Scratch fits `window`.
 bool StreamLowerable(const RankSchedule& rs, size_t elem, size_t window_bytes);
+// Enqueues one stream step (IsStreamStep) of a schedule on `stream`.
+Status EnqueueStreamStep(const Step& step, const StreamBuffers& b, ipc::IpcTransport& t,
+                         device::DeviceRuntime& rt, device::StreamHandle stream);
 
 // Enqueues rs on `stream`. Errors (a step that cannot run, a runtime refusal) name the step;
 // after an error part of the schedule may be queued: the caller must treat the transport as

@@ -44,6 +44,7 @@ IpcTransport::IpcTransport(device::DeviceRuntime& rt, int rank, int nranks, int 
 
 StatusOr<std::unique_ptr<IpcTransport>> IpcTransport::Create(device::DeviceRuntime& rt, int rank,
                                                              int nranks, int device,
+                                                             const std::vector<int>& host_ranks,
                                                              const IpcOptions& options,
                                                              const AllGatherFn& allgather) {
   if (nranks < 1 || rank < 0 || rank >= nranks)
@@ -66,11 +67,11 @@ StatusOr<std::unique_ptr<IpcTransport>> IpcTransport::Create(device::DeviceRunti
   const std::vector<char> zeros(t->header_bytes_, 0);
   WEFT_RETURN_IF_ERROR(rt.MemcpyAsync(t->local_, zeros.data(), zeros.size(), t->rescue_));
   WEFT_RETURN_IF_ERROR(rt.StreamSynchronize(t->rescue_));
-  WEFT_RETURN_IF_ERROR(t->Exchange(allgather));
+  WEFT_RETURN_IF_ERROR(t->Exchange(allgather, host_ranks));
   return t;
 }
 
-Status IpcTransport::Exchange(const AllGatherFn& allgather) {
+Status IpcTransport::Exchange(const AllGatherFn& allgather, const std::vector<int>& host_ranks) {
   PeerRecord mine;
   std::snprintf(mine.runtime, sizeof mine.runtime, "%s", rt_.name());
   mine.rank = rank_;
@@ -83,8 +84,8 @@ Status IpcTransport::Exchange(const AllGatherFn& allgather) {
   // Check every record before importing any, so that every rank fails alike on a mismatch.
   for (int q = 0; q < nranks_; ++q)
     if (q != rank_) WEFT_RETURN_IF_ERROR(CheckPeerRecord(mine, all[q], q));
-  for (int q = 0; q < nranks_; ++q) {
-    if (q == rank_) continue;
+  for (int q : host_ranks) {
+    if (q == rank_ || q < 0 || q >= nranks_) continue;
     void* mapped = nullptr;
     WEFT_RETURN_IF_ERROR(rt_.ImportHandle(all[q].handle, &mapped)
                              .WithContext("ipc: import of rank " + std::to_string(q) + "'s window"));
@@ -110,7 +111,7 @@ IpcTransport::~IpcTransport() {
 std::string IpcTransport::Describe() const {
   std::string s;
   for (int q = 0; q < nranks_; ++q) {
-    if (q == rank_) continue;
+    if (!Reaches(q)) continue;
     if (!s.empty()) s += "; ";
     s += "rank " + std::to_string(q) + " via ipc (device " + std::to_string(peer_device_[q]) +
          ", pid " + std::to_string(pid_[q]) + ")";
@@ -119,9 +120,9 @@ std::string IpcTransport::Describe() const {
 }
 
 Status IpcTransport::CheckPeerArgs(const char* what, int peer) const {
-  if (peer < 0 || peer >= nranks_ || peer == rank_)
+  if (!Reaches(peer))
     return InvalidArgument(std::string("ipc ") + what + ": peer=" + std::to_string(peer) +
-                           " is not another rank of [0, " + std::to_string(nranks_) + ")");
+                           " is not another rank of this host in [0, " + std::to_string(nranks_) + ")");
   if (failed()) return RemoteError(std::string("ipc ") + what + ": the transport failed earlier");
   return OkStatus();
 }
@@ -160,7 +161,7 @@ Status IpcTransport::Wait(int peer, device::StreamHandle s) {
 
 int IpcTransport::CheckPeers(std::string* why) const {
   for (int q = 0; q < nranks_; ++q) {
-    if (q == rank_ || !ProcessGone(pid_[q])) continue;
+    if (!Reaches(q) || !ProcessGone(pid_[q])) continue;
     *why = "ipc: rank " + std::to_string(q) + " (pid " + std::to_string(pid_[q]) +
            ") died while rank " + std::to_string(rank_) + " waits on it";
     return q;
@@ -172,7 +173,7 @@ Status IpcTransport::ReleaseWaits() {
   failed_.store(true, std::memory_order_release);
   Status first;
   for (int q = 0; q < nranks_; ++q) {
-    if (q == rank_) continue;
+    if (!Reaches(q)) continue;
     const uint32_t past = expected_[q].load(std::memory_order_relaxed) + kReleaseMargin;
     auto* slot = reinterpret_cast<uint32_t*>(local_) + q;
     Status st = rt_.WriteFlag(rescue_, slot, past);

@@ -53,11 +53,13 @@ using AllGatherFn = std::function<Status(const void* mine, size_t bytes, void* a
 
 class IpcTransport {
  public:
-  // Collective over all nranks ranks (one host): allocates this rank's window on `device`,
-  // exchanges records and imports every peer's window. Fails, on every rank, when a peer's
+  // Collective over all nranks ranks: allocates this rank's window on `device`, exchanges
+  // records and imports the windows of `host_ranks` (the ranks of this rank's host, itself
+  // included: the only ones its direct steps reach). Fails, on every rank, when a peer's
   // record disagrees (runtime, window size) or an import fails.
   static StatusOr<std::unique_ptr<IpcTransport>> Create(device::DeviceRuntime& rt, int rank,
                                                          int nranks, int device,
+                                                         const std::vector<int>& host_ranks,
                                                          const IpcOptions& options,
                                                          const AllGatherFn& allgather);
   ~IpcTransport();
@@ -72,6 +74,8 @@ class IpcTransport {
   // This rank's window data, and peer q's as mapped here (device pointers).
   char* LocalWindow() const { return data_[rank_]; }
   char* PeerWindow(int peer) const { return data_[peer]; }
+  // Whether peer's window is mapped here (a rank of this host).
+  bool Reaches(int peer) const { return peer >= 0 && peer < nranks_ && peer != rank_ && base_[peer] != nullptr; }
   // One line per peer for WEFT_DEBUG=INFO: "rank 1 via ipc (device 1, pid 4242)".
   std::string Describe() const;
 
@@ -94,7 +98,7 @@ class IpcTransport {
 
  private:
   IpcTransport(device::DeviceRuntime& rt, int rank, int nranks, int device, size_t window_bytes);
-  Status Exchange(const AllGatherFn& allgather);
+  Status Exchange(const AllGatherFn& allgather, const std::vector<int>& host_ranks);
   Status CheckPeerArgs(const char* what, int peer) const;
 
   device::DeviceRuntime& rt_;
