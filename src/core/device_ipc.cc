@@ -46,7 +46,8 @@ namespace {
 
 bool IpcCollective(Collective c) {
   return c == Collective::kAllReduce || c == Collective::kAllGather ||
-         c == Collective::kReduceScatter || c == Collective::kAllToAll;
+         c == Collective::kReduceScatter || c == Collective::kAllToAll ||
+         c == Collective::kBroadcast;
 }
 
 const ipc::IpcOptions& Options(Status* error) {
@@ -63,11 +64,15 @@ const ipc::IpcOptions& Options(Status* error) {
 // they are device memory decides (as NCCL, every rank passes device buffers), not on which
 // device: that is rank-local, and ranks deciding differently would run different paths. A
 // buffer on another device than the window is reached as any peer memory is.
-bool DeviceBuffers(const CollectiveCall& call, int* device) {
+// Broadcast's non-root ranks use only their receive buffer and reduce's only their send
+// buffer (NCCL lets them pass NULL for the other): only the buffers a rank uses count.
+bool DeviceBuffers(const CollectiveCall& call, int rank, int* device) {
   DeviceRuntime& rt = device::ActiveRuntime();
   const device::PointerAttributes s = rt.PointerInfo(call.sendbuff), r = rt.PointerInfo(call.recvbuff);
-  if (!s.is_device || !r.is_device) return false;
-  *device = r.device;
+  const bool uses_send = call.collective != Collective::kBroadcast || rank == call.root;
+  const bool uses_recv = call.collective != Collective::kReduce || rank == call.root;
+  if ((uses_send && !s.is_device) || (uses_recv && !r.is_device)) return false;
+  *device = uses_recv ? r.device : s.device;
   return true;
 }
 
@@ -75,7 +80,9 @@ bool DeviceBuffers(const CollectiveCall& call, int* device) {
 // host, messages across). WEFT_ALGO's choice when it is one of those; any other forced
 // algorithm: nullptr (staged).
 const AlgorithmInfo* ChooseIpcAlgorithm(const weftComm* comm, const CollectiveCall& call, size_t elem) {
-  const bool per_rank_blocks = call.collective != Collective::kAllReduce;
+  const bool per_rank_blocks = call.collective == Collective::kAllGather ||
+                               call.collective == Collective::kReduceScatter ||
+                               call.collective == Collective::kAllToAll;
   const bool one_host = comm->host_groups.size() <= 1;
   const size_t bytes = call.count * elem * (per_rank_blocks ? static_cast<size_t>(comm->nranks) : 1);
   auto usable = [one_host](const AlgorithmInfo* info) {
@@ -86,7 +93,7 @@ const AlgorithmInfo* ChooseIpcAlgorithm(const weftComm* comm, const CollectiveCa
     return usable(info) ? info : nullptr;
   }
   const char* name = !one_host ? "hierarchical_direct"
-                     : per_rank_blocks ? "direct"
+                     : call.collective != Collective::kAllReduce ? "direct"
                      : bytes <= kOneshotMaxBytes ? "oneshot" : "twoshot";
   const AlgorithmInfo* info = FindAlgorithm(call.collective, name);
   return usable(info) ? info : nullptr;
@@ -235,7 +242,7 @@ Status TrySubmitIpc(weftComm* comm, const std::vector<std::variant<CollectiveCal
   const ipc::IpcOptions& options = Options(&options_error);
   if (!options_error.ok()) return options_error;  // a bad WEFT_IPC* value fails every such call
   int device = -1;
-  if (!options.enabled || !DeviceBuffers(*call, &device)) return OkStatus();
+  if (!options.enabled || !DeviceBuffers(*call, comm->rank, &device)) return OkStatus();
   const size_t elem = TypeSize(call->dtype);
   const AlgorithmInfo* algo = ChooseIpcAlgorithm(comm, *call, elem);
   if (algo == nullptr) return OkStatus();
