@@ -9,7 +9,9 @@
 #        EP=2 x DP=2 (4 ranks) vs DP=4                                     rel. diff <= 1e-5
 # zero   ZeRO-1 vs plain DP on 2 ranks, and on EP=2 x DP=2                rel. diff <= 1e-5
 #        (measured: bitwise on 2 ranks; ~1e-8 on EP=2 x DP=2, where the clip norm is summed
-#        from shards in another order)
+#        from shards in another order); ZeRO-1 on DP=3 (buckets of 512 or 8 x 16 floats cut
+#        into uneven shards, weftReduceScatterV / weftAllGatherV), alone and   rel. diff <= 1e-5
+#        with --balance measured and a slow rank, vs 1 rank (measured: ~4e-7)
 # resume 20 steps straight vs 10 steps + checkpoint + resume for 10        bitwise (both routers)
 # compress --compress int8 / fp8 / 1bit on 2 ranks (and int8 with ZeRO-1, fp8 EP dispatch):
 #        losses finite and decreasing, every rank's parameters identical   digests equal
@@ -210,6 +212,14 @@ case "$mode" in
     train 4 "$work/ep2dp2" --ep 2
     train 4 "$work/ep2dp2zero" --ep 2 --zero1
     compare "$work/ep2dp2" "$work/ep2dp2zero" 1e-5 "ZeRO-1 vs DP (EP=2 x DP=2)"
+    # Uneven shards: no bucket of the tiny model divides into 3 equal 16-float-aligned shards
+    # (the embedding's 512 units give 171 + 171 + 170), so every reduce-scatter and gather is
+    # uneven; the batch (12) divides by 3.
+    train 1 "$work/one12" --batch 12
+    train 3 "$work/zero3" --batch 12 --zero1
+    compare "$work/one12" "$work/zero3" 1e-5 "ZeRO-1 on DP=3 (uneven shards) vs 1 rank"
+    train 3 "$work/zero3b" --batch 12 --zero1 --balance measured --balance-every 5 --slow-rank 1:3
+    compare "$work/one12" "$work/zero3b" 1e-5 "ZeRO-1 on DP=3, --balance measured --slow-rank 1:3, vs 1 rank"
     ;;
   resume)
     for router in softmax sigmoid; do
