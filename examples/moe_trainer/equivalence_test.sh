@@ -26,6 +26,9 @@
 #        parallel = ranks / (TP x PP)), and DP x PP with ZeRO-1, vs 1 rank;
 #        DP x TP with int8 gradients: decreasing, replicas identical;       digests equal
 #        TP x PP resume at step 10                                         bitwise
+#        --sequence-parallel on TP=2, TP=4, TP x PP, DP x TP x PP with      rel. diff <= 1e-5
+#        ZeRO-1, EP x TP: vs 1 rank and vs the same layout without it
+#        (measured: ~7e-9 vs 1 rank; not bitwise, the sums go in another order)
 #        --balance measured, rank 1 slowed 3x, vs 1 rank; shares moved       rel. diff <= 1e-5
 # threads 1 rank, default config, 2 steps: --threads 2 vs --threads 1     bitwise (Prescott
 #        kernels), 1e-6 with the kernels moe_train picks
@@ -317,6 +320,14 @@ case "$mode" in
       train "${args[0]}" "$work/layout" "${args[@]:1}"
       compare "$work/one" "$work/layout" 1e-5 "ranks ${args[0]}: ${args[*]:1} vs 1 rank"
     done
+    # Sequence parallelism: the same update, the norms and residuals on 1/T of the tokens.
+    for layout in "2 --tp 2" "4 --tp 4" "4 --tp 2 --pp 2" "8 --tp 2 --pp 2 --zero1" "4 --tp 2 --ep 2"; do
+      read -r -a args <<<"$layout"
+      train "${args[0]}" "$work/plain_tp" "${args[@]:1}"
+      train "${args[0]}" "$work/sp" "${args[@]:1}" --sequence-parallel
+      compare "$work/one" "$work/sp" 1e-5 "ranks ${args[0]}: ${args[*]:1} --sequence-parallel vs 1 rank"
+      compare "$work/plain_tp" "$work/sp" 1e-5 "ranks ${args[0]}: ${args[*]:1} --sequence-parallel vs without"
+    done
     # Uneven ranks: rank 1 three times slower, shares re-measured every 5 steps; the update is
     # the even split's, so the losses are one rank's; the shares must have moved off 4 + 4.
     train 2 "$work/balance" --balance measured --balance-every 5 --slow-rank 1:3
@@ -398,6 +409,8 @@ case "$mode" in
     expect_error "tp vs shared" "--tp 32 must divide the shared experts' hidden width 16" "${T[@]}" --tp 32 --heads 32 --dim 64
     expect_error "micro-batches" "--micro-batches 3 must divide the 8 sequences" "${T[@]}" --micro-batches 3
     expect_error "negative tp" "--tp -1 must be >= 1" "${T[@]}" --tp -1
+    expect_error "sequence parallel without tp" "--sequence-parallel needs --tp >= 2" "${T[@]}" --sequence-parallel
+    expect_error "sequence parallel vs seq-len" "--sequence-parallel needs --tp >= 2 dividing --seq-len 30" "${T[@]}" --sequence-parallel --tp 4 --seq-len 30
     expect_error "balance kind" "--balance 'fast' is not even or measured" "${T[@]}" --balance fast
     expect_error "balance with micro-batches" "--balance measured needs --tp 1, --pp 1" "${T[@]}" --balance measured --micro-batches 2
     expect_error "slow rank" "--slow-rank 3:2.000000: the rank must be in" "${T[@]}" --slow-rank 3:2

@@ -108,10 +108,11 @@ class WeftExpertExchange : public ExpertExchange {
 // Sums and gathers over the tensor-parallel communicator (inside a layer: blocking).
 class WeftTensorParallel : public TensorParallel {
  public:
-  WeftTensorParallel(Parallel* parallel, weftComm_t comm, int size, int rank)
-      : parallel_(parallel), comm_(comm), size_(size), rank_(rank) {}
+  WeftTensorParallel(Parallel* parallel, weftComm_t comm, int size, int rank, bool sequence)
+      : parallel_(parallel), comm_(comm), size_(size), rank_(rank), sequence_(sequence) {}
   int size() const override { return size_; }
   int rank() const override { return rank_; }
+  bool sequence_parallel() const override { return sequence_; }
   Status AllReduceSum(float* data, size_t count) override {
     CommTimer timer(&parallel_->comm_seconds_);
     return parallel_->Check(weftAllReduce(data, data, count, weftFloat32, weftSum, comm_, nullptr),
@@ -120,13 +121,20 @@ class WeftTensorParallel : public TensorParallel {
   Status AllGather(const float* send, float* recv, size_t count) override {
     CommTimer timer(&parallel_->comm_seconds_);
     return parallel_->Check(weftAllGather(send, recv, count, weftFloat32, comm_, nullptr), comm_,
-                            "tensor-parallel all-gather (logits)");
+                            "tensor-parallel all-gather");
+  }
+  Status ReduceScatterSum(float* data, size_t count) override {
+    CommTimer timer(&parallel_->comm_seconds_);
+    return parallel_->Check(weftReduceScatter(data, data + rank_ * count, count, weftFloat32,
+                                              weftSum, comm_, nullptr),
+                            comm_, "tensor-parallel reduce-scatter (sequence parallel)");
   }
 
  private:
   Parallel* parallel_;
   weftComm_t comm_;
   int size_, rank_;
+  bool sequence_;
 };
 
 Status Parallel::Check(weftResult_t result, weftComm_t comm, const char* what) {
@@ -216,7 +224,8 @@ Status Parallel::SplitGroups() {
   if (tp_size_ > 1) {
     MOE_RETURN_IF_ERROR(Split(world_rank_ / tp_size_, tp_rank_, &tp_comm_,
                               "weftCommSplit (tensor-parallel group)"));
-    tensor_parallel_.reset(new WeftTensorParallel(this, tp_comm_, tp_size_, tp_rank_));
+    tensor_parallel_.reset(new WeftTensorParallel(this, tp_comm_, tp_size_, tp_rank_,
+                                                  config_.sequence_parallel));
   }
   if (pp_size_ > 1)
     MOE_RETURN_IF_ERROR(Split(d * tp_size_ + tp_rank_, pp_rank_, &pp_comm_,
