@@ -34,6 +34,8 @@ import time
 import numpy as np
 import torch
 
+from fortunes import fortunes_split  # data.cc's corpus split, shared with ngram_baseline.py
+
 # ---------------------------------------------------------------- config
 
 
@@ -113,33 +115,6 @@ def replay_params(c, seed):
                 w = w.reshape(shape)
         params[name] = torch.from_numpy(w).requires_grad_(True)
     return params
-
-
-def fortunes_split(directory):
-    """data.cc's FortunesData::Load: every fortune of the collections (regular files in name
-    order, .dat/.u8 and dot files skipped), fortune i to validation when i % 20 == 0."""
-    train, val, count = bytearray(), bytearray(), 0
-    names = sorted(n for n in os.listdir(directory)
-                   if not n.startswith(".") and not n.endswith((".dat", ".u8")))
-    for name in names:
-        path = os.path.join(directory, name)
-        if os.path.islink(path) or not os.path.isfile(path):
-            continue
-        with open(path, "rb") as f:
-            data = f.read()
-        lines = data.split(b"\n")
-        if data.endswith(b"\n"):
-            lines.pop()  # std::getline yields no empty line after the last newline
-        fortune = bytearray()
-        for line in lines + [b"%"]:  # the trailing "%" finishes the file's last fortune
-            if line == b"%":
-                if fortune:
-                    (val if count % 20 == 0 else train).extend(fortune + b"%\n")
-                    count += 1
-                    fortune = bytearray()
-            else:
-                fortune += line + b"\n"
-    return bytes(train), bytes(val)
 
 
 def replay_batch(text, seed, step, batch, seq_len):
