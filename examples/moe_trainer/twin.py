@@ -320,6 +320,12 @@ def write_tensor(f, name, t):
     f.write(t.numpy().astype("<f4").tobytes())
 
 
+def write_header(f, c):
+    f.write(b"moe-golden 1\n")
+    for key, value in c.items():
+        f.write(("config %s %s\n" % (key, value)).encode())
+
+
 def write_golden(path, router):
     c = tiny_config(router)
     g = torch.Generator().manual_seed(1234 if router == "softmax" else 4321)
@@ -329,9 +335,7 @@ def write_golden(path, router):
     biases = [torch.zeros(c["experts"]) for _ in range(c["layers"])]
     tables = rope_tables(c)
     with open(path, "wb") as f:
-        f.write(b"moe-golden 1\n")
-        for key, value in c.items():
-            f.write(("config %s %s\n" % (key, value)).encode())
+        write_header(f, c)
         for name, t in p.items():
             write_tensor(f, "param." + name, t)
         write_tensor(f, "inputs", inputs.float())
@@ -388,11 +392,8 @@ def write_golden_default(path, data_dir):
     biases = [torch.zeros(c["experts"]) for _ in range(c["layers"])]
     tables = rope_tables(c)
     with open(path, "wb") as f:
-        f.write(b"moe-golden 1\n")
-        for key, value in c.items():
-            f.write(("config %s %s\n" % (key, value)).encode())
-        f.write(b"config replay 1\n")  # weights from the seed (rng.h), not from this file
-        f.write(("config golden_sample %d\n" % GOLDEN_SAMPLE).encode())
+        # replay: the weights come from the seed (rng.h), not from this file
+        write_header(f, dict(c, replay=1, golden_sample=GOLDEN_SAMPLE))
         for name, t in p.items():  # the twin's copy of moe_train's weights, sampled
             write_tensor(f, "param." + name, t.detach().reshape(-1)[sample_indices(t.numel())])
         for step, (inputs, targets) in enumerate(batches):
@@ -496,6 +497,7 @@ def main():
     ap.add_argument("--data", default="/usr/share/games/fortunes")
     args = ap.parse_args()
     if args.write_golden:
+        torch.set_num_threads(args.threads)  # --threads 1 (default): the same bytes every time
         for router in ("softmax", "sigmoid"):
             write_golden(os.path.join(args.write_golden, "golden_%s.bin" % router), router)
         write_golden_default(os.path.join(args.write_golden, "golden_default.bin"), args.data)
