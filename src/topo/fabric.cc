@@ -83,6 +83,8 @@ void Fabric::BuildResources() {
   const int H = nhosts();
   port_tx_.assign(H, {});
   port_rx_.assign(H, {});
+  pcie_tx_.assign(H, {});
+  pcie_rx_.assign(H, {});
   numa_bus_.assign(H, {});
   socket_link_.assign(H, -1);
   tcp_stack_.assign(H, -1);
@@ -100,6 +102,15 @@ void Fabric::BuildResources() {
                        : (gpu.pcie_gbps > 0 ? gpu.pcie_gbps : table_.link(LinkType::kPcie).bw_gbps);
       port_tx_[h].push_back(AddResource(p + "gpu" + std::to_string(g) + ".tx", cap));
       port_rx_[h].push_back(AddResource(p + "gpu" + std::to_string(g) + ".rx", cap));
+      // A GPU with NVLink still reaches host memory (staging) and non-NVLink peers over PCIe.
+      if (nvl) {
+        double pcie = gpu.pcie_gbps > 0 ? gpu.pcie_gbps : table_.link(LinkType::kPcie).bw_gbps;
+        pcie_tx_[h].push_back(AddResource(p + "gpu" + std::to_string(g) + ".pcie.tx", pcie));
+        pcie_rx_[h].push_back(AddResource(p + "gpu" + std::to_string(g) + ".pcie.rx", pcie));
+      } else {
+        pcie_tx_[h].push_back(port_tx_[h].back());
+        pcie_rx_[h].push_back(port_rx_[h].back());
+      }
     }
     for (int n = 0; n < host.numa_nodes(); ++n)
       numa_bus_[h].push_back(AddResource(p + "numa" + std::to_string(n) + ".membus",
@@ -201,15 +212,34 @@ std::vector<std::vector<int>> Fabric::NumaGroups() const {
 bool Fabric::AllRanksMappable(bool shm_enabled) const {
   for (int r = 1; r < nranks(); ++r)
     if (!SameHost(0, r)) return false;
-  for (int r = 0; r < nranks(); ++r)
-    if (!IsGpu(r) && !shm_enabled) return false;
+  return shm_enabled;
+}
+
+bool Fabric::GroupsMappable(bool shm_enabled) const { return shm_enabled; }
+
+bool Fabric::AllGpusPeerMapped(std::string* why) const {
+  auto no = [why](std::string reason) {
+    if (why) *why = std::move(reason);
+    return false;
+  };
+  for (int r = 0; r < nranks(); ++r) {
+    if (!IsGpu(r)) return no("rank " + std::to_string(r) + " has no GPU");
+    if (!SameHost(0, r)) return no("ranks 0 and " + std::to_string(r) + " are on different hosts");
+  }
+  const HostInfo& host = hosts_[ranks_[0].host];
+  for (int a = 0; a < nranks(); ++a)
+    for (int b = a + 1; b < nranks(); ++b)
+      if (!host.PeerAccess(ranks_[a].gpu, ranks_[b].gpu))
+        return no("GPU " + std::to_string(ranks_[a].gpu) + " (rank " + std::to_string(a) + ") and GPU " +
+                  std::to_string(ranks_[b].gpu) + " (rank " + std::to_string(b) +
+                  ") have no peer access (no NVLink, different PCIe root complexes)");
   return true;
 }
 
-bool Fabric::GroupsMappable(bool shm_enabled) const {
-  for (int r = 0; r < nranks(); ++r)
-    if (!IsGpu(r) && !shm_enabled) return false;
-  return true;
+std::shared_ptr<const Fabric> Fabric::CpuRanksView() const {
+  std::vector<RankPlacement> ranks = ranks_;
+  for (RankPlacement& p : ranks) p.gpu = -1;
+  return std::make_shared<Fabric>(hosts_, std::move(ranks), table_, network_, name_ + " (CPU ranks)");
 }
 
 LinkType Fabric::Link(int a, int b, bool shm_enabled) const { return RouteOf(a, b, shm_enabled).type; }
@@ -281,15 +311,15 @@ Route Fabric::RouteOf(int a, int b, bool shm_enabled) const {
         r.type = LinkType::kSameDevice;
         add(compute_res_[a]);
       } else {
-        bool nvl = host.nvswitch || (host.gpus[pa.gpu].nvlink_gbps > 0 && host.gpus[pb.gpu].nvlink_gbps > 0);
+        const bool nvl = host.NvlinkBetween(pa.gpu, pb.gpu);
         r.type = nvl ? LinkType::kNvlink : LinkType::kPcie;
-        add(port_tx_[h][pa.gpu]);
-        add(port_rx_[h][pb.gpu]);
+        add(nvl ? port_tx_[h][pa.gpu] : pcie_tx_[h][pa.gpu]);
+        add(nvl ? port_rx_[h][pb.gpu] : pcie_rx_[h][pb.gpu]);
       }
     } else if (pa.gpu >= 0 || pb.gpu >= 0) {
       r.type = LinkType::kPcie;  // host <-> device copy
-      if (pa.gpu >= 0) add(port_tx_[h][pa.gpu]); else add(numa_bus_[h][pa.numa]);
-      if (pb.gpu >= 0) add(port_rx_[h][pb.gpu]); else add(numa_bus_[h][pb.numa]);
+      if (pa.gpu >= 0) add(pcie_tx_[h][pa.gpu]); else add(numa_bus_[h][pa.numa]);
+      if (pb.gpu >= 0) add(pcie_rx_[h][pb.gpu]); else add(numa_bus_[h][pb.numa]);
     } else if (!shm_enabled) {
       r.type = LinkType::kLoopback;
       add(tcp_stack_[h]);
