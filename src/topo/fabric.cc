@@ -79,6 +79,29 @@ void Fabric::BuildComputeResources() {
   }
 }
 
+// Each GPU's ports: NVLink (or its PCIe link when it has none) and, for a GPU with NVLink, its
+// PCIe link apart: staging to host memory and peers without NVLink go over PCIe.
+void Fabric::BuildGpuPorts(int h) {
+  const HostInfo& host = hosts_[h];
+  const std::string p = "h" + std::to_string(h) + ".";
+  for (size_t g = 0; g < host.gpus.size(); ++g) {
+    const GpuInfo& gpu = host.gpus[g];
+    bool nvl = host.nvswitch || gpu.nvlink_gbps > 0;
+    double cap = nvl ? (gpu.nvlink_gbps > 0 ? gpu.nvlink_gbps : table_.link(LinkType::kNvlink).bw_gbps)
+                     : (gpu.pcie_gbps > 0 ? gpu.pcie_gbps : table_.link(LinkType::kPcie).bw_gbps);
+    port_tx_[h].push_back(AddResource(p + "gpu" + std::to_string(g) + ".tx", cap));
+    port_rx_[h].push_back(AddResource(p + "gpu" + std::to_string(g) + ".rx", cap));
+    if (nvl) {
+      double pcie = gpu.pcie_gbps > 0 ? gpu.pcie_gbps : table_.link(LinkType::kPcie).bw_gbps;
+      pcie_tx_[h].push_back(AddResource(p + "gpu" + std::to_string(g) + ".pcie.tx", pcie));
+      pcie_rx_[h].push_back(AddResource(p + "gpu" + std::to_string(g) + ".pcie.rx", pcie));
+    } else {
+      pcie_tx_[h].push_back(port_tx_[h].back());
+      pcie_rx_[h].push_back(port_rx_[h].back());
+    }
+  }
+}
+
 void Fabric::BuildResources() {
   const int H = nhosts();
   port_tx_.assign(H, {});
@@ -95,23 +118,7 @@ void Fabric::BuildResources() {
   for (int h = 0; h < H; ++h) {
     const HostInfo& host = hosts_[h];
     std::string p = "h" + std::to_string(h) + ".";
-    for (size_t g = 0; g < host.gpus.size(); ++g) {
-      const GpuInfo& gpu = host.gpus[g];
-      bool nvl = host.nvswitch || gpu.nvlink_gbps > 0;
-      double cap = nvl ? (gpu.nvlink_gbps > 0 ? gpu.nvlink_gbps : table_.link(LinkType::kNvlink).bw_gbps)
-                       : (gpu.pcie_gbps > 0 ? gpu.pcie_gbps : table_.link(LinkType::kPcie).bw_gbps);
-      port_tx_[h].push_back(AddResource(p + "gpu" + std::to_string(g) + ".tx", cap));
-      port_rx_[h].push_back(AddResource(p + "gpu" + std::to_string(g) + ".rx", cap));
-      // A GPU with NVLink still reaches host memory (staging) and non-NVLink peers over PCIe.
-      if (nvl) {
-        double pcie = gpu.pcie_gbps > 0 ? gpu.pcie_gbps : table_.link(LinkType::kPcie).bw_gbps;
-        pcie_tx_[h].push_back(AddResource(p + "gpu" + std::to_string(g) + ".pcie.tx", pcie));
-        pcie_rx_[h].push_back(AddResource(p + "gpu" + std::to_string(g) + ".pcie.rx", pcie));
-      } else {
-        pcie_tx_[h].push_back(port_tx_[h].back());
-        pcie_rx_[h].push_back(port_rx_[h].back());
-      }
-    }
+    BuildGpuPorts(h);
     for (int n = 0; n < host.numa_nodes(); ++n)
       numa_bus_[h].push_back(AddResource(p + "numa" + std::to_string(n) + ".membus",
                                          table_.link(LinkType::kSameNuma).bw_gbps,

@@ -150,6 +150,7 @@ class Fabric {
  private:
   Route NetworkRoute(int a, int b) const;  // RouteOf between two hosts
   void BuildResources();
+  void BuildGpuPorts(int h);
   void BuildComputeResources();
   std::string MachineOf(int h) const;
   int AddResource(std::string name, double gbps, double dram_gbps = 0, int host = -1);

@@ -346,9 +346,12 @@ StatusOr<GpuDiscovery> EmulatedGpus(const std::string& spec, int count) {
 }
 
 Status DiscoverGpuLinks(HostInfo* host) {
-  device::DeviceRuntime& runtime = device::ActiveRuntime();
-  if (std::strcmp(runtime.name(), "emulated") == 0) {
-    StatusOr<GpuDiscovery> emulated = EmulatedGpus(SettingText("WEFT_EMULATED_TOPO"), runtime.DeviceCount());
+  // Only the emulated runtime is asked (for its device count): starting CUDA here would tie
+  // the driver to a process that may fork its ranks afterwards.
+  const bool emulated_selected = SettingText("WEFT_DEVICE").rfind("emulated", 0) == 0;
+  device::DeviceRuntime* runtime = emulated_selected ? &device::ActiveRuntime() : nullptr;
+  if (runtime != nullptr && std::strcmp(runtime->name(), "emulated") == 0) {
+    StatusOr<GpuDiscovery> emulated = EmulatedGpus(SettingText("WEFT_EMULATED_TOPO"), runtime->DeviceCount());
     if (!emulated.ok()) return emulated.status();
     host->gpus = emulated->gpus;
     host->nvswitch = emulated->nvswitch;
