@@ -251,7 +251,7 @@ TEST(DeviceChoice, StagedWhereGpusHaveNoPeerAccess) {
   EXPECT_NE(ChooseDeviceAlgorithm(*inside, Collective::kAllReduce, 64 << 20, 4), "staged");
 }
 
-TEST(DeviceChoice, StagedWithoutIpcAcrossHostsOrForCpuRanks) {
+TEST(DeviceChoice, StagedWithoutIpcOrForCpuRanks) {
   std::shared_ptr<const Fabric> f = Emulated("nvswitch", 8, 8);
   DeviceChoiceOptions no_ipc;
   no_ipc.ipc_enabled = false;
@@ -259,14 +259,29 @@ TEST(DeviceChoice, StagedWithoutIpcAcrossHostsOrForCpuRanks) {
   ASSERT_TRUE(off.ok());
   EXPECT_EQ(off->algorithm, "staged");
   EXPECT_TRUE(Has(off->candidates.back().why, "WEFT_IPC=0")) << off->candidates.back().why;
-  std::shared_ptr<const Fabric> two = MakePreset("dgx-h100:2").value();
-  StatusOr<DeviceChoice> hosts = ExplainDeviceChoice(*two, Collective::kAllReduce, 1 << 20, 16);
-  ASSERT_TRUE(hosts.ok());
-  EXPECT_EQ(hosts->algorithm, "staged");
-  EXPECT_TRUE(Has(hosts->candidates.back().why, "different hosts")) << hosts->candidates.back().why;
   std::shared_ptr<const Fabric> cpu = MakePreset("host:4").value();
   EXPECT_EQ(ChooseDeviceAlgorithm(*cpu, Collective::kAllReduce, 1 << 20, 4), "staged");
   StatusOr<DeviceChoice> mismatch = ExplainDeviceChoice(*f, Collective::kAllReduce, 1024, 4);
   ASSERT_FALSE(mismatch.ok());
   EXPECT_TRUE(Has(mismatch.status().message(), "nranks=4 but the fabric has 8")) << mismatch.status().message();
+}
+
+TEST(DeviceChoice, AcrossHostsHierarchicalDirectInsideHosts) {
+  std::shared_ptr<const Fabric> two = MakePreset("dgx-h100:2").value();
+  StatusOr<DeviceChoice> all = ExplainDeviceChoice(*two, Collective::kAllReduce, 64 << 20, 16);
+  ASSERT_TRUE(all.ok()) << all.status().message();
+  bool hybrid = false;
+  for (const DeviceCandidate& c : all->candidates) {
+    if (c.name == "oneshot" || c.name == "twoshot") EXPECT_TRUE(Has(c.why, "different hosts")) << c.why;
+    if (c.name != "hierarchical_direct") continue;
+    hybrid = true;
+    EXPECT_TRUE(std::isfinite(c.predicted_us)) << c.why;
+    EXPECT_TRUE(Has(c.why, "staging across hosts")) << c.why;
+  }
+  EXPECT_TRUE(hybrid);
+  // NVLink inside the hosts and one PCIe copy each way beat staging the whole call.
+  EXPECT_EQ(all->algorithm, "hierarchical_direct") << all->why;
+  DeviceChoiceOptions no_ipc;
+  no_ipc.ipc_enabled = false;
+  EXPECT_EQ(ChooseDeviceAlgorithm(*two, Collective::kAllReduce, 64 << 20, 16, no_ipc), "staged");
 }

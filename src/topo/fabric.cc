@@ -224,22 +224,41 @@ bool Fabric::AllRanksMappable(bool shm_enabled) const {
 
 bool Fabric::GroupsMappable(bool shm_enabled) const { return shm_enabled; }
 
-bool Fabric::AllGpusPeerMapped(std::string* why) const {
-  auto no = [why](std::string reason) {
-    if (why) *why = std::move(reason);
+bool Fabric::GpuRanksPeerMapped(const std::vector<int>& ranks, std::string* why) const {
+  for (int r : ranks) {
+    if (IsGpu(r)) continue;
+    if (why) *why = "rank " + std::to_string(r) + " has no GPU";
     return false;
-  };
-  for (int r = 0; r < nranks(); ++r) {
-    if (!IsGpu(r)) return no("rank " + std::to_string(r) + " has no GPU");
-    if (!SameHost(0, r)) return no("ranks 0 and " + std::to_string(r) + " are on different hosts");
   }
-  const HostInfo& host = hosts_[ranks_[0].host];
-  for (int a = 0; a < nranks(); ++a)
-    for (int b = a + 1; b < nranks(); ++b)
-      if (!host.PeerAccess(ranks_[a].gpu, ranks_[b].gpu))
-        return no("GPU " + std::to_string(ranks_[a].gpu) + " (rank " + std::to_string(a) + ") and GPU " +
-                  std::to_string(ranks_[b].gpu) + " (rank " + std::to_string(b) +
-                  ") have no peer access (no NVLink, different PCIe root complexes)");
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    for (size_t j = i + 1; j < ranks.size(); ++j) {
+      const RankPlacement& a = ranks_[ranks[i]];
+      const RankPlacement& b = ranks_[ranks[j]];
+      if (hosts_[a.host].PeerAccess(a.gpu, b.gpu)) continue;
+      if (why)
+        *why = "GPU " + std::to_string(a.gpu) + " (rank " + std::to_string(ranks[i]) + ") and GPU " +
+               std::to_string(b.gpu) + " (rank " + std::to_string(ranks[j]) +
+               ") have no peer access (no NVLink, different PCIe root complexes)";
+      return false;
+    }
+  }
+  return true;
+}
+
+bool Fabric::AllGpusPeerMapped(std::string* why) const {
+  for (int r = 1; r < nranks(); ++r) {
+    if (SameHost(0, r)) continue;
+    if (why) *why = "ranks 0 and " + std::to_string(r) + " are on different hosts";
+    return false;
+  }
+  std::vector<int> all(nranks());
+  for (int r = 0; r < nranks(); ++r) all[r] = r;
+  return GpuRanksPeerMapped(all, why);
+}
+
+bool Fabric::HostGpusPeerMapped(std::string* why) const {
+  for (const std::vector<int>& group : HostGroups())
+    if (!GpuRanksPeerMapped(group, why)) return false;
   return true;
 }
 

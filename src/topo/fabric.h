@@ -98,6 +98,9 @@ class Fabric {
   // access (HostInfo::PeerAccess): device buffers may be mapped through IPC. `why` (optional)
   // gets the first reason it is false.
   bool AllGpusPeerMapped(std::string* why = nullptr) const;
+  // The same inside each host: every rank is a GPU rank and the GPUs of each host's ranks have
+  // peer access (hierarchical algorithms with their in-host steps device to device).
+  bool HostGpusPeerMapped(std::string* why = nullptr) const;
   // True when every rank can map the other ranks of its own host (host memory: shared memory
   // enabled): hierarchical schedules may use direct steps inside each host group.
   bool GroupsMappable(bool shm_enabled) const;
@@ -155,6 +158,8 @@ class Fabric {
   std::string MachineOf(int h) const;
   int AddResource(std::string name, double gbps, double dram_gbps = 0, int host = -1);
   int NicOf(int r) const;  // NIC index used by rank r (0 when the host lists none)
+  // Ranks of one host: all GPU ranks with pairwise peer access (why: the first pair without).
+  bool GpuRanksPeerMapped(const std::vector<int>& ranks, std::string* why) const;
 
   std::vector<HostInfo> hosts_;
   std::vector<RankPlacement> ranks_;

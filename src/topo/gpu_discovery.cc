@@ -313,23 +313,28 @@ std::string DescribeGpuLinks(const HostInfo& host) {
     o << "  NVSwitch: every GPU reaches every other at its NVLink bandwidth\n";
     return o.str();
   }
-  o << "  Links (NV<k>: k NVLinks, SW: one PCIe switch, PCI: through the root complex, -: no peer access):\n       ";
-  for (int b = 0; b < n; ++b) o << " GPU" << b << (b < 10 ? " " : "");
-  o << "\n";
+  o << "  Links (NV<k>: k NVLinks, SW: one PCIe switch, PCI: through the root complex, -: no peer access):\n";
+  auto column = [](const std::string& text) {
+    char buf[32];
+    snprintf(buf, sizeof buf, " %-5s", text.c_str());
+    return std::string(buf);
+  };
+  auto trimmed = [](std::string line) { return line.erase(line.find_last_not_of(' ') + 1) + "\n"; };
+  std::string header = "       ";
+  for (int b = 0; b < n; ++b) header += column("GPU" + std::to_string(b));
+  o << trimmed(header);
   for (int a = 0; a < n; ++a) {
-    o << "  GPU" << a << (a < 10 ? " " : "");
+    const GpuInfo& ga = host.gpus[a];
+    std::string row = "  " + std::string("GPU" + std::to_string(a) + "    ").substr(0, 5);
     for (int b = 0; b < n; ++b) {
-      const GpuInfo& ga = host.gpus[a];
       std::string cell = a == b ? "X" : "-";
       if (a != b && host.NvlinkBetween(a, b))
         cell = !ga.nvlinks.empty() && b < static_cast<int>(ga.nvlinks.size()) ? "NV" + std::to_string(ga.nvlinks[b]) : "NV";
       else if (a != b && ga.pcie_switch >= 0 && ga.pcie_switch == host.gpus[b].pcie_switch) cell = "SW";
       else if (a != b && host.PeerAccess(a, b)) cell = "PCI";
-      char buf[32];
-      snprintf(buf, sizeof buf, " %-5s", cell.c_str());
-      o << buf;
+      row += column(cell);
     }
-    o << "\n";
+    o << trimmed(row);
   }
   return o.str();
 }

@@ -1,7 +1,8 @@
 // Calls on device buffers: staged through pinned host memory, or device to device over IPC
 // (selector.h, "calls on device buffers"). Phases: the call's shape -> the staged candidate
 // (PCIe copies + the host selector's algorithm on the CPU-rank view) -> one candidate per
-// registered direct algorithm (simulated on the GPU ranks' routes) -> the fastest.
+// registered direct algorithm, and across hosts hierarchical_direct (simulated on the GPU
+// ranks' routes) -> the fastest.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -92,39 +93,55 @@ DeviceCandidate StagedCandidate(const Fabric& fabric, const ScheduleRequest& cal
   return c;
 }
 
-DeviceCandidate IpcCandidate(const Fabric& fabric, const AlgorithmInfo& a, const ScheduleRequest& call,
+// A direct algorithm over IPC on one host, or (across hosts) hierarchical_direct with its
+// in-host steps over IPC and its messages across hosts staged through pinned host memory
+// (core/device_hybrid): the latter adds one PCIe copy each way of the call's bytes per rank,
+// an upper bound (only the leaders' cross-host parts are staged).
+DeviceCandidate IpcCandidate(const Fabric& fabric, const AlgorithmInfo& a, const ScheduleRequest& call, size_t bytes,
                              const DeviceChoiceOptions& o, const std::string& unavailable) {
+  const bool across_hosts = !a.direct;  // hierarchical_direct
+  const std::string label = a.name + (across_hosts ? " (IPC inside hosts, staged across)" : " (IPC)");
   DeviceCandidate c{a.name, kInf, ""};
   if (!unavailable.empty()) {
-    c.why = a.name + " (IPC): not available: " + unavailable;
+    c.why = label + ": not available: " + unavailable;
     return c;
   }
   ScheduleRequest req = call;
   req.groups = fabric.HostGroups();
-  req.all_ranks_mappable = req.groups_mappable = true;
+  req.all_ranks_mappable = !across_hosts;
+  req.groups_mappable = true;
   if (!a.applicable(req)) {
-    c.why = a.name + " (IPC): not applicable to this call";
+    c.why = label + ": not applicable to this call";
     return c;
   }
-  (void)AskSingleRound(a, &req, o.elem_size);  // timed as the communicator runs it
+  if (!across_hosts) (void)AskSingleRound(a, &req, o.elem_size);  // timed as the communicator runs it
   CostOptions co;
   co.shm_enabled = o.shm_enabled;
   StatusOr<CostEstimate> est = PredictCost(a, req, o.elem_size, fabric, co);
   if (!est.ok()) {
-    c.why = a.name + " (IPC): " + est.status().message();
+    c.why = label + ": " + est.status().message();
     return c;
   }
-  c.predicted_us = est->time_us;
-  c.why = a.name + " (IPC): " + Us(c.predicted_us) + " simulated device to device" +
-          (est->sim.hottest_resource.empty() ? std::string() : ", bottleneck " + est->sim.hottest_resource);
+  double staging = 0, in = 0, out = 0;
+  if (across_hosts) {
+    StagedBytes(call.collective, bytes, fabric.nranks(), &in, &out);
+    for (int r = 0; r < fabric.nranks(); ++r)
+      staging = std::max(staging, PcieCopyUs(fabric, r, in) + PcieCopyUs(fabric, r, out));
+  }
+  c.predicted_us = est->time_us + staging;
+  c.why = label + ": " + Us(c.predicted_us) + " = " + Us(est->time_us) + " simulated on the GPUs' links" +
+          (est->sim.hottest_resource.empty() ? std::string() : " (bottleneck " + est->sim.hottest_resource + ")") +
+          (across_hosts ? " + staging across hosts " + Us(staging) : std::string());
   return c;
 }
 
-// Why IPC cannot run on this fabric, or "" when it can.
-std::string IpcUnavailable(const Fabric& fabric, const DeviceChoiceOptions& o) {
+// Why IPC cannot run the call's algorithms on this fabric, or "" when it can: all ranks on
+// one host with peer access (direct algorithms), or each host's ranks so (hierarchical).
+std::string IpcUnavailable(const Fabric& fabric, const DeviceChoiceOptions& o, bool hierarchical) {
   if (!o.ipc_enabled) return "WEFT_IPC=0";
   std::string why;
-  return fabric.AllGpusPeerMapped(&why) ? std::string() : why;
+  const bool ok = hierarchical ? fabric.HostGpusPeerMapped(&why) : fabric.AllGpusPeerMapped(&why);
+  return ok ? std::string() : why;
 }
 
 std::mutex g_cache_mu;
@@ -150,10 +167,16 @@ StatusOr<DeviceChoice> ExplainDeviceChoice(const Fabric& fabric, Collective coll
   }
   const ScheduleRequest call = CallRequest(fabric, collective, bytes, options);
   out.candidates.push_back(StagedCandidate(fabric, call, bytes, options));
-  const std::string unavailable = IpcUnavailable(fabric, options);
-  for (const AlgorithmInfo& a : AllAlgorithms())
-    if (a.collective == collective && a.direct)
-      out.candidates.push_back(IpcCandidate(fabric, a, call, options, unavailable));
+  // One host: the direct algorithms. Several: hierarchical_direct (direct steps inside each
+  // host), and the direct algorithms listed as unavailable, saying why.
+  const bool across_hosts = fabric.HostGroups().size() > 1;
+  const std::string direct_unavailable = IpcUnavailable(fabric, options, false);
+  for (const AlgorithmInfo& a : AllAlgorithms()) {
+    if (a.collective != collective) continue;
+    if (a.direct) out.candidates.push_back(IpcCandidate(fabric, a, call, bytes, options, direct_unavailable));
+    else if (across_hosts && a.name == "hierarchical_direct")
+      out.candidates.push_back(IpcCandidate(fabric, a, call, bytes, options, IpcUnavailable(fabric, options, true)));
+  }
   // Fastest first; stable, so staged (listed first) wins ties.
   std::stable_sort(out.candidates.begin(), out.candidates.end(),
                    [](const DeviceCandidate& x, const DeviceCandidate& y) { return x.predicted_us < y.predicted_us; });

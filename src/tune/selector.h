@@ -179,7 +179,11 @@ class Selector {
 //            reduce-scatter and all-to-all direct) run device to device over NVLink/NVSwitch
 //            or PCIe P2P, simulated on the GPU ranks' routes; available when WEFT_IPC is on,
 //            every rank is a GPU rank on one host and every pair of their GPUs has peer access
-//            (Fabric::AllGpusPeerMapped). Across hosts: staged.
+//            (Fabric::AllGpusPeerMapped).
+//   hybrid   across hosts: hierarchical_direct (allreduce, allgather, all-to-all) with its
+//            in-host steps over IPC (Fabric::HostGpusPeerMapped) and its messages across hosts
+//            staged: simulated on the GPU ranks' routes, plus one PCIe copy each way of the
+//            call's bytes per rank (an upper bound: only the cross-host parts are staged).
 // The fastest available candidate wins; ties go to staged (the path that always runs).
 struct DeviceCandidate {
   std::string name;     // "staged", or the IPC algorithm's name ("oneshot", "direct", ...)
@@ -208,7 +212,7 @@ StatusOr<DeviceChoice> ExplainDeviceChoice(const Fabric& fabric, Collective coll
                                            const DeviceChoiceOptions& options = DeviceChoiceOptions());
 
 // The path the device data path takes for a call: the IPC algorithm's registered name (to be
-// run over the IPC transport), or "staged" (run the host selector's algorithm through pinned
+// run over the IPC transport; "hierarchical_direct" across hosts), or "staged" (run the host selector's algorithm through pinned
 // host memory). Decided per power-of-two size bucket at the bucket's geometric middle, as
 // Selector::Choose, and cached per (fabric digest, collective, dtype size, bucket, root,
 // options), so every rank of a communicator gets the same answer. "staged" too when the call
