@@ -235,6 +235,12 @@ TEST(DeviceChoice, NvswitchOneshotSmallTwoshotLarge) {
   for (const DeviceCandidate& c : all->candidates) EXPECT_TRUE(std::isfinite(c.predicted_us)) << c.why;
   EXPECT_EQ(all->candidates.back().name, "staged");  // NVLink beats PCIe + host at 64 MiB
   EXPECT_EQ(ChooseDeviceAlgorithm(*f, Collective::kAllGather, 64 << 20, 8), "direct");
+  // The same through the selector a communicator holds; without a model: staged.
+  Selector sel(f, AlgoOverrides(), true);
+  EXPECT_EQ(sel.ChooseDevice(Collective::kAllReduce, 64 << 20, 4), "twoshot");
+  EXPECT_EQ(sel.ChooseDevice(Collective::kAllReduce, 64 << 20, 4, 0, /*ipc_enabled=*/false), "staged");
+  Selector modelless(8, {{0, 1, 2, 3, 4, 5, 6, 7}}, AlgoOverrides());
+  EXPECT_EQ(modelless.ChooseDevice(Collective::kAllReduce, 256 << 10, 4), "staged");
 }
 
 TEST(DeviceChoice, StagedWhereGpusHaveNoPeerAccess) {

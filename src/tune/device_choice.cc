@@ -219,4 +219,15 @@ std::string ChooseDeviceAlgorithm(const Fabric& fabric, Collective collective, s
   return name;
 }
 
+std::string Selector::ChooseDevice(Collective collective, size_t bytes, size_t elem_size, int root,
+                                   bool ipc_enabled) const {
+  if (!fabric_) return "staged";
+  DeviceChoiceOptions o;
+  o.elem_size = elem_size;
+  o.root = root;
+  o.ipc_enabled = ipc_enabled;
+  o.shm_enabled = shm_;
+  return ChooseDeviceAlgorithm(*fabric_, collective, bytes, nranks_, o);
+}
+
 }  // namespace weft

@@ -108,6 +108,13 @@ class Selector {
   // Replaces WEFT_TUNING_FILE's table (tools, tests).
   void SetTuningTable(TuningTable table);
 
+  // The memory-kind input for calls on device buffers: ChooseDeviceAlgorithm (below) on this
+  // selector's fabric and shm setting, so the communicator's device path asks the selector it
+  // already holds. An IPC algorithm's name, or "staged" (also without a fabric model: a
+  // thread-per-rank communicator has no GPU placement to weigh).
+  std::string ChooseDevice(Collective collective, size_t bytes, size_t elem_size, int root = 0,
+                           bool ipc_enabled = true) const;
+
   // Null for a selector without a fabric model.
   const Fabric* fabric() const { return fabric_.get(); }
   bool has_model() const { return fabric_ != nullptr; }
