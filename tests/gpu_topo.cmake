@@ -26,3 +26,11 @@ printf '%s\\n' \"$out\" | grep -Eq '^Device decision \\(for every call of 671088
     PASS_REGULAR_EXPRESSION "WEFT_EMULATED_TOPO=no-such-preset: neither a preset \\(nvswitch, nvlink-pairs, pcie\\)"
     TIMEOUT 60 LABELS "device;weft_topo")
 endif()
+if(TARGET weft-topo)
+  # The GPU section: 4 emulated GPUs in NVLink pairs, one rank per GPU, the link matrix.
+  add_test(NAME weft_topo_gpu_section COMMAND $<TARGET_FILE:weft-topo> -C barrier)
+  set_tests_properties(weft_topo_gpu_section PROPERTIES
+    ENVIRONMENT "WEFT_DEVICE=emulated:4;WEFT_EMULATED_TOPO=nvlink-pairs"
+    PASS_REGULAR_EXPRESSION "Fabric 'discovered': 4 rank\\(s\\)[^\n]*\n(.*\n)*GPUs of [^\n]*: 4\n  GPU 0: H100-PCIe \\(emulated\\) [^\n]*nic=[^\n]*\n(.*\n)*  GPU0  X     NV13  -     -\n"
+    TIMEOUT 60 LABELS "device;weft_topo")
+endif()
