@@ -17,7 +17,9 @@
 #include "device/device_runtime.h"
 #include "exec/stream_program.h"
 #include "kernels/dtype.h"
+#include "topo/fabric.h"
 #include "transports/ipc/ipc_transport.h"
+#include "tune/selector.h"
 
 namespace weft {
 
@@ -90,6 +92,16 @@ const AlgorithmInfo* ChooseIpcAlgorithm(const weftComm* comm, const CollectiveCa
   };
   if (const std::string* forced = comm->overrides.Lookup(call.collective, bytes)) {
     const AlgorithmInfo* info = FindAlgorithm(call.collective, *forced);
+    return usable(info) ? info : nullptr;
+  }
+  // One host whose GPU ranks the fabric models: the selector weighs the IPC algorithms against
+  // staging (src/tune/device_choice.cc; the same answer on every rank). A fabric without GPU
+  // ranks (discovery found none, e.g. no NVML) cannot weigh them: the fixed rule below.
+  const Fabric* fabric = comm->selector != nullptr ? comm->selector->fabric() : nullptr;
+  if (one_host && fabric != nullptr && fabric->IsGpu(comm->rank)) {
+    const std::string chosen = comm->selector->ChooseDevice(call.collective, bytes, elem, call.root);
+    if (chosen == "staged") return nullptr;
+    const AlgorithmInfo* info = FindAlgorithm(call.collective, chosen);
     return usable(info) ? info : nullptr;
   }
   const char* name = !one_host ? "hierarchical_direct"
