@@ -141,6 +141,16 @@ class HybridJob {
   }
 };
 
+StreamBuffers StreamBuffersOf(const CollectiveCall& call) {
+  StreamBuffers b;
+  b.input = static_cast<const char*>(call.sendbuff);
+  b.output = static_cast<char*>(call.recvbuff);
+  b.elem = TypeSize(call.dtype);
+  b.dtype = call.dtype;
+  b.op = call.op;
+  return b;
+}
+
 bool HybridLowerable(const RankSchedule& rs, size_t elem, size_t window_bytes) {
   if (rs.scratch_count > window_bytes / (elem == 0 ? 1 : elem)) return false;
   for (const Step& st : rs.steps)
@@ -177,12 +187,7 @@ StatusOr<size_t> PlanSegments(const RankSchedule& rs, HybridJob* job, const Coll
 Status EnqueueStreamHalf(const RankSchedule& rs, HybridJob* job, const CollectiveCall& call,
                          ipc::IpcTransport& t, weftStream_t stream) {
   DeviceRuntime& rt = device::ActiveRuntime();
-  StreamBuffers b;
-  b.input = static_cast<const char*>(call.sendbuff);
-  b.output = static_cast<char*>(call.recvbuff);
-  b.elem = TypeSize(call.dtype);
-  b.dtype = call.dtype;
-  b.op = call.op;
+  const StreamBuffers b = StreamBuffersOf(call);
   size_t k = 0;
   for (size_t i = 0; i < rs.steps.size();) {
     if (IsStreamStep(rs.steps[i].op)) {

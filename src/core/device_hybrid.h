@@ -21,11 +21,15 @@
 #include "algorithms/schedule.h"
 #include "common/status.h"
 #include "core/comm.h"
+#include "exec/stream_program.h"
 #include "transports/ipc/ipc_transport.h"
 
 namespace weft {
 
 class HybridJob;
+
+// The call's buffers and element type as the stream program reads them.
+StreamBuffers StreamBuffersOf(const CollectiveCall& call);
 
 // Whether every step of rs is a stream step or a message step without a codec.
 bool HybridLowerable(const RankSchedule& rs, size_t elem, size_t window_bytes);

@@ -218,13 +218,7 @@ Status Enqueue(weftComm* comm, const std::shared_ptr<IpcCommState>& st, const Co
     if (job.ok()) host_half = *job;
     s = job.status();
   } else {
-    StreamBuffers b;
-    b.input = static_cast<const char*>(call.sendbuff);
-    b.output = static_cast<char*>(call.recvbuff);
-    b.elem = TypeSize(call.dtype);
-    b.dtype = call.dtype;
-    b.op = call.op;
-    s = EnqueueStreamProgram(plan.ranks[comm->rank], b, t, rt, stream);
+    s = EnqueueStreamProgram(plan.ranks[comm->rank], StreamBuffersOf(call), t, rt, stream);
   }
   EventHandle done = st->events[st->calls++ % kEvents];
   if (s.ok()) s = rt.EventRecord(done, stream);
