@@ -160,14 +160,11 @@ void AddDroppedToResidual(const weftCompression& spec, const RankSchedule& steps
                               ? in + s.src.offset
                               : reinterpret_cast<const float*>(scratch) + s.src.offset;
     const uint8_t* encoded = scratch + s.dst.offset * sizeof(float);
-    float* decoded = ScratchFloats(2, n);
-    if (!span.reduced) {  // the first (only) encoding of these elements: stored as dropped
-      codec::DecodeWithDropped(spec, encoded, n, values, decoded, residual + span.offset);
-      continue;
-    }
-    float* dropped = ScratchFloats(3, n);
-    codec::DecodeWithDropped(spec, encoded, n, values, decoded, dropped);
-    for (size_t i = 0; i < n; ++i) residual[span.offset + i] += reduced_weight * dropped[i];
+    // A contribution or partial sum: the first (only) encoding of these elements, stored; the
+    // reduced result: added, weighted.
+    codec::DroppedIntoResidual(spec, encoded, n, values,
+                               span.reduced ? codec::Feedback::kAdd : codec::Feedback::kStore,
+                               reduced_weight, residual + span.offset);
   }
 }
 
