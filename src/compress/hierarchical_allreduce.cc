@@ -51,6 +51,7 @@ ScheduleRequest HierarchicalShape(weftComm_t comm, size_t count, const weftCompr
   shape.count = count;
   shape.codec = spec;
   shape.groups = comm->host_groups;
+  shape.chunk.chunk_elems = CompressionChunkElems();  // the schedule's and the spans' pieces
   return shape;
 }
 
