@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -22,6 +23,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/device_ipc.h"
 #include "device/device_runtime.h"
 #include "device_test_util.h"
 #include "kernels/dtype.h"
@@ -306,17 +308,46 @@ std::vector<Case> Matrix(int nranks) {
   return cases;
 }
 
-// Runs the whole matrix on nranks processes; shared = every rank on emulated device 0.
-void RunMatrix(int nranks, bool shared) {
+// How ranks map to emulated GPUs: each its own, all on device 0, or two per device.
+enum class Gpus { kOwn, kShared, kTwoPerGpu };
+
+// The cases the ipc transport runs (device_ipc.h): allreduce, allgather, reduce-scatter and
+// all-to-all, counts 0, 1, odd, and larger than the 4 MiB window (several rounds).
+std::vector<Case> IpcMatrix(int nranks) {
+  std::vector<Case> cases;
+  const size_t big = (size_t{6} << 20) / 4 / static_cast<size_t>(nranks) + 7;
+  for (size_t n : {size_t{0}, size_t{1}, size_t{1001}, big})
+    for (bool in_place : {false, true}) {
+      cases.push_back({Kind::kAllReduce, weftFloat32, weftSum, in_place, n});
+      cases.push_back({Kind::kAllReduce, weftBfloat16, weftAvg, in_place, n});
+      cases.push_back({Kind::kAllReduce, weftInt32, weftMax, in_place, n});
+      cases.push_back({Kind::kReduceScatter, weftFloat32, weftSum, in_place, n});
+      cases.push_back({Kind::kReduceScatter, weftInt8, weftMin, in_place, n});
+      cases.push_back({Kind::kAllGather, weftFloat16, weftSum, in_place, n});
+      if (!in_place) cases.push_back({Kind::kAllToAll, weftFloat32, weftSum, false, n});
+    }
+  return cases;
+}
+
+// Runs `cases` (default: the whole matrix) on nranks processes. With expect_ipc, every call
+// must have gone through the ipc transport and each rank's WEFT_DEBUG=INFO log names it for
+// every peer.
+void RunMatrix(int nranks, Gpus gpus, std::vector<std::pair<std::string, std::string>> env = {},
+               const std::vector<Case>* cases = nullptr, bool expect_ipc = false) {
+  env.push_back({"WEFT_DEVICE", weft_test::SuiteDevice("emulated:4")});
+  env.push_back({"WEFT_EMULATED_DELAY_US", "30"});
+  if (expect_ipc) env.push_back({"WEFT_DEBUG", "INFO"});
+  const std::vector<Case> all = cases != nullptr ? *cases : Matrix(nranks);
   const weft_test::LaunchOutcome o = weft_test::ForkRanks(
       nranks,
       [&](int rank) {
         int devices = 1;
         weftDeviceGetCount(&devices);
-        Rank r{nullptr, rank, nranks, shared ? 0 : rank % std::max(devices, 1), nullptr};
+        const int device = gpus == Gpus::kShared ? 0 : gpus == Gpus::kTwoPerGpu ? rank / 2 : rank;
+        Rank r{nullptr, rank, nranks, device % std::max(devices, 1), nullptr};
         if (weftCommInitFromEnv(&r.comm) != weftSuccess) return std::fprintf(stderr, "%s\n", Err("init").c_str()), 1;
         if (weftDeviceStreamCreate(&r.stream, r.device) != weftSuccess) return std::fprintf(stderr, "%s\n", Err("stream").c_str()), 1;
-        for (const Case& c : Matrix(nranks)) {
+        for (const Case& c : all) {
           const std::string e = RunCase(c, r);
           if (!e.empty()) {
             std::fprintf(stderr, "rank %d: %s %s %s %s count=%zu: %s\n", rank, KindName(c.kind),
@@ -329,20 +360,54 @@ void RunMatrix(int nranks, bool shared) {
           return std::fprintf(stderr, "%s\n", Err("barrier on the stream").c_str()), 1;
         weftResult_t async = weftSuccess;
         weftCommGetAsyncError(r.comm, &async);
+        const size_t ipc_calls = weft::IpcCallCount(r.comm);
         weftDeviceStreamDestroy(r.stream);
         weftCommDestroy(r.comm);
+        // A count of 0 returns at once, as NCCL's: no call reaches a transport.
+        const size_t calls = std::count_if(all.begin(), all.end(), [](const Case& c) { return c.count > 0; });
+        if (expect_ipc && ipc_calls != calls)
+          return std::fprintf(stderr, "%zu of %zu calls went through the ipc transport\n", ipc_calls, calls), 1;
         return async == weftSuccess ? 0 : 1;
       },
-      {{"WEFT_DEVICE", weft_test::SuiteDevice("emulated:4")}, {"WEFT_EMULATED_DELAY_US", "30"}}, 240);
-  for (int r = 0; r < nranks; ++r)
+      env, 240);
+  for (int r = 0; r < nranks; ++r) {
     EXPECT_TRUE(weft_test::ExitedZero(o.status[r])) << "rank " << r << ":\n" << o.output[r];
+    for (int q = 0; expect_ipc && q < nranks; ++q)
+      if (q != r)
+        EXPECT_NE(o.output[r].find("rank " + std::to_string(q) + " via ipc"), std::string::npos)
+            << "rank " << r << "'s log does not name the ipc transport for rank " << q << ":\n" << o.output[r];
+  }
 }
 
-TEST(DeviceCollectives, OneProcess) { RunMatrix(1, false); }
-TEST(DeviceCollectives, TwoProcessesOwnGpus) { RunMatrix(2, false); }
-TEST(DeviceCollectives, ThreeProcessesOwnGpus) { RunMatrix(3, false); }
-TEST(DeviceCollectives, FourProcessesOwnGpus) { RunMatrix(4, false); }
-TEST(DeviceCollectives, TwoProcessesShareOneGpu) { RunMatrix(2, true); }
+// The whole matrix, with the default path for each call (allreduce, allgather, reduce-scatter
+// and all-to-all device to device through ipc; the rest staged) and with everything staged.
+TEST(DeviceCollectives, OneProcess) { RunMatrix(1, Gpus::kOwn); }
+TEST(DeviceCollectives, TwoProcessesOwnGpus) { RunMatrix(2, Gpus::kOwn); }
+TEST(DeviceCollectives, ThreeProcessesOwnGpus) { RunMatrix(3, Gpus::kOwn); }
+TEST(DeviceCollectives, FourProcessesOwnGpus) { RunMatrix(4, Gpus::kOwn); }
+TEST(DeviceCollectives, TwoProcessesShareOneGpu) { RunMatrix(2, Gpus::kShared); }
+TEST(DeviceCollectives, ThreeProcessesAllStaged) { RunMatrix(3, Gpus::kOwn, {{"WEFT_IPC", "0"}}); }
+TEST(DeviceCollectives, TwoProcessesShareOneGpuAllStaged) { RunMatrix(2, Gpus::kShared, {{"WEFT_IPC", "0"}}); }
+
+// Each direct algorithm forced with WEFT_ALGO on device buffers, over the ipc transport: exact
+// on 2, 3 and 4 processes, each with its own GPU and two per GPU (issue 36).
+class IpcForced : public ::testing::TestWithParam<std::tuple<int, Gpus>> {};
+TEST_P(IpcForced, EveryDirectAlgorithmExact) {
+  const auto [nranks, gpus] = GetParam();
+  const std::vector<Case> cases = IpcMatrix(nranks);
+  for (const char* spec : {"allreduce:oneshot;allgather:direct;reducescatter:direct;alltoall:direct",
+                           "allreduce:twoshot"}) {
+    SCOPED_TRACE(spec);
+    RunMatrix(nranks, gpus, {{"WEFT_ALGO", spec}}, &cases, /*expect_ipc=*/true);
+  }
+}
+INSTANTIATE_TEST_SUITE_P(Ranks, IpcForced,
+                         ::testing::Combine(::testing::Values(2, 3, 4),
+                                            ::testing::Values(Gpus::kOwn, Gpus::kTwoPerGpu)),
+                         [](const auto& info) {
+                           return std::to_string(std::get<0>(info.param)) + "Processes" +
+                                  (std::get<1>(info.param) == Gpus::kOwn ? "OwnGpus" : "TwoPerGpu");
+                         });
 
 int DeviceOf(weftStream_t s) { return ActiveRuntime().StreamDevice(s); }
 
@@ -519,8 +584,10 @@ TEST(DeviceStreamSemantics, HostCallAfterDeviceCallWaitsForIt) {
 
 // A peer that dies while device work is queued: the stream still drains (no hang) and
 // weftCommGetAsyncError reports the failure, naming the rank that died.
+// (Staged: with the ipc transport the first device call sets it up, an exchange that fails at
+// once when the peer is dead; the ipc case is the next test.)
 TEST(DeviceStreamSemantics, DeadPeerReachesAsyncErrorNamingIt) {
-  OnRanks(2, {{"WEFT_TIMEOUT", "10"}}, [](int rank, weftComm_t comm, weftStream_t s) {
+  OnRanks(2, {{"WEFT_TIMEOUT", "10"}, {"WEFT_IPC", "0"}}, [](int rank, weftComm_t comm, weftStream_t s) {
     if (rank == 1) _exit(0);  // dies before its part of the collective
     DeviceBuffer b;
     std::string e = Allocate(4000, DeviceOf(s), std::vector<unsigned char>(4000, 1), &b);
@@ -536,6 +603,70 @@ TEST(DeviceStreamSemantics, DeadPeerReachesAsyncErrorNamingIt) {
     std::fprintf(stderr, "async error as reported: %s\n", msg.c_str());
     return std::string();
   }, {0});
+}
+
+// Over the ipc transport: the peer dies after the transport is set up, so rank 0's stream
+// waits on a signal that never comes. The call's watchdog notices the dead process, releases
+// the stream (it drains: no hang) and reports the failure naming rank 1; a later call on the
+// communicator fails at once.
+TEST(DeviceStreamSemantics, DeadPeerDuringIpcCallReachesAsyncErrorNamingIt) {
+  OnRanks(2, {{"WEFT_TIMEOUT", "60"}}, [](int rank, weftComm_t comm, weftStream_t s) {
+    const size_t n = 1000;
+    DeviceBuffer b;
+    std::string e = Allocate(n * 4, DeviceOf(s), Inputs(weftFloat32, weftSum, rank, n), &b);
+    if (!e.empty()) return e;
+    if (weftAllReduce(b.data(), b.data(), n, weftFloat32, weftSum, comm, s) != weftSuccess ||
+        weftDeviceStreamSynchronize(s) != weftSuccess)
+      return Err("first allreduce");
+    if (weft::IpcCallCount(comm) != 1) return std::string("the first allreduce did not go through ipc");
+    if (rank == 1) _exit(0);
+    if (weftAllReduce(b.data(), b.data(), n, weftFloat32, weftSum, comm, s) != weftSuccess)
+      return Err("second allreduce (the call itself must return success: the failure is asynchronous)");
+    if (weftDeviceStreamSynchronize(s) != weftSuccess) return Err("synchronize after the release");
+    weftResult_t async = weftSuccess;
+    if (weftCommGetAsyncError(comm, &async) != weftSuccess) return Err("weftCommGetAsyncError");
+    const std::string msg = weftGetLastError(nullptr);
+    if (async == weftSuccess) return std::string("no asynchronous error after the peer died");
+    if (msg.find("rank 1") == std::string::npos) return "async error does not name rank 1: " + msg;
+    if (weftAllReduce(b.data(), b.data(), n, weftFloat32, weftSum, comm, s) == weftSuccess)
+      return std::string("a call after the failure was accepted");
+    std::fprintf(stderr, "async error as reported: %s\n", msg.c_str());
+    return std::string();
+  }, {0});
+}
+
+// One rank of a job launched by perf/netns/run.sh (2 namespace "hosts" x 2 ranks, tests/
+// netns.cmake): the whole matrix on device buffers, each rank on its host's emulated GPU
+// WEFT_LOCAL_RANK. allreduce, allgather and all-to-all run hierarchical_direct, device to
+// device through ipc inside each host and staged across (device_hybrid.h); the rest staged.
+// The ctest entry checks that every rank's log names the ipc transport for its host peer.
+TEST(DeviceWorker, WholeMatrixAsOneRankOfALaunchedJob) {
+  const char* worker = std::getenv("DEVICE_TEST_WORKER");
+  if (worker == nullptr) GTEST_SKIP() << "runs only as a rank launched by perf/netns/run.sh (DEVICE_TEST_WORKER=1)";
+  const char* local = std::getenv("WEFT_LOCAL_RANK");
+  int devices = 1;
+  weftDeviceGetCount(&devices);
+  Rank r{nullptr, 0, 0, (local != nullptr ? std::atoi(local) : 0) % std::max(devices, 1), nullptr};
+  ASSERT_EQ(weftCommInitFromEnv(&r.comm), weftSuccess) << Err("init");
+  ASSERT_EQ(weftCommUserRank(r.comm, &r.rank), weftSuccess);
+  ASSERT_EQ(weftCommCount(r.comm, &r.nranks), weftSuccess);
+  ASSERT_EQ(weftDeviceStreamCreate(&r.stream, r.device), weftSuccess) << Err("stream");
+  size_t hybrid = 0;
+  for (const Case& c : Matrix(r.nranks)) {
+    const size_t before = weft::IpcCallCount(r.comm);
+    const std::string e = RunCase(c, r);
+    ASSERT_EQ(e, "") << "rank " << r.rank << ": " << KindName(c.kind) << " "
+                     << weft_test::TypeName(c.dtype) << " " << weft_test::OpName(c.op) << " "
+                     << (c.in_place ? "in-place" : "out-of-place") << " count=" << c.count;
+    hybrid += weft::IpcCallCount(r.comm) - before;
+  }
+  std::printf("rank %d: %zu calls device to device inside the host, staged across\n", r.rank, hybrid);
+  EXPECT_GT(hybrid, 0u) << "no call took the ipc path";
+  weftResult_t async = weftSuccess;
+  weftCommGetAsyncError(r.comm, &async);
+  EXPECT_EQ(async, weftSuccess) << weftGetLastError(nullptr);
+  weftDeviceStreamDestroy(r.stream);
+  weftCommDestroy(r.comm);
 }
 
 }  // namespace

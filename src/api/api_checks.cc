@@ -14,6 +14,7 @@
 #include "compress/job_wide_compression.h"
 #include "core/api_internal.h"
 #include "core/bootstrap.h"
+#include "core/device_ipc.h"
 #include "core/device_progress.h"
 #include "core/init.h"
 #include "kernels/dtype.h"
@@ -153,6 +154,7 @@ weftComm* NewComm() {
 void FreeComm(weftComm* c, const Status& why) {
   // Device calls still queued run (or fail) before the communicator goes away.
   StopDeviceProgress(c);
+  ReleaseIpc(c);  // its window, after the device calls that used it
   // Compression's per-communicator state: its host-tier sub-communicators and the
   // WEFT_COMPRESSION residuals (keyed by this address, which a new communicator may reuse).
   compress::ReleaseCommunicator(c);

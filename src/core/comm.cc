@@ -188,6 +188,22 @@ Status AllGatherBytes(weftComm* comm, uint64_t tag, const void* mine, size_t byt
   return Execute(comm, gs->ranks[comm->rank], gs->window, weftUint8, weftSum, tag, mine, all, what);
 }
 
+}  // namespace
+
+Status AllGatherOnComm(weftComm* comm, const void* mine, size_t bytes, void* all, const char* what) {
+  std::unique_lock<std::mutex> lock;
+  WEFT_RETURN_IF_ERROR(ClaimComm(comm, &lock));
+  WEFT_RETURN_IF_ERROR(CheckComm(comm));
+  const uint64_t seq = ++comm->collective_seq;
+  const uint32_t hash = HashCallShape(MakeCallDescriptor(Collective::kAllGather, bytes, weftUint8,
+                                                         weftSum, 0, "setup exchange"));
+  const uint64_t tag = MakeCallTag(MixCallType(hash, Collective::kAllGather, weftUint8, weftSum), seq);
+  Status st = AllGatherBytes(comm, tag, mine, bytes, all, what);
+  return st.ok() ? st : FailedOnComm(comm, st.WithContext(what));
+}
+
+namespace {
+
 // Every rank needs every rank's counts to build an all-to-allv schedule: exchange the count
 // tables (with the receive counts), then check every pair. Every rank sees the same tables,
 // so a disagreement fails the call on every rank at once, naming the pair: checking only its

@@ -30,6 +30,7 @@
 namespace weft {
 class Bootstrap;
 struct ElasticState;
+struct IpcCommState;
 class InprocHub;
 class Fabric;
 class Selector;
@@ -133,6 +134,10 @@ struct weftComm {
 
   // Revoke, shrink and grow's state (core/elastic.h): process communicators only.
   std::shared_ptr<weft::ElasticState> elastic;
+
+  // Device calls device to device through the ipc transport (core/device_ipc.h): set up on
+  // the first device call that takes that path. Used by the calling thread.
+  std::shared_ptr<weft::IpcCommState> ipc;
 };
 
 namespace weft {
@@ -200,6 +205,12 @@ Status RunP2P(weftComm* comm, const std::vector<P2POp>& ops);
 // for tools and tests.
 StatusOr<const AlgorithmInfo*> ChooseAlgorithm(weftComm* comm, ScheduleRequest* request,
                                                size_t elem_size, weftRedOp_t op);
+
+// Allgathers `bytes` from every rank over the data path (a tagged ring allgather, one
+// operation of the communicator: every rank calls it at the same point of its call sequence).
+// For set-up exchanges that happen after init (the ipc transport's windows). *all holds
+// nranks * bytes.
+Status AllGatherOnComm(weftComm* comm, const void* mine, size_t bytes, void* all, const char* what);
 
 // How many communicators were freed so far (counted where handles are freed, api_checks.cc):
 // a thread's cached plan or live-handle check stays valid while it has not changed.

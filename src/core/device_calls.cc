@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/api_internal.h"
+#include "core/device_ipc.h"
 #include "core/device_progress.h"
 #include "core/device_staging.h"
 #include "device/device_runtime.h"
@@ -117,6 +118,9 @@ Status SubmitDeviceOps(weftComm* comm, DeviceOps ops, weftStream_t stream) {
     return InvalidArgument("stream=" + PtrStr(stream) +
                            " is a weft host stream, but the buffers are device memory: pass a "
                            "device stream (weftDeviceStreamCreate, a cudaStream_t) or NULL");
+  bool taken = false;
+  Status ipc = TrySubmitIpc(comm, ops, stream, &taken);  // device to device (device_ipc.h)
+  if (taken) return ipc;
   DeviceRuntime& rt = device::ActiveRuntime();
   const std::string what = "rank " + std::to_string(comm->rank) + ": " + Describe(ops) +
                            " on device buffers (stream " + PtrStr(stream) + ")";

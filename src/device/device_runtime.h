@@ -19,7 +19,9 @@
 //   * WaitFlag(stream, flag, v) stalls the stream until the 32-bit host word *flag reaches v,
 //     compared cyclically ((int32_t)(*flag - v) >= 0, cuStreamWaitValue32's GEQ), so flags are
 //     counters that only grow. WriteFlag stores v once the earlier work on the stream is done.
-//     Flags live in pinned host memory (HostAlloc).
+//     Flags live in pinned host memory (HostAlloc) or in device memory, also another
+//     process's imported through IPC (the ipc transport's signal slots; cuStreamWriteValue32
+//     on a peer's memory), where the host cannot read them.
 //   * Kernels take device pointers only (a host pointer is an InvalidArgument naming it).
 //   * Errors name the argument and its value; nothing aborts the process.
 //

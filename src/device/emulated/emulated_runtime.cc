@@ -165,7 +165,7 @@ class EmulatedRuntime final : public DeviceRuntime {
   Status WriteFlag(StreamHandle stream, uint32_t* flag, uint32_t value) override {
     Stream* s = nullptr;
     WEFT_RETURN_IF_ERROR(Find("flag write", stream, &s));
-    WEFT_RETURN_IF_ERROR(CheckFlag("flag write", flag));
+    WEFT_RETURN_IF_ERROR(CheckFlag("flag write", flag, &flag));
     s->Enqueue([flag, value] {
       __atomic_store_n(flag, value, __ATOMIC_RELEASE);
       return OkStatus();
@@ -175,7 +175,7 @@ class EmulatedRuntime final : public DeviceRuntime {
   Status WaitFlag(StreamHandle stream, const uint32_t* flag, uint32_t value) override {
     Stream* s = nullptr;
     WEFT_RETURN_IF_ERROR(Find("flag wait", stream, &s));
-    WEFT_RETURN_IF_ERROR(CheckFlag("flag wait", flag));
+    WEFT_RETURN_IF_ERROR(CheckFlag("flag wait", flag, &flag));
     s->Enqueue([s, flag, value] {
       // Polls like the GPU's front end, but mostly asleep: on a CPU this thread competes with
       // the host threads that will set the flag. Gives up only when the stream is destroyed.
@@ -281,11 +281,19 @@ class EmulatedRuntime final : public DeviceRuntime {
     return InvalidArgument(std::string(what) + ": device=" + std::to_string(device) +
                            " is not in [0, " + std::to_string(memory_.devices()) + ")");
   }
-  Status CheckFlag(const char* what, const void* flag) const {
+  // A flag is a 4-byte aligned word of host memory or of device memory (a window's signal
+  // slot, possibly imported from another process: ipc_transport.h). *flag becomes the address
+  // the stream thread uses (device memory: its alias).
+  template <typename T>
+  Status CheckFlag(const char* what, T* flag, T** resolved) const {
     if (flag == nullptr) return InvalidArgument(std::string(what) + ": flag is NULL");
-    if (memory_.Info(flag).is_device || reinterpret_cast<uintptr_t>(flag) % 4 != 0)
-      return InvalidArgument(std::string(what) + ": flag=" + Hex(flag) +
-                             " must be 4-byte aligned host memory");
+    if (reinterpret_cast<uintptr_t>(flag) % 4 != 0)
+      return InvalidArgument(std::string(what) + ": flag=" + Hex(flag) + " must be 4-byte aligned");
+    *resolved = flag;
+    if (!memory_.Info(flag).is_device) return OkStatus();
+    void* alias = nullptr;
+    WEFT_RETURN_IF_ERROR(memory_.Resolve(what, flag, sizeof(uint32_t), true, &alias));
+    *resolved = static_cast<T*>(alias);
     return OkStatus();
   }
   // Waits until every stream of `device` (-1: of every device) has run its queued work.
