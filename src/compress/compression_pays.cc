@@ -106,6 +106,7 @@ StatusOr<double> EstimatedSteps(const AlgorithmInfo& algorithm, const ScheduleRe
   ScheduleRequest one = shape;
   one.codec = spec;
   one.scope = PlanScope::ForRank(0);
+  if (one.chunk.chunk_elems == 0) one.chunk.chunk_elems = CompressionChunkElems();  // as simulated
   StatusOr<Schedule> s = BuildSchedule(algorithm, one);
   if (!s.ok()) return s.status();
   return static_cast<double>(s->ranks[0].steps.size()) * shape.nranks;
@@ -238,15 +239,16 @@ CompressionDecision Simulate(const Fabric& fabric, uint64_t digest, const std::v
 }
 
 // Cache key: everything the decision depends on.
+// (The last: the pieces' chunk, CompressionChunkElems: the schedule priced depends on it.)
 using Key = std::tuple<uint64_t, std::vector<std::vector<int>>, int, uint32_t, uint32_t, uint32_t,
-                       size_t, size_t>;
+                       size_t, size_t, size_t>;
 
 Key MakeKey(uint64_t digest, const std::vector<std::vector<int>>& groups,
             const weftCompression& spec, size_t count, size_t elem) {
   uint32_t ratio_bits = 0;
   std::memcpy(&ratio_bits, &spec.ratio, sizeof ratio_bits);
   return Key{digest, groups, static_cast<int>(spec.codec), spec.block, spec.flags, ratio_bits,
-             count, elem};
+             count, elem, CompressionChunkElems()};
 }
 
 std::mutex g_cache_mu;
