@@ -7,7 +7,6 @@
 #include <string>
 
 #include "algorithms/compressed.h"
-#include "compress/compress_common.h"
 #include "compress/compression_pays.h"
 #include "common/settings.h"
 #include "core/call_check.h"
