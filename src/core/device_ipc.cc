@@ -59,15 +59,14 @@ const ipc::IpcOptions& Options(Status* error) {
   return *options;
 }
 
-// The call's buffers are device memory (both, where the count is not 0), on one device.
+// The call's buffers are device memory (both), *device the receive buffer's. Only whether
+// they are device memory decides (as NCCL, every rank passes device buffers), not on which
+// device: that is rank-local, and ranks deciding differently would run different paths. A
+// buffer on another device than the window is reached as any peer memory is.
 bool DeviceBuffers(const CollectiveCall& call, int* device) {
   DeviceRuntime& rt = device::ActiveRuntime();
   const device::PointerAttributes s = rt.PointerInfo(call.sendbuff), r = rt.PointerInfo(call.recvbuff);
-  if (call.count == 0) {
-    *device = r.is_device ? r.device : s.is_device ? s.device : -1;
-    return *device >= 0 || (call.sendbuff == nullptr && call.recvbuff == nullptr);
-  }
-  if (!s.is_device || !r.is_device || s.device != r.device) return false;
+  if (!s.is_device || !r.is_device) return false;
   *device = r.device;
   return true;
 }
@@ -242,16 +241,11 @@ Status TrySubmitIpc(weftComm* comm, const std::vector<std::variant<CollectiveCal
   if (algo == nullptr) return OkStatus();
   if (comm->ipc == nullptr) comm->ipc = std::make_shared<IpcCommState>();
   std::shared_ptr<IpcCommState> st = comm->ipc;
-  if (device < 0) device = st->transport ? st->transport->device() : device::ActiveRuntime().StreamDevice(stream);
   if (!st->tried) (void)SetUp(comm, st.get(), device, options);
   *taken = true;
   if (!st->setup_error.ok()) return st->setup_error;
   if (st->transport->failed())
     return RemoteError("the communicator's ipc transport failed earlier: " + DeviceAsyncError(comm).message());
-  if (device != st->transport->device())
-    return InvalidUsage("the buffers are on device " + std::to_string(device) +
-                        " but this communicator's device calls run on device " +
-                        std::to_string(st->transport->device()) + " (a communicator serves one device)");
   StatusOr<std::shared_ptr<const Schedule>> plan = PlanFor(comm, st.get(), *call, *algo, elem);
   if (!plan.ok()) return plan.status().WithContext("ipc: " + algo->name);
   const size_t window = st->transport->window_bytes();
