@@ -311,8 +311,9 @@ std::vector<Case> Matrix(int nranks) {
 // How ranks map to emulated GPUs: each its own, all on device 0, or two per device.
 enum class Gpus { kOwn, kShared, kTwoPerGpu };
 
-// The cases the ipc transport runs (device_ipc.h): allreduce, allgather, reduce-scatter and
-// all-to-all, counts 0, 1, odd, and larger than the 4 MiB window (several rounds).
+// The cases the ipc transport runs (device_ipc.h): allreduce, allgather, reduce-scatter,
+// all-to-all and broadcast, counts 0, 1, odd, and larger than the 4 MiB window
+// (several rounds).
 std::vector<Case> IpcMatrix(int nranks) {
   std::vector<Case> cases;
   const size_t big = (size_t{6} << 20) / 4 / static_cast<size_t>(nranks) + 7;
@@ -325,6 +326,7 @@ std::vector<Case> IpcMatrix(int nranks) {
       cases.push_back({Kind::kReduceScatter, weftInt8, weftMin, in_place, n});
       cases.push_back({Kind::kAllGather, weftFloat16, weftSum, in_place, n});
       if (!in_place) cases.push_back({Kind::kAllToAll, weftFloat32, weftSum, false, n});
+      cases.push_back({Kind::kBroadcast, weftBfloat16, weftSum, in_place, n});
     }
   return cases;
 }
@@ -395,7 +397,8 @@ class IpcForced : public ::testing::TestWithParam<std::tuple<int, Gpus>> {};
 TEST_P(IpcForced, EveryDirectAlgorithmExact) {
   const auto [nranks, gpus] = GetParam();
   const std::vector<Case> cases = IpcMatrix(nranks);
-  for (const char* spec : {"allreduce:oneshot;allgather:direct;reducescatter:direct;alltoall:direct",
+  for (const char* spec : {"allreduce:oneshot;allgather:direct;reducescatter:direct;alltoall:direct;"
+                           "broadcast:direct",
                            "allreduce:twoshot"}) {
     SCOPED_TRACE(spec);
     RunMatrix(nranks, gpus, {{"WEFT_ALGO", spec}}, &cases, /*expect_ipc=*/true);

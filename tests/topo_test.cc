@@ -183,7 +183,10 @@ TEST(Presets, DgxH100) {
   Route r = (*f)->RouteOf(0, 7, true);
   ASSERT_EQ(r.nres, 2);
   EXPECT_DOUBLE_EQ((*f)->resource(r.res[0]).gbps, 450.0);
-  EXPECT_TRUE((*f)->AllRanksMappable(false));  // GPUs map peers through NVLink regardless of shm
+  // Host buffers map through shm only, GPU ranks' too; device buffers through IPC.
+  EXPECT_FALSE((*f)->AllRanksMappable(false));
+  EXPECT_TRUE((*f)->AllRanksMappable(true));
+  EXPECT_TRUE((*f)->AllGpusPeerMapped());
 }
 
 TEST(Presets, DgxH100RailOptimized) {

@@ -1,14 +1,20 @@
 // weft-topo: shows the fabric weft sees (like lstopo, for ranks) and the selector's decisions.
 //
 //   weft-topo [-n RANKS] [--preset NAME | --topo-file FILE] [--no-shm] [-C COLLECTIVE]
-//             [--explain COLLECTIVE BYTES [--compress SPEC]] [--save FILE] [-d DTYPE]
+//             [--explain COLLECTIVE BYTES [--compress SPEC] [--device | --memory host|device]]
+//             [--save FILE] [-d DTYPE]
 //   weftrun -n N weft-topo --calibrate [--calibrate-ms MS] [--save FILE] [...]
 // Without --preset/--topo-file it discovers this machine (WEFT_TOPO_FILE honoured) and
-// places RANKS ranks on it (default: its core count), exactly as a communicator would.
+// places RANKS ranks on it (default: one per GPU, else its core count), exactly as a
+// communicator would; its GPUs (NVML, or WEFT_DEVICE=emulated[:N] with WEFT_EMULATED_TOPO)
+// are listed with their links (gpu_discovery.h).
 // Per collective it prints size -> algorithm, chunk, channels, predicted time and busbw;
 // --explain lists every candidate for one call with its predicted time; for an allreduce it
 // also says whether compressing it pays (src/compress/compression_pays.h), for --compress SPEC,
 // else WEFT_COMPRESSION when set, else for each of int8, fp8, int4, sign1 and topk:0.01.
+// On device buffers (--device, or by default when the ranks have GPUs and a device runtime
+// is active) it also lists the device candidates (staged, IPC algorithms) and the device
+// decision (selector.h, ChooseDeviceAlgorithm); --memory host leaves them out.
 // --calibrate runs as a job (under weftrun, the namespace harness, srun...): the ranks join,
 // measure each link tier of their fabric with short probes (topo/calibrate.h), and rank 0
 // prints the figures and continues with the calibrated fabric (--save writes it as a topology
@@ -28,7 +34,10 @@
 #include "core/comm.h"
 #include "core/bootstrap.h"
 #include "topo/calibrate.h"
+#include "common/settings.h"
+#include "device/device_runtime.h"
 #include "topo/fabric.h"
+#include "topo/gpu_discovery.h"
 #include "topo/presets.h"
 #include "weft/weft.h"
 #include "tune/cost_model.h"
@@ -44,7 +53,8 @@ int Usage(const char* msg) {
   if (msg) fprintf(stderr, "weft-topo: %s\n", msg);
   fprintf(stderr,
           "usage: weft-topo [-n RANKS] [--preset NAME | --topo-file FILE] [--no-shm] [-C COLLECTIVE]\n"
-          "                 [--explain COLLECTIVE BYTES [--compress SPEC]] [--save FILE] [-d DTYPE]\n"
+          "                 [--explain COLLECTIVE BYTES [--compress SPEC] [--device | --memory host|device]]\n"
+          "                 [--save FILE] [-d DTYPE]\n"
           "       weftrun -n N weft-topo --calibrate [--calibrate-ms MS] [--save FILE] [-C ..] [--explain ..]\n"
           "         (measures each link tier between the job's ranks; rank 0 prints and saves)\n"
           "presets: dgx-h100, dgx-h100:N, dgx-h100-fattree:N[:OVERSUB], netns:KxR[@GBIT], host:R\n");
@@ -117,10 +127,41 @@ int ExplainCompression(const Fabric& f, const std::string& spec_text, size_t cou
   return 0;
 }
 
+// --explain on device buffers: the staged and IPC candidates, then the device decision.
+int ExplainDevice(const Fabric& f, Collective c, size_t bytes, size_t elem, bool shm) {
+  DeviceChoiceOptions o;
+  o.elem_size = elem;
+  o.shm_enabled = shm;
+  o.ipc_enabled = SettingFlagOr("WEFT_IPC", true);
+  StatusOr<DeviceChoice> all = ExplainDeviceChoice(f, c, bytes, f.nranks(), o);
+  if (!all.ok()) {
+    printf("Device decision: error: %s\n", all.status().message().c_str());
+    return 1;
+  }
+  printf("Device buffers: candidates for %s of %zu bytes on %d GPU rank(s), fastest first:\n", CollectiveName(c), bytes,
+         f.nranks());
+  for (const DeviceCandidate& d : all->candidates) printf("  %s\n", d.why.c_str());
+  const int bucket = Selector::SizeBucket(bytes);
+  printf("Device decision (for every call of %.0f to %.0f bytes): %s\n", std::ldexp(1.0, std::max(0, bucket)),
+         std::ldexp(2.0, std::max(0, bucket)) - 1, ChooseDeviceAlgorithm(f, c, bytes, f.nranks(), o).c_str());
+  printf("  at %zu bytes: %s\n", bytes, all->why.c_str());
+  return 0;
+}
+
+// The GPU section: each host with GPUs (identical preset hosts once).
+void PrintGpus(const Fabric& f) {
+  for (int h = 0; h < f.nhosts(); ++h) {
+    if (f.host(h).gpus.empty()) continue;
+    printf("%s", DescribeGpuLinks(f.host(h)).c_str());
+    if (f.nhosts() > 1) printf("  (%d more host(s), not shown)\n", f.nhosts() - h - 1);
+    return;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string preset, topo_file, save, only_coll, explain_coll, dtype = "float", compress_spec;
+  std::string preset, topo_file, save, only_coll, explain_coll, dtype = "float", compress_spec, memory = "auto";
   size_t explain_bytes = 0;
   int nranks = 0;
   bool shm = true, calibrate = false;
@@ -132,6 +173,7 @@ int main(int argc, char** argv) {
     if (a == "-h" || a == "--help") return Usage(nullptr);
     if (a == "--no-shm") { shm = false; continue; }
     if (a == "--calibrate") { calibrate = true; continue; }
+    if (a == "--device") { memory = "device"; continue; }
     if (!(v = next())) return Usage(("missing value after " + a).c_str());
     if (a == "--preset") preset = v;
     else if (a == "--topo-file") topo_file = v;
@@ -140,6 +182,10 @@ int main(int argc, char** argv) {
     else if (a == "-C") only_coll = v;
     else if (a == "-d") dtype = v;
     else if (a == "--compress") compress_spec = v;
+    else if (a == "--memory") {
+      memory = v;
+      if (memory != "host" && memory != "device") return Usage(("--memory '" + memory + "': expected host or device").c_str());
+    }
     else if (a == "--calibrate-ms") {
       char* end = nullptr;
       cal_options.target_ms = strtod(v, &end);
@@ -177,7 +223,15 @@ int main(int argc, char** argv) {
   } else if (!topo_file.empty()) {
     fabric = LoadTopologyFile(topo_file);
   } else {
-    int n = nranks > 0 ? nranks : static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+    int n = nranks;
+    if (n <= 0) {  // one rank per GPU, else per core
+      StatusOr<HostInfo> local = DiscoverLocalHost();
+      if (!local.ok()) {
+        fprintf(stderr, "weft-topo: %s\n", local.status().message().c_str());
+        return 1;
+      }
+      n = !local->gpus.empty() ? static_cast<int>(local->gpus.size()) : static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+    }
     std::vector<std::string> summaries;
     for (int r = 0; r < n; ++r) {
       StatusOr<std::string> s = DescribeLocalRank(r);
@@ -228,11 +282,15 @@ int main(int argc, char** argv) {
              std::ldexp(2.0, bucket) - 1, std::floor(std::ldexp(1.4142135623730951, bucket)), chosen->why.c_str());
     else if (chosen.ok()) printf("Decision: %s\n", chosen->why.c_str());
     else printf("Decision: error: %s\n", chosen.status().message().c_str());
+    const bool device = memory == "device" ||
+                        (memory == "auto" && f.IsGpu(0) && device::ActiveRuntime().DeviceCount() > 0);
+    if (device && ExplainDevice(f, c, explain_bytes, elem, shm) != 0) return 1;
     if (c == Collective::kAllReduce) return ExplainCompression(f, compress_spec, req.count, elem);
     return 0;
   }
 
   printf("%s", f.Describe().c_str());
+  PrintGpus(f);
   std::vector<std::vector<int>> groups = f.HostGroups();
   printf("Groups by host:\n");
   for (size_t g = 0; g < groups.size() && g < 8; ++g) {

@@ -26,7 +26,7 @@ class Balancer {
   const std::vector<int>& shares() const { return shares_; }
 
  private:
-  // Largest-remainder apportionment of the batch by speed, at least one sequence each.
+  // The batch by speed: at least one sequence each, the slowest rank's time smallest.
   void Apportion(const std::vector<double>& speed);
 
   TrainConfig config_;

@@ -130,7 +130,8 @@ const std::map<std::string, bool TrainConfig::*>& Flags() {
   static const std::map<std::string, bool TrainConfig::*> flags = {
       {"zero1", &TrainConfig::zero1}, {"resume", &TrainConfig::resume},
       {"quiet", &TrainConfig::quiet}, {"digest", &TrainConfig::digest},
-      {"onebit-adam", &TrainConfig::onebit_adam}, {"elastic", &TrainConfig::elastic}};
+      {"onebit-adam", &TrainConfig::onebit_adam}, {"elastic", &TrainConfig::elastic},
+      {"sequence-parallel", &TrainConfig::sequence_parallel}};
   return flags;
 }
 
@@ -242,6 +243,9 @@ Status ValidateLayout(const TrainConfig& c, int world_size) {
       " (--shared-experts x --expert-hidden) and the vocabulary " + s(m.vocab)));
   MOE_RETURN_IF_ERROR(Require(m.layers % c.pp == 0,
       "--pp " + s(c.pp) + " must divide --layers " + s(m.layers) + " (equal stages)"));
+  MOE_RETURN_IF_ERROR(Require(!c.sequence_parallel || (c.tp > 1 && m.seq_len % c.tp == 0),
+      "--sequence-parallel needs --tp >= 2 dividing --seq-len " + s(m.seq_len) + " (got --tp " +
+      s(c.tp) + "): each tensor-parallel rank holds 1/tp of the tokens"));
   MOE_RETURN_IF_ERROR(Require(world_size % (c.tp * c.pp) == 0,
       "--tp " + s(c.tp) + " x --pp " + s(c.pp) + " must divide the number of ranks " +
       s(world_size)));
@@ -352,7 +356,7 @@ std::string Describe(const TrainConfig& c) {
     << " router=" << RouterName(m.router) << " capacity_factor=" << m.capacity_factor
     << " batch=" << c.batch << " steps=" << c.steps << " warmup=" << c.warmup << " lr=" << c.lr
     << " ep=" << c.ep << " zero1=" << c.zero1 << " seed=" << c.seed;
-  if (c.tp > 1) o << " tp=" << c.tp;
+  if (c.tp > 1) o << " tp=" << c.tp << (c.sequence_parallel ? " sequence_parallel=1" : "");
   if (c.balance != "even") o << " balance=" << c.balance << " balance_every=" << c.balance_every;
   if (c.pp > 1 || c.micro_batches > 0) o << " pp=" << c.pp << " micro_batches=" << MicroBatches(c);
   if (!c.compress.empty()) o << " compress=" << c.compress;
@@ -366,6 +370,8 @@ std::string UsageText() {
   return "usage: moe_train [--config tiny|default] [--router softmax|sigmoid] [--ep N] [--zero1]\n"
          "  layout: --tp T (tensor parallel) --pp P (pipeline stages) --ep E (expert parallel);\n"
          "          data parallel = ranks / (T x P); --micro-batches M (1F1B, default P)\n"
+         "          --sequence-parallel (with --tp: norms and residuals on 1/T of the tokens,\n"
+         "           reduce-scatter + all-gather instead of all-reduce)\n"
          "          --balance even|measured (shares of the batch by measured speed, DP only)\n"
          "          --balance-every N (re-measure every N steps, default 10)\n"
          "          --slow-rank R:F (rank R computes F times slower: tests, demos)\n"

@@ -53,6 +53,10 @@ struct TrainConfig {
   int tp = 1;            // tensor-parallel group size (attention heads, shared expert, LM head)
   int pp = 1;            // pipeline stages (contiguous runs of layers)
   int micro_batches = 0; // per step and data-parallel rank (1F1B); 0 = pp (1 without PP)
+  // Megatron sequence parallelism with --tp: between the column -> row blocks (norms,
+  // residuals, stage transfers) each tensor-parallel rank holds 1/tp of a micro-batch's tokens;
+  // reduce-scatter and all-gather replace the row-parallel all-reduces (tensor_parallel.h).
+  bool sequence_parallel = false;
   // Uneven data parallelism: "even" shares of the batch, or "measured": each data-parallel
   // rank's share proportional to its measured compute speed, re-measured every balance_every
   // steps (balance.h).

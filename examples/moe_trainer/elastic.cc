@@ -42,8 +42,14 @@ Status Elastic::Mirror(Trainer& trainer, Parallel& parallel) {
   if (!config_.zero1 || parallel.world_size() == 1) return Status();
   std::vector<float> send = trainer.optimizer().m;
   send.insert(send.end(), trainer.optimizer().v.begin(), trainer.optimizer().v.end());
-  std::vector<float> received(send.size());  // shards are equal: buckets pad to the group
-  MOE_RETURN_IF_ERROR(parallel.ExchangeWithBuddy(send.data(), received.data(), send.size()));
+  // The previous rank's shard may be a few floats longer or shorter than this one's.
+  const int world = parallel.world_size(), prev = (parallel.world_rank() + world - 1) % world;
+  size_t prev_count = 0;
+  for (const Segment& seg : DataParallelSegments(trainer.model().layout(), true, world, prev))
+    prev_count += 2 * seg.count;  // its m and v
+  std::vector<float> received(prev_count);
+  MOE_RETURN_IF_ERROR(
+      parallel.ExchangeWithBuddy(send.data(), send.size(), received.data(), received.size()));
   mirror_.swap(received);
   return Status();
 }

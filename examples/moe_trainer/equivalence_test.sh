@@ -9,7 +9,9 @@
 #        EP=2 x DP=2 (4 ranks) vs DP=4                                     rel. diff <= 1e-5
 # zero   ZeRO-1 vs plain DP on 2 ranks, and on EP=2 x DP=2                rel. diff <= 1e-5
 #        (measured: bitwise on 2 ranks; ~1e-8 on EP=2 x DP=2, where the clip norm is summed
-#        from shards in another order)
+#        from shards in another order); ZeRO-1 on DP=3 (buckets of 512 or 8 x 16 floats cut
+#        into uneven shards, weftReduceScatterV / weftAllGatherV), alone and   rel. diff <= 1e-5
+#        with --balance measured and a slow rank, vs 1 rank (measured: ~4e-7)
 # resume 20 steps straight vs 10 steps + checkpoint + resume for 10        bitwise (both routers)
 # compress --compress int8 / fp8 / 1bit on 2 ranks (and int8 with ZeRO-1, fp8 EP dispatch):
 #        losses finite and decreasing, every rank's parameters identical   digests equal
@@ -24,6 +26,9 @@
 #        parallel = ranks / (TP x PP)), and DP x PP with ZeRO-1, vs 1 rank;
 #        DP x TP with int8 gradients: decreasing, replicas identical;       digests equal
 #        TP x PP resume at step 10                                         bitwise
+#        --sequence-parallel on TP=2, TP=4, TP x PP, DP x TP x PP with      rel. diff <= 1e-5
+#        ZeRO-1, EP x TP: vs 1 rank and vs the same layout without it
+#        (measured: ~7e-9 vs 1 rank; not bitwise, the sums go in another order)
 #        --balance measured, rank 1 slowed 3x, vs 1 rank; shares moved       rel. diff <= 1e-5
 # threads 1 rank, default config, 2 steps: --threads 2 vs --threads 1     bitwise (Prescott
 #        kernels), 1e-6 with the kernels moe_train picks
@@ -210,6 +215,14 @@ case "$mode" in
     train 4 "$work/ep2dp2" --ep 2
     train 4 "$work/ep2dp2zero" --ep 2 --zero1
     compare "$work/ep2dp2" "$work/ep2dp2zero" 1e-5 "ZeRO-1 vs DP (EP=2 x DP=2)"
+    # Uneven shards: no bucket of the tiny model divides into 3 equal 16-float-aligned shards
+    # (the embedding's 512 units give 171 + 171 + 170), so every reduce-scatter and gather is
+    # uneven; the batch (12) divides by 3.
+    train 1 "$work/one12" --batch 12
+    train 3 "$work/zero3" --batch 12 --zero1
+    compare "$work/one12" "$work/zero3" 1e-5 "ZeRO-1 on DP=3 (uneven shards) vs 1 rank"
+    train 3 "$work/zero3b" --batch 12 --zero1 --balance measured --balance-every 5 --slow-rank 1:3
+    compare "$work/one12" "$work/zero3b" 1e-5 "ZeRO-1 on DP=3, --balance measured --slow-rank 1:3, vs 1 rank"
     ;;
   resume)
     for router in softmax sigmoid; do
@@ -307,6 +320,14 @@ case "$mode" in
       train "${args[0]}" "$work/layout" "${args[@]:1}"
       compare "$work/one" "$work/layout" 1e-5 "ranks ${args[0]}: ${args[*]:1} vs 1 rank"
     done
+    # Sequence parallelism: the same update, the norms and residuals on 1/T of the tokens.
+    for layout in "2 --tp 2" "4 --tp 4" "4 --tp 2 --pp 2" "8 --tp 2 --pp 2 --zero1" "4 --tp 2 --ep 2"; do
+      read -r -a args <<<"$layout"
+      train "${args[0]}" "$work/plain_tp" "${args[@]:1}"
+      train "${args[0]}" "$work/sp" "${args[@]:1}" --sequence-parallel
+      compare "$work/one" "$work/sp" 1e-5 "ranks ${args[0]}: ${args[*]:1} --sequence-parallel vs 1 rank"
+      compare "$work/plain_tp" "$work/sp" 1e-5 "ranks ${args[0]}: ${args[*]:1} --sequence-parallel vs without"
+    done
     # Uneven ranks: rank 1 three times slower, shares re-measured every 5 steps; the update is
     # the even split's, so the losses are one rank's; the shares must have moved off 4 + 4.
     train 2 "$work/balance" --balance measured --balance-every 5 --slow-rank 1:3
@@ -388,6 +409,8 @@ case "$mode" in
     expect_error "tp vs shared" "--tp 32 must divide the shared experts' hidden width 16" "${T[@]}" --tp 32 --heads 32 --dim 64
     expect_error "micro-batches" "--micro-batches 3 must divide the 8 sequences" "${T[@]}" --micro-batches 3
     expect_error "negative tp" "--tp -1 must be >= 1" "${T[@]}" --tp -1
+    expect_error "sequence parallel without tp" "--sequence-parallel needs --tp >= 2" "${T[@]}" --sequence-parallel
+    expect_error "sequence parallel vs seq-len" "--sequence-parallel needs --tp >= 2 dividing --seq-len 30" "${T[@]}" --sequence-parallel --tp 4 --seq-len 30
     expect_error "balance kind" "--balance 'fast' is not even or measured" "${T[@]}" --balance fast
     expect_error "balance with micro-batches" "--balance measured needs --tp 1, --pp 1" "${T[@]}" --balance measured --micro-batches 2
     expect_error "slow rank" "--slow-rank 3:2.000000: the rank must be in" "${T[@]}" --slow-rank 3:2

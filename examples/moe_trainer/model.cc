@@ -38,20 +38,37 @@ void Model::UseSlot(int slot) {
 }
 
 void Model::Resize(int N) {
-  const size_t C = config_.dim, Ct = tp_dim_;
+  const size_t C = config_.dim, Ct = tp_dim_, H = HeldTokens(N);
   for (LayerActivations& a : slot_->layers) {
-    a.x_in.resize(N * C), a.xn1.resize(N * C), a.rstd1.resize(N), a.qkv.resize(N * 3 * Ct);
+    a.x_in.resize(H * C), a.xn1.resize(N * C), a.rstd1.resize(H), a.qkv.resize(N * 3 * Ct);
     a.probs.resize(static_cast<size_t>(N) * tp_heads_ * config_.seq_len);
-    a.att_out.resize(N * Ct), a.x_mid.resize(N * C), a.xn2.resize(N * C), a.rstd2.resize(N);
+    a.att_out.resize(N * Ct), a.x_mid.resize(H * C), a.xn2.resize(N * C), a.rstd2.resize(H);
   }
-  slot_->x_final.resize(N * C), slot_->xf.resize(N * C), slot_->rstd_f.resize(N);
+  slot_->x_final.resize(H * C), slot_->xf.resize(N * C), slot_->rstd_f.resize(H);
   if (shard_.HasHead()) slot_->logits.resize(static_cast<size_t>(N) * config_.vocab);
-  dx_.resize(N * C), dxn_.resize(N * C), d_att_.resize(N * Ct), dqkv_.resize(N * 3 * Ct);
-  moe_out_.resize(N * C);
+  dx_.resize(H * C), dxn_.resize(N * C), d_att_.resize(N * Ct), dqkv_.resize(N * 3 * Ct);
+  moe_out_.resize(H * C);
+  if (H < static_cast<size_t>(N)) full_.resize(N * C), norm_dw_.resize(2 * C);
 }
 
-Status Model::SumOverTp(float* data, size_t count) {
-  return tp_ == nullptr ? Status() : tp_->AllReduceSum(data, count);
+Status Model::AddNormGrads(const std::vector<const char*>& names) {
+  const size_t C = config_.dim;
+  MOE_RETURN_IF_ERROR(tp_->AllReduceSum(norm_dw_.data(), names.size() * C));
+  for (size_t i = 0; i < names.size(); ++i) {
+    float* g = G(names[i]);
+    for (size_t c = 0; c < C; ++c) g[c] += norm_dw_[i * C + c];
+  }
+  return Status();
+}
+
+Status Model::GatherOutputGrad(int N, const float** full) {
+  *full = dx_.data();
+  const HeldRows held = RowsHeld(tp_, N);
+  if (held.count == N) return Status();
+  const size_t C = config_.dim;
+  std::memcpy(&full_[held.first * C], dx_.data(), held.count * C * sizeof(float));
+  *full = full_.data();
+  return GatherHeldRows(tp_, full_.data(), N, config_.dim);
 }
 
 MoeWeights Model::LayerMoeWeights(int l) const {
@@ -82,29 +99,36 @@ MoeGrads Model::LayerMoeGrads(int l) {
 
 // With tensor parallelism the attention is this rank's heads: wqkv's columns for them
 // (column-parallel), wo's rows for them (row-parallel), and the partial outputs summed over
-// the group before the residual add.
+// the group before the residual add. The norms and residual adds run on the held rows (all
+// of them, or this rank's run with sequence parallelism, gathered before each block).
 Status Model::LayerForward(int l, int sequences, const LossScale& scale,
                            ExpertExchange* exchange, float* x_out) {
   const ModelConfig& m = config_;
   const int N = sequences * m.seq_len, C = m.dim, Ct = tp_dim_;
+  const HeldRows held = RowsHeld(tp_, N);
+  const long H = held.count, first = static_cast<long>(held.first) * C;
   LayerActivations& a = Acts(l);
-  RmsNormForward(a.x_in.data(), P(LayerName(l, "attn_norm")), a.xn1.data(), a.rstd1.data(), N, C,
-                 m.norm_eps);
+  RmsNormForward(a.x_in.data(), P(LayerName(l, "attn_norm")), a.xn1.data() + first,
+                 a.rstd1.data(), H, C, m.norm_eps);
+  MOE_RETURN_IF_ERROR(GatherHeldRows(tp_, a.xn1.data(), N, C));
   Matmul(a.xn1.data(), Trans::kNo, P(LayerName(l, "wqkv")), Trans::kNo, a.qkv.data(), N, 3 * Ct,
          C, false);
   RopeForward(a.qkv.data(), N, Ct, tp_heads_, rope_);
   AttentionForward(a.qkv.data(), a.probs.data(), a.att_out.data(), sequences, m.seq_len, Ct,
                    tp_heads_);
-  Matmul(a.att_out.data(), Trans::kNo, P(LayerName(l, "wo")), Trans::kNo, a.x_mid.data(), N, C,
-         Ct, false);
-  MOE_RETURN_IF_ERROR(SumOverTp(a.x_mid.data(), static_cast<size_t>(N) * C));
-  Add(a.x_in.data(), a.x_mid.data(), a.x_mid.data(), static_cast<long>(N) * C);
-  RmsNormForward(a.x_mid.data(), P(LayerName(l, "moe_norm")), a.xn2.data(), a.rstd2.data(), N, C,
-                 m.norm_eps);
+  float* projected = H == N ? a.x_mid.data() : full_.data();  // every row, partial over TP
+  Matmul(a.att_out.data(), Trans::kNo, P(LayerName(l, "wo")), Trans::kNo, projected, N, C, Ct,
+         false);
+  float* attended = nullptr;
+  MOE_RETURN_IF_ERROR(ReduceToHeldRows(tp_, projected, N, C, &attended));
+  Add(a.x_in.data(), attended, a.x_mid.data(), H * C);
+  RmsNormForward(a.x_mid.data(), P(LayerName(l, "moe_norm")), a.xn2.data() + first,
+                 a.rstd2.data(), H, C, m.norm_eps);
+  MOE_RETURN_IF_ERROR(GatherHeldRows(tp_, a.xn2.data(), N, C));
   MOE_RETURN_IF_ERROR(MoeForward(m, LayerMoeWeights(l), a.xn2.data(), sequences,
                                  router_bias[l].data(), scale, exchange, &a.moe, moe_out_.data(),
                                  tp_));
-  Add(a.x_mid.data(), moe_out_.data(), x_out, static_cast<long>(N) * C);
+  Add(a.x_mid.data(), moe_out_.data(), x_out, H * C);
   return Status();
 }
 
@@ -115,7 +139,10 @@ Status Model::HeadForward(const Batch& batch, const LossScale& scale, ForwardRes
   const ModelConfig& m = config_;
   const int N = batch.sequences * m.seq_len, C = m.dim, V = m.vocab, Vt = tp_vocab_;
   StageActivations& s = *slot_;
-  RmsNormForward(s.x_final.data(), P("final_norm"), s.xf.data(), s.rstd_f.data(), N, C, m.norm_eps);
+  const HeldRows held = RowsHeld(tp_, N);
+  RmsNormForward(s.x_final.data(), P("final_norm"), s.xf.data() + static_cast<long>(held.first) * C,
+                 s.rstd_f.data(), held.count, C, m.norm_eps);
+  MOE_RETURN_IF_ERROR(GatherHeldRows(tp_, s.xf.data(), N, C));
   if (tp_ == nullptr) {
     Matmul(s.xf.data(), Trans::kNo, P("lm_head"), Trans::kNo, s.logits.data(), N, V, C, false);
   } else {
@@ -139,15 +166,16 @@ Status Model::Forward(const Batch& batch, const LossScale& scale, ExpertExchange
                       ForwardResult* result, const float* x_in) {
   const ModelConfig& m = config_;
   const int N = batch.sequences * m.seq_len, C = m.dim;
+  const HeldRows held = RowsHeld(tp_, N);
   Resize(N);
   float* x0 = slot_->layers.empty() ? slot_->x_final.data() : Acts(first_layer_).x_in.data();
   if (shard_.HasEmbedding()) {
     const float* embed = P("embed");
-    for (int t = 0; t < N; ++t)
-      std::memcpy(x0 + static_cast<size_t>(t) * C, embed + static_cast<long>(batch.inputs[t]) * C,
-                  C * sizeof(float));
+    for (int t = 0; t < held.count; ++t)
+      std::memcpy(x0 + static_cast<size_t>(t) * C,
+                  embed + static_cast<long>(batch.inputs[held.first + t]) * C, C * sizeof(float));
   } else {
-    std::memcpy(x0, x_in, sizeof(float) * N * C);
+    std::memcpy(x0, x_in, sizeof(float) * held.count * C);
   }
   *result = ForwardResult();
   result->selected.assign(static_cast<size_t>(m.layers) * m.experts, 0.0);
@@ -166,17 +194,21 @@ Status Model::LayerBackward(int l, int sequences, const LossScale& scale,
                             ExpertExchange* exchange) {
   const ModelConfig& m = config_;
   const int N = sequences * m.seq_len, C = m.dim, Ct = tp_dim_;
+  const int H = HeldTokens(N);
+  const bool sequence = H < N;  // norms' weight gradients: partial here, summed below
+  if (sequence) std::fill(norm_dw_.begin(), norm_dw_.end(), 0.0f);
   LayerActivations& a = Acts(l);
   // MoE branch: dx (gradient of the block output) flows to the residual and into the MoE.
+  const float* d_out = nullptr;
+  MOE_RETURN_IF_ERROR(GatherOutputGrad(N, &d_out));
   MOE_RETURN_IF_ERROR(MoeBackward(m, LayerMoeWeights(l), a.xn2.data(), sequences, scale, exchange,
-                                  dx_.data(), &a.moe, dxn_.data(), LayerMoeGrads(l), tp_));
+                                  d_out, &a.moe, dxn_.data(), LayerMoeGrads(l), tp_));
   RmsNormBackward(a.x_mid.data(), P(LayerName(l, "moe_norm")), a.rstd2.data(), dxn_.data(),
-                  dx_.data(), G(LayerName(l, "moe_norm")), N, C);
+                  dx_.data(), sequence ? &norm_dw_[0] : G(LayerName(l, "moe_norm")), H, C);
   // Attention branch.
-  Matmul(a.att_out.data(), Trans::kYes, dx_.data(), Trans::kNo, G(LayerName(l, "wo")), Ct, C, N,
-         true);
-  Matmul(dx_.data(), Trans::kNo, P(LayerName(l, "wo")), Trans::kYes, d_att_.data(), N, Ct, C,
-         false);
+  MOE_RETURN_IF_ERROR(GatherOutputGrad(N, &d_out));
+  Matmul(a.att_out.data(), Trans::kYes, d_out, Trans::kNo, G(LayerName(l, "wo")), Ct, C, N, true);
+  Matmul(d_out, Trans::kNo, P(LayerName(l, "wo")), Trans::kYes, d_att_.data(), N, Ct, C, false);
   AttentionBackward(a.qkv.data(), a.probs.data(), d_att_.data(), dqkv_.data(), sequences,
                     m.seq_len, Ct, tp_heads_);
   RopeBackward(dqkv_.data(), N, Ct, tp_heads_, rope_);
@@ -184,10 +216,13 @@ Status Model::LayerBackward(int l, int sequences, const LossScale& scale,
          N, true);
   Matmul(dqkv_.data(), Trans::kNo, P(LayerName(l, "wqkv")), Trans::kYes, dxn_.data(), N, C,
          3 * Ct, false);
-  MOE_RETURN_IF_ERROR(SumOverTp(dxn_.data(), static_cast<size_t>(N) * C));  // this rank's heads' part
-  RmsNormBackward(a.x_in.data(), P(LayerName(l, "attn_norm")), a.rstd1.data(), dxn_.data(),
-                  dx_.data(), G(LayerName(l, "attn_norm")), N, C);
-  return Status();
+  float* d_norm = nullptr;  // this rank's heads' part, summed over the group
+  MOE_RETURN_IF_ERROR(ReduceToHeldRows(tp_, dxn_.data(), N, C, &d_norm));
+  RmsNormBackward(a.x_in.data(), P(LayerName(l, "attn_norm")), a.rstd1.data(), d_norm, dx_.data(),
+                  sequence ? &norm_dw_[C] : G(LayerName(l, "attn_norm")), H, C);
+  if (!sequence) return Status();
+  const std::string moe_norm = LayerName(l, "moe_norm"), attn_norm = LayerName(l, "attn_norm");
+  return AddNormGrads({moe_norm.c_str(), attn_norm.c_str()});
 }
 
 // Head: logits = xf lm_head; xf = rmsnorm(x_final). dx_ is the gradient of x_final after.
@@ -206,11 +241,19 @@ Status Model::HeadBackward(int N) {
   }
   Matmul(s.xf.data(), Trans::kYes, dlogits, Trans::kNo, G("lm_head"), C, Vt, N, true);
   Matmul(dlogits, Trans::kNo, P("lm_head"), Trans::kYes, dxn_.data(), N, C, Vt, false);
-  MOE_RETURN_IF_ERROR(SumOverTp(dxn_.data(), static_cast<size_t>(N) * C));
+  float* d_norm = nullptr;
+  MOE_RETURN_IF_ERROR(ReduceToHeldRows(tp_, dxn_.data(), N, C, &d_norm));
   std::fill(dx_.begin(), dx_.end(), 0.0f);
-  RmsNormBackward(s.x_final.data(), P("final_norm"), s.rstd_f.data(), dxn_.data(), dx_.data(),
-                  G("final_norm"), N, C);
-  return Status();
+  const int H = HeldTokens(N);
+  if (H == N) {
+    RmsNormBackward(s.x_final.data(), P("final_norm"), s.rstd_f.data(), d_norm, dx_.data(),
+                    G("final_norm"), N, C);
+    return Status();
+  }
+  std::fill(norm_dw_.begin(), norm_dw_.end(), 0.0f);
+  RmsNormBackward(s.x_final.data(), P("final_norm"), s.rstd_f.data(), d_norm, dx_.data(),
+                  norm_dw_.data(), H, C);
+  return AddNormGrads({"final_norm"});
 }
 
 Status Model::Backward(const Batch& batch, const LossScale& scale, ExpertExchange* exchange,
@@ -221,7 +264,7 @@ Status Model::Backward(const Batch& batch, const LossScale& scale, ExpertExchang
     MOE_RETURN_IF_ERROR(HeadBackward(N));
     MOE_RETURN_IF_ERROR(bucket_done(layout_.HeadBucket()));
   } else {
-    std::memcpy(dx_.data(), dy, sizeof(float) * N * C);
+    std::memcpy(dx_.data(), dy, sizeof(float) * HeldTokens(N) * C);
   }
   for (int l = end_layer_ - 1; l >= first_layer_; --l) {
     MOE_RETURN_IF_ERROR(LayerBackward(l, batch.sequences, scale, exchange));
@@ -229,10 +272,14 @@ Status Model::Backward(const Batch& batch, const LossScale& scale, ExpertExchang
     MOE_RETURN_IF_ERROR(bucket_done(layout_.LayerDenseBucket(l)));
   }
   if (!shard_.HasEmbedding()) return Status();
+  // Every token's gradient (gathered with sequence parallelism), so the embedding's gradient
+  // is whole and the same on every tensor-parallel rank.
+  const float* d_x0 = nullptr;
+  MOE_RETURN_IF_ERROR(GatherOutputGrad(N, &d_x0));
   float* d_embed = G("embed");
   for (int t = 0; t < N; ++t) {  // in token order: reproducible sums for repeated bytes
     float* row = d_embed + static_cast<long>(batch.inputs[t]) * C;
-    const float* d = &dx_[static_cast<size_t>(t) * C];
+    const float* d = d_x0 + static_cast<size_t>(t) * C;
     for (int c = 0; c < C; ++c) row[c] += d[c];
   }
   return bucket_done(layout_.EmbedBucket());

@@ -29,6 +29,8 @@ struct ForwardResult {
   std::vector<double> selected;  // [layers, E] router assignments of this rank's tokens
 };
 
+// x_in, rstd1, x_mid, rstd2 (and x_final, rstd_f) hold this rank's rows; xn1, xn2, xf every
+// row (gathered from the held rows with sequence parallelism; tensor_parallel.h).
 struct LayerActivations {
   std::vector<float> x_in, xn1, rstd1, qkv, probs, att_out, x_mid, xn2, rstd2;
   MoeActivations moe;
@@ -58,15 +60,18 @@ class Model {
   // previous stage's output [tokens, dim]. The last stage computes logits() and the loss.
   Status Forward(const Batch& batch, const LossScale& scale, ExpertExchange* exchange,
                  ForwardResult* result, const float* x_in = nullptr);
-  // This stage's output of the last Forward (stages before the last send it on).
+  // This stage's output of the last Forward (stages before the last send it on): the rows
+  // this rank holds (HeldTokens of the micro-batch's tokens, sequence parallelism).
   const float* output() const { return slot_->x_final.data(); }
+  int HeldTokens(int tokens) const { return RowsHeld(tp_, tokens).count; }
   // Backward of the slot's Forward, ADDED into grads (ZeroGrads first): from the loss (last
   // stage) or from dy, the gradient of output(). bucket_done(b) is called as soon as bucket
   // b's gradients are final, so its reduction can start while backward continues.
   Status Backward(const Batch& batch, const LossScale& scale, ExpertExchange* exchange,
                   const std::function<Status(int bucket)>& bucket_done,
                   const float* dy = nullptr);
-  // The gradient of the stage's input after Backward (stages after the first send it back).
+  // The gradient of the stage's input after Backward (stages after the first send it back;
+  // the held rows, like output()).
   const float* input_grad() const { return dx_.data(); }
   void ZeroGrads() { grads.Zero(); }
   const std::vector<float>& logits() const { return slot_->logits; }
@@ -81,7 +86,12 @@ class Model {
   float* G(const std::string& name) { return grads.Ptr(layout_.Get(name)); }
   LayerActivations& Acts(int l) { return slot_->layers[l - first_layer_]; }
   void Resize(int tokens);
-  Status SumOverTp(float* data, size_t count);
+  // Sequence parallelism: the norm weights' gradients of the held rows (norm_dw_) summed over
+  // the tensor-parallel group and added into grads.
+  Status AddNormGrads(const std::vector<const char*>& names);
+  // The gradient dx_ of the held rows completed to every row (full_), for the weights and
+  // inputs of the block that reads all of them; dx_ itself without sequence parallelism.
+  Status GatherOutputGrad(int tokens, const float** full);
   Status HeadForward(const Batch& batch, const LossScale& scale, ForwardResult* result);
   Status HeadBackward(int tokens);
   Status LayerForward(int l, int sequences, const LossScale& scale, ExpertExchange* exchange,
@@ -97,7 +107,9 @@ class Model {
   RopeTable rope_;
   std::vector<StageActivations> slots_;
   StageActivations* slot_ = nullptr;
-  std::vector<float> dx_, dxn_, d_att_, dqkv_, moe_out_;
+  // dx_, moe_out_: held rows; dxn_: every row (partial products before their reduction);
+  // full_: held rows gathered to all (sequence parallelism); norm_dw_: 2 norms' partial dw.
+  std::vector<float> dx_, dxn_, d_att_, dqkv_, moe_out_, full_, norm_dw_;
 };
 
 }  // namespace moe

@@ -48,6 +48,24 @@ void ForEachSegment(const MoeActivations& a, int local_experts, Fn fn) {
   }
 }
 
+// The shared expert's partial [N, C] output (or input gradient) summed over the tensor-
+// parallel group into the held rows of out; written straight into out when it holds them all.
+template <typename Compute>
+Status SharedIntoHeldRows(TensorParallel* tp, int N, int C, MoeActivations* a, float* out,
+                          Compute compute) {
+  const HeldRows held = RowsHeld(tp, N);
+  float* partial = out;
+  if (held.count < N) {
+    a->shared_y.resize(static_cast<size_t>(N) * C);
+    partial = a->shared_y.data();
+  }
+  compute(partial);
+  float* sum = nullptr;
+  MOE_RETURN_IF_ERROR(ReduceToHeldRows(tp, partial, N, C, &sum));
+  if (sum != out) std::memcpy(out, sum, sizeof(float) * held.count * C);
+  return Status();
+}
+
 size_t Sum(const std::vector<size_t>& v) {
   size_t s = 0;
   for (size_t x : v) s += x;
@@ -94,23 +112,25 @@ Status MoeForward(const ModelConfig& m, const MoeWeights& w, const float* xn, in
   MOE_RETURN_IF_ERROR(exchange->ExchangeRows(a->recv_y.data(), RowsPerRank(a->recv_counts, ranks),
                                              a->send_y.data(), RowsPerRank(a->send_counts, ranks), C));
   const int Fs = w.shared_hidden;
+  const HeldRows held = RowsHeld(tp, N);
   if (Fs > 0) {
     a->shared_h1.resize(static_cast<size_t>(N) * Fs);
     a->shared_h3.resize(a->shared_h1.size());
-    SwigluForward(xn, N, C, Fs, w.shared, a->shared_h1.data(), a->shared_h3.data(), out,
-                  &a->scratch);
-    if (tp != nullptr) MOE_RETURN_IF_ERROR(tp->AllReduceSum(out, static_cast<size_t>(N) * C));
+    MOE_RETURN_IF_ERROR(SharedIntoHeldRows(tp, N, C, a, out, [&](float* partial) {
+      SwigluForward(xn, N, C, Fs, w.shared, a->shared_h1.data(), a->shared_h3.data(), partial,
+                    &a->scratch);
+    }));
   } else {
-    std::memset(out, 0, sizeof(float) * N * C);
+    std::memset(out, 0, sizeof(float) * held.count * C);
   }
-  ParallelFor(N, static_cast<long>(N) * k * C > 65536, [&](long lo, long hi) {
-    for (int t = static_cast<int>(lo); t < hi; ++t)
+  ParallelFor(held.count, static_cast<long>(held.count) * k * C > 65536, [&](long lo, long hi) {
+    for (int t = held.first + static_cast<int>(lo); t < held.first + hi; ++t)
       for (int j = 0; j < k; ++j) {
         const int slot = a->slot[t * k + j];
         if (slot < 0) continue;
         const float g = a->router.gate[t * k + j];
         const float* y = &a->send_y[static_cast<size_t>(slot) * C];
-        float* o = out + static_cast<long>(t) * C;
+        float* o = out + static_cast<long>(t - held.first) * C;
         for (int c = 0; c < C; ++c) o[c] += g * y[c];
       }
   });
@@ -162,21 +182,24 @@ Status MoeBackward(const ModelConfig& m, const MoeWeights& w, const float* xn, i
   });
   MOE_RETURN_IF_ERROR(exchange->ExchangeRows(a->d_recv.data(), recv_rows, a->d_send.data(),
                                              send_rows, C));
-  // Input gradient: shared expert, then each kept choice in order, then the router.
+  // Input gradient of the held rows: shared expert, then each kept choice in order, then the
+  // router.
+  const HeldRows held = RowsHeld(tp, N);
   if (w.shared_hidden > 0) {
-    SwigluBackward(xn, N, C, w.shared_hidden, w.shared, a->shared_h1.data(),
-                   a->shared_h3.data(), dout, dxn, g.shared, &a->scratch);
-    if (tp != nullptr) MOE_RETURN_IF_ERROR(tp->AllReduceSum(dxn, static_cast<size_t>(N) * C));
+    MOE_RETURN_IF_ERROR(SharedIntoHeldRows(tp, N, C, a, dxn, [&](float* partial) {
+      SwigluBackward(xn, N, C, w.shared_hidden, w.shared, a->shared_h1.data(),
+                     a->shared_h3.data(), dout, partial, g.shared, &a->scratch);
+    }));
   } else {
-    std::memset(dxn, 0, sizeof(float) * N * C);
+    std::memset(dxn, 0, sizeof(float) * held.count * C);
   }
-  ParallelFor(N, static_cast<long>(N) * k * C > 65536, [&](long lo, long hi) {
-    for (int t = static_cast<int>(lo); t < hi; ++t)
+  ParallelFor(held.count, static_cast<long>(held.count) * k * C > 65536, [&](long lo, long hi) {
+    for (int t = held.first + static_cast<int>(lo); t < held.first + hi; ++t)
       for (int j = 0; j < k; ++j) {
         const int slot = a->slot[t * k + j];
         if (slot < 0) continue;
         const float* d = &a->d_send[static_cast<size_t>(slot) * C];
-        float* dx = dxn + static_cast<long>(t) * C;
+        float* dx = dxn + static_cast<long>(t - held.first) * C;
         for (int c = 0; c < C; ++c) dx[c] += d[c];
       }
   });
@@ -184,7 +207,8 @@ Status MoeBackward(const ModelConfig& m, const MoeWeights& w, const float* xn, i
   RouterBackward(m, a->logits.data(), a->router, a->dgate.data(), sequences, scale,
                  a->dlogits.data());
   Matmul(xn, Trans::kYes, a->dlogits.data(), Trans::kNo, g.router, C, E, N, true);
-  Matmul(a->dlogits.data(), Trans::kNo, w.router, Trans::kYes, dxn, N, C, E, true);
+  Matmul(a->dlogits.data() + static_cast<long>(held.first) * E, Trans::kNo, w.router,
+         Trans::kYes, dxn, held.count, C, E, true);
   return Status();
 }
 

@@ -40,18 +40,20 @@ struct MoeActivations {
   std::vector<size_t> send_counts; // [E] rows this rank sends to each global expert
   std::vector<size_t> recv_counts; // [ep, local E] rows received per (source rank, expert)
   std::vector<float> send_x, recv_x, recv_h1, recv_h3, recv_y, send_y;
-  std::vector<float> shared_h1, shared_h3, shared_y;
+  std::vector<float> shared_h1, shared_h3, shared_y;  // shared_y: partial rows (sequence par.)
   std::vector<float> d_send, d_recv, dgate, dlogits, scratch;
 };
 
-// xn: [N, C] normalized input of `sequences` sequences; out: [N, C] overwritten.
+// xn: [N, C] normalized input of `sequences` sequences; out: [held rows, C] overwritten (all N
+// rows, or with sequence parallelism this rank's run of them: tensor_parallel.h).
 // With a tensor-parallel group (tp not null) the shared expert is split column -> row over it
-// (w.shared_hidden units here) and its partial output summed over the group; the router and
-// the routed experts are whole on every rank of the group (the same computation).
+// (w.shared_hidden units here) and its partial output summed over the group (all-reduced, or
+// reduce-scattered into the held rows); the router and the routed experts are whole on every
+// rank of the group (the same computation on every token).
 Status MoeForward(const ModelConfig& m, const MoeWeights& w, const float* xn, int sequences,
                   const float* router_bias, const LossScale& scale, ExpertExchange* exchange,
                   MoeActivations* a, float* out, TensorParallel* tp = nullptr);
-// dout: [N, C]; dxn: [N, C] overwritten; gradients added into g.
+// dout: [N, C] (every row); dxn: [held rows, C] overwritten; gradients added into g.
 Status MoeBackward(const ModelConfig& m, const MoeWeights& w, const float* xn, int sequences,
                    const LossScale& scale, ExpertExchange* exchange, const float* dout,
                    MoeActivations* a, float* dxn, const MoeGrads& g, TensorParallel* tp = nullptr);

@@ -108,10 +108,11 @@ class WeftExpertExchange : public ExpertExchange {
 // Sums and gathers over the tensor-parallel communicator (inside a layer: blocking).
 class WeftTensorParallel : public TensorParallel {
  public:
-  WeftTensorParallel(Parallel* parallel, weftComm_t comm, int size, int rank)
-      : parallel_(parallel), comm_(comm), size_(size), rank_(rank) {}
+  WeftTensorParallel(Parallel* parallel, weftComm_t comm, int size, int rank, bool sequence)
+      : parallel_(parallel), comm_(comm), size_(size), rank_(rank), sequence_(sequence) {}
   int size() const override { return size_; }
   int rank() const override { return rank_; }
+  bool sequence_parallel() const override { return sequence_; }
   Status AllReduceSum(float* data, size_t count) override {
     CommTimer timer(&parallel_->comm_seconds_);
     return parallel_->Check(weftAllReduce(data, data, count, weftFloat32, weftSum, comm_, nullptr),
@@ -120,13 +121,20 @@ class WeftTensorParallel : public TensorParallel {
   Status AllGather(const float* send, float* recv, size_t count) override {
     CommTimer timer(&parallel_->comm_seconds_);
     return parallel_->Check(weftAllGather(send, recv, count, weftFloat32, comm_, nullptr), comm_,
-                            "tensor-parallel all-gather (logits)");
+                            "tensor-parallel all-gather");
+  }
+  Status ReduceScatterSum(float* data, size_t count) override {
+    CommTimer timer(&parallel_->comm_seconds_);
+    return parallel_->Check(weftReduceScatter(data, data + rank_ * count, count, weftFloat32,
+                                              weftSum, comm_, nullptr),
+                            comm_, "tensor-parallel reduce-scatter (sequence parallel)");
   }
 
  private:
   Parallel* parallel_;
   weftComm_t comm_;
   int size_, rank_;
+  bool sequence_;
 };
 
 Status Parallel::Check(weftResult_t result, weftComm_t comm, const char* what) {
@@ -216,7 +224,8 @@ Status Parallel::SplitGroups() {
   if (tp_size_ > 1) {
     MOE_RETURN_IF_ERROR(Split(world_rank_ / tp_size_, tp_rank_, &tp_comm_,
                               "weftCommSplit (tensor-parallel group)"));
-    tensor_parallel_.reset(new WeftTensorParallel(this, tp_comm_, tp_size_, tp_rank_));
+    tensor_parallel_.reset(new WeftTensorParallel(this, tp_comm_, tp_size_, tp_rank_,
+                                                  config_.sequence_parallel));
   }
   if (pp_size_ > 1)
     MOE_RETURN_IF_ERROR(Split(d * tp_size_ + tp_rank_, pp_rank_, &pp_comm_,
@@ -309,8 +318,8 @@ std::vector<Segment> Parallel::OptimizerSegments(const ParamLayout& layout) cons
   if (!config_.zero1) return DataParallelSegments(layout, false, 1, 0);
   std::vector<Segment> segments;
   for (const Bucket& b : layout.buckets()) {
-    const size_t shard = b.count / BucketGroupSize(b);
-    if (shard > 0) segments.push_back(Segment{b.expert, b.offset + BucketGroupRank(b) * shard, shard});
+    const Shard s = ShardOf(b, BucketGroupSize(b), BucketGroupRank(b));
+    if (s.count > 0) segments.push_back(Segment{b.expert, b.offset + s.begin, s.count});
   }
   return segments;
 }
@@ -337,9 +346,9 @@ Status Parallel::ReduceBucketCompressed(const ParamLayout& layout, int bucket,
   weftComm_t comm = BucketComm(b);
   float* data = grads->BucketPtr(b);
   float* residual = residuals_[bucket].data();
-  if (config_.zero1) {  // rank r keeps the reduced slice r, in place like the plain path
-    const size_t shard = b.count / BucketGroupSize(b);
-    return Check(weftReduceScatterCompressed(data, data + BucketGroupRank(b) * shard, shard,
+  if (config_.zero1) {  // equal shards here (BucketPadGroup); in place like the plain path
+    const Shard s = ShardOf(b, BucketGroupSize(b), BucketGroupRank(b));
+    return Check(weftReduceScatterCompressed(data, data + s.begin, s.count,
                                              weftFloat32, weftSum, &grad_spec_, residual, comm,
                                              nullptr),
                  comm, "compressed gradient reduce-scatter (weftReduceScatterCompressed)");
@@ -356,11 +365,13 @@ Status Parallel::ReduceBucket(const ParamLayout& layout, int bucket, ParamBuffer
   if (comm == nullptr || b.count == 0) return Status();
   if (compressing()) return ReduceBucketCompressed(layout, bucket, grads);
   float* data = grads->BucketPtr(b);
-  if (config_.zero1) {  // in place: rank r's reduced shard lands at r * shard
-    const size_t shard = b.count / BucketGroupSize(b);
-    return Check(weftReduceScatter(data, data + BucketGroupRank(b) * shard, shard, weftFloat32,
-                                   weftSum, comm, stream),
-                 comm, "gradient reduce-scatter");
+  if (config_.zero1) {  // in place: each rank's reduced shard lands where it was
+    std::vector<size_t> counts, displs;
+    ShardTable(b, BucketGroupSize(b), &counts, &displs);
+    const size_t mine = displs[BucketGroupRank(b)];
+    return Check(weftReduceScatterV(data, data + mine, counts.data(), weftFloat32, weftSum, comm,
+                                    stream),
+                 comm, "gradient reduce-scatter (weftReduceScatterV)");
   }
   return Check(weftAllReduce(data, data, b.count, weftFloat32, weftSum, comm, stream), comm,
                "gradient all-reduce");
@@ -399,11 +410,13 @@ Status Parallel::GatherParams(const ParamLayout& layout, ParamBuffers* params) {
   for (const Bucket& b : layout.buckets()) {
     weftComm_t comm = BucketComm(b);
     if (comm == nullptr || b.count == 0) continue;
-    const size_t shard = b.count / BucketGroupSize(b);
+    std::vector<size_t> counts, displs;
+    ShardTable(b, BucketGroupSize(b), &counts, &displs);
+    const int r = BucketGroupRank(b);
     float* data = params->BucketPtr(b);
-    MOE_RETURN_IF_ERROR(Check(weftAllGather(data + BucketGroupRank(b) * shard, data, shard,
-                                            weftFloat32, comm, BucketStream(b)),
-                              comm, "parameter all-gather"));
+    MOE_RETURN_IF_ERROR(Check(weftAllGatherV(data + displs[r], counts[r], data, counts.data(),
+                                             displs.data(), weftFloat32, comm, BucketStream(b)),
+                              comm, "parameter all-gather (weftAllGatherV)"));
   }
   if (world_stream_)
     MOE_RETURN_IF_ERROR(Check(weftStreamSynchronize(world_stream_), world_, "parameter stream"));
@@ -530,14 +543,15 @@ Status Parallel::ShrinkWorld(weftComm_t* survivors) {
                "weftCommShrink");
 }
 
-Status Parallel::ExchangeWithBuddy(const float* send, float* recv, size_t count) {
-  if (world_size_ == 1 || count == 0) return Status();
+Status Parallel::ExchangeWithBuddy(const float* send, size_t send_count, float* recv,
+                                   size_t recv_count) {
+  if (world_size_ == 1 || send_count + recv_count == 0) return Status();
   CommTimer timer(&comm_seconds_);
   const int next = (world_rank_ + 1) % world_size_;
   const int prev = (world_rank_ + world_size_ - 1) % world_size_;
   MOE_RETURN_IF_ERROR(Check(weftGroupStart(), world_, "weftGroupStart (buddy mirror)"));
-  const weftResult_t sent = weftSend(send, count, weftFloat32, next, world_, nullptr);
-  const weftResult_t got = weftRecv(recv, count, weftFloat32, prev, world_, nullptr);
+  const weftResult_t sent = weftSend(send, send_count, weftFloat32, next, world_, nullptr);
+  const weftResult_t got = weftRecv(recv, recv_count, weftFloat32, prev, world_, nullptr);
   const weftResult_t end = weftGroupEnd();  // always: keeps this thread's group depth balanced
   MOE_RETURN_IF_ERROR(Check(sent != weftSuccess ? sent : got, world_, "buddy mirror send/recv"));
   return Check(end, world_, "buddy mirror (weftGroupEnd)");

@@ -110,8 +110,9 @@ class Parallel {
   // have failed (WEFT_SHRINK_ABORT; survivors agree on the union). This Parallel is finished
   // afterwards: its destructor aborts its communicators instead of waiting for dead peers.
   Status ShrinkWorld(weftComm_t* survivors);
-  // Sends count floats to the next rank of the world and receives as many from the previous.
-  Status ExchangeWithBuddy(const float* send, float* recv, size_t count);
+  // Sends send_count floats to the next rank of the world and receives recv_count from the
+  // previous.
+  Status ExchangeWithBuddy(const float* send, size_t send_count, float* recv, size_t recv_count);
   // Every rank's value, in rank order; the minimum over ranks; an elementwise sum.
   Status AllGatherInt(int mine, std::vector<int>* all);
   Status MinOverWorld(int* value);

@@ -1,6 +1,7 @@
 // params.cc: building the parameter layout (tensors, buckets, padding) and initializing values.
 #include "params.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -30,7 +31,7 @@ void ParamLayout::Add(const std::string& name, std::vector<int> shape, bool expe
 }
 
 // Ends the bucket being filled in one buffer: pads it to a multiple of pad_multiple * 16 floats
-// (64-byte aligned shards) so ZeRO-1 splits it evenly.
+// (64-byte aligned shards; BucketPadGroup says when the shards must also be equal).
 void ParamLayout::CloseBucket(bool expert, int pad_multiple) {
   size_t& end = expert ? expert_size_ : dense_size_;
   size_t start = 0;
@@ -43,8 +44,8 @@ void ParamLayout::CloseBucket(bool expert, int pad_multiple) {
   buckets_.push_back(Bucket{expert, start, count});
 }
 
-ParamLayout ParamLayout::Build(const ModelConfig& m, const ModelShard& shard, int dense_group,
-                               int expert_group) {
+ParamLayout ParamLayout::Build(const ModelConfig& m, const ModelShard& shard, int dense_pad,
+                               int expert_pad) {
   ParamLayout p;
   p.shard_ = shard;
   p.local_experts_ = m.experts / shard.ep_size;
@@ -55,7 +56,7 @@ ParamLayout ParamLayout::Build(const ModelConfig& m, const ModelShard& shard, in
   if (shard.HasEmbedding()) {
     p.Add("embed", {m.vocab, C}, false, 0.02f);
     p.embed_bucket_ = 0;
-    p.CloseBucket(false, dense_group);
+    p.CloseBucket(false, dense_pad);
   }
   for (int l = p.first_layer_; l < shard.EndLayer(m); ++l) {
     const std::string pre = "l" + std::to_string(l) + ".";
@@ -70,20 +71,47 @@ ParamLayout ParamLayout::Build(const ModelConfig& m, const ModelShard& shard, in
       p.Add(pre + "shared_w2", {Fs, C}, false, out_std, TpSplit::kRows);
     }
     p.layer_dense_bucket_.push_back(static_cast<int>(p.buckets_.size()));
-    p.CloseBucket(false, dense_group);
+    p.CloseBucket(false, dense_pad);
     p.Add(pre + "expert_w1", {E, C, F}, true, 0.02f);
     p.Add(pre + "expert_w3", {E, C, F}, true, 0.02f);
     p.Add(pre + "expert_w2", {E, F, C}, true, out_std);
     p.layer_expert_bucket_.push_back(static_cast<int>(p.buckets_.size()));
-    p.CloseBucket(true, expert_group);
+    p.CloseBucket(true, expert_pad);
   }
   if (shard.HasHead()) {
     p.Add("final_norm", {C}, false, 0.0f);
     p.Add("lm_head", {C, m.vocab}, false, 0.02f, TpSplit::kColumns);  // vocabulary split
     p.head_bucket_ = static_cast<int>(p.buckets_.size());
-    p.CloseBucket(false, dense_group);
+    p.CloseBucket(false, dense_pad);
   }
   return p;
+}
+
+namespace {
+constexpr size_t kShardUnit = 16;  // floats: 64-byte aligned shards
+}  // namespace
+
+Shard ShardOf(const Bucket& b, int group, int rank) {
+  const size_t units = (b.count + kShardUnit - 1) / kShardUnit;
+  const size_t base = units / group, extra = units % group, r = rank;
+  Shard s;
+  s.begin = std::min(b.count, (r * base + std::min(r, extra)) * kShardUnit);
+  s.count = std::min(b.count, s.begin + (base + (r < extra ? 1 : 0)) * kShardUnit) - s.begin;
+  return s;
+}
+
+void ShardTable(const Bucket& b, int group, std::vector<size_t>* counts,
+                std::vector<size_t>* displs) {
+  counts->resize(group);
+  displs->resize(group);
+  for (int r = 0; r < group; ++r) {
+    const Shard s = ShardOf(b, group, r);
+    (*counts)[r] = s.count, (*displs)[r] = s.begin;
+  }
+}
+
+int BucketPadGroup(const TrainConfig& config, int group) {
+  return config.zero1 && !config.compress.empty() ? group : 1;
 }
 
 const TensorInfo* ParamLayout::Find(const std::string& name) const {

@@ -3,9 +3,10 @@
 //   expert - this rank's slice of the routed experts (E / ep of them), replicated over the
 //            ranks that hold the same slice (the expert data-parallel group)
 // Each buffer is cut into buckets (one per layer, plus embedding and head) that are reduced as
-// soon as backward has finished them; a bucket is padded to a multiple of its group size so a
-// reduce-scatter (ZeRO-1) can split it evenly. The same layout serves values, gradients and
-// optimizer moments.
+// soon as backward has finished them; a bucket is padded to whole 16-float units (64-byte
+// aligned ZeRO-1 shards), and to a multiple of its group only where a collective without
+// per-rank counts must split it evenly (BucketPadGroup). The same layout serves values,
+// gradients and optimizer moments.
 #ifndef MOE_TRAINER_PARAMS_H_
 #define MOE_TRAINER_PARAMS_H_
 
@@ -39,8 +40,24 @@ struct TensorInfo {
 struct Bucket {
   bool expert = false;
   size_t offset = 0;
-  size_t count = 0;  // padded to a multiple of the group size
+  size_t count = 0;  // padded to a multiple of 16 x the pad group (BucketPadGroup)
 };
+
+// ZeRO-1's cut of a bucket over the `group` ranks that reduce it: rank r's elements
+// [begin, begin + count). Whole 16-float units, as even as they go (the first units % group
+// ranks take one more), so a bucket that does not divide by the group is cut unevenly instead
+// of padded (weftReduceScatterV / weftAllGatherV) and a rank may get nothing.
+struct Shard {
+  size_t begin = 0, count = 0;
+};
+Shard ShardOf(const Bucket& b, int group, int rank);
+// Every rank's shard of b: counts and offsets, as the v-collectives take them.
+void ShardTable(const Bucket& b, int group, std::vector<size_t>* counts,
+                std::vector<size_t>* displs);
+// What ParamLayout::Build pads a bucket reduced over `group` ranks to (in 16-float units):
+// the group itself when ZeRO-1 reduce-scatters compressed (weftReduceScatterCompressed has
+// no per-rank counts, so its shards must be equal); otherwise 1.
+int BucketPadGroup(const TrainConfig& config, int group);
 
 // The part of the model one rank holds: its tensor-parallel piece of the layers of its
 // pipeline stage, and its EP slice of the routed experts.
@@ -56,9 +73,9 @@ struct ModelShard {
 
 class ParamLayout {
  public:
-  // dense_group / expert_group: ranks sharing the dense / this expert slice (padding unit).
-  static ParamLayout Build(const ModelConfig& model, const ModelShard& shard, int dense_group,
-                           int expert_group);
+  // dense_pad / expert_pad: what the dense / expert buckets pad to (BucketPadGroup).
+  static ParamLayout Build(const ModelConfig& model, const ModelShard& shard, int dense_pad,
+                           int expert_pad);
   const ModelShard& shard() const { return shard_; }
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const std::vector<Bucket>& buckets() const { return buckets_; }

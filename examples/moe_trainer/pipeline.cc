@@ -24,7 +24,9 @@ void Pipeline::Split(const Batch& batch) {
     b.inputs.assign(batch.inputs.begin() + first, batch.inputs.begin() + last);
     b.targets.assign(batch.targets.begin() + first, batch.targets.begin() + last);
   }
-  width_ = static_cast<size_t>(per) * T * model_->config().dim;
+  // The rows this rank holds travel (with sequence parallelism each tensor-parallel rank
+  // sends its own run to the same tensor-parallel rank of the next stage).
+  width_ = static_cast<size_t>(model_->HeldTokens(static_cast<int>(per * T))) * model_->config().dim;
   x_in_.resize(width_);
   dy_.resize(width_);
 }

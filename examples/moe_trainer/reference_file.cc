@@ -78,6 +78,8 @@ Status ReferenceFile::ToTrainConfig(TrainConfig* out) const {
     MOE_RETURN_IF_ERROR(get(k.key, &v));
     *k.field = static_cast<float>(v);
   }
+  auto seed = config.find("seed");  // replayed runs: moe_train's seed (weights and batches)
+  if (seed != config.end()) c.seed = std::stoull(seed->second);
   auto router = config.find("router");
   if (router == config.end()) return Status::Error("reference config lacks router");
   m.router = router->second == "sigmoid" ? RouterKind::kSigmoid : RouterKind::kSoftmax;

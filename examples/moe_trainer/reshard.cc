@@ -34,8 +34,8 @@ std::vector<Segment> DataParallelSegments(const ParamLayout& layout, bool zero1,
     return segments;
   }
   for (const Bucket& b : layout.buckets()) {
-    const size_t shard = b.count / group;
-    if (shard > 0) segments.push_back(Segment{b.expert, b.offset + rank * shard, shard});
+    const Shard s = ShardOf(b, group, rank);
+    if (s.count > 0) segments.push_back(Segment{b.expert, b.offset + s.begin, s.count});
   }
   return segments;
 }
@@ -60,7 +60,8 @@ void FullToSegments(const std::vector<Segment>& segments, const ParamBuffers& fu
 }
 
 ParamLayout DataParallelLayout(const TrainConfig& config, int data_ranks) {
-  return ParamLayout::Build(config.model, ModelShard(), data_ranks, data_ranks);
+  const int pad = BucketPadGroup(config, data_ranks);
+  return ParamLayout::Build(config.model, ModelShard(), pad, pad);
 }
 
 void Install(const FullState& state, Trainer* trainer) {

@@ -1,6 +1,6 @@
-// reshard.h: training state moved between data-parallel layouts of different sizes. A bucket
-// is padded to a multiple of its group size (params.h), so the same model has different
-// buffer offsets on 4 and on 3 ranks, and ZeRO-1 cuts the optimizer moments differently.
+// reshard.h: training state moved between data-parallel layouts of different sizes. ZeRO-1
+// cuts each bucket over the group (params.h, ShardOf), so the optimizer moments are cut
+// differently on 4 and on 3 ranks (and, where buckets pad to the group, offsets differ too).
 // FullState holds the whole state in one layout's buffers (every moment, not a shard);
 // Install copies it tensor by tensor, by name, into a trainer built for another layout.
 // Used by --elastic (elastic.h) and by resuming a checkpoint on another number of ranks.
@@ -23,7 +23,7 @@ struct FullState {
   void Allocate(const ParamLayout& from);
 };
 
-// Whole buffers (no ZeRO-1), or the rank's 1/group of every bucket (ZeRO-1): what the
+// Whole buffers (no ZeRO-1), or the rank's shard of every bucket (ZeRO-1): what the
 // optimizer of rank `rank` of a data-parallel group of `group` ranks updates.
 std::vector<Segment> DataParallelSegments(const ParamLayout& layout, bool zero1, int group,
                                           int rank);

@@ -10,8 +10,10 @@ Trainer::Trainer(const TrainConfig& config, Parallel* parallel)
     : config_(config), parallel_(parallel) {}
 
 Status Trainer::Init() {
-  ParamLayout layout = ParamLayout::Build(config_.model, parallel_->shard(),
-                                          parallel_->data_size(), parallel_->expert_dp_size());
+  ParamLayout layout =
+      ParamLayout::Build(config_.model, parallel_->shard(),
+                         BucketPadGroup(config_, parallel_->data_size()),
+                         BucketPadGroup(config_, parallel_->expert_dp_size()));
   model_.reset(new Model(config_.model, layout));
   model_->set_tensor_parallel(parallel_->tensor_parallel());
   pipeline_.reset(new Pipeline(model_.get(), parallel_, MicroBatches(config_)));

@@ -1,11 +1,23 @@
 #!/usr/bin/env python3
 """twin.py: the PyTorch twin of the C++ MoE trainer (same model, same routing rules, same
-AdamW/clipping/schedule), used two ways:
+AdamW/clipping/schedule), used three ways:
 
-  python twin.py --write-golden DIR   writes golden_softmax.bin and golden_sigmoid.bin: a tiny
-                                      config's weights, one batch, logits, loss, gradients and
-                                      the losses of 10 optimizer steps (the C++ golden test
-                                      compares against them; CI needs no torch)
+  python twin.py --write-golden DIR   writes the golden files the C++ golden test compares
+                                      against (CI needs no torch):
+                                      golden_softmax.bin, golden_sigmoid.bin: a tiny config's
+                                        weights, one batch, logits, loss, every gradient and the
+                                        losses of 10 optimizer steps on that batch
+                                      golden_default.bin: the default config (moe_train's
+                                        shape) with moe_train's own initial weights (replayed
+                                        from the seed, not stored), 5 steps of 4 sequences, each
+                                        step its own batch: the batches, a sample of the initial
+                                        weights, the step-0 gradients at up to 2048 evenly spaced
+                                        elements of every tensor, and the 5 losses
+  python twin.py --replay             trains exactly what moe_train trains: the same initial
+                                      weights (rng.h's counter-based normals, ported) and the
+                                      same batches (data.cc's fortunes split and windows,
+                                      ported) for --steps steps; --loss-file writes moe_train's
+                                      loss-file format, so the runs compare line by line
   python twin.py --bench --threads N  trains the default config for a few steps on random
                                       fortune windows and prints tokens/s (the throughput
                                       baseline the C++ trainer is measured against)
@@ -19,7 +31,10 @@ import struct
 import sys
 import time
 
+import numpy as np
 import torch
+
+from fortunes import fortunes_split  # data.cc's corpus split, shared with ngram_baseline.py
 
 # ---------------------------------------------------------------- config
 
@@ -45,6 +60,71 @@ def capacity(c):
     if c["capacity_factor"] <= 0:
         return 0
     return math.ceil(c["capacity_factor"] * c["seq_len"] * c["top_k"] / c["experts"])
+
+# ---------------------------------------------------------------- moe_train's randomness
+# rng.h and data.cc ported: every value a pure function of (seed, stream, index), so the twin
+# starts from moe_train's weights and reads its batches without any file between them.
+
+MASK = (1 << 64) - 1
+
+
+def mix64(x):  # SplitMix64 finalizer on a numpy uint64 array (wrapping arithmetic)
+    x = x + np.uint64(0x9e3779b97f4a7c15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xbf58476d1ce4e5b9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94d049bb133111eb)
+    return x ^ (x >> np.uint64(31))
+
+
+def hash_string(s):
+    h = 1469598103934665603
+    for ch in s.encode():
+        h = ((h ^ ch) * 1099511628211) & MASK
+    return int(mix64(np.array([h], dtype=np.uint64))[0])
+
+
+def uniform_open(seed, stream, index):  # index: uint64 array; float64 in (0, 1)
+    with np.errstate(over="ignore"):
+        bits = mix64(np.uint64(seed) ^ mix64(np.uint64(stream) ^ mix64(index)))
+    return ((bits >> np.uint64(11)).astype(np.float64) + 0.5) * (1.0 / 9007199254740992.0)
+
+
+def normal(seed, stream, count):  # Box-Muller, float64, indices 0..count-1
+    index = np.arange(count, dtype=np.uint64)
+    u1 = uniform_open(seed, stream, np.uint64(2) * index)
+    u2 = uniform_open(seed, stream, np.uint64(2) * index + np.uint64(1))
+    return np.sqrt(-2.0 * np.log(u1)) * np.cos(6.283185307179586 * u2)
+
+
+def replay_params(c, seed):
+    """params.cc's InitParams on one rank: norms 1, the rest std * Normal(seed, stream, i) with
+    one stream per tensor (per expert for expert tensors), cast to float32 as the C++ does."""
+    params = {}
+    std = np.float32(0.02)
+    out_std = np.float32(0.02) / np.sqrt(np.float32(2.0) * np.float32(c["layers"]))
+    for name, shape in param_shapes(c):
+        if name.endswith("norm"):
+            w = np.ones(shape, dtype=np.float32)
+        else:
+            s = float(out_std if name.endswith(("wo", "w2")) else std)
+            if name.split(".")[-1].startswith("expert_"):
+                per = int(np.prod(shape[1:]))
+                w = np.stack([(s * normal(seed, hash_string("%s#%d" % (name, e)), per))
+                              .astype(np.float32).reshape(shape[1:]) for e in range(shape[0])])
+            else:
+                w = (s * normal(seed, hash_string(name), int(np.prod(shape)))).astype(np.float32)
+                w = w.reshape(shape)
+        params[name] = torch.from_numpy(w).requires_grad_(True)
+    return params
+
+
+def replay_batch(text, seed, step, batch, seq_len):
+    """data.cc's TrainSequences for the whole global batch of `step`: inputs, targets [B, T]."""
+    positions = len(text) - seq_len - 1
+    index = np.uint64(step * batch) + np.arange(batch, dtype=np.uint64)
+    starts = (uniform_open(seed, hash_string("train"), index) * positions).astype(np.int64)
+    raw = np.frombuffer(text, dtype=np.uint8)
+    window = np.stack([raw[s:s + seq_len + 1] for s in starts]).astype(np.int64)
+    return torch.from_numpy(window[:, :-1].copy()), torch.from_numpy(window[:, 1:].copy())
 
 # ---------------------------------------------------------------- parameters
 
@@ -229,7 +309,7 @@ def train_step(p, biases, opt, inputs, targets, c, tables, step):
         mean = inputs.numel() * c["top_k"] / c["experts"]
         for l in range(c["layers"]):
             biases[l] += c["bias_gamma"] * torch.sign(mean - counts[l]).float()
-    return logits, loss
+    return logits, loss, ce
 
 # ---------------------------------------------------------------- golden file
 
@@ -238,6 +318,12 @@ def write_tensor(f, name, t):
     t = t.detach().contiguous().float()
     f.write(("tensor %s %d %s\n" % (name, t.dim(), " ".join(str(d) for d in t.shape))).encode())
     f.write(t.numpy().astype("<f4").tobytes())
+
+
+def write_header(f, c):
+    f.write(b"moe-golden 1\n")
+    for key, value in c.items():
+        f.write(("config %s %s\n" % (key, value)).encode())
 
 
 def write_golden(path, router):
@@ -249,9 +335,7 @@ def write_golden(path, router):
     biases = [torch.zeros(c["experts"]) for _ in range(c["layers"])]
     tables = rope_tables(c)
     with open(path, "wb") as f:
-        f.write(b"moe-golden 1\n")
-        for key, value in c.items():
-            f.write(("config %s %s\n" % (key, value)).encode())
+        write_header(f, c)
         for name, t in p.items():
             write_tensor(f, "param." + name, t)
         write_tensor(f, "inputs", inputs.float())
@@ -265,12 +349,94 @@ def write_golden(path, router):
         opt = make_optimizer(p, c)
         losses = []
         for step in range(c["steps"]):
-            _, loss = train_step(p, biases, opt, inputs, targets, c, tables, step)
+            _, loss, _ = train_step(p, biases, opt, inputs, targets, c, tables, step)
             losses.append(loss.item())
         write_tensor(f, "losses", torch.tensor(losses))
         f.write(b"end\n")
     print("wrote %s (%s router, %d bytes); losses %s" %
           (path, router, os.path.getsize(path), " ".join("%.6f" % x for x in losses)))
+
+GOLDEN_SAMPLE = 2048  # elements compared per tensor in golden_default.bin (all of smaller ones)
+
+
+def sample_indices(numel):
+    """Evenly spaced elements of a flattened tensor, i * numel // GOLDEN_SAMPLE (golden_test.cc
+    computes the same): all of it when small."""
+    if numel <= GOLDEN_SAMPLE:
+        return torch.arange(numel)
+    return torch.div(torch.arange(GOLDEN_SAMPLE) * numel, GOLDEN_SAMPLE, rounding_mode="floor")
+
+
+def replay_config(name, steps, warmup, batch, seed):
+    c = default_config() if name == "default" else tiny_replay_config()
+    c.update(steps=steps, warmup=warmup, seed=seed)
+    if batch:
+        c["batch"] = batch
+    return c
+
+
+def tiny_replay_config():  # config.cc's "tiny" preset (not tiny_config(): that one is golden's)
+    c = default_config()
+    c.update(dim=32, layers=2, heads=4, seq_len=32, experts=8, top_k=2, expert_hidden=16,
+             shared_experts=1, batch=8, steps=20, warmup=5, lr=1e-2)
+    return c
+
+
+def write_golden_default(path, data_dir):
+    """moe_train --config default --batch 4 --steps 5 --warmup 2 on one rank, step by step."""
+    c = replay_config("default", steps=5, warmup=2, batch=4, seed=1337)
+    p = replay_params(c, c["seed"])
+    train_text, _ = fortunes_split(data_dir)
+    batches = [replay_batch(train_text, c["seed"], s, c["batch"], c["seq_len"])
+               for s in range(c["steps"])]
+    biases = [torch.zeros(c["experts"]) for _ in range(c["layers"])]
+    tables = rope_tables(c)
+    with open(path, "wb") as f:
+        # replay: the weights come from the seed (rng.h), not from this file
+        write_header(f, dict(c, replay=1, golden_sample=GOLDEN_SAMPLE))
+        for name, t in p.items():  # the twin's copy of moe_train's weights, sampled
+            write_tensor(f, "param." + name, t.detach().reshape(-1)[sample_indices(t.numel())])
+        for step, (inputs, targets) in enumerate(batches):
+            write_tensor(f, "inputs.%d" % step, inputs.float())
+            write_tensor(f, "targets.%d" % step, targets.float())
+        _, loss, _, _ = forward(p, biases, batches[0][0], batches[0][1], c, tables)
+        loss.backward()
+        for name, t in p.items():
+            write_tensor(f, "grad." + name, t.grad.reshape(-1)[sample_indices(t.numel())])
+        opt = make_optimizer(p, c)
+        losses = []
+        for step, (inputs, targets) in enumerate(batches):
+            _, loss, _ = train_step(p, biases, opt, inputs, targets, c, tables, step)
+            losses.append(loss.item())
+        write_tensor(f, "losses", torch.tensor(losses))
+        f.write(b"end\n")
+    print("wrote %s (default config, %d bytes); losses %s" %
+          (path, os.path.getsize(path), " ".join("%.6f" % x for x in losses)))
+
+
+def replay(args):
+    """The run `moe_train --config C --steps S --warmup W [--batch B] --seed X` trains, on one
+    rank: the same weights and batches; per-step losses in moe_train's loss-file format."""
+    torch.set_num_threads(args.threads)
+    c = replay_config(args.config, args.steps, args.warmup, args.batch, args.seed)
+    c["router"] = args.router
+    p = replay_params(c, c["seed"])
+    train_text, _ = fortunes_split(args.data)
+    biases = [torch.zeros(c["experts"]) for _ in range(c["layers"])]
+    opt = make_optimizer(p, c)
+    tables = rope_tables(c)
+    out = open(args.loss_file, "w") if args.loss_file else None
+    start = time.perf_counter()
+    for step in range(c["steps"]):
+        inputs, targets = replay_batch(train_text, c["seed"], step, c["batch"], c["seq_len"])
+        _, loss, ce = train_step(p, biases, opt, inputs, targets, c, tables, step)
+        line = "train %d %.17g %.17g" % (step, loss.item(), ce.item())
+        print(line, flush=True)
+        if out:
+            out.write(line + "\n")
+    if out:
+        out.close()
+    print("twin replay: %d steps in %.1f s" % (c["steps"], time.perf_counter() - start))
 
 # ---------------------------------------------------------------- benchmark
 
@@ -304,7 +470,7 @@ def bench(args):
             cpu_start = time.process_time()  # all threads; see train.cc's tok/CPU-s
         starts = torch.randint(0, len(text) - T - 1, (B,), generator=g)
         window = torch.stack([text[s:s + T + 1] for s in starts.tolist()])
-        _, loss = train_step(p, biases, opt, window[:, :-1], window[:, 1:], c, tables, step)
+        _, loss, _ = train_step(p, biases, opt, window[:, :-1], window[:, 1:], c, tables, step)
         if step >= args.warmup_steps:
             timed += 1
     elapsed = time.perf_counter() - start
@@ -318,6 +484,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--write-golden", metavar="DIR")
     ap.add_argument("--bench", action="store_true")
+    ap.add_argument("--replay", action="store_true")
+    ap.add_argument("--config", default="default", choices=["default", "tiny"])
+    ap.add_argument("--warmup", type=int, default=5, help="--replay: warm-up steps (moe_train's)")
+    ap.add_argument("--batch", type=int, default=0, help="--replay: global batch (0: the config's)")
+    ap.add_argument("--seed", type=int, default=1337)
+    ap.add_argument("--loss-file")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup-steps", type=int, default=3)
@@ -325,8 +497,12 @@ def main():
     ap.add_argument("--data", default="/usr/share/games/fortunes")
     args = ap.parse_args()
     if args.write_golden:
+        torch.set_num_threads(args.threads)  # --threads 1 (default): the same bytes every time
         for router in ("softmax", "sigmoid"):
             write_golden(os.path.join(args.write_golden, "golden_%s.bin" % router), router)
+        write_golden_default(os.path.join(args.write_golden, "golden_default.bin"), args.data)
+    elif args.replay:
+        replay(args)
     elif args.bench:
         bench(args)
     else:

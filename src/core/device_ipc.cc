@@ -17,7 +17,9 @@
 #include "device/device_runtime.h"
 #include "exec/stream_program.h"
 #include "kernels/dtype.h"
+#include "topo/fabric.h"
 #include "transports/ipc/ipc_transport.h"
+#include "tune/selector.h"
 
 namespace weft {
 
@@ -46,7 +48,8 @@ namespace {
 
 bool IpcCollective(Collective c) {
   return c == Collective::kAllReduce || c == Collective::kAllGather ||
-         c == Collective::kReduceScatter || c == Collective::kAllToAll;
+         c == Collective::kReduceScatter || c == Collective::kAllToAll ||
+         c == Collective::kBroadcast;
 }
 
 const ipc::IpcOptions& Options(Status* error) {
@@ -63,11 +66,15 @@ const ipc::IpcOptions& Options(Status* error) {
 // they are device memory decides (as NCCL, every rank passes device buffers), not on which
 // device: that is rank-local, and ranks deciding differently would run different paths. A
 // buffer on another device than the window is reached as any peer memory is.
-bool DeviceBuffers(const CollectiveCall& call, int* device) {
+// Broadcast's non-root ranks use only their receive buffer and reduce's only their send
+// buffer (NCCL lets them pass NULL for the other): only the buffers a rank uses count.
+bool DeviceBuffers(const CollectiveCall& call, int rank, int* device) {
   DeviceRuntime& rt = device::ActiveRuntime();
   const device::PointerAttributes s = rt.PointerInfo(call.sendbuff), r = rt.PointerInfo(call.recvbuff);
-  if (!s.is_device || !r.is_device) return false;
-  *device = r.device;
+  const bool uses_send = call.collective != Collective::kBroadcast || rank == call.root;
+  const bool uses_recv = call.collective != Collective::kReduce || rank == call.root;
+  if ((uses_send && !s.is_device) || (uses_recv && !r.is_device)) return false;
+  *device = uses_recv ? r.device : s.device;
   return true;
 }
 
@@ -75,7 +82,9 @@ bool DeviceBuffers(const CollectiveCall& call, int* device) {
 // host, messages across). WEFT_ALGO's choice when it is one of those; any other forced
 // algorithm: nullptr (staged).
 const AlgorithmInfo* ChooseIpcAlgorithm(const weftComm* comm, const CollectiveCall& call, size_t elem) {
-  const bool per_rank_blocks = call.collective != Collective::kAllReduce;
+  const bool per_rank_blocks = call.collective == Collective::kAllGather ||
+                               call.collective == Collective::kReduceScatter ||
+                               call.collective == Collective::kAllToAll;
   const bool one_host = comm->host_groups.size() <= 1;
   const size_t bytes = call.count * elem * (per_rank_blocks ? static_cast<size_t>(comm->nranks) : 1);
   auto usable = [one_host](const AlgorithmInfo* info) {
@@ -85,8 +94,18 @@ const AlgorithmInfo* ChooseIpcAlgorithm(const weftComm* comm, const CollectiveCa
     const AlgorithmInfo* info = FindAlgorithm(call.collective, *forced);
     return usable(info) ? info : nullptr;
   }
+  // One host whose GPU ranks the fabric models: the selector weighs the IPC algorithms against
+  // staging (src/tune/device_choice.cc; the same answer on every rank). A fabric without GPU
+  // ranks (discovery found none, e.g. no NVML) cannot weigh them: the fixed rule below.
+  const Fabric* fabric = comm->selector != nullptr ? comm->selector->fabric() : nullptr;
+  if (one_host && fabric != nullptr && fabric->IsGpu(comm->rank)) {
+    const std::string chosen = comm->selector->ChooseDevice(call.collective, bytes, elem, call.root);
+    if (chosen == "staged") return nullptr;
+    const AlgorithmInfo* info = FindAlgorithm(call.collective, chosen);
+    return usable(info) ? info : nullptr;
+  }
   const char* name = !one_host ? "hierarchical_direct"
-                     : per_rank_blocks ? "direct"
+                     : call.collective != Collective::kAllReduce ? "direct"
                      : bytes <= kOneshotMaxBytes ? "oneshot" : "twoshot";
   const AlgorithmInfo* info = FindAlgorithm(call.collective, name);
   return usable(info) ? info : nullptr;
@@ -235,7 +254,7 @@ Status TrySubmitIpc(weftComm* comm, const std::vector<std::variant<CollectiveCal
   const ipc::IpcOptions& options = Options(&options_error);
   if (!options_error.ok()) return options_error;  // a bad WEFT_IPC* value fails every such call
   int device = -1;
-  if (!options.enabled || !DeviceBuffers(*call, &device)) return OkStatus();
+  if (!options.enabled || !DeviceBuffers(*call, comm->rank, &device)) return OkStatus();
   const size_t elem = TypeSize(call->dtype);
   const AlgorithmInfo* algo = ChooseIpcAlgorithm(comm, *call, elem);
   if (algo == nullptr) return OkStatus();

@@ -79,10 +79,35 @@ void Fabric::BuildComputeResources() {
   }
 }
 
+// Each GPU's ports: NVLink (or its PCIe link when it has none) and, for a GPU with NVLink, its
+// PCIe link apart: staging to host memory and peers without NVLink go over PCIe.
+void Fabric::BuildGpuPorts(int h) {
+  const HostInfo& host = hosts_[h];
+  const std::string p = "h" + std::to_string(h) + ".";
+  for (size_t g = 0; g < host.gpus.size(); ++g) {
+    const GpuInfo& gpu = host.gpus[g];
+    bool nvl = host.nvswitch || gpu.nvlink_gbps > 0;
+    double cap = nvl ? (gpu.nvlink_gbps > 0 ? gpu.nvlink_gbps : table_.link(LinkType::kNvlink).bw_gbps)
+                     : (gpu.pcie_gbps > 0 ? gpu.pcie_gbps : table_.link(LinkType::kPcie).bw_gbps);
+    port_tx_[h].push_back(AddResource(p + "gpu" + std::to_string(g) + ".tx", cap));
+    port_rx_[h].push_back(AddResource(p + "gpu" + std::to_string(g) + ".rx", cap));
+    if (nvl) {
+      double pcie = gpu.pcie_gbps > 0 ? gpu.pcie_gbps : table_.link(LinkType::kPcie).bw_gbps;
+      pcie_tx_[h].push_back(AddResource(p + "gpu" + std::to_string(g) + ".pcie.tx", pcie));
+      pcie_rx_[h].push_back(AddResource(p + "gpu" + std::to_string(g) + ".pcie.rx", pcie));
+    } else {
+      pcie_tx_[h].push_back(port_tx_[h].back());
+      pcie_rx_[h].push_back(port_rx_[h].back());
+    }
+  }
+}
+
 void Fabric::BuildResources() {
   const int H = nhosts();
   port_tx_.assign(H, {});
   port_rx_.assign(H, {});
+  pcie_tx_.assign(H, {});
+  pcie_rx_.assign(H, {});
   numa_bus_.assign(H, {});
   socket_link_.assign(H, -1);
   tcp_stack_.assign(H, -1);
@@ -93,14 +118,7 @@ void Fabric::BuildResources() {
   for (int h = 0; h < H; ++h) {
     const HostInfo& host = hosts_[h];
     std::string p = "h" + std::to_string(h) + ".";
-    for (size_t g = 0; g < host.gpus.size(); ++g) {
-      const GpuInfo& gpu = host.gpus[g];
-      bool nvl = host.nvswitch || gpu.nvlink_gbps > 0;
-      double cap = nvl ? (gpu.nvlink_gbps > 0 ? gpu.nvlink_gbps : table_.link(LinkType::kNvlink).bw_gbps)
-                       : (gpu.pcie_gbps > 0 ? gpu.pcie_gbps : table_.link(LinkType::kPcie).bw_gbps);
-      port_tx_[h].push_back(AddResource(p + "gpu" + std::to_string(g) + ".tx", cap));
-      port_rx_[h].push_back(AddResource(p + "gpu" + std::to_string(g) + ".rx", cap));
-    }
+    BuildGpuPorts(h);
     for (int n = 0; n < host.numa_nodes(); ++n)
       numa_bus_[h].push_back(AddResource(p + "numa" + std::to_string(n) + ".membus",
                                          table_.link(LinkType::kSameNuma).bw_gbps,
@@ -201,15 +219,53 @@ std::vector<std::vector<int>> Fabric::NumaGroups() const {
 bool Fabric::AllRanksMappable(bool shm_enabled) const {
   for (int r = 1; r < nranks(); ++r)
     if (!SameHost(0, r)) return false;
-  for (int r = 0; r < nranks(); ++r)
-    if (!IsGpu(r) && !shm_enabled) return false;
+  return shm_enabled;
+}
+
+bool Fabric::GroupsMappable(bool shm_enabled) const { return shm_enabled; }
+
+bool Fabric::GpuRanksPeerMapped(const std::vector<int>& ranks, std::string* why) const {
+  for (int r : ranks) {
+    if (IsGpu(r)) continue;
+    if (why) *why = "rank " + std::to_string(r) + " has no GPU";
+    return false;
+  }
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    for (size_t j = i + 1; j < ranks.size(); ++j) {
+      const RankPlacement& a = ranks_[ranks[i]];
+      const RankPlacement& b = ranks_[ranks[j]];
+      if (hosts_[a.host].PeerAccess(a.gpu, b.gpu)) continue;
+      if (why)
+        *why = "GPU " + std::to_string(a.gpu) + " (rank " + std::to_string(ranks[i]) + ") and GPU " +
+               std::to_string(b.gpu) + " (rank " + std::to_string(ranks[j]) +
+               ") have no peer access (no NVLink, different PCIe root complexes)";
+      return false;
+    }
+  }
   return true;
 }
 
-bool Fabric::GroupsMappable(bool shm_enabled) const {
-  for (int r = 0; r < nranks(); ++r)
-    if (!IsGpu(r) && !shm_enabled) return false;
+bool Fabric::AllGpusPeerMapped(std::string* why) const {
+  for (int r = 1; r < nranks(); ++r) {
+    if (SameHost(0, r)) continue;
+    if (why) *why = "ranks 0 and " + std::to_string(r) + " are on different hosts";
+    return false;
+  }
+  std::vector<int> all(nranks());
+  for (int r = 0; r < nranks(); ++r) all[r] = r;
+  return GpuRanksPeerMapped(all, why);
+}
+
+bool Fabric::HostGpusPeerMapped(std::string* why) const {
+  for (const std::vector<int>& group : HostGroups())
+    if (!GpuRanksPeerMapped(group, why)) return false;
   return true;
+}
+
+std::shared_ptr<const Fabric> Fabric::CpuRanksView() const {
+  std::vector<RankPlacement> ranks = ranks_;
+  for (RankPlacement& p : ranks) p.gpu = -1;
+  return std::make_shared<Fabric>(hosts_, std::move(ranks), table_, network_, name_ + " (CPU ranks)");
 }
 
 LinkType Fabric::Link(int a, int b, bool shm_enabled) const { return RouteOf(a, b, shm_enabled).type; }
@@ -281,15 +337,15 @@ Route Fabric::RouteOf(int a, int b, bool shm_enabled) const {
         r.type = LinkType::kSameDevice;
         add(compute_res_[a]);
       } else {
-        bool nvl = host.nvswitch || (host.gpus[pa.gpu].nvlink_gbps > 0 && host.gpus[pb.gpu].nvlink_gbps > 0);
+        const bool nvl = host.NvlinkBetween(pa.gpu, pb.gpu);
         r.type = nvl ? LinkType::kNvlink : LinkType::kPcie;
-        add(port_tx_[h][pa.gpu]);
-        add(port_rx_[h][pb.gpu]);
+        add(nvl ? port_tx_[h][pa.gpu] : pcie_tx_[h][pa.gpu]);
+        add(nvl ? port_rx_[h][pb.gpu] : pcie_rx_[h][pb.gpu]);
       }
     } else if (pa.gpu >= 0 || pb.gpu >= 0) {
       r.type = LinkType::kPcie;  // host <-> device copy
-      if (pa.gpu >= 0) add(port_tx_[h][pa.gpu]); else add(numa_bus_[h][pa.numa]);
-      if (pb.gpu >= 0) add(port_rx_[h][pb.gpu]); else add(numa_bus_[h][pb.numa]);
+      if (pa.gpu >= 0) add(pcie_tx_[h][pa.gpu]); else add(numa_bus_[h][pa.numa]);
+      if (pb.gpu >= 0) add(pcie_rx_[h][pb.gpu]); else add(numa_bus_[h][pb.numa]);
     } else if (!shm_enabled) {
       r.type = LinkType::kLoopback;
       add(tcp_stack_[h]);

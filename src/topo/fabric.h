@@ -89,10 +89,19 @@ class Fabric {
   bool IsGpu(int r) const { return ranks_[r].gpu >= 0; }
   // Leaf switch (or rail) of the rank's NIC.
   int Leaf(int r) const;
-  // True when all ranks are on one host and (for CPU ranks) shared memory is enabled or (for
-  // GPU ranks) every pair has NVLink/PCIe P2P: direct algorithms may map every peer.
+  // Host memory (the selector's calls on host buffers, and staged device buffers): true when
+  // all ranks are on one host and shared memory is enabled, so direct algorithms may map every
+  // peer's window. GPU ranks too: their host buffers are mapped through shm, not IPC (device
+  // buffers: AllGpusPeerMapped).
   bool AllRanksMappable(bool shm_enabled) const;
-  // True when every rank can map the other ranks of its own host (CPU ranks: shared memory
+  // True when all ranks are GPU ranks on one host and every pair of their GPUs has peer
+  // access (HostInfo::PeerAccess): device buffers may be mapped through IPC. `why` (optional)
+  // gets the first reason it is false.
+  bool AllGpusPeerMapped(std::string* why = nullptr) const;
+  // The same inside each host: every rank is a GPU rank and the GPUs of each host's ranks have
+  // peer access (hierarchical algorithms with their in-host steps device to device).
+  bool HostGpusPeerMapped(std::string* why = nullptr) const;
+  // True when every rank can map the other ranks of its own host (host memory: shared memory
   // enabled): hierarchical schedules may use direct steps inside each host group.
   bool GroupsMappable(bool shm_enabled) const;
 
@@ -129,6 +138,11 @@ class Fabric {
   int num_resources() const { return static_cast<int>(resources_.size()); }
   const FabricResource& resource(int i) const { return resources_[i]; }
 
+  // The same hosts and ranks with every rank a CPU rank (placement's GPU dropped): the model
+  // of calls on host memory, and of the host part of a staged device call, whose bytes move
+  // through host memory and shared memory however the rank's GPU is linked.
+  std::shared_ptr<const Fabric> CpuRanksView() const;
+
   // Human-readable: hosts (like lstopo), ranks and their placement, groups, link classes.
   std::string Describe() const;
   // Records for a topology file: fabric, network, hosts (+caches/gpus/nics), ranks, links.
@@ -139,10 +153,13 @@ class Fabric {
  private:
   Route NetworkRoute(int a, int b) const;  // RouteOf between two hosts
   void BuildResources();
+  void BuildGpuPorts(int h);
   void BuildComputeResources();
   std::string MachineOf(int h) const;
   int AddResource(std::string name, double gbps, double dram_gbps = 0, int host = -1);
   int NicOf(int r) const;  // NIC index used by rank r (0 when the host lists none)
+  // Ranks of one host: all GPU ranks with pairwise peer access (why: the first pair without).
+  bool GpuRanksPeerMapped(const std::vector<int>& ranks, std::string* why) const;
 
   std::vector<HostInfo> hosts_;
   std::vector<RankPlacement> ranks_;
@@ -151,7 +168,8 @@ class Fabric {
   std::string name_;
 
   std::vector<FabricResource> resources_;
-  std::vector<std::vector<int>> port_tx_, port_rx_;   // [host][gpu] (GPU hosts)
+  std::vector<std::vector<int>> port_tx_, port_rx_;   // [host][gpu] NVLink, or PCIe without
+  std::vector<std::vector<int>> pcie_tx_, pcie_rx_;   // [host][gpu] the GPU's PCIe link
   std::vector<std::vector<int>> numa_bus_;            // [host][numa]
   std::vector<int> socket_link_;                       // [host] (two ids: +0 up, +1 down)
   std::vector<int> tcp_stack_;                         // [host] -> resource shared per machine

@@ -25,6 +25,8 @@
 #include <hwloc.h>
 #endif
 
+#include "topo/gpu_discovery.h"
+
 namespace weft {
 namespace {
 
@@ -335,6 +337,8 @@ StatusOr<HostInfo> DiscoverLocalHost(bool force_sysfs) {
   // NVLink on such a host reaches all others at full rate.
   h.nvswitch = h.gpus.size() > 2 && std::all_of(h.gpus.begin(), h.gpus.end(),
                                                 [](const GpuInfo& g) { return g.nvlink_gbps > 0; });
+  // NVML (or the emulated GPUs' topology) knows the links better than the PCI view.
+  WEFT_RETURN_IF_ERROR(DiscoverGpuLinks(&h));
   return h;
 }
 
@@ -380,6 +384,42 @@ StatusOr<HostInfo> DiscoverHostFromHwlocXml(const std::string& path) {
 #endif
 }
 
+bool HostInfo::NvlinkBetween(int a, int b) const {
+  if (a == b) return false;
+  if (nvswitch) return true;
+  const GpuInfo& ga = gpus[a];
+  const GpuInfo& gb = gpus[b];
+  if (!ga.nvlinks.empty() && b < static_cast<int>(ga.nvlinks.size())) return ga.nvlinks[b] > 0;
+  if (!gb.nvlinks.empty() && a < static_cast<int>(gb.nvlinks.size())) return gb.nvlinks[a] > 0;
+  return ga.nvlink_gbps > 0 && gb.nvlink_gbps > 0;
+}
+
+bool HostInfo::PeerAccess(int a, int b) const {
+  if (a == b || NvlinkBetween(a, b)) return true;
+  const GpuInfo& ga = gpus[a];
+  const GpuInfo& gb = gpus[b];
+  if (ga.pcie_switch >= 0 && ga.pcie_switch == gb.pcie_switch) return true;
+  return ga.numa < 0 || gb.numa < 0 || ga.numa == gb.numa;
+}
+
+int HostInfo::NearestNic(int gpu, int numa, int spread) const {
+  auto rank_kind = [](const std::string& k) { return k == "rdma" ? 0 : k == "eth" ? 1 : 2; };
+  const int sw = gpu >= 0 && gpu < static_cast<int>(gpus.size()) ? gpus[gpu].pcie_switch : -1;
+  int best_score = 1 << 30;
+  std::vector<int> best;
+  for (size_t i = 0; i < nics.size(); ++i) {
+    const NicInfo& n = nics[i];
+    // Lower is nearer: kind first (a virtual interface is never the way out when a real one
+    // exists), then the GPU's own PCIe switch (no root complex crossed), then its NUMA node.
+    const bool same_switch = sw >= 0 && n.pcie_switch == sw;
+    const bool same_numa = n.numa < 0 || n.numa == numa;
+    int score = rank_kind(n.kind) * 4 + (same_switch ? 0 : 2) + (same_numa ? 0 : 1);
+    if (score < best_score) { best_score = score; best.clear(); }
+    if (score == best_score) best.push_back(static_cast<int>(i));
+  }
+  return best.empty() ? -1 : best[static_cast<size_t>(std::max(0, spread)) % best.size()];
+}
+
 RankPlacement PlaceLocalRank(const HostInfo& host, int local_rank) {
   RankPlacement p;
   p.local_rank = local_rank;
@@ -410,18 +450,7 @@ RankPlacement PlaceLocalRank(const HostInfo& host, int local_rank) {
     p.gpu = local_rank % static_cast<int>(host.gpus.size());
     if (host.gpus[p.gpu].numa >= 0 && host.gpus[p.gpu].numa < host.numa_nodes()) p.numa = host.gpus[p.gpu].numa;
   }
-  // Nearest NIC: same NUMA node and fastest kind first (rdma > eth > virtual); ties by index,
-  // spread over equals by local rank (rail-style: GPU i -> NIC i when counts match).
-  auto rank_kind = [](const std::string& k) { return k == "rdma" ? 0 : k == "eth" ? 1 : 2; };
-  int best_score = 1 << 30;
-  std::vector<int> best;
-  for (size_t i = 0; i < host.nics.size(); ++i) {
-    const NicInfo& n = host.nics[i];
-    int score = rank_kind(n.kind) * 2 + ((n.numa < 0 || n.numa == p.numa) ? 0 : 1);
-    if (score < best_score) { best_score = score; best.clear(); }
-    if (score == best_score) best.push_back(static_cast<int>(i));
-  }
-  if (!best.empty()) p.nic = best[(p.gpu >= 0 ? p.gpu : local_rank) % best.size()];
+  p.nic = host.NearestNic(p.gpu, p.numa, p.gpu >= 0 ? p.gpu : local_rank);
   return p;
 }
 
@@ -450,6 +479,12 @@ std::vector<Record> HostInfo::ToRecords(int index) const {
     Record r("gpu");
     r.Set("host", static_cast<int64_t>(index)).Set("pci", g.pci).Set("name", g.name);
     r.Set("numa", static_cast<int64_t>(g.numa)).Set("nvlink_gbps", g.nvlink_gbps).Set("pcie_gbps", g.pcie_gbps);
+    if (!g.nvlinks.empty()) {
+      std::string links;
+      for (size_t i = 0; i < g.nvlinks.size(); ++i) links += (i ? "," : "") + std::to_string(g.nvlinks[i]);
+      r.Set("nvlinks", links);
+    }
+    if (g.pcie_switch >= 0) r.Set("pcie_switch", static_cast<int64_t>(g.pcie_switch));
     out.push_back(r);
   }
   for (const NicInfo& n : nics) {
@@ -457,6 +492,7 @@ std::vector<Record> HostInfo::ToRecords(int index) const {
     r.Set("host", static_cast<int64_t>(index)).Set("name", n.name).Set("pci", n.pci).Set("kind", n.kind);
     r.Set("numa", static_cast<int64_t>(n.numa)).Set("gbps", n.gbps).Set("pcie_gbps", n.pcie_gbps);
     r.Set("leaf", static_cast<int64_t>(n.leaf));
+    if (n.pcie_switch >= 0) r.Set("pcie_switch", static_cast<int64_t>(n.pcie_switch));
     out.push_back(r);
   }
   return out;
@@ -486,6 +522,15 @@ StatusOr<std::vector<int>> IntList(const Record& r, const std::string& key) {
     out.push_back(static_cast<int>(v));
   }
   return out;
+}
+
+// `pcie_switch` of a gpu or nic record: -1 (none) or a switch number below 2^20.
+StatusOr<int> PcieSwitchField(const Record& r, int host_index) {
+  WEFT_ASSIGN_OR_RETURN(int64_t v, r.GetInt("pcie_switch", -1));
+  if (v < -1 || v > (1 << 20))
+    return InvalidArgument(r.kind + " record of host " + std::to_string(host_index) + ": pcie_switch=" +
+                           std::to_string(v) + " is outside -1..1048576");
+  return static_cast<int>(v);
 }
 }  // namespace
 
@@ -535,6 +580,12 @@ StatusOr<HostInfo> HostFromRecords(const std::vector<Record>& records, int host_
       g.numa = static_cast<int>(v);
       WEFT_ASSIGN_OR_RETURN(g.nvlink_gbps, r.GetDouble("nvlink_gbps", 0));
       WEFT_ASSIGN_OR_RETURN(g.pcie_gbps, r.GetDouble("pcie_gbps", 0));
+      WEFT_ASSIGN_OR_RETURN(g.nvlinks, IntList(r, "nvlinks"));
+      for (int links : g.nvlinks)
+        if (links < 0 || links > 64)
+          return InvalidArgument("gpu record of host " + std::to_string(host_index) + ": nvlinks='" +
+                                 PercentEncode(r.Get("nvlinks")) + "' has a count outside 0..64");
+      WEFT_ASSIGN_OR_RETURN(g.pcie_switch, PcieSwitchField(r, host_index));
       h.gpus.push_back(g);
     } else if (r.kind == "nic") {
       NicInfo n;
@@ -551,6 +602,7 @@ StatusOr<HostInfo> HostFromRecords(const std::vector<Record>& records, int host_
         return InvalidArgument("nic record of host " + std::to_string(host_index) + ": leaf=" +
                                std::to_string(v) + " is outside 0..1048576");
       n.leaf = static_cast<int>(v);
+      WEFT_ASSIGN_OR_RETURN(n.pcie_switch, PcieSwitchField(r, host_index));
       h.nics.push_back(n);
     }
   }
@@ -584,7 +636,8 @@ std::string HostInfo::Describe() const {
     o << "  L" << c.level << " " << c.type << " " << (c.size_bytes >> 10) << " KiB x" << c.count << "\n";
   for (size_t i = 0; i < gpus.size(); ++i)
     o << "  GPU " << i << ": " << gpus[i].name << " pci=" << gpus[i].pci << " numa=" << gpus[i].numa
-      << " nvlink=" << gpus[i].nvlink_gbps << " GB/s pcie=" << gpus[i].pcie_gbps << " GB/s\n";
+      << " nvlink=" << gpus[i].nvlink_gbps << " GB/s pcie=" << gpus[i].pcie_gbps << " GB/s"
+      << (gpus[i].pcie_switch >= 0 ? " pcie_switch=" + std::to_string(gpus[i].pcie_switch) : std::string()) << "\n";
   for (size_t i = 0; i < nics.size(); ++i)
     o << "  NIC " << i << ": " << nics[i].name << " (" << nics[i].kind << ") pci="
       << (nics[i].pci.empty() ? "-" : nics[i].pci) << " numa=" << nics[i].numa << " speed="

@@ -3,7 +3,9 @@
 // Discovery uses hwloc (>= 2) when built with WEFT_HAVE_HWLOC, otherwise /proc and /sys:
 // packages, NUMA nodes, cores, caches, PCI GPUs and NICs (link speed/width, NUMA affinity),
 // NVLink where hwloc's NVML plugin exposes it, and network interfaces with their speed
-// (/sys/class/net/*/speed). Everything serializes to records (records.h), which is what ranks
+// (/sys/class/net/*/speed); then gpu_discovery.h: NVML (dlopen) for NVLink pairs and NVSwitch,
+// or the emulated GPUs (WEFT_DEVICE=emulated[:N], links from WEFT_EMULATED_TOPO), and PCIe
+// switches. Everything serializes to records (records.h), which is what ranks
 // exchange and what topology files hold.
 //
 // Host identity = hostname + boot_id + inode of /proc/self/ns/net: two network namespaces on
@@ -31,6 +33,10 @@ struct GpuInfo {
   int numa = -1;
   double nvlink_gbps = 0;   // per direction to the NVLink fabric; 0 = no NVLink
   double pcie_gbps = 0;     // link speed x width, GB/s per direction; 0 = unknown
+  // NVLinks to each GPU of the host, by index (NVML; presets). Empty = not known per pair:
+  // any two GPUs that both have NVLink are joined (the NVSwitch case, and hwloc's matrix).
+  std::vector<int> nvlinks;
+  int pcie_switch = -1;     // PCIe switch the GPU hangs off (host-wide number), -1 = none known
 };
 
 struct NicInfo {
@@ -41,6 +47,7 @@ struct NicInfo {
   double gbps = 0;          // line rate, GB/s per direction; 0 = unknown (-1 in sysfs)
   double pcie_gbps = 0;
   int leaf = 0;             // switch (or rail) this port hangs off; presets set it
+  int pcie_switch = -1;     // PCIe switch the NIC hangs off (as GpuInfo::pcie_switch)
 };
 
 struct HostInfo {
@@ -63,6 +70,18 @@ struct HostInfo {
   int64_t cache_bytes = 0;
 
   int numa_nodes() const { return numa_package.empty() ? 1 : static_cast<int>(numa_package.size()); }
+  // GPUs a and b (indices into gpus) are joined by NVLink: through NVSwitch, by links listed
+  // between them, or (no per-pair list) both have NVLink.
+  bool NvlinkBetween(int a, int b) const;
+  // GPU a can read and write GPU b's memory directly (IPC peer access): the same GPU, NVLink,
+  // one PCIe switch, or one root complex (same NUMA node, or either unknown). GPUs on
+  // different sockets have no peer access: P2P through the socket interconnect is unsupported
+  // or slower than staging on most platforms (NCCL disables it by default, its PATH_SYS).
+  bool PeerAccess(int a, int b) const;
+  // The NIC a rank on `numa` using GPU `gpu` (-1 = CPU rank) sends through: the fastest kind
+  // (rdma > eth > virtual), then the GPU's PCIe switch, then its NUMA node; equals are spread
+  // by `spread` (GPU i -> NIC i on a rail-optimized host). -1 when the host lists none.
+  int NearestNic(int gpu, int numa, int spread) const;
   // Records with host=<index>: "host", "cache", "gpu", "nic".
   std::vector<Record> ToRecords(int index) const;
   // One line per item, like a compact lstopo.
@@ -87,7 +106,10 @@ StatusOr<RankPlacement> PlacementFromRecord(const Record& r);
 std::string TopoHostIdentity();
 // Discovers this host (hwloc when available, /proc + /sys otherwise; `force_sysfs` for tests).
 StatusOr<HostInfo> DiscoverLocalHost(bool force_sysfs = false);
-// Chooses this rank's NUMA node (from its CPU affinity), GPU and nearest NIC.
+// Chooses this rank's NUMA node (from its CPU affinity), GPU and nearest NIC. The GPU is
+// local_rank % GPUs (one rank per GPU in local-rank order, several per GPU when there are more
+// ranks than GPUs), which is what launchers do with CUDA_VISIBLE_DEVICES unset; the rank's
+// NUMA node then follows its GPU's.
 RankPlacement PlaceLocalRank(const HostInfo& host, int local_rank);
 
 // hwloc XML of this host (empty string + error when built without hwloc).

@@ -108,6 +108,13 @@ class Selector {
   // Replaces WEFT_TUNING_FILE's table (tools, tests).
   void SetTuningTable(TuningTable table);
 
+  // The memory-kind input for calls on device buffers: ChooseDeviceAlgorithm (below) on this
+  // selector's fabric and shm setting, so the communicator's device path asks the selector it
+  // already holds. An IPC algorithm's name, or "staged" (also without a fabric model: a
+  // thread-per-rank communicator has no GPU placement to weigh).
+  std::string ChooseDevice(Collective collective, size_t bytes, size_t elem_size, int root = 0,
+                           bool ipc_enabled = true) const;
+
   // Null for a selector without a fabric model.
   const Fabric* fabric() const { return fabric_.get(); }
   bool has_model() const { return fabric_ != nullptr; }
@@ -166,5 +173,59 @@ class Selector {
   std::map<std::string, Decision> cache_;  // key string -> decision
   mutable std::atomic<size_t> simulated_{0};
 };
+
+// ---- calls on device buffers (issue 36): which path a call on device memory takes ----
+//
+// A call on device buffers has its own candidates, each with a predicted time on the fabric
+// (device_choice.cc):
+//   staged   copy the input device -> pinned host memory over the GPU's PCIe link, run the host
+//            algorithm the selector picks for host memory (ranks modelled as CPU ranks:
+//            Fabric::CpuRanksView), copy the output back; the copies are not assumed to overlap
+//            the host algorithm (an upper bound where the staging pipelines). Always available.
+//   IPC      the registered direct algorithms (allreduce oneshot/twoshot; allgather,
+//            reduce-scatter and all-to-all direct) run device to device over NVLink/NVSwitch
+//            or PCIe P2P, simulated on the GPU ranks' routes; available when WEFT_IPC is on,
+//            every rank is a GPU rank on one host and every pair of their GPUs has peer access
+//            (Fabric::AllGpusPeerMapped).
+//   hybrid   across hosts: hierarchical_direct (allreduce, allgather, all-to-all) with its
+//            in-host steps over IPC (Fabric::HostGpusPeerMapped) and its messages across hosts
+//            staged: simulated on the GPU ranks' routes, plus one PCIe copy each way of the
+//            call's bytes per rank (an upper bound: only the cross-host parts are staged).
+// The fastest available candidate wins; ties go to staged (the path that always runs).
+struct DeviceCandidate {
+  std::string name;     // "staged", or the IPC algorithm's name ("oneshot", "direct", ...)
+  double predicted_us;  // +inf when not available (why says why)
+  std::string why;
+};
+
+struct DeviceChoice {
+  std::string algorithm;  // the IPC algorithm's registered name, or "staged"
+  double predicted_us = 0;
+  std::string why;
+  std::vector<DeviceCandidate> candidates;  // fastest first, unavailable ones last
+};
+
+struct DeviceChoiceOptions {
+  size_t elem_size = 4;      // dtype bytes
+  int root = 0;              // broadcast / reduce
+  bool ipc_enabled = true;   // WEFT_IPC (the caller reads the setting)
+  bool shm_enabled = true;   // the staged host algorithms' transport between same-host ranks
+};
+
+// Every device candidate of a call of `bytes` (nccl-tests size, as Selector::CallBytes) on
+// `nranks` ranks (the fabric's), evaluated at this exact size. Errors: nranks differing from
+// the fabric's, elem_size 0.
+StatusOr<DeviceChoice> ExplainDeviceChoice(const Fabric& fabric, Collective collective, size_t bytes, int nranks,
+                                           const DeviceChoiceOptions& options = DeviceChoiceOptions());
+
+// The path the device data path takes for a call: the IPC algorithm's registered name (to be
+// run over the IPC transport; "hierarchical_direct" across hosts), or "staged" (run the host selector's algorithm through pinned
+// host memory). Decided per power-of-two size bucket at the bucket's geometric middle, as
+// Selector::Choose, and cached per (fabric digest, collective, dtype size, bucket, root,
+// options), so every rank of a communicator gets the same answer. "staged" too when the call
+// cannot be modelled (an error from ExplainDeviceChoice, logged at WEFT_DEBUG=INFO).
+// Thread-safe.
+std::string ChooseDeviceAlgorithm(const Fabric& fabric, Collective collective, size_t bytes, int nranks,
+                                  const DeviceChoiceOptions& options = DeviceChoiceOptions());
 
 }  // namespace weft
