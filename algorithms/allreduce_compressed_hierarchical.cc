@@ -27,8 +27,8 @@
 // A host of one rank encodes its input lane directly (its part is its input); on a host of two
 // the owner adds its input into the lane it received (a + b and b + a are the same bits).
 //
-// Pipelined: the count is cut into pieces (up to 4 of >= 8 MiB, or request.chunk.chunk_elems
-// each), each run as above, in a software pipeline: phase 1 and the encodes of piece k are
+// Pipelined: the count is cut into pieces (CompressedPieces: up to 4 of >= 8 MiB, or
+// request.chunk.chunk_elems each), each run as above, in a software pipeline: phase 1 and the encodes of piece k are
 // issued before the reduction of piece k-1 and the decoding of piece k-2, so the host's
 // float32 work overlaps the messages across hosts. Every rank cuts the same pieces and emits
 // the phases in the same order, so messages between any two ranks match in order.
@@ -44,8 +44,6 @@ namespace weft {
 namespace {
 
 constexpr uint32_t kReducedStream = 0x80000000u;
-constexpr size_t kMaxPieces = 4, kMaxChunkedPieces = 64;
-constexpr size_t kMinPieceElems = (size_t{8} << 20) / sizeof(float);
 
 // The shape every rank derives the same way: hosts, lanes and their owners, pieces.
 struct HierShape {
@@ -78,10 +76,7 @@ StatusOr<HierShape> MakeShape(const ScheduleRequest& req) {
     s.nlanes = std::max(s.nlanes, static_cast<int>(s.hosts[h].size()));
     for (int r : s.hosts[h]) s.host_of[r] = h;
   }
-  if (s.H() > 1 && req.chunk.chunk_elems > 0)
-    s.pieces = std::clamp<size_t>(NumChunks(req.count, req.chunk.chunk_elems), 1, kMaxChunkedPieces);
-  else if (s.H() > 1)
-    s.pieces = std::clamp<size_t>(req.count / kMinPieceElems, 1, kMaxPieces);
+  if (s.H() > 1) s.pieces = CompressedPieces(req, req.count);
   return s;
 }
 
@@ -148,16 +143,7 @@ size_t LayOut(const HierShape& S, const weftCompression& spec, int r,
   return at;
 }
 
-// Where steps go, and what each encode encodes (for error feedback).
-struct Emitter {
-  std::vector<Step>* steps;
-  std::vector<EncodedSpan>* spans;  // may be null
-  void Push(const Step& s) { steps->push_back(s); }
-  void Encode(Region src, Region dst, uint32_t stream, size_t offset, bool reduced) {
-    steps->push_back(EncodeStep(src, dst, stream));
-    if (spans != nullptr) spans->push_back({offset, reduced});
-  }
-};
+using Emitter = CompressedEmitter;
 
 // Phase 1 of piece k: this rank's lanes to their owners; the lanes it owns summed.
 void HostReduce(const HierShape& S, int r, size_t k, const std::vector<LaneRegions>& lanes,

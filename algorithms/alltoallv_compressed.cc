@@ -9,15 +9,56 @@
 //   2 exchange: step k = 1..p-1: send enc[(r+k) % p], receive the block of (r-k) % p into
 //               recv[(r-k) % p] (sizes follow from the counts: both sides know them).
 //   3 decode:   output block of q = decode(recv[q]) (own block: decode(enc[r])).
+// Pipelined: every block is cut into the same number of pieces (CompressedPieces over the
+// mean elements a rank sends, which every rank computes alike from the counts), in a software
+// pipeline: the encodes and exchange of piece k are issued before the decodes of piece k-1.
+// Piece 0 keeps the unpipelined streams (q); piece k's are k p + q.
 // Out-of-place only (as the plain all-to-allv). No error feedback: tokens are not accumulated.
-// Scratch (elements): enc[q] per destination, recv[q] per source but r.
+// Scratch (elements), per piece: enc[q] per destination, recv[q] per source but r.
 #include "algorithms/compressed.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "algorithms/patterns.h"
 
 namespace weft {
+namespace {
+
+// The all-to-allv tables of a request, by (source, destination).
+struct A2avTables {
+  const ScheduleRequest& req;
+  size_t n;
+  size_t count(int src, int dst) const { return req.a2av_counts[src * n + dst]; }
+  size_t sdispl(int src, int dst) const { return req.a2av_send_displs[src * n + dst]; }
+  size_t rdispl(int dst, int src) const { return req.a2av_recv_displs[dst * n + src]; }
+};
+
+// Piece k of K of a block of `count` elements: its offset and size.
+struct Piece {
+  size_t offset, size;
+};
+Piece PieceOf(size_t count, int K, int k) { return {PartOffset(count, K, k), PartSize(count, K, k)}; }
+
+// Rank r's regions of piece k: enc[q] (to q) and recv[q] (from q; own: enc[r]).
+void LayOutPiece(const A2avTables& t, const weftCompression& spec, int r, int K, int k,
+                 std::vector<Region>* enc, std::vector<Region>* recv, size_t* at) {
+  const int p = static_cast<int>(t.n);
+  enc->assign(p, Region{});
+  recv->assign(p, Region{});
+  for (int q = 0; q < p; ++q) {
+    const size_t m = PieceOf(t.count(r, q), K, k).size;
+    (*enc)[q] = Tmp(*at, m > 0 ? EncodedElements(spec, m) : 0);
+    *at += (*enc)[q].count;
+  }
+  for (int q = 0; q < p; ++q) {
+    const size_t m = PieceOf(t.count(q, r), K, k).size;
+    (*recv)[q] = q == r ? (*enc)[r] : Tmp(*at, m > 0 ? EncodedElements(spec, m) : 0);
+    if (q != r) *at += (*recv)[q].count;
+  }
+}
+
+}  // namespace
 
 StatusOr<Schedule> BuildAllToAllvCompressed(const ScheduleRequest& req) {
   WEFT_ASSIGN_OR_RETURN(Schedule sched, NewCompressedSchedule(req, "alltoallv:compressed"));
@@ -29,35 +70,41 @@ StatusOr<Schedule> BuildAllToAllvCompressed(const ScheduleRequest& req) {
                            " counts and displacements, got " + std::to_string(req.a2av_counts.size()) +
                            "/" + std::to_string(req.a2av_send_displs.size()) + "/" +
                            std::to_string(req.a2av_recv_displs.size()));
-  auto count = [&](int src, int dst) { return req.a2av_counts[src * n + dst]; };
-  auto sdispl = [&](int src, int dst) { return req.a2av_send_displs[src * n + dst]; };
-  auto rdispl = [&](int dst, int src) { return req.a2av_recv_displs[dst * n + src]; };
+  const A2avTables t{req, n};
+  const size_t total = std::accumulate(req.a2av_counts.begin(), req.a2av_counts.end(), size_t{0});
+  const int K = static_cast<int>(CompressedPieces(req, total / n));
+  sched.window = 2 * p * K;
   for (int r : RanksToBuild(req)) {
     RankSchedule& rs = sched.ranks[r];
-    std::vector<Region> enc(p), recv(p);
+    for (int q = 0; q < p; ++q) {
+      rs.input_count = std::max(rs.input_count, t.sdispl(r, q) + t.count(r, q));
+      rs.output_count = std::max(rs.output_count, t.rdispl(r, q) + t.count(q, r));
+    }
+    std::vector<std::vector<Region>> enc(K), recv(K);
     size_t at = 0;
-    for (int q = 0; q < p; ++q) {
-      rs.input_count = std::max(rs.input_count, sdispl(r, q) + count(r, q));
-      rs.output_count = std::max(rs.output_count, rdispl(r, q) + count(q, r));
-      enc[q] = Tmp(at, count(r, q) > 0 ? EncodedElements(req.codec, count(r, q)) : 0);
-      at += enc[q].count;
-    }
-    for (int q = 0; q < p; ++q) {
-      recv[q] = q == r ? enc[r] : Tmp(at, count(q, r) > 0 ? EncodedElements(req.codec, count(q, r)) : 0);
-      if (q != r) at += recv[q].count;
-    }
+    for (int k = 0; k < K; ++k) LayOutPiece(t, req.codec, r, K, k, &enc[k], &recv[k], &at);
     rs.scratch_count = at;
-    for (int q = 0; q < p; ++q)
-      if (count(r, q) > 0)
-        rs.steps.push_back(EncodeStep(In(sdispl(r, q), count(r, q)), enc[q], static_cast<uint32_t>(q)));
-    for (int k = 1; k < p; ++k) {
-      const int to = (r + k) % p, from = (r - k + p) % p;
-      if (count(r, to) > 0) rs.steps.push_back(SendStep(to, enc[to]));
-      if (count(from, r) > 0) rs.steps.push_back(RecvStep(from, recv[from]));
+    for (int k = 0; k <= K; ++k) {
+      if (k < K) {  // phases 1-2 of piece k
+        for (int q = 0; q < p; ++q) {
+          const Piece piece = PieceOf(t.count(r, q), K, k);
+          if (piece.size > 0)
+            rs.steps.push_back(EncodeStep(In(t.sdispl(r, q) + piece.offset, piece.size), enc[k][q],
+                                          static_cast<uint32_t>(k * p + q)));
+        }
+        for (int j = 1; j < p; ++j) {
+          const int to = (r + j) % p, from = (r - j + p) % p;
+          if (PieceOf(t.count(r, to), K, k).size > 0) rs.steps.push_back(SendStep(to, enc[k][to]));
+          if (PieceOf(t.count(from, r), K, k).size > 0) rs.steps.push_back(RecvStep(from, recv[k][from]));
+        }
+      }
+      if (k >= 1)  // phase 3 of piece k-1
+        for (int q = 0; q < p; ++q) {
+          const Piece piece = PieceOf(t.count(q, r), K, k - 1);
+          if (piece.size > 0)
+            rs.steps.push_back(DecodeStep(recv[k - 1][q], Out(t.rdispl(r, q) + piece.offset, piece.size)));
+        }
     }
-    for (int q = 0; q < p; ++q)
-      if (count(q, r) > 0)
-        rs.steps.push_back(DecodeStep(recv[q], Out(rdispl(r, q), count(q, r))));
   }
   return sched;
 }

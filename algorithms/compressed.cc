@@ -1,6 +1,8 @@
 // The list of compressed generators and the sizing they share (see compressed.h).
 #include "algorithms/compressed.h"
 
+#include <algorithm>
+
 #include "algorithms/patterns.h"
 #include "kernels/codec.h"
 
@@ -15,6 +17,16 @@ bool Applies(const ScheduleRequest& req, Collective c) {
 
 size_t EncodedElements(const weftCompression& spec, size_t values) {
   return (codec::EncodedBytes(spec, values) + sizeof(float) - 1) / sizeof(float);
+}
+
+size_t CompressedPieces(const ScheduleRequest& request, size_t elements) {
+  // Below ~8 MiB a piece's fixed costs (a message and a codec call per peer) outweigh what
+  // overlapping it saves; 4 pieces hide all but a quarter of the local work (measured on the
+  // 2-host harness, perf/RESULTS.md).
+  constexpr size_t kAutoMaxPieces = 4, kAutoMinPieceElems = (size_t{8} << 20) / sizeof(float);
+  if (request.chunk.chunk_elems > 0)
+    return std::clamp<size_t>(NumChunks(elements, request.chunk.chunk_elems), 1, kMaxCompressedPieces);
+  return std::clamp<size_t>(elements / kAutoMinPieceElems, 1, kAutoMaxPieces);
 }
 
 bool HasUsableCodec(const ScheduleRequest& request) {

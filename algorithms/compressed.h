@@ -31,6 +31,15 @@ bool HasUsableCodec(const ScheduleRequest& request);
 // named "compressed" whose window lets every message of a rank be in flight (2p).
 StatusOr<Schedule> NewCompressedSchedule(const ScheduleRequest& request, const char* generator);
 
+// How many pieces a compressed generator pipelines its `elements` values in (each rank derives
+// the same): request.chunk.chunk_elems values each (at most kMaxCompressedPieces; a chunk of
+// SIZE_MAX: one piece, not pipelined), or without a chunk (0: "auto") up to 4 pieces of at
+// least 8 MiB of float32. Pieces run as a software pipeline: piece k's encodes and transfers
+// are issued before piece k-1's decode-reduce and piece k-2's decodes, so the local work of one
+// piece runs while another's bytes are on the wire.
+constexpr size_t kMaxCompressedPieces = 64;
+size_t CompressedPieces(const ScheduleRequest& request, size_t elements);
+
 // The generators (algorithms/<collective>_compressed.cc).
 StatusOr<Schedule> BuildAllReduceCompressed(const ScheduleRequest& request);
 StatusOr<Schedule> BuildReduceScatterCompressed(const ScheduleRequest& request);
@@ -53,6 +62,20 @@ struct EncodedSpan {
 // The spans of rank's encode steps, in their order in the hierarchical schedule.
 std::vector<EncodedSpan> AllReduceHierarchicalEncodedSpans(const ScheduleRequest& request,
                                                            int rank);
+// The same for the flat compressed allreduce.
+std::vector<EncodedSpan> AllReduceFlatEncodedSpans(const ScheduleRequest& request, int rank);
+
+// Where a compressed generator's steps go and, for error feedback, what each encode encodes
+// (spans may be null: the generator builds steps only).
+struct CompressedEmitter {
+  std::vector<Step>* steps;
+  std::vector<EncodedSpan>* spans;
+  void Push(const Step& s) { steps->push_back(s); }
+  void Encode(Region src, Region dst, uint32_t stream, size_t offset, bool reduced) {
+    steps->push_back(EncodeStep(src, dst, stream));
+    if (spans != nullptr) spans->push_back({offset, reduced});
+  }
+};
 
 // The compressed generators, each with its collective and name ("compressed").
 const std::vector<AlgorithmInfo>& CompressedAlgorithms();

@@ -51,6 +51,15 @@ void DecodeRange(const weftCompression& spec, const uint8_t* src, size_t count, 
 void DecodeWithDropped(const weftCompression& spec, const uint8_t* encoded, size_t count,
                        const float* src_values, float* dst, float* dropped);
 
+// Error feedback without a decoded copy: for dropped_i = values[i] - decode(encoded)[i] (0
+// where the decoded value or the difference is not finite, as DecodeWithDropped), stores
+// residual[i] = dropped_i (Feedback::kStore) or adds residual[i] += weight * dropped_i
+// (Feedback::kAdd). Decodes a cache-sized run at a time (top-k: merges its sorted indices),
+// so it reads values and the encoding once and touches residual once: bitwise what
+// DecodeWithDropped and the loop after it give, in one pass instead of three.
+enum class Feedback { kStore, kAdd };
+void DroppedIntoResidual(const weftCompression& spec, const uint8_t* encoded, size_t count,
+                         const float* values, Feedback mode, float weight, float* residual);
 const char* CodecName(weftCodec_t codec);
 // Name of the kernel table in use ("avx2" or "generic").
 const char* ActiveCodecIsa();

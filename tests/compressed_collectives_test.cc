@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -22,6 +23,7 @@
 
 #include "compress/compress_error.h"
 #include "compress/compressed_collectives.h"
+#include "compress/compressed_schedule.h"
 #include "compress/job_wide_compression.h"
 #include "kernels/codec.h"
 #include "kernels/half.h"
@@ -518,60 +520,66 @@ TEST(HierarchicalCompressedAllReduce, ErrorFeedbackMakesTheRunningMeanConverge) 
 
 // ---- reduce-scatter, allgather, all-to-all(v) ----
 
+void CheckReduceScatter(weftCodec_t c) {
+  const int n = 3;
+  const size_t recvcount = 333;
+  const weftCompression spec = Spec(c);
+  std::vector<std::vector<float>> in(n), out(n);
+  for (int q = 0; q < n; ++q) in[q] = Contribution(q, recvcount * n, weftFloat32);
+  const std::string failure = RunRanks(n, [&](weftComm_t comm, int rank) -> std::string {
+    out[rank].assign(recvcount, 0);
+    std::vector<float> residual(recvcount * n, 0.0f);
+    if (weftReduceScatterCompressed(in[rank].data(), out[rank].data(), recvcount, weftFloat32,
+                                    weftSum, &spec, residual.data(), comm, nullptr) != weftSuccess)
+      return weft::compress::LastCompressionError();
+    return "";
+  });
+  ASSERT_EQ(failure, "");
+  const std::vector<double> max_abs = MaxAbs(in);
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < recvcount; ++i) {
+      const size_t g = r * recvcount + i;
+      double exact = 0;
+      for (int q = 0; q < n; ++q) exact += in[q][g];
+      ASSERT_LE(std::fabs(out[r][i] - exact), AllReduceBound(spec, in, max_abs, g, exact, false))
+          << weftCodecName(c) << " rank " << r << " i=" << i;
+    }
+}
+
 TEST(CompressedReduceScatter, WithinBound) {
-  for (weftCodec_t c : {weftCodecInt8, weftCodecFp8E4M3, weftCodecBf16, weftCodecInt4}) {
-    const int n = 3;
-    const size_t recvcount = 333;
-    const weftCompression spec = Spec(c);
-    std::vector<std::vector<float>> in(n), out(n);
-    for (int q = 0; q < n; ++q) in[q] = Contribution(q, recvcount * n, weftFloat32);
-    const std::string failure = RunRanks(n, [&](weftComm_t comm, int rank) -> std::string {
-      out[rank].assign(recvcount, 0);
-      std::vector<float> residual(recvcount * n, 0.0f);
-      if (weftReduceScatterCompressed(in[rank].data(), out[rank].data(), recvcount, weftFloat32,
-                                      weftSum, &spec, residual.data(), comm, nullptr) != weftSuccess)
-        return weft::compress::LastCompressionError();
-      return "";
-    });
-    ASSERT_EQ(failure, "");
-    const std::vector<double> max_abs = MaxAbs(in);
-    for (int r = 0; r < n; ++r)
-      for (size_t i = 0; i < recvcount; ++i) {
-        const size_t g = r * recvcount + i;
-        double exact = 0;
-        for (int q = 0; q < n; ++q) exact += in[q][g];
-        ASSERT_LE(std::fabs(out[r][i] - exact), AllReduceBound(spec, in, max_abs, g, exact, false))
-            << weftCodecName(c) << " rank " << r << " i=" << i;
-      }
-  }
+  for (weftCodec_t c : {weftCodecInt8, weftCodecFp8E4M3, weftCodecBf16, weftCodecInt4}) CheckReduceScatter(c);
+}
+
+
+void CheckAllGather(weftCodec_t c) {
+  const int n = 3;
+  const size_t count = 500;
+  const weftCompression spec = Spec(c);
+  std::vector<std::vector<float>> in(n), out(n);
+  for (int q = 0; q < n; ++q) in[q] = Contribution(q, count, weftFloat32);
+  const std::string failure = RunRanks(n, [&](weftComm_t comm, int rank) -> std::string {
+    out[rank].assign(count * n, 0);
+    if (weftAllGatherCompressed(in[rank].data(), out[rank].data(), count, weftFloat32, &spec,
+                                nullptr, comm, nullptr) != weftSuccess)
+      return weft::compress::LastCompressionError();
+    return "";
+  });
+  ASSERT_EQ(failure, "");
+  for (int r = 1; r < n; ++r) ASSERT_EQ(out[0], out[r]) << weftCodecName(c);
+  for (int q = 0; q < n; ++q)
+    for (size_t i = 0; i < count; ++i) {
+      const std::vector<std::vector<float>> one = {in[q]};
+      ASSERT_LE(std::fabs(out[0][q * count + i] - in[q][i]), AllReduceBound(spec, one, MaxAbs(one), i, 0, false))
+          << weftCodecName(c) << " block " << q << " i=" << i;
+    }
 }
 
 TEST(CompressedAllGather, IdenticalEverywhereAndWithinBound) {
-  for (weftCodec_t c : {weftCodecInt8, weftCodecFp8E5M2, weftCodecSign1, weftCodecTopK}) {
-    const int n = 3;
-    const size_t count = 500;
-    const weftCompression spec = Spec(c);
-    std::vector<std::vector<float>> in(n), out(n);
-    for (int q = 0; q < n; ++q) in[q] = Contribution(q, count, weftFloat32);
-    const std::string failure = RunRanks(n, [&](weftComm_t comm, int rank) -> std::string {
-      out[rank].assign(count * n, 0);
-      if (weftAllGatherCompressed(in[rank].data(), out[rank].data(), count, weftFloat32, &spec,
-                                  nullptr, comm, nullptr) != weftSuccess)
-        return weft::compress::LastCompressionError();
-      return "";
-    });
-    ASSERT_EQ(failure, "");
-    for (int r = 1; r < n; ++r) ASSERT_EQ(out[0], out[r]) << weftCodecName(c);
-    for (int q = 0; q < n; ++q)
-      for (size_t i = 0; i < count; ++i) {
-        const std::vector<std::vector<float>> one = {in[q]};
-        ASSERT_LE(std::fabs(out[0][q * count + i] - in[q][i]), AllReduceBound(spec, one, MaxAbs(one), i, 0, false))
-            << weftCodecName(c) << " block " << q << " i=" << i;
-      }
-  }
+  for (weftCodec_t c : {weftCodecInt8, weftCodecFp8E5M2, weftCodecSign1, weftCodecTopK}) CheckAllGather(c);
 }
 
-TEST(CompressedAllToAll, Fp8DispatchOfUnevenBlocks) {
+
+void CheckFp8DispatchOfUnevenBlocks() {
   const int n = 3;
   const weftCompression spec = Spec(weftCodecFp8E4M3);
   // counts[p][q]: elements rank p sends to rank q (zeros and partial blocks included).
@@ -611,6 +619,41 @@ TEST(CompressedAllToAll, Fp8DispatchOfUnevenBlocks) {
       offset += counts[q][r];
     }
   }
+}
+
+TEST(CompressedAllToAll, Fp8DispatchOfUnevenBlocks) {
+  CheckFp8DispatchOfUnevenBlocks();
+}
+
+// WEFT_COMPRESSION_CHUNK_BYTES cuts every compressed collective into pipelined pieces (128
+// values here: 3-8 pieces per call, none a multiple of a codec block): still within the bounds,
+// identical on every rank, and the residuals still hold exactly what was dropped.
+TEST(CompressedCollectives, PipelinedPiecesOnEveryCollective) {
+  struct ChunkSetting {
+    ChunkSetting() { setenv("WEFT_COMPRESSION_CHUNK_BYTES", "512", 1); }
+    ~ChunkSetting() { unsetenv("WEFT_COMPRESSION_CHUNK_BYTES"); }
+  } chunk;
+  ASSERT_EQ(weft::compress::CompressionChunkElems(), 128u);
+  for (weftCodec_t c : {weftCodecInt8, weftCodecSign1, weftCodecTopK}) {
+    CheckAllReduce(3, 1000, weftFloat32, weftSum, Spec(c));
+    CheckAllReduce(4, 1000, weftFloat32, weftAvg, Spec(c), /*in_place=*/true, "2,2");
+  }
+  CheckResidualsHoldWhatWasDropped(0, 1003);
+  CheckResidualsHoldWhatWasDropped(WEFT_COMPRESS_FLAT, 1003);
+  CheckReduceScatter(weftCodecInt8);
+  CheckAllGather(weftCodecFp8E5M2);
+  CheckFp8DispatchOfUnevenBlocks();
+}
+
+TEST(CompressedCollectives, ChunkSettingZeroIsOnePieceAndAutoIsTheRule) {
+  setenv("WEFT_COMPRESSION_CHUNK_BYTES", "0", 1);
+  EXPECT_EQ(weft::compress::CompressionChunkElems(), SIZE_MAX);
+  setenv("WEFT_COMPRESSION_CHUNK_BYTES", "auto", 1);
+  EXPECT_EQ(weft::compress::CompressionChunkElems(), 0u);
+  setenv("WEFT_COMPRESSION_CHUNK_BYTES", "1M", 1);
+  EXPECT_EQ(weft::compress::CompressionChunkElems(), size_t{1} << 18);
+  unsetenv("WEFT_COMPRESSION_CHUNK_BYTES");
+  EXPECT_EQ(weft::compress::CompressionChunkElems(), 0u);
 }
 
 TEST(CompressedAllToAll, EqualBlocksBf16) {

@@ -271,6 +271,22 @@ TEST(CompressedAllToAllvScheduleProof, UnevenAndEmptyBlocks) {
     }
 }
 
+// Pipelined pieces: every block cut into the same pieces, several in flight; blocks smaller
+// than the piece count (empty pieces) and empty blocks included.
+TEST(CompressedAllToAllvScheduleProof, PipelinedPieces) {
+  const AlgorithmInfo* a = FindCompressedAlgorithm(Collective::kAllToAllv);
+  ASSERT_NE(a, nullptr);
+  for (int p = 1; p <= 5; ++p)
+    for (size_t chunk : {size_t{3}, size_t{50}}) {
+      std::vector<size_t> counts(p * p);
+      for (int i = 0; i < p * p; ++i) counts[i] = (i * 37 + 11) % 5 == 0 ? 0 : (i * 53) % 300 + 1;
+      ScheduleRequest r = AllToAllvRequest(p, counts, Spec(weftCodecFp8E4M3));
+      r.chunk.chunk_elems = chunk;
+      const Status st = ProveAlgorithm(*a, r);
+      ASSERT_TRUE(st.ok()) << "p=" << p << " chunk=" << chunk << ": " << st.message();
+    }
+}
+
 // Every block crosses the wire encoded: the bytes sent are the encoded sizes.
 TEST(CompressedAllToAllvScheduleProof, SendsEncodedBlocks) {
   const int p = 4;

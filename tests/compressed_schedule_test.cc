@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <memory>
@@ -124,6 +125,57 @@ TEST(CompressedScheduleDefects, AllGatherSenderMustDecodeItsOwnBlock) {
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("would not hold bitwise-identical results"), std::string::npos)
       << st.message();
+}
+
+// Pipelined pieces (request.chunk.chunk_elems; CompressedPieces): the flat allreduce,
+// reduce-scatter and allgather with several pieces' messages in flight at once are still
+// proved, for pieces that do not divide the count and pieces smaller than a rank's slice.
+TEST(CompressedScheduleProof, PipelinedPiecesOfTheFlatSchedules) {
+  for (Collective coll : {Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather}) {
+    const AlgorithmInfo* a = FindCompressedAlgorithm(coll);
+    ASSERT_NE(a, nullptr);
+    for (weftCodec_t c : {weftCodecInt8, weftCodecTopK, weftCodecBf16})
+      for (int p : {1, 2, 3, 5})
+        for (size_t count : {size_t{1}, size_t{37}, size_t{300}})
+          for (size_t chunk : {size_t{7}, size_t{64}, SIZE_MAX}) {
+            ScheduleRequest r = Request(p, count, Spec(c, 16));
+            r.collective = coll;
+            r.chunk.chunk_elems = chunk;
+            const Status st = ProveAlgorithm(*a, r);
+            ASSERT_TRUE(st.ok()) << CollectiveName(coll) << " " << weftCodecName(c) << " p=" << p
+                                 << " count=" << count << " chunk=" << chunk << ": " << st.message();
+          }
+  }
+}
+
+TEST(CompressedScheduleProof, PiecesFollowTheChunkOrTheAutoRule) {
+  ScheduleRequest r = Request(4, 0, Spec(weftCodecInt8));
+  const size_t mib = (size_t{1} << 20) / 4;  // float32 values per MiB
+  EXPECT_EQ(CompressedPieces(r, 64 * mib), 4u);   // auto: up to 4 of >= 8 MiB
+  EXPECT_EQ(CompressedPieces(r, 20 * mib), 2u);
+  EXPECT_EQ(CompressedPieces(r, 1 * mib), 1u);
+  r.chunk.chunk_elems = SIZE_MAX;                 // WEFT_COMPRESSION_CHUNK_BYTES=0
+  EXPECT_EQ(CompressedPieces(r, 64 * mib), 1u);
+  r.chunk.chunk_elems = 7;
+  EXPECT_EQ(CompressedPieces(r, 100), 15u);
+  EXPECT_EQ(CompressedPieces(r, 100000), kMaxCompressedPieces);
+}
+
+// The pieces overlap: a rank issues the next piece's encodes before it decodes and reduces the
+// previous one, and the last piece's gather before the first decodes of the output finish.
+TEST(CompressedScheduleProof, FlatAllReducePiecesAreIssuedAsAPipeline) {
+  ScheduleRequest r = Request(2, 1000, Spec(weftCodecInt8, 16));
+  r.chunk.chunk_elems = 250;  // 4 pieces
+  StatusOr<Schedule> s = BuildSchedule(Compressed(), r);
+  ASSERT_TRUE(s.ok());
+  const std::vector<Step>& steps = s->ranks[0].steps;
+  int encodes_before_first_reduce = 0;
+  for (const Step& step : steps) {
+    if (step.op == StepOp::kDecodeReduce) break;
+    if (step.op == StepOp::kEncode) ++encodes_before_first_reduce;
+  }
+  EXPECT_EQ(encodes_before_first_reduce, 4) << "piece 0's 2 slices and piece 1's";
+  ASSERT_TRUE(CheckSchedule(*s, r, CheckOptions()).ok());
 }
 
 TEST(CompressedScheduleProof, NeedsACodec) {

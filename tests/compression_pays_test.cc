@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -162,6 +163,21 @@ TEST(CompressionPays, AtSixtyFourMiBOnASlowLinkBetweenHosts) {
   const CompressionDecision bf16 = DecideCompression(f.get(), f->HostGroups(), Spec("bf16"), 1 << 24, 2);
   EXPECT_FALSE(bf16.compress) << bf16.why;
   EXPECT_NE(bf16.why.find("saves no bytes"), std::string::npos) << bf16.why;
+}
+
+// The decision prices the schedule that will run: pipelined in 4 pieces by default, one piece
+// with WEFT_COMPRESSION_CHUNK_BYTES=0, whose encodes, reductions and decodes no longer overlap
+// the link (2 x 2 at 2 Gbit/s, int8: the local work is a fifth of the call).
+TEST(CompressionPays, PricesThePipelinedSchedule) {
+  const std::shared_ptr<const weft::Fabric> f = Preset("netns:2x2@2");
+  ASSERT_NE(f, nullptr);
+  const CompressionDecision pipelined = Decide(*f, "int8", size_t{64} << 20);
+  setenv("WEFT_COMPRESSION_CHUNK_BYTES", "0", 1);
+  const CompressionDecision whole = Decide(*f, "int8", size_t{64} << 20);
+  unsetenv("WEFT_COMPRESSION_CHUNK_BYTES");
+  std::printf("pipelined: %s\none piece: %s\n", pipelined.why.c_str(), whole.why.c_str());
+  EXPECT_LT(pipelined.compressed_us, 0.9 * whole.compressed_us);
+  EXPECT_TRUE(pipelined.compress && whole.compress);
 }
 
 // Codec steps pay their call's fixed cost (compression_pays.cc: measured at one value): top-k's

@@ -7,6 +7,11 @@
 // selection time depends on how many values share their top 15 bits). Sizes 256 KiB (cache)
 // and 64 MiB (DRAM). The active kernel table (AVX2 when the CPU has it) unless WEFT_KERNEL_ISA.
 //
+// DecodeReduce is the fused decode-and-add of a contribution into a float32 sum (the owner's
+// reduction); Feedback is error feedback's pass over an encoding (what it dropped, stored into
+// the residual): "fused" is codec::DroppedIntoResidual, "unfused" the decode to a buffer and
+// the subtraction after it that it replaced.
+//
 //   codec_bench --benchmark_filter='64M|memcpy' --benchmark_repetitions=3
 #include <cstdint>
 #include <cstring>
@@ -15,7 +20,9 @@
 
 #include <benchmark/benchmark.h>
 
+#include "common/memref.h"
 #include "kernels/codec.h"
+#include "kernels/codec_backend.h"
 #include "weft/weft_compress.h"
 
 namespace {
@@ -80,10 +87,49 @@ void BM_Decode(benchmark::State& state, const char* codec) {
   Report(state, state.range(0));
 }
 
+void BM_DecodeReduce(benchmark::State& state, const char* codec) {
+  const weftCompression spec = Parse(codec);
+  const size_t count = static_cast<size_t>(state.range(0)) / 4;
+  const std::vector<float> in = GradientLike(count);
+  std::vector<uint8_t> encoded(weft::codec::EncodedBytes(spec, count), 0);
+  weft::codec::Encode(spec, in.data(), count, encoded.data(), 0);
+  std::vector<float> sum(count, 0.0f);
+  const weft::MemRef dst = weft::MemRef::Host(sum.data(), count * 4);
+  const weft::MemRef src = weft::MemRef::Host(encoded.data(), encoded.size());
+  for (auto _ : state) {
+    if (!weft::CpuDecodeReduce(dst, src, count, spec, weftSum).ok()) state.SkipWithError("decode-reduce failed");
+    benchmark::DoNotOptimize(sum.data());
+  }
+  Report(state, state.range(0));
+}
+
+void BM_Feedback(benchmark::State& state, const char* codec, bool fused) {
+  const weftCompression spec = Parse(codec);
+  const size_t count = static_cast<size_t>(state.range(0)) / 4;
+  const std::vector<float> in = GradientLike(count);
+  std::vector<uint8_t> encoded(weft::codec::EncodedBytes(spec, count), 0);
+  weft::codec::Encode(spec, in.data(), count, encoded.data(), 0);
+  std::vector<float> residual(count, 0.0f), decoded(fused ? 0 : count, 0.0f);
+  for (auto _ : state) {
+    if (fused) {
+      weft::codec::DroppedIntoResidual(spec, encoded.data(), count, in.data(),
+                                       weft::codec::Feedback::kStore, 1.0f, residual.data());
+    } else {
+      weft::codec::DecodeWithDropped(spec, encoded.data(), count, in.data(), decoded.data(),
+                                     residual.data());
+    }
+    benchmark::DoNotOptimize(residual.data());
+  }
+  Report(state, state.range(0));
+}
+
 #define WEFT_SIZES ->Arg(kSmall)->Arg(kLarge)->Unit(benchmark::kMillisecond)
 #define WEFT_CODEC(name, text)                          \
   BENCHMARK_CAPTURE(BM_Encode, name, text) WEFT_SIZES; \
-  BENCHMARK_CAPTURE(BM_Decode, name, text) WEFT_SIZES;
+  BENCHMARK_CAPTURE(BM_Decode, name, text) WEFT_SIZES;           \
+  BENCHMARK_CAPTURE(BM_DecodeReduce, name, text) WEFT_SIZES;     \
+  BENCHMARK_CAPTURE(BM_Feedback, name##_fused, text, true) WEFT_SIZES; \
+  BENCHMARK_CAPTURE(BM_Feedback, name##_unfused, text, false) WEFT_SIZES;
 
 BENCHMARK(BM_Memcpy) WEFT_SIZES;
 WEFT_CODEC(bf16, "bf16")

@@ -61,15 +61,54 @@ Status RunOnStream(weftStream_t stream, std::function<Status()> call) {
 
 size_t ElementBytes(weftDataType_t datatype) { return datatype == weftBfloat16 ? 2 : 4; }
 
+namespace {
+
+// The passes error feedback adds to a call over all of its values: O3 vectorizes them (the
+// build's O2 does not: it would need a check that the buffers do not overlap).
+#pragma GCC push_options
+#pragma GCC optimize("O3")
+
+void AddResidual(const float* __restrict values, const float* __restrict residual, size_t n,
+                 float* __restrict out) {
+  for (size_t i = 0; i < n; ++i) out[i] = values[i] + residual[i];
+}
+
+void AddResidualInPlace(const float* __restrict residual, size_t n, float* __restrict out) {
+  for (size_t i = 0; i < n; ++i) out[i] += residual[i];
+}
+
+void AddAndZeroResidual(const float* __restrict values, float* __restrict residual, size_t n,
+                        float* __restrict out) {
+  for (size_t i = 0; i < n; ++i) {
+    out[i] = values[i] + residual[i];
+    residual[i] = 0.0f;
+  }
+}
+
+#pragma GCC pop_options
+
+}  // namespace
+
 void LoadWithResidual(const void* in, weftDataType_t datatype, size_t count,
                       const float* residual, float* out) {
   if (datatype == weftBfloat16) {
     codec::ActiveCodecKernels().from_cast[weftCodecBf16](static_cast<const uint16_t*>(in), count, out);
   } else if (in != out) {
+    if (residual != nullptr)  // one pass: the copy and the sum
+      return AddResidual(static_cast<const float*>(in), residual, count, out);
     std::memcpy(out, in, count * sizeof(float));
   }
-  if (residual != nullptr)
-    for (size_t i = 0; i < count; ++i) out[i] += residual[i];
+  if (residual != nullptr) AddResidualInPlace(residual, count, out);
+}
+
+void TakeResidual(const void* in, weftDataType_t datatype, size_t count, float* residual,
+                  float* out) {
+  if (datatype != weftFloat32 || in == out) {
+    LoadWithResidual(in, datatype, count, residual, out);
+    std::memset(residual, 0, count * sizeof(float));
+    return;
+  }
+  AddAndZeroResidual(static_cast<const float*>(in), residual, count, out);
 }
 
 void StoreAs(const float* values, size_t count, weftDataType_t datatype, void* out) {
@@ -106,8 +145,7 @@ void EncodeWithFeedback(const weftCompression& spec, const float* values, size_t
                         uint8_t* encoded, uint64_t stream, float* residual) {
   codec::Encode(spec, values, count, encoded, stream);
   if (residual == nullptr) return;
-  float* decoded = ScratchFloats(3, count);
-  codec::DecodeWithDropped(spec, encoded, count, values, decoded, residual);
+  codec::DroppedIntoResidual(spec, encoded, count, values, codec::Feedback::kStore, 1.0f, residual);
 }
 
 }  // namespace weft::compress

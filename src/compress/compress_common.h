@@ -41,6 +41,11 @@ Status FromResult(weftResult_t result, const char* what, weftComm_t comm);
 // out[i] = float(in[i]) + (residual ? residual[i] : 0), in being float32 or bf16.
 void LoadWithResidual(const void* in, weftDataType_t datatype, size_t count,
                       const float* residual, float* out);
+// The same with a residual that this call takes over: out[i] = float(in[i]) + residual[i], then
+// residual[i] = 0, in one pass over float32 data (the call then stores into residual what its
+// encodings drop).
+void TakeResidual(const void* in, weftDataType_t datatype, size_t count, float* residual,
+                  float* out);
 // out[i] = values[i] as datatype (bf16: rounded to nearest even).
 void StoreAs(const float* values, size_t count, weftDataType_t datatype, void* out);
 size_t ElementBytes(weftDataType_t datatype);

@@ -142,13 +142,19 @@ Status FlatAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t coun
   const float* in = as_is ? static_cast<const float*>(sendbuff) : x;
   float* result = datatype == weftFloat32 ? static_cast<float*>(recvbuff) : ScratchFloats(1, count);
   std::vector<unsigned char>& scratch = CompressedScheduleScratch();
+  ScheduleRequest shape;  // the request the schedule and its encodes' spans are built from
+  shape.collective = Collective::kAllReduce;
+  shape.nranks = nranks;
+  shape.count = count;
+  shape.codec = spec;
+  shape.chunk.chunk_elems = CompressionChunkElems();
   RankSchedule ran;
-  WEFT_RETURN_IF_ERROR(RunCompressedSchedule(comm, Collective::kAllReduce, count, spec, op, in,
-                                             result, &scratch, residual ? &ran : nullptr));
+  WEFT_RETURN_IF_ERROR(RunCompressedRequest(comm, *FindCompressedAlgorithm(Collective::kAllReduce, "compressed"),
+                                            shape, spec, op, in, result, &scratch,
+                                            residual ? &ran : nullptr));
   if (residual != nullptr)
-    AddDroppedToResidual(spec, ran, FlatEncodedSpans(ran, SliceOffset(count, nranks, rank)), in,
-                         scratch.data(), op == weftAvg ? static_cast<float>(nranks) : 1.0f,
-                         residual);
+    AddDroppedToResidual(spec, ran, AllReduceFlatEncodedSpans(shape, rank), in, scratch.data(),
+                         op == weftAvg ? static_cast<float>(nranks) : 1.0f, residual);
   StoreAs(result, count, datatype, recvbuff);
   return OkStatus();
 }

@@ -1,12 +1,14 @@
 // Compressed schedules on a communicator (see compressed_schedule.h).
 #include "compress/compressed_schedule.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <mutex>
 #include <string>
 
 #include "algorithms/compressed.h"
-#include "compress/compress_common.h"
 #include "compress/compression_pays.h"
+#include "common/settings.h"
 #include "core/call_check.h"
 #include "core/comm.h"
 #include "exec/executor.h"
@@ -53,6 +55,14 @@ Status Execute(weftComm_t comm, const RankSchedule& rs, int window, const weftCo
 
 }  // namespace
 
+size_t CompressionChunkElems() {
+  const std::string text = SettingText("WEFT_COMPRESSION_CHUNK_BYTES");
+  if (text.empty() || text == "auto") return 0;
+  const size_t bytes = SettingBytesOr("WEFT_COMPRESSION_CHUNK_BYTES", 0);
+  if (bytes == 0) return text.find_first_not_of('0') == std::string::npos ? SIZE_MAX : 0;
+  return std::max<size_t>(1, bytes / sizeof(float));
+}
+
 Status RunCompressedRequest(weftComm_t comm, const AlgorithmInfo& algorithm,
                             const ScheduleRequest& shape, const weftCompression& spec,
                             weftRedOp_t op, const float* in, float* out,
@@ -65,6 +75,7 @@ Status RunCompressedRequest(weftComm_t comm, const AlgorithmInfo& algorithm,
   req.nranks = comm->nranks;
   req.codec = spec;
   req.scope = PlanScope::ForRank(comm->rank);
+  if (req.chunk.chunk_elems == 0) req.chunk.chunk_elems = CompressionChunkElems();
   StatusOr<Schedule> sched = BuildSchedule(algorithm, req);
   if (!sched.ok()) return sched.status();
   const uint64_t seq = ++comm->collective_seq;
@@ -120,6 +131,7 @@ StatusOr<SimResult> SimulateCompressedRequest(const Fabric& fabric, const Algori
   ScheduleRequest req = shape;
   req.codec = spec;
   req.scope = PlanScope::AllRanks();
+  if (req.chunk.chunk_elems == 0) req.chunk.chunk_elems = CompressionChunkElems();
   StatusOr<Schedule> sched = BuildSchedule(algorithm, req);
   if (!sched.ok()) return sched.status();
   const CodecSpeed speed = MeasuredCodecSpeed(spec);
@@ -160,14 +172,11 @@ void AddDroppedToResidual(const weftCompression& spec, const RankSchedule& steps
                               ? in + s.src.offset
                               : reinterpret_cast<const float*>(scratch) + s.src.offset;
     const uint8_t* encoded = scratch + s.dst.offset * sizeof(float);
-    float* decoded = ScratchFloats(2, n);
-    if (!span.reduced) {  // the first (only) encoding of these elements: stored as dropped
-      codec::DecodeWithDropped(spec, encoded, n, values, decoded, residual + span.offset);
-      continue;
-    }
-    float* dropped = ScratchFloats(3, n);
-    codec::DecodeWithDropped(spec, encoded, n, values, decoded, dropped);
-    for (size_t i = 0; i < n; ++i) residual[span.offset + i] += reduced_weight * dropped[i];
+    // A contribution or partial sum: the first (only) encoding of these elements, stored; the
+    // reduced result: added, weighted.
+    codec::DroppedIntoResidual(spec, encoded, n, values,
+                               span.reduced ? codec::Feedback::kAdd : codec::Feedback::kStore,
+                               reduced_weight, residual + span.offset);
   }
 }
 

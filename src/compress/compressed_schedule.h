@@ -26,9 +26,15 @@ Status RunCompressedSchedule(weftComm_t comm, Collective collective, size_t coun
                              float* out, std::vector<unsigned char>* scratch,
                              RankSchedule* rank_schedule);
 
+// WEFT_COMPRESSION_CHUNK_BYTES as the ChunkPolicy::chunk_elems (float32 values) of compressed
+// schedules (CompressedPieces in algorithms/compressed.h): unset or "auto": 0, the pieces'
+// own rule; 0: SIZE_MAX, one piece (not pipelined); else bytes / 4, at least 1. A value that
+// does not parse: auto (communicator creation has already reported it).
+size_t CompressionChunkElems();
+
 // The general form: runs `algorithm` (one of CompressedAlgorithms()) for `shape` (its
 // collective, count, groups and all-to-allv tables; nranks, codec and scope are filled in
-// here). weftCommGetLastAlgorithm then names the algorithm.
+// here, and the chunk from CompressionChunkElems where shape's is 0). weftCommGetLastAlgorithm then names the algorithm.
 Status RunCompressedRequest(weftComm_t comm, const AlgorithmInfo& algorithm,
                             const ScheduleRequest& shape, const weftCompression& spec,
                             weftRedOp_t op, const float* in, float* out,

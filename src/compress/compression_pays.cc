@@ -106,6 +106,7 @@ StatusOr<double> EstimatedSteps(const AlgorithmInfo& algorithm, const ScheduleRe
   ScheduleRequest one = shape;
   one.codec = spec;
   one.scope = PlanScope::ForRank(0);
+  if (one.chunk.chunk_elems == 0) one.chunk.chunk_elems = CompressionChunkElems();  // as simulated
   StatusOr<Schedule> s = BuildSchedule(algorithm, one);
   if (!s.ok()) return s.status();
   return static_cast<double>(s->ranks[0].steps.size()) * shape.nranks;
@@ -150,8 +151,10 @@ double CompressedAllReduceAnalyticUs(const Fabric& fabric, const std::vector<std
   const int H = static_cast<int>(hosts.size()), L = static_cast<int>(LargestHost(hosts));
   if (H == 0 || count == 0) return 0;
   auto owner = [&](int h, int l) { return hosts[h][l % hosts[h].size()]; };
-  // Pieces as the generator cuts them (up to 4 of >= 8 MiB when several hosts).
-  const double pieces = H > 1 ? std::clamp<double>(std::floor(count / double(size_t{2} << 20)), 1, 4) : 1;
+  // Pieces as the generator cuts them (CompressedPieces, WEFT_COMPRESSION_CHUNK_BYTES).
+  ScheduleRequest cut;
+  cut.chunk.chunk_elems = CompressionChunkElems();
+  const double pieces = H > 1 ? static_cast<double>(CompressedPieces(cut, count)) : 1;
   const double lane = count / pieces / L;             // values per lane and piece
   const double lane_bytes = lane * sizeof(float);
   const double sub_enc = static_cast<double>(codec::EncodedBytes(spec, static_cast<size_t>(std::ceil(lane / H))));
@@ -161,8 +164,9 @@ double CompressedAllReduceAnalyticUs(const Fabric& fabric, const std::vector<std
     return calls * (c.overhead_us + fixed_us) + bytes / (gbps * 1e3);
   };
   const bool shm = true;
+  // The local work of one piece in the pipeline's three stages (encode, reduce, decode).
+  double encode_stage = 0, reduce_stage = 0, decode_stage = 0;
   // 1. host reduce: every member sends each lane to its owner, who reduces L-1 of them.
-  double host = 0, net = 0;
   if (L > 1) {
     std::vector<std::pair<int, int>> to_owner, from_owner;
     for (int h = 0; h < H; ++h)
@@ -172,26 +176,31 @@ double CompressedAllReduceAnalyticUs(const Fabric& fabric, const std::vector<std
             to_owner.push_back({m, owner(h, l)});
             from_owner.push_back({owner(h, l), m});
           }
-    host += RoundTime(fabric, shm, to_owner, lane_bytes) + local(L - 1, 0, (L - 1) * lane_bytes, c.reduce_gbps);
+    encode_stage += RoundTime(fabric, shm, to_owner, lane_bytes) + local(L - 1, 0, (L - 1) * lane_bytes, c.reduce_gbps);
     // 6. share: the owner forwards the H encodings of its lane to every other member.
-    host += RoundTime(fabric, shm, from_owner, H * sub_enc);
+    decode_stage += RoundTime(fabric, shm, from_owner, H * sub_enc);
   }
   // 2 and 5: encode the lane's H sub-slices, then the reduced one.
-  host += local(H, speed.encode_fixed_us, lane_bytes, speed.encode_gbps);
-  host += local(1, speed.encode_fixed_us, lane_bytes / H, speed.encode_gbps);
+  encode_stage += local(H, speed.encode_fixed_us, lane_bytes, speed.encode_gbps);
+  reduce_stage += local(1, speed.encode_fixed_us, lane_bytes / H, speed.encode_gbps);
   // 4: decode the H contributions and reduce them; 6: decode every lane of the host.
-  host += local(H, speed.decode_fixed_us, lane_bytes, speed.decode_gbps) +
-          local(H - 1, 0, lane_bytes * (H - 1) / H, c.reduce_gbps);
-  host += local(double(L) * H, speed.decode_fixed_us, L * lane_bytes, speed.decode_gbps);
+  reduce_stage += local(H, speed.decode_fixed_us, lane_bytes, speed.decode_gbps) +
+                  local(H - 1, 0, lane_bytes * (H - 1) / H, c.reduce_gbps);
+  decode_stage += local(double(L) * H, speed.decode_fixed_us, L * lane_bytes, speed.decode_gbps);
+  const double host = encode_stage + reduce_stage + decode_stage;
   // 3 and 5: exchange and gather, H-1 messages each to distinct hosts, all in flight at once.
+  double round = 0;
   if (H > 1) {
     std::vector<std::pair<int, int>> shift;
     for (int h = 0; h < H; ++h)
       for (int l = 0; l < L; ++l) shift.push_back({owner(h, l), owner((h + 1) % H, l)});
-    net = 2 * RoundTime(fabric, shm, shift, sub_enc, 1, H - 1);
+    round = RoundTime(fabric, shm, shift, sub_enc, 1, H - 1);
   }
-  // Pieces overlap the host work of one with the messages of another.
-  return host + net + (pieces - 1) * std::max(host, net);
+  // The pipeline over pieces: bound by the wire (every piece's two rounds, plus the local work
+  // of one piece that nothing overlaps: the first encode, the last reduce and decode) or by
+  // the cores (every piece's local work, plus the last gather they wait for). One piece: the
+  // sum of both.
+  return std::max(pieces * host + round, pieces * 2 * round + host);
 }
 
 namespace {
@@ -230,15 +239,16 @@ CompressionDecision Simulate(const Fabric& fabric, uint64_t digest, const std::v
 }
 
 // Cache key: everything the decision depends on.
+// (The last: the pieces' chunk, CompressionChunkElems: the schedule priced depends on it.)
 using Key = std::tuple<uint64_t, std::vector<std::vector<int>>, int, uint32_t, uint32_t, uint32_t,
-                       size_t, size_t>;
+                       size_t, size_t, size_t>;
 
 Key MakeKey(uint64_t digest, const std::vector<std::vector<int>>& groups,
             const weftCompression& spec, size_t count, size_t elem) {
   uint32_t ratio_bits = 0;
   std::memcpy(&ratio_bits, &spec.ratio, sizeof ratio_bits);
   return Key{digest, groups, static_cast<int>(spec.codec), spec.block, spec.flags, ratio_bits,
-             count, elem};
+             count, elem, CompressionChunkElems()};
 }
 
 std::mutex g_cache_mu;

@@ -51,6 +51,7 @@ ScheduleRequest HierarchicalShape(weftComm_t comm, size_t count, const weftCompr
   shape.count = count;
   shape.codec = spec;
   shape.groups = comm->host_groups;
+  shape.chunk.chunk_elems = CompressionChunkElems();  // the schedule's and the spans' pieces
   return shape;
 }
 
@@ -63,10 +64,8 @@ Status HierarchicalAllReduceCompressed(const void* sendbuff, void* recvbuff, siz
   // float32 without feedback: the schedule reads the caller's buffer (no copy of count).
   const bool as_is = datatype == weftFloat32 && residual == nullptr;
   float* x = as_is ? nullptr : ScratchFloats(kInputSlot, count);
-  if (!as_is) {
-    LoadWithResidual(sendbuff, datatype, count, residual, x);
-    if (residual != nullptr) std::memset(residual, 0, count * sizeof(float));
-  }
+  if (!as_is && residual != nullptr) TakeResidual(sendbuff, datatype, count, residual, x);
+  else if (!as_is) LoadWithResidual(sendbuff, datatype, count, nullptr, x);
   const float* in = as_is ? static_cast<const float*>(sendbuff) : x;
   float* result =
       datatype == weftFloat32 ? static_cast<float*>(recvbuff) : ScratchFloats(kResultSlot, count);

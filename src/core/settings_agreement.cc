@@ -31,6 +31,7 @@ const std::vector<AgreedSetting>& Agreed() {
       {"WEFT_CHUNK_BYTES", Agree::kValue}, {"WEFT_COMPRESSION", Agree::kValue},
       {"WEFT_COMPRESSION_MIN_BYTES", Agree::kValue},
       {"WEFT_COMPRESSION_FEEDBACK", Agree::kValue},
+      {"WEFT_COMPRESSION_CHUNK_BYTES", Agree::kValue},  // the pieces every rank cuts
   };
   return rows;
 }
