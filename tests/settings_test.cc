@@ -78,7 +78,14 @@ TEST_F(SettingsEnv, GoodValuesParse) {
   EXPECT_DOUBLE_EQ(*weft::SettingSeconds("WEFT_TIMEOUT", 300), 0.5);
   setenv("WEFT_KERNEL_ISA", "Generic", 1);
   EXPECT_EQ(*weft::SettingChoice("WEFT_KERNEL_ISA", ""), "generic");
+  // A byte count documented with the default "auto" takes the word (the caller's default);
+  // one documented otherwise does not.
+  setenv("WEFT_COMPRESSION_CHUNK_BYTES", "auto", 1);
+  EXPECT_EQ(*weft::SettingBytes("WEFT_COMPRESSION_CHUNK_BYTES", 7), 7u);
   EXPECT_TRUE(weft::ValidateSettings().ok());
+  setenv("WEFT_SHM_RING_BYTES", "auto", 1);
+  EXPECT_FALSE(weft::SettingBytes("WEFT_SHM_RING_BYTES", 0).ok());
+  unsetenv("WEFT_COMPRESSION_CHUNK_BYTES");
 }
 
 // Each kind's bad value: InvalidArgument with "NAME=VALUE" and what was expected.

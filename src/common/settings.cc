@@ -172,6 +172,8 @@ StatusOr<size_t> SettingBytes(const char* name, size_t fallback) {
   WEFT_ASSIGN_OR_RETURN(const SettingInfo* row, Row(name, K::kBytes));
   const std::string v = SettingText(name);
   if (v.empty()) return fallback;
+  // A row documented with the default "auto" takes the word too: the caller's default.
+  if (std::strcmp(row->default_text, "auto") == 0 && Lower(v) == "auto") return fallback;
   size_t x = 0;
   if (!ParseBytes(v, &x) || x < static_cast<size_t>(row->min))
     return Bad(name, v, "a byte count >= " + std::to_string(row->min) + ", optionally with K, M or G");
