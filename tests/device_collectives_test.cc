@@ -312,7 +312,7 @@ std::vector<Case> Matrix(int nranks) {
 enum class Gpus { kOwn, kShared, kTwoPerGpu };
 
 // The cases the ipc transport runs (device_ipc.h): allreduce, allgather, reduce-scatter,
-// all-to-all and broadcast, counts 0, 1, odd, and larger than the 4 MiB window
+// all-to-all, broadcast and reduce, counts 0, 1, odd, and larger than the 4 MiB window
 // (several rounds).
 std::vector<Case> IpcMatrix(int nranks) {
   std::vector<Case> cases;
@@ -327,6 +327,8 @@ std::vector<Case> IpcMatrix(int nranks) {
       cases.push_back({Kind::kAllGather, weftFloat16, weftSum, in_place, n});
       if (!in_place) cases.push_back({Kind::kAllToAll, weftFloat32, weftSum, false, n});
       cases.push_back({Kind::kBroadcast, weftBfloat16, weftSum, in_place, n});
+      if (!in_place) cases.push_back({Kind::kReduce, weftFloat32, weftAvg, false, n});
+      if (!in_place) cases.push_back({Kind::kReduce, weftInt32, weftProd, false, n});
     }
   return cases;
 }
@@ -398,8 +400,9 @@ TEST_P(IpcForced, EveryDirectAlgorithmExact) {
   const auto [nranks, gpus] = GetParam();
   const std::vector<Case> cases = IpcMatrix(nranks);
   for (const char* spec : {"allreduce:oneshot;allgather:direct;reducescatter:direct;alltoall:direct;"
-                           "broadcast:direct",
-                           "allreduce:twoshot"}) {
+                           "broadcast:direct;reduce:direct",
+                           "allreduce:twoshot;allgather:direct;reducescatter:direct;alltoall:direct;"
+                           "broadcast:direct;reduce:direct"}) {
     SCOPED_TRACE(spec);
     RunMatrix(nranks, gpus, {{"WEFT_ALGO", spec}}, &cases, /*expect_ipc=*/true);
   }

@@ -49,7 +49,7 @@ namespace {
 bool IpcCollective(Collective c) {
   return c == Collective::kAllReduce || c == Collective::kAllGather ||
          c == Collective::kReduceScatter || c == Collective::kAllToAll ||
-         c == Collective::kBroadcast;
+         c == Collective::kBroadcast || c == Collective::kReduce;
 }
 
 const ipc::IpcOptions& Options(Status* error) {

@@ -2,17 +2,17 @@
 // (transports/ipc/) and a direct schedule enqueued on the caller's stream
 // (exec/stream_program.h), instead of staging through pinned host memory (device_calls.h).
 //
-// Which calls: a single allreduce, allgather, reduce-scatter, all-to-all or broadcast on device
-// buffers of a process communicator, with WEFT_IPC on (the default) and an algorithm:
+// Which calls: a single allreduce, allgather, reduce-scatter, all-to-all, broadcast or reduce on
+// device buffers of a process communicator, with WEFT_IPC on (the default) and an algorithm:
 //   * one host: a direct algorithm, WEFT_ALGO's when it names one (a forced non-direct
 //     algorithm, e.g. ring, is staged as before), else the selector's device choice when the
 //     fabric models this rank's GPU (Selector::ChooseDevice: IPC algorithms against staging,
 //     from the GPU links), else oneshot for allreduces up to kOneshotMaxBytes, twoshot above
-//     and `direct` for the others (broadcast: the root's window read by every rank); the whole
-//     schedule runs on the stream;
+//     and `direct` for the others (broadcast: the root's window read by every rank; reduce:
+//     every window read by the root); the whole schedule runs on the stream;
 //   * several hosts: hierarchical_direct (allreduce, allgather, all-to-all): its direct steps
 //     on the stream inside each host, its messages across hosts staged (device_hybrid.h).
-// Reduce, all-to-allv, send/recv, groups of several operations, broadcast across hosts, and
+// All-to-allv, send/recv, groups of several operations, broadcast and reduce across hosts, and
 // anything else are staged. The decision depends only on the call's arguments and settings every rank
 // shares, so every rank takes the same path.
 //

@@ -405,8 +405,11 @@ std::string RankOrderCheck(weftComm_t comm, int rank, int n, const std::string& 
   for (size_t i = 0; i < in_count; ++i) StoreNonExactInput(send.data(), t, rank, i, seed);
   weftResult_t r = coll == "allreduce"
                        ? weftAllReduce(send.data(), recv.data(), count, t, op, comm, nullptr)
+                   : coll == "reduce"
+                       ? weftReduce(send.data(), recv.data(), count, t, op, /*root=*/0, comm, nullptr)
                        : weftReduceScatter(send.data(), recv.data(), count, t, op, comm, nullptr);
   if (r != weftSuccess) return weftGetLastError(comm);
+  if (coll == "reduce" && rank != 0) return "";  // only the root's buffer holds a result
   std::string g = recv.CheckGuards("recvbuff");
   if (!g.empty()) return g;
   std::vector<int> order;
