@@ -21,23 +21,17 @@
 namespace weft {
 namespace {
 
-// The root waits every peer's "done" of round k (a no-op before round 0).
-void WaitDone(RankSchedule& rs, int root, int p) {
-  for (int q = 0; q < p; ++q)
-    if (q != root) WaitOne(rs, q);
-}
-
 void BuildRoot(RankSchedule& rs, int root, int p, size_t n, const DirectRounds& plan) {
   const size_t c_max = plan.per_round;
   rs.scratch_count = 2 * c_max;
   for (size_t k = 0; k < plan.rounds; ++k) {
     const size_t o = k * c_max, c = std::min(c_max, n - o), slot = (k % 2) * c_max;
-    if (k >= 2) WaitDone(rs, root, p);  // done k-2: peers finished reading this slot
+    if (k >= 2) WaitAll(rs, root, p);  // done k-2: peers finished reading this slot
     rs.steps.push_back(CopyStep(In(o, c), Tmp(slot, c)));
     SignalAll(rs, root, p);
     rs.steps.push_back(CopyStep(In(o, c), Out(o, c)));  // nothing to do in place
   }
-  for (size_t k = plan.rounds >= 2 ? plan.rounds - 2 : 0; k < plan.rounds; ++k) WaitDone(rs, root, p);
+  for (size_t k = 0; k < DoneStillDue(plan); ++k) WaitAll(rs, root, p);
 }
 
 void BuildReader(RankSchedule& rs, int root, size_t n, const DirectRounds& plan) {
@@ -52,25 +46,12 @@ void BuildReader(RankSchedule& rs, int root, size_t n, const DirectRounds& plan)
 
 StatusOr<Schedule> BuildBroadcastDirect(const ScheduleRequest& req) {
   WEFT_RETURN_IF_ERROR(CheckRequestBasics(req));
-  Schedule sched = NewSchedule(req, "direct");
   const int p = req.nranks, root = req.root;
   const size_t n = req.count;
-  const DirectRounds plan(req, n, kDirectScratchElems / 2);
-  for (int r : RanksToBuild(req)) {
-    RankSchedule& rs = sched.ranks[r];
-    rs.input_count = r == root ? n : 0;
-    rs.output_count = n;
-    if (n == 0) continue;
-    if (p == 1) {
-      rs.steps.push_back(CopyStep(In(0, n), Out(0, n)));
-      continue;
-    }
-    if (r == root)
-      BuildRoot(rs, root, p, n, plan);
-    else
-      BuildReader(rs, root, n, plan);
-  }
-  return sched;
+  return BuildRootedDirect(
+      req, /*reduction=*/false,
+      [&](RankSchedule& rs, const DirectRounds& plan) { BuildRoot(rs, root, p, n, plan); },
+      [&](RankSchedule& rs, const DirectRounds& plan) { BuildReader(rs, root, n, plan); });
 }
 
 WEFT_REGISTER_DIRECT_ALGORITHM(Collective::kBroadcast, "direct", BuildBroadcastDirect, nullptr);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "algorithms/patterns.h"
 #include "algorithms/registry.h"
 #include "algorithms/schedule.h"
 
@@ -204,6 +205,37 @@ inline size_t ZeroCopyReduceScratch(int r, size_t n) { return r >= 2 ? n : 0; }
 inline void SingleRankResult(RankSchedule& rs, size_t n, bool reduction) {
   rs.steps.push_back(CopyStep(In(0, n), Out(0, n)));
   if (reduction) rs.steps.push_back(FinalizeStep(Out(0, n)));
+}
+
+// The "done" signals of a double-buffered rooted schedule still due after its last round: a
+// slot is rewritten only after the "done" of two rounds before, so the last two (or fewer).
+inline size_t DoneStillDue(const DirectRounds& plan) { return std::min<size_t>(plan.rounds, 2); }
+
+// The rooted direct schedules (broadcast and reduce direct): per rank its counts (a reduction
+// reads every input and writes the root's output; a broadcast reads the root's input and
+// writes every output), nothing for n = 0, the single-rank result, else the root's steps
+// (root_steps(rs, plan)) or another rank's (other_steps(rs, plan)), in rounds of at most half
+// the window.
+template <typename RootSteps, typename OtherSteps>
+Schedule BuildRootedDirect(const ScheduleRequest& req, bool reduction, RootSteps root_steps,
+                           OtherSteps other_steps) {
+  Schedule sched = NewSchedule(req, "direct");
+  const size_t n = req.count;
+  const DirectRounds plan(req, n, kDirectScratchElems / 2);
+  for (int r : RanksToBuild(req)) {
+    RankSchedule& rs = sched.ranks[r];
+    const bool root = r == req.root;
+    rs.input_count = reduction || root ? n : 0;
+    rs.output_count = !reduction || root ? n : 0;
+    if (n == 0) continue;
+    if (req.nranks == 1)
+      SingleRankResult(rs, n, reduction);
+    else if (root)
+      root_steps(rs, plan);
+    else
+      other_steps(rs, plan);
+  }
+  return sched;
 }
 
 }  // namespace weft

@@ -44,31 +44,17 @@ void BuildContributor(RankSchedule& rs, int root, size_t n, const DirectRounds& 
     rs.steps.push_back(CopyStep(In(o, c), Tmp(slot, c)));
     SignalOne(rs, root);  // ready k
   }
-  for (size_t k = plan.rounds >= 2 ? plan.rounds - 2 : 0; k < plan.rounds; ++k) WaitOne(rs, root);
+  for (size_t k = 0; k < DoneStillDue(plan); ++k) WaitOne(rs, root);
 }
 
 StatusOr<Schedule> BuildReduceDirect(const ScheduleRequest& req) {
   WEFT_RETURN_IF_ERROR(CheckRequestBasics(req));
-  Schedule sched = NewSchedule(req, "direct");
   const int p = req.nranks, root = req.root;
   const size_t n = req.count;
-  const DirectRounds plan(req, n, kDirectScratchElems / 2);
-  for (int r : RanksToBuild(req)) {
-    RankSchedule& rs = sched.ranks[r];
-    rs.input_count = n;
-    rs.output_count = r == root ? n : 0;
-    if (n == 0) continue;
-    if (p == 1) {
-      rs.steps.push_back(CopyStep(In(0, n), Out(0, n)));
-      rs.steps.push_back(FinalizeStep(Out(0, n)));
-      continue;
-    }
-    if (r == root)
-      BuildRoot(rs, root, p, n, plan);
-    else
-      BuildContributor(rs, root, n, plan);
-  }
-  return sched;
+  return BuildRootedDirect(
+      req, /*reduction=*/true,
+      [&](RankSchedule& rs, const DirectRounds& plan) { BuildRoot(rs, root, p, n, plan); },
+      [&](RankSchedule& rs, const DirectRounds& plan) { BuildContributor(rs, root, n, plan); });
 }
 
 WEFT_REGISTER_DIRECT_ALGORITHM(Collective::kReduce, "direct", BuildReduceDirect, nullptr);

@@ -152,7 +152,7 @@ StreamBuffers StreamBuffersOf(const CollectiveCall& call) {
 }
 
 bool HybridLowerable(const RankSchedule& rs, size_t elem, size_t window_bytes) {
-  if (rs.scratch_count > window_bytes / (elem == 0 ? 1 : elem)) return false;
+  if (!ScratchFits(rs, elem, window_bytes)) return false;
   for (const Step& st : rs.steps)
     if (!IsStreamStep(st.op) && !MessageStep(st.op)) return false;
   return true;

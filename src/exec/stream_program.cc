@@ -70,8 +70,12 @@ bool IsStreamStep(StepOp op) {
   }
 }
 
+bool ScratchFits(const RankSchedule& rs, size_t elem, size_t window_bytes) {
+  return rs.scratch_count <= window_bytes / (elem == 0 ? 1 : elem);
+}
+
 bool StreamLowerable(const RankSchedule& rs, size_t elem, size_t window_bytes) {
-  if (rs.scratch_count > window_bytes / (elem == 0 ? 1 : elem)) return false;
+  if (!ScratchFits(rs, elem, window_bytes)) return false;
   for (const Step& st : rs.steps)
     if (!IsStreamStep(st.op)) return false;
   return true;

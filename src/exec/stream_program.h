@@ -33,6 +33,8 @@ struct StreamBuffers {
 
 // Whether the stream runs this kind of step (above).
 bool IsStreamStep(StepOp op);
+// Whether rs's Scratch fits a window of `window_bytes`.
+bool ScratchFits(const RankSchedule& rs, size_t elem, size_t window_bytes);
 // Whether every step of rs is one the stream can run (above), and its Scratch fits `window`.
 bool StreamLowerable(const RankSchedule& rs, size_t elem, size_t window_bytes);
 // Enqueues one stream step (IsStreamStep) of a schedule on `stream`.
