@@ -279,9 +279,11 @@ weftResult_t weftAllReduce(const void* sendbuff, void* recvbuff, size_t count,
   static const EntrySpec spec{"weftAllReduce", Collective::kAllReduce, "count", false, true, false};
   // WEFT_COMPRESSION turns compression on job-wide without code changes; inside a group the
   // call is queued as written (the compressed path is a composition of collectives of its own).
-  // (Device buffers go uncompressed, stream-ordered: the job-wide path runs on host memory.)
+  // Device buffers too: the compressed call stages them on the caller's stream (the host
+  // codecs run on pinned copies; compression pays only across hosts, where messages go
+  // through host memory anyway).
   weft::Status compressed;
-  if (!weft::InGroup() && !weft::device::IsDevicePointer(recvbuff) &&
+  if (!weft::InGroup() &&
       weft::compress::MaybeRunJobWideCompression(sendbuff, recvbuff, count, datatype, op, comm,
                                                  stream, &compressed))
     return weft::Report(compressed.WithContext("weftAllReduce"));
