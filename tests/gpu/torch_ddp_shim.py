@@ -163,11 +163,15 @@ def free_port():
 
 def rank_env(args, port, rank):
     env = dict(os.environ)
-    lib_path = os.path.realpath(args.weft_lib)
+    # A bundle (tests/gpu/bundle.sh) keeps the host libraries libweft links (hwloc, UCX) in
+    # <folder>/lib, beside libweft.so.0.
+    lib = os.path.realpath(args.weft_lib)
+    folders = [lib] + ([os.path.join(lib, "lib")] if os.path.isdir(os.path.join(lib, "lib")) else [])
+    if env.get("LD_LIBRARY_PATH"):
+        folders.append(env["LD_LIBRARY_PATH"])
     env.update({
         "LD_PRELOAD": os.path.realpath(args.shim),
-        "LD_LIBRARY_PATH": lib_path + (":" + env["LD_LIBRARY_PATH"]
-                                       if env.get("LD_LIBRARY_PATH") else ""),
+        "LD_LIBRARY_PATH": ":".join(folders),
         "WEFT_DEVICE": "cuda", "WEFT_DEBUG": "INFO",
         "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
         "RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank),
@@ -264,7 +268,11 @@ def orchestrate(args):
         if not os.path.exists(path):
             print(f"FAIL: {what} {path} does not exist")
             return 2
-    import torch
+    try:
+        import torch
+    except ImportError as e:
+        print(f"FAIL: {sys.executable} cannot import torch ({e}): set PYTHON to one that can")
+        return 2
     print(f"torch {torch.__version__}")
     if not torch.cuda.is_available() and not args.cpu_gloo:
         shim_ok = preload_check(args, logdir)
