@@ -211,9 +211,9 @@ weftResult_t weftCommGetAsyncError(weftComm_t comm, weftResult_t* asyncError) {
     return Report(InvalidArgument("comm=" + PtrStr(comm) + " is not a live communicator"));
   // A stream-ordered device call that failed after returning comes first: it names the call.
   const Status device_error = DeviceAsyncError(comm);
-  const Status& e = !comm->init_error.ok() ? comm->init_error
-                    : !device_error.ok()   ? device_error
-                                           : comm->sticky_error;
+  const Status e = !comm->init_error.ok() ? comm->init_error
+                   : !device_error.ok()   ? device_error
+                                          : comm->sticky_error.Get();
   *asyncError = e.code();
   if (*asyncError != weftSuccess) SetLastErrorMessage(e.message());
   return weftSuccess;
