@@ -15,7 +15,8 @@ DEST=${2:-.gpu-bundle}
 rm -rf "$DEST"
 mkdir -p "$DEST/bin" "$DEST/lib" "$DEST/nccl-shim"
 bins="weftrun weft-perf nccl-perf weft_test_worker device_kernels_test device_collectives_test
-      device_runtime_test gpu_kernels_test nccl_api_test nccl_device_test"
+      device_runtime_test device_compressed_test gpu_kernels_test nccl_api_test
+      nccl_device_test"
 for b in $bins; do
   [ -x "$BUILD/bin/$b" ] && strip -o "$DEST/bin/$b" "$BUILD/bin/$b"
 done

@@ -33,6 +33,7 @@ sweep() {  # sweep TAG LARGE: the weft figures; LARGE=1 adds 256 MiB
   [ "$2" = 1 ] || return 0
   for n in 2 4; do
     perf "$1 ipc window 4M " "$n" WEFT_IPC=1 -- -b 256M -e 256M -w 3 -n 10
+    perf "$1 ipc window 16M" "$n" WEFT_IPC=1 WEFT_IPC_WINDOW_BYTES=16M -- -b 256M -e 256M -w 3 -n 10
     perf "$1 ipc window 64M" "$n" WEFT_IPC=1 WEFT_IPC_WINDOW_BYTES=64M -- -b 256M -e 256M -w 3 -n 10
     perf "$1 staged        " "$n" WEFT_IPC=0 -- -b 256M -e 256M -w 2 -n 4
   done
