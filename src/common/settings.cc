@@ -74,7 +74,7 @@ const std::vector<SettingInfo>& Table() {
       {"WEFT_EMULATED_DELAY_US", K::kInt, "0", "emulated GPU: random delay up to N us per operation", 0, 10000000},
       {"WEFT_EMULATED_TOPO", K::kText, "nvswitch", "emulated GPUs' links: preset name or topology file"},
       {"WEFT_IPC", K::kFlag, "1", "device buffers of same-host ranks go device to device through IPC"},
-      {"WEFT_IPC_WINDOW_BYTES", K::kBytes, "4M", "IPC window per rank (a call larger than it runs in chunks)", 4096},
+      {"WEFT_IPC_WINDOW_BYTES", K::kBytes, "32M", "IPC window per rank (a call larger than it runs in rounds of half of it)", 4096},
       // Topology and selection.
       {"WEFT_TOPO_FILE", K::kText, "discovery", "saved topology or preset:NAME"},
       {"WEFT_TUNING_FILE", K::kText, "none", "measured decisions replacing the model's"},
