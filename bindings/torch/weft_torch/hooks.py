@@ -17,8 +17,11 @@ encoding dropped, so the next step sends it: the running mean of the decoded gra
 to the true mean instead of keeping the codec's bias. DDP rebuilds its buckets after the first
 iteration; a residual whose bucket changed (element count or parameter shapes) is reset to zero.
 
-The hooks need a process group whose CPU backend is weft, float32 or bfloat16 gradients and
-CPU tensors; anything else raises a clear error naming what was found.
+The hooks need a process group whose CPU backend is weft and float32 or bfloat16 gradients;
+anything else raises a clear error naming what was found. Gradients may be CPU or CUDA tensors:
+weft's compressed path runs on host memory, so a CUDA bucket is staged (copied to pinned host
+memory on its current stream, compressed and reduced there, copied back on that stream; the
+Future completes after the copy back). The residuals are CPU tensors either way.
 """
 import torch
 import torch.distributed as dist
@@ -148,7 +151,7 @@ def _weft_backend(group, who):
 
 
 def compressed_all_reduce(tensor, state, key=0, signature=None, who="compressed_all_reduce"):
-    """Averages `tensor` (float32/bfloat16, CPU, contiguous) in place over state's group with
+    """Averages `tensor` (float32/bfloat16, CPU or CUDA (staged), contiguous) in place over state's group with
     state's codec, using the residual kept under `key`; returns a Future holding the tensor.
     What the hooks run per bucket; usable on its own (e.g. for a model's own gradient arena)."""
     if not isinstance(state, CompressionState):
