@@ -59,11 +59,11 @@ def reduce_ref(torch, inputs, op):
 
 
 class Worker:
-    def __init__(self, torch, dist, rank, size, case_timeout):
+    def __init__(self, torch, dist, rank, size, case_timeout, device):
         self.torch, self.dist = torch, dist
         self.rank, self.size = rank, size
         self.case_timeout = case_timeout
-        self.dev = torch.device("cuda", 0)
+        self.dev = torch.device(device)
         self.seed = 0
 
     def report(self, name, ok, detail=""):
@@ -300,6 +300,8 @@ class Worker:
                 c[f"all_to_all/{dtype}/n={n}"] = self.all_to_all(dtype, n, False)
                 c[f"send_recv/{dtype}/n={n}"] = self.send_recv(dtype, n)
         c["barrier"] = self.barrier
+        if self.dev.type != "cuda":  # --device cpu: checks this script's references only
+            return c
         c["async_op+wait on another stream, then a kernel"] = self.async_wait_other_stream
         c["get_future().then()"] = self.future_then
         c["4 async all_reduce in flight"] = self.async_many
@@ -312,14 +314,16 @@ def worker_main(args):
     import torch.distributed as dist
     import weft_torch  # noqa: F401  (registers "weft")
     rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    torch.cuda.set_device(0)
+    if args.device == "cuda":
+        torch.cuda.set_device(0)
     if args.runtime_mismatch:
         return runtime_mismatch(torch, dist, rank, size)
     dist.init_process_group("weft", rank=rank, world_size=size)
-    w = Worker(torch, dist, rank, size, args.case_timeout)
+    w = Worker(torch, dist, rank, size, args.case_timeout, args.device)
     for name, fn in w.cases(args.sizes).items():
         w.run_case(name, fn)
-    torch.cuda.synchronize()
+    if args.device == "cuda":
+        torch.cuda.synchronize()
     dist.destroy_process_group()
     print("WORKER DONE", flush=True)
     return 0
@@ -430,21 +434,24 @@ def summarize(title, results, expect_cases=None):
 
 def parent_main(args):
     import torch
-    if not torch.cuda.is_available():
+    if args.device == "cuda" and not torch.cuda.is_available():
         print("torch_backend_cuda: torch.cuda is not available here (this test needs a GPU)")
         return 2
-    print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}, sizes {args.sizes}, "
-          f"logs in {args.logdir}", flush=True)
+    where = torch.cuda.get_device_name(0) if args.device == "cuda" else "CPU tensors"
+    print(f"torch {torch.__version__}, {where}, sizes {args.sizes}, logs in {args.logdir}",
+          flush=True)
     failures = 0
     for n in args.nprocs:
         start = time.monotonic()
-        results = launch(n, ["--sizes", *map(str, args.sizes),
+        results = launch(n, ["--sizes", *map(str, args.sizes), "--device", args.device,
                              "--case-timeout", str(args.case_timeout)],
-                         {"WEFT_DEVICE": "cuda"}, args.group_timeout)
+                         {"WEFT_DEVICE": "cuda"} if args.device == "cuda" else {},
+                         args.group_timeout)
         failures += summarize(f"[N={n}]", results)
         print(f"[N={n}] {time.monotonic() - start:.1f} s", flush=True)
-    results = launch(2, ["--runtime-mismatch"], {"WEFT_DEVICE": "none"}, 120)
-    failures += summarize("[N=2 WEFT_DEVICE=none]", results, expect_cases=1)
+    if args.device == "cuda":
+        results = launch(2, ["--runtime-mismatch"], {"WEFT_DEVICE": "none"}, 90)
+        failures += summarize("[N=2 WEFT_DEVICE=none]", results, expect_cases=1)
     print("ALL OK" if failures == 0 else f"{failures} FAILURE(S)", flush=True)
     return 0 if failures == 0 else 1
 
@@ -455,9 +462,11 @@ def parse():
     p.add_argument("--runtime-mismatch", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--nprocs", default="2,4", type=lambda s: [int(x) for x in s.split(",")])
     p.add_argument("--sizes", nargs="+", type=int, default=list(SIZES))
+    p.add_argument("--device", default="cuda", choices=("cuda", "cpu"),
+                   help="cpu: the same cases on CPU tensors, to check this script without a GPU")
     p.add_argument("--case-timeout", type=float, default=60.0,
                    help="seconds one case may take on a rank before it dumps its stack and exits")
-    p.add_argument("--group-timeout", type=float, default=240.0,
+    p.add_argument("--group-timeout", type=float, default=200.0,
                    help="seconds all cases of one N may take (then every rank is killed)")
     p.add_argument("--logdir", default=os.environ.get("OUT") or "/tmp/weft-torch-cuda-logs")
     return p.parse_args()

@@ -9,11 +9,14 @@
 # the bundle. The extension compiles against c10's generic device interfaces only (no CUDA
 # headers, no nvcc), so it needs no CUDA toolkit. MAX_JOBS=16; under 120 s on 16 cores.
 #   BUNDLE (default .gpu-bundle)  WEFT_TORCH_BUILD (default /tmp/weft-torch-cuda)  PYTHON
+#   JOBS (default 16: parallel compiles)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 REPO=$(pwd)
 BUNDLE=$(realpath "${BUNDLE:-.gpu-bundle}" 2>/dev/null || echo "${BUNDLE:-.gpu-bundle}")
 DEST=${WEFT_TORCH_BUILD:-/tmp/weft-torch-cuda}
+JOBS=${JOBS:-16}
+export JOBS
 PY=${PYTHON:-$(command -v python3 || command -v python)}
 
 missing=()
@@ -60,16 +63,16 @@ done
 # the carried tree should stay as it came.
 cp -r bindings/torch/setup.py bindings/torch/pyproject.toml bindings/torch/csrc \
       bindings/torch/weft_torch "$DEST/src/"
-start=$(date +%s.%N)
+start=$SECONDS
 # torch's BuildExtension compiles in parallel only through ninja; without it, compile the
 # sources in parallel with the flags torch's extension builder would give (same pybind11 ABI
 # defines, C++ standard and libstdc++ ABI), then link.
 export PATH=$(dirname "$PY"):$PATH
 if command -v ninja >/dev/null && [ -z "${WEFT_TORCH_NO_NINJA:-}" ]; then
-  build_cmd=(env WEFT_BUILD_DIR="$DEST/lib" MAX_JOBS=16 "$PY" setup.py build_ext --inplace
+  build_cmd=(env WEFT_BUILD_DIR="$DEST/lib" MAX_JOBS=$JOBS "$PY" setup.py build_ext --inplace
              -I "$REPO/include")
 else
-  echo "torch_build.sh: no ninja: compiling with $PY's torch flags, 16 g++ in parallel"
+  echo "torch_build.sh: no ninja: compiling with $PY's torch flags, $JOBS g++ in parallel"
   build_cmd=("$PY" - "$DEST/lib" "$REPO/include")
 fi
 if ! (cd "$DEST/src" && timeout 300 "${build_cmd[@]}" <<'EOF') > "$DEST/build.log" 2>&1; then
@@ -91,7 +94,7 @@ def compile_one(src):
     out = src[:-3] + ".o"
     subprocess.run(["g++", *flags, "-c", src, "-o", out], check=True)
     return out
-with concurrent.futures.ThreadPoolExecutor(16) as pool:
+with concurrent.futures.ThreadPoolExecutor(int(os.environ.get("JOBS", "16"))) as pool:
     objects = list(pool.map(compile_one, sources))
 torch_lib = os.path.join(os.path.dirname(torch.__file__), "lib")
 suffix = sysconfig.get_config_var("EXT_SUFFIX")
@@ -103,10 +106,9 @@ EOF
   echo "torch_build.sh: the build failed (full log: $DEST/build.log)" >&2
   exit 1
 fi
-end=$(date +%s.%N)
 mkdir -p "$DEST/python"
 cp -r "$DEST/src/weft_torch" "$DEST/python/"
-echo "torch_build.sh: built in $(echo "$end - $start" | bc 2>/dev/null || echo "$start..$end") s (MAX_JOBS=16)"
+echo "torch_build.sh: built in $((SECONDS - start)) s (MAX_JOBS=$JOBS)"
 LIBS="$DEST/lib:$BUNDLE:$BUNDLE/lib"
 cat > "$DEST/env.sh" <<EOF
 export PYTHONPATH=$DEST/python\${PYTHONPATH:+:\$PYTHONPATH}

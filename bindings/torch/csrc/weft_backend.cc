@@ -130,10 +130,11 @@ void WeftBackend::CheckAsyncError() {
   CheckWeft(weftCommGetAsyncError(comm, &async), "weftCommGetAsyncError");
   if (async == weftSuccess) return;
   failed_ = true;
-  C10_THROW_ERROR(DistBackendError, std::string("weft: a collective queued on a CUDA stream "
-                                                "failed after it was queued (") +
-                                        weftGetErrorString(async) +
-                                        "); the communicator refuses further work");
+  C10_THROW_ERROR(DistBackendError, std::string("weft: an operation of this group failed after "
+                                                "it was queued on a CUDA stream (") +
+                                        weftGetErrorString(async) + "): " +
+                                        weftGetLastError(nullptr) +
+                                        "; the communicator refuses further work");
 }
 
 // ---- submission ----
@@ -237,18 +238,22 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::SubmitPointToPoint(PendingOp op) {
 }
 
 void WeftBackend::FlushPointToPoint() {
-  std::lock_guard<std::mutex> lock(p2p_mu_);
-  if (p2p_held_.empty()) return;
   Batch batch;
-  batch.ops = std::move(p2p_held_);
-  p2p_held_.clear();
-  for (PendingOp& op : batch.ops) op.work->SetBeforeWait(nullptr);
-  // Under p2p_mu_: concurrent flushes keep posting order. CUDA sends and receives are queued
-  // on their stream by this thread (the one that waits on them), not the progress thread.
-  if (batch.ops.front().StreamOrdered())
-    RunDeviceBatch(batch);
-  else
-    Enqueue(std::move(batch));
+  {
+    std::lock_guard<std::mutex> lock(p2p_mu_);
+    if (p2p_held_.empty()) return;
+    batch.ops = std::move(p2p_held_);
+    p2p_held_.clear();
+    for (PendingOp& op : batch.ops) op.work->SetBeforeWait(nullptr);
+    if (!batch.ops.front().StreamOrdered()) {
+      Enqueue(std::move(batch));  // under p2p_mu_: concurrent flushes keep posting order
+      return;
+    }
+  }
+  // CUDA sends and receives are queued on their stream by this thread (the one that waits on
+  // them), outside p2p_mu_: RunDeviceBatch waits for the progress thread, whose Future
+  // callbacks may submit (and so flush).
+  RunDeviceBatch(batch);
 }
 
 void WeftBackend::IssueAll(std::vector<PendingOp>& ops) {

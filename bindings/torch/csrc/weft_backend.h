@@ -1,5 +1,7 @@
-// WeftBackend: a c10d::Backend ("weft") that runs torch.distributed collectives on CPU tensors
-// through weft's public C API (include/weft/weft.h).
+// WeftBackend: a c10d::Backend ("weft") that runs torch.distributed collectives on CPU and CUDA
+// tensors through weft's public C API (include/weft/weft.h). CUDA calls are stream-ordered:
+// issued on the caller's thread with the tensors' current stream, they return once weft queued
+// them there (PendingOp; README "CUDA tensors"); what follows describes the host path.
 //
 // Phases of a call: the caller's thread checks the tensors (bad input raises at once, naming
 // the argument), builds a PendingOp (an `issue` step that makes the weft calls and an optional
