@@ -6,7 +6,7 @@
 #   BUNDLE=.gpu-bundle tests/gpu/torch_build.sh && . /tmp/weft-torch-cuda/env.sh &&
 #     python3 tests/gpu/torch_backend_cuda.py
 # Exits non-zero, saying what is missing, when the machine lacks g++, Python's headers, torch or
-# the bundle. The extension compiles against c10's generic device interfaces only (no CUDA
+# the bundle, and when no environment runs a one-rank weft group in torch's process (below). The extension compiles against c10's generic device interfaces only (no CUDA
 # headers, no nvcc), so it needs no CUDA toolkit. MAX_JOBS=16; under 120 s on 16 cores.
 #   BUNDLE (default .gpu-bundle)  WEFT_TORCH_BUILD (default /tmp/weft-torch-cuda)  PYTHON
 #   JOBS (default 16: parallel compiles)
@@ -114,10 +114,47 @@ cat > "$DEST/env.sh" <<EOF
 export PYTHONPATH=$DEST/python\${PYTHONPATH:+:\$PYTHONPATH}
 export LD_LIBRARY_PATH=$LIBS\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}
 EOF
-echo "torch_build.sh: use"
-sed 's/^/    /' "$DEST/env.sh"
-echo "torch_build.sh: (written to $DEST/env.sh)"
 if ! (. "$DEST/env.sh" && cd / && "$PY" -c 'import weft_torch, weft_torch._C as c; print("weft_torch imports; weft", c.version(), "device runtime", c.device_runtime())'); then
   echo "torch_build.sh: the built weft_torch does not import" >&2
   exit 1
 fi
+
+# A one-rank group (weftCommInitRank inside torch's process, a CPU and a CUDA all_reduce), under
+# the plain environment and then without UCX: the first try on the lent machine (torch 2.11,
+# Python 3.12) aborted in the WeftBackend constructor with "free(): invalid pointer" (UCX's
+# memory hooks, loaded late into a process, are one known cause). The first variant that works
+# is added to env.sh; when none does, the traces say where it stopped.
+cat > "$DEST/smoke.py" <<'EOF'
+import faulthandler; faulthandler.enable()
+import sys, torch, torch.distributed as dist
+import weft_torch
+step = lambda s: print("smoke:", s, flush=True)
+step("imported")
+dist.init_process_group("weft", rank=0, world_size=1, init_method="tcp://127.0.0.1:" + sys.argv[1])
+step("init_process_group")
+t = torch.ones(4); dist.all_reduce(t); assert t.tolist() == [1.0] * 4; step("cpu all_reduce")
+if torch.cuda.is_available():
+    t = torch.ones(4, device="cuda"); dist.all_reduce(t); assert t.cpu().tolist() == [1.0] * 4
+    step("cuda all_reduce")
+dist.destroy_process_group()
+step("ok")
+EOF
+port=29611
+chosen=""
+for variant in "" "WEFT_TRANSPORT=tcp" \
+               "WEFT_TRANSPORT=tcp UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_EVENTS=no"; do
+  port=$((port + 1))
+  out=$( (. "$DEST/env.sh" && cd / && env $variant WEFT_DEBUG=INFO timeout 60 "$PY" "$DEST/smoke.py" $port) 2>&1)
+  if echo "$out" | grep -q "^smoke: ok"; then chosen="ok:$variant"; break; fi
+  echo "torch_build.sh: a one-rank group failed with [${variant:-the plain environment}]:"
+  echo "$out" | grep -v '^W1' | tail -25 | sed 's/^/    /'
+done
+if [ -z "$chosen" ]; then
+  echo "torch_build.sh: no environment ran a one-rank weft group in this torch process" >&2
+  exit 1
+fi
+variant=${chosen#ok:}
+for assignment in $variant; do echo "export $assignment" >> "$DEST/env.sh"; done
+echo "torch_build.sh: a one-rank group (CPU all_reduce, and CUDA where torch has a GPU) ran with [${variant:-the plain environment}]"
+echo "torch_build.sh: use (written to $DEST/env.sh)"
+sed 's/^/    /' "$DEST/env.sh"

@@ -29,7 +29,7 @@ weftDataType_t ReductionType(const at::Tensor& t, const char* collective) {
 
 bool PremulFactor(const c10d::ReduceOp& op, at::Tensor* factor) {
   if (op.op_ != c10d::ReduceOp::PREMUL_SUM) return false;
-  auto* supplement = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
+  auto* supplement = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
   TORCH_CHECK_VALUE(supplement != nullptr, "weft: PREMUL_SUM without its factor");
   if (supplement->tensor_factor.defined())
     *factor = supplement->tensor_factor.cpu();

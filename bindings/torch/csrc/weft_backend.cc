@@ -17,6 +17,17 @@ namespace {
 
 double Seconds(std::chrono::milliseconds timeout) { return timeout.count() / 1000.0; }
 
+// Backend::Options::clone() where torch has it (newer torch: keeps subclasses whole), else a
+// copy (torch 2.11, the lent GPU machine's, has no clone()).
+template <typename O>
+auto CloneOptions(const O& options, int) -> decltype(options.clone()) {
+  return options.clone();
+}
+template <typename O>
+c10::intrusive_ptr<O> CloneOptions(const O& options, long) {
+  return c10::make_intrusive<O>(options);
+}
+
 // Rank 0 creates the id (weft's root listener opens on this process) and publishes its bytes,
 // the 128-bit secret included, under the group's store prefix; the others read them. A
 // generation counter gives each incarnation of a group fresh keys: a group re-created after
@@ -402,7 +413,7 @@ c10::intrusive_ptr<c10d::Backend> WeftBackend::split(
   CheckWeft(weftCommCount(child, &child_size), "weftCommCount");
   auto backend = c10::make_intrusive<WeftBackend>(child, child_rank, child_size, timeout);
   if (opts) {
-    backend->options_ = opts->clone();
+    backend->options_ = CloneOptions(*opts, 0);
     backend->options_->timeout = timeout;
   }
   return backend;
@@ -434,7 +445,7 @@ c10::intrusive_ptr<c10d::Backend> WeftBackend::shrink(const std::vector<int64_t>
                                           ? opts_override->timeout
                                           : std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds_ * 1000));
   auto backend = c10::make_intrusive<WeftBackend>(child, child_rank, child_size, timeout);
-  backend->options_ = (opts_override ? opts_override : options_)->clone();
+  backend->options_ = CloneOptions(*(opts_override ? opts_override : options_), 0);
   backend->options_->timeout = timeout;
   return backend;
 }
