@@ -150,6 +150,12 @@ for variant in "" "WEFT_TRANSPORT=tcp" \
   echo "$out" | grep -v '^W1' | tail -25 | sed 's/^/    /'
 done
 if [ -z "$chosen" ]; then
+  # The native stack of the failure (the image has cuda-gdb, no gdb).
+  if command -v cuda-gdb >/dev/null; then
+    echo "torch_build.sh: native backtrace of the plain environment's failure:"
+    (. "$DEST/env.sh" && cd / && timeout 90 cuda-gdb -batch -ex run -ex "bt 40" \
+       --args "$PY" "$DEST/smoke.py" $((port + 1))) 2>&1 | grep -E '^#|signal|Abort' | head -50
+  fi
   echo "torch_build.sh: no environment ran a one-rank weft group in this torch process" >&2
   exit 1
 fi
