@@ -26,7 +26,7 @@ namespace weft {
 namespace {
 
 DirectRounds BlockRounds(const ScheduleRequest& req) {
-  return DirectRounds(req, req.count, kDirectScratchElems / 2);
+  return DirectRounds(req, req.count, DirectScratchElems(req) / 2);
 }
 
 // Steps 1-3 of one round: elements [o, o + c) of the block, staged at `slot` of Scratch.

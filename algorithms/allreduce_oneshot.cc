@@ -15,8 +15,8 @@
 // After the last round: wait every peer's last "done", so nobody still reads our window when
 // the next operation overwrites it. Slot k % 2 is rewritten in round k + 2 only after "done k"
 // from every peer was consumed in round k + 1.
-// Scratch: 2 * C elements; C = chunk_elems (capped) or kDirectScratchElems / 2, which keeps
-// the window <= 4 MiB even for 8-byte types (the shm transport's initial window).
+// Scratch: 2 * C elements; C = chunk_elems (capped) or half the window budget (DirectScratchElems:
+// kDirectScratchElems, which keeps shm's window <= 4 MiB even for 8-byte types, or the ipc window).
 //
 // Single-round variant (ScheduleRequest::window_half = h, set by the communicator for calls
 // that fit one round in half the window): steps 1-3 only, in half h of the window (elements
@@ -53,7 +53,7 @@ StatusOr<Schedule> BuildAllReduceOneshot(const ScheduleRequest& req) {
   Schedule sched = NewSchedule(req, "oneshot");
   const int p = req.nranks;
   const size_t n = req.count;
-  const DirectRounds plan(req, n, kDirectScratchElems / 2);
+  const DirectRounds plan(req, n, DirectScratchElems(req) / 2);
   const size_t c_max = plan.per_round, rounds = plan.rounds;
   for (int r : RanksToBuild(req)) {
     RankSchedule& rs = sched.ranks[r];
@@ -84,7 +84,7 @@ StatusOr<Schedule> BuildAllReduceOneshot(const ScheduleRequest& req) {
 // The single-round variant returns holding the window (peers may still read its half).
 bool OneshotHoldsWindow(const ScheduleRequest& req) {
   if (req.nranks < 2) return false;
-  return SingleRoundInHalf(req, req.count, DirectRounds(req, req.count, kDirectScratchElems / 2));
+  return SingleRoundInHalf(req, req.count, DirectRounds(req, req.count, DirectScratchElems(req) / 2));
 }
 
 WEFT_REGISTER_DIRECT_ALGORITHM(Collective::kAllReduce, "oneshot", BuildAllReduceOneshot,

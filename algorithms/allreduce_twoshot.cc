@@ -81,7 +81,7 @@ StatusOr<Schedule> BuildAllReduceTwoshot(const ScheduleRequest& req) {
   const int p = req.nranks;
   const size_t n = req.count;
   // One slot is half the budget.
-  const DirectRounds plan(req, n, kDirectScratchElems / 2);
+  const DirectRounds plan(req, n, DirectScratchElems(req) / 2);
   const size_t c_max = plan.per_round, rounds = plan.rounds;
   for (int r : RanksToBuild(req)) {
     RankSchedule& rs = sched.ranks[r];

@@ -35,7 +35,7 @@ namespace {
 
 // The block plan of a call with `n` elements per block (rounds of at most the budget).
 DirectRounds BlockRounds(const ScheduleRequest& req, size_t n) {
-  return DirectRounds(req, n, std::max<size_t>(1, kDirectScratchElems / 2 / req.nranks));
+  return DirectRounds(req, n, std::max<size_t>(1, DirectScratchElems(req) / 2 / req.nranks));
 }
 
 bool ZeroCopy(const ScheduleRequest& req) { return req.peer_buffers_mapped && req.out_of_place; }

@@ -14,6 +14,10 @@ namespace weft {
 // Window budget per rank, in elements: 512 Ki elements = the shm transport's default 4 MiB
 // window even for 8-byte types, so windows never grow in normal use.
 constexpr size_t kDirectScratchElems = size_t{512} << 10;
+// The request's budget: ScheduleRequest::direct_scratch_elems, else kDirectScratchElems.
+inline size_t DirectScratchElems(const ScheduleRequest& req) {
+  return req.direct_scratch_elems > 0 ? req.direct_scratch_elems : kDirectScratchElems;
+}
 
 // One signal to peer q (release fence: our window writes are visible).
 inline void SignalOne(RankSchedule& rs, int q) {
@@ -221,7 +225,7 @@ Schedule BuildRootedDirect(const ScheduleRequest& req, bool reduction, RootSteps
                            OtherSteps other_steps) {
   Schedule sched = NewSchedule(req, "direct");
   const size_t n = req.count;
-  const DirectRounds plan(req, n, kDirectScratchElems / 2);
+  const DirectRounds plan(req, n, DirectScratchElems(req) / 2);
   for (int r : RanksToBuild(req)) {
     RankSchedule& rs = sched.ranks[r];
     const bool root = r == req.root;

@@ -26,7 +26,7 @@ namespace weft {
 namespace {
 
 DirectRounds BlockRounds(const ScheduleRequest& req) {
-  return DirectRounds(req, req.count, std::max<size_t>(1, kDirectScratchElems / 2 / req.nranks));
+  return DirectRounds(req, req.count, std::max<size_t>(1, DirectScratchElems(req) / 2 / req.nranks));
 }
 
 // Steps 1-3 of one round: elements [o, o + c) of every block, staged at `slot` + q * `stride`

@@ -73,6 +73,11 @@ struct ScheduleRequest {
   // blocks lie back to back in the input: offset sum(v_counts[0..q))). `count` is unused.
   std::vector<size_t> v_counts;
   std::vector<size_t> v_displs;
+  // The window a direct schedule may use per rank, in elements (added last like the fields
+  // above): 0 = kDirectScratchElems (shm's initial window, algorithms/direct_pattern.h). The ipc
+  // transport sets its own window (WEFT_IPC_WINDOW_BYTES): fewer, larger rounds per call, each
+  // of which costs a few stream operations and a signal round trip on the GPU.
+  size_t direct_scratch_elems = 0;
 };
 
 struct AlgorithmInfo {

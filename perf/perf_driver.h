@@ -829,6 +829,9 @@ static int perf_run(perf_backend_t* b, const perf_options_t* o) {
     if (o->compress)
       fprintf(out, "# Compression %s: #wrong counts values more than %g from the exact result\n",
               o->compress, o->tolerance);
+    else if (o->tolerance > 0) /* the backend's own reason (weft: WEFT_COMPRESSION) */
+      fprintf(out, "# Lossy calls possible (job-wide compression): #wrong counts values more than "
+                   "%g from the exact result\n", o->tolerance);
     fprintf(out, "#\n");
     fprintf(out, "# %10s  %12s  %8s  %6s  %6s           out-of-place                       "
                  "in-place          \n", "", "", "", "", "");

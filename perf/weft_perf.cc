@@ -25,6 +25,7 @@
 
 #include "compress/compress_error.h"
 #include "compress/compressed_collectives.h"
+#include "compress/job_wide_compression.h"
 #include "kernels/codec.h"
 #include "perf/perf_driver.h"
 #include "weft/weft.h"
@@ -53,6 +54,10 @@ struct WeftContext {
   bool registered = false;  // -R: buffers from weftMemAlloc, registered with the communicator
   std::vector<std::pair<void*, void*>> registrations;  // (buffer, handle)
   const weftCompression* compression = nullptr;  // --compress, or nullptr
+  // WEFT_COMPRESSION's codec when it may compress this run's allreduces (job-wide, inside
+  // weftAllReduce: job_wide_compression.h), else nullptr. Calls it compressed report
+  // "compressed" as their algorithm; their wire bytes are the encoded ones.
+  const weftCompression* job_wide = nullptr;
   std::string last_algorithm = "-";  // of the last measured collective (not of bookkeeping calls)
   const char* last_algorithm_source = nullptr;  // the name last_algorithm was copied from
   weftStream_t stream = nullptr;  // --device: the device stream every call is queued on
@@ -175,7 +180,9 @@ int WeftRun(perf_backend_t* b, perf_coll_t coll, const void* send, void* recv, s
 // schedules and compositions in src/compress move them), else the bandwidth-optimal
 // uncompressed volume.
 size_t WeftWireBytes(perf_backend_t* b, perf_coll_t coll, size_t count, perf_dtype_t dtype) {
-  const weftCompression* spec = static_cast<WeftContext*>(b->ctx)->compression;
+  const auto* ctx = static_cast<WeftContext*>(b->ctx);
+  const weftCompression* spec = ctx->compression;
+  if (spec == nullptr && ctx->job_wide != nullptr && ctx->last_algorithm == "compressed") spec = ctx->job_wide;
   const size_t n = static_cast<size_t>(b->nranks), elem = perf_type_sizes[dtype];
   if (spec == nullptr) {
     const size_t bytes = (coll == PERF_ALLREDUCE ? count : count * n) * elem;
@@ -227,6 +234,18 @@ double CompressedTolerance(const perf_options_t& o, const weftCompression& spec,
   double tolerance = CodecErrorPerMax(spec) * (2 * n + 1) * static_cast<double>(largest);
   if (o.dtype == PERF_BF16) tolerance += std::ldexp(n * static_cast<double>(largest), -7);
   return tolerance;
+}
+
+// WEFT_COMPRESSION's codec when it may compress this run's calls (an allreduce of float or
+// bfloat16, sum or avg, without --compress), else nullptr. The check then allows the codec's
+// error on every size (smaller calls stay exact, which passes too).
+const weftCompression* JobWideCodec(const perf_options_t& o, weftCompression* spec) {
+  const weft::compress::JobWideSettings s = weft::compress::ReadJobWideSettings();
+  if (o.compress != nullptr || !s.enabled || !s.parse_error.ok() || o.coll != PERF_ALLREDUCE ||
+      (o.dtype != PERF_FLOAT && o.dtype != PERF_BF16) || (o.op != PERF_SUM && o.op != PERF_AVG))
+    return nullptr;
+  *spec = s.spec;
+  return spec;
 }
 
 // "" when --compress can run this configuration, else why not.
@@ -417,8 +436,11 @@ int main(int argc, char** argv) {
                                         "of public collectives, no error feedback)"
                                   : "");
 
+  weftCompression job_wide_spec;
+  const weftCompression* job_wide = JobWideCodec(o, &job_wide_spec);
   if (o.threads > 0) {
     if (o.compress) o.tolerance = CompressedTolerance(o, compression, o.threads);
+    if (job_wide) o.tolerance = CompressedTolerance(o, *job_wide, o.threads);
     std::vector<weftComm_t> comms(o.threads);
     weftResult_t r = weftCommInitAll(comms.data(), o.threads, nullptr);
     if (r != weftSuccess) {
@@ -432,6 +454,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < o.threads; ++i) {
       ctxs[i].comm = comms[i];
       ctxs[i].compression = o.compress ? &compression : nullptr;
+      ctxs[i].job_wide = job_wide;
       ctxs[i].registered = registered;
       threads.emplace_back([&, i] {
         if (g_device && !SetUpDevice(&ctxs[i])) {
@@ -464,6 +487,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   ctx.compression = o.compress ? &compression : nullptr;
+  ctx.job_wide = job_wide;
   ctx.registered = registered;
   if (g_device && !SetUpDevice(&ctx)) {
     weftCommAbort(ctx.comm);
@@ -471,6 +495,7 @@ int main(int argc, char** argv) {
   }
   perf_backend_t b = MakeBackend(&ctx, description);
   if (o.compress) o.tolerance = CompressedTolerance(o, compression, b.nranks);
+  if (job_wide) o.tolerance = CompressedTolerance(o, *job_wide, b.nranks);
   int rc = perf_run(&b, &o);
   if (rc == 2)
     weftCommAbort(ctx.comm);

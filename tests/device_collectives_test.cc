@@ -399,12 +399,20 @@ class IpcForced : public ::testing::TestWithParam<std::tuple<int, Gpus>> {};
 TEST_P(IpcForced, EveryDirectAlgorithmExact) {
   const auto [nranks, gpus] = GetParam();
   const std::vector<Case> cases = IpcMatrix(nranks);
-  for (const char* spec : {"allreduce:oneshot;allgather:direct;reducescatter:direct;alltoall:direct;"
-                           "broadcast:direct;reduce:direct",
-                           "allreduce:twoshot;allgather:direct;reducescatter:direct;alltoall:direct;"
-                           "broadcast:direct;reduce:direct"}) {
-    SCOPED_TRACE(spec);
-    RunMatrix(nranks, gpus, {{"WEFT_ALGO", spec}}, &cases, /*expect_ipc=*/true);
+  // Rounds are as large as the window (ScheduleRequest::direct_scratch_elems): the default 4 MiB
+  // window, and a 256 KiB one, so that the large cases run in many rounds on every rank count.
+  for (const auto& [spec, window] :
+       {std::pair<const char*, const char*>{"allreduce:oneshot;allgather:direct;reducescatter:direct;"
+                                            "alltoall:direct;broadcast:direct;reduce:direct", "4M"},
+        {"allreduce:twoshot;allgather:direct;reducescatter:direct;alltoall:direct;broadcast:direct;"
+         "reduce:direct", "4M"},
+        {"allreduce:oneshot;allgather:direct;reducescatter:direct;alltoall:direct;broadcast:direct;"
+         "reduce:direct", "256K"},
+        {"allreduce:twoshot;allgather:direct;reducescatter:direct;alltoall:direct;broadcast:direct;"
+         "reduce:direct", "256K"}}) {
+    SCOPED_TRACE(std::string(spec) + ", window " + window);
+    RunMatrix(nranks, gpus, {{"WEFT_ALGO", spec}, {"WEFT_IPC_WINDOW_BYTES", window}}, &cases,
+              /*expect_ipc=*/true);
   }
 }
 INSTANTIATE_TEST_SUITE_P(Ranks, IpcForced,

@@ -227,14 +227,14 @@ TEST(Nvml, InitFailureSaysWhy) {
 TEST(DeviceChoice, NvswitchOneshotSmallTwoshotLarge) {
   std::shared_ptr<const Fabric> f = Emulated("nvswitch", 8, 8);
   // 256 KiB: one round of reads from 7 peers beats twoshot's two rounds and staging's PCIe.
-  EXPECT_EQ(ChooseDeviceAlgorithm(*f, Collective::kAllReduce, 256 << 10, 8), "oneshot");
-  EXPECT_EQ(ChooseDeviceAlgorithm(*f, Collective::kAllReduce, 64 << 20, 8), "twoshot");
+  EXPECT_EQ(ChooseDeviceAlgorithm(*f, f->Digest(), Collective::kAllReduce, 256 << 10, 8), "oneshot");
+  EXPECT_EQ(ChooseDeviceAlgorithm(*f, f->Digest(), Collective::kAllReduce, 64 << 20, 8), "twoshot");
   StatusOr<DeviceChoice> all = ExplainDeviceChoice(*f, Collective::kAllReduce, 64 << 20, 8);
   ASSERT_TRUE(all.ok()) << all.status().message();
   ASSERT_EQ(all->candidates.size(), 3u);  // staged, oneshot, twoshot
   for (const DeviceCandidate& c : all->candidates) EXPECT_TRUE(std::isfinite(c.predicted_us)) << c.why;
   EXPECT_EQ(all->candidates.back().name, "staged");  // NVLink beats PCIe + host at 64 MiB
-  EXPECT_EQ(ChooseDeviceAlgorithm(*f, Collective::kAllGather, 64 << 20, 8), "direct");
+  EXPECT_EQ(ChooseDeviceAlgorithm(*f, f->Digest(), Collective::kAllGather, 64 << 20, 8), "direct");
   // The same through the selector a communicator holds; without a model: staged.
   Selector sel(f, AlgoOverrides(), true);
   EXPECT_EQ(sel.ChooseDevice(Collective::kAllReduce, 64 << 20, 4), "twoshot");
@@ -246,7 +246,7 @@ TEST(DeviceChoice, NvswitchOneshotSmallTwoshotLarge) {
 TEST(DeviceChoice, StagedWhereGpusHaveNoPeerAccess) {
   std::shared_ptr<const Fabric> across = Emulated("pcie", 8, 8);
   for (size_t bytes : {size_t{4096}, size_t{64} << 20}) {
-    EXPECT_EQ(ChooseDeviceAlgorithm(*across, Collective::kAllReduce, bytes, 8), "staged") << bytes;
+    EXPECT_EQ(ChooseDeviceAlgorithm(*across, across->Digest(), Collective::kAllReduce, bytes, 8), "staged") << bytes;
     StatusOr<DeviceChoice> all = ExplainDeviceChoice(*across, Collective::kAllReduce, bytes, 8);
     ASSERT_TRUE(all.ok());
     EXPECT_TRUE(Has(all->candidates.back().why, "not available: GPU 0 (rank 0) and GPU 4 (rank 4) have no peer access"))
@@ -254,7 +254,7 @@ TEST(DeviceChoice, StagedWhereGpusHaveNoPeerAccess) {
   }
   // The same GPUs inside one socket reach each other over PCIe P2P: IPC for a large call.
   std::shared_ptr<const Fabric> inside = Emulated("pcie", 8, 4);
-  EXPECT_NE(ChooseDeviceAlgorithm(*inside, Collective::kAllReduce, 64 << 20, 4), "staged");
+  EXPECT_NE(ChooseDeviceAlgorithm(*inside, inside->Digest(), Collective::kAllReduce, 64 << 20, 4), "staged");
 }
 
 TEST(DeviceChoice, StagedWithoutIpcOrForCpuRanks) {
@@ -266,7 +266,7 @@ TEST(DeviceChoice, StagedWithoutIpcOrForCpuRanks) {
   EXPECT_EQ(off->algorithm, "staged");
   EXPECT_TRUE(Has(off->candidates.back().why, "WEFT_IPC=0")) << off->candidates.back().why;
   std::shared_ptr<const Fabric> cpu = MakePreset("host:4").value();
-  EXPECT_EQ(ChooseDeviceAlgorithm(*cpu, Collective::kAllReduce, 1 << 20, 4), "staged");
+  EXPECT_EQ(ChooseDeviceAlgorithm(*cpu, cpu->Digest(), Collective::kAllReduce, 1 << 20, 4), "staged");
   StatusOr<DeviceChoice> mismatch = ExplainDeviceChoice(*f, Collective::kAllReduce, 1024, 4);
   ASSERT_FALSE(mismatch.ok());
   EXPECT_TRUE(Has(mismatch.status().message(), "nranks=4 but the fabric has 8")) << mismatch.status().message();
@@ -289,5 +289,5 @@ TEST(DeviceChoice, AcrossHostsHierarchicalDirectInsideHosts) {
   EXPECT_EQ(all->algorithm, "hierarchical_direct") << all->why;
   DeviceChoiceOptions no_ipc;
   no_ipc.ipc_enabled = false;
-  EXPECT_EQ(ChooseDeviceAlgorithm(*two, Collective::kAllReduce, 64 << 20, 16, no_ipc), "staged");
+  EXPECT_EQ(ChooseDeviceAlgorithm(*two, two->Digest(), Collective::kAllReduce, 64 << 20, 16, no_ipc), "staged");
 }

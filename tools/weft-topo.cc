@@ -143,7 +143,7 @@ int ExplainDevice(const Fabric& f, Collective c, size_t bytes, size_t elem, bool
   for (const DeviceCandidate& d : all->candidates) printf("  %s\n", d.why.c_str());
   const int bucket = Selector::SizeBucket(bytes);
   printf("Device decision (for every call of %.0f to %.0f bytes): %s\n", std::ldexp(1.0, std::max(0, bucket)),
-         std::ldexp(2.0, std::max(0, bucket)) - 1, ChooseDeviceAlgorithm(f, c, bytes, f.nranks(), o).c_str());
+         std::ldexp(2.0, std::max(0, bucket)) - 1, ChooseDeviceAlgorithm(f, f.Digest(), c, bytes, f.nranks(), o).c_str());
   printf("  at %zu bytes: %s\n", bytes, all->why.c_str());
   return 0;
 }

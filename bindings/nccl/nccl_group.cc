@@ -135,7 +135,7 @@ ncclResult_t FromWeft(weftResult_t result, weftComm_t comm) {
   return Fail(MapResult(result), weftGetLastError(comm));
 }
 
-ncclResult_t ReadyComm(ncclComm* comm, const char* call) {
+ncclResult_t ReadyComm(ncclComm* comm, const char* call, bool allow_suspended) {
   if (comm == nullptr) return Fail(ncclInvalidArgument, std::string(call) + ": comm is NULL");
   if (comm->init_thread.joinable()) comm->init_thread.join();  // non-blocking init
   int state = comm->init_state.load(std::memory_order_acquire);
@@ -146,6 +146,9 @@ ncclResult_t ReadyComm(ncclComm* comm, const char* call) {
   if (state != ncclSuccess)
     return Fail(static_cast<ncclResult_t>(state),
                 std::string(call) + ": initialization failed: " + comm->init_error);
+  if (!allow_suspended && comm->suspended.load(std::memory_order_acquire))
+    return Fail(ncclInvalidUsage,
+                std::string(call) + ": the communicator is suspended (call ncclCommResume first)");
   return ncclSuccess;
 }
 

@@ -29,14 +29,7 @@ using weft_nccl::ReadyComm;
 using weft_nccl::RunOrQueue;
 
 
-namespace {
-
-ncclResult_t Unsupported(const char* call, const char* why) {
-  return Fail(ncclInvalidUsage, std::string(call) + ": not supported by weft's NCCL shim (" +
-                                    why + ")");
-}
-
-}  // namespace
+using weft_nccl::Unsupported;
 
 // ---- version and errors ----
 
@@ -72,14 +65,12 @@ WEFT_NCCL_ALIAS(ncclResetDebugInit)
 
 // ---- communicators ----
 
-namespace {
+namespace weft_nccl {
 
-// The fields of ncclConfig_t the shim honours, read only within the caller's struct size
-// (an application built against an older nccl.h passes a smaller struct). The CTA, NVLS
-// and network fields tune NCCL's GPU kernels and have no weft counterpart: ignored.
-struct ConfigView {
-  bool blocking = true;
-};
+ncclResult_t Unsupported(const char* call, const char* why) {
+  return Fail(ncclInvalidUsage, std::string(call) + ": not supported by weft's NCCL shim (" +
+                                    why + ")");
+}
 
 ncclResult_t ReadConfig(const ncclConfig_t* config, const char* call, ConfigView* view) {
   if (config == nullptr) return ncclSuccess;
@@ -106,6 +97,14 @@ ncclComm* NewComm() {
   c->cuda_device = weft_nccl::CurrentDevice();
   return c;
 }
+
+}  // namespace weft_nccl
+
+namespace {
+
+using weft_nccl::ConfigView;
+using weft_nccl::NewComm;
+using weft_nccl::ReadConfig;
 
 ncclResult_t InitRank(ncclComm_t* out, int nranks, ncclUniqueId id, int rank,
                       ncclConfig_t* config, const char* call) {

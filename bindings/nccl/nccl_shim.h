@@ -40,6 +40,9 @@ struct ncclComm {
   std::vector<PreMulSumOp> premul_ops;  // index k is ncclRedOp_t (ncclNumOps + k)
   int cuda_device = -1;                 // the current device when the comm was created
   bool discard_after_init = false;      // a NCCL_SPLIT_NOCOLOR placeholder: freed after init
+  // Between ncclCommSuspend and ncclCommResume: every call on the comm is refused (NCCL:
+  // "the communicator cannot be used while suspended"); weft releases nothing meanwhile.
+  std::atomic<bool> suspended{false};
 };
 
 // Entry points are defined as pnccl* (NCCL's profiling names) and exported under both names:
@@ -52,14 +55,30 @@ namespace weft_nccl {
 
 // Records msg as this thread's last error (ncclGetLastError) and returns code.
 ncclResult_t Fail(ncclResult_t code, const std::string& msg);
+// ncclInvalidUsage, the message naming call and saying why weft cannot do it.
+ncclResult_t Unsupported(const char* call, const char* why);
 // This thread's last error message ("" when none).
 const char* LastError();
 // Maps a weft result to NCCL's, recording weft's message for comm on failure.
 ncclResult_t FromWeft(weftResult_t result, weftComm_t comm);
 ncclResult_t MapResult(weftResult_t result);
 
-// Waits for comm's initialization; ncclInvalidArgument for NULL, the init error if it failed.
-ncclResult_t ReadyComm(ncclComm* comm, const char* call);
+// Waits for comm's initialization; ncclInvalidArgument for NULL, the init error if it failed,
+// ncclInvalidUsage while the comm is suspended (unless allow_suspended: ncclCommResume).
+ncclResult_t ReadyComm(ncclComm* comm, const char* call, bool allow_suspended = false);
+
+// The fields of ncclConfig_t the shim honours, read only within the caller's struct size
+// (an application built against an older nccl.h passes a smaller struct, torch built against
+// a newer one a larger struct). The CTA, NVLS, network and name fields tune NCCL's GPU
+// kernels or its logs and have no weft counterpart: ignored.
+struct ConfigView {
+  bool blocking = true;
+};
+// Reads config (NULL: the defaults) into *view; ncclInvalidArgument naming call when its
+// magic, size or blocking field is wrong.
+ncclResult_t ReadConfig(const ncclConfig_t* config, const char* call, ConfigView* view);
+// A new, uninitialized communicator on the current CUDA device.
+ncclComm* NewComm();
 
 // Runs fn now, or queues it for the outermost ncclGroupEnd when a group is open.
 // fn returns a weft result; on failure its message is taken from weftGetLastError(comm).

@@ -211,9 +211,9 @@ weftResult_t weftCommGetAsyncError(weftComm_t comm, weftResult_t* asyncError) {
     return Report(InvalidArgument("comm=" + PtrStr(comm) + " is not a live communicator"));
   // A stream-ordered device call that failed after returning comes first: it names the call.
   const Status device_error = DeviceAsyncError(comm);
-  const Status& e = !comm->init_error.ok() ? comm->init_error
-                    : !device_error.ok()   ? device_error
-                                           : comm->sticky_error;
+  const Status e = !comm->init_error.ok() ? comm->init_error
+                   : !device_error.ok()   ? device_error
+                                          : comm->sticky_error.Get();
   *asyncError = e.code();
   if (*asyncError != weftSuccess) SetLastErrorMessage(e.message());
   return weftSuccess;
@@ -279,9 +279,11 @@ weftResult_t weftAllReduce(const void* sendbuff, void* recvbuff, size_t count,
   static const EntrySpec spec{"weftAllReduce", Collective::kAllReduce, "count", false, true, false};
   // WEFT_COMPRESSION turns compression on job-wide without code changes; inside a group the
   // call is queued as written (the compressed path is a composition of collectives of its own).
-  // (Device buffers go uncompressed, stream-ordered: the job-wide path runs on host memory.)
+  // Device buffers too: the compressed call stages them on the caller's stream (the host
+  // codecs run on pinned copies; compression pays only across hosts, where messages go
+  // through host memory anyway).
   weft::Status compressed;
-  if (!weft::InGroup() && !weft::device::IsDevicePointer(recvbuff) &&
+  if (!weft::InGroup() &&
       weft::compress::MaybeRunJobWideCompression(sendbuff, recvbuff, count, datatype, op, comm,
                                                  stream, &compressed))
     return weft::Report(compressed.WithContext("weftAllReduce"));

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/api_internal.h"  // host streams: the compressed call queues like any other
+#include "core/device_calls.h"
 #include "kernels/codec.h"
 #include "kernels/codec_table.h"
 #include "kernels/half.h"
@@ -48,6 +49,15 @@ Status FromResult(weftResult_t result, const char* what, weftComm_t comm) {
 Status CommShape(weftComm_t comm, int* nranks, int* rank) {
   WEFT_RETURN_IF_ERROR(FromResult(weftCommCount(comm, nranks), "weftCommCount", comm));
   return FromResult(weftCommUserRank(comm, rank), "weftCommUserRank", comm);
+}
+
+Status RunCompressedCall(weftComm_t comm, weftStream_t stream, const char* what,
+                         const std::vector<WorkExtent>& extents,
+                         std::function<Status(const StagingMap&)> call) {
+  if (TouchesDevice(extents, stream)) return StageHostWork(comm, extents, std::move(call), stream, what);
+  return RunOnStream(stream, [call = std::move(call)] {
+    return call([](const void* p) { return const_cast<void*>(p); });
+  });
 }
 
 Status RunOnStream(weftStream_t stream, std::function<Status()> call) {

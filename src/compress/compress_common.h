@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "core/device_calls.h"  // WorkExtent, StagingMap: device buffers run staged
 #include "weft/weft_compress.h"
 
 namespace weft::compress {
@@ -34,6 +35,15 @@ Status CommShape(weftComm_t comm, int* nranks, int* rank);
 // checked before: what reaches the stream is the call alone. A handle that is not a host
 // stream fails naming it.
 Status RunOnStream(weftStream_t stream, std::function<Status()> call);
+
+// Where a compressed call runs. Host buffers: as RunOnStream. Any device buffer (or a device
+// stream): staged on that stream (core/device_calls.h, StageHostWork): the device extents are
+// copied to pinned host memory, the host codecs run there on the communicator's progress
+// thread, the written extents are copied back, in stream order. `call` receives the map from
+// each buffer to where it lives for the work (itself, for host memory).
+Status RunCompressedCall(weftComm_t comm, weftStream_t stream, const char* what,
+                         const std::vector<WorkExtent>& extents,
+                         std::function<Status(const StagingMap&)> call);
 
 // A public call's result as a Status carrying weftGetLastError's message.
 Status FromResult(weftResult_t result, const char* what, weftComm_t comm);

@@ -20,19 +20,27 @@ Status RunAllGatherCompressed(const void* sendbuff, void* recvbuff, size_t sendc
   WEFT_RETURN_IF_ERROR(CheckCompressedCall(comm, datatype, false, weftSum, spec, sendbuff,
                                            sendcount, recvbuff, sendcount * nranks));
   if (sendcount == 0) return OkStatus();
-  return RunOnStream(stream, [=, spec = *spec]() -> Status {
+  const size_t elem = datatype == weftBfloat16 ? 2 : 4;
+  const std::vector<WorkExtent> extents{{sendbuff, sendcount * elem, true, false},
+                                        {recvbuff, sendcount * nranks * elem, false, true},
+                                        {residual, sendcount * sizeof(float), true, true}};
+  return RunCompressedCall(comm, stream, "weftAllGatherCompressed", extents,
+                           [=, spec = *spec](const StagingMap& at) -> Status {
+    const void* send = at(sendbuff);
+    void* recv = at(recvbuff);
+    float* res = static_cast<float*>(at(residual));
     const size_t total = sendcount * nranks;
     float* x = ScratchFloats(0, sendcount);
-    LoadWithResidual(sendbuff, datatype, sendcount, residual, x);
-    float* result = datatype == weftFloat32 ? static_cast<float*>(recvbuff) : ScratchFloats(1, total);
+    LoadWithResidual(send, datatype, sendcount, res, x);
+    float* result = datatype == weftFloat32 ? static_cast<float*>(recv) : ScratchFloats(1, total);
     std::vector<unsigned char>& scratch = CompressedScheduleScratch();
     RankSchedule ran;
     WEFT_RETURN_IF_ERROR(RunCompressedSchedule(comm, Collective::kAllGather, sendcount, spec,
                                                weftSum, x, result, &scratch,
-                                               residual ? &ran : nullptr));
-    if (residual != nullptr)
-      AddDroppedToResidual(spec, ran, FlatEncodedSpans(ran, 0), x, scratch.data(), 1.0f, residual);
-    StoreAs(result, total, datatype, recvbuff);
+                                               res ? &ran : nullptr));
+    if (res != nullptr)
+      AddDroppedToResidual(spec, ran, FlatEncodedSpans(ran, 0), x, scratch.data(), 1.0f, res);
+    StoreAs(result, total, datatype, recv);
     return OkStatus();
   });
 }

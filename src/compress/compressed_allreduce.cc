@@ -183,9 +183,15 @@ Status RunAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t count
   WEFT_RETURN_IF_ERROR(CheckCompressedCall(comm, datatype, true, op, spec, sendbuff, count,
                                            recvbuff, count));
   if (count == 0) return OkStatus();
-  return RunOnStream(stream, [=, spec = *spec] {
-    return AllReduceCompressed(sendbuff, recvbuff, count, datatype, op, spec, residual, comm);
-  });
+  const size_t bytes = count * (datatype == weftBfloat16 ? 2 : 4);
+  const std::vector<WorkExtent> extents{{sendbuff, bytes, true, false},
+                                        {recvbuff, bytes, false, true},
+                                        {residual, count * sizeof(float), true, true}};
+  return RunCompressedCall(comm, stream, "weftAllReduceCompressed", extents,
+                           [=, spec = *spec](const StagingMap& at) {
+                             return AllReduceCompressed(at(sendbuff), at(recvbuff), count, datatype, op, spec,
+                                                        static_cast<float*>(at(residual)), comm);
+                           });
 }
 
 }  // namespace weft::compress

@@ -96,10 +96,15 @@ Status RunAllToAllv(const void* sendbuff, const Layout& l, void* recvbuff, weftD
   // A queued call outlives the caller's count tables (weftAllToAllCompressed's are its own
   // locals): it keeps copies.
   auto copy = [nranks](const size_t* t) { return std::vector<size_t>(t, t + nranks); };
-  return RunOnStream(stream, [=, spec = *spec, sc = copy(l.sendcounts), sd = copy(l.sdispls),
-                              rc = copy(l.recvcounts), rd = copy(l.rdispls)] {
+  // The receive buffer is read too: the copy back must keep what the call leaves alone (gaps).
+  const size_t elem = datatype == weftBfloat16 ? 2 : 4;
+  const std::vector<WorkExtent> extents{{sendbuff, send_extent * elem, true, false},
+                                        {recvbuff, recv_extent * elem, true, true}};
+  return RunCompressedCall(comm, stream, "weftAllToAllvCompressed", extents,
+                           [=, spec = *spec, sc = copy(l.sendcounts), sd = copy(l.sdispls),
+                            rc = copy(l.recvcounts), rd = copy(l.rdispls)](const StagingMap& at) {
     const Layout own{sc.data(), sd.data(), rc.data(), rd.data()};
-    return AllToAllvCompressed(sendbuff, own, recvbuff, datatype, spec, nranks, rank, send_extent,
+    return AllToAllvCompressed(at(sendbuff), own, at(recvbuff), datatype, spec, nranks, rank, send_extent,
                                recv_extent, comm);
   });
 }

@@ -23,18 +23,25 @@ Status RunReduceScatterCompressed(const void* sendbuff, void* recvbuff, size_t r
   WEFT_RETURN_IF_ERROR(CheckCompressedCall(comm, datatype, true, op, spec, sendbuff,
                                            recvcount * nranks, recvbuff, recvcount));
   if (recvcount == 0) return OkStatus();
-  return RunOnStream(stream, [=, spec = *spec]() -> Status {
+  const size_t elem = datatype == weftBfloat16 ? 2 : 4;
+  const std::vector<WorkExtent> extents{{sendbuff, recvcount * nranks * elem, true, false},
+                                        {recvbuff, recvcount * elem, false, true},
+                                        {residual, recvcount * nranks * sizeof(float), true, true}};
+  return RunCompressedCall(comm, stream, "weftReduceScatterCompressed", extents,
+                           [=, spec = *spec](const StagingMap& at) -> Status {
+    void* recv = at(recvbuff);
+    float* res = static_cast<float*>(at(residual));
     const size_t total = recvcount * nranks;
     float* x = ScratchFloats(0, total);
-    LoadWithResidual(sendbuff, datatype, total, residual, x);
-    float* result = datatype == weftFloat32 ? static_cast<float*>(recvbuff) : ScratchFloats(1, recvcount);
+    LoadWithResidual(at(sendbuff), datatype, total, res, x);
+    float* result = datatype == weftFloat32 ? static_cast<float*>(recv) : ScratchFloats(1, recvcount);
     std::vector<unsigned char>& scratch = CompressedScheduleScratch();
     RankSchedule ran;
     WEFT_RETURN_IF_ERROR(RunCompressedSchedule(comm, Collective::kReduceScatter, recvcount, spec,
-                                               op, x, result, &scratch, residual ? &ran : nullptr));
-    if (residual != nullptr)
-      AddDroppedToResidual(spec, ran, FlatEncodedSpans(ran, 0), x, scratch.data(), 1.0f, residual);
-    StoreAs(result, recvcount, datatype, recvbuff);
+                                               op, x, result, &scratch, res ? &ran : nullptr));
+    if (res != nullptr)
+      AddDroppedToResidual(spec, ran, FlatEncodedSpans(ran, 0), x, scratch.data(), 1.0f, res);
+    StoreAs(result, recvcount, datatype, recv);
     return OkStatus();
   });
 }

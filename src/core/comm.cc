@@ -28,10 +28,11 @@ Status CheckComm(const weftComm* comm) {
                            " is not a live communicator (destroyed, or never initialized)");
   if (!comm->init_error.ok())
     return InvalidUsage("communicator initialization failed: " + comm->init_error.message());
-  if (!comm->sticky_error.ok())
-    return Status(comm->sticky_error.code(),
+  const Status sticky = comm->sticky_error.Get();
+  if (!sticky.ok())
+    return Status(sticky.code(),
                   "communicator is unusable after an earlier failure (destroy or abort it): " +
-                      comm->sticky_error.message());
+                      sticky.message());
   return OkStatus();
 }
 
@@ -112,7 +113,7 @@ Status FailedOnComm(weftComm* comm, Status st) {
   if (IsCallMismatch(st)) st = Status(weftInvalidUsage, st.message());
   // A failed operation leaves messages half-sent on the transports: later operations could
   // not be matched safely, so the communicator is unusable from here on (as NCCL's).
-  comm->sticky_error = st;
+  comm->sticky_error.Set(st);
   return st;
 }
 
@@ -364,7 +365,7 @@ Status CheckFingerprints(weftComm* comm, const CollectiveCall& call, const Plan&
   Status st = CompareFingerprints(all.data(), comm->nranks, comm->rank);
   // Every rank saw the same records, so every rank fails alike: the communicator stays in step
   // but the call would corrupt data; make it unusable as any failed collective does.
-  if (!st.ok()) comm->sticky_error = st;
+  if (!st.ok()) comm->sticky_error.Set(st);
   return st;
 }
 
@@ -465,7 +466,7 @@ StatusOr<bool> AgreeOnZeroCopy(weftComm* comm, const CollectiveCall& call, size_
   if (!agreed.ok()) {
     // The peers may already be in the call's schedule, waiting on this rank: fail them now
     // (they see this rank closed) instead of letting them wait for the timeout.
-    if (comm->sticky_error.ok()) comm->sticky_error = agreed.status();
+    comm->sticky_error.SetIfOk(agreed.status());
     comm->direct->Abort(agreed.status());
   }
   return agreed;
@@ -559,7 +560,7 @@ Status RunPlanned(weftComm* comm, const CollectiveCall& call, uint64_t seq, Flig
   if (st.ok()) comm->window.Completed(plan->uses_window, plan->holds_window);
   if (IsCallMismatch(st)) {
     st = CallMismatchError(st, comm->rank, DescriptorOf(call, *plan), hash);
-    comm->sticky_error = st;
+    comm->sticky_error.Set(st);
   }
   return st;
 }

@@ -85,6 +85,31 @@ struct Plan {
 constexpr const char* kZeroCopySuffix = "+zerocopy";
 }  // namespace weft
 
+namespace weft {
+// A Status several threads read while one may set it: weftCommGetAsyncError polls it (torch's
+// watchdog thread does, through the NCCL shim) while a failing collective sets it.
+class GuardedStatus {
+ public:
+  void Set(const Status& s) {
+    std::lock_guard<std::mutex> l(mu_);
+    status_ = s;
+  }
+  void SetIfOk(const Status& s) {  // the first failure stays
+    std::lock_guard<std::mutex> l(mu_);
+    if (status_.ok()) status_ = s;
+  }
+  Status Get() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return status_;
+  }
+  bool ok() const { return Get().ok(); }
+
+ private:
+  mutable std::mutex mu_;
+  Status status_;
+};
+}  // namespace weft
+
 // The handle type of the C API (weftComm_t = weftComm*).
 struct weftComm {
   uint64_t magic = 0;  // kCommMagic while alive
@@ -92,7 +117,7 @@ struct weftComm {
   int nranks = 0;
   int local_rank = 0;
   weft::Status init_error;  // non-ok: init failed; every call reports it
-  weft::Status sticky_error;  // a failed collective left the transports unusable
+  weft::GuardedStatus sticky_error;  // a failed collective left the transports unusable
   double timeout_s = 300;
   bool check_calls = false;  // WEFT_CHECK=1: fingerprint exchange before each collective
 

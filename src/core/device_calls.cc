@@ -82,7 +82,9 @@ void RunJob(weftComm* comm, Job* job, const std::string& what) {
   Status failed;
   for (size_t k = 0; k < job->pieces.size(); ++k) {
     Status st = rt.EventSynchronize(job->inputs_ready[k]);
-    if (st.ok() && failed.ok()) st = RunOps(comm, std::move(job->pieces[k].ops));
+    if (st.ok() && failed.ok())
+      st = job->pieces[k].host_work ? job->pieces[k].host_work(job->staging)
+                                    : RunOps(comm, std::move(job->pieces[k].ops));
     if (!st.ok() && failed.ok()) {
       failed = st;
       SetDeviceAsyncError(comm, st.WithContext(what));
@@ -91,6 +93,26 @@ void RunJob(weftComm* comm, Job* job, const std::string& what) {
   }
   (void)rt.EventSynchronize(job->outputs_copied);
   job->Release(rt);
+}
+
+// Queues a planned job: its stream half on stream, its progress half on comm's thread.
+Status SubmitJob(weftComm* comm, std::shared_ptr<Job> job, size_t staging_bytes, weftStream_t stream,
+                 const std::string& what) {
+  DeviceRuntime& rt = device::ActiveRuntime();
+  Status s = PrepareJob(rt, staging_bytes, job.get(), stream);
+  if (!s.ok()) {
+    // Nothing reached the progress thread: release here, after letting a stream that already
+    // queued part of the sequence drain (it would wait for a counter nobody advances).
+    if (job->staging != nullptr) {
+      __atomic_store_n(job->flag(), static_cast<uint32_t>(job->pieces.size()), __ATOMIC_RELEASE);
+      (void)rt.StreamSynchronize(stream);
+    }
+    job->Release(rt);
+    return s.WithContext("device call");
+  }
+  Retarget(&job->pieces, job->staging);
+  EnqueueDeviceJob(comm, [comm, job, what] { RunJob(comm, job.get(), what); });
+  return OkStatus();
 }
 
 }  // namespace
@@ -121,26 +143,39 @@ Status SubmitDeviceOps(weftComm* comm, DeviceOps ops, weftStream_t stream) {
   bool taken = false;
   Status ipc = TrySubmitIpc(comm, ops, stream, &taken);  // device to device (device_ipc.h)
   if (taken) return ipc;
-  DeviceRuntime& rt = device::ActiveRuntime();
   const std::string what = "rank " + std::to_string(comm->rank) + ": " + Describe(ops) +
                            " on device buffers (stream " + PtrStr(stream) + ")";
   auto job = std::make_shared<Job>();
   size_t staging_bytes = 0;
-  job->pieces = PlanPieces(std::move(ops), comm->nranks, comm->rank, rt, &staging_bytes);
-  Status s = PrepareJob(rt, staging_bytes, job.get(), stream);
-  if (!s.ok()) {
-    // Nothing reached the progress thread: release here, after letting a stream that already
-    // queued part of the sequence drain (it would wait for a counter nobody advances).
-    if (job->staging != nullptr) {
-      __atomic_store_n(job->flag(), static_cast<uint32_t>(job->pieces.size()), __ATOMIC_RELEASE);
-      (void)rt.StreamSynchronize(stream);
-    }
-    job->Release(rt);
-    return s.WithContext("device call");
-  }
-  Retarget(&job->pieces, job->staging);
-  EnqueueDeviceJob(comm, [comm, job, what] { RunJob(comm, job.get(), what); });
-  return OkStatus();
+  job->pieces = PlanPieces(std::move(ops), comm->nranks, comm->rank, device::ActiveRuntime(), &staging_bytes);
+  return SubmitJob(comm, std::move(job), staging_bytes, stream, what);
+}
+
+bool TouchesDevice(const std::vector<WorkExtent>& extents, weftStream_t stream) {
+  DeviceRuntime& rt = device::ActiveRuntime();
+  if (rt.DeviceCount() == 0) return false;
+  for (const WorkExtent& e : extents)
+    if (e.ptr != nullptr && e.bytes > 0 && rt.PointerInfo(e.ptr).is_device) return true;
+  return IsDeviceStream(stream);
+}
+
+Status StageHostWork(weftComm* comm, const std::vector<WorkExtent>& extents, HostWork work,
+                     weftStream_t stream, const std::string& what) {
+  if (stream != nullptr && LookupStream(stream) != nullptr)
+    return InvalidArgument("stream=" + PtrStr(stream) +
+                           " is a weft host stream, but the buffers are device memory: pass a "
+                           "device stream (weftDeviceStreamCreate, a cudaStream_t) or NULL");
+  auto job = std::make_shared<Job>();
+  size_t staging_bytes = 0;
+  StagedPiece piece = PlanHostWork(extents, device::ActiveRuntime(), &staging_bytes);
+  job->pieces.push_back(std::move(piece));
+  const StagedPiece* planned = &job->pieces[0];  // stable: the vector is not resized again
+  job->pieces[0].host_work = [planned, work = std::move(work)](char* staging) {
+    return work([planned, staging](const void* p) { return StagingAddress(*planned, staging, p); });
+  };
+  const std::string where = "rank " + std::to_string(comm->rank) + ": " + what +
+                            " on device buffers, staged (stream " + PtrStr(stream) + ")";
+  return SubmitJob(comm, std::move(job), staging_bytes, stream, where);
 }
 
 }  // namespace weft

@@ -16,11 +16,14 @@
 // A NULL stream is the device runtime's default stream.
 #pragma once
 
+#include <functional>
+#include <string>
 #include <variant>
 #include <vector>
 
 #include "common/status.h"
 #include "core/comm.h"
+#include "core/device_staging.h"
 #include "weft/weft.h"
 
 namespace weft {
@@ -32,5 +35,17 @@ bool NeedsDevicePath(const weftComm* comm, const CollectiveCall& call, weftStrea
 // Queues ops (already validated, all of comm) on the device stream as described above.
 Status SubmitDeviceOps(weftComm* comm, std::vector<std::variant<CollectiveCall, P2POp>> ops,
                        weftStream_t stream);
+
+// Host work on device buffers, stream-ordered, staged as one piece: what the compressed
+// collectives (host codecs) run on device buffers. The device extents are copied into pinned
+// staging (those read), `work` runs on comm's progress thread with a map from each buffer
+// address to where it lives for the work (its staging copy, or itself for host memory), and the
+// extents written are copied back; all in order on stream. A failure reaches
+// weftCommGetAsyncError naming `what`. The work may call weft's host collectives on comm.
+using StagingMap = std::function<void*(const void*)>;
+using HostWork = std::function<Status(const StagingMap&)>;
+bool TouchesDevice(const std::vector<WorkExtent>& extents, weftStream_t stream);
+Status StageHostWork(weftComm* comm, const std::vector<WorkExtent>& extents, HostWork work,
+                     weftStream_t stream, const std::string& what);
 
 }  // namespace weft

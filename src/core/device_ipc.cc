@@ -154,6 +154,7 @@ StatusOr<std::shared_ptr<const Schedule>> PlanFor(weftComm* comm, IpcCommState* 
   req.root = call.root;
   req.all_ranks_mappable = comm->host_groups.size() <= 1;
   req.groups_mappable = true;
+  req.direct_scratch_elems = st->transport->window_bytes() / std::max<size_t>(elem, 1);  // whole window
   req.groups = comm->host_groups.empty() ? std::vector<std::vector<int>>{HostRanks(comm)} : comm->host_groups;
   // Across hosts every rank's steps are built: whether the call can run this way must be
   // decided alike on every rank (TrySubmitIpc), and ranks' steps differ there.

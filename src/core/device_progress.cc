@@ -47,8 +47,16 @@ class Progress {
     return error_;
   }
 
+  bool OnThisThread() const { return t_running == this; }
+
  private:
+  // The Progress whose thread this is: its jobs may call weft's host collectives (the staged
+  // compressed calls), which wait for the earlier device jobs; those are done (FIFO), and
+  // waiting for the running job itself would never end.
+  static thread_local const Progress* t_running;
+
   void Loop() {
+    t_running = this;
     std::unique_lock<std::mutex> l(mu_);
     while (true) {
       cv_.wait(l, [&] { return stop_ || !jobs_.empty(); });
@@ -71,6 +79,8 @@ class Progress {
   Status error_;
   std::thread worker_;
 };
+
+thread_local const Progress* Progress::t_running = nullptr;
 
 std::mutex g_mu;
 std::map<const weftComm*, std::shared_ptr<Progress>> g_progress;
@@ -95,7 +105,8 @@ void EnqueueDeviceJob(weftComm* comm, std::function<void()> job) {
 
 void WaitDeviceJobs(const weftComm* comm) {
   if (!g_any_progress.load(std::memory_order_acquire)) return;
-  if (auto p = Find(comm, false)) p->Drain();
+  if (auto p = Find(comm, false))
+    if (!p->OnThisThread()) p->Drain();
 }
 
 void SetDeviceAsyncError(const weftComm* comm, const Status& error) {

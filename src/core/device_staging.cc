@@ -165,6 +165,22 @@ std::vector<StagedPiece> PlanPieces(DeviceOps ops, int nranks, int rank, const D
   return pieces;
 }
 
+StagedPiece PlanHostWork(const std::vector<WorkExtent>& extents, const DeviceRuntime& rt,
+                         size_t* staging_bytes) {
+  std::vector<Extent> all;
+  for (const WorkExtent& e : extents)
+    all.push_back({static_cast<char*>(const_cast<void*>(e.ptr)), e.bytes, e.read, e.written});
+  size_t offset = kStagingFlagBytes;
+  StagedPiece piece;
+  piece.regions = PlanRegions(std::move(all), rt, &offset);
+  *staging_bytes = offset;
+  return piece;
+}
+
+void* StagingAddress(const StagedPiece& piece, char* staging, const void* p) {
+  return ToStaging(const_cast<void*>(p), piece.regions, staging);
+}
+
 void Retarget(std::vector<StagedPiece>* pieces, char* staging) {
   for (StagedPiece& piece : *pieces) {
     for (auto& op : piece.ops) {

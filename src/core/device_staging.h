@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <variant>
 #include <vector>
 
@@ -30,6 +31,17 @@ struct StagedRegion {
 struct StagedPiece {
   DeviceOps ops;  // retargeted to staging by Retarget
   std::vector<StagedRegion> regions;
+  // Host work instead of ops (the compressed collectives: StageHostWork): called on the
+  // progress thread with the piece's staging block.
+  std::function<Status(char* staging)> host_work;
+};
+
+// A buffer host work touches (StageHostWork): the bytes it may read and whether it writes them.
+struct WorkExtent {
+  const void* ptr;
+  size_t bytes;
+  bool read;
+  bool written;
 };
 
 // Bytes at the start of every staging block: the progress flag, alone in its cache line.
@@ -44,6 +56,13 @@ inline constexpr size_t kDevicePieces = 4;
 // Cuts ops into pieces and plans each piece's regions; *staging_bytes = the block's size.
 std::vector<StagedPiece> PlanPieces(DeviceOps ops, int nranks, int rank,
                                     const device::DeviceRuntime& rt, size_t* staging_bytes);
+// One piece for host work over extents (device ones staged, merged where they overlap; host
+// ones left where they are); *staging_bytes = the block's size.
+StagedPiece PlanHostWork(const std::vector<WorkExtent>& extents, const device::DeviceRuntime& rt,
+                         size_t* staging_bytes);
+// Where p lives for the piece's host work: its staging address if it is in one of the
+// piece's regions, else p itself.
+void* StagingAddress(const StagedPiece& piece, char* staging, const void* p);
 // Points every device buffer of the pieces' ops into the staging block.
 void Retarget(std::vector<StagedPiece>* pieces, char* staging);
 

@@ -220,7 +220,7 @@ Status RevokeComm(weftComm* comm) {
   // `why`, and the peers in reach are told (their transports send or publish a revoke note).
   for (auto& t : comm->transports) t->Abort(why);
   std::lock_guard<std::mutex> lock(comm->exec_mu);  // once the operation in flight returned
-  if (comm->sticky_error.ok()) comm->sticky_error = why;
+  comm->sticky_error.SetIfOk(why);
   return OkStatus();
 }
 

@@ -9,6 +9,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <tuple>
 
 #include "algorithms/direct_pattern.h"
 #include "common/log.h"
@@ -145,8 +146,11 @@ std::string IpcUnavailable(const Fabric& fabric, const DeviceChoiceOptions& o, b
 }
 
 std::mutex g_cache_mu;
-std::map<std::string, std::string>& DeviceCache() {
-  static std::map<std::string, std::string> cache;
+// (fabric digest, collective, element size, bucket, root, ipc, shm, ranks): no string to build
+// per call.
+using DeviceKey = std::tuple<uint64_t, int, size_t, int, int, bool, bool, int>;
+std::map<DeviceKey, std::string>& DeviceCache() {
+  static std::map<DeviceKey, std::string> cache;
   return cache;
 }
 
@@ -191,13 +195,11 @@ StatusOr<DeviceChoice> ExplainDeviceChoice(const Fabric& fabric, Collective coll
   return out;
 }
 
-std::string ChooseDeviceAlgorithm(const Fabric& fabric, Collective collective, size_t bytes, int nranks,
-                                  const DeviceChoiceOptions& options) {
+std::string ChooseDeviceAlgorithm(const Fabric& fabric, uint64_t fabric_digest, Collective collective,
+                                  size_t bytes, int nranks, const DeviceChoiceOptions& options) {
   const int bucket = Selector::SizeBucket(bytes);
-  const std::string key = std::to_string(fabric.Digest()) + "|" + CollectiveName(collective) + "|e" +
-                          std::to_string(options.elem_size) + "|b" + std::to_string(bucket) + "|root" +
-                          std::to_string(options.root) + (options.ipc_enabled ? "|ipc" : "|noipc") +
-                          (options.shm_enabled ? "|shm" : "|noshm") + "|n" + std::to_string(nranks);
+  const DeviceKey key{fabric_digest, static_cast<int>(collective), options.elem_size, bucket, options.root,
+                      options.ipc_enabled, options.shm_enabled, nranks};
   {
     std::lock_guard<std::mutex> lock(g_cache_mu);
     auto it = DeviceCache().find(key);
@@ -227,7 +229,7 @@ std::string Selector::ChooseDevice(Collective collective, size_t bytes, size_t e
   o.root = root;
   o.ipc_enabled = ipc_enabled;
   o.shm_enabled = shm_;
-  return ChooseDeviceAlgorithm(*fabric_, collective, bytes, nranks_, o);
+  return ChooseDeviceAlgorithm(*fabric_, fabric_digest_, collective, bytes, nranks_, o);
 }
 
 }  // namespace weft

@@ -224,8 +224,11 @@ StatusOr<DeviceChoice> ExplainDeviceChoice(const Fabric& fabric, Collective coll
 // Selector::Choose, and cached per (fabric digest, collective, dtype size, bucket, root,
 // options), so every rank of a communicator gets the same answer. "staged" too when the call
 // cannot be modelled (an error from ExplainDeviceChoice, logged at WEFT_DEBUG=INFO).
+// fabric_digest is fabric.Digest(), computed once by the caller: it serializes the whole
+// fabric, far too slow for every call (it was a third of an 8 B device call's host time).
 // Thread-safe.
-std::string ChooseDeviceAlgorithm(const Fabric& fabric, Collective collective, size_t bytes, int nranks,
+std::string ChooseDeviceAlgorithm(const Fabric& fabric, uint64_t fabric_digest, Collective collective,
+                                  size_t bytes, int nranks,
                                   const DeviceChoiceOptions& options = DeviceChoiceOptions());
 
 }  // namespace weft

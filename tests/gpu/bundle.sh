@@ -15,7 +15,8 @@ DEST=${2:-.gpu-bundle}
 rm -rf "$DEST"
 mkdir -p "$DEST/bin" "$DEST/lib" "$DEST/nccl-shim"
 bins="weftrun weft-perf nccl-perf weft_test_worker device_kernels_test device_collectives_test
-      device_runtime_test gpu_kernels_test nccl_api_test nccl_device_test"
+      device_runtime_test device_compressed_test gpu_kernels_test nccl_api_test
+      nccl_device_test"
 for b in $bins; do
   [ -x "$BUILD/bin/$b" ] && strip -o "$DEST/bin/$b" "$BUILD/bin/$b"
 done
@@ -23,6 +24,9 @@ for l in libweft.so.0 libweft-device-cuda.so libweft-device-emulated.so; do
   strip -o "$DEST/$l" "$BUILD/$l"
 done
 strip -o "$DEST/nccl-shim/libnccl.so.2" "$BUILD/nccl-shim/libnccl.so.2"
+# The GPU's floor for the ipc hand-offs (tests/gpu/latency.sh): plain CUDA, cudart static.
+NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+"$NVCC" -O2 -std=c++17 -o "$DEST/bin/flag_pingpong" tests/gpu/flag_pingpong.cu
 # The non-system libraries the binaries link, resolved as the loader does here.
 ldd "$DEST/bin/weft-perf" "$DEST/libweft.so.0" | awk '/=> \// {print $3}' | sort -u |
   grep -E 'libhwloc|libuc[pstm]|libudev|libnuma' | while read -r so; do

@@ -9,7 +9,10 @@
 #   4. compute-sanitizer memcheck on the kernel tests and a 2-process device allreduce
 #   5. the NCCL shim's nccl.h programs on 1-4 ranks: host buffers, and device buffers on CUDA
 #   6. benchmarks: nccl-perf (NCCL itself, 1 GPU) and weft-perf --device on 1, 2, 4 ranks
-#      sharing the GPU, plus weft-perf on host buffers (benchmarks never fail the run)
+#      sharing the GPU (ipc, and 2 ranks staged), plus weft-perf on host buffers (benchmarks
+#      never fail the run)
+#   7. tests/gpu/latency.sh: the 8 B latency's breakdown (the GPU's hand-off floor, ipc vs
+#      staged, with and without MPS) and 256 MiB on 2 and 4 ranks
 # Exit status: non-zero when any test step failed.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -48,12 +51,22 @@ NV_LIBS=$(for f in libnccl.so.2 libcudart.so.13 libcudart.so.12; do
             find / -xdev -name "$f" -not -path "*/nccl-shim/*" 2>/dev/null | head -1
           done | xargs -r -n1 dirname | sort -u | paste -sd:)
 note "NVIDIA libraries for nccl-perf: ${NV_LIBS:-none found}"
-run() {  # run LOG CMD...: one test step (at most 150 s); its last lines go to the summary
+run() {  # run LOG CMD...: one test step (at most RUN_S s); its last lines go to the summary
   local log=$1; shift
-  local rc=0
-  timeout 150 "$@" > "$LOGS/$log" 2>&1 || rc=$?
+  local rc=0 waited=0
+  "$@" > "$LOGS/$log" 2>&1 &
+  local pid=$!
+  while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt "${RUN_S:-120}" ]; do sleep 1; waited=$((waited + 1)); done
+  if kill -0 "$pid" 2>/dev/null; then  # stalled: say where every rank waits, then stop it
+    note "still running after ${waited}s (backtraces in $log.bt): $*"
+    { backtraces weft_test_worker; backtraces "$1"; } > "$LOGS/$log.bt" 2>&1
+    pkill -KILL -P "$pid"; kill -KILL "$pid" 2>/dev/null
+  fi
+  wait "$pid" || rc=$?
   if [ "$rc" -ne 0 ]; then status=1; note "FAILED (exit $rc): $*"; fi
+  grep -E '^\[  FAILED|^\[  PASSED' "$LOGS/$log" | head -12 >> "$OUT/summary.txt"
   tail -3 "$LOGS/$log" >> "$OUT/summary.txt"
+  pack
 }
 # Backtraces of every thread of the processes named NAME (cuda-gdb attaches; the image has
 # no gdb), so a stalled run says where it waits.
@@ -85,8 +98,8 @@ run gpu_kernels_test.log "$BIN/gpu_kernels_test"
 step "device suites on CUDA (WEFTTEST_DEVICE=cuda)"
 # device_runtime_test models the emulated GPU itself (device counts, its fault model); the
 # kernel and collective suites run unchanged on any runtime.
-for t in device_kernels_test device_collectives_test; do
-  WEFTTEST_DEVICE=cuda run "$t.cuda.log" "$BIN/$t"
+for t in device_kernels_test device_collectives_test device_compressed_test; do
+  WEFTTEST_DEVICE=cuda RUN_S=200 run "$t.cuda.log" "$BIN/$t"
 done
 
 step "compute-sanitizer memcheck"
@@ -120,8 +133,15 @@ for n in 1 2 4; do
   WEFT_DEVICE=cuda bench "weft_device_perf_$n.log" "$BIN/weftrun" -n "$n" "$BIN/weft-perf" \
     --device $PERF_ARGS --json "$LOGS/weft_device_allreduce_$n.json"
 done
+# The same 2 ranks without the ipc transport (staged through pinned host memory): the ratio
+# is what ipc buys on this GPU.
+WEFT_DEVICE=cuda WEFT_IPC=0 bench weft_device_staged_perf_2.log "$BIN/weftrun" -n 2 \
+  "$BIN/weft-perf" --device $PERF_ARGS --json "$LOGS/weft_device_staged_allreduce_2.json"
 bench weft_host_perf_2.log "$BIN/weftrun" -n 2 "$BIN/weft-perf" $PERF_ARGS \
   --json "$LOGS/weft_host_allreduce_2.json"
+step "latency breakdown (tests/gpu/latency.sh; figures in latency.txt)"
+bash tests/gpu/latency.sh > /dev/null 2>&1
+grep -E '^(==|torch|mps|no-mps|mps) ' "$OUT/latency.txt" | head -60 >> "$OUT/summary.txt"
 pack
 cat "$OUT/summary.txt"
 exit $status

@@ -31,19 +31,22 @@ static void IdsPath(char* path, size_t size, const char* program) {
   snprintf(path, size, "/tmp/weft-%s-%d.ids", program, (int)getppid());
 }
 
-/* Rank 0 creates nids ids and writes them to the file; the others wait for it. */
-static int ShareIds(ncclUniqueId* ids, int nids, int rank, const char* program) {
+/* Writes nids ids to the file (atomically: the readers never see a partial one). */
+static int WriteIds(const ncclUniqueId* ids, int nids, const char* program) {
   char path[256], tmp[300];
   IdsPath(path, sizeof(path), program);
-  if (rank == 0) {
-    for (int i = 0; i < nids; ++i)
-      if (ncclGetUniqueId(&ids[i]) != ncclSuccess) return -1;
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    FILE* f = fopen(tmp, "wb");
-    if (!f || fwrite(ids, sizeof(ncclUniqueId), nids, f) != (size_t)nids) return -1;
-    fclose(f);
-    return rename(tmp, path);
-  }
+  snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+  FILE* f = fopen(tmp, "wb");
+  if (!f) return -1;
+  size_t put = fwrite(ids, sizeof(ncclUniqueId), nids, f);
+  fclose(f);
+  return put == (size_t)nids ? rename(tmp, path) : -1;
+}
+
+/* Waits (up to 30 s) for the file and reads nids ids from it. */
+static int ReadIds(ncclUniqueId* ids, int nids, const char* program) {
+  char path[256];
+  IdsPath(path, sizeof(path), program);
   for (int tries = 0; tries < 3000; ++tries, usleep(10000)) {
     FILE* f = fopen(path, "rb");
     if (!f) continue;
@@ -52,6 +55,14 @@ static int ShareIds(ncclUniqueId* ids, int nids, int rank, const char* program) 
     if (got == (size_t)nids) return 0;
   }
   return -1;
+}
+
+/* Rank 0 creates nids ids and writes them to the file; the others wait for it. */
+static int ShareIds(ncclUniqueId* ids, int nids, int rank, const char* program) {
+  if (rank != 0) return ReadIds(ids, nids, program);
+  for (int i = 0; i < nids; ++i)
+    if (ncclGetUniqueId(&ids[i]) != ncclSuccess) return -1;
+  return WriteIds(ids, nids, program);
 }
 
 /* Rank 0 removes the file once every rank has read it (call after a collective). */

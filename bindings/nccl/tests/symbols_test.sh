@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The shim exports exactly the functions nccl.h declares (nccl* and pnccl*), no more, no less.
-#   symbols_test.sh NCCL_H LIBWEFT_NCCL
+# The shim exports exactly the functions nccl.h declares (nccl* and pnccl*), plus those of the
+# newer NCCL that PyTorch imports (nccl_ext.h, when given): no more, no less.
+#   symbols_test.sh NCCL_H LIBWEFT_NCCL [NCCL_EXT_H]
 set -euo pipefail
-header=$1 lib=$2
-declared=$(grep -oE '\bp?nccl[A-Z][A-Za-z]*\(' "$header" | tr -d '(' | sort -u)
+header=$1 lib=$2 ext=${3:-}
+declared=$(cat "$header" ${ext:+"$ext"} | grep -oE '\bp?nccl[A-Z][A-Za-z]*\(' | tr -d '(' | sort -u)
 exported=$(nm -D --defined-only "$lib" | awk '$2 ~ /^[TtWwiV]$/ {print $3}' | sed 's/@.*//' | sort -u)
 missing=$(comm -23 <(echo "$declared") <(echo "$exported"))
 extra=$(comm -13 <(echo "$declared") <(echo "$exported"))
