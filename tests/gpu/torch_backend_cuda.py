@@ -13,7 +13,8 @@ exact in float32 and bfloat16, so those comparisons are exact; a float32/bfloat1
 normal-distributed data is compared within a tolerance (rtol 1e-5 / 2e-2). Data-movement
 collectives are compared bit for bit.
 
-Also: async_op=True + wait() with the collective queued behind a long kernel on a side stream,
+Also: the compressed allreduce of weft_torch.hooks on CUDA buckets (bitwise the CPU call's
+result and residual); async_op=True + wait() with the collective queued behind a long kernel on a side stream,
 then a kernel on the waiting (default) stream reading the result (fails if wait() does not
 order the current stream after the work); get_future().then(); is_completed()/synchronize();
 and the argument errors (mixed CPU/CUDA tensors; a CUDA tensor with WEFT_DEVICE=none).
@@ -270,6 +271,31 @@ class Worker:
                 return ok, f"tensor {i}: {detail}"
         return True, ""
 
+    def compressed(self, numel):
+        """weft_torch.hooks' compressed allreduce (int8, error feedback) on a CUDA tensor gives
+        the bits of the same call on the CPU (weft's device path runs the host codecs on a
+        staged copy), and so does the residual it leaves."""
+        def fn(seed):
+            from weft_torch import hooks
+            torch = self.torch
+            x = rank_input(torch, seed, self.rank, numel, "normal").float()
+            results = []
+            for device in ("cpu", self.dev):
+                state = hooks.CompressionState(codec="int8")
+                t = x.to(device)
+                hooks.compressed_all_reduce(t, state).wait()
+                results.append((t.cpu(), state.residuals[0].cpu(), state.residuals[0].device))
+            (cpu, cpu_res, _), (dev, dev_res, res_device) = results
+            if res_device != self.dev:
+                return False, f"the residual of a {self.dev} bucket is on {res_device}"
+            if not torch.equal(cpu, dev):
+                bad = (cpu != dev).nonzero()[0].item()
+                return False, f"result differs from the CPU call's at {bad}: {dev[bad]} vs {cpu[bad]}"
+            if not torch.equal(cpu_res, dev_res):
+                return False, "residual differs from the CPU call's"
+            return True, ""
+        return fn
+
     # ---- argument errors ----
     def mixed_devices(self, seed):
         torch = self.torch
@@ -305,6 +331,9 @@ class Worker:
         c["async_op+wait on another stream, then a kernel"] = self.async_wait_other_stream
         c["get_future().then()"] = self.future_then
         c["4 async all_reduce in flight"] = self.async_many
+        for n in (4099, 1 << 20):
+            c[f"compressed all_reduce (hooks, int8) equals the CPU call's bits/n={n}"] = \
+                self.compressed(n)
         c["ValueError: CPU tensor_list with a CUDA input"] = self.mixed_devices
         return c
 

@@ -286,7 +286,7 @@ void WeftBackend::IssueAll(std::vector<PendingOp>& ops) {
 std::exception_ptr WeftBackend::RunBatch(Batch& batch) {
   try {
     // CUDA operations: their stream is current while they issue and copy back (torch's own
-    // kernels in issue/finish, staging copies, run on it; on the progress thread too).
+    // kernels in issue/finish, staging copies, run on it).
     const c10::OptionalStreamGuard stream_guard(batch.ops.front().stream);
     ApplyTimeout(batch.ops.front().timeout);
     IssueAll(batch.ops);

@@ -49,22 +49,19 @@ namespace weft_torch {
 
 // One operation: weft calls, then (after they completed) copies out of staging buffers.
 // An operation on CUDA tensors carries the stream it runs on: the tensors' device's current
-// stream when it was submitted. Stream-ordered ones (host_staged false) pass that stream to
-// weft, which queues the work on it and returns; issue and finish then only enqueue, so they
-// run on the submitting thread (RunDeviceBatch). Host-staged ones (the compressed allreduce)
-// run weft's blocking host call on a pinned copy on the progress thread; their finish copies
-// back on that stream.
+// stream when it was submitted. It passes that stream to weft, which queues the work on it and
+// returns; issue and finish then only enqueue, so they run on the submitting thread
+// (RunDeviceBatch).
 struct PendingOp {
   std::function<void()> issue;
   std::function<void()> finish;  // may be empty
   c10::intrusive_ptr<WeftWork> work;
   std::chrono::milliseconds timeout;  // negative: the communicator's timeout
   c10::optional<c10::Stream> stream;  // CUDA operations only
-  bool host_staged = false;
   // What weft's calls take: the CUDA stream (a cudaStream_t is a weftStream_t), or NULL
   // (blocking host call).
   weftStream_t WeftStream() const { return stream ? stream->native_handle() : nullptr; }
-  bool StreamOrdered() const { return stream.has_value() && !host_staged; }
+  bool StreamOrdered() const { return stream.has_value(); }
 };
 
 class WeftBackend : public c10d::Backend {
