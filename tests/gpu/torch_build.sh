@@ -120,10 +120,11 @@ if ! (. "$DEST/env.sh" && cd / && "$PY" -c 'import weft_torch, weft_torch._C as 
 fi
 
 # A one-rank group (weftCommInitRank inside torch's process, a CPU and a CUDA all_reduce), under
-# the plain environment and then without UCX: the first try on the lent machine (torch 2.11,
-# Python 3.12) aborted in the WeftBackend constructor with "free(): invalid pointer" (UCX's
-# memory hooks, loaded late into a process, are one known cause). The first variant that works
-# is added to env.sh; when none does, the traces say where it stopped.
+# the plain environment, then without hwloc's plugins, without UCX, and without both and UCX's
+# memory hooks: the first try on the lent machine (torch 2.11, Python 3.12) aborted in the
+# WeftBackend constructor with "free(): invalid pointer", cause unknown (weft's own tools run
+# there; torch's process differs by the libraries it loaded). The first variant that works is
+# added to env.sh; when none does, the traces and a native backtrace say where it stopped.
 cat > "$DEST/smoke.py" <<'EOF'
 import faulthandler; faulthandler.enable()
 import sys, torch, torch.distributed as dist
@@ -141,8 +142,12 @@ step("ok")
 EOF
 port=29611
 chosen=""
-for variant in "" "WEFT_TRANSPORT=tcp" \
-               "WEFT_TRANSPORT=tcp UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_EVENTS=no"; do
+# hwloc's plugins (cuda, nvml, ...) load only where their libraries do, as in torch's process,
+# and come from the machine's hwloc, not the bundle's: the second variant keeps them out.
+no_hwloc_plugins="HWLOC_PLUGINS_DIR=/nonexistent HWLOC_COMPONENTS=-cuda,-nvml,-opencl,-rsmi,-levelzero,-gl"
+no_ucx_hooks="UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_EVENTS=no"
+for variant in "" "$no_hwloc_plugins" "WEFT_TRANSPORT=tcp" \
+               "$no_hwloc_plugins WEFT_TRANSPORT=tcp $no_ucx_hooks"; do
   port=$((port + 1))
   out=$( (. "$DEST/env.sh" && cd / && env $variant WEFT_DEBUG=INFO timeout 60 "$PY" "$DEST/smoke.py" $port) 2>&1)
   if echo "$out" | grep -q "^smoke: ok"; then chosen="ok:$variant"; break; fi

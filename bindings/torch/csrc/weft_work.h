@@ -26,7 +26,7 @@ namespace weft_torch {
 // NCCL's Work), isCompleted() queries the event, synchronize() waits on the host, and the
 // Future, created for the device, completes with events on the stream so DDP's hooks and
 // then() callbacks order after the work. Errors of queued work (a dead peer) are read from the
-// communicator (the async-error check) by synchronize() and by isCompleted() once done.
+// communicator (the async-error check) by wait() and, after the event, by synchronize().
 class WeftWork : public c10d::Work {
  public:
   WeftWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs, uint64_t sequence,
