@@ -76,19 +76,19 @@ std::vector<size_t> Displacements(const std::vector<size_t>& counts) {
 
 Work WeftBackend::allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
   const char* name = "all_reduce";
-  CheckSingleTensor(tensors, name, "tensor");
+  CallDevice dev(name);
+  CheckSingleTensor(tensors, dev, "tensor");
   at::Tensor tensor = tensors[0];
   const weftDataType_t dtype = ReductionType(tensor, name);
   const weftRedOp_t op = ReductionOp(opts.reduceOp, tensor, name);
   at::Tensor factor;
   const bool premul = PremulFactor(opts.reduceOp, &factor);
   at::Tensor buffer = tensor.is_contiguous() ? tensor : tensor.contiguous();
-  PendingOp p;
-  p.work = NewWork(OpType::ALLREDUCE, {tensor});
-  p.timeout = opts.timeout;
-  p.issue = [this, buffer, dtype, op, premul, factor] {
+  PendingOp p = NewOp(dev, OpType::ALLREDUCE, {tensor}, opts.timeout);
+  const weftStream_t stream = p.WeftStream();
+  p.issue = [this, stream, buffer, dtype, op, premul, factor] {
     at::Tensor send = premul ? buffer * factor.to(buffer.scalar_type()) : buffer;
-    CheckWeft(weftAllReduce(Ptr(send), Ptr(buffer), buffer.numel(), dtype, op, Comm(), nullptr),
+    CheckWeft(weftAllReduce(Ptr(send), Ptr(buffer), buffer.numel(), dtype, op, Comm(), stream),
               "weftAllReduce");
   };
   if (!buffer.is_same(tensor)) p.finish = [tensor, buffer] { CopyBack(tensor, buffer); };
@@ -98,7 +98,8 @@ Work WeftBackend::allreduce(std::vector<at::Tensor>& tensors, const c10d::Allred
 Work WeftBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                       const c10d::AllreduceCoalescedOptions& opts) {
   const char* name = "all_reduce_coalesced";
-  CheckHostTensors(tensors, name, "tensors");
+  CallDevice dev(name);
+  dev.AddAll(tensors, "tensors");
   std::vector<weftDataType_t> dtypes;
   for (const at::Tensor& t : tensors) dtypes.push_back(ReductionType(t, name));
   const weftRedOp_t op = tensors.empty() ? weftSum : ReductionOp(opts.reduceOp, tensors[0], name);
@@ -106,14 +107,13 @@ Work WeftBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,
   const bool premul = PremulFactor(opts.reduceOp, &factor);
   std::vector<at::Tensor> buffers;
   for (const at::Tensor& t : tensors) buffers.push_back(OutputBuffer(t));
-  PendingOp p;
-  p.work = NewWork(OpType::ALLREDUCE_COALESCED, tensors);
-  p.timeout = opts.timeout;
-  p.issue = [this, tensors, buffers, dtypes, op, premul, factor] {
+  PendingOp p = NewOp(dev, OpType::ALLREDUCE_COALESCED, tensors, opts.timeout);
+  const weftStream_t stream = p.WeftStream();
+  p.issue = [this, stream, tensors, buffers, dtypes, op, premul, factor] {
     for (size_t i = 0; i < buffers.size(); ++i) {
       at::Tensor send = ScaledInput(tensors[i], premul, factor);
       CheckWeft(weftAllReduce(Ptr(send), Ptr(buffers[i]), buffers[i].numel(), dtypes[i], op,
-                              Comm(), nullptr),
+                              Comm(), stream),
                 "weftAllReduce (coalesced)");
     }
   };
@@ -125,7 +125,8 @@ Work WeftBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,
 
 Work WeftBackend::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
   const char* name = "reduce";
-  CheckSingleTensor(tensors, name, "tensor");
+  CallDevice dev(name);
+  CheckSingleTensor(tensors, dev, "tensor");
   CheckRoot(opts.rootRank, getSize(), name);
   at::Tensor tensor = tensors[0];
   const weftDataType_t dtype = ReductionType(tensor, name);
@@ -135,13 +136,12 @@ Work WeftBackend::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOpt
   const int root = static_cast<int>(opts.rootRank);
   const bool is_root = root == getRank();
   at::Tensor buffer = OutputBuffer(tensor);
-  PendingOp p;
-  p.work = NewWork(OpType::REDUCE, {tensor});
-  p.timeout = opts.timeout;
-  p.issue = [this, tensor, buffer, dtype, op, premul, factor, root, is_root] {
+  PendingOp p = NewOp(dev, OpType::REDUCE, {tensor}, opts.timeout);
+  const weftStream_t stream = p.WeftStream();
+  p.issue = [this, stream, tensor, buffer, dtype, op, premul, factor, root, is_root] {
     at::Tensor send = ScaledInput(tensor, premul, factor);
     CheckWeft(weftReduce(Ptr(send), is_root ? Ptr(buffer) : nullptr, tensor.numel(), dtype, op,
-                         root, Comm(), nullptr),
+                         root, Comm(), stream),
               "weftReduce");
   };
   if (is_root) p.finish = [tensor, buffer] { CopyBack(tensor, buffer); };
@@ -151,27 +151,29 @@ Work WeftBackend::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOpt
 Work WeftBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                        const c10d::ReduceScatterOptions& opts) {
   const char* name = "reduce_scatter_tensor";
-  CheckHostTensor(output, name, "output");
-  CheckHostTensor(input, name, "input");
+  CallDevice dev(name);
+  dev.Add(output, "output");
+  dev.Add(input, "input");
   CheckSameDtype(input, output, name, "output");
   TORCH_CHECK_VALUE(input.numel() == output.numel() * getSize(), "weft ", name, ": input has ",
                     input.numel(), " elements, expected output's ", output.numel(), " x ",
                     getSize(), " ranks = ", output.numel() * getSize());
-  return ReduceScatterFlat(output, input, {}, opts, name, OpType::_REDUCE_SCATTER_BASE);
+  return ReduceScatterFlat(output, input, {}, opts, dev, OpType::_REDUCE_SCATTER_BASE);
 }
 
 Work WeftBackend::reduce_scatter(std::vector<at::Tensor>& outputs,
                                  std::vector<std::vector<at::Tensor>>& inputs,
                                  const c10d::ReduceScatterOptions& opts) {
   const char* name = "reduce_scatter";
-  CheckSingleTensor(outputs, name, "output");
+  CallDevice dev(name);
+  CheckSingleTensor(outputs, dev, "output");
   TORCH_CHECK_VALUE(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(),
                     "weft ", name, ": input_list must hold one tensor per rank (", getSize(),
                     "), got ", inputs.empty() ? 0 : inputs[0].size());
   bool even = true;
   for (int r = 0; r < getSize(); ++r) {
     const std::string argument = "input_list[" + std::to_string(r) + "]";
-    CheckHostTensor(inputs[0][r], name, argument);
+    dev.Add(inputs[0][r], argument);
     CheckSameDtype(outputs[0], inputs[0][r], name, argument);
     even = even && inputs[0][r].sizes() == outputs[0].sizes();
   }
@@ -185,27 +187,27 @@ Work WeftBackend::reduce_scatter(std::vector<at::Tensor>& outputs,
   if (even) return _reduce_scatter_base(outputs[0], flat, opts);
   std::vector<size_t> counts;
   for (const at::Tensor& t : inputs[0]) counts.push_back(static_cast<size_t>(t.numel()));
-  return ReduceScatterFlat(outputs[0], flat, std::move(counts), opts, name, OpType::REDUCE_SCATTER);
+  return ReduceScatterFlat(outputs[0], flat, std::move(counts), opts, dev, OpType::REDUCE_SCATTER);
 }
 
 Work WeftBackend::ReduceScatterFlat(at::Tensor& output, at::Tensor& flat, std::vector<size_t> counts,
-                                    const c10d::ReduceScatterOptions& opts, const char* name,
+                                    const c10d::ReduceScatterOptions& opts, const CallDevice& dev,
                                     c10d::OpType type) {
+  const char* name = dev.collective();
   const weftDataType_t dtype = ReductionType(flat, name);
   const weftRedOp_t op = ReductionOp(opts.reduceOp, flat, name);
   at::Tensor factor;
   const bool premul = PremulFactor(opts.reduceOp, &factor);
   at::Tensor buffer = OutputBuffer(output);
-  PendingOp p;
-  p.work = NewWork(type, {output});
-  p.timeout = opts.timeout;
-  p.issue = [this, flat, buffer, counts, dtype, op, premul, factor] {
+  PendingOp p = NewOp(dev, type, {output}, opts.timeout);
+  const weftStream_t stream = p.WeftStream();
+  p.issue = [this, stream, flat, buffer, counts, dtype, op, premul, factor] {
     at::Tensor send = ScaledInput(flat, premul, factor);
     if (counts.empty())
-      CheckWeft(weftReduceScatter(Ptr(send), Ptr(buffer), buffer.numel(), dtype, op, Comm(), nullptr),
+      CheckWeft(weftReduceScatter(Ptr(send), Ptr(buffer), buffer.numel(), dtype, op, Comm(), stream),
                 "weftReduceScatter");
     else
-      CheckWeft(weftReduceScatterV(Ptr(send), Ptr(buffer), counts.data(), dtype, op, Comm(), nullptr),
+      CheckWeft(weftReduceScatterV(Ptr(send), Ptr(buffer), counts.data(), dtype, op, Comm(), stream),
                 "weftReduceScatterV");
   };
   p.finish = [output, buffer] { CopyBack(output, buffer); };
@@ -229,17 +231,17 @@ Work WeftBackend::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outpu
 
 Work WeftBackend::broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
   const char* name = "broadcast";
-  CheckSingleTensor(tensors, name, "tensor");
+  CallDevice dev(name);
+  CheckSingleTensor(tensors, dev, "tensor");
   CheckRoot(opts.rootRank, getSize(), name);
   at::Tensor tensor = tensors[0];
   at::Tensor buffer = tensor.is_contiguous() ? tensor : tensor.contiguous();
   const int root = static_cast<int>(opts.rootRank);
-  PendingOp p;
-  p.work = NewWork(OpType::BROADCAST, {tensor});
-  p.timeout = opts.timeout;
-  p.issue = [this, buffer, root] {
+  PendingOp p = NewOp(dev, OpType::BROADCAST, {tensor}, opts.timeout);
+  const weftStream_t stream = p.WeftStream();
+  p.issue = [this, stream, buffer, root] {
     CheckWeft(weftBroadcast(Ptr(buffer), Ptr(buffer), Bytes(buffer), weftUint8, root, Comm(),
-                            nullptr),
+                            stream),
               "weftBroadcast");
   };
   if (!buffer.is_same(tensor)) p.finish = [tensor, buffer] { CopyBack(tensor, buffer); };
@@ -249,19 +251,19 @@ Work WeftBackend::broadcast(std::vector<at::Tensor>& tensors, const c10d::Broadc
 Work WeftBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
                                   const c10d::AllgatherOptions& opts) {
   const char* name = "all_gather_into_tensor";
-  CheckHostTensor(output, name, "output");
-  CheckHostTensor(input, name, "input");
+  CallDevice dev(name);
+  dev.Add(output, "output");
+  dev.Add(input, "input");
   CheckSameDtype(input, output, name, "output");
   TORCH_CHECK_VALUE(output.numel() == input.numel() * getSize(), "weft ", name, ": output has ",
                     output.numel(), " elements, expected input's ", input.numel(), " x ",
                     getSize(), " ranks = ", input.numel() * getSize());
   at::Tensor send = Contiguous(input);
   at::Tensor buffer = OutputBuffer(output);
-  PendingOp p;
-  p.work = NewWork(OpType::_ALLGATHER_BASE, {output});
-  p.timeout = opts.timeout;
-  p.issue = [this, send, buffer] {
-    CheckWeft(weftAllGather(Ptr(send), Ptr(buffer), Bytes(send), weftUint8, Comm(), nullptr),
+  PendingOp p = NewOp(dev, OpType::_ALLGATHER_BASE, {output}, opts.timeout);
+  const weftStream_t stream = p.WeftStream();
+  p.issue = [this, stream, send, buffer] {
+    CheckWeft(weftAllGather(Ptr(send), Ptr(buffer), Bytes(send), weftUint8, Comm(), stream),
               "weftAllGather");
   };
   if (!buffer.is_same(output)) p.finish = [output, buffer] { CopyBack(output, buffer); };
@@ -271,7 +273,8 @@ Work WeftBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
 Work WeftBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
                             std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
   const char* name = "all_gather";
-  CheckSingleTensor(inputs, name, "tensor");
+  CallDevice dev(name);
+  CheckSingleTensor(inputs, dev, "tensor");
   TORCH_CHECK_VALUE(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == getSize(),
                     "weft ", name, ": tensor_list must hold one tensor per rank (", getSize(),
                     "), got ", outputs.empty() ? 0 : outputs[0].size());
@@ -279,21 +282,20 @@ Work WeftBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
   bool even = true;
   for (int r = 0; r < getSize(); ++r) {
     const std::string argument = "tensor_list[" + std::to_string(r) + "]";
-    CheckHostTensor(outputs[0][r], name, argument);
+    dev.Add(outputs[0][r], argument);
     CheckSameDtype(input, outputs[0][r], name, argument);
     even = even && outputs[0][r].sizes() == input.sizes();
   }
   CheckSameShape(input, outputs[0][getRank()], name,
                  "tensor_list[" + std::to_string(getRank()) + "] (this rank's block)");
-  if (!even) return AllGatherUneven(outputs[0], input, opts);
+  if (!even) return AllGatherUneven(outputs[0], input, opts, dev);
   at::Tensor send = Contiguous(input);
   at::Tensor flat = at::empty({getSize(), input.numel()}, input.options());
   std::vector<at::Tensor> targets = outputs[0];
-  PendingOp p;
-  p.work = NewWork(OpType::ALLGATHER, targets);
-  p.timeout = opts.timeout;
-  p.issue = [this, send, flat] {
-    CheckWeft(weftAllGather(Ptr(send), Ptr(flat), Bytes(send), weftUint8, Comm(), nullptr),
+  PendingOp p = NewOp(dev, OpType::ALLGATHER, targets, opts.timeout);
+  const weftStream_t stream = p.WeftStream();
+  p.issue = [this, stream, send, flat] {
+    CheckWeft(weftAllGather(Ptr(send), Ptr(flat), Bytes(send), weftUint8, Comm(), stream),
               "weftAllGather");
   };
   p.finish = [targets, flat] {
@@ -306,7 +308,7 @@ Work WeftBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
 // all_gather with tensors of different sizes per rank: weftAllGatherV on bytes, blocks packed
 // in rank order in one staging buffer, then copied out to each rank's tensor.
 Work WeftBackend::AllGatherUneven(std::vector<at::Tensor>& targets, const at::Tensor& input,
-                                  const c10d::AllgatherOptions& opts) {
+                                  const c10d::AllgatherOptions& opts, const CallDevice& dev) {
   std::vector<size_t> counts, displs;
   size_t total = 0;
   for (const at::Tensor& t : targets) {
@@ -316,12 +318,11 @@ Work WeftBackend::AllGatherUneven(std::vector<at::Tensor>& targets, const at::Te
   }
   at::Tensor send = Contiguous(input);
   at::Tensor flat = at::empty({static_cast<int64_t>(total)}, input.options().dtype(at::kByte));
-  PendingOp p;
-  p.work = NewWork(OpType::ALLGATHER, targets);
-  p.timeout = opts.timeout;
-  p.issue = [this, send, flat, counts, displs] {
+  PendingOp p = NewOp(dev, OpType::ALLGATHER, targets, opts.timeout);
+  const weftStream_t stream = p.WeftStream();
+  p.issue = [this, stream, send, flat, counts, displs] {
     CheckWeft(weftAllGatherV(Ptr(send), Bytes(send), Ptr(flat), counts.data(), displs.data(),
-                             weftUint8, Comm(), nullptr),
+                             weftUint8, Comm(), stream),
               "weftAllGatherV");
   };
   p.finish = [targets, flat, counts, displs] {
@@ -367,32 +368,32 @@ Work WeftBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
                                 std::vector<int64_t>& input_split_sizes,
                                 const c10d::AllToAllOptions& opts) {
   const char* name = "all_to_all_single";
-  CheckHostTensor(output, name, "output");
-  CheckHostTensor(input, name, "input");
+  CallDevice dev(name);
+  dev.Add(output, "output");
+  dev.Add(input, "input");
   CheckSameDtype(input, output, name, "output");
   at::Tensor send = Contiguous(input);
   at::Tensor buffer = OutputBuffer(output);
-  PendingOp p;
-  p.work = NewWork(OpType::ALLTOALL_BASE, {output});
-  p.timeout = opts.timeout;
+  PendingOp p = NewOp(dev, OpType::ALLTOALL_BASE, {output}, opts.timeout);
+  const weftStream_t stream = p.WeftStream();
   if (output_split_sizes.empty() && input_split_sizes.empty()) {
     TORCH_CHECK_VALUE(input.numel() == output.numel() && input.numel() % getSize() == 0, "weft ",
                       name, ": input has ", input.numel(), " elements and output ",
                       output.numel(), "; without split sizes both must hold the same number, "
                       "divisible by the group size ", getSize());
     const size_t block = Bytes(send) / getSize();
-    p.issue = [this, send, buffer, block] {
-      CheckWeft(weftAllToAll(Ptr(send), Ptr(buffer), block, weftUint8, Comm(), nullptr),
+    p.issue = [this, stream, send, buffer, block] {
+      CheckWeft(weftAllToAll(Ptr(send), Ptr(buffer), block, weftUint8, Comm(), stream),
                 "weftAllToAll");
     };
   } else {
     std::vector<size_t> send_counts = SplitBytes(input, input_split_sizes, getSize(), "input");
     std::vector<size_t> recv_counts = SplitBytes(output, output_split_sizes, getSize(), "output");
-    p.issue = [this, send, buffer, send_counts, recv_counts] {
+    p.issue = [this, stream, send, buffer, send_counts, recv_counts] {
       std::vector<size_t> send_displs = Displacements(send_counts);
       std::vector<size_t> recv_displs = Displacements(recv_counts);
       CheckWeft(weftAllToAllv(Ptr(send), send_counts.data(), send_displs.data(), Ptr(buffer),
-                              recv_counts.data(), recv_displs.data(), weftUint8, Comm(), nullptr),
+                              recv_counts.data(), recv_displs.data(), weftUint8, Comm(), stream),
                 "weftAllToAllv");
     };
   }
@@ -403,13 +404,14 @@ Work WeftBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
 Work WeftBackend::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                            const c10d::AllToAllOptions& opts) {
   const char* name = "all_to_all";
+  CallDevice dev(name);
   const int size = getSize();
   TORCH_CHECK_VALUE(static_cast<int>(outputs.size()) == size &&
                         static_cast<int>(inputs.size()) == size,
                     "weft ", name, ": output_tensor_list and input_tensor_list must hold one "
                     "tensor per rank (", size, "), got ", outputs.size(), " and ", inputs.size());
-  CheckHostTensors(outputs, name, "output_tensor_list");
-  CheckHostTensors(inputs, name, "input_tensor_list");
+  dev.AddAll(outputs, "output_tensor_list");
+  dev.AddAll(inputs, "input_tensor_list");
   std::vector<size_t> send_counts(size), recv_counts(size);
   std::vector<at::Tensor> send_parts;
   for (int r = 0; r < size; ++r) {
@@ -423,14 +425,13 @@ Work WeftBackend::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Ten
   int64_t recv_numel = 0;
   for (const at::Tensor& t : outputs) recv_numel += t.numel();
   at::Tensor flat = at::empty({recv_numel}, outputs[0].options());
-  PendingOp p;
-  p.work = NewWork(OpType::ALLTOALL, outputs);
-  p.timeout = opts.timeout;
-  p.issue = [this, send, flat, send_counts, recv_counts] {
+  PendingOp p = NewOp(dev, OpType::ALLTOALL, outputs, opts.timeout);
+  const weftStream_t stream = p.WeftStream();
+  p.issue = [this, stream, send, flat, send_counts, recv_counts] {
     std::vector<size_t> send_displs = Displacements(send_counts);
     std::vector<size_t> recv_displs = Displacements(recv_counts);
     CheckWeft(weftAllToAllv(Ptr(send), send_counts.data(), send_displs.data(), Ptr(flat),
-                            recv_counts.data(), recv_displs.data(), weftUint8, Comm(), nullptr),
+                            recv_counts.data(), recv_displs.data(), weftUint8, Comm(), stream),
               "weftAllToAllv");
   };
   p.finish = [outputs, flat] {
@@ -448,7 +449,8 @@ Work WeftBackend::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Ten
 Work WeftBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
                          std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) {
   const char* name = "gather";
-  CheckSingleTensor(inputs, name, "tensor");
+  CallDevice dev(name);
+  CheckSingleTensor(inputs, dev, "tensor");
   CheckRoot(opts.rootRank, getSize(), name);
   const int root = static_cast<int>(opts.rootRank);
   const bool is_root = root == getRank();
@@ -461,7 +463,7 @@ Work WeftBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
     targets = outputs[0];
     for (int r = 0; r < getSize(); ++r) {
       const std::string argument = "gather_list[" + std::to_string(r) + "]";
-      CheckHostTensor(targets[r], name, argument);
+      dev.Add(targets[r], argument);
       CheckSameShape(input, targets[r], name, argument);
       buffers.push_back(OutputBuffer(targets[r]));
     }
@@ -471,17 +473,16 @@ Work WeftBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
                       ", root ", root, ")");
   }
   at::Tensor send = Contiguous(input);
-  PendingOp p;
-  p.work = NewWork(OpType::GATHER, targets);
-  p.timeout = opts.timeout;
-  p.issue = [this, send, buffers, root, is_root] {
+  PendingOp p = NewOp(dev, OpType::GATHER, targets, opts.timeout);
+  const weftStream_t stream = p.WeftStream();
+  p.issue = [this, stream, send, buffers, root, is_root] {
     if (!is_root) {
-      CheckWeft(weftSend(Ptr(send), Bytes(send), weftUint8, root, Comm(), nullptr), "weftSend");
+      CheckWeft(weftSend(Ptr(send), Bytes(send), weftUint8, root, Comm(), stream), "weftSend");
       return;
     }
     CheckWeft(weftGroupStart(), "weftGroupStart");
     for (int r = 0; r < static_cast<int>(buffers.size()); ++r)
-      if (r != root) (void)weftRecv(Ptr(buffers[r]), Bytes(buffers[r]), weftUint8, r, Comm(), nullptr);
+      if (r != root) (void)weftRecv(Ptr(buffers[r]), Bytes(buffers[r]), weftUint8, r, Comm(), stream);
     CheckWeft(weftGroupEnd(), "weftGroupEnd (gather receives)");
     const_cast<at::Tensor&>(buffers[root]).copy_(send.view(buffers[root].sizes()));
   };
@@ -495,7 +496,8 @@ Work WeftBackend::scatter(std::vector<at::Tensor>& outputs,
                           std::vector<std::vector<at::Tensor>>& inputs,
                           const c10d::ScatterOptions& opts) {
   const char* name = "scatter";
-  CheckSingleTensor(outputs, name, "tensor");
+  CallDevice dev(name);
+  CheckSingleTensor(outputs, dev, "tensor");
   CheckRoot(opts.rootRank, getSize(), name);
   const int root = static_cast<int>(opts.rootRank);
   const bool is_root = root == getRank();
@@ -507,7 +509,7 @@ Work WeftBackend::scatter(std::vector<at::Tensor>& outputs,
                       getSize(), "), got ", inputs.empty() ? 0 : inputs[0].size());
     for (int r = 0; r < getSize(); ++r) {
       const std::string argument = "scatter_list[" + std::to_string(r) + "]";
-      CheckHostTensor(inputs[0][r], name, argument);
+      dev.Add(inputs[0][r], argument);
       CheckSameShape(output, inputs[0][r], name, argument);
       sends.push_back(Contiguous(inputs[0][r]));
     }
@@ -517,18 +519,17 @@ Work WeftBackend::scatter(std::vector<at::Tensor>& outputs,
                       ", root ", root, ")");
   }
   at::Tensor buffer = OutputBuffer(output);
-  PendingOp p;
-  p.work = NewWork(OpType::SCATTER, {output});
-  p.timeout = opts.timeout;
-  p.issue = [this, sends, buffer, root, is_root] {
+  PendingOp p = NewOp(dev, OpType::SCATTER, {output}, opts.timeout);
+  const weftStream_t stream = p.WeftStream();
+  p.issue = [this, stream, sends, buffer, root, is_root] {
     if (!is_root) {
-      CheckWeft(weftRecv(Ptr(buffer), Bytes(buffer), weftUint8, root, Comm(), nullptr),
+      CheckWeft(weftRecv(Ptr(buffer), Bytes(buffer), weftUint8, root, Comm(), stream),
                 "weftRecv");
       return;
     }
     CheckWeft(weftGroupStart(), "weftGroupStart");
     for (int r = 0; r < static_cast<int>(sends.size()); ++r)
-      if (r != root) (void)weftSend(Ptr(sends[r]), Bytes(sends[r]), weftUint8, r, Comm(), nullptr);
+      if (r != root) (void)weftSend(Ptr(sends[r]), Bytes(sends[r]), weftUint8, r, Comm(), stream);
     CheckWeft(weftGroupEnd(), "weftGroupEnd (scatter sends)");
     const_cast<at::Tensor&>(buffer).copy_(sends[root].view(buffer.sizes()));
   };
@@ -540,15 +541,15 @@ Work WeftBackend::scatter(std::vector<at::Tensor>& outputs,
 
 Work WeftBackend::send(std::vector<at::Tensor>& tensors, int dst_rank, int /*tag*/) {
   const char* name = "send";
-  CheckSingleTensor(tensors, name, "tensor");
+  CallDevice dev(name);
+  CheckSingleTensor(tensors, dev, "tensor");
   TORCH_CHECK_VALUE(dst_rank >= 0 && dst_rank < getSize() && dst_rank != getRank(), "weft ",
                     name, ": dst=", dst_rank, " must be another rank in [0, ", getSize(), ")");
   at::Tensor send = Contiguous(tensors[0]);
-  PendingOp p;
-  p.work = NewWork(OpType::SEND, {tensors[0]});
-  p.timeout = std::chrono::milliseconds(-1);
-  p.issue = [this, send, dst_rank] {
-    CheckWeft(weftSend(Ptr(send), Bytes(send), weftUint8, dst_rank, Comm(), nullptr), "weftSend");
+  PendingOp p = NewOp(dev, OpType::SEND, {tensors[0]}, std::chrono::milliseconds(-1));
+  const weftStream_t stream = p.WeftStream();
+  p.issue = [this, stream, send, dst_rank] {
+    CheckWeft(weftSend(Ptr(send), Bytes(send), weftUint8, dst_rank, Comm(), stream), "weftSend");
   };
   // torch's send() waits on the Work at once; isend() keeps it. Either way the op is ordered
   // with this group's other operations, and posted with the other held-back sends/receives.
@@ -557,28 +558,31 @@ Work WeftBackend::send(std::vector<at::Tensor>& tensors, int dst_rank, int /*tag
 
 Work WeftBackend::recv(std::vector<at::Tensor>& tensors, int src_rank, int /*tag*/) {
   const char* name = "recv";
-  CheckSingleTensor(tensors, name, "tensor");
+  CallDevice dev(name);
+  CheckSingleTensor(tensors, dev, "tensor");
   TORCH_CHECK_VALUE(src_rank >= 0 && src_rank < getSize() && src_rank != getRank(), "weft ",
                     name, ": src=", src_rank, " must be another rank in [0, ", getSize(),
                     ") (weft has no receive-from-any-source)");
   at::Tensor tensor = tensors[0];
   at::Tensor buffer = OutputBuffer(tensor);
-  PendingOp p;
-  p.work = NewWork(OpType::RECV, {tensor});
-  p.timeout = std::chrono::milliseconds(-1);
-  p.issue = [this, buffer, src_rank] {
-    CheckWeft(weftRecv(Ptr(buffer), Bytes(buffer), weftUint8, src_rank, Comm(), nullptr),
+  PendingOp p = NewOp(dev, OpType::RECV, {tensor}, std::chrono::milliseconds(-1));
+  const weftStream_t stream = p.WeftStream();
+  p.issue = [this, stream, buffer, src_rank] {
+    CheckWeft(weftRecv(Ptr(buffer), Bytes(buffer), weftUint8, src_rank, Comm(), stream),
               "weftRecv");
   };
   if (!buffer.is_same(tensor)) p.finish = [tensor, buffer] { CopyBack(tensor, buffer); };
   return SubmitPointToPoint(std::move(p));
 }
 
+// A barrier has no tensor: it runs on the host (after the device calls queued before it, as
+// weft orders a host call after the communicator's queued device calls) and returns when all
+// ranks reached it.
 Work WeftBackend::barrier(const c10d::BarrierOptions& opts) {
-  PendingOp p;
-  p.work = NewWork(OpType::BARRIER, {});
-  p.timeout = opts.timeout;
-  p.issue = [this] { CheckWeft(weftBarrier(Comm(), nullptr), "weftBarrier"); };
+  CallDevice dev("barrier");
+  PendingOp p = NewOp(dev, OpType::BARRIER, {}, opts.timeout);
+  const weftStream_t stream = p.WeftStream();
+  p.issue = [this, stream] { CheckWeft(weftBarrier(Comm(), stream), "weftBarrier"); };
   return Submit(std::move(p), opts.asyncOp);
 }
 

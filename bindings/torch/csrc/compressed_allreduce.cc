@@ -22,11 +22,16 @@ size_t CompressionSpec::encodedBytes(size_t count) const {
   return bytes;
 }
 
+// CUDA tensors: weft's compressed collectives take device buffers, stream-ordered (weft stages
+// them through pinned host memory itself: device data copied to host on the stream, the host
+// codecs on the communicator's progress thread, results and residual copied back, in stream
+// order), so the call is queued on the tensor's current stream like the other collectives.
 c10::intrusive_ptr<c10d::Work> WeftBackend::allreduceCompressed(
     at::Tensor& tensor, const CompressionSpec& spec, const c10::optional<at::Tensor>& residual,
     bool average) {
   const char* name = "compressed all_reduce";
-  CheckHostTensor(tensor, name, "tensor");
+  CallDevice dev(name);
+  dev.Add(tensor, "tensor");
   TORCH_CHECK_TYPE(tensor.scalar_type() == at::kFloat || tensor.scalar_type() == at::kBFloat16,
                    "weft ", name, ": tensor has dtype ", tensor.scalar_type(),
                    "; compressed allreduce takes float32 or bfloat16 (weft_compress.h)");
@@ -35,7 +40,7 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::allreduceCompressed(
   at::Tensor feedback;
   if (residual.has_value() && residual->defined()) {
     feedback = *residual;
-    CheckHostTensor(feedback, name, "residual");
+    dev.Add(feedback, "residual");  // on the tensor's device
     TORCH_CHECK_TYPE(feedback.scalar_type() == at::kFloat, "weft ", name,
                      ": residual has dtype ", feedback.scalar_type(), ", expected Float");
     TORCH_CHECK_VALUE(feedback.is_contiguous() && feedback.numel() == tensor.numel(), "weft ",
@@ -45,15 +50,14 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::allreduceCompressed(
   }
   const weftDataType_t dtype = tensor.scalar_type() == at::kFloat ? weftFloat32 : weftBfloat16;
   const weftRedOp_t op = average ? weftAvg : weftSum;
-  PendingOp p;
-  p.work = NewWork(c10d::OpType::ALLREDUCE, {tensor});
-  p.timeout = std::chrono::milliseconds(-1);
+  PendingOp p = NewOp(dev, c10d::OpType::ALLREDUCE, {tensor}, std::chrono::milliseconds(-1));
+  const weftStream_t stream = p.WeftStream();
   // The lambda holds the tensors (and a copy of the spec), so they outlive the queued call.
-  p.issue = [this, tensor, feedback, dtype, op, compression = spec.spec()] {
+  p.issue = [this, stream, tensor, feedback, dtype, op, compression = spec.spec()] {
     void* data = tensor.numel() ? tensor.data_ptr() : nullptr;
     float* res = feedback.defined() && feedback.numel() ? feedback.data_ptr<float>() : nullptr;
     CheckWeft(weftAllReduceCompressed(data, data, tensor.numel(), dtype, op, &compression, res,
-                                      Comm(), nullptr),
+                                      Comm(), stream),
               "weftAllReduceCompressed");
   };
   return Submit(std::move(p), /*async_op=*/true);

@@ -4,13 +4,16 @@
 #include <pybind11/chrono.h>
 #include <torch/python.h>
 
+#include <weft/weft_device.h>
+
 #include "overhead_probe.h"
+#include "tensor_args.h"
 #include "weft_backend.h"
 
 namespace py = pybind11;
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.doc() = "weft collectives as a torch.distributed backend (CPU tensors)";
+  m.doc() = "weft collectives as a torch.distributed backend (CPU and CUDA tensors)";
   py::class_<weft_torch::WeftBackend, c10d::Backend, c10::intrusive_ptr<weft_torch::WeftBackend>>(
       m, "WeftBackend")
       .def(py::init<const c10::intrusive_ptr<c10d::Store>&, int, int, std::chrono::milliseconds>(),
@@ -42,6 +45,21 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("_measure_overhead", &weft_torch::MeasureOverhead, py::arg("backend"), py::arg("numel"),
         py::arg("iters"), py::call_guard<py::gil_scoped_release>(),
         "(us per call through WeftBackend::allreduce + wait, us per bare weftAllReduce)");
+  // The device checks every collective runs on its tensors, for tensors given by device only:
+  // lets CPU-only test machines (where no CUDA tensor can exist) check the messages about CUDA
+  // tensors with the code the collectives use. runtime stands for weftDeviceRuntimeName().
+  m.def(
+      "_check_devices",
+      [](const std::string& collective, const std::vector<std::pair<std::string, c10::Device>>& args,
+         const std::string& runtime) {
+        weft_torch::CallDevice dev(collective.c_str());
+        for (const auto& [argument, device] : args) dev.AddDevice(device, argument, runtime);
+      },
+      py::arg("collective"), py::arg("arguments"), py::arg("runtime"),
+      "Raises the ValueError a collective raises for tensors on these devices "
+      "([(argument, torch.device)]) under device runtime `runtime`.");
+  m.def("device_runtime", [] { return std::string(weftDeviceRuntimeName()); },
+        "weft's active device runtime: \"cuda\", \"emulated\" or \"none\" (WEFT_DEVICE).");
   m.def("version", [] {
     int version = 0;
     weftGetVersion(&version);

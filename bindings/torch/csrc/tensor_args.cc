@@ -3,6 +3,8 @@
 
 #include <c10/util/Exception.h>
 
+#include <weft/weft_device.h>
+
 namespace weft_torch {
 
 weftDataType_t ReductionType(const at::Tensor& t, const char* collective) {
@@ -27,7 +29,7 @@ weftDataType_t ReductionType(const at::Tensor& t, const char* collective) {
 
 bool PremulFactor(const c10d::ReduceOp& op, at::Tensor* factor) {
   if (op.op_ != c10d::ReduceOp::PREMUL_SUM) return false;
-  auto* supplement = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
+  auto* supplement = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
   TORCH_CHECK_VALUE(supplement != nullptr, "weft: PREMUL_SUM without its factor");
   if (supplement->tensor_factor.defined())
     *factor = supplement->tensor_factor.cpu();
@@ -55,29 +57,46 @@ weftRedOp_t ReductionOp(const c10d::ReduceOp& op, const at::Tensor& t, const cha
                     "PRODUCT, MIN, MAX and PREMUL_SUM");
 }
 
-void CheckHostTensor(const at::Tensor& t, const char* collective, const std::string& argument) {
-  TORCH_CHECK_VALUE(t.defined(), "weft ", collective, ": ", argument, " is an undefined tensor");
-  if (t.is_cuda())
-    TORCH_CHECK_VALUE(false, "weft ", collective, ": ", argument, " is on ", t.device(),
-                      "; the weft backend handles CPU tensors only until weft's GPU path "
-                      "lands (use backend=\"cpu:weft,cuda:nccl\" for CUDA tensors)");
-  TORCH_CHECK_VALUE(t.device().is_cpu(), "weft ", collective, ": ", argument, " is on ",
-                    t.device(), "; the weft backend handles CPU tensors only");
-  TORCH_CHECK_VALUE(t.layout() == at::kStrided, "weft ", collective, ": ", argument,
+void CallDevice::AddDevice(const at::Device& device, const std::string& argument,
+                           const std::string& runtime) {
+  TORCH_CHECK_VALUE(device.is_cpu() || device.is_cuda(), "weft ", collective_, ": ", argument,
+                    " is on ", device, "; the weft backend handles CPU and CUDA tensors");
+  if (device.is_cuda())
+    TORCH_CHECK_VALUE(runtime == "cuda", "weft ", collective_, ": ", argument, " is on ",
+                      device, " but weft's device runtime is \"", runtime,
+                      "\", not \"cuda\"; set WEFT_DEVICE=cuda (with weft's CUDA plugin, "
+                      "libweft-device-cuda.so, loadable) to run collectives on CUDA tensors");
+  if (!device_) {
+    device_ = device;
+    first_ = argument;
+    return;
+  }
+  TORCH_CHECK_VALUE(*device_ == device, "weft ", collective_, ": ", argument, " is on ", device,
+                    " but ", first_, " is on ", *device_,
+                    "; all tensors of one call must be on the same device");
+}
+
+void CallDevice::Add(const at::Tensor& t, const std::string& argument) {
+  TORCH_CHECK_VALUE(t.defined(), "weft ", collective_, ": ", argument, " is an undefined tensor");
+  AddDevice(t.device(), argument, t.is_cuda() ? weftDeviceRuntimeName() : "");
+  TORCH_CHECK_VALUE(t.layout() == at::kStrided, "weft ", collective_, ": ", argument,
                     " has layout ", t.layout(), "; only dense (strided) tensors are supported");
 }
 
-void CheckHostTensors(const std::vector<at::Tensor>& ts, const char* collective,
-                      const std::string& argument) {
-  for (size_t i = 0; i < ts.size(); ++i)
-    CheckHostTensor(ts[i], collective, argument + "[" + std::to_string(i) + "]");
+void CallDevice::AddAll(const std::vector<at::Tensor>& ts, const std::string& argument) {
+  for (size_t i = 0; i < ts.size(); ++i) Add(ts[i], argument + "[" + std::to_string(i) + "]");
 }
 
-void CheckSingleTensor(const std::vector<at::Tensor>& ts, const char* collective,
+c10::optional<at::Device> CallDevice::CudaDevice() const {
+  if (device_ && device_->is_cuda()) return device_;
+  return c10::nullopt;
+}
+
+void CheckSingleTensor(const std::vector<at::Tensor>& ts, CallDevice& dev,
                        const std::string& argument) {
-  TORCH_CHECK_VALUE(ts.size() == 1, "weft ", collective, ": ", argument,
+  TORCH_CHECK_VALUE(ts.size() == 1, "weft ", dev.collective(), ": ", argument,
                     " must hold exactly one tensor, got ", ts.size());
-  CheckHostTensor(ts[0], collective, argument + "[0]");
+  dev.Add(ts[0], argument + "[0]");
 }
 
 void CheckSameDtype(const at::Tensor& ref, const at::Tensor& t, const char* collective,

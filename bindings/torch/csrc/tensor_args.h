@@ -25,14 +25,31 @@ weftRedOp_t ReductionOp(const c10d::ReduceOp& op, const at::Tensor& t, const cha
 // True when op is PREMUL_SUM; factor receives the multiplier (a double or a 1-element tensor).
 bool PremulFactor(const c10d::ReduceOp& op, at::Tensor* factor);
 
-// Every tensor a collective touches: on the CPU, dense, not a tensor that aliases nothing.
-// Throws ValueError naming the argument and the device / layout found.
-void CheckHostTensor(const at::Tensor& t, const char* collective, const std::string& argument);
-void CheckHostTensors(const std::vector<at::Tensor>& ts, const char* collective,
-                      const std::string& argument);
+// The device of one call's tensors, checked as each tensor is added: every tensor defined,
+// dense, on the CPU or on a CUDA device, and all on the same device. A CUDA tensor also needs
+// weft's CUDA device runtime (weftDeviceRuntimeName() == "cuda"). Each failure is a ValueError
+// naming the argument and the device found.
+class CallDevice {
+ public:
+  explicit CallDevice(const char* collective) : collective_(collective) {}
+  void Add(const at::Tensor& t, const std::string& argument);
+  void AddAll(const std::vector<at::Tensor>& ts, const std::string& argument);
+  // The device part of Add, with the runtime name given (Add passes weftDeviceRuntimeName();
+  // the unit tests, which have no CUDA tensor to pass, call this through _C).
+  void AddDevice(const at::Device& device, const std::string& argument, const std::string& runtime);
+  // The CUDA device of the call, or none for host tensors (and calls without tensors).
+  c10::optional<at::Device> CudaDevice() const;
+  const char* collective() const { return collective_; }
 
-// Exactly one tensor in a per-device list (c10d passes lists; weft runs one buffer per rank).
-void CheckSingleTensor(const std::vector<at::Tensor>& ts, const char* collective,
+ private:
+  const char* collective_;
+  c10::optional<at::Device> device_;
+  std::string first_;  // the argument that fixed device_
+};
+
+// Exactly one tensor in a per-device list (c10d passes lists; weft runs one buffer per rank),
+// added to dev.
+void CheckSingleTensor(const std::vector<at::Tensor>& ts, CallDevice& dev,
                        const std::string& argument);
 
 // Same dtype and number of elements as the reference; throws ValueError naming both.

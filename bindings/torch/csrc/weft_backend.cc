@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <c10/core/StreamGuard.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <c10/util/Exception.h>
 
 #include "tensor_args.h"
@@ -14,6 +16,17 @@ namespace weft_torch {
 namespace {
 
 double Seconds(std::chrono::milliseconds timeout) { return timeout.count() / 1000.0; }
+
+// Backend::Options::clone() where torch has it (newer torch: keeps subclasses whole), else a
+// copy (torch 2.11, the lent GPU machine's, has no clone()).
+template <typename O>
+auto CloneOptions(const O& options, int) -> decltype(options.clone()) {
+  return options.clone();
+}
+template <typename O>
+c10::intrusive_ptr<O> CloneOptions(const O& options, long) {
+  return c10::make_intrusive<O>(options);
+}
 
 // Rank 0 creates the id (weft's root listener opens on this process) and publishes its bytes,
 // the 128-bit secret included, under the group's store prefix; the others read them. A
@@ -95,8 +108,44 @@ void WeftBackend::ApplyTimeout(std::chrono::milliseconds timeout) {
 }
 
 c10::intrusive_ptr<WeftWork> WeftBackend::NewWork(c10d::OpType type,
-                                                  std::vector<at::Tensor> outputs) {
-  return c10::make_intrusive<WeftWork>(getRank(), type, std::move(outputs), ++sequence_);
+                                                  std::vector<at::Tensor> outputs,
+                                                  const c10::optional<at::Device>& device) {
+  if (!device)
+    return c10::make_intrusive<WeftWork>(getRank(), type, std::move(outputs), ++sequence_);
+  // The Work may outlive the backend (a Future kept by DDP): it checks errors through a weak
+  // reference. A backend is always owned by an intrusive_ptr (pybind11 or split/shrink).
+  c10::weak_intrusive_ptr<WeftBackend> weak(
+      c10::intrusive_ptr<WeftBackend>::unsafe_reclaim_from_nonowning(this));
+  auto check = [weak] {
+    if (c10::intrusive_ptr<WeftBackend> backend = weak.lock()) backend->CheckAsyncError();
+  };
+  return c10::make_intrusive<WeftWork>(getRank(), type, std::move(outputs), ++sequence_,
+                                       std::vector<c10::Device>{*device}, check);
+}
+
+PendingOp WeftBackend::NewOp(const CallDevice& dev, c10d::OpType type,
+                             std::vector<at::Tensor> outputs, std::chrono::milliseconds timeout) {
+  PendingOp op;
+  const c10::optional<at::Device> device = dev.CudaDevice();
+  op.work = NewWork(type, std::move(outputs), device);
+  op.timeout = timeout;
+  // Generic c10 interface (no c10/cuda): the device's current stream on this thread.
+  if (device) op.stream = c10::impl::VirtualGuardImpl(device->type()).getStream(*device);
+  return op;
+}
+
+void WeftBackend::CheckAsyncError() {
+  weftComm_t comm = comm_.load();
+  if (comm == nullptr) return;
+  weftResult_t async = weftSuccess;
+  CheckWeft(weftCommGetAsyncError(comm, &async), "weftCommGetAsyncError");
+  if (async == weftSuccess) return;
+  failed_ = true;
+  C10_THROW_ERROR(DistBackendError, std::string("weft: an operation of this group failed after "
+                                                "it was queued on a CUDA stream (") +
+                                        weftGetErrorString(async) + "): " +
+                                        weftGetLastError(nullptr) +
+                                        "; the communicator refuses further work");
 }
 
 // ---- submission ----
@@ -105,11 +154,17 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::Submit(PendingOp op, bool async_op) 
   c10::intrusive_ptr<WeftWork> work = op.work;
   FlushPointToPoint();  // sends and receives posted earlier reach weft first
   if (coalescing_) {
+    CheckGroupable(coalesced_, op, "a coalesced block");
     coalesced_.push_back(std::move(op));
     return work;
   }
   Batch batch;
+  const bool stream_ordered = op.StreamOrdered();
   batch.ops.push_back(std::move(op));
+  if (stream_ordered) {  // async_op or not: queued on the stream, returns at once
+    RunDeviceBatch(batch);
+    return work;
+  }
   bool run_inline = false;
   if (!async_op) {
     std::lock_guard<std::mutex> lock(queue_mu_);
@@ -130,6 +185,36 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::Submit(PendingOp op, bool async_op) 
   return work;
 }
 
+void WeftBackend::RunDeviceBatch(Batch& batch) {
+  {
+    std::unique_lock<std::mutex> lock(queue_mu_);
+    // On the progress thread itself (a Future callback that submits) nothing else runs.
+    if (!(progress_.joinable() && progress_.get_id() == std::this_thread::get_id()))
+      queue_cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
+    busy_ = true;
+  }
+  std::exception_ptr error = RunBatch(batch);
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    busy_ = false;
+  }
+  queue_cv_.notify_all();
+  CompleteBatch(batch, error);
+}
+
+void WeftBackend::CheckGroupable(const std::vector<PendingOp>& others, const PendingOp& op,
+                                 const char* what) {
+  if (others.empty()) return;
+  const PendingOp& first = others.front();
+  TORCH_CHECK_VALUE(first.stream.has_value() == op.stream.has_value(), "weft: ", what,
+                    " mixes CPU and CUDA tensors (operation ", others.size() + 1, " is on ",
+                    op.stream ? "CUDA" : "the CPU", ", the first on ",
+                    first.stream ? "CUDA" : "the CPU", "); use one kind per block");
+  TORCH_CHECK_VALUE(!op.stream || *op.stream == *first.stream, "weft: ", what,
+                    " mixes CUDA streams (operation ", others.size() + 1, " on ", *op.stream,
+                    ", the first on ", *first.stream, "); keep one current stream per block");
+}
+
 void WeftBackend::Enqueue(Batch batch) {
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
@@ -143,9 +228,18 @@ void WeftBackend::Enqueue(Batch batch) {
 c10::intrusive_ptr<c10d::Work> WeftBackend::SubmitPointToPoint(PendingOp op) {
   c10::intrusive_ptr<WeftWork> work = op.work;
   if (coalescing_) {
+    CheckGroupable(coalesced_, op, "a coalesced block");
     coalesced_.push_back(std::move(op));
     return work;
   }
+  // One weft group holds host or CUDA operations of one stream: a send or receive of another
+  // kind posts the ones held so far first.
+  bool groupable = true;
+  {
+    std::lock_guard<std::mutex> lock(p2p_mu_);
+    groupable = p2p_held_.empty() || p2p_held_.front().stream == op.stream;
+  }
+  if (!groupable) FlushPointToPoint();
   // The hook runs on whichever thread first waits on (or polls) the Work. The backend outlives
   // it: shutdown and abort flush, which clears every held-back Work's hook.
   work->SetBeforeWait([this] { FlushPointToPoint(); });
@@ -155,13 +249,22 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::SubmitPointToPoint(PendingOp op) {
 }
 
 void WeftBackend::FlushPointToPoint() {
-  std::lock_guard<std::mutex> lock(p2p_mu_);
-  if (p2p_held_.empty()) return;
   Batch batch;
-  batch.ops = std::move(p2p_held_);
-  p2p_held_.clear();
-  for (PendingOp& op : batch.ops) op.work->SetBeforeWait(nullptr);
-  Enqueue(std::move(batch));  // under p2p_mu_: concurrent flushes keep posting order
+  {
+    std::lock_guard<std::mutex> lock(p2p_mu_);
+    if (p2p_held_.empty()) return;
+    batch.ops = std::move(p2p_held_);
+    p2p_held_.clear();
+    for (PendingOp& op : batch.ops) op.work->SetBeforeWait(nullptr);
+    if (!batch.ops.front().StreamOrdered()) {
+      Enqueue(std::move(batch));  // under p2p_mu_: concurrent flushes keep posting order
+      return;
+    }
+  }
+  // CUDA sends and receives are queued on their stream by this thread (the one that waits on
+  // them), outside p2p_mu_: RunDeviceBatch waits for the progress thread, whose Future
+  // callbacks may submit (and so flush).
+  RunDeviceBatch(batch);
 }
 
 void WeftBackend::IssueAll(std::vector<PendingOp>& ops) {
@@ -182,6 +285,9 @@ void WeftBackend::IssueAll(std::vector<PendingOp>& ops) {
 
 std::exception_ptr WeftBackend::RunBatch(Batch& batch) {
   try {
+    // CUDA operations: their stream is current while they issue and copy back (torch's own
+    // kernels in issue/finish, staging copies, run on it).
+    const c10::OptionalStreamGuard stream_guard(batch.ops.front().stream);
     ApplyTimeout(batch.ops.front().timeout);
     IssueAll(batch.ops);
     for (PendingOp& op : batch.ops)
@@ -196,6 +302,12 @@ std::exception_ptr WeftBackend::RunBatch(Batch& batch) {
 }
 
 void WeftBackend::CompleteBatch(Batch& batch, const std::exception_ptr& error) {
+  // CUDA work: the end event follows everything the batch queued on its stream.
+  if (!error && batch.ops.front().stream) {
+    const c10::Stream& stream = *batch.ops.front().stream;
+    for (PendingOp& op : batch.ops) op.work->RecordEnd(stream);
+    if (batch.group_work) batch.group_work->RecordEnd(stream);
+  }
   for (PendingOp& op : batch.ops) op.work->Complete(error);
   if (batch.group_work) batch.group_work->Complete(error);
 }
@@ -238,13 +350,18 @@ c10::intrusive_ptr<c10d::Work> WeftBackend::endCoalescing() {
   std::vector<at::Tensor> outputs;
   for (PendingOp& op : coalesced_)
     for (at::Tensor& t : op.work->result()) outputs.push_back(t);
+  c10::optional<at::Device> device;
+  if (!coalesced_.empty() && coalesced_.front().stream)
+    device = coalesced_.front().stream->device();
   Batch batch;
-  batch.group_work = NewWork(c10d::OpType::COALESCED, std::move(outputs));
+  batch.group_work = NewWork(c10d::OpType::COALESCED, std::move(outputs), device);
   batch.ops = std::move(coalesced_);
   coalesced_.clear();
   c10::intrusive_ptr<WeftWork> work = batch.group_work;
   if (batch.ops.empty())
     work->Complete(nullptr);
+  else if (batch.ops.front().StreamOrdered())
+    RunDeviceBatch(batch);
   else
     Enqueue(std::move(batch));
   return work;
@@ -296,7 +413,7 @@ c10::intrusive_ptr<c10d::Backend> WeftBackend::split(
   CheckWeft(weftCommCount(child, &child_size), "weftCommCount");
   auto backend = c10::make_intrusive<WeftBackend>(child, child_rank, child_size, timeout);
   if (opts) {
-    backend->options_ = opts->clone();
+    backend->options_ = CloneOptions(*opts, 0);
     backend->options_->timeout = timeout;
   }
   return backend;
@@ -328,7 +445,7 @@ c10::intrusive_ptr<c10d::Backend> WeftBackend::shrink(const std::vector<int64_t>
                                           ? opts_override->timeout
                                           : std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds_ * 1000));
   auto backend = c10::make_intrusive<WeftBackend>(child, child_rank, child_size, timeout);
-  backend->options_ = (opts_override ? opts_override : options_)->clone();
+  backend->options_ = CloneOptions(*(opts_override ? opts_override : options_), 0);
   backend->options_->timeout = timeout;
   return backend;
 }

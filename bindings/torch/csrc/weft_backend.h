@@ -1,5 +1,7 @@
-// WeftBackend: a c10d::Backend ("weft") that runs torch.distributed collectives on CPU tensors
-// through weft's public C API (include/weft/weft.h).
+// WeftBackend: a c10d::Backend ("weft") that runs torch.distributed collectives on CPU and CUDA
+// tensors through weft's public C API (include/weft/weft.h). CUDA calls are stream-ordered:
+// issued on the caller's thread with the tensors' current stream, they return once weft queued
+// them there (PendingOp; README "CUDA tensors"); what follows describes the host path.
 //
 // Phases of a call: the caller's thread checks the tensors (bad input raises at once, naming
 // the argument), builds a PendingOp (an `issue` step that makes the weft calls and an optional
@@ -40,16 +42,26 @@
 #include <weft/weft.h>
 
 #include "compression_spec.h"
+#include "tensor_args.h"
 #include "weft_work.h"
 
 namespace weft_torch {
 
 // One operation: weft calls, then (after they completed) copies out of staging buffers.
+// An operation on CUDA tensors carries the stream it runs on: the tensors' device's current
+// stream when it was submitted. It passes that stream to weft, which queues the work on it and
+// returns; issue and finish then only enqueue, so they run on the submitting thread
+// (RunDeviceBatch).
 struct PendingOp {
   std::function<void()> issue;
   std::function<void()> finish;  // may be empty
   c10::intrusive_ptr<WeftWork> work;
   std::chrono::milliseconds timeout;  // negative: the communicator's timeout
+  c10::optional<c10::Stream> stream;  // CUDA operations only
+  // What weft's calls take: the CUDA stream (a cudaStream_t is a weftStream_t), or NULL
+  // (blocking host call).
+  weftStream_t WeftStream() const { return stream ? stream->native_handle() : nullptr; }
+  bool StreamOrdered() const { return stream.has_value(); }
 };
 
 class WeftBackend : public c10d::Backend {
@@ -152,21 +164,34 @@ class WeftBackend : public c10d::Backend {
     c10::intrusive_ptr<WeftWork> group_work;  // endCoalescing's Work, or null
   };
 
-  c10::intrusive_ptr<WeftWork> NewWork(c10d::OpType type, std::vector<at::Tensor> outputs);
+  // A Work for tensors on `device` (none: host tensors). A CUDA Work's Future is CUDA-aware
+  // and its completion checks the communicator's asynchronous error (CheckAsyncError).
+  c10::intrusive_ptr<WeftWork> NewWork(c10d::OpType type, std::vector<at::Tensor> outputs,
+                                       const c10::optional<at::Device>& device = c10::nullopt);
+  // An operation for the tensors dev checked: its Work, timeout and (CUDA) current stream.
+  PendingOp NewOp(const CallDevice& dev, c10d::OpType type, std::vector<at::Tensor> outputs,
+                  std::chrono::milliseconds timeout);
+  // Throws DistBackendError when a stream-ordered operation of this communicator failed after
+  // it was queued (weftCommGetAsyncError); nothing once the communicator is gone.
+  void CheckAsyncError();
   // all_gather with a different size per rank (collectives.cc): weftAllGatherV.
   c10::intrusive_ptr<c10d::Work> AllGatherUneven(std::vector<at::Tensor>& targets,
                                                  const at::Tensor& input,
-                                                 const c10d::AllgatherOptions& opts);
+                                                 const c10d::AllgatherOptions& opts,
+                                                 const CallDevice& dev);
   // A reduce-scatter of `flat` (every rank's block back to back, checked by the caller):
   // weftReduceScatter when counts is empty (even blocks), else weftReduceScatterV with counts
   // (elements per rank).
   c10::intrusive_ptr<c10d::Work> ReduceScatterFlat(at::Tensor& output, at::Tensor& flat,
                                                    std::vector<size_t> counts,
                                                    const c10d::ReduceScatterOptions& opts,
-                                                   const char* name, c10d::OpType type);
+                                                   const CallDevice& dev, c10d::OpType type);
   // Runs now (blocking call, nothing queued) or queues for the progress thread.
   c10::intrusive_ptr<c10d::Work> Submit(PendingOp op, bool async_op);
   void Enqueue(Batch batch);
+  // Runs a batch of stream-ordered CUDA operations on this thread, once the progress thread
+  // is idle (operations reach weft in submission order): weft queues them on their stream.
+  void RunDeviceBatch(Batch& batch);
   // Holds a send or receive back until FlushPointToPoint (or joins the coalescing block).
   c10::intrusive_ptr<c10d::Work> SubmitPointToPoint(PendingOp op);
   // Queues every held-back send and receive, in posting order, as one batch (one weft group).
@@ -178,6 +203,10 @@ class WeftBackend : public c10d::Backend {
   std::exception_ptr RunBatch(Batch& batch);
   void IssueAll(std::vector<PendingOp>& ops);
   static void CompleteBatch(Batch& batch, const std::exception_ptr& error);
+  // Throws ValueError when op cannot join `others` in one weft group: CPU and CUDA operations,
+  // or CUDA operations on different streams.
+  static void CheckGroupable(const std::vector<PendingOp>& others, const PendingOp& op,
+                             const char* what);
   void ProgressLoop();
   void StopProgressThread();
   void ApplyTimeout(std::chrono::milliseconds timeout);

@@ -1,4 +1,5 @@
-"""weft as a torch.distributed backend: ``init_process_group("weft")`` for CPU tensors.
+"""weft as a torch.distributed backend: ``init_process_group("weft")`` for CPU and CUDA tensors
+(CUDA tensors need weft's CUDA device runtime, WEFT_DEVICE=cuda; see README.md).
 
 Importing this package registers the backend; the package's entry point does the same for
 scripts that never import it (``torch.distributed`` looks up ``torch.distributed.backends``
@@ -34,10 +35,12 @@ WeftBackend.perform_nocolor_split = _nocolor_split_not_needed
 
 
 def register():
-    """Registers backend "weft" for CPU tensors (idempotent)."""
+    """Registers backend "weft" for CPU and CUDA tensors (idempotent). One backend object
+    serves both devices of a group (torch registers a single backend when every device maps to
+    the same name), so CPU and CUDA calls share one communicator and one order."""
     if "WEFT" in dist.Backend._plugins:
         return
-    dist.Backend.register_backend("weft", _create_backend, devices=["cpu"])
+    dist.Backend.register_backend("weft", _create_backend, devices=["cpu", "cuda"])
 
 
 def last_algorithm(group=None):

@@ -17,8 +17,11 @@ encoding dropped, so the next step sends it: the running mean of the decoded gra
 to the true mean instead of keeping the codec's bias. DDP rebuilds its buckets after the first
 iteration; a residual whose bucket changed (element count or parameter shapes) is reset to zero.
 
-The hooks need a process group whose CPU backend is weft, float32 or bfloat16 gradients and
-CPU tensors; anything else raises a clear error naming what was found.
+The hooks need a process group whose CPU backend is weft and float32 or bfloat16 gradients;
+anything else raises a clear error naming what was found. Gradients may be CPU or CUDA tensors:
+on CUDA the compressed allreduce is queued on the bucket's current stream (weft stages it
+through pinned host memory itself: its codecs run on the host), and the residuals live on the
+bucket's device.
 """
 import torch
 import torch.distributed as dist
@@ -114,7 +117,7 @@ class CompressionState:
         if residual is None or self._signatures.get(key) != signature:
             if residual is not None:
                 self.resets += 1
-            residual = torch.zeros(tensor.numel(), dtype=torch.float32)
+            residual = torch.zeros(tensor.numel(), dtype=torch.float32, device=tensor.device)
             self.residuals[key] = residual
             self._signatures[key] = signature
         return residual
@@ -148,7 +151,7 @@ def _weft_backend(group, who):
 
 
 def compressed_all_reduce(tensor, state, key=0, signature=None, who="compressed_all_reduce"):
-    """Averages `tensor` (float32/bfloat16, CPU, contiguous) in place over state's group with
+    """Averages `tensor` (float32/bfloat16, CPU or CUDA, contiguous) in place over state's group with
     state's codec, using the residual kept under `key`; returns a Future holding the tensor.
     What the hooks run per bucket; usable on its own (e.g. for a model's own gradient arena)."""
     if not isinstance(state, CompressionState):

@@ -4,6 +4,7 @@ import torch
 import torch.distributed as dist
 
 from common import init_world
+from weft_torch import _C
 
 
 def expect(exc_type, words, fn):
@@ -54,14 +55,40 @@ if __name__ == "__main__":
                lambda: dist.all_reduce(torch.ones(3, dtype=torch.int64), op=dist.ReduceOp.BAND)),
         expect(ValueError, ["broadcast", "root rank 7"],
                lambda: backend.broadcast([torch.ones(3)], _broadcast_options(7)).wait()),
-        expect(ValueError, ["all_reduce", "cuda:0", "CPU tensors only until weft's GPU path",
-                            "cpu:weft,cuda:nccl"],
+        # A CUDA tensor while weft's device runtime is not "cuda" (no GPU here: "none"), through
+        # the collectives' own check.
+        expect(ValueError, ["all_reduce", "tensor[0] is on cuda:0",
+                            f'device runtime is "{_C.device_runtime()}"', "WEFT_DEVICE=cuda"],
                lambda: backend.allreduce([fake_cuda_tensor()]).wait()),
-        expect(ValueError, ["all_gather_into_tensor", "cuda:0", "CPU tensors only"],
+        expect(ValueError, ["all_gather_into_tensor", "output is on cuda:0", "WEFT_DEVICE=cuda"],
                lambda: backend._allgather_base(fake_cuda_tensor(), torch.ones(3)).wait()),
-        expect(ValueError, ["all_reduce", "meta", "CPU tensors only"],
+        expect(ValueError, ["all_reduce", "meta", "handles CPU and CUDA tensors"],
                lambda: backend.allreduce([torch.empty(3, device="meta")]).wait()),
+        # Mixed devices in one call, with the CUDA runtime present: the same check, given the
+        # devices (no CUDA tensor can exist on a machine without a GPU).
+        expect(ValueError, ["all_gather", "tensor_list[1] is on cpu", "tensor[0] is on cuda:0",
+                            "same device"],
+               lambda: _C._check_devices("all_gather", [("tensor[0]", torch.device("cuda:0")),
+                                                        ("tensor_list[1]", torch.device("cpu"))],
+                                         "cuda")),
+        expect(ValueError, ["all_to_all", "input_tensor_list[0] is on cuda:1",
+                            "output_tensor_list[0] is on cuda:0"],
+               lambda: _C._check_devices("all_to_all",
+                                         [("output_tensor_list[0]", torch.device("cuda:0")),
+                                          ("input_tensor_list[0]", torch.device("cuda:1"))],
+                                         "cuda")),
+        expect(ValueError, ["reduce", "tensor[0] is on cuda:0", 'runtime is "emulated"',
+                            "WEFT_DEVICE=cuda"],
+               lambda: _C._check_devices("reduce", [("tensor[0]", torch.device("cuda:0"))],
+                                         "emulated")),
     ]
+    # CUDA tensors of one device under the CUDA runtime pass the check.
+    _C._check_devices("all_reduce", [("a", torch.device("cuda:0")), ("b", torch.device("cuda:0"))],
+                      "cuda")
+    # One backend serves both devices of the group.
+    assert dist.Backend.backend_capability["weft"] == ["cpu", "cuda"], \
+        dist.Backend.backend_capability["weft"]
+    assert sorted(d.type for d in dist.group.WORLD._device_types) == ["cpu", "cuda"]
     # The group still works.
     t = torch.ones(3)
     dist.all_reduce(t)
