@@ -11,7 +11,9 @@
 #   6. benchmarks: nccl-perf (NCCL itself, 1 GPU) and weft-perf --device on 1, 2, 4 ranks
 #      sharing the GPU (ipc, and 2 ranks staged), plus weft-perf on host buffers (benchmarks
 #      never fail the run)
-#   7. tests/gpu/latency.sh: the 8 B latency's breakdown (the GPU's hand-off floor, ipc vs
+#   7. PyTorch: unmodified DDP on the NCCL shim (tests/gpu/torch_ddp_shim.sh); the weft backend
+#      built here (tests/gpu/torch_build.sh) and run on CUDA tensors (torch_backend_cuda.py)
+#   8. tests/gpu/latency.sh: the 8 B latency's breakdown (the GPU's hand-off floor, ipc vs
 #      staged, with and without MPS) and 256 MiB on 2 and 4 ranks
 # Exit status: non-zero when any test step failed.
 set -uo pipefail
@@ -139,6 +141,23 @@ WEFT_DEVICE=cuda WEFT_IPC=0 bench weft_device_staged_perf_2.log "$BIN/weftrun" -
   "$BIN/weft-perf" --device $PERF_ARGS --json "$LOGS/weft_device_staged_allreduce_2.json"
 bench weft_host_perf_2.log "$BIN/weftrun" -n 2 "$BIN/weft-perf" $PERF_ARGS \
   --json "$LOGS/weft_host_allreduce_2.json"
+step "PyTorch: DDP (backend nccl) on the NCCL shim, then the weft backend on CUDA tensors"
+# Unmodified DDP under LD_PRELOAD of the shim, 2 ranks on the GPU vs 1 rank on the doubled batch.
+PYTHON=${PYTHON:-python3} RUN_S=100 run torch_ddp_shim.log bash tests/gpu/torch_ddp_shim.sh "$SHIM_DIR" \
+  "$(dirname "$BIN")" "$LOGS/ddp"
+grep -E "PASS|FAIL|step" "$LOGS/torch_ddp_shim.log" | tail -12 >> "$OUT/summary.txt"
+# The weft backend, built here against this machine's torch (about 40 s on 16 cores); its build
+# script finds the environment a one-rank weft group runs in (the first try crashed inside
+# torch's process: free(): invalid pointer) and writes it to env.sh.
+if [ -n "${BUNDLE:-}" ] && RUN_S=200 run torch_build.log bash tests/gpu/torch_build.sh; then
+  RUN_S=200 run torch_backend_cuda.log bash -c ". /tmp/weft-torch-cuda/env.sh && \
+    ${PYTHON:-python3} tests/gpu/torch_backend_cuda.py --sizes 1 7 4099 4194304 --group-timeout 90 \
+    --logdir $LOGS/torch"
+  grep -E "ALL OK|FAIL" "$LOGS/torch_backend_cuda.log" | tail -12 >> "$OUT/summary.txt"
+else
+  tail -20 "$LOGS/torch_build.log" >> "$OUT/summary.txt"
+fi
+
 step "latency breakdown (tests/gpu/latency.sh; figures in latency.txt)"
 bash tests/gpu/latency.sh > /dev/null 2>&1
 grep -E '^(==|torch|mps|no-mps|mps) ' "$OUT/latency.txt" | head -60 >> "$OUT/summary.txt"
