@@ -131,6 +131,11 @@ import sys, torch, torch.distributed as dist
 import weft_torch
 step = lambda s: print("smoke:", s, flush=True)
 step("imported")
+# Allocators and UCX in this process: a preloaded malloc (ML images often preload one) freed
+# by another allocator gives exactly "free(): invalid pointer".
+maps = open("/proc/self/maps").read()
+step("loaded: " + ", ".join(sorted({l.split()[-1].rsplit("/", 1)[-1] for l in maps.splitlines()
+                                   if any(k in l for k in ("malloc", "jemalloc", "tcmalloc", "libucm", "libucs", "hwloc"))})))
 dist.init_process_group("weft", rank=0, world_size=1, init_method="tcp://127.0.0.1:" + sys.argv[1])
 step("init_process_group")
 t = torch.ones(4); dist.all_reduce(t); assert t.tolist() == [1.0] * 4; step("cpu all_reduce")
@@ -146,8 +151,10 @@ chosen=""
 # and come from the machine's hwloc, not the bundle's: the second variant keeps them out.
 no_hwloc_plugins="HWLOC_PLUGINS_DIR=/nonexistent HWLOC_COMPONENTS=-cuda,-nvml,-opencl,-rsmi,-levelzero,-gl"
 no_ucx_hooks="UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_EVENTS=no"
+echo "torch_build.sh: LD_PRELOAD=${LD_PRELOAD:-(unset)}"
 for variant in "" "$no_hwloc_plugins" "WEFT_TRANSPORT=tcp" \
-               "$no_hwloc_plugins WEFT_TRANSPORT=tcp $no_ucx_hooks"; do
+               "$no_hwloc_plugins WEFT_TRANSPORT=tcp $no_ucx_hooks" \
+               "$no_hwloc_plugins WEFT_TRANSPORT=tcp $no_ucx_hooks LD_PRELOAD="; do
   port=$((port + 1))
   out=$( (. "$DEST/env.sh" && cd / && env $variant WEFT_DEBUG=INFO timeout 60 "$PY" "$DEST/smoke.py" $port) 2>&1)
   if echo "$out" | grep -q "^smoke: ok"; then chosen="ok:$variant"; break; fi
