@@ -438,9 +438,11 @@ int main(int argc, char** argv) {
 
   weftCompression job_wide_spec;
   const weftCompression* job_wide = JobWideCodec(o, &job_wide_spec);
+  // The codec whose error the check allows: --compress's, else WEFT_COMPRESSION's (JobWideCodec
+  // is nullptr under --compress), else none.
+  const weftCompression* lossy = o.compress ? &compression : job_wide;
   if (o.threads > 0) {
-    if (o.compress) o.tolerance = CompressedTolerance(o, compression, o.threads);
-    if (job_wide) o.tolerance = CompressedTolerance(o, *job_wide, o.threads);
+    if (lossy) o.tolerance = CompressedTolerance(o, *lossy, o.threads);
     std::vector<weftComm_t> comms(o.threads);
     weftResult_t r = weftCommInitAll(comms.data(), o.threads, nullptr);
     if (r != weftSuccess) {
@@ -494,8 +496,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   perf_backend_t b = MakeBackend(&ctx, description);
-  if (o.compress) o.tolerance = CompressedTolerance(o, compression, b.nranks);
-  if (job_wide) o.tolerance = CompressedTolerance(o, *job_wide, b.nranks);
+  if (lossy) o.tolerance = CompressedTolerance(o, *lossy, b.nranks);
   int rc = perf_run(&b, &o);
   if (rc == 2)
     weftCommAbort(ctx.comm);

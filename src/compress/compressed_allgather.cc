@@ -20,7 +20,7 @@ Status RunAllGatherCompressed(const void* sendbuff, void* recvbuff, size_t sendc
   WEFT_RETURN_IF_ERROR(CheckCompressedCall(comm, datatype, false, weftSum, spec, sendbuff,
                                            sendcount, recvbuff, sendcount * nranks));
   if (sendcount == 0) return OkStatus();
-  const size_t elem = datatype == weftBfloat16 ? 2 : 4;
+  const size_t elem = ElementBytes(datatype);
   const std::vector<WorkExtent> extents{{sendbuff, sendcount * elem, true, false},
                                         {recvbuff, sendcount * nranks * elem, false, true},
                                         {residual, sendcount * sizeof(float), true, true}};

@@ -183,7 +183,7 @@ Status RunAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t count
   WEFT_RETURN_IF_ERROR(CheckCompressedCall(comm, datatype, true, op, spec, sendbuff, count,
                                            recvbuff, count));
   if (count == 0) return OkStatus();
-  const size_t bytes = count * (datatype == weftBfloat16 ? 2 : 4);
+  const size_t bytes = count * ElementBytes(datatype);
   const std::vector<WorkExtent> extents{{sendbuff, bytes, true, false},
                                         {recvbuff, bytes, false, true},
                                         {residual, count * sizeof(float), true, true}};

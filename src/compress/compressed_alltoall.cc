@@ -97,7 +97,7 @@ Status RunAllToAllv(const void* sendbuff, const Layout& l, void* recvbuff, weftD
   // locals): it keeps copies.
   auto copy = [nranks](const size_t* t) { return std::vector<size_t>(t, t + nranks); };
   // The receive buffer is read too: the copy back must keep what the call leaves alone (gaps).
-  const size_t elem = datatype == weftBfloat16 ? 2 : 4;
+  const size_t elem = ElementBytes(datatype);
   const std::vector<WorkExtent> extents{{sendbuff, send_extent * elem, true, false},
                                         {recvbuff, recv_extent * elem, true, true}};
   return RunCompressedCall(comm, stream, "weftAllToAllvCompressed", extents,

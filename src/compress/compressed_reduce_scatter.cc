@@ -23,7 +23,7 @@ Status RunReduceScatterCompressed(const void* sendbuff, void* recvbuff, size_t r
   WEFT_RETURN_IF_ERROR(CheckCompressedCall(comm, datatype, true, op, spec, sendbuff,
                                            recvcount * nranks, recvbuff, recvcount));
   if (recvcount == 0) return OkStatus();
-  const size_t elem = datatype == weftBfloat16 ? 2 : 4;
+  const size_t elem = ElementBytes(datatype);
   const std::vector<WorkExtent> extents{{sendbuff, recvcount * nranks * elem, true, false},
                                         {recvbuff, recvcount * elem, false, true},
                                         {residual, recvcount * nranks * sizeof(float), true, true}};

@@ -95,6 +95,14 @@ void RunJob(weftComm* comm, Job* job, const std::string& what) {
   job->Release(rt);
 }
 
+// Device buffers run on a device stream (or NULL), never on a weft host stream.
+Status RefuseHostStream(weftStream_t stream) {
+  if (stream == nullptr || LookupStream(stream) == nullptr) return OkStatus();
+  return InvalidArgument("stream=" + PtrStr(stream) +
+                         " is a weft host stream, but the buffers are device memory: pass a "
+                         "device stream (weftDeviceStreamCreate, a cudaStream_t) or NULL");
+}
+
 // Queues a planned job: its stream half on stream, its progress half on comm's thread.
 Status SubmitJob(weftComm* comm, std::shared_ptr<Job> job, size_t staging_bytes, weftStream_t stream,
                  const std::string& what) {
@@ -136,10 +144,7 @@ bool NeedsDevicePath(const weftComm* comm, const std::variant<CollectiveCall, P2
 }
 
 Status SubmitDeviceOps(weftComm* comm, DeviceOps ops, weftStream_t stream) {
-  if (stream != nullptr && LookupStream(stream) != nullptr)
-    return InvalidArgument("stream=" + PtrStr(stream) +
-                           " is a weft host stream, but the buffers are device memory: pass a "
-                           "device stream (weftDeviceStreamCreate, a cudaStream_t) or NULL");
+  WEFT_RETURN_IF_ERROR(RefuseHostStream(stream));
   bool taken = false;
   Status ipc = TrySubmitIpc(comm, ops, stream, &taken);  // device to device (device_ipc.h)
   if (taken) return ipc;
@@ -161,10 +166,7 @@ bool TouchesDevice(const std::vector<WorkExtent>& extents, weftStream_t stream) 
 
 Status StageHostWork(weftComm* comm, const std::vector<WorkExtent>& extents, HostWork work,
                      weftStream_t stream, const std::string& what) {
-  if (stream != nullptr && LookupStream(stream) != nullptr)
-    return InvalidArgument("stream=" + PtrStr(stream) +
-                           " is a weft host stream, but the buffers are device memory: pass a "
-                           "device stream (weftDeviceStreamCreate, a cudaStream_t) or NULL");
+  WEFT_RETURN_IF_ERROR(RefuseHostStream(stream));
   auto job = std::make_shared<Job>();
   size_t staging_bytes = 0;
   StagedPiece piece = PlanHostWork(extents, device::ActiveRuntime(), &staging_bytes);
