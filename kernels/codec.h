@@ -12,24 +12,17 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/codec_layout.h"
 #include "weft/weft_compress.h"
 
 namespace weft::codec {
 
-// "" when spec is usable, else a message naming the bad field and its value.
-std::string ValidateSpec(const weftCompression& spec);
+// ValidateSpec, IsBlockCodec, TopKCount, EncodedBytes (the exact size of an encoding) and
+// CodecName are defined inline in kernels/codec_layout.h: the device plugins share them.
 
-// Whether the codec has a per-block scale (fp8, int8, int4, sign1).
-bool IsBlockCodec(weftCodec_t codec);
-
-// Kept elements of top-k: max(1, round(ratio * count)), at most count (0 for count 0).
-size_t TopKCount(float ratio, size_t count);
-
-// Exact size of the encoding of count values: a pure function of (spec, count).
 // No codec's encoding takes more than this many bytes per value (top-k: index + value; bf16:
 // 2; block codecs: under 2 with their scales): callers bound counts with it before sizing.
 constexpr size_t kMaxEncodedBytesPerValue = 8;
-size_t EncodedBytes(const weftCompression& spec, size_t count);
 
 // Encodes src[0..count) into dst. `stream` selects the stochastic-rounding stream (ignored
 // without WEFT_COMPRESS_STOCHASTIC). top-k needs count < 2^32.
@@ -60,7 +53,6 @@ void DecodeWithDropped(const weftCompression& spec, const uint8_t* encoded, size
 enum class Feedback { kStore, kAdd };
 void DroppedIntoResidual(const weftCompression& spec, const uint8_t* encoded, size_t count,
                          const float* values, Feedback mode, float weight, float* residual);
-const char* CodecName(weftCodec_t codec);
 // Name of the kernel table in use ("avx2" or "generic").
 const char* ActiveCodecIsa();
 

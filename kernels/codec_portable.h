@@ -39,18 +39,13 @@ inline void PortableToBf16(const float* s, size_t n, uint16_t* d) {
   for (size_t i = 0; i < n; ++i) d[i] = FloatToBfloat16(s[i]);
 }
 inline void PortableFromBf16(const uint16_t* s, size_t n, float* d) {
-  for (size_t i = 0; i < n; ++i) d[i] = Bfloat16ToFloat(s[i]);
+  for (size_t i = 0; i < n; ++i) d[i] = DecodeBf16Value(s[i]);
 }
 inline void PortableToFp16(const float* s, size_t n, uint16_t* d) {
   for (size_t i = 0; i < n; ++i) d[i] = FloatToHalf(s[i]);
 }
 inline void PortableFromFp16(const uint16_t* s, size_t n, float* d) {
-  // NaN comes out quiet (as F16C's vcvtph2ps does): the codec decodes every pattern, and the
-  // encoder only ever writes quiet NaNs anyway.
-  for (size_t i = 0; i < n; ++i) {
-    const float f = HalfToFloat(s[i]);
-    d[i] = f != f ? FloatFromBits(FloatBits(f) | 0x400000u) : f;
-  }
+  for (size_t i = 0; i < n; ++i) d[i] = DecodeFp16Value(s[i]);
 }
 
 inline CodecKernels MakePortableCodecKernels(const char* isa) {

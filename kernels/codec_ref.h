@@ -61,6 +61,13 @@
 //
 // Internal linkage on purpose (anonymous namespace): codec_avx2.cc compiles this header under a
 // target pragma, and shared inline symbols would let the linker pick AVX2 copies for everyone.
+//
+// One source for every compiler (kernels/host_device.h): the CPU tables, the emulated GPU and
+// nvcc's device code (kernels/codec.cu, through kernels/codec_kernels.h) compile these same
+// functions. Hence no std:: math here: the few library calls go through the Std* wrappers
+// below, which are the std:: functions on the host (so the CPU's bits are what they were) and
+// CUDA's IEEE-exact equivalents in device code; NaN/inf constants are written as bit patterns.
+// nvcc must not contract a multiply and an add into an FMA (codec.cu builds with --fmad=false).
 #pragma once
 
 #include <cfloat>
@@ -70,6 +77,7 @@
 #include <cstring>
 
 #include "kernels/half.h"
+#include "kernels/host_device.h"
 
 namespace weft::codec {
 namespace {
@@ -80,19 +88,44 @@ constexpr float kE4m3Max = 448.0f;
 constexpr float kE5m2Max = 57344.0f;
 constexpr uint32_t kNonFiniteBits = 0x7F800000u;  // |x| bits at or above: inf or NaN
 
+// ---- the library calls, exact on both compilers ----
+// floor, |x| and the double square root are exact (correctly rounded) on x86 and on CUDA alike;
+// the NaN is the one <cmath>'s NAN gives on x86 (0x7FC00000), stored as a constant.
+WEFT_HOST_DEVICE inline float StdFloor(float x) {
+#if defined(__CUDA_ARCH__)
+  return ::floorf(x);
+#else
+  return std::floor(x);
+#endif
+}
+WEFT_HOST_DEVICE inline double StdSqrt(double x) {
+#if defined(__CUDA_ARCH__)
+  return ::sqrt(x);
+#else
+  return std::sqrt(x);
+#endif
+}
+WEFT_HOST_DEVICE inline float AbsOf(float x) { return FloatFromBits(FloatBits(x) & 0x7FFFFFFFu); }
+WEFT_HOST_DEVICE inline bool IsNanValue(float x) { return x != x; }
+WEFT_HOST_DEVICE inline float QuietNan() { return FloatFromBits(0x7FC00000u); }
+WEFT_HOST_DEVICE inline float Infinity() { return FloatFromBits(0x7F800000u); }
+
 // 2^e for normal exponents, folded to a constant by the compiler (std::ldexp is a libm call).
-inline float Pow2(int e) { return FloatFromBits(static_cast<uint32_t>(127 + e) << 23); }
+WEFT_HOST_DEVICE inline float Pow2(int e) {
+  return FloatFromBits(static_cast<uint32_t>(127 + e) << 23);
+}
 
 // ---- seeded hashing (counter based, 32-bit so it vectorizes) ----
 
-inline uint64_t Mix64(uint64_t x) {  // splitmix64's finalizer
+WEFT_HOST_DEVICE inline uint64_t Mix64(uint64_t x) {  // splitmix64's finalizer
   x += 0x9E3779B97F4A7C15ull;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
   return x ^ (x >> 31);
 }
 
-inline uint32_t Hash32(uint32_t x) {  // "lowbias32" (a well-mixing 32-bit permutation)
+// "lowbias32" (a well-mixing 32-bit permutation)
+WEFT_HOST_DEVICE inline uint32_t Hash32(uint32_t x) {
   x ^= x >> 16;
   x *= 0x7FEB352Du;
   x ^= x >> 15;
@@ -102,13 +135,15 @@ inline uint32_t Hash32(uint32_t x) {  // "lowbias32" (a well-mixing 32-bit permu
 }
 
 // The key of the stochastic-rounding stream of one encode call and of the Hadamard signs.
-inline uint32_t StochasticKey(uint64_t seed, uint64_t stream) {
+WEFT_HOST_DEVICE inline uint32_t StochasticKey(uint64_t seed, uint64_t stream) {
   return static_cast<uint32_t>(Mix64(seed ^ Mix64(stream + 1)));
 }
-inline uint32_t RotationKey(uint64_t seed) { return static_cast<uint32_t>(Mix64(seed ^ 0x48414441ull)); }
+WEFT_HOST_DEVICE inline uint32_t RotationKey(uint64_t seed) {
+  return static_cast<uint32_t>(Mix64(seed ^ 0x48414441ull));
+}
 
 // u in [0, 1): the dither of element `index` (position in the encode call, mod 2^32).
-inline float Dither(uint32_t key, uint32_t index) {
+WEFT_HOST_DEVICE inline float Dither(uint32_t key, uint32_t index) {
   return static_cast<float>(Hash32(index + key) >> 8) * 0x1p-24f;
 }
 
@@ -116,7 +151,7 @@ inline float Dither(uint32_t key, uint32_t index) {
 
 // max over the block of the bits of |x|: for non-negative floats integer order is value order,
 // and inf/NaN compare above every finite value, so one max finds both.
-inline uint32_t AbsMaxBits(const float* x, size_t n) {
+WEFT_HOST_DEVICE inline uint32_t AbsMaxBits(const float* x, size_t n) {
   uint32_t m = 0;
   for (size_t i = 0; i < n; ++i) {
     const uint32_t a = FloatBits(x[i]) & 0x7FFFFFFFu;
@@ -127,17 +162,17 @@ inline uint32_t AbsMaxBits(const float* x, size_t n) {
 
 // scale = max(absmax / qmax, FLT_MIN): never subnormal, so 1/scale is finite and the
 // quantization of denormal blocks is exact arithmetic. NaN for blocks holding inf or NaN.
-inline float BlockScale(uint32_t absmax_bits, float qmax) {
-  if (absmax_bits >= kNonFiniteBits) return NAN;
+WEFT_HOST_DEVICE inline float BlockScale(uint32_t absmax_bits, float qmax) {
+  if (absmax_bits >= kNonFiniteBits) return QuietNan();
   const float scale = FloatFromBits(absmax_bits) / qmax;
   return scale > FLT_MIN ? scale : FLT_MIN;
 }
 
 // mean |x| for sign1: 8 double partial sums (element i into sum i mod 8, in index order),
 // combined as ((s0+s1)+(s2+s3))+((s4+s5)+(s6+s7)), divided by n in double, rounded once.
-inline float MeanAbs(const float* x, size_t n) {
+WEFT_HOST_DEVICE inline float MeanAbs(const float* x, size_t n) {
   double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  for (size_t i = 0; i < n; ++i) s[i % 8] += static_cast<double>(std::fabs(x[i]));
+  for (size_t i = 0; i < n; ++i) s[i % 8] += static_cast<double>(AbsOf(x[i]));
   const double total = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
   return n == 0 ? 0.0f : static_cast<float>(total / static_cast<double>(n));
 }
@@ -146,14 +181,15 @@ inline float MeanAbs(const float* x, size_t n) {
 
 // Round to nearest even for |v| < 2^22 without depending on the rounding-mode API: adding and
 // subtracting 1.5 * 2^23 leaves v rounded to an integer (float addition rounds to nearest even).
-inline float RoundHalfEven(float v) {
+WEFT_HOST_DEVICE inline float RoundHalfEven(float v) {
   const float magic = 12582912.0f;
   return (v + magic) - magic;
 }
 
 // Integer code of v (already multiplied by 1/scale), clamped to [-qmax, qmax].
-inline int IntCode(float v, float qmax, bool stochastic, uint32_t key, uint32_t index) {
-  float r = stochastic ? std::floor(v + Dither(key, index)) : RoundHalfEven(v);
+WEFT_HOST_DEVICE inline int IntCode(float v, float qmax, bool stochastic, uint32_t key,
+                                    uint32_t index) {
+  float r = stochastic ? StdFloor(v + Dither(key, index)) : RoundHalfEven(v);
   r = r > qmax ? qmax : r;
   r = r < -qmax ? -qmax : r;
   return static_cast<int>(r);
@@ -165,9 +201,9 @@ inline int IntCode(float v, float qmax, bool stochastic, uint32_t key, uint32_t 
 
 // |v| <= max after saturation; v must be finite (non-finite blocks never reach here).
 template <int kMantBits, int kBias, int kMinNormalExp>
-inline uint8_t FloatToFp8(float v, float max_value) {
+WEFT_HOST_DEVICE inline uint8_t FloatToFp8(float v, float max_value) {
   const uint32_t sign = (FloatBits(v) >> 24) & 0x80u;
-  float a = std::fabs(v);
+  float a = AbsOf(v);
   a = a < max_value ? a : max_value;
   const float min_normal = Pow2(kMinNormalExp);
   uint32_t code;
@@ -187,7 +223,7 @@ inline uint8_t FloatToFp8(float v, float max_value) {
 }
 
 template <int kMantBits, int kBias>
-inline float Fp8ToFloat(uint8_t c) {
+WEFT_HOST_DEVICE inline float Fp8ToFloat(uint8_t c) {
   const uint32_t exponent = (c & 0x7Fu) >> kMantBits;
   const uint32_t mantissa = c & ((1u << kMantBits) - 1u);
   float a;
@@ -199,15 +235,25 @@ inline float Fp8ToFloat(uint8_t c) {
   return (c & 0x80u) ? -a : a;
 }
 
-inline uint8_t FloatToE4m3(float v) { return FloatToFp8<3, 7, -6>(v, kE4m3Max); }
-inline uint8_t FloatToE5m2(float v) { return FloatToFp8<2, 15, -14>(v, kE5m2Max); }
+WEFT_HOST_DEVICE inline uint8_t FloatToE4m3(float v) { return FloatToFp8<3, 7, -6>(v, kE4m3Max); }
+WEFT_HOST_DEVICE inline uint8_t FloatToE5m2(float v) { return FloatToFp8<2, 15, -14>(v, kE5m2Max); }
 // Codes the encoder never produces (e4m3 NaN, e5m2 inf/NaN) decode to their IEEE meaning.
-inline float E4m3ToFloat(uint8_t c) {
-  return (c & 0x7Fu) == 0x7Fu ? NAN : Fp8ToFloat<3, 7>(c);
+WEFT_HOST_DEVICE inline float E4m3ToFloat(uint8_t c) {
+  return (c & 0x7Fu) == 0x7Fu ? QuietNan() : Fp8ToFloat<3, 7>(c);
 }
-inline float E5m2ToFloat(uint8_t c) {
-  if ((c & 0x7Fu) == 0x7Cu) return (c & 0x80u) ? -INFINITY : INFINITY;
-  return (c & 0x7Fu) > 0x7Cu ? NAN : Fp8ToFloat<2, 15>(c);
+WEFT_HOST_DEVICE inline float E5m2ToFloat(uint8_t c) {
+  if ((c & 0x7Fu) == 0x7Cu) return (c & 0x80u) ? -Infinity() : Infinity();
+  return (c & 0x7Fu) > 0x7Cu ? QuietNan() : Fp8ToFloat<2, 15>(c);
+}
+
+// ---- the casts' decoding of one value (encoding is half.h's FloatToBfloat16 / FloatToHalf) ----
+
+WEFT_HOST_DEVICE inline float DecodeBf16Value(uint16_t h) { return Bfloat16ToFloat(h); }
+// NaN comes out quiet (as F16C's vcvtph2ps does): the codec decodes every pattern, and the
+// encoder only ever writes quiet NaNs anyway.
+WEFT_HOST_DEVICE inline float DecodeFp16Value(uint16_t h) {
+  const float f = HalfToFloat(h);
+  return f != f ? FloatFromBits(FloatBits(f) | 0x400000u) : f;
 }
 
 // ---- per-block encode/decode (n <= B values; payload = this block's codes) ----
@@ -218,10 +264,11 @@ struct BlockContext {
   uint32_t first_index = 0;  // index of the block's first element in the encode call
 };
 
-inline float EncodeInt8Block(const float* x, size_t n, int8_t* codes, const BlockContext& c) {
+WEFT_HOST_DEVICE inline float EncodeInt8Block(const float* x, size_t n, int8_t* codes,
+                                              const BlockContext& c) {
   const float scale = BlockScale(AbsMaxBits(x, n), kInt8Max);
-  if (std::isnan(scale)) {
-    std::memset(codes, 0, n);
+  if (IsNanValue(scale)) {
+    memset(codes, 0, n);
     return scale;
   }
   const float inv = 1.0f / scale;
@@ -231,14 +278,21 @@ inline float EncodeInt8Block(const float* x, size_t n, int8_t* codes, const Bloc
   return scale;
 }
 
-inline void DecodeInt8Block(const int8_t* codes, size_t n, float scale, float* out) {
-  for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(codes[i]) * scale;
+// Every decoder is element-wise: value i of a block depends on its code and the block's scale
+// only (the device kernels decode one element per thread with these).
+WEFT_HOST_DEVICE inline float DecodeInt8Value(int8_t code, float scale) {
+  return static_cast<float>(code) * scale;
+}
+WEFT_HOST_DEVICE inline void DecodeInt8Block(const int8_t* codes, size_t n, float scale,
+                                             float* out) {
+  for (size_t i = 0; i < n; ++i) out[i] = DecodeInt8Value(codes[i], scale);
 }
 
-inline float EncodeInt4Block(const float* x, size_t n, uint8_t* packed, const BlockContext& c) {
+WEFT_HOST_DEVICE inline float EncodeInt4Block(const float* x, size_t n, uint8_t* packed,
+                                              const BlockContext& c) {
   const float scale = BlockScale(AbsMaxBits(x, n), kInt4Max);
-  std::memset(packed, 0, (n + 1) / 2);
-  if (std::isnan(scale)) return scale;
+  memset(packed, 0, (n + 1) / 2);
+  if (IsNanValue(scale)) return scale;
   const float inv = 1.0f / scale;
   for (size_t i = 0; i < n; ++i) {
     const int q = IntCode(x[i] * inv, kInt4Max, c.stochastic, c.key,
@@ -248,20 +302,23 @@ inline float EncodeInt4Block(const float* x, size_t n, uint8_t* packed, const Bl
   return scale;
 }
 
-inline void DecodeInt4Block(const uint8_t* packed, size_t n, float scale, float* out) {
-  for (size_t i = 0; i < n; ++i) {
-    const int nibble = (packed[i / 2] >> (4 * (i % 2))) & 0xF;
-    const int q = nibble >= 8 ? nibble - 16 : nibble;  // sign-extend
-    out[i] = static_cast<float>(q) * scale;
-  }
+// Value i of a block's packed codes.
+WEFT_HOST_DEVICE inline float DecodeInt4Value(const uint8_t* packed, size_t i, float scale) {
+  const int nibble = (packed[i / 2] >> (4 * (i % 2))) & 0xF;
+  const int q = nibble >= 8 ? nibble - 16 : nibble;  // sign-extend
+  return static_cast<float>(q) * scale;
+}
+WEFT_HOST_DEVICE inline void DecodeInt4Block(const uint8_t* packed, size_t n, float scale,
+                                             float* out) {
+  for (size_t i = 0; i < n; ++i) out[i] = DecodeInt4Value(packed, i, scale);
 }
 
 template <bool kE4m3>
-inline float EncodeFp8Block(const float* x, size_t n, uint8_t* codes) {
+WEFT_HOST_DEVICE inline float EncodeFp8Block(const float* x, size_t n, uint8_t* codes) {
   const float qmax = kE4m3 ? kE4m3Max : kE5m2Max;
   const float scale = BlockScale(AbsMaxBits(x, n), qmax);
-  if (std::isnan(scale)) {
-    std::memset(codes, 0, n);
+  if (IsNanValue(scale)) {
+    memset(codes, 0, n);
     return scale;
   }
   const float inv = 1.0f / scale;
@@ -271,36 +328,47 @@ inline float EncodeFp8Block(const float* x, size_t n, uint8_t* codes) {
 }
 
 template <bool kE4m3>
-inline void DecodeFp8Block(const uint8_t* codes, size_t n, float scale, float* out) {
-  for (size_t i = 0; i < n; ++i) out[i] = (kE4m3 ? E4m3ToFloat(codes[i]) : E5m2ToFloat(codes[i])) * scale;
+WEFT_HOST_DEVICE inline float DecodeFp8Value(uint8_t code, float scale) {
+  return (kE4m3 ? E4m3ToFloat(code) : E5m2ToFloat(code)) * scale;
+}
+template <bool kE4m3>
+WEFT_HOST_DEVICE inline void DecodeFp8Block(const uint8_t* codes, size_t n, float scale,
+                                            float* out) {
+  for (size_t i = 0; i < n; ++i) out[i] = DecodeFp8Value<kE4m3>(codes[i], scale);
 }
 
-inline float EncodeSignBlock(const float* x, size_t n, uint8_t* bits) {
-  std::memset(bits, 0, (n + 7) / 8);
-  if (AbsMaxBits(x, n) >= kNonFiniteBits) return NAN;
+WEFT_HOST_DEVICE inline float EncodeSignBlock(const float* x, size_t n, uint8_t* bits) {
+  memset(bits, 0, (n + 7) / 8);
+  if (AbsMaxBits(x, n) >= kNonFiniteBits) return QuietNan();
   for (size_t i = 0; i < n; ++i) bits[i / 8] |= static_cast<uint8_t>((FloatBits(x[i]) >> 31) << (i % 8));
   return MeanAbs(x, n);
 }
 
-inline void DecodeSignBlock(const uint8_t* bits, size_t n, float scale, float* out) {
-  for (size_t i = 0; i < n; ++i) out[i] = ((bits[i / 8] >> (i % 8)) & 1u) ? -scale : scale;
+WEFT_HOST_DEVICE inline float DecodeSignValue(const uint8_t* bits, size_t i, float scale) {
+  return ((bits[i / 8] >> (i % 8)) & 1u) ? -scale : scale;
+}
+WEFT_HOST_DEVICE inline void DecodeSignBlock(const uint8_t* bits, size_t n, float scale,
+                                             float* out) {
+  for (size_t i = 0; i < n; ++i) out[i] = DecodeSignValue(bits, i, scale);
 }
 
 // ---- randomized Hadamard rotation of one block (B a power of two) ----
 
-inline float HadamardNorm(size_t b) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(b))); }
+WEFT_HOST_DEVICE inline float HadamardNorm(size_t b) {
+  return static_cast<float>(1.0 / StdSqrt(static_cast<double>(b)));
+}
 
-inline float RotationSign(uint32_t key, size_t j) {
+WEFT_HOST_DEVICE inline float RotationSign(uint32_t key, size_t j) {
   return (Hash32(static_cast<uint32_t>(j) ^ key) & 1u) ? -1.0f : 1.0f;
 }
 
 // d_j for j < b (the same for every block of an encode call).
-inline void RotationSigns(uint32_t key, size_t b, float* signs) {
+WEFT_HOST_DEVICE inline void RotationSigns(uint32_t key, size_t b, float* signs) {
   for (size_t j = 0; j < b; ++j) signs[j] = RotationSign(key, j);
 }
 
 // In-place fast Walsh-Hadamard transform, butterflies in this exact order (unnormalized).
-inline void Fwht(float* y, size_t b) {
+WEFT_HOST_DEVICE inline void Fwht(float* y, size_t b) {
   for (size_t h = 1; h < b; h *= 2)
     for (size_t i = 0; i < b; i += 2 * h)
       for (size_t j = i; j < i + h; ++j) {
@@ -312,7 +380,8 @@ inline void Fwht(float* y, size_t b) {
 
 // y = H (d . x) / sqrt(b); x has n <= b values, the rest are taken as zero. signs = d.
 // (Multiplying by +-1.0, not flipping sign bits, so NaN payloads behave as in a multiply.)
-inline void RotateForward(const float* x, size_t n, size_t b, const float* signs, float* y) {
+WEFT_HOST_DEVICE inline void RotateForward(const float* x, size_t n, size_t b, const float* signs,
+                                           float* y) {
   for (size_t j = 0; j < b; ++j) y[j] = j < n ? x[j] * signs[j] : 0.0f;
   Fwht(y, b);
   const float norm = HadamardNorm(b);
@@ -320,7 +389,7 @@ inline void RotateForward(const float* x, size_t n, size_t b, const float* signs
 }
 
 // x = d . (H y) / sqrt(b), in place on y (b values).
-inline void RotateInverse(float* y, size_t b, const float* signs) {
+WEFT_HOST_DEVICE inline void RotateInverse(float* y, size_t b, const float* signs) {
   Fwht(y, b);
   const float norm = HadamardNorm(b);
   for (size_t j = 0; j < b; ++j) y[j] = (y[j] * norm) * signs[j];
