@@ -30,14 +30,20 @@ file(GLOB WEFT_EMULATED_SOURCES CONFIGURE_DEPENDS ${WEFT_ROOT_DIR}/src/device/em
 weft_device_plugin(weft_device_emulated weft-device-emulated ${WEFT_EMULATED_SOURCES})
 
 if(WEFT_CUDA_ENABLED)
-  # The CUDA kernels, compiled by nvcc from kernels/element_ops.h (one source with the CPU and
-  # the emulated GPU): linked into the cuda plugin and into the GPU kernel test, never libweft.
+  # The CUDA kernels, compiled by nvcc from kernels/element_ops.h and kernels/codec_kernels.h
+  # (one source with the CPU and the emulated GPU): linked into the cuda plugin and into the GPU
+  # kernel test, never libweft.
   file(GLOB WEFT_CUDA_KERNEL_SOURCES CONFIGURE_DEPENDS ${WEFT_ROOT_DIR}/kernels/*.cu)
   add_library(weft_cuda_kernels STATIC ${WEFT_CUDA_KERNEL_SOURCES})
   target_include_directories(weft_cuda_kernels PUBLIC ${WEFT_ROOT_DIR}/include ${WEFT_ROOT_DIR})
   target_compile_definitions(weft_cuda_kernels PUBLIC WEFT_HAVE_CUDA=1)
   target_link_libraries(weft_cuda_kernels PUBLIC CUDA::cudart_static)
   set_target_properties(weft_cuda_kernels PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  # The CPU's float semantics, stated rather than left to defaults: no multiply-add contraction
+  # (the codecs' x * inv + magic must round twice, as on the CPU), subnormals kept, IEEE
+  # division and square root. The kernels equal the CPU's bit for bit only so.
+  target_compile_options(weft_cuda_kernels PRIVATE
+    $<$<COMPILE_LANGUAGE:CUDA>:--fmad=false -ftz=false -prec-div=true -prec-sqrt=true>)
 
   file(GLOB WEFT_CUDA_PLUGIN_SOURCES CONFIGURE_DEPENDS ${WEFT_ROOT_DIR}/src/device/cuda/*.cc)
   weft_device_plugin(weft_device_cuda weft-device-cuda ${WEFT_CUDA_PLUGIN_SOURCES})

@@ -14,6 +14,7 @@
 
 #include <cuda_runtime.h>
 
+#include "kernels/cuda_grid.cuh"
 #include "kernels/element_ops.h"
 
 namespace weft::kernels::cuda {
@@ -64,22 +65,7 @@ __global__ void CastKernel(void* dst, weftDataType_t dst_type, const void* src,
            count, stride);
 }
 
-// ---- launchers and the dispatch table ----
-constexpr int kThreads = 256;
-// Enough blocks to fill any current GPU several times over; the grid-stride loops cover the rest.
-constexpr size_t kMaxBlocks = 4096;
-
-unsigned int BlocksFor(size_t work) {
-  size_t blocks = (work + kThreads - 1) / kThreads;
-  if (blocks > kMaxBlocks) blocks = kMaxBlocks;
-  return static_cast<unsigned int>(blocks == 0 ? 1 : blocks);
-}
-
-weftResult_t LaunchResult() {
-  // cudaGetLastError also clears a sticky launch error so later calls are not blamed for it.
-  return cudaGetLastError() == cudaSuccess ? weftSuccess : weftUnhandledCudaError;
-}
-
+// ---- launchers and the dispatch table (BlocksFor, LaunchResult: cuda_grid.cuh) ----
 using ReduceLauncher = weftResult_t (*)(void*, const void*, const void*, size_t, cudaStream_t);
 using FinalizeLauncher = weftResult_t (*)(void*, size_t, int, cudaStream_t);
 

@@ -27,7 +27,8 @@
 //
 // ABI between libweft and a plugin: this C++ interface (the plugin is built from the same tree
 // by the same compiler) created through one C entry point, kPluginEntry, whose options carry
-// kPluginAbiVersion. Only header-only parts of weft cross it (Status, weft.h's enums).
+// kPluginAbiVersion. Only header-only parts of weft cross it (Status, weft.h's enums,
+// weft_compress.h's weftCompression).
 #pragma once
 
 #include <cstddef>
@@ -35,10 +36,11 @@
 
 #include "common/status.h"
 #include "weft/weft.h"
+#include "weft/weft_compress.h"
 
 namespace weft::device {
 
-inline constexpr int kPluginAbiVersion = 1;
+inline constexpr int kPluginAbiVersion = 2;  // 2: the codec launches
 inline constexpr const char* kPluginEntry = "weftDevicePluginCreate";
 inline constexpr size_t kIpcHandleBytes = 64;
 
@@ -119,6 +121,23 @@ class DeviceRuntime {
   // dst (dst_type) = src (src_type) for the floating types, rounding to nearest even.
   virtual Status LaunchCast(void* dst, weftDataType_t dst_type, const void* src,
                             weftDataType_t src_type, size_t count, StreamHandle stream) = 0;
+
+  // ---- the compression codecs (kernels/codec.h semantics on float32 values), asynchronous ----
+  // The CPU hooks' counterparts (kernels/codec_backend.h), bit for bit: kernels/codec_kernels.h
+  // is their one source. The spec is checked as codec::ValidateSpec does (an InvalidArgument
+  // naming the field); float32 operands must be 4-byte aligned.
+  // dst (codec::EncodedBytes(spec, count) bytes) = encode(src[0..count)); `rounding_stream`
+  // picks the stochastic-rounding stream (WEFT_COMPRESS_STOCHASTIC), as CpuEncode's `stream`.
+  virtual Status LaunchEncode(void* dst, const void* src, size_t count,
+                              const weftCompression& spec, uint64_t rounding_stream,
+                              StreamHandle stream) = 0;
+  // dst[0..count) = decode(src), src holding the encoding of count values.
+  virtual Status LaunchDecode(void* dst, const void* src, size_t count,
+                              const weftCompression& spec, StreamHandle stream) = 0;
+  // dst[0..count) = dst (op) decode(src) in float32 (weftAvg reduces as sum).
+  virtual Status LaunchDecodeReduce(void* dst, const void* src, size_t count,
+                                    const weftCompression& spec, weftRedOp_t op,
+                                    StreamHandle stream) = 0;
 };
 
 // The C entry point every plugin exports (extern "C", named kPluginEntry). Returns nullptr and

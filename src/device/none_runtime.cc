@@ -44,6 +44,17 @@ class NoneRuntime final : public DeviceRuntime {
                     StreamHandle) override {
     return Refuse("cast kernel");
   }
+  Status LaunchEncode(void*, const void*, size_t, const weftCompression&, uint64_t,
+                      StreamHandle) override {
+    return Refuse("encode kernel");
+  }
+  Status LaunchDecode(void*, const void*, size_t, const weftCompression&, StreamHandle) override {
+    return Refuse("decode kernel");
+  }
+  Status LaunchDecodeReduce(void*, const void*, size_t, const weftCompression&, weftRedOp_t,
+                            StreamHandle) override {
+    return Refuse("decode-reduce kernel");
+  }
 
  private:
   Status Refuse(const char* what) const {

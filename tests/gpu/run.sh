@@ -5,7 +5,7 @@
 #      GoogleTest/hwloc/UCX and no registry, so this is the normal way), else a build with
 #      WEFT_CUDA=ON into build-gpu/ (a machine with those packages)
 #   2. the GPU kernel tests, failing when a GPU is present but unusable
-#   3. the device suites (the emulated GPU's kernel and collective tests) on CUDA
+#   3. the device suites (the emulated GPU's kernel, codec and collective tests) on CUDA
 #   4. compute-sanitizer memcheck on the kernel tests and a 2-process device allreduce
 #   5. the NCCL shim's nccl.h programs on 1-4 ranks: host buffers, and device buffers on CUDA
 #   6. benchmarks: nccl-perf (NCCL itself, 1 GPU) and weft-perf --device on 1, 2, 4 ranks
@@ -100,7 +100,7 @@ run gpu_kernels_test.log "$BIN/gpu_kernels_test"
 step "device suites on CUDA (WEFTTEST_DEVICE=cuda)"
 # device_runtime_test models the emulated GPU itself (device counts, its fault model); the
 # kernel and collective suites run unchanged on any runtime.
-for t in device_kernels_test device_collectives_test device_compressed_test; do
+for t in device_kernels_test device_codecs_test device_collectives_test device_compressed_test; do
   WEFTTEST_DEVICE=cuda RUN_S=200 run "$t.cuda.log" "$BIN/$t"
 done
 
@@ -108,6 +108,10 @@ step "compute-sanitizer memcheck"
 if command -v compute-sanitizer >/dev/null; then
   run memcheck_kernels.log compute-sanitizer --tool memcheck --error-exitcode 3 \
     "$BIN/gpu_kernels_test"
+  # The codec kernels (kernels/codec.cu): every codec and flag at small counts (the few-MiB
+  # cases run above without the sanitizer's slowdown).
+  WEFTTEST_DEVICE=cuda run memcheck_codecs.log compute-sanitizer --tool memcheck --error-exitcode 3 \
+    "$BIN/device_codecs_test" --gtest_filter='-*SeveralMiB*'
   WEFTTEST_DEVICE=cuda run memcheck_device_2rank.log compute-sanitizer --tool memcheck \
     --error-exitcode 3 "$BIN/device_collectives_test" --gtest_filter='*TwoProcesses*'
 else

@@ -2,7 +2,8 @@
 // statically, so the plugin needs only the driver, libcuda.so.1, which cudart opens at run
 // time), the stream memory operations of the driver API (cuStreamWaitValue32 /
 // cuStreamWriteValue32, reached through cudaGetDriverEntryPointByVersion: no link to libcuda),
-// and weft's kernels compiled by nvcc (kernels/reduce.cu from kernels/element_ops.h).
+// and weft's kernels compiled by nvcc (kernels/reduce.cu from kernels/element_ops.h,
+// kernels/codec.cu from kernels/codec_kernels.h).
 // Without a driver or a device the entry point fails and libweft falls back to "none".
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -12,6 +13,8 @@
 #include <string>
 
 #include "device/device_runtime.h"
+#include "kernels/codec_cuda.h"
+#include "kernels/codec_kernels.h"
 #include "kernels/reduce_cuda.h"
 
 namespace weft::device::cuda {
@@ -44,7 +47,10 @@ Status CheckLaunch(weftResult_t r, const char* kernel, const std::string& refuse
   if (r == weftSuccess) return OkStatus();
   if (r == weftInvalidArgument)
     return InvalidArgument(std::string(kernel) + ": " + refused + " is not supported");
-  return Check(cudaGetLastError(), kernel);
+  // The launcher read (and so cleared) a launch error already: still a failure, never success.
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return Check(e, kernel);
+  return Status(weftUnhandledCudaError, std::string(kernel) + ": the launch failed");
 }
 
 std::string TypeOp(weftDataType_t dtype, weftRedOp_t op) {
@@ -187,8 +193,51 @@ class CudaRuntime final : public DeviceRuntime {
                        "a cast from type " + std::to_string(static_cast<int>(src_type)) + " to " +
                            std::to_string(static_cast<int>(dst_type)));
   }
+  Status LaunchEncode(void* dst, const void* src, size_t count, const weftCompression& spec,
+                      uint64_t rounding_stream, StreamHandle stream) override {
+    codec::CodecPlan plan;
+    WEFT_RETURN_IF_ERROR(codec::MakeCodecPlan("encode kernel", spec, count, rounding_stream, &plan));
+    if (count == 0) return OkStatus();
+    WEFT_RETURN_IF_ERROR(CheckDevice("encode kernel: src", src, alignof(float)));
+    WEFT_RETURN_IF_ERROR(CheckDevice("encode kernel: dst", dst, 1));
+    return CheckLaunch(kernels::cuda::Encode(plan, dst, src, stream), "encode kernel", "the spec");
+  }
+  Status LaunchDecode(void* dst, const void* src, size_t count, const weftCompression& spec,
+                      StreamHandle stream) override {
+    codec::CodecPlan plan;
+    WEFT_RETURN_IF_ERROR(codec::MakeCodecPlan("decode kernel", spec, count, 0, &plan));
+    if (count == 0) return OkStatus();
+    WEFT_RETURN_IF_ERROR(CheckDevice("decode kernel: dst", dst, alignof(float)));
+    WEFT_RETURN_IF_ERROR(CheckDevice("decode kernel: src", src, 1));
+    return CheckLaunch(kernels::cuda::Decode(plan, dst, src, stream), "decode kernel", "the spec");
+  }
+  Status LaunchDecodeReduce(void* dst, const void* src, size_t count, const weftCompression& spec,
+                            weftRedOp_t op, StreamHandle stream) override {
+    const char* what = "decode-reduce kernel";
+    if (static_cast<int>(op) < 0 || static_cast<int>(op) >= weftNumOps)
+      return InvalidArgument(std::string(what) + ": op " + std::to_string(static_cast<int>(op)) +
+                             " is not a valid weftRedOp_t");
+    codec::CodecPlan plan;
+    WEFT_RETURN_IF_ERROR(codec::MakeCodecPlan(what, spec, count, 0, &plan));
+    if (count == 0) return OkStatus();
+    WEFT_RETURN_IF_ERROR(CheckDevice("decode-reduce kernel: dst", dst, alignof(float)));
+    WEFT_RETURN_IF_ERROR(CheckDevice("decode-reduce kernel: src", src, 1));
+    return CheckLaunch(kernels::cuda::DecodeReduce(plan, dst, src, op, stream), what,
+                       "op " + std::to_string(static_cast<int>(op)));
+  }
 
  private:
+  // The codec launches take device memory only, `align`-byte aligned: a host pointer would
+  // fault inside the kernel and poison the context, so it is refused here, named.
+  Status CheckDevice(const char* what, const void* ptr, size_t align) const {
+    if (!PointerInfo(ptr).is_device)
+      return InvalidArgument(std::string(what) + "=" + Hex(ptr) +
+                             " is not device memory (kernels take device pointers only)");
+    if (reinterpret_cast<uintptr_t>(ptr) % align != 0)
+      return InvalidArgument(std::string(what) + "=" + Hex(ptr) + " is not " +
+                             std::to_string(align) + "-byte aligned (float32 values)");
+    return OkStatus();
+  }
   static Status DriverCheck(CUresult r, const char* what) {
     if (r == CUDA_SUCCESS) return OkStatus();
     return Status(weftUnhandledCudaError, std::string(what) + ": CUresult " + std::to_string(r));

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "device/emulated/emulated_kernels.h"
 #include "device/emulated/emulated_memory.h"
 #include "device/emulated/emulated_stream.h"
+#include "kernels/codec_kernels.h"
 #include "kernels/element_ops.h"
 
 namespace weft::device::emulated {
@@ -275,6 +277,34 @@ class EmulatedRuntime final : public DeviceRuntime {
     return OkStatus();
   }
 
+  Status LaunchEncode(void* dst, const void* src, size_t count, const weftCompression& spec,
+                      uint64_t rounding_stream, StreamHandle stream) override {
+    Stream* s = nullptr;
+    codec::CodecPlan plan;
+    WEFT_RETURN_IF_ERROR(Find("encode kernel", stream, &s));
+    WEFT_RETURN_IF_ERROR(codec::MakeCodecPlan("encode kernel", spec, count, rounding_stream, &plan));
+    if (count == 0) return OkStatus();
+    void *d = nullptr, *x = nullptr;
+    WEFT_RETURN_IF_ERROR(ResolveFloats("encode kernel: src", src, count, &x));
+    WEFT_RETURN_IF_ERROR(memory_.Resolve("encode kernel: dst", dst, plan.encoded_bytes, true, &d));
+    s->Enqueue([plan, d, x] {
+      RunEncode(plan, static_cast<const float*>(x), static_cast<uint8_t*>(d));
+      return OkStatus();
+    });
+    return OkStatus();
+  }
+  Status LaunchDecode(void* dst, const void* src, size_t count, const weftCompression& spec,
+                      StreamHandle stream) override {
+    return LaunchDecoding("decode kernel", dst, src, count, spec, std::nullopt, stream);
+  }
+  Status LaunchDecodeReduce(void* dst, const void* src, size_t count, const weftCompression& spec,
+                            weftRedOp_t op, StreamHandle stream) override {
+    if (static_cast<int>(op) < 0 || static_cast<int>(op) >= weftNumOps)
+      return InvalidArgument("decode-reduce kernel: op " + std::to_string(static_cast<int>(op)) +
+                             " is not a valid weftRedOp_t");
+    return LaunchDecoding("decode-reduce kernel", dst, src, count, spec, op, stream);
+  }
+
  private:
   Status CheckDevice(const char* what, int device) const {
     if (device >= 0 && device < memory_.devices()) return OkStatus();
@@ -295,6 +325,35 @@ class EmulatedRuntime final : public DeviceRuntime {
     WEFT_RETURN_IF_ERROR(memory_.Resolve(what, flag, sizeof(uint32_t), true, &alias));
     *resolved = static_cast<T*>(alias);
     return OkStatus();
+  }
+  // A decode (no op) or decode-reduce (a valid op) of `count` values from src into dst.
+  Status LaunchDecoding(const char* what, void* dst, const void* src, size_t count,
+                        const weftCompression& spec, std::optional<weftRedOp_t> op,
+                        StreamHandle stream) {
+    Stream* s = nullptr;
+    codec::CodecPlan plan;
+    WEFT_RETURN_IF_ERROR(Find(what, stream, &s));
+    WEFT_RETURN_IF_ERROR(codec::MakeCodecPlan(what, spec, count, 0, &plan));
+    if (count == 0) return OkStatus();
+    void *d = nullptr, *x = nullptr;
+    WEFT_RETURN_IF_ERROR(ResolveFloats((std::string(what) + ": dst").c_str(), dst, count, &d));
+    WEFT_RETURN_IF_ERROR(
+        memory_.Resolve((std::string(what) + ": src").c_str(), src, plan.encoded_bytes, true, &x));
+    s->Enqueue([plan, d, x, op] {
+      const auto* encoded = static_cast<const uint8_t*>(x);
+      auto* out = static_cast<float*>(d);
+      if (op) RunDecodeReduce(plan, encoded, out, *op);
+      else RunDecode(plan, encoded, out);
+      return OkStatus();
+    });
+    return OkStatus();
+  }
+  // `count` float32 values of device memory at ptr, 4-byte aligned as a GPU needs them.
+  Status ResolveFloats(const char* what, const void* ptr, size_t count, void** out) const {
+    if (reinterpret_cast<uintptr_t>(ptr) % alignof(float) != 0)
+      return InvalidArgument(std::string(what) + "=" + Hex(ptr) +
+                             " is not 4-byte aligned (float32 values)");
+    return memory_.Resolve(what, ptr, count * sizeof(float), true, out);
   }
   // Waits until every stream of `device` (-1: of every device) has run its queued work.
   void WaitForDevice(const char* why, int device) {
