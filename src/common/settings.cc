@@ -75,6 +75,7 @@ const std::vector<SettingInfo>& Table() {
       {"WEFT_EMULATED_TOPO", K::kText, "nvswitch", "emulated GPUs' links: preset name or topology file"},
       {"WEFT_IPC", K::kFlag, "1", "device buffers of same-host ranks go device to device through IPC"},
       {"WEFT_IPC_WINDOW_BYTES", K::kBytes, "32M", "IPC window per rank (a call larger than it runs in rounds of half of it)", 4096},
+      {"WEFT_IPC_COPY", K::kChoice, "auto", "what moves ipc copies: auto (the model: SM kernel below ~2 MB), ce (copy engine), sm (SM kernel)", 0, 0, "auto|ce|sm"},
       // Topology and selection.
       {"WEFT_TOPO_FILE", K::kText, "discovery", "saved topology or preset:NAME"},
       {"WEFT_TUNING_FILE", K::kText, "none", "measured decisions replacing the model's"},

@@ -40,7 +40,7 @@
 
 namespace weft::device {
 
-inline constexpr int kPluginAbiVersion = 2;  // 2: the codec launches
+inline constexpr int kPluginAbiVersion = 3;  // 2: the codec launches; 3: LaunchCopy
 inline constexpr const char* kPluginEntry = "weftDevicePluginCreate";
 inline constexpr size_t kIpcHandleBytes = 64;
 
@@ -112,6 +112,11 @@ class DeviceRuntime {
   virtual Status CloseImported(void* device_ptr) = 0;
 
   // ---- weft's kernels (kernels/element_ops.h semantics), asynchronous on `stream` ----
+  // dst = src, `bytes` bytes of device memory (this device's, or a peer's imported window),
+  // moved by the SMs (a copy kernel) rather than the copy engine MemcpyAsync uses: no DMA set-up,
+  // so small copies finish sooner (transports/ipc/ipc_options.h weighs the two). The ranges
+  // must not overlap.
+  virtual Status LaunchCopy(void* dst, const void* src, size_t bytes, StreamHandle stream) = 0;
   // dst = a (op) b, count elements; dst may alias a or b exactly. weftAvg reduces as sum.
   virtual Status LaunchReduce(void* dst, const void* a, const void* b, size_t count,
                               weftDataType_t dtype, weftRedOp_t op, StreamHandle stream) = 0;

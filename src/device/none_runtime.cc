@@ -33,6 +33,9 @@ class NoneRuntime final : public DeviceRuntime {
   Status ExportHandle(void*, IpcHandle*) override { return Refuse("IPC export"); }
   Status ImportHandle(const IpcHandle&, void**) override { return Refuse("IPC import"); }
   Status CloseImported(void*) override { return Refuse("IPC close"); }
+  Status LaunchCopy(void*, const void*, size_t, StreamHandle) override {
+    return Refuse("copy kernel");
+  }
   Status LaunchReduce(void*, const void*, const void*, size_t, weftDataType_t, weftRedOp_t,
                       StreamHandle) override {
     return Refuse("reduce kernel");

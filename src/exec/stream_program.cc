@@ -29,7 +29,7 @@ struct Lowering {
     if (bytes == 0 || dst == src) return OkStatus();
     if (dst < src + bytes && src < dst + bytes)
       return InternalError("copy between overlapping regions");
-    return rt.MemcpyAsync(dst, src, bytes, s);
+    return t.Copy(dst, src, bytes, s);  // the copy engine or an SM kernel, by size
   }
 
   Status Run(const Step& st) const {

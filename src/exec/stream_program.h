@@ -4,7 +4,8 @@
 // same schedule, when it has only local and direct steps (copy, reduce, finalize, direct
 // read/reduce of a peer's Scratch, signal, wait: the oneshot and twoshot allreduce and the
 // direct allgather / reduce-scatter / all-to-all), becomes stream work over the ipc transport:
-//   kCopy, kDirectRead     MemcpyAsync (device to device; a peer's window through its import)
+//   kCopy, kDirectRead     IpcTransport::Copy (device to device; a peer's window through its
+//                          import): the copy engine or an SM kernel, per size (WEFT_IPC_COPY)
 //   kReduce, kDirectReduce LaunchReduce (the same element operations as the host kernels)
 //   kFinalize              LaunchFinalize (avg's division by nranks)
 //   kSignal, kWait         the transport's stream flag write / flag wait

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <fstream>
 
+#include "common/log.h"
+
 namespace weft::ipc {
 namespace {
 
@@ -31,11 +33,12 @@ bool ProcessGone(int pid) {
 }  // namespace
 
 IpcTransport::IpcTransport(device::DeviceRuntime& rt, int rank, int nranks, int device,
-                           size_t window_bytes)
+                           size_t window_bytes, CopyPath copy)
     : rt_(rt), rank_(rank), nranks_(nranks), device_(device), window_bytes_(window_bytes),
       header_bytes_(HeaderBytes(nranks)), base_(nranks, nullptr), data_(nranks, nullptr),
       pid_(nranks, 0), peer_device_(nranks, -1),
-      sent_(new std::atomic<uint32_t>[nranks]), expected_(new std::atomic<uint32_t>[nranks]) {
+      sent_(new std::atomic<uint32_t>[nranks]), expected_(new std::atomic<uint32_t>[nranks]),
+      copy_(copy) {
   for (int q = 0; q < nranks; ++q) {
     sent_[q].store(0, std::memory_order_relaxed);
     expected_[q].store(0, std::memory_order_relaxed);
@@ -52,7 +55,8 @@ StatusOr<std::unique_ptr<IpcTransport>> IpcTransport::Create(device::DeviceRunti
   if (device < 0 || device >= rt.DeviceCount())
     return InvalidArgument("ipc: device=" + std::to_string(device) + " is not in [0, " +
                            std::to_string(rt.DeviceCount()) + ")");
-  std::unique_ptr<IpcTransport> t(new IpcTransport(rt, rank, nranks, device, options.window_bytes));
+  std::unique_ptr<IpcTransport> t(
+      new IpcTransport(rt, rank, nranks, device, options.window_bytes, options.copy));
   void* mem = nullptr;
   WEFT_RETURN_IF_ERROR(rt.Malloc(&mem, t->header_bytes_ + t->window_bytes_, device)
                            .WithContext("ipc: window of " + std::to_string(t->window_bytes_) + " bytes"));
@@ -116,7 +120,21 @@ std::string IpcTransport::Describe() const {
     s += "rank " + std::to_string(q) + " via ipc (device " + std::to_string(peer_device_[q]) +
          ", pid " + std::to_string(pid_[q]) + ")";
   }
-  return s.empty() ? "no peers" : s;
+  if (s.empty()) s = "no peers";
+  if (copy_ != CopyPath::kAuto) return s + "; copies: " + CopyPathName(copy_) + " (WEFT_IPC_COPY)";
+  return s + "; copies: SM kernel below " + std::to_string(CopyCrossoverBytes()) +
+         " bytes, copy engine from there (the model of ipc_options.h)";
+}
+
+Status IpcTransport::Copy(void* dst, const void* src, size_t bytes, device::StreamHandle s) {
+  if (bytes == 0) return OkStatus();
+  const CopyPath path = ChooseCopyPath(copy_, bytes);
+  std::atomic<size_t>& done = path == CopyPath::kSmKernel ? sm_copies_ : ce_copies_;
+  if (done.fetch_add(1, std::memory_order_relaxed) == 0)
+    WEFT_INFO("ipc: first copy by the %s (%zu bytes, WEFT_IPC_COPY=%s)", CopyPathName(path), bytes,
+              copy_ == CopyPath::kAuto ? "auto" : copy_ == CopyPath::kSmKernel ? "sm" : "ce");
+  if (path == CopyPath::kSmKernel) return rt_.LaunchCopy(dst, src, bytes, s);
+  return rt_.MemcpyAsync(dst, src, bytes, s);
 }
 
 Status IpcTransport::CheckPeerArgs(const char* what, int peer) const {
@@ -133,7 +151,7 @@ Status IpcTransport::Put(int peer, size_t offset, const void* src, size_t bytes,
     return InvalidArgument("ipc put: offset=" + std::to_string(offset) + " bytes=" +
                            std::to_string(bytes) + " exceed the window (" +
                            std::to_string(window_bytes_) + " bytes)");
-  return bytes == 0 ? OkStatus() : rt_.MemcpyAsync(data_[peer] + offset, src, bytes, s);
+  return Copy(data_[peer] + offset, src, bytes, s);
 }
 
 Status IpcTransport::Get(int peer, size_t offset, void* dst, size_t bytes, device::StreamHandle s) {
@@ -142,7 +160,7 @@ Status IpcTransport::Get(int peer, size_t offset, void* dst, size_t bytes, devic
     return InvalidArgument("ipc get: offset=" + std::to_string(offset) + " bytes=" +
                            std::to_string(bytes) + " exceed the window (" +
                            std::to_string(window_bytes_) + " bytes)");
-  return bytes == 0 ? OkStatus() : rt_.MemcpyAsync(dst, data_[peer] + offset, bytes, s);
+  return Copy(dst, data_[peer] + offset, bytes, s);
 }
 
 Status IpcTransport::Signal(int peer, device::StreamHandle s) {

@@ -76,10 +76,20 @@ class IpcTransport {
   char* PeerWindow(int peer) const { return data_[peer]; }
   // Whether peer's window is mapped here (a rank of this host).
   bool Reaches(int peer) const { return peer >= 0 && peer < nranks_ && peer != rank_ && base_[peer] != nullptr; }
-  // One line per peer for WEFT_DEBUG=INFO: "rank 1 via ipc (device 1, pid 4242)".
+  // One line per peer for WEFT_DEBUG=INFO: "rank 1 via ipc (device 1, pid 4242)", then the
+  // copy policy ("copies: SM kernel below 2100000 bytes, copy engine from there").
   std::string Describe() const;
+  // How many copies went each way so far (tests; the stream runs them later).
+  size_t copies(CopyPath path) const {
+    return (path == CopyPath::kSmKernel ? sm_copies_ : ce_copies_).load(std::memory_order_relaxed);
+  }
 
   // ---- stream-ordered one-sided operations ----
+  // Copies `bytes` of device memory (this rank's, or a peer's window as mapped here) from src
+  // to dst, by the copy engine or an SM kernel as WEFT_IPC_COPY and the model of
+  // ipc_options.h decide for the size; WEFT_DEBUG=INFO names each path's first copy. Put, Get
+  // and the direct schedules' copies and reads (exec/stream_program.h) all go through it.
+  Status Copy(void* dst, const void* src, size_t bytes, device::StreamHandle s);
   // Copies `bytes` from src (device memory) into peer's window at `offset`.
   Status Put(int peer, size_t offset, const void* src, size_t bytes, device::StreamHandle s);
   // Copies `bytes` from peer's window at `offset` into dst (device memory).
@@ -97,7 +107,8 @@ class IpcTransport {
   bool failed() const { return failed_.load(std::memory_order_acquire); }
 
  private:
-  IpcTransport(device::DeviceRuntime& rt, int rank, int nranks, int device, size_t window_bytes);
+  IpcTransport(device::DeviceRuntime& rt, int rank, int nranks, int device, size_t window_bytes,
+               CopyPath copy);
   Status Exchange(const AllGatherFn& allgather, const std::vector<int>& host_ranks);
   Status CheckPeerArgs(const char* what, int peer) const;
 
@@ -114,6 +125,8 @@ class IpcTransport {
   // Atomic because ReleaseWaits reads them from the watchdog thread.
   std::unique_ptr<std::atomic<uint32_t>[]> sent_, expected_;
   device::StreamHandle rescue_ = nullptr;  // ReleaseWaits' own stream
+  const CopyPath copy_;                    // WEFT_IPC_COPY
+  std::atomic<size_t> sm_copies_{0}, ce_copies_{0};
   std::atomic<bool> failed_{false};
 };
 

@@ -3,7 +3,7 @@
 // time), the stream memory operations of the driver API (cuStreamWaitValue32 /
 // cuStreamWriteValue32, reached through cudaGetDriverEntryPointByVersion: no link to libcuda),
 // and weft's kernels compiled by nvcc (kernels/reduce.cu from kernels/element_ops.h,
-// kernels/codec.cu from kernels/codec_kernels.h).
+// kernels/codec.cu from kernels/codec_kernels.h, the SM copy of kernels/copy.cu).
 // Without a driver or a device the entry point fails and libweft falls back to "none".
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -15,6 +15,7 @@
 #include "device/device_runtime.h"
 #include "kernels/codec_cuda.h"
 #include "kernels/codec_kernels.h"
+#include "kernels/copy_cuda.h"
 #include "kernels/reduce_cuda.h"
 
 namespace weft::device::cuda {
@@ -177,6 +178,17 @@ class CudaRuntime final : public DeviceRuntime {
   Status CloseImported(void* ptr) override {
     return Check(cudaIpcCloseMemHandle(ptr), "cudaIpcCloseMemHandle");
   }
+  Status LaunchCopy(void* dst, const void* src, size_t bytes, StreamHandle stream) override {
+    if (bytes == 0) return OkStatus();
+    WEFT_RETURN_IF_ERROR(CheckDevice("copy kernel: dst", dst, 1));
+    WEFT_RETURN_IF_ERROR(CheckDevice("copy kernel: src", src, 1));
+    const auto* d = static_cast<const char*>(dst);
+    const auto* x = static_cast<const char*>(src);
+    if (d < x + bytes && x < d + bytes)
+      return InvalidArgument("copy kernel: dst=" + Hex(dst) + " and src=" + Hex(src) +
+                             " overlap (bytes=" + std::to_string(bytes) + ")");
+    return CheckLaunch(kernels::cuda::Copy(dst, src, bytes, stream), "copy kernel", "the copy");
+  }
   Status LaunchReduce(void* dst, const void* a, const void* b, size_t count, weftDataType_t dtype,
                       weftRedOp_t op, StreamHandle stream) override {
     return CheckLaunch(kernels::cuda::Reduce(dst, a, b, count, dtype, op, stream), "reduce kernel",
@@ -227,7 +239,7 @@ class CudaRuntime final : public DeviceRuntime {
   }
 
  private:
-  // The codec launches take device memory only, `align`-byte aligned: a host pointer would
+  // The codec and copy launches take device memory only, `align`-byte aligned: a host pointer would
   // fault inside the kernel and poison the context, so it is refused here, named.
   Status CheckDevice(const char* what, const void* ptr, size_t align) const {
     if (!PointerInfo(ptr).is_device)

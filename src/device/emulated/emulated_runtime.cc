@@ -224,6 +224,24 @@ class EmulatedRuntime final : public DeviceRuntime {
   }
   Status CloseImported(void* ptr) override { return memory_.CloseImported(ptr); }
 
+  // The SM copy: the copy engine's MemcpyAsync, but device memory only (a kernel's rule).
+  Status LaunchCopy(void* dst, const void* src, size_t bytes, StreamHandle stream) override {
+    Stream* s = nullptr;
+    WEFT_RETURN_IF_ERROR(Find("copy kernel", stream, &s));
+    if (bytes == 0) return OkStatus();
+    void *d = nullptr, *x = nullptr;
+    WEFT_RETURN_IF_ERROR(memory_.Resolve("copy kernel: dst", dst, bytes, true, &d));
+    WEFT_RETURN_IF_ERROR(memory_.Resolve("copy kernel: src", src, bytes, true, &x));
+    if (static_cast<const char*>(dst) < static_cast<const char*>(src) + bytes &&
+        static_cast<const char*>(src) < static_cast<const char*>(dst) + bytes)
+      return InvalidArgument("copy kernel: dst=" + Hex(dst) + " and src=" + Hex(src) +
+                             " overlap (bytes=" + std::to_string(bytes) + ")");
+    s->Enqueue([d, x, bytes] {
+      std::memcpy(d, x, bytes);
+      return OkStatus();
+    });
+    return OkStatus();
+  }
   Status LaunchReduce(void* dst, const void* a, const void* b, size_t count,
                       weftDataType_t dtype, weftRedOp_t op, StreamHandle stream) override {
     Stream* s = nullptr;
