@@ -7,6 +7,7 @@
 //   * two processes, each with its own emulated GPU, run direct allreduce and allgather over the
 //     ipc transport exact with WEFT_IPC_COPY forced to ce and to sm, and in auto with a small and
 //     a large call, each rank's WEFT_DEBUG=INFO log naming the paths its copies took.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -161,15 +162,15 @@ std::string Err(const std::string& what) { return what + ": " + weftGetLastError
 
 // One call of `count` floats per rank (allreduce: sum; allgather: each rank's block) on device
 // buffers, checked exactly: rank r's value i is (r + 1) * (i % 13), small integers.
-std::string RunCall(weftComm_t comm, weftStream_t stream, int rank, int nranks, bool allgather,
-                    size_t count) {
+std::string RunCall(weftComm_t comm, weftStream_t stream, int rank, int device, int nranks,
+                    bool allgather, size_t count) {
   const size_t out_count = allgather ? count * nranks : count;
   std::vector<float> in(count), out(out_count, -1.0f);
   for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>((rank + 1) * (i % 13));
   void *din = nullptr, *dout = nullptr;
   std::string e;
-  if (weftDeviceMalloc(&din, count * 4, rank) != weftSuccess ||
-      weftDeviceMalloc(&dout, out_count * 4, rank) != weftSuccess)
+  if (weftDeviceMalloc(&din, count * 4, device) != weftSuccess ||
+      weftDeviceMalloc(&dout, out_count * 4, device) != weftSuccess)
     e = Err("weftDeviceMalloc");
   if (e.empty() && weftDeviceMemcpy(din, in.data(), count * 4) != weftSuccess) e = Err("upload");
   const weftResult_t r = allgather ? weftAllGather(din, dout, count, weftFloat32, comm, stream)
@@ -191,7 +192,7 @@ std::string RunCall(weftComm_t comm, weftStream_t stream, int rank, int nranks, 
                               std::to_string(count) + ": " + e;
 }
 
-// Two ranks, each with its own emulated GPU, run `counts` (allreduce then allgather each) with
+// Two ranks, each with its own emulated GPU (on CUDA with one GPU: sharing it), run `counts` (allreduce then allgather each) with
 // WEFT_IPC_COPY=mode and the direct algorithms forced; returns each rank's output.
 std::vector<std::string> RunOverIpc(const std::string& algo, const std::string& mode,
                                     const std::vector<size_t>& counts) {
@@ -205,12 +206,15 @@ std::vector<std::string> RunOverIpc(const std::string& algo, const std::string& 
       [&](int rank) {
         weftComm_t comm = nullptr;
         weftStream_t stream = nullptr;
+        int devices = 1;
+        weftDeviceGetCount(&devices);
+        const int device = rank % std::max(devices, 1);  // one GPU (CUDA, a lent machine): shared
         if (weftCommInitFromEnv(&comm) != weftSuccess) return std::fprintf(stderr, "%s\n", Err("init").c_str()), 1;
-        if (weftDeviceStreamCreate(&stream, rank) != weftSuccess) return std::fprintf(stderr, "%s\n", Err("stream").c_str()), 1;
+        if (weftDeviceStreamCreate(&stream, device) != weftSuccess) return std::fprintf(stderr, "%s\n", Err("stream").c_str()), 1;
         size_t calls = 0;
         for (size_t count : counts)
           for (bool allgather : {false, true}) {
-            const std::string e = RunCall(comm, stream, rank, nranks, allgather, count);
+            const std::string e = RunCall(comm, stream, rank, device, nranks, allgather, count);
             if (!e.empty()) return std::fprintf(stderr, "rank %d: %s\n", rank, e.c_str()), 1;
             ++calls;
           }

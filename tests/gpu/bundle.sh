@@ -14,7 +14,8 @@ DEST=${2:-.gpu-bundle}
   { echo "bundle.sh: $BUILD has no libweft-device-cuda.so (configure with WEFT_CUDA=ON)" >&2; exit 1; }
 rm -rf "$DEST"
 mkdir -p "$DEST/bin" "$DEST/lib" "$DEST/nccl-shim"
-bins="weftrun weft-perf nccl-perf weft_test_worker device_kernels_test device_codecs_test device_collectives_test
+bins="weftrun weft-perf nccl-perf weft_test_worker device_kernels_test device_codecs_test
+      device_ipc_copy_test device_collectives_test
       device_runtime_test device_compressed_test gpu_kernels_test nccl_api_test
       nccl_device_test"
 for b in $bins; do

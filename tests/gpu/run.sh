@@ -100,7 +100,8 @@ run gpu_kernels_test.log "$BIN/gpu_kernels_test"
 step "device suites on CUDA (WEFTTEST_DEVICE=cuda)"
 # device_runtime_test models the emulated GPU itself (device counts, its fault model); the
 # kernel and collective suites run unchanged on any runtime.
-for t in device_kernels_test device_codecs_test device_collectives_test device_compressed_test; do
+for t in device_kernels_test device_codecs_test device_ipc_copy_test device_collectives_test \
+         device_compressed_test; do
   WEFTTEST_DEVICE=cuda RUN_S=200 run "$t.cuda.log" "$BIN/$t"
 done
 
