@@ -81,7 +81,8 @@ __global__ void DecodeRotatedKernel(CodecPlan p, const uint8_t* src, float* dst,
 }
 
 __global__ void ScatterKeptKernel(CodecPlan p, const uint8_t* src, float* values) {
-  for (size_t j = GridFirst(); j < p.kept; j += GridStride()) codec::ScatterKeptAt(p, src, j, values);
+  for (size_t j = GridFirst(); j < p.kept; j += GridStride())
+    codec::ScatterKeptAt(p, src, j, values);
 }
 
 template <typename Sink>
@@ -132,7 +133,8 @@ __global__ void __launch_bounds__(kTopKThreads) TopKKernel(CodecPlan p, const fl
     const uint32_t prefix = threshold;
     for (size_t i = threadIdx.x; i < p.count; i += blockDim.x) {
       const uint32_t key = codec::TopKKey(src[i]);
-      if (codec::TopKInPass(key, prefix, shift)) atomicAdd(&histogram[codec::TopKDigit(key, shift)], 1u);
+      if (codec::TopKInPass(key, prefix, shift))
+        atomicAdd(&histogram[codec::TopKDigit(key, shift)], 1u);
     }
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -152,7 +154,8 @@ __global__ void __launch_bounds__(kTopKThreads) TopKKernel(CodecPlan p, const fl
     const uint32_t ties_before = BlockExclusiveSum(valid && key == t ? 1u : 0u, &tie_total);
     const bool keep = valid && codec::TopKKeeps(key, t, ties_seen + ties_before, wanted_ties);
     const uint32_t out = BlockExclusiveSum(keep ? 1u : 0u, &kept_total);
-    if (keep) codec::StoreKept(dst, p.kept, written + out, static_cast<uint32_t>(i), FloatBits(src[i]));
+    if (keep)
+      codec::StoreKept(dst, p.kept, written + out, static_cast<uint32_t>(i), FloatBits(src[i]));
     ties_seen += tie_total;
     written += kept_total;
   }

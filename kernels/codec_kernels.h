@@ -123,7 +123,9 @@ WEFT_HOST_DEVICE inline void EncodeBlockAt(const CodecPlan& p, const float* src,
   uint8_t* payload = dst + 4 * p.blocks + b * p.stride;
   float scale;
   switch (p.codec) {
-    case weftCodecInt8: scale = EncodeInt8Block(values, n, reinterpret_cast<int8_t*>(payload), c); break;
+    case weftCodecInt8:
+      scale = EncodeInt8Block(values, n, reinterpret_cast<int8_t*>(payload), c);
+      break;
     case weftCodecInt4: scale = EncodeInt4Block(values, n, payload, c); break;
     case weftCodecFp8E4M3: scale = EncodeFp8Block<true>(values, n, payload); break;
     case weftCodecFp8E5M2: scale = EncodeFp8Block<false>(values, n, payload); break;

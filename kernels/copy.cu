@@ -39,7 +39,8 @@ weftResult_t Copy(void* dst, const void* src, size_t bytes, void* cudaStream) {
   }
   size_t blocks = BlocksFor(words + 16);  // + the stray bytes: at most 15 on each side
   if (blocks > kCopyMaxBlocks) blocks = kCopyMaxBlocks;
-  CopyKernel<<<static_cast<unsigned int>(blocks), kThreads, 0, static_cast<cudaStream_t>(cudaStream)>>>(
+  const auto stream = static_cast<cudaStream_t>(cudaStream);
+  CopyKernel<<<static_cast<unsigned int>(blocks), kThreads, 0, stream>>>(
       static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), bytes, head, words);
   return LaunchResult();
 }

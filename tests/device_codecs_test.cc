@@ -18,7 +18,6 @@
 // CUDA with WEFTTEST_DEVICE=cuda (tests/gpu/run.sh).
 #include <cstdint>
 #include <cstring>
-#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -108,7 +107,8 @@ weftCompression Spec(weftCodec_t codec, uint32_t block, uint32_t flags, float ra
 }
 
 std::string Describe(const weftCompression& s) {
-  std::string d = std::string(weft::codec::CodecName(s.codec)) + " block=" + std::to_string(s.block);
+  std::string d = weft::codec::CodecName(s.codec);
+  d += " block=" + std::to_string(s.block);
   if (s.flags & WEFT_COMPRESS_STOCHASTIC) d += " stochastic";
   if (s.flags & WEFT_COMPRESS_HADAMARD) d += " hadamard";
   if (s.codec == weftCodecTopK) d += " ratio=" + std::to_string(s.ratio);
@@ -246,9 +246,11 @@ std::string CheckCase(const weftCompression& spec, size_t count, Input in,
   const std::vector<float> x = Values(count, in, seed);
   std::vector<uint8_t> encoded;
   std::string e = CheckEncode(rt, spec, x, &encoded);
-  if (e.empty()) e = CheckDecode(rt, spec, count, encoded, Values(count, Input::kSpecials, seed + 1), ops);
+  const std::vector<float> base = Values(count, Input::kSpecials, seed + 1);  // decode-reduce's dst
+  if (e.empty()) e = CheckDecode(rt, spec, count, encoded, base, ops);
   if (e.empty()) return "";
-  return Describe(spec) + ", count " + std::to_string(count) + ", " + InputName(in) + " input: " + e;
+  return Describe(spec) + ", count " + std::to_string(count) + ", " + InputName(in) +
+         " input: " + e;
 }
 
 // Counts 0, 1, odd, and a partial last block (for block codecs: 3 blocks and a bit).
@@ -281,7 +283,8 @@ TEST(DeviceCodecs, BlockCodecsEqualCpuBitwise) {
     for (weftCodec_t c : kBlockCodecs)
       for (uint32_t block : {1u, 33u, 256u}) specs.push_back(Spec(c, block, 0));
     for (weftCodec_t c : {weftCodecInt8, weftCodecInt4})
-      for (uint32_t block : {1u, 33u, 256u}) specs.push_back(Spec(c, block, WEFT_COMPRESS_STOCHASTIC));
+      for (uint32_t block : {1u, 33u, 256u})
+        specs.push_back(Spec(c, block, WEFT_COMPRESS_STOCHASTIC));
     return CheckSpecs(specs);
   }), "");
 }
@@ -290,7 +293,8 @@ TEST(DeviceCodecs, HadamardEqualsCpuBitwise) {
   EXPECT_EQ(weft_test::InChild(kEmulated, [] {
     std::vector<weftCompression> specs;
     for (weftCodec_t c : kBlockCodecs)
-      for (uint32_t block : {1u, 32u, 512u}) specs.push_back(Spec(c, block, WEFT_COMPRESS_HADAMARD));
+      for (uint32_t block : {1u, 32u, 512u})
+        specs.push_back(Spec(c, block, WEFT_COMPRESS_HADAMARD));
     for (weftCodec_t c : {weftCodecInt8, weftCodecInt4})
       specs.push_back(Spec(c, 64, WEFT_COMPRESS_HADAMARD | WEFT_COMPRESS_STOCHASTIC));
     return CheckSpecs(specs);
@@ -300,7 +304,8 @@ TEST(DeviceCodecs, HadamardEqualsCpuBitwise) {
 TEST(DeviceCodecs, TopKEqualsCpuBitwise) {
   EXPECT_EQ(weft_test::InChild(kEmulated, [] {
     std::vector<weftCompression> specs;
-    for (float ratio : {1e-6f, 0.01f, 0.3f, 1.0f}) specs.push_back(Spec(weftCodecTopK, 64, 0, ratio));
+    for (float ratio : {1e-6f, 0.01f, 0.3f, 1.0f})
+      specs.push_back(Spec(weftCodecTopK, 64, 0, ratio));
     std::string e = CheckSpecs(specs);
     // Past the CPU's sampled-selection threshold (65536 values): its other path.
     for (size_t i = 0; e.empty() && i < specs.size(); ++i)
@@ -355,19 +360,36 @@ TEST(DeviceCodecs, BadArgumentsAreRefusedNamingThem) {
     weftCompression bad_block = spec;
     bad_block.block = 48;
     bad_block.flags = WEFT_COMPRESS_HADAMARD;
-    const std::pair<std::string, std::function<std::string()>> cases[] = {
-        {"host src", [&] { return ExpectRefused("encode, host src", rt.LaunchEncode(encoded.ptr(), host.data(), count, spec, 0, nullptr), "src"); }},
-        {"host dst", [&] { return ExpectRefused("encode, host dst", rt.LaunchEncode(host_encoded.data(), values.ptr(), count, spec, 0, nullptr), "dst"); }},
-        {"decode host dst", [&] { return ExpectRefused("decode, host dst", rt.LaunchDecode(host.data(), encoded.ptr(), count, spec, nullptr), "dst"); }},
-        {"decode host src", [&] { return ExpectRefused("decode, host src", rt.LaunchDecode(values.ptr(), host_encoded.data(), count, spec, nullptr), "src"); }},
-        {"decode-reduce host src", [&] { return ExpectRefused("decode-reduce, host src", rt.LaunchDecodeReduce(values.ptr(), host_encoded.data(), count, spec, weftSum, nullptr), "src"); }},
-        {"misaligned", [&] { return ExpectRefused("encode, misaligned src", rt.LaunchEncode(encoded.ptr(), misaligned, count, spec, 0, nullptr), "aligned"); }},
-        {"bad codec", [&] { return ExpectRefused("encode, codec 42", rt.LaunchEncode(encoded.ptr(), values.ptr(), count, bad, 0, nullptr), "spec->codec=42"); }},
-        {"bad block", [&] { return ExpectRefused("decode, hadamard block 48", rt.LaunchDecode(values.ptr(), encoded.ptr(), count, bad_block, nullptr), "spec->block=48"); }},
-        {"bad op", [&] { return ExpectRefused("decode-reduce, op 42", rt.LaunchDecodeReduce(values.ptr(), encoded.ptr(), count, spec, static_cast<weftRedOp_t>(42), nullptr), "42"); }},
+    // Each launch is refused before anything is queued, naming what is wrong.
+    const struct {
+      const char* what;
+      Status status;
+      const char* needle;
+    } cases[] = {
+        {"encode, host src",
+         rt.LaunchEncode(encoded.ptr(), host.data(), count, spec, 0, nullptr), "src"},
+        {"encode, host dst",
+         rt.LaunchEncode(host_encoded.data(), values.ptr(), count, spec, 0, nullptr), "dst"},
+        {"decode, host dst", rt.LaunchDecode(host.data(), encoded.ptr(), count, spec, nullptr),
+         "dst"},
+        {"decode, host src",
+         rt.LaunchDecode(values.ptr(), host_encoded.data(), count, spec, nullptr), "src"},
+        {"decode-reduce, host src",
+         rt.LaunchDecodeReduce(values.ptr(), host_encoded.data(), count, spec, weftSum, nullptr),
+         "src"},
+        {"encode, misaligned src",
+         rt.LaunchEncode(encoded.ptr(), misaligned, count, spec, 0, nullptr), "aligned"},
+        {"encode, codec 42", rt.LaunchEncode(encoded.ptr(), values.ptr(), count, bad, 0, nullptr),
+         "spec->codec=42"},
+        {"decode, hadamard block 48",
+         rt.LaunchDecode(values.ptr(), encoded.ptr(), count, bad_block, nullptr), "spec->block=48"},
+        {"decode-reduce, op 42",
+         rt.LaunchDecodeReduce(values.ptr(), encoded.ptr(), count, spec,
+                               static_cast<weftRedOp_t>(42), nullptr),
+         "42"},
     };
-    for (const auto& [name, check] : cases) {
-      const std::string e = check();
+    for (const auto& c : cases) {
+      const std::string e = ExpectRefused(c.what, c.status, c.needle);
       if (!e.empty()) return e;
     }
     // Nothing was queued by the refused launches: the stream is healthy and the guards intact.

@@ -192,8 +192,9 @@ std::string RunCall(weftComm_t comm, weftStream_t stream, int rank, int device, 
                               std::to_string(count) + ": " + e;
 }
 
-// Two ranks, each with its own emulated GPU (on CUDA with one GPU: sharing it), run `counts` (allreduce then allgather each) with
-// WEFT_IPC_COPY=mode and the direct algorithms forced; returns each rank's output.
+// Two ranks, each with its own emulated GPU (on CUDA with one GPU: sharing it), run `counts`
+// (allreduce then allgather each) with WEFT_IPC_COPY=mode and the direct algorithms forced;
+// returns each rank's output.
 std::vector<std::string> RunOverIpc(const std::string& algo, const std::string& mode,
                                     const std::vector<size_t>& counts) {
   const int nranks = 2;
@@ -209,12 +210,14 @@ std::vector<std::string> RunOverIpc(const std::string& algo, const std::string& 
         int devices = 1;
         weftDeviceGetCount(&devices);
         const int device = rank % std::max(devices, 1);  // one GPU (CUDA, a lent machine): shared
-        if (weftCommInitFromEnv(&comm) != weftSuccess) return std::fprintf(stderr, "%s\n", Err("init").c_str()), 1;
-        if (weftDeviceStreamCreate(&stream, device) != weftSuccess) return std::fprintf(stderr, "%s\n", Err("stream").c_str()), 1;
+        std::string e;
+        if (weftCommInitFromEnv(&comm) != weftSuccess) e = Err("init");
+        if (e.empty() && weftDeviceStreamCreate(&stream, device) != weftSuccess) e = Err("stream");
+        if (!e.empty()) return std::fprintf(stderr, "rank %d: %s\n", rank, e.c_str()), 1;
         size_t calls = 0;
         for (size_t count : counts)
           for (bool allgather : {false, true}) {
-            const std::string e = RunCall(comm, stream, rank, device, nranks, allgather, count);
+            e = RunCall(comm, stream, rank, device, nranks, allgather, count);
             if (!e.empty()) return std::fprintf(stderr, "rank %d: %s\n", rank, e.c_str()), 1;
             ++calls;
           }
@@ -222,7 +225,7 @@ std::vector<std::string> RunOverIpc(const std::string& algo, const std::string& 
         weftDeviceStreamDestroy(stream);
         weftCommDestroy(comm);
         if (ipc_calls != calls)
-          return std::fprintf(stderr, "%zu of %zu calls went through the ipc transport\n", ipc_calls, calls), 1;
+          return std::fprintf(stderr, "%zu of %zu calls went through ipc\n", ipc_calls, calls), 1;
         return 0;
       },
       env, 120);

@@ -39,7 +39,9 @@ StatusOr<IpcOptions> IpcOptionsFromEnv() {
   WEFT_ASSIGN_OR_RETURN(o.enabled, SettingFlag("WEFT_IPC", o.enabled));
   WEFT_ASSIGN_OR_RETURN(o.window_bytes, SettingBytes("WEFT_IPC_WINDOW_BYTES", o.window_bytes));
   WEFT_ASSIGN_OR_RETURN(const std::string copy, SettingChoice("WEFT_IPC_COPY", "auto"));
-  o.copy = copy == "ce" ? CopyPath::kCopyEngine : copy == "sm" ? CopyPath::kSmKernel : CopyPath::kAuto;
+  o.copy = copy == "ce"   ? CopyPath::kCopyEngine
+           : copy == "sm" ? CopyPath::kSmKernel
+                          : CopyPath::kAuto;
   return o;
 }
 

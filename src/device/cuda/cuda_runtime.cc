@@ -208,7 +208,8 @@ class CudaRuntime final : public DeviceRuntime {
   Status LaunchEncode(void* dst, const void* src, size_t count, const weftCompression& spec,
                       uint64_t rounding_stream, StreamHandle stream) override {
     codec::CodecPlan plan;
-    WEFT_RETURN_IF_ERROR(codec::MakeCodecPlan("encode kernel", spec, count, rounding_stream, &plan));
+    WEFT_RETURN_IF_ERROR(
+        codec::MakeCodecPlan("encode kernel", spec, count, rounding_stream, &plan));
     if (count == 0) return OkStatus();
     WEFT_RETURN_IF_ERROR(CheckDevice("encode kernel: src", src, alignof(float)));
     WEFT_RETURN_IF_ERROR(CheckDevice("encode kernel: dst", dst, 1));

@@ -300,7 +300,8 @@ class EmulatedRuntime final : public DeviceRuntime {
     Stream* s = nullptr;
     codec::CodecPlan plan;
     WEFT_RETURN_IF_ERROR(Find("encode kernel", stream, &s));
-    WEFT_RETURN_IF_ERROR(codec::MakeCodecPlan("encode kernel", spec, count, rounding_stream, &plan));
+    WEFT_RETURN_IF_ERROR(
+        codec::MakeCodecPlan("encode kernel", spec, count, rounding_stream, &plan));
     if (count == 0) return OkStatus();
     void *d = nullptr, *x = nullptr;
     WEFT_RETURN_IF_ERROR(ResolveFloats("encode kernel: src", src, count, &x));
