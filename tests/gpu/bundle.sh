@@ -28,6 +28,10 @@ strip -o "$DEST/nccl-shim/libnccl.so.2" "$BUILD/nccl-shim/libnccl.so.2"
 # The GPU's floor for the ipc hand-offs (tests/gpu/latency.sh): plain CUDA, cudart static.
 NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 "$NVCC" -O2 -std=c++17 -o "$DEST/bin/flag_pingpong" tests/gpu/flag_pingpong.cu
+# The copy model's calibration (transports/ipc/ipc_options.h): weft's SM copy kernel against
+# the copy engine, device to device.
+"$NVCC" -O2 -std=c++17 -DWEFT_HAVE_CUDA=1 -I include -I . -o "$DEST/bin/copy_paths" \
+  tests/gpu/copy_paths.cu kernels/copy.cu
 # The non-system libraries the binaries link, resolved as the loader does here.
 ldd "$DEST/bin/weft-perf" "$DEST/libweft.so.0" | awk '/=> \// {print $3}' | sort -u |
   grep -E 'libhwloc|libuc[pstm]|libudev|libnuma' | while read -r so; do

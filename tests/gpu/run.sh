@@ -9,8 +9,9 @@
 #   4. compute-sanitizer memcheck on the kernel tests and a 2-process device allreduce
 #   5. the NCCL shim's nccl.h programs on 1-4 ranks: host buffers, and device buffers on CUDA
 #   6. benchmarks: nccl-perf (NCCL itself, 1 GPU) and weft-perf --device on 1, 2, 4 ranks
-#      sharing the GPU (ipc, and 2 ranks staged), plus weft-perf on host buffers (benchmarks
-#      never fail the run)
+#      sharing the GPU (ipc, and 2 ranks staged), plus weft-perf on host buffers, and
+#      copy_paths (the copy engine against the SM copy kernel, per size) (benchmarks never
+#      fail the run)
 #   7. PyTorch: unmodified DDP on the NCCL shim (tests/gpu/torch_ddp_shim.sh); the weft backend
 #      built here (tests/gpu/torch_build.sh) and run on CUDA tensors (torch_backend_cuda.py)
 #   8. tests/gpu/latency.sh: the 8 B latency's breakdown (the GPU's hand-off floor, ipc vs
@@ -146,6 +147,8 @@ WEFT_DEVICE=cuda WEFT_IPC=0 bench weft_device_staged_perf_2.log "$BIN/weftrun" -
   "$BIN/weft-perf" --device $PERF_ARGS --json "$LOGS/weft_device_staged_allreduce_2.json"
 bench weft_host_perf_2.log "$BIN/weftrun" -n 2 "$BIN/weft-perf" $PERF_ARGS \
   --json "$LOGS/weft_host_allreduce_2.json"
+# The ipc copy model's figures on this GPU (CopyModel in transports/ipc/ipc_options.h).
+[ -x "$BIN/copy_paths" ] && bench copy_paths.log "$BIN/copy_paths"
 step "PyTorch: DDP (backend nccl) on the NCCL shim, then the weft backend on CUDA tensors"
 # Unmodified DDP under LD_PRELOAD of the shim, 2 ranks on the GPU vs 1 rank on the doubled batch.
 PYTHON=${PYTHON:-python3} RUN_S=100 run torch_ddp_shim.log bash tests/gpu/torch_ddp_shim.sh "$SHIM_DIR" \
