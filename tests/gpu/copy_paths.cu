@@ -17,18 +17,10 @@
 #include <cstdlib>
 #include <vector>
 
+#include "cuda_check.h"
 #include "kernels/copy_cuda.h"
 
 namespace {
-
-#define CHECK(call)                                                          \
-  do {                                                                       \
-    cudaError_t e_ = (call);                                                 \
-    if (e_ != cudaSuccess) {                                                 \
-      std::fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(e_));       \
-      std::exit(2);                                                          \
-    }                                                                        \
-  } while (0)
 
 using Clock = std::chrono::steady_clock;
 

@@ -19,16 +19,10 @@
 #include <cstring>
 #include <thread>
 
+#include "cuda_check.h"
+
 namespace {
 
-#define CHECK(call)                                                                   \
-  do {                                                                                \
-    cudaError_t e_ = (call);                                                          \
-    if (e_ != cudaSuccess) {                                                          \
-      std::fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(e_));                \
-      std::exit(2);                                                                   \
-    }                                                                                 \
-  } while (0)
 #define CHECK_CU(call)                                                                \
   do {                                                                                \
     CUresult r_ = (call);                                                             \
