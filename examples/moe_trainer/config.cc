@@ -387,7 +387,8 @@ std::string UsageText() {
          "         --compress-dispatch fp8|SPEC (EP token dispatch)\n"
          "  ops:   --log-every --val-every --val-batches --data DIR --checkpoint-dir DIR\n"
          "         --checkpoint-every N --resume --stop-after N --loss-file F --plot F.png --quiet\n"
-         "         --digest (every rank prints a hash of its parameters at the end)\n"
+         "         --digest (every rank prints a hash of its parameters and, with EP, its\n"
+         "         expert-exchange bytes at the end)\n"
          "  fault: --elastic (survive a lost rank: shrink, re-split the batch, continue; DP only)\n"
          "         --kill-rank R[,R...] --kill-step S (test hook: the ranks kill themselves at S)\n"
          "  launch N ranks with: weftrun -n N moe_train ...\n";
