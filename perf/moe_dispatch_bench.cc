@@ -400,7 +400,7 @@ bool CodecFloor(const Plan& p, const weftCompression& spec, Buffers* b, int nran
     if (weftEncode(&spec, b->send_f32.data() + p.send_displs[q], p.send_counts[q], enc.data(),
                    0) != weftSuccess ||
         weftDecode(&spec, enc.data(), p.send_counts[q], dec.data()) != weftSuccess)
-      return !Fail("codec floor (weftEncode/weftDecode)", weftInvalidArgument, comm);
+      return !Fail("codec floor (weftEncode/weftDecode)", weftInvalidArgument, nullptr);
   }
   *seconds = Now() - t0;
   return !Fail("slowest rank (weftAllReduce)",
