@@ -13,8 +13,9 @@
 #        into uneven shards, weftReduceScatterV / weftAllGatherV), alone and   rel. diff <= 1e-5
 #        with --balance measured and a slow rank, vs 1 rank (measured: ~4e-7)
 # resume 20 steps straight vs 10 steps + checkpoint + resume for 10        bitwise (both routers)
-# compress --compress int8 / fp8 / 1bit on 2 ranks (and int8 with ZeRO-1, fp8 EP dispatch:
-#        its dispatch travels fp8, its combine bf16, per the traffic report and weft's metrics):
+# compress --compress int8 / fp8 / 1bit on 2 ranks (and int8 with ZeRO-1, fp8 EP dispatch on
+#        EP=2 and EP=4: its dispatch travels fp8, its combine bf16, per the traffic report
+#        and weft's metrics):
 #        losses finite and decreasing, every rank's parameters identical   digests equal
 #        after the last step; resume with compression (residuals saved)    bitwise
 # onebit --onebit-adam --compress-after 10 on 2 ranks: steps 0-9 are the   bitwise
@@ -119,9 +120,9 @@ same_digest() {  # output-file label ranks
 # exactly half) and the backward exchanges in float32; and weft's own record of plain calls
 # (WEFT_METRICS_FILE) holds exactly the backward ones as float32 all-to-allv: the dispatch and
 # the combine did not travel as float32.
-fp8_dispatch_bf16_combine() {  # output-file metrics-prefix
+fp8_dispatch_bf16_combine() {  # output-file metrics-prefix ranks
   local r plain
-  for r in 0 1; do
+  for r in $(seq 0 $(($3 - 1))); do
     plain=$(grep -c '"collective":"alltoallv","bytes":[0-9]*,"dtype":"float32"' "$2.$r" || true)
     grep "expert exchange rank $r:" "$1" | awk -v plain="$plain" -v r="$r" '
       { for (i = 1; i <= NF; i++) if ($i == "calls") {
@@ -281,9 +282,16 @@ case "$mode" in
     WEFT_METRICS_FILE="$work/ep.metrics.%r" \
       train 2 "$work/ep" --ep 2 --compress-dispatch fp8 --compress int8 --digest >"$work/ep.out"
     decreasing "$work/ep" "--ep 2 --compress-dispatch fp8 --compress int8"
-    fp8_dispatch_bf16_combine "$work/ep.out" "$work/ep.metrics"
+    fp8_dispatch_bf16_combine "$work/ep.out" "$work/ep.metrics" 2
     sed -i 's/ experts [0-9a-f]*$//' "$work/ep.out"
     same_digest "$work/ep.out" "--ep 2 --compress-dispatch fp8 (dense parameters)" 2
+    # EP=4: the compressed all-to-all(v) among 4 ranks with uneven counts, both ways.
+    WEFT_METRICS_FILE="$work/ep4.metrics.%r" \
+      train 4 "$work/ep4" --ep 4 --compress-dispatch fp8 --digest >"$work/ep4.out"
+    decreasing "$work/ep4" "--ep 4 --compress-dispatch fp8"
+    fp8_dispatch_bf16_combine "$work/ep4.out" "$work/ep4.metrics" 4
+    sed -i 's/ experts [0-9a-f]*$//' "$work/ep4.out"
+    same_digest "$work/ep4.out" "--ep 4 --compress-dispatch fp8 (dense parameters)" 4
     # The residuals are part of the checkpoint, so a resumed compressed run is the straight one.
     train 2 "$work/straight" --compress 1bit
     train 2 "$work/resumed" --compress 1bit --checkpoint-dir "$work/ckpt" --stop-after 10
