@@ -2,6 +2,7 @@
 // completes before it returns.
 #include "kernels/kernel_backend.h"
 
+#include <new>
 #include <string>
 
 #include "kernels/codec.h"
@@ -29,6 +30,13 @@ Status KernelBackend::DecodeReduce(const MemRef&, const MemRef&, size_t,
   return InvalidUsage(std::string(name()) + " kernel backend: decode_reduce with codec " +
                       codec::CodecName(spec.codec) + " is not implemented");
 }
+
+StatusOr<MemRef> KernelBackend::Allocate(size_t bytes, MemKind kind, int) {
+  return InvalidUsage(std::string(name()) + " kernel backend: cannot allocate " +
+                      std::to_string(bytes) + " bytes of " + MemKindName(kind) + " memory");
+}
+
+void KernelBackend::Release(const MemRef&) {}
 
 namespace {
 
@@ -125,6 +133,23 @@ class CpuBackend final : public KernelBackend {
     req->Complete();
     return OkStatus();
   }
+
+  // Host memory only: pinned or device memory comes from a device runtime's backend.
+  StatusOr<MemRef> Allocate(size_t bytes, MemKind kind, int device) override {
+    if (kind != MemKind::kHost)
+      return InvalidArgument(std::string("cpu kernel backend: cannot allocate ") +
+                             MemKindName(kind) + " memory (kind=" +
+                             std::to_string(static_cast<int>(kind)) + ")");
+    (void)device;
+    // Default-initialized: no fill, so growing a buffer does not fault in pages that a
+    // receive is about to overwrite (measured on large compressed calls).
+    void* p = bytes == 0 ? nullptr : new (std::nothrow) unsigned char[bytes];
+    if (bytes != 0 && p == nullptr)
+      return Status(weftSystemError, "cpu kernel backend: out of memory allocating " +
+                                         std::to_string(bytes) + " bytes of scratch");
+    return MemRef::Host(p, bytes);
+  }
+  void Release(const MemRef& mem) override { delete[] static_cast<unsigned char*>(mem.ptr); }
 
   // The codec hooks (kernels/codec_backend.cc).
   Status Encode(const MemRef& dst, const MemRef& src, size_t count, const weftCompression& spec,

@@ -65,6 +65,13 @@ class KernelBackend {
                         const weftCompression& spec, KernelRequest* req);
   virtual Status DecodeReduce(const MemRef& dst, const MemRef& src, size_t count,
                               const weftCompression& spec, weftRedOp_t op, KernelRequest* req);
+  // Scratch memory of `kind` the backend's kernels can touch (executor scratch, receive
+  // landing buffers), `bytes` long, not initialized; Release gives it back. The executor
+  // allocates every buffer of its own here, so a schedule's scratch has the kind its
+  // communicator chose (host for the CPU backend; device or pinned memory for a device
+  // backend) and never a std::vector's. The base class refuses (a backend without memory).
+  virtual StatusOr<MemRef> Allocate(size_t bytes, MemKind kind, int device);
+  virtual void Release(const MemRef& mem);
   // Moves outstanding work forward; true once `req` is done (the CPU backend: always).
   virtual bool Poll(KernelRequest* req) { return req->done; }
   // True when every call completes before it returns (the CPU backend): the executor then

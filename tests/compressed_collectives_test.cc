@@ -916,6 +916,51 @@ TEST(JobWideCompression, SettingsAndTheHookFunction) {
   unsetenv("WEFT_COMPRESSION_MIN_BYTES");
 }
 
+// WEFT_COMPRESSION on the public weftAllReduce, launched by tests/job_wide_pipeline.cmake with
+// WEFT_COMPRESSION=int8:always (the setting is read once per process): the call is checked
+// first, as any weftAllReduce (a bad one fails naming weftAllReduce and its argument, not the
+// compressed path), a count of 0 runs nothing, and a valid call runs compressed through the
+// communicator's pipeline (algorithm named, result within int8's bound, identical bits).
+TEST(JobWideCompression, DISABLED_AfterTheArgumentChecks) {
+  const char* setting = std::getenv("WEFT_COMPRESSION");
+  ASSERT_TRUE(setting != nullptr && std::string(setting) == "int8:always")
+      << "run through ctest (tests/job_wide_pipeline.cmake), which sets WEFT_COMPRESSION";
+  std::vector<float> buf(4096, 1.0f);
+  EXPECT_EQ(weftAllReduce(buf.data(), buf.data(), buf.size(), weftFloat32, weftSum, nullptr, nullptr),
+            weftInvalidArgument);
+  std::string error = weftGetLastError(nullptr);
+  EXPECT_NE(error.find("weftAllReduce"), std::string::npos) << error;
+  EXPECT_EQ(error.find("WEFT_COMPRESSION"), std::string::npos) << "checked after compression: " << error;
+  const std::string failure = RunRanks(2, [&](weftComm_t comm, int rank) -> std::string {
+    std::vector<float> in(4096), out(4096, 0.0f);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = Input(rank, i);
+    if (weftAllReduce(nullptr, out.data(), in.size(), weftFloat32, weftSum, comm, nullptr) != weftInvalidArgument)
+      return "NULL sendbuff accepted";
+    const std::string null_error = weftGetLastError(comm);
+    if (null_error.find("sendbuff") == std::string::npos || null_error.find("WEFT_COMPRESSION") != std::string::npos)
+      return "NULL sendbuff: " + null_error;
+    const char* algorithm = nullptr;
+    if (weftAllReduce(in.data(), out.data(), 0, weftFloat32, weftSum, comm, nullptr) != weftSuccess)
+      return "count 0 failed";
+    weftCommGetLastAlgorithm(comm, &algorithm);
+    if (std::string(algorithm) != "") return std::string("count 0 ran ") + algorithm;
+    if (weftAllReduce(in.data(), out.data(), in.size(), weftFloat32, weftSum, comm, nullptr) != weftSuccess)
+      return std::string("compressed call failed: ") + weftGetLastError(comm);
+    weftCommGetLastAlgorithm(comm, &algorithm);
+    if (std::string(algorithm).find("compressed") == std::string::npos)
+      return std::string("not compressed: ") + algorithm;
+    double max_abs = 0;
+    for (size_t i = 0; i < in.size(); ++i)
+      max_abs = std::max(max_abs, std::fabs(static_cast<double>(Input(0, i)) + Input(1, i)));
+    for (size_t i = 0; i < in.size(); ++i) {
+      const double exact = static_cast<double>(Input(0, i)) + Input(1, i);
+      if (std::fabs(out[i] - exact) > max_abs / 50) return "element " + std::to_string(i) + " off";
+    }
+    return "";
+  });
+  EXPECT_EQ(failure, "");
+}
+
 // ---- processes ----
 
 // The worker: one rank of a compressed int8 allreduce over processes; prints a checksum of

@@ -450,14 +450,14 @@ Status SendOneEncoding(const weftCompression spec[2], size_t n, std::vector<floa
       InprocTransport t(hub, r);
       std::vector<Transport*> peers(p, &t);
       std::vector<float> in = Contribution(r, n), unused(n);
-      std::vector<unsigned char> heap;
+      ScratchBuffer heap;
       ExecContext ctx;
       ctx.rank = r;
       ctx.nranks = p;
       ctx.tag = 7;
       ctx.timeout_s = 5;
       ctx.peer_transport = &peers;
-      ctx.heap_scratch = &heap;
+      ctx.scratch = &heap;
       ctx.what = "compressed schedule test";
       ctx.codec = &mine;
       ExecBuffers b;

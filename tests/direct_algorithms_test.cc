@@ -203,8 +203,8 @@ TEST_P(DirectExec, ShmExecutionMatchesClosedForm) {
       ctx.timeout_s = 30;
       ctx.peer_transport = &peers;
       ctx.direct = t->get();
-      std::vector<unsigned char> heap;
-      ctx.heap_scratch = &heap;
+      ScratchBuffer heap;
+      ctx.scratch = &heap;
       ctx.what = "direct test";
       ExecBuffers bufs;
       bufs.input = input;
@@ -298,7 +298,7 @@ TEST(DirectPerf, TwoProcessAllReduceFloat32) {
     auto t = ShmTransport::Create(&boot, {0, 1}, ShmOptions());
     if (!t.ok()) _exit(1);
     std::vector<Transport*> peers(2, t->get());
-    std::vector<unsigned char> heap;
+    ScratchBuffer heap;
     const size_t big = size_t{16} << 20;  // elements: 64 MiB of float32
     std::vector<float> in(big), out(big);
     for (size_t i = 0; i < big; ++i) in[i] = InputAt(r, i);
@@ -313,7 +313,7 @@ TEST(DirectPerf, TwoProcessAllReduceFloat32) {
         ctx.nranks = 2;
         ctx.peer_transport = &peers;
         ctx.direct = t->get();
-        ctx.heap_scratch = &heap;
+        ctx.scratch = &heap;
         ExecBuffers b{in.data(), out.data()};
         int iters = n == big ? 5 : 5000;
         double best = 1e9;

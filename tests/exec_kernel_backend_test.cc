@@ -51,6 +51,11 @@ class DeferredBackend final : public KernelBackend {
       return CpuKernelBackend().Cast(dst, dst_type, src, src_type, count, r);
     });
   }
+  // Memory from the CPU backend (scratch and landing buffers are host memory here).
+  StatusOr<MemRef> Allocate(size_t bytes, MemKind kind, int device) override {
+    return CpuKernelBackend().Allocate(bytes, kind, device);
+  }
+  void Release(const MemRef& mem) override { CpuKernelBackend().Release(mem); }
   bool Poll(KernelRequest* req) override {
     auto it = pending_.find(req);
     if (it == pending_.end()) return req->done;
@@ -103,14 +108,14 @@ RunResult Execute(const Schedule& s, bool deferred, int fail_at = -1, double tim
       std::vector<Transport*> peers(p, &t);
       std::vector<float> in(s.ranks[r].input_count);
       for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(r + 1) + 0.5f * i;
-      std::vector<unsigned char> heap;
+      ScratchBuffer heap;
       ExecContext ctx;
       ctx.rank = r;
       ctx.nranks = p;
       ctx.tag = 11;
       ctx.timeout_s = timeout_s;
       ctx.peer_transport = &peers;
-      ctx.heap_scratch = &heap;
+      ctx.scratch = &heap;
       ctx.what = "kernel backend test";
       if (deferred) ctx.kernels = backends[r].get();
       ExecBuffers b;
@@ -194,10 +199,10 @@ TEST(ExecutorKernelBackend, MemoryTheBackendCannotTouchIsRefusedBeforeAnyStep) {
   ASSERT_TRUE(s.ok()) << s.status().message();
   std::vector<float> in(16, 1.0f), out(16, 0.0f);
   std::vector<Transport*> peers(1, nullptr);
-  std::vector<unsigned char> heap;
+  ScratchBuffer heap;
   ExecContext ctx;
   ctx.peer_transport = &peers;
-  ctx.heap_scratch = &heap;
+  ctx.scratch = &heap;
   ExecBuffers b;
   b.input = in.data();
   b.output = out.data();

@@ -511,7 +511,7 @@ TEST_P(ShmWindows, SignalWaitOrdersReadsAndGrowthRemaps) {
     for (size_t bytes : {size_t{4096}, size_t{3} << 20, size_t{100}, size_t{5} << 20}) {
       for (int round = 0; round < 3; ++round) {
         ASSERT_TRUE(t.PrepareWindow(bytes).ok());
-        auto* w = static_cast<uint32_t*>(t.LocalWindow());
+        auto* w = static_cast<uint32_t*>(t.LocalWindow().ptr);
         size_t words = bytes / 4;
         for (size_t i = 0; i < words; ++i) w[i] = r * 1000003u + round * 7u + i;
         std::vector<TransportRequest> waits(n);
@@ -525,7 +525,7 @@ TEST_P(ShmWindows, SignalWaitOrdersReadsAndGrowthRemaps) {
         for (int p = 0; p < n; ++p) {
           auto pw = t.PeerWindow(p, bytes);
           ASSERT_TRUE(pw.ok()) << pw.status().message();
-          auto* v = static_cast<const uint32_t*>(*pw);
+          auto* v = static_cast<const uint32_t*>(pw->ptr);
           ASSERT_EQ(v[0], p * 1000003u + round * 7u) << "rank " << r << " reads " << p;
           ASSERT_EQ(v[words - 1], p * 1000003u + round * 7u + words - 1);
         }
@@ -768,7 +768,7 @@ TEST(ShmPerf, WindowReadBandwidthAndMemcpyReference) {
     auto t = ShmTransport::Create(&boot, Iota(2), o);
     if (!t.ok()) return 1;
     if (r == 0) {
-      std::memset((*t)->LocalWindow(), 7, bytes);
+      std::memset((*t)->LocalWindow().ptr, 7, bytes);
       if (!(*t)->Signal(1).ok()) return 2;
       TransportRequest w;  // wait until the reader is done before closing
       if (!(*t)->PostWait(1, &w).ok() || !WaitAll(t->get(), {&w}).ok()) return 3;
@@ -782,7 +782,7 @@ TEST(ShmPerf, WindowReadBandwidthAndMemcpyReference) {
     double best_window = 1e9, best_local = 1e9;
     for (int i = 0; i < 20; ++i) {
       Clock::time_point s = Clock::now();
-      std::memcpy(dst.data(), *pw, bytes);
+      std::memcpy(dst.data(), pw->ptr, bytes);
       best_window = std::min(best_window, Seconds(s));
       s = Clock::now();
       std::memcpy(dst.data(), src.data(), bytes);

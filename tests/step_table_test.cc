@@ -149,14 +149,14 @@ std::vector<Status> Execute(const Schedule& s, double timeout_s,
       std::vector<Transport*> peers(p, &t);
       std::vector<float> in(s.ranks[r].input_count);
       for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(r + 1 + i);
-      std::vector<unsigned char> heap;
+      ScratchBuffer heap;
       ExecContext ctx;
       ctx.rank = r;
       ctx.nranks = p;
       ctx.tag = 7;
       ctx.timeout_s = timeout_s;
       ctx.peer_transport = &peers;
-      ctx.heap_scratch = &heap;
+      ctx.scratch = &heap;
       ctx.what = "step table test";
       ExecBuffers b;
       b.input = in.data();

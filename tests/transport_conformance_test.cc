@@ -291,6 +291,15 @@ TEST_P(Conformance, BadArgumentsAreRefused) {
     EXPECT_EQ(t->PostRecv(1 - r, -1, 0, &b, 1, &req).code(), weftInvalidArgument);
     Status null_buf = t->PostRecv(1 - r, 0, 0, nullptr, 1, &req);
     EXPECT_EQ(null_buf.code(), weftInvalidArgument) << null_buf.message();
+    // Device memory (MemRef kind): refused by name before any byte is touched, in every
+    // direction (the host copy would fault; device buffers are staged).
+    const MemRef device{&b, 1, MemKind::kCudaDevice, 3, 0};
+    for (Status st : {t->PostSend(1 - r, 0, 0, device, &req), t->PostRecv(1 - r, 0, 0, device, &req),
+                      t->PostRecvUpTo(1 - r, 0, 0, device, &req)}) {
+      EXPECT_EQ(st.code(), weftInvalidArgument) << st.message();
+      EXPECT_NE(st.message().find("cuda-device memory of device 3"), std::string::npos) << st.message();
+      EXPECT_NE(st.message().find(GetParam()), std::string::npos) << st.message();
+    }
     EXPECT_FALSE(t->HasPending());
   });
 }

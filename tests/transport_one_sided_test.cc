@@ -53,9 +53,9 @@ std::string RankMain(const BootstrapId& id, int rank) {
   const size_t n = 300000, window_bytes = 65536;
   std::vector<unsigned char> host(n + 8192, 0);
   CHECK_OK(t->PrepareWindow(window_bytes), "prepare window");
-  std::memset(t->LocalWindow(), 0, window_bytes);
+  std::memset(t->LocalWindow().ptr, 0, window_bytes);
   StatusOr<RegHandle> h_host = t->Register(MemRef::Host(host.data(), host.size()));
-  StatusOr<RegHandle> h_win = t->Register(MemRef{t->LocalWindow(), window_bytes, MemKind::kHostShared, -1, 0});
+  StatusOr<RegHandle> h_win = t->Register(t->LocalWindow().Slice(0, window_bytes));
   if (!h_host.ok() || !h_win.ok()) return "register failed";
   std::vector<std::string> all_host, all_win;
   StatusOr<std::string> k1 = t->PackRemoteKey(*h_host), k2 = t->PackRemoteKey(*h_win);
@@ -97,7 +97,7 @@ std::string RankMain(const BootstrapId& id, int rank) {
       if (host[i] != 0) return "put wrote before its offset";
     for (size_t i = 0; i < n; ++i)
       if (host[4096 + i] != Pattern(1, i)) return "put: byte " + std::to_string(i) + " wrong";
-    const unsigned char* w = static_cast<const unsigned char*>(t->LocalWindow());
+    const unsigned char* w = static_cast<const unsigned char*>(t->LocalWindow().ptr);
     for (size_t i = 0; i < 1000; ++i)
       if (w[500 + i] != Pattern(1, i)) return "window put: byte " + std::to_string(i) + " wrong";
     if (w[499] != 0 || w[1500] != 0) return "window put wrote outside its range";

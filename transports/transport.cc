@@ -35,7 +35,7 @@ Status Transport::Signal(int, uint64_t) { return NoOneSided(*this, "signal"); }
 Status Transport::PostWait(int, TransportRequest*, uint64_t) { return NoOneSided(*this, "wait"); }
 
 Status CheckPostArgs(const char* transport, const char* what, int rank, int nranks, int peer,
-                     int channel, int max_channel, const void* buf, size_t bytes,
+                     int channel, int max_channel, const MemRef& mem,
                      const TransportRequest* req, bool self_ok) {
   const std::string call = std::string(transport) + " " + what;
   if (peer < 0 || peer >= nranks || (peer == rank && !self_ok))
@@ -46,9 +46,18 @@ Status CheckPostArgs(const char* transport, const char* what, int rank, int nran
     return InvalidArgument(call + ": channel=" + std::to_string(channel) + " is outside 0.." +
                            std::to_string(max_channel));
   if (req == nullptr) return InvalidArgument(call + ": req is NULL");
-  if (bytes > 0 && buf == nullptr)
+  if (mem.bytes > 0 && mem.ptr == nullptr)
     return InvalidArgument(call + " with rank " + std::to_string(peer) + ": buf is NULL for " +
-                           std::to_string(bytes) + " bytes");
+                           std::to_string(mem.bytes) + " bytes");
+  if (!mem.is_host()) {
+    char addr[32];
+    std::snprintf(addr, sizeof(addr), "%p", mem.ptr);
+    return InvalidArgument(call + " with rank " + std::to_string(peer) + ": buf=" + addr +
+                           " is " + MemKindName(mem.kind) + " memory of device " +
+                           std::to_string(mem.device) + "; the " + transport +
+                           " transport moves host memory only (device buffers are staged "
+                           "through pinned host memory)");
+  }
   return OkStatus();
 }
 

@@ -121,18 +121,35 @@ class Transport {
   virtual ~Transport() = default;
   virtual const char* name() const = 0;
 
-  // Starts sending `bytes` from `buf` to `peer`. Zero-byte messages are delivered too.
-  virtual Status PostSend(int peer, int channel, uint64_t tag, const void* buf, size_t bytes,
+  // Two-sided operations take MemRefs: the memory kind travels with the bytes, so a transport
+  // refuses what it cannot move (every transport here moves host memory; device buffers reach
+  // them staged through pinned host memory, src/core/device_staging.h) instead of faulting.
+  // Starts sending src.bytes bytes of `src` to `peer`. Zero-byte messages are delivered too.
+  virtual Status PostSend(int peer, int channel, uint64_t tag, const MemRef& src,
                           TransportRequest* req) = 0;
-  // Starts receiving exactly `bytes` from `peer` into `buf`.
-  virtual Status PostRecv(int peer, int channel, uint64_t tag, void* buf, size_t bytes,
+  // Starts receiving exactly dst.bytes bytes from `peer` into `dst`.
+  virtual Status PostRecv(int peer, int channel, uint64_t tag, const MemRef& dst,
                           TransportRequest* req) = 0;
-  // Starts receiving a message of at most `max_bytes` from `peer` into `buf`; once done,
+  // Starts receiving a message of at most dst.bytes bytes from `peer` into `dst`; once done,
   // req->bytes holds its size. Same ordering and tag matching as PostRecv. (Every weft
   // transport implements it; the default refuses, for test doubles that do not need it.)
-  virtual Status PostRecvUpTo(int peer, int channel, uint64_t tag, void* buf, size_t max_bytes,
+  virtual Status PostRecvUpTo(int peer, int channel, uint64_t tag, const MemRef& dst,
                               TransportRequest* req) {
     return InvalidUsage(std::string(name()) + " transport: receives of variable size are not supported");
+  }
+  // The same on pageable host memory given as pointer and size (tools and tests; the executor
+  // passes MemRefs). Derived transports bring these in with `using Transport::PostSend;` etc.
+  Status PostSend(int peer, int channel, uint64_t tag, const void* buf, size_t bytes,
+                  TransportRequest* req) {
+    return PostSend(peer, channel, tag, MemRef::Host(buf, bytes), req);
+  }
+  Status PostRecv(int peer, int channel, uint64_t tag, void* buf, size_t bytes,
+                  TransportRequest* req) {
+    return PostRecv(peer, channel, tag, MemRef::Host(buf, bytes), req);
+  }
+  Status PostRecvUpTo(int peer, int channel, uint64_t tag, void* buf, size_t max_bytes,
+                      TransportRequest* req) {
+    return PostRecvUpTo(peer, channel, tag, MemRef::Host(buf, max_bytes), req);
   }
   // Moves data. Waits at most `timeout_us` microseconds for something to happen when nothing
   // can be done right away (0 = never wait). Returns an error for failures that are not tied
@@ -224,10 +241,13 @@ class DirectTransport : public Transport {
   // only in the sense that every rank does it for the same operation; it must not block on
   // peers). Growing may replace the mapping: pointers from earlier calls become invalid.
   virtual Status PrepareWindow(size_t bytes) = 0;
-  virtual void* LocalWindow() = 0;
-  // Peer p's window (mapped on first use or after the peer grew it). Only valid to read
-  // after a Wait that the peer's matching Signal follows its window preparation.
-  virtual StatusOr<const void*> PeerWindow(int peer, size_t min_bytes) = 0;
+  // This rank's window, with its memory kind (shm: kHostShared): the executor's Scratch for a
+  // direct schedule takes its kind from here.
+  virtual MemRef LocalWindow() = 0;
+  // Peer p's window (mapped on first use or after the peer grew it), at least min_bytes long,
+  // with its kind. Only valid to read after a Wait that the peer's matching Signal follows its
+  // window preparation.
+  virtual StatusOr<MemRef> PeerWindow(int peer, size_t min_bytes) = 0;
   // Posts the next signal to `peer` (non-blocking; signals are counted, never lost). A
   // non-zero `tag` travels with it: the executor tags the first signal of an operation to each
   // peer with the call tag, so direct schedules (which exchange no messages) still detect
@@ -274,7 +294,8 @@ class DirectTransport : public Transport {
   // Where [offset, offset + bytes) of `peer`'s registered memory behind `key` (imported) is
   // mapped in this process, for direct steps to read in place; an error when the memory is
   // not mapped (it was not allocated shareable: weftMemAlloc) or the range leaves it.
-  virtual StatusOr<const void*> MappedRemote(int peer, RemoteKey key, size_t offset, size_t bytes) {
+  // The MemRef is `bytes` long, of the mapping's kind (shm: kHostShared).
+  virtual StatusOr<MemRef> MappedRemote(int peer, RemoteKey key, size_t offset, size_t bytes) {
     (void)peer; (void)key; (void)offset; (void)bytes;
     return InvalidUsage(std::string(name()) + " transport: peers' memory is not mapped");
   }
@@ -282,9 +303,11 @@ class DirectTransport : public Transport {
 
 // The argument checks every transport makes on a post, with the same messages: `peer` another
 // rank of [0, nranks) (or this one, where `self_ok`), `channel` in [0, max_channel], `req` set,
-// `buf` set when bytes > 0. `transport` and `what` name the call ("tcp", "send").
+// `mem.ptr` set when mem.bytes > 0, and `mem` host memory (the transports here move host
+// memory only: a device MemRef is refused naming its kind and device, where a host copy
+// would fault). `transport` and `what` name the call ("tcp", "send").
 Status CheckPostArgs(const char* transport, const char* what, int rank, int nranks, int peer,
-                     int channel, int max_channel, const void* buf, size_t bytes,
+                     int channel, int max_channel, const MemRef& mem,
                      const TransportRequest* req, bool self_ok = false);
 
 }  // namespace weft

@@ -59,6 +59,19 @@ weftResult_t Entry(const EntrySpec& spec, const void* sendbuff, void* recvbuff, 
     comm->last_algorithm = nullptr;  // no algorithm ran
     return weftSuccess;
   }
+  // WEFT_COMPRESSION turns compression on job-wide without code changes, for allreduces that
+  // passed the checks above: the call runs as a compressed allreduce, through the same
+  // pipeline (BeginCall, plan, execute, EndCall: core/comm.h) as every other call. Inside a
+  // group the call is queued as written (the compressed path is a composition of collectives
+  // of its own). Device buffers too: the compressed call stages them on the caller's stream
+  // (the host codecs run on pinned copies; compression pays only across hosts, where messages
+  // go through host memory anyway).
+  if (spec.collective == Collective::kAllReduce && !InGroup()) {
+    Status compressed;
+    if (compress::MaybeRunJobWideCompression(sendbuff, recvbuff, count, datatype, op, comm,
+                                             stream, &compressed))
+      return compressed.ok() ? weftSuccess : Report(compressed.WithContext(spec.fn));
+  }
   CollectiveCall c;
   c.collective = spec.collective;
   c.sendbuff = sendbuff;
@@ -277,16 +290,6 @@ weftResult_t weftAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                            weftDataType_t datatype, weftRedOp_t op, weftComm_t comm,
                            weftStream_t stream) {
   static const EntrySpec spec{"weftAllReduce", Collective::kAllReduce, "count", false, true, false};
-  // WEFT_COMPRESSION turns compression on job-wide without code changes; inside a group the
-  // call is queued as written (the compressed path is a composition of collectives of its own).
-  // Device buffers too: the compressed call stages them on the caller's stream (the host
-  // codecs run on pinned copies; compression pays only across hosts, where messages go
-  // through host memory anyway).
-  weft::Status compressed;
-  if (!weft::InGroup() &&
-      weft::compress::MaybeRunJobWideCompression(sendbuff, recvbuff, count, datatype, op, comm,
-                                                 stream, &compressed))
-    return weft::Report(compressed.WithContext("weftAllReduce"));
   return Entry(spec, sendbuff, recvbuff, count, datatype, op, 0, comm, stream);
 }
 

@@ -33,13 +33,13 @@ Status RunAllGatherCompressed(const void* sendbuff, void* recvbuff, size_t sendc
     float* x = ScratchFloats(0, sendcount);
     LoadWithResidual(send, datatype, sendcount, res, x);
     float* result = datatype == weftFloat32 ? static_cast<float*>(recv) : ScratchFloats(1, total);
-    std::vector<unsigned char>& scratch = CompressedScheduleScratch();
+    ScratchBuffer& scratch = CompressedScheduleScratch();
     RankSchedule ran;
     WEFT_RETURN_IF_ERROR(RunCompressedSchedule(comm, Collective::kAllGather, sendcount, spec,
                                                weftSum, x, result, &scratch,
                                                res ? &ran : nullptr));
     if (res != nullptr)
-      AddDroppedToResidual(spec, ran, FlatEncodedSpans(ran, 0), x, scratch.data(), 1.0f, res);
+      AddDroppedToResidual(spec, ran, FlatEncodedSpans(ran, 0), x, ScratchBytes(scratch), 1.0f, res);
     StoreAs(result, total, datatype, recv);
     return OkStatus();
   });

@@ -141,7 +141,7 @@ Status FlatAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t coun
   if (!as_is) LoadWithResidual(sendbuff, datatype, count, residual, x);
   const float* in = as_is ? static_cast<const float*>(sendbuff) : x;
   float* result = datatype == weftFloat32 ? static_cast<float*>(recvbuff) : ScratchFloats(1, count);
-  std::vector<unsigned char>& scratch = CompressedScheduleScratch();
+  ScratchBuffer& scratch = CompressedScheduleScratch();
   ScheduleRequest shape;  // the request the schedule and its encodes' spans are built from
   shape.collective = Collective::kAllReduce;
   shape.nranks = nranks;
@@ -153,7 +153,7 @@ Status FlatAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t coun
                                             shape, spec, op, in, result, &scratch,
                                             residual ? &ran : nullptr));
   if (residual != nullptr)
-    AddDroppedToResidual(spec, ran, AllReduceFlatEncodedSpans(shape, rank), in, scratch.data(),
+    AddDroppedToResidual(spec, ran, AllReduceFlatEncodedSpans(shape, rank), in, ScratchBytes(scratch),
                          op == weftAvg ? static_cast<float>(nranks) : 1.0f, residual);
   StoreAs(result, count, datatype, recvbuff);
   return OkStatus();

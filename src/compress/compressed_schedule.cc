@@ -46,10 +46,10 @@ size_t RecordedElements(const ScheduleRequest& req, int rank) {
 
 Status Execute(weftComm_t comm, const RankSchedule& rs, int window, const weftCompression& spec,
                weftRedOp_t op, uint64_t tag, const float* in, float* out,
-               std::vector<unsigned char>* scratch, const char* what) {
+               ScratchBuffer* scratch, const char* what) {
   ExecExtras extras;
   extras.codec = &spec;
-  extras.heap_scratch = scratch;
+  extras.scratch = scratch;
   return ExecuteOnComm(comm, rs, window, weftFloat32, op, tag, in, out, what, extras);
 }
 
@@ -66,42 +66,38 @@ size_t CompressionChunkElems() {
 Status RunCompressedRequest(weftComm_t comm, const AlgorithmInfo& algorithm,
                             const ScheduleRequest& shape, const weftCompression& spec,
                             weftRedOp_t op, const float* in, float* out,
-                            std::vector<unsigned char>* scratch, RankSchedule* rank_schedule) {
+                            ScratchBuffer* scratch, RankSchedule* rank_schedule) {
   const Collective collective = shape.collective;
-  std::unique_lock<std::mutex> lock;
-  WEFT_RETURN_IF_ERROR(ClaimComm(comm, &lock));
-  WEFT_RETURN_IF_ERROR(CheckComm(comm));
+  // The call as the recorder and the metrics show it: float32 values, this rank's elements.
   ScheduleRequest req = shape;
   req.nranks = comm->nranks;
   req.codec = spec;
   req.scope = PlanScope::ForRank(comm->rank);
   if (req.chunk.chunk_elems == 0) req.chunk.chunk_elems = CompressionChunkElems();
-  StatusOr<Schedule> sched = BuildSchedule(algorithm, req);
-  if (!sched.ok()) return sched.status();
-  const uint64_t seq = ++comm->collective_seq;
+  CollectiveCall view;
+  view.collective = collective;
+  view.count = RecordedElements(req, comm->rank);
+  view.dtype = weftFloat32;
+  view.op = op;
+  CallScope scope;
+  WEFT_RETURN_IF_ERROR(BeginCall(comm, view, view.count * sizeof(float), &scope));
+  StatusOr<std::shared_ptr<const Schedule>> sched = PlanSchedule(comm, algorithm, req);
+  if (!sched.ok()) return EndCall(comm, view, scope, sched.status());
   const std::string what = std::string(CollectiveName(collective)) + " " + algorithm.name;
   // Interned: the flight recorder and weftCommGetLastAlgorithm keep the pointer.
-  const std::string* name = &algorithm.name;
-  comm->last_algorithm = name;
-  FlightEntry* entry =
-      comm->recorder.Begin(seq, CollectiveName(collective), RecordedElements(req, comm->rank) * sizeof(float));
-  if (entry != nullptr) {
-    entry->algorithm = name;
-    entry->dtype = weftFloat32;
-    entry->op = op;
-  }
-  const RankSchedule& rs = sched->ranks[comm->rank];
-  const uint64_t tag = MakeCallTag(DescriptorHash(collective, HashedCount(shape), spec, op), seq);
+  comm->last_algorithm = &algorithm.name;
+  if (scope.entry != nullptr) scope.entry->algorithm = &algorithm.name;
+  const RankSchedule& rs = (*sched)->ranks[comm->rank];
+  const uint64_t tag = MakeCallTag(DescriptorHash(collective, HashedCount(shape), spec, op), scope.seq);
   if (comm->direct != nullptr) comm->direct->PublishCurrentCall(tag);  // peers' plan check
-  Status st = Execute(comm, rs, sched->window, spec, op, tag, in, out, scratch, what.c_str());
-  comm->recorder.Complete(entry, st);
+  Status st = Execute(comm, rs, (*sched)->window, spec, op, tag, in, out, scratch, what.c_str());
   if (st.ok() && rank_schedule != nullptr) *rank_schedule = rs;
-  return st;
+  return EndCall(comm, view, scope, std::move(st));
 }
 
 Status RunCompressedSchedule(weftComm_t comm, Collective collective, size_t count,
                              const weftCompression& spec, weftRedOp_t op, const float* in,
-                             float* out, std::vector<unsigned char>* scratch,
+                             float* out, ScratchBuffer* scratch,
                              RankSchedule* rank_schedule) {
   const AlgorithmInfo* algorithm = FindCompressedAlgorithm(collective);
   if (algorithm == nullptr)
@@ -143,8 +139,8 @@ StatusOr<SimResult> SimulateCompressedRequest(const Fabric& fabric, const Algori
   return SimulateSchedule(*sched, fabric, sizeof(float), options);
 }
 
-std::vector<unsigned char>& CompressedScheduleScratch() {
-  static thread_local std::vector<unsigned char> scratch;
+ScratchBuffer& CompressedScheduleScratch() {
+  static thread_local ScratchBuffer scratch(MemKind::kHost);
   return scratch;
 }
 

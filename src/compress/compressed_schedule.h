@@ -10,6 +10,7 @@
 #include "algorithms/registry.h"
 #include "algorithms/schedule.h"
 #include "common/status.h"
+#include "exec/scratch.h"
 #include "sim/engine.h"
 #include "topo/fabric.h"
 #include "weft/weft_compress.h"
@@ -23,7 +24,7 @@ namespace weft::compress {
 // (if not null) receives the steps that ran, to read back their encodings.
 Status RunCompressedSchedule(weftComm_t comm, Collective collective, size_t count,
                              const weftCompression& spec, weftRedOp_t op, const float* in,
-                             float* out, std::vector<unsigned char>* scratch,
+                             float* out, ScratchBuffer* scratch,
                              RankSchedule* rank_schedule);
 
 // WEFT_COMPRESSION_CHUNK_BYTES as the ChunkPolicy::chunk_elems (float32 values) of compressed
@@ -38,7 +39,7 @@ size_t CompressionChunkElems();
 Status RunCompressedRequest(weftComm_t comm, const AlgorithmInfo& algorithm,
                             const ScheduleRequest& shape, const weftCompression& spec,
                             weftRedOp_t op, const float* in, float* out,
-                            std::vector<unsigned char>* scratch, RankSchedule* rank_schedule);
+                            ScratchBuffer* scratch, RankSchedule* rank_schedule);
 
 // The predicted time of the compressed `collective` schedule of `count` (every rank's steps)
 // on `fabric`, its codec steps at the codec's measured speed (MeasuredCodecSpeed,
@@ -53,9 +54,12 @@ StatusOr<SimResult> SimulateCompressedRequest(const Fabric& fabric, const Algori
                                               const ScheduleRequest& shape,
                                               const weftCompression& spec);
 
-// The calling thread's scratch for compressed schedules (grows only; thread-per-rank tests
-// keep one per rank).
-std::vector<unsigned char>& CompressedScheduleScratch();
+// The calling thread's scratch for compressed schedules (host memory from the CPU kernel
+// backend; grows only; thread-per-rank tests keep one per rank), and its bytes.
+ScratchBuffer& CompressedScheduleScratch();
+inline const unsigned char* ScratchBytes(const ScratchBuffer& s) {
+  return static_cast<const unsigned char*>(s.held().ptr);
+}
 
 // Error feedback from the encodings a compressed schedule left in `scratch`: for encode step k
 // of `steps` (in order) and spans[k] (algorithms/compressed.h: where in the call's count its

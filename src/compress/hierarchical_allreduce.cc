@@ -70,13 +70,13 @@ Status HierarchicalAllReduceCompressed(const void* sendbuff, void* recvbuff, siz
   float* result =
       datatype == weftFloat32 ? static_cast<float*>(recvbuff) : ScratchFloats(kResultSlot, count);
   const ScheduleRequest shape = HierarchicalShape(comm, count, spec);
-  std::vector<unsigned char>& scratch = CompressedScheduleScratch();
+  ScratchBuffer& scratch = CompressedScheduleScratch();
   RankSchedule ran;
   WEFT_RETURN_IF_ERROR(RunCompressedRequest(comm, HierarchicalAlgorithm(), shape, spec, op, in,
                                             result, &scratch, residual ? &ran : nullptr));
   if (residual != nullptr)
     AddDroppedToResidual(spec, ran, AllReduceHierarchicalEncodedSpans(shape, comm->rank), in,
-                         scratch.data(), op == weftAvg ? static_cast<float>(comm->nranks) : 1.0f,
+                         ScratchBytes(scratch), op == weftAvg ? static_cast<float>(comm->nranks) : 1.0f,
                          residual);
   StoreAs(result, count, datatype, recvbuff);
   return OkStatus();

@@ -50,6 +50,16 @@ std::string CacheKey(const ScheduleRequest& r, const std::string& algo) {
   }
   for (size_t v : r.v_counts) k += "," + std::to_string(v);
   for (size_t v : r.v_displs) k += ";" + std::to_string(v);
+  if (r.codec.codec != weftCodecNone) {  // compressed schedules (PlanSchedule)
+    k += "/codec" + std::to_string(r.codec.codec) + "." + std::to_string(r.codec.block) + "." +
+         std::to_string(r.codec.flags) + "." + std::to_string(r.codec.seed) + "." +
+         std::to_string(r.codec.ratio) + "/m" + std::to_string(r.all_ranks_mappable) +
+         std::to_string(r.groups_mappable) + std::to_string(r.out_of_place);
+    for (const std::vector<int>& g : r.groups) {
+      k += "|";
+      for (int m : g) k += std::to_string(m) + ",";
+    }
+  }
   return k;
 }
 
@@ -95,7 +105,7 @@ Status ExecuteOnComm(weftComm* comm, const RankSchedule& rs, int window, weftDat
   ctx.timeout_s = comm->timeout_s;
   ctx.peer_transport = &comm->peer_transport;
   ctx.direct = comm->direct;
-  ctx.heap_scratch = extras.heap_scratch != nullptr ? extras.heap_scratch : &comm->heap_scratch;
+  ctx.scratch = extras.scratch != nullptr ? extras.scratch : &comm->heap_scratch;
   ctx.peer_buffers = extras.peer_buffers;
   ctx.codec = extras.codec;
   ctx.first_step = extras.first_step;
@@ -291,6 +301,28 @@ StatusOr<std::shared_ptr<const Schedule>> BuildChecked(weftComm* comm, const Pla
   AddRootAgreementToken(req.collective, comm->rank, comm->nranks, &built->ranks[comm->rank]);
   return std::make_shared<const Schedule>(std::move(built.value()));
 }
+
+}  // namespace
+
+StatusOr<std::shared_ptr<const Schedule>> PlanSchedule(weftComm* comm, const AlgorithmInfo& algorithm,
+                                                       const ScheduleRequest& req) {
+  const std::string key = CacheKey(req, algorithm.name);
+  auto it = comm->schedule_cache.find(key);
+  if (it != comm->schedule_cache.end()) return it->second;
+  StatusOr<Schedule> built = BuildSchedule(algorithm, req);
+  if (!built.ok()) return built.status();
+  if (static_cast<int>(built->ranks.size()) != comm->nranks)
+    return InternalError("algorithm " + algorithm.name + " built a schedule for " +
+                         std::to_string(built->ranks.size()) + " ranks, not " +
+                         std::to_string(comm->nranks));
+  auto sched = std::make_shared<const Schedule>(std::move(built.value()));
+  // Shapes that vary per call (all-to-allv tables, compressed codecs): a bounded cache.
+  if (comm->schedule_cache.size() > 64) comm->schedule_cache.clear();
+  comm->schedule_cache[key] = sched;
+  return sched;
+}
+
+namespace {
 
 // Builds a plan for a call shape not seen before: algorithm, schedule (cached for alltoallv
 // by its count tables), descriptor hash.
@@ -608,25 +640,33 @@ Status ClaimComm(weftComm* comm, std::unique_lock<std::mutex>* lock) {
                       "thread at a time (give each thread its own communicator, weftCommSplit)");
 }
 
-Status RunCollective(weftComm* comm, const CollectiveCall& call) {
-  std::unique_lock<std::mutex> lock;
-  WEFT_RETURN_IF_ERROR(ClaimComm(comm, &lock));
+Status BeginCall(weftComm* comm, const CollectiveCall& call, uint64_t bytes, CallScope* scope) {
+  WEFT_RETURN_IF_ERROR(ClaimComm(comm, &scope->lock));
   WEFT_RETURN_IF_ERROR(CheckComm(comm));
-  const uint64_t seq = ++comm->collective_seq;
-  FlightEntry* entry = comm->recorder.Begin(seq, CollectiveName(call.collective),
-                                            RecordedBytes(comm, call));
-  if (entry != nullptr) {
+  scope->seq = ++comm->collective_seq;
+  scope->bytes = bytes;
+  scope->entry = comm->recorder.Begin(scope->seq, CollectiveName(call.collective), bytes);
+  if (FlightEntry* entry = scope->entry; entry != nullptr) {
     entry->dtype = call.dtype;
     entry->op = call.op;
     if (call.collective == Collective::kBroadcast || call.collective == Collective::kReduce)
       entry->root = call.root;
   }
-  const int64_t start_ns = MetricsEnabled() ? MetricsNowNs() : 0;  // WEFT_METRICS_FILE
-  Status st = RunPlanned(comm, call, seq, entry);
-  FinishRecorded(comm, entry, st);
-  if (start_ns != 0 && st.ok())
-    RecordCallMetrics(comm, call, seq, RecordedBytes(comm, call), MetricsNowNs() - start_ns);
+  scope->start_ns = MetricsEnabled() ? MetricsNowNs() : 0;  // WEFT_METRICS_FILE
+  return OkStatus();
+}
+
+Status EndCall(weftComm* comm, const CollectiveCall& call, const CallScope& scope, Status st) {
+  FinishRecorded(comm, scope.entry, st);
+  if (scope.start_ns != 0 && st.ok())
+    RecordCallMetrics(comm, call, scope.seq, scope.bytes, MetricsNowNs() - scope.start_ns);
   return st;
+}
+
+Status RunCollective(weftComm* comm, const CollectiveCall& call) {
+  CallScope scope;
+  WEFT_RETURN_IF_ERROR(BeginCall(comm, call, RecordedBytes(comm, call), &scope));
+  return EndCall(comm, call, scope, RunPlanned(comm, call, scope.seq, scope.entry));
 }
 
 Status RunP2P(weftComm* comm, const std::vector<P2POp>& ops) {

@@ -23,6 +23,7 @@
 #include "common/status.h"
 #include "core/flight_recorder.h"
 #include "core/registered_memory.h"
+#include "exec/scratch.h"
 #include "exec/tiny_program.h"
 #include "transports/transport.h"
 #include "weft/weft.h"
@@ -137,7 +138,7 @@ struct weftComm {
   weft::Status overrides_error;  // WEFT_ALGO was set but invalid
 
   uint64_t collective_seq = 0;  // identical on every rank: tags collective messages
-  std::vector<unsigned char> heap_scratch;
+  weft::ScratchBuffer heap_scratch{weft::MemKind::kHost};  // host schedules' scratch (executor.h)
   // Decided plans (algorithm + built schedule) per call shape, so a repeated call costs a hash
   // lookup: tiny collectives have a latency budget of a few hundred nanoseconds.
   std::unordered_map<weft::PlanKey, weft::Plan, weft::PlanKeyHash> plans;
@@ -192,14 +193,36 @@ struct CollectiveCall {
   std::vector<size_t> sendcounts, sdispls, recvcounts, rdispls;
 };
 
-// Runs a collective to completion on the calling thread.
+// Runs a collective to completion on the calling thread: BeginCall, the plan (cached per call
+// shape) and its execution, EndCall.
 Status RunCollective(weftComm* comm, const CollectiveCall& call);
+
+// The one run pipeline every collective goes through (plain, v-, zero-copy and compressed
+// calls; the job-wide WEFT_COMPRESSION path is a compressed call): BeginCall claims the
+// communicator for this thread, refuses a failed one, takes the call's sequence number and
+// opens its flight-recorder entry; the caller plans and executes; EndCall completes the entry
+// (dumping the recorder when the failure left the communicator unusable) and the call's
+// WEFT_METRICS_FILE record. `call` describes the call as the recorder shows it.
+struct CallScope {
+  std::unique_lock<std::mutex> lock;
+  uint64_t seq = 0;
+  uint64_t bytes = 0;
+  weft::FlightEntry* entry = nullptr;
+  int64_t start_ns = 0;
+};
+Status BeginCall(weftComm* comm, const CollectiveCall& call, uint64_t bytes, CallScope* scope);
+// The plan step of a call whose algorithm is given (compressed calls): the schedule
+// `algorithm` builds for `req`, from the communicator's schedule cache when the same shape
+// (counts, codec, groups) ran before.
+StatusOr<std::shared_ptr<const Schedule>> PlanSchedule(weftComm* comm, const AlgorithmInfo& algorithm,
+                                                       const ScheduleRequest& req);
+Status EndCall(weftComm* comm, const CollectiveCall& call, const CallScope& scope, Status st);
 
 // What one execution of a rank's schedule on the communicator may add to the plain call.
 struct ExecExtras {
   const std::vector<PeerUserBuffers>* peer_buffers = nullptr;  // zero-copy: peers' buffers
   const weftCompression* codec = nullptr;                        // codec steps' spec
-  std::vector<unsigned char>* heap_scratch = nullptr;            // default: the communicator's
+  ScratchBuffer* scratch = nullptr;                              // default: the communicator's
   size_t first_step = 0;  // ExecContext::first_step: the tiny path ran the steps before it
 };
 // Runs `rs` through the executor with the communicator's transports, timeout and scratch. A

@@ -190,14 +190,13 @@ StatusOr<bool> AgreeZeroCopy(weftComm* comm, const ZeroCopyCall& call,
       return InternalError("zero-copy: rank " + std::to_string(q) + " names registration " +
                            std::to_string(std::max(t.input_reg, t.output_reg)) + " of " +
                            std::to_string(reg.entries.size()) + " (registrations out of step)");
-    StatusOr<const void*> i = comm->direct->MappedRemote(
+    StatusOr<MemRef> i = comm->direct->MappedRemote(
         q, reg.entries[t.input_reg]->peer_keys[q], t.input_offset, call.input_bytes);
-    StatusOr<const void*> o = comm->direct->MappedRemote(
+    StatusOr<MemRef> o = comm->direct->MappedRemote(
         q, reg.entries[t.output_reg]->peer_keys[q], t.output_offset, call.output_bytes);
     if (!i.ok()) return i.status().WithContext("zero-copy: rank " + std::to_string(q) + "'s input");
     if (!o.ok()) return o.status().WithContext("zero-copy: rank " + std::to_string(q) + "'s output");
-    reg.peer_buffers[q] = PeerUserBuffers{static_cast<const unsigned char*>(*i), call.input_bytes,
-                                          static_cast<const unsigned char*>(*o), call.output_bytes};
+    reg.peer_buffers[q] = PeerUserBuffers{*i, *o};
   }
   return true;
 }

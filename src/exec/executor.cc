@@ -44,34 +44,16 @@ bool Conflicts(const Access& a, const Access& b) {
   return false;
 }
 
-// A recv-reduce's landing buffer, kept with its request slot between operations. Unlike a
-// std::vector it never zero-fills: growing it must not touch (fault in) pages that the
-// receive is about to overwrite, which showed on large compressed calls.
-class Staging {
- public:
-  unsigned char* Reserve(size_t bytes) {
-    if (bytes > capacity_) {
-      buf_.reset(new unsigned char[bytes]);  // default-initialized: no fill
-      capacity_ = bytes;
-    }
-    size_ = bytes;
-    return buf_.get();
-  }
-  unsigned char* data() const { return buf_.get(); }
-  size_t size() const { return size_; }
-
- private:
-  std::unique_ptr<unsigned char[]> buf_;
-  size_t capacity_ = 0, size_ = 0;
-};
-
 struct InFlight {
   size_t index = 0;
   const Step* step = nullptr;
   Access access;
   Transport* transport = nullptr;
   TransportRequest req;
-  Staging staging;  // recv-reduce landing buffer
+  // A recv-reduce's landing buffer (host memory: the transports move host memory), kept with
+  // its request slot between operations, and the part of it this step's receive uses.
+  ScratchBuffer staging;
+  MemRef landing;
   bool is_wait = false;
   bool fused = false;       // receives, then forwards dst (recv_reduce_send, recv_copy_send)
   bool received = false;    // fused: the receive half is done
@@ -142,6 +124,11 @@ class Runner {
 
  private:
   Status Prepare();
+  void UseScratch(const MemRef& m) {
+    scratch_ = static_cast<unsigned char*>(m.ptr);
+    scratch_kind_ = m.kind;
+    scratch_device_ = m.device;
+  }
   unsigned char* Resolve(const Region& r) const {
     unsigned char* base = nullptr;
     switch (r.buffer) {
@@ -154,7 +141,7 @@ class Runner {
   // The region as the kernel backend sees it: its kind is its buffer's.
   MemRef Ref(const Region& r) const {
     MemKind kind = r.buffer == Buffer::kScratch ? scratch_kind_ : bufs_.kind;
-    int device = r.buffer == Buffer::kScratch ? -1 : bufs_.device;
+    int device = r.buffer == Buffer::kScratch ? scratch_device_ : bufs_.device;
     return MemRef{Resolve(r), r.count * elem_, kind, device, 0};
   }
   // The destination of step `index`, marked streaming when the output is large and this
@@ -173,7 +160,7 @@ class Runner {
   Access AccessOf(const Step& s) const;
   // Where a direct step's remote region lies in this process: the peer's window (Scratch) or,
   // in zero-copy schedules, its mapped registered buffers (Input/Output).
-  StatusOr<const unsigned char*> PeerRegion(const Step& s);
+  StatusOr<MemRef> PeerRegion(const Step& s);
   Transport* TransportFor(int rank, const Step& s, Status* st) const;
   // Issues step `index`, whose semantics and memory the issue loop already looked up.
   Status Issue(size_t index, const StepSemantics& m, const Access& access);
@@ -214,7 +201,10 @@ class Runner {
   const ExecBuffers& bufs_;
   size_t elem_;
   unsigned char* scratch_ = nullptr;
-  MemKind scratch_kind_ = MemKind::kHost;  // kHostShared when it is the shm window
+  // The kind of the scratch in use: the window transport's (shm: kHostShared) or what the
+  // caller's ScratchBuffer holds (the communicator's: host memory).
+  MemKind scratch_kind_ = MemKind::kHost;
+  int scratch_device_ = -1;
   KernelBackend& kb_;
   const bool kernels_at_issue_;
   // The outputs of the ranks sharing this host's cache reach the streaming threshold (about
@@ -290,11 +280,14 @@ Status Runner::Prepare() {
     direct_used_ = true;
     direct_firsts_.assign(static_cast<size_t>(ctx_.nranks), 0);
     WEFT_RETURN_IF_ERROR(ctx_.direct->PrepareWindow(scratch_bytes));
-    scratch_ = static_cast<unsigned char*>(ctx_.direct->LocalWindow());
-    scratch_kind_ = MemKind::kHostShared;
+    UseScratch(ctx_.direct->LocalWindow());
   } else if (scratch_bytes > 0) {
-    if (ctx_.heap_scratch->size() < scratch_bytes) ctx_.heap_scratch->resize(scratch_bytes);
-    scratch_ = ctx_.heap_scratch->data();
+    if (ctx_.scratch == nullptr)
+      return InternalError(std::string(ctx_.what) + ": the schedule needs " +
+                           std::to_string(scratch_bytes) + " bytes of scratch but none was given");
+    StatusOr<MemRef> m = ctx_.scratch->Reserve(scratch_bytes, kb_);
+    if (!m.ok()) return m.status().WithContext(ctx_.what);
+    UseScratch(*m);
   }
   // Encoded regions resolve into the scratch just placed.
   if (ctx_.codec != nullptr) WEFT_RETURN_IF_ERROR(FindEncodedRegions());
@@ -307,12 +300,12 @@ Status Runner::Prepare() {
   return OkStatus();
 }
 
-StatusOr<const unsigned char*> Runner::PeerRegion(const Step& s) {
+StatusOr<MemRef> Runner::PeerRegion(const Step& s) {
   const size_t lo = s.remote.offset * elem_, bytes = s.remote.count * elem_;
   if (s.remote.buffer == Buffer::kScratch) {
-    StatusOr<const void*> w = ctx_.direct->PeerWindow(s.peer, lo + bytes);
+    StatusOr<MemRef> w = ctx_.direct->PeerWindow(s.peer, lo + bytes);
     if (!w.ok()) return w.status();
-    return static_cast<const unsigned char*>(*w) + lo;
+    return w->Slice(lo, bytes);
   }
   const bool input = s.remote.buffer == Buffer::kInput;
   const char* which = input ? "input" : "output";
@@ -321,13 +314,13 @@ StatusOr<const unsigned char*> Runner::PeerRegion(const Step& s) {
     return InternalError(std::string("reads rank ") + std::to_string(s.peer) + "'s " + which +
                          " but no peer buffers are mapped for this call (not registered)");
   const PeerUserBuffers& b = (*ctx_.peer_buffers)[s.peer];
-  const unsigned char* base = input ? b.input : b.output;
-  const size_t have = input ? b.input_bytes : b.output_bytes;
-  if (base == nullptr || lo > have || bytes > have - lo)
+  const MemRef& mapped = input ? b.input : b.output;
+  const size_t have = mapped.bytes;
+  if (mapped.ptr == nullptr || lo > have || bytes > have - lo)
     return InternalError(std::string("reads bytes [") + std::to_string(lo) + ", " +
                          std::to_string(lo + bytes) + ") of rank " + std::to_string(s.peer) + "'s " +
                          which + ", of which " + std::to_string(have) + " bytes are mapped");
-  return base + lo;
+  return mapped.Slice(lo, bytes);
 }
 
 std::unique_ptr<InFlight> Runner::TakeSlot(size_t index, const Access& access) {
@@ -394,10 +387,9 @@ Status Runner::IssueLocal(size_t index) {
       });
     case StepOp::kDirectRead:
     case StepOp::kDirectReduce: {
-      StatusOr<const unsigned char*> w = PeerRegion(s);
+      StatusOr<MemRef> w = PeerRegion(s);
       if (!w.ok()) return w.status().WithContext(Describe(s, index));
-      const unsigned char* base = *w;
-      const MemRef remote{const_cast<unsigned char*>(base), s.remote.count * elem_, MemKind::kHostShared, -1, 0};
+      const MemRef remote = *w;
       if (s.op == StepOp::kDirectRead)
         return RunKernel(index, [&](KernelRequest* r) { return kb_.Copy(DstRef(index, s.dst), remote, r); });
       return RunKernel(index, [&](KernelRequest* r) {
@@ -517,7 +509,7 @@ Status Runner::PostAsync(InFlight& f) {
         if (!e->holds) return InternalError(Describe(s, f.index) + ": sends an encoded region nothing encoded or received");
         bytes = e->bytes;
       }
-      return f.transport->PostSend(s.peer, ch, ctx_.tag, Resolve(s.src), bytes, &f.req);
+      return f.transport->PostSend(s.peer, ch, ctx_.tag, Ref(s.src).Slice(0, bytes), &f.req);
     }
     case StepOp::kRecv:
     case StepOp::kRecvCopySend:  // lands in dst; forwarded from there (Forward)
@@ -527,16 +519,20 @@ Status Runner::PostAsync(InFlight& f) {
         if (EncodedRegion* e = EncodedAt(s.dst)) {  // an encoding: its size arrives with it
           e->holds = false;
           f.encoded_size = &e->bytes;
-          return f.transport->PostRecvUpTo(s.peer, ch, ctx_.tag, Resolve(s.dst), e->capacity, &f.req);
+          return f.transport->PostRecvUpTo(s.peer, ch, ctx_.tag, Ref(s.dst).Slice(0, e->capacity), &f.req);
         }
       }
-      return f.transport->PostRecv(s.peer, ch, ctx_.tag, Resolve(s.dst), s.dst.count * elem_, &f.req);
+      return f.transport->PostRecv(s.peer, ch, ctx_.tag, Ref(s.dst), &f.req);
     case StepOp::kRecvReduce:
     case StepOp::kRecvReduceSend:  // lands in staging, reduced into dst on arrival
       f.transport = TransportFor(s.peer, s, &st);
       if (!st.ok()) return st;
-      return f.transport->PostRecv(s.peer, ch, ctx_.tag, f.staging.Reserve(s.dst.count * elem_),
-                                   s.dst.count * elem_, &f.req);
+    {
+      StatusOr<MemRef> landing = f.staging.Reserve(s.dst.count * elem_, kb_);
+      if (!landing.ok()) return landing.status();
+      f.landing = *landing;
+      return f.transport->PostRecv(s.peer, ch, ctx_.tag, f.landing, &f.req);
+    }
     default:
       return InternalError(Describe(s, f.index) + ": not an asynchronous step");
   }
@@ -588,8 +584,7 @@ Status Runner::PostForwards() {
     if (!st.ok()) return st;
     f.req.Reset();
     f.forwarding = true;
-    st = f.transport->PostSend(s.to, s.to_channel, ctx_.tag, Resolve(s.dst), s.dst.count * elem_,
-                               &f.req);
+    st = f.transport->PostSend(s.to, s.to_channel, ctx_.tag, Ref(s.dst), &f.req);
     if (!st.ok()) return st.WithContext(Describe(s, f.index));
     NoteTransport(f.transport);
     unforwarded_.erase(unforwarded_.begin() + static_cast<std::ptrdiff_t>(k));
@@ -617,8 +612,7 @@ StatusOr<bool> Runner::Complete(InFlight& f) {
       s.op == StepOp::kRecvReduce || (s.op == StepOp::kRecvReduceSend && !f.forwarding);
   if (reduce_on_arrival) {
     f.kreq = KernelRequest();
-    const MemRef landed = MemRef::Host(f.staging.data(), f.staging.size());
-    Status st = kb_.Reduce(Ref(s.dst), Ref(s.src), landed, s.dst.count, ctx_.dtype, ctx_.op, &f.kreq);
+    Status st = kb_.Reduce(Ref(s.dst), Ref(s.src), f.landing, s.dst.count, ctx_.dtype, ctx_.op, &f.kreq);
     if (!st.ok()) return st.WithContext(Describe(s, f.index));
     if (!f.kreq.done) {
       f.kernel = f.reducing = true;

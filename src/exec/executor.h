@@ -22,6 +22,7 @@
 #include "algorithms/schedule.h"
 #include "common/memref.h"
 #include "common/status.h"
+#include "exec/scratch.h"
 #include "kernels/kernel_backend.h"
 #include "transports/transport.h"
 #include "weft/weft.h"
@@ -39,12 +40,11 @@ struct ExecBuffers {
 };
 
 // Where a peer's input and output of this call are mapped in this process (zero-copy: its
-// buffers are registered; src/core/registered_memory.h). Null pointers: not readable.
+// buffers are registered; src/core/registered_memory.h), with the mapping's kind (the window
+// transport's MappedRemote). Null pointers: not readable.
 struct PeerUserBuffers {
-  const unsigned char* input = nullptr;
-  size_t input_bytes = 0;
-  const unsigned char* output = nullptr;
-  size_t output_bytes = 0;
+  MemRef input;
+  MemRef output;
 };
 
 struct ExecContext {
@@ -57,8 +57,9 @@ struct ExecContext {
   // Transport per peer rank (nullptr for self / unreachable).
   const std::vector<Transport*>* peer_transport = nullptr;
   DirectTransport* direct = nullptr;  // same-host window transport, if any
-  // Heap scratch owned by the caller (grown as needed) when the schedule has no direct steps.
-  std::vector<unsigned char>* heap_scratch = nullptr;
+  // Scratch owned by the caller (grown as needed through `kernels`, of the kind it was made
+  // for) when the schedule has no direct steps; direct schedules use the window instead.
+  ScratchBuffer* scratch = nullptr;
   // Per peer rank: its mapped buffers, for direct steps whose remote region is the peer's
   // Input or Output (zero-copy schedules); nullptr when the call has none.
   const std::vector<PeerUserBuffers>* peer_buffers = nullptr;

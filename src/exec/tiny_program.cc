@@ -80,7 +80,12 @@ StatusOr<size_t> RunTinyProgram(const TinyProgram& prog, DirectTransport* direct
                                 void* out, weftDataType_t dtype, weftRedOp_t op, int nranks,
                                 uint64_t tag, const char* what) {
   WEFT_RETURN_IF_ERROR(direct->PrepareWindow(prog.scratch_bytes));
-  unsigned char* window = static_cast<unsigned char*>(direct->LocalWindow());
+  // The tiny path is a compiled form of a host plan: it touches the window with the CPU.
+  const MemRef local = direct->LocalWindow();
+  if (!local.is_host())
+    return InternalError(std::string(what) + ": the tiny-call path runs on host memory only, the " +
+                         direct->name() + " window is " + MemKindName(local.kind) + " memory");
+  unsigned char* window = static_cast<unsigned char*>(local.ptr);
   for (size_t i = 0; i < prog.ops.size(); ++i) {
     const TinyOp& t = prog.ops[i];
     unsigned char* dst = Base(t.dst_buffer, in, out, window) + t.dst_offset;
@@ -102,9 +107,9 @@ StatusOr<size_t> RunTinyProgram(const TinyProgram& prog, DirectTransport* direct
         break;
       case StepOp::kDirectRead:
       case StepOp::kDirectReduce: {
-        StatusOr<const void*> w = direct->PeerWindow(t.peer, t.remote_offset + t.bytes);
+        StatusOr<MemRef> w = direct->PeerWindow(t.peer, t.remote_offset + t.bytes);
         if (!w.ok()) return w.status().WithContext(Describe(t, i, what));
-        const unsigned char* remote = static_cast<const unsigned char*>(*w) + t.remote_offset;
+        const unsigned char* remote = static_cast<const unsigned char*>(w->ptr) + t.remote_offset;
         if (t.op == StepOp::kDirectRead)
           kernels::Copy(dst, remote, t.bytes);
         else

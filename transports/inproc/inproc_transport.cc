@@ -16,26 +16,28 @@ InprocHub::Queue& InprocHub::QueueFor(int src, int dst, int channel) {
 
 InprocTransport::~InprocTransport() { Abort(InternalError("inproc transport destroyed")); }
 
-Status InprocTransport::PostSend(int peer, int channel, uint64_t tag, const void* buf,
-                                 size_t bytes, TransportRequest* req) {
-  return Post(true, peer, channel, tag, const_cast<void*>(buf), bytes, false, req);
-}
-
-Status InprocTransport::PostRecv(int peer, int channel, uint64_t tag, void* buf, size_t bytes,
+Status InprocTransport::PostSend(int peer, int channel, uint64_t tag, const MemRef& src,
                                  TransportRequest* req) {
-  return Post(false, peer, channel, tag, buf, bytes, false, req);
+  return Post(true, peer, channel, tag, src, false, req);
 }
 
-Status InprocTransport::PostRecvUpTo(int peer, int channel, uint64_t tag, void* buf,
-                                     size_t max_bytes, TransportRequest* req) {
-  return Post(false, peer, channel, tag, buf, max_bytes, true, req);
+Status InprocTransport::PostRecv(int peer, int channel, uint64_t tag, const MemRef& dst,
+                                 TransportRequest* req) {
+  return Post(false, peer, channel, tag, dst, false, req);
 }
 
-Status InprocTransport::Post(bool is_send, int peer, int channel, uint64_t tag, void* buf,
-                             size_t bytes, bool up_to, TransportRequest* req) {
+Status InprocTransport::PostRecvUpTo(int peer, int channel, uint64_t tag, const MemRef& dst,
+                                     TransportRequest* req) {
+  return Post(false, peer, channel, tag, dst, true, req);
+}
+
+Status InprocTransport::Post(bool is_send, int peer, int channel, uint64_t tag, const MemRef& mem,
+                             bool up_to, TransportRequest* req) {
   // Channels as tcp's: the top one is reserved for culprit notes.
   WEFT_RETURN_IF_ERROR(CheckPostArgs("inproc", is_send ? "send" : "recv", rank_, hub_->nranks(),
-                                     peer, channel, kMaxInprocChannel, buf, bytes, req));
+                                     peer, channel, kMaxInprocChannel, mem, req));
+  void* const buf = mem.ptr;
+  const size_t bytes = mem.bytes;
   req->Reset();
   std::lock_guard<std::mutex> lock(hub_->mu_);
   if (hub_->aborted_[rank_]) return InvalidUsage("inproc transport was aborted");

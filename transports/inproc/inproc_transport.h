@@ -57,11 +57,14 @@ class InprocTransport : public Transport {
   InprocTransport(std::shared_ptr<InprocHub> hub, int rank) : hub_(std::move(hub)), rank_(rank) {}
   ~InprocTransport() override;
   const char* name() const override { return "inproc"; }
-  Status PostSend(int peer, int channel, uint64_t tag, const void* buf, size_t bytes,
+  using Transport::PostRecv;
+  using Transport::PostRecvUpTo;
+  using Transport::PostSend;
+  Status PostSend(int peer, int channel, uint64_t tag, const MemRef& src,
                   TransportRequest* req) override;
-  Status PostRecv(int peer, int channel, uint64_t tag, void* buf, size_t bytes,
+  Status PostRecv(int peer, int channel, uint64_t tag, const MemRef& dst,
                   TransportRequest* req) override;
-  Status PostRecvUpTo(int peer, int channel, uint64_t tag, void* buf, size_t max_bytes,
+  Status PostRecvUpTo(int peer, int channel, uint64_t tag, const MemRef& dst,
                       TransportRequest* req) override;
   Status Progress(int timeout_us) override;
   bool HasPending() const override;
@@ -69,7 +72,7 @@ class InprocTransport : public Transport {
 
  private:
   // up_to: a recv that accepts any size up to `bytes`.
-  Status Post(bool is_send, int peer, int channel, uint64_t tag, void* buf, size_t bytes,
+  Status Post(bool is_send, int peer, int channel, uint64_t tag, const MemRef& mem,
               bool up_to, TransportRequest* req);
   std::shared_ptr<InprocHub> hub_;
   int rank_;

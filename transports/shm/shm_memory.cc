@@ -53,7 +53,7 @@ StatusOr<RegHandle> ShmTransport::Register(const MemRef& mem) {
   if (const RegistrationCache::Entry* e = registrations_.Acquire(mem)) return e->handle;
   // transport_data: 1 + the window generation when the range lies inside the current window.
   uint64_t in_window = 0;
-  const char* w = static_cast<const char*>(LocalWindow());
+  const char* w = static_cast<const char*>(WindowBase());
   const char* b = static_cast<const char*>(mem.ptr);
   if (w != nullptr && b >= w && b + mem.bytes <= w + window_bytes()) in_window = 1 + window_gen_;
   return registrations_.Add(mem, in_window).handle;
@@ -73,7 +73,7 @@ StatusOr<std::string> ShmTransport::PackRemoteKey(RegHandle handle) {
   if (e->transport_data != 0) {
     k.in_window = 1;
     k.window_gen = e->transport_data - 1;
-    k.window_offset = static_cast<uint64_t>(e->begin - static_cast<const char*>(LocalWindow()));
+    k.window_offset = static_cast<uint64_t>(e->begin - static_cast<const char*>(WindowBase()));
   }
   k.mem_fd = -1;
   SharedAllocation a;
@@ -196,7 +196,7 @@ Status ShmTransport::ReleaseRemoteKey(int peer, RemoteKey key) {
   return OkStatus();
 }
 
-StatusOr<const void*> ShmTransport::MappedRemote(int peer, RemoteKey key, size_t offset, size_t bytes) {
+StatusOr<MemRef> ShmTransport::MappedRemote(int peer, RemoteKey key, size_t offset, size_t bytes) {
   // The owner thread's hot path (once per peer per zero-copy call): no lock, as the imported
   // keys change only under the same thread's Import/Release calls.
   if (key == 0 || key > imported_.size() || imported_[key - 1].peer != peer)
@@ -210,7 +210,8 @@ StatusOr<const void*> ShmTransport::MappedRemote(int peer, RemoteKey key, size_t
     return InvalidArgument("shm: rank " + std::to_string(peer) + "'s bytes [" + std::to_string(offset) +
                            ", +" + std::to_string(bytes) + ") leave its registered " +
                            std::to_string(k.bytes) + " bytes");
-  return static_cast<const void*>(k.mapped + offset);
+  return MemRef{const_cast<char*>(reinterpret_cast<const char*>(k.mapped)) + offset, bytes,
+                MemKind::kHostShared, -1, 0};
 }
 
 Status ShmTransport::PublishCallInfo(uint64_t seq, const void* info, size_t bytes) {

@@ -359,10 +359,10 @@ void ShmTransport::Complete(TransportRequest* req, Status st) {
   req->Complete(std::move(st));
 }
 
-Status ShmTransport::PostSend(int peer, int channel, uint64_t tag, const void* buf, size_t bytes,
+Status ShmTransport::PostSend(int peer, int channel, uint64_t tag, const MemRef& src,
                               TransportRequest* req) {
   // shm sends to itself too (a rank's own ring): self_ok.
-  WEFT_RETURN_IF_ERROR(CheckPostArgs("shm", "send", rank_, nranks_, peer, channel, 0xffff, buf, bytes,
+  WEFT_RETURN_IF_ERROR(CheckPostArgs("shm", "send", rank_, nranks_, peer, channel, 0xffff, src,
                                      req, /*self_ok=*/true));
   std::lock_guard<std::mutex> lock(mu_);
   Status st;
@@ -370,20 +370,24 @@ Status ShmTransport::PostSend(int peer, int channel, uint64_t tag, const void* b
   if (p == nullptr) return st;
   req->Reset();
   ++pending_;
-  p->sends.push_back(SendOp{static_cast<const unsigned char*>(buf), bytes, tag,
+  p->sends.push_back(SendOp{static_cast<const unsigned char*>(src.ptr), src.bytes, tag,
                             static_cast<uint16_t>(channel), req});
   if (ProgressSends(*p)) backoff_.Reset();  // start copying right away: hides latency
   return OkStatus();
 }
 
-Status ShmTransport::PostRecv(int peer, int channel, uint64_t tag, void* buf, size_t bytes,
+Status ShmTransport::PostRecv(int peer, int channel, uint64_t tag, const MemRef& dst,
                               TransportRequest* req) {
-  return PostRecvOp(peer, channel, RecvOp{static_cast<unsigned char*>(buf), bytes, tag, req, false});
+  WEFT_RETURN_IF_ERROR(CheckPostArgs("shm", "recv", rank_, nranks_, peer, channel, 0xffff, dst,
+                                     req, /*self_ok=*/true));
+  return PostRecvOp(peer, channel, RecvOp{static_cast<unsigned char*>(dst.ptr), dst.bytes, tag, req, false});
 }
 
-Status ShmTransport::PostRecvUpTo(int peer, int channel, uint64_t tag, void* buf, size_t max_bytes,
+Status ShmTransport::PostRecvUpTo(int peer, int channel, uint64_t tag, const MemRef& dst,
                                   TransportRequest* req) {
-  return PostRecvOp(peer, channel, RecvOp{static_cast<unsigned char*>(buf), max_bytes, tag, req, true});
+  WEFT_RETURN_IF_ERROR(CheckPostArgs("shm", "recv", rank_, nranks_, peer, channel, 0xffff, dst,
+                                     req, /*self_ok=*/true));
+  return PostRecvOp(peer, channel, RecvOp{static_cast<unsigned char*>(dst.ptr), dst.bytes, tag, req, true});
 }
 
 Status ShmTransport::RecvMismatch(const Peer& p, uint16_t channel, const RecvOp& r, uint64_t got_tag,
@@ -395,10 +399,9 @@ Status ShmTransport::RecvMismatch(const Peer& p, uint16_t channel, const RecvOp&
                      r.tag, got_tag);
 }
 
+// Arguments checked by the caller (PostRecv, PostRecvUpTo).
 Status ShmTransport::PostRecvOp(int peer, int channel, const RecvOp& op) {
   TransportRequest* req = op.req;
-  WEFT_RETURN_IF_ERROR(CheckPostArgs("shm", "recv", rank_, nranks_, peer, channel, 0xffff, op.buf,
-                                     op.bytes, req, /*self_ok=*/true));
   std::lock_guard<std::mutex> lock(mu_);
   Status st;
   Peer* p = Find(peer, &st);
@@ -531,19 +534,26 @@ Status ShmTransport::PrepareWindowLocked(size_t bytes) {
   return OkStatus();
 }
 
-void* ShmTransport::LocalWindow() {
+void* ShmTransport::WindowBase() {
   if (!window_) return nullptr;
   return WindowData(*window_);
 }
 
-StatusOr<const void*> ShmTransport::PeerWindow(int peer, size_t min_bytes) {
+MemRef ShmTransport::LocalWindow() {
+  return MemRef{WindowBase(), window_ ? window_bytes() : 0, MemKind::kHostShared, -1, 0};
+}
+
+StatusOr<MemRef> ShmTransport::PeerWindow(int peer, size_t min_bytes) {
   // The mapping is the owner thread's: no lock when it is current and big enough.
   if (Peer* p = OwnerFind(peer); p != nullptr && p->rank != rank_ && p->window &&
                                  p->header->window_gen.load(std::memory_order_acquire) == p->window_gen &&
                                  min_bytes <= WindowDataBytes(*p->window))
-    return WindowData(*p->window);
+    return MemRef{WindowData(*p->window), WindowDataBytes(*p->window), MemKind::kHostShared, -1, 0};
   std::lock_guard<std::mutex> lock(mu_);
-  return PeerWindowLocked(peer, min_bytes);
+  StatusOr<const void*> w = PeerWindowLocked(peer, min_bytes);
+  if (!w.ok()) return w.status();
+  // Locked mapping: at least min_bytes (checked there); the exact size is the owner's business.
+  return MemRef{const_cast<void*>(*w), min_bytes, MemKind::kHostShared, -1, 0};
 }
 
 StatusOr<const void*> ShmTransport::PeerWindowLocked(int peer, size_t min_bytes) {
@@ -554,7 +564,7 @@ StatusOr<const void*> ShmTransport::PeerWindowLocked(int peer, size_t min_bytes)
     if (min_bytes > window_bytes())
       return InternalError("shm: own window holds " + std::to_string(window_bytes()) +
                            " bytes, a step reads " + std::to_string(min_bytes));
-    return static_cast<const void*>(LocalWindow());
+    return static_cast<const void*>(WindowBase());
   }
   for (int attempt = 0; attempt < 3; ++attempt) {
     uint64_t gen = p->header->window_gen.load(std::memory_order_acquire);

@@ -133,11 +133,14 @@ class ShmTransport : public DirectTransport {
   const char* name() const override { return "shm"; }
 
   // Transport
-  Status PostSend(int peer, int channel, uint64_t tag, const void* buf, size_t bytes,
+  using Transport::PostRecv;
+  using Transport::PostRecvUpTo;
+  using Transport::PostSend;
+  Status PostSend(int peer, int channel, uint64_t tag, const MemRef& src,
                   TransportRequest* req) override;
-  Status PostRecv(int peer, int channel, uint64_t tag, void* buf, size_t bytes,
+  Status PostRecv(int peer, int channel, uint64_t tag, const MemRef& dst,
                   TransportRequest* req) override;
-  Status PostRecvUpTo(int peer, int channel, uint64_t tag, void* buf, size_t max_bytes,
+  Status PostRecvUpTo(int peer, int channel, uint64_t tag, const MemRef& dst,
                       TransportRequest* req) override;
   Status Progress(int timeout_us) override;
   bool HasPending() const override { return pending_.load(std::memory_order_acquire) > 0; }
@@ -145,8 +148,8 @@ class ShmTransport : public DirectTransport {
 
   // DirectTransport
   Status PrepareWindow(size_t bytes) override;
-  void* LocalWindow() override;
-  StatusOr<const void*> PeerWindow(int peer, size_t min_bytes) override;
+  MemRef LocalWindow() override;  // kHostShared
+  StatusOr<MemRef> PeerWindow(int peer, size_t min_bytes) override;
   Status Signal(int peer, uint64_t tag) override;
   Status PostWait(int peer, TransportRequest* req, uint64_t expect_tag) override;
   bool TryWait(int peer, uint64_t expect_tag, Status* st) override;
@@ -169,7 +172,7 @@ class ShmTransport : public DirectTransport {
   int AnnouncedCulprit(int peer) const override;
   int FailedOrigin() const override;
   void NoteFailedOrigin(int rank) override;
-  StatusOr<const void*> MappedRemote(int peer, RemoteKey key, size_t offset, size_t bytes) override;
+  StatusOr<MemRef> MappedRemote(int peer, RemoteKey key, size_t offset, size_t bytes) override;
 
   int rank() const { return rank_; }
   const std::vector<int>& local_ranks() const { return local_ranks_; }
@@ -271,6 +274,7 @@ class ShmTransport : public DirectTransport {
 
   ShmTransport() = default;
   StatusOr<const void*> PeerWindowLocked(int peer, size_t min_bytes);
+  void* WindowBase();  // this rank's window data, nullptr before the first PrepareWindow
   Status OneSidedCopy(bool put, int peer, const MemRef& local, RemoteKey key, size_t offset,
                       TransportRequest* req);
   Status PostRecvOp(int peer, int channel, const RecvOp& op);

@@ -311,10 +311,12 @@ void TcpTransport::OnAccepted(net::HandshakeServer::Accepted& a) {
   WriteStream(p, s, &moved);  // sends queued before the peer connected can go now
 }
 
-Status TcpTransport::PostSend(int peer, int channel, uint64_t tag, const void* buf, size_t bytes,
+Status TcpTransport::PostSend(int peer, int channel, uint64_t tag, const MemRef& src,
                               TransportRequest* req) {
   WEFT_RETURN_IF_ERROR(CheckPostArgs("tcp", "send", rank_, nranks_, peer, channel,
-                                     static_cast<int>(kCulpritChannel) - 1, buf, bytes, req));
+                                     static_cast<int>(kCulpritChannel) - 1, src, req));
+  const void* const buf = src.ptr;
+  const size_t bytes = src.bytes;
   std::lock_guard<std::mutex> lock(mu_);
   if (aborted_.load()) return abort_status_.ok() ? SystemError("tcp: transport aborted") : abort_status_;
   Peer& p = peers_[peer];
@@ -342,21 +344,24 @@ Status TcpTransport::PostSend(int peer, int channel, uint64_t tag, const void* b
   return OkStatus();
 }
 
-Status TcpTransport::PostRecv(int peer, int channel, uint64_t tag, void* buf, size_t bytes,
+Status TcpTransport::PostRecv(int peer, int channel, uint64_t tag, const MemRef& dst,
                               TransportRequest* req) {
-  return PostRecvOp(peer, channel, RecvOp{tag, static_cast<char*>(buf), bytes, req, false});
+  WEFT_RETURN_IF_ERROR(CheckPostArgs("tcp", "recv", rank_, nranks_, peer, channel,
+                                     static_cast<int>(kCulpritChannel) - 1, dst, req));
+  return PostRecvOp(peer, channel, RecvOp{tag, static_cast<char*>(dst.ptr), dst.bytes, req, false});
 }
 
-Status TcpTransport::PostRecvUpTo(int peer, int channel, uint64_t tag, void* buf, size_t max_bytes,
+Status TcpTransport::PostRecvUpTo(int peer, int channel, uint64_t tag, const MemRef& dst,
                                   TransportRequest* req) {
-  return PostRecvOp(peer, channel, RecvOp{tag, static_cast<char*>(buf), max_bytes, req, true});
+  WEFT_RETURN_IF_ERROR(CheckPostArgs("tcp", "recv", rank_, nranks_, peer, channel,
+                                     static_cast<int>(kCulpritChannel) - 1, dst, req));
+  return PostRecvOp(peer, channel, RecvOp{tag, static_cast<char*>(dst.ptr), dst.bytes, req, true});
 }
 
+// Arguments checked by the caller (PostRecv, PostRecvUpTo).
 Status TcpTransport::PostRecvOp(int peer, int channel, const RecvOp& op) {
   TransportRequest* req = op.req;
   void* buf = op.buf;
-  WEFT_RETURN_IF_ERROR(CheckPostArgs("tcp", "recv", rank_, nranks_, peer, channel,
-                                     static_cast<int>(kCulpritChannel) - 1, buf, op.bytes, req));
   std::lock_guard<std::mutex> lock(mu_);
   if (aborted_.load()) return abort_status_.ok() ? SystemError("tcp: transport aborted") : abort_status_;
   Peer& p = peers_[peer];

@@ -74,11 +74,14 @@ class TcpTransport : public Transport {
   ~TcpTransport() override;
 
   const char* name() const override { return "tcp"; }
-  Status PostSend(int peer, int channel, uint64_t tag, const void* buf, size_t bytes,
+  using Transport::PostRecv;
+  using Transport::PostRecvUpTo;
+  using Transport::PostSend;
+  Status PostSend(int peer, int channel, uint64_t tag, const MemRef& src,
                   TransportRequest* req) override;
-  Status PostRecv(int peer, int channel, uint64_t tag, void* buf, size_t bytes,
+  Status PostRecv(int peer, int channel, uint64_t tag, const MemRef& dst,
                   TransportRequest* req) override;
-  Status PostRecvUpTo(int peer, int channel, uint64_t tag, void* buf, size_t max_bytes,
+  Status PostRecvUpTo(int peer, int channel, uint64_t tag, const MemRef& dst,
                       TransportRequest* req) override;
   Status Progress(int timeout_us) override;
   bool HasPending() const override { return pending_.load(std::memory_order_acquire) > 0; }

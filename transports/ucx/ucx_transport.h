@@ -84,11 +84,14 @@ class UcxTransport : public Transport {
   ~UcxTransport() override;
 
   const char* name() const override { return "ucx"; }
-  Status PostSend(int peer, int channel, uint64_t tag, const void* buf, size_t bytes,
+  using Transport::PostRecv;
+  using Transport::PostRecvUpTo;
+  using Transport::PostSend;
+  Status PostSend(int peer, int channel, uint64_t tag, const MemRef& src,
                   TransportRequest* req) override;
-  Status PostRecv(int peer, int channel, uint64_t tag, void* buf, size_t bytes,
+  Status PostRecv(int peer, int channel, uint64_t tag, const MemRef& dst,
                   TransportRequest* req) override;
-  Status PostRecvUpTo(int peer, int channel, uint64_t tag, void* buf, size_t max_bytes,
+  Status PostRecvUpTo(int peer, int channel, uint64_t tag, const MemRef& dst,
                       TransportRequest* req) override;
   Status Progress(int timeout_us) override;
   bool HasPending() const override { return pending_.load(std::memory_order_acquire) > 0; }
@@ -198,7 +201,7 @@ class UcxTransport : public Transport {
   Status ConnectPeers(UcxBootstrap* bootstrap);
   Status CreateEndpoint(Peer& p, const ucp_address_t* address);
   Status ExchangeHellos(double timeout_s);
-  Status PostRecvImpl(int peer, int channel, uint64_t tag, void* buf, size_t bytes, bool up_to,
+  Status PostRecvImpl(int peer, int channel, uint64_t tag, const MemRef& dst, bool up_to,
                       TransportRequest* req);
   std::string PeerName(const Peer& p) const;
   // `req` null: the op's own internal request (signals, notes).

@@ -36,9 +36,11 @@ UcxTransport::Op* UcxTransport::NewOp(int peer, int channel, bool is_recv, uint6
   return op;
 }
 
-Status UcxTransport::PostSend(int peer, int channel, uint64_t tag, const void* buf, size_t bytes,
+Status UcxTransport::PostSend(int peer, int channel, uint64_t tag, const MemRef& src,
                               TransportRequest* req) {
-  WEFT_RETURN_IF_ERROR(CheckPostArgs("ucx", "send", rank_, nranks_, peer, channel, kMaxUserChannel, buf, bytes, req));
+  WEFT_RETURN_IF_ERROR(CheckPostArgs("ucx", "send", rank_, nranks_, peer, channel, kMaxUserChannel, src, req));
+  const void* const buf = src.ptr;
+  const size_t bytes = src.bytes;
   std::lock_guard<std::mutex> lock(mu_);
   if (aborted_.load()) return abort_status_;
   Peer& p = peers_[peer];
@@ -65,21 +67,23 @@ Status UcxTransport::PostSend(int peer, int channel, uint64_t tag, const void* b
   return OkStatus();
 }
 
-Status UcxTransport::PostRecv(int peer, int channel, uint64_t tag, void* buf, size_t bytes,
+Status UcxTransport::PostRecv(int peer, int channel, uint64_t tag, const MemRef& dst,
                               TransportRequest* req) {
-  return PostRecvImpl(peer, channel, tag, buf, bytes, false, req);
+  return PostRecvImpl(peer, channel, tag, dst, false, req);
 }
 
-Status UcxTransport::PostRecvUpTo(int peer, int channel, uint64_t tag, void* buf, size_t max_bytes,
+Status UcxTransport::PostRecvUpTo(int peer, int channel, uint64_t tag, const MemRef& dst,
                                   TransportRequest* req) {
-  return PostRecvImpl(peer, channel, tag, buf, max_bytes, true, req);
+  return PostRecvImpl(peer, channel, tag, dst, true, req);
 }
 
 // UCX itself receives any message up to the buffer's size and reports its length, so both
 // kinds of receive are the same UCP call; only CheckRecv's size rule differs.
-Status UcxTransport::PostRecvImpl(int peer, int channel, uint64_t tag, void* buf, size_t bytes,
+Status UcxTransport::PostRecvImpl(int peer, int channel, uint64_t tag, const MemRef& dst,
                                   bool up_to, TransportRequest* req) {
-  WEFT_RETURN_IF_ERROR(CheckPostArgs("ucx", "recv", rank_, nranks_, peer, channel, kMaxUserChannel, buf, bytes, req));
+  WEFT_RETURN_IF_ERROR(CheckPostArgs("ucx", "recv", rank_, nranks_, peer, channel, kMaxUserChannel, dst, req));
+  void* const buf = dst.ptr;
+  const size_t bytes = dst.bytes;
   std::lock_guard<std::mutex> lock(mu_);
   if (aborted_.load()) return abort_status_;
   Peer& p = peers_[peer];
