@@ -117,14 +117,17 @@ same_digest() {  # output-file label ranks
 
 # --compress-dispatch fp8: each rank's traffic report (--digest) shows the forward dispatch in
 # fp8 (wire about 1/4 of float32 plus one scale per block), the forward combine in bf16 (wire
-# exactly half) and the backward exchanges in float32; and weft's own record of plain calls
-# (WEFT_METRICS_FILE) holds exactly the backward ones as float32 all-to-allv: the dispatch and
-# the combine did not travel as float32.
+# exactly half) and the backward exchanges in float32; and weft's own record of its calls
+# (WEFT_METRICS_FILE) holds the dispatches and combines as compressed all-to-allv and exactly
+# the backward ones as plain float32 all-to-allv.
 fp8_dispatch_bf16_combine() {  # output-file metrics-prefix ranks
-  local r plain
+  local r plain packed
   for r in $(seq 0 $(($3 - 1))); do
-    plain=$(grep -c '"collective":"alltoallv","bytes":[0-9]*,"dtype":"float32"' "$2.$r" || true)
-    grep "expert exchange rank $r:" "$1" | awk -v plain="$plain" -v r="$r" '
+    plain=$(grep '"collective":"alltoallv","bytes":[0-9]*,"dtype":"float32"' "$2.$r" |
+            grep -vc '"algorithm":"compressed"' || true)
+    packed=$(grep '"collective":"alltoallv","bytes":[0-9]*,"dtype":"float32"' "$2.$r" |
+             grep -c '"algorithm":"compressed"' || true)
+    grep "expert exchange rank $r:" "$1" | awk -v plain="$plain" -v packed="$packed" -v r="$r" '
       { for (i = 1; i <= NF; i++) if ($i == "calls") {
           kind = $(i - 2); codec[kind] = $(i - 1); calls[kind] = $(i + 1)
           f32[kind] = $(i + 3); wire[kind] = $(i + 5) } }
@@ -133,12 +136,12 @@ fp8_dispatch_bf16_combine() {  # output-file metrics-prefix ranks
              wire["dispatch"] < 0.3 * f32["dispatch"] &&
              codec["combine"] == "bf16" && calls["combine"] > 0 && 2 * wire["combine"] == f32["combine"] &&
              codec["backward"] == "float32" && wire["backward"] == f32["backward"] &&
-             calls["backward"] == plain
-        printf "rank %d: dispatch %s %d -> %d bytes, combine %s %d -> %d, backward %s x%d, " \
-               "float32 all-to-allv recorded by weft %d: %s\n", r, codec["dispatch"],
-               f32["dispatch"], wire["dispatch"], codec["combine"], f32["combine"], wire["combine"],
-               codec["backward"], calls["backward"], plain,
-               ok ? "fp8 dispatch + bf16 combine ok" : "NOT the fp8 dispatch / bf16 combine"
+             calls["backward"] == plain && calls["dispatch"] + calls["combine"] == packed
+        printf "rank %d: dispatch %s %d -> %d bytes, combine %s %d -> %d, backward %s x%d; " \
+               "weft recorded %d compressed and %d plain float32 all-to-allv: %s\n", r,
+               codec["dispatch"], f32["dispatch"], wire["dispatch"], codec["combine"],
+               f32["combine"], wire["combine"], codec["backward"], calls["backward"], packed,
+               plain, ok ? "fp8 dispatch + bf16 combine ok" : "NOT the fp8 dispatch / bf16 combine"
         exit !ok
       }' || return 1
   done
