@@ -12,17 +12,14 @@ set -u
 B="$1" R="${2:-2}" RUNS="${3:-2}" ROUNDS="${4:-3}"
 shift $(( $# < 4 ? $# : 4 ))
 HERE="$(cd "$(dirname "$0")" && pwd)"
-# Pieces of the pipelined compressed all-to-all(v). weft derives their count from each rank's
-# own row and column of the count table, so with uneven counts two ranks can cut the same
-# block into different numbers of pieces and the call fails ("decode src holds N bytes, the
-# codec encodes to exactly 1.5 N"; the automatic count does at 2x2 with the default shape).
-# A chunk of 4 bytes (one value) puts every rank at the cap, 64 pieces per block, so they
-# agree (given 64 values per rank's row + column / ranks). 0: one piece (not pipelined).
-export WEFT_COMPRESSION_CHUNK_BYTES="${WEFT_COMPRESSION_CHUNK_BYTES:-4}"
+# Pieces of the pipelined compressed all-to-all(v): weft's rule (unset: auto) or
+# WEFT_COMPRESSION_CHUNK_BYTES as given; 0 = one piece (not pipelined). (The figures of
+# wave 3 session 5 ran with 4, 64 pieces per block, around a bug this session fixed: ranks
+# cut blocks by the part of the count table each held.)
 rc=0
 for k in $(seq "$RUNS"); do
   echo "== run $k $(date -u +%T) load $(cut -d' ' -f1-3 /proc/loadavg)" \
-       "WEFT_COMPRESSION_CHUNK_BYTES=$WEFT_COMPRESSION_CHUNK_BYTES"
+       "WEFT_COMPRESSION_CHUNK_BYTES=${WEFT_COMPRESSION_CHUNK_BYTES:-auto}"
   bash "$HERE/run.sh" --hosts 2 --ranks-per-host "$R" --rate 2gbit --timeout 600 -- \
     "$B/moe_dispatch_bench" --ranks-per-host "$R" --rate-gbit 2 --rounds "$ROUNDS" "$@" 2>&1 |
     grep '^\[0\]' | sed 's/^\[0\] //'
