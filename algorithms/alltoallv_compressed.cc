@@ -9,9 +9,11 @@
 //   2 exchange: step k = 1..p-1: send enc[(r+k) % p], receive the block of (r-k) % p into
 //               recv[(r-k) % p] (sizes follow from the counts: both sides know them).
 //   3 decode:   output block of q = decode(recv[q]) (own block: decode(enc[r])).
-// Pipelined: every block is cut into the same number of pieces (CompressedPieces over the
-// mean elements a rank sends, which every rank computes alike from the counts), in a software
-// pipeline: the encodes and exchange of piece k are issued before the decodes of piece k-1.
+// Pipelined: every block is cut into pieces (CompressedPieces over the block's own count,
+// which its sender and receiver both know: a rank's request holds only its row and column of
+// the table, so a rule over the whole table cut blocks differently on different ranks and
+// failed with uneven counts), in a software pipeline: the encodes and exchange of piece k are
+// issued before the decodes of piece k-1; a block with fewer pieces is done earlier.
 // Piece 0 keeps the unpipelined streams (q); piece k's are k p + q.
 // Out-of-place only (as the plain all-to-allv). No error feedback: tokens are not accumulated.
 // Scratch (elements), per piece: enc[q] per destination, recv[q] per source but r.
@@ -34,25 +36,32 @@ struct A2avTables {
   size_t rdispl(int dst, int src) const { return req.a2av_recv_displs[dst * n + src]; }
 };
 
-// Piece k of K of a block of `count` elements: its offset and size.
+// Piece k of a block of `count` elements, cut into as many pieces as CompressedPieces gives
+// for the block's own count: its sender and its receiver both know that count (each rank's
+// request holds only its row and column of the table), so they cut it alike. Pieces past the
+// block's last are empty.
 struct Piece {
   size_t offset, size;
 };
-Piece PieceOf(size_t count, int K, int k) { return {PartOffset(count, K, k), PartSize(count, K, k)}; }
+Piece PieceOf(const ScheduleRequest& req, size_t count, int k) {
+  const int K = static_cast<int>(CompressedPieces(req, count));
+  if (k >= K) return {count, 0};
+  return {PartOffset(count, K, k), PartSize(count, K, k)};
+}
 
 // Rank r's regions of piece k: enc[q] (to q) and recv[q] (from q; own: enc[r]).
-void LayOutPiece(const A2avTables& t, const weftCompression& spec, int r, int K, int k,
+void LayOutPiece(const A2avTables& t, const weftCompression& spec, int r, int k,
                  std::vector<Region>* enc, std::vector<Region>* recv, size_t* at) {
   const int p = static_cast<int>(t.n);
   enc->assign(p, Region{});
   recv->assign(p, Region{});
   for (int q = 0; q < p; ++q) {
-    const size_t m = PieceOf(t.count(r, q), K, k).size;
+    const size_t m = PieceOf(t.req, t.count(r, q), k).size;
     (*enc)[q] = Tmp(*at, m > 0 ? EncodedElements(spec, m) : 0);
     *at += (*enc)[q].count;
   }
   for (int q = 0; q < p; ++q) {
-    const size_t m = PieceOf(t.count(q, r), K, k).size;
+    const size_t m = PieceOf(t.req, t.count(q, r), k).size;
     (*recv)[q] = q == r ? (*enc)[r] : Tmp(*at, m > 0 ? EncodedElements(spec, m) : 0);
     if (q != r) *at += (*recv)[q].count;
   }
@@ -71,8 +80,12 @@ StatusOr<Schedule> BuildAllToAllvCompressed(const ScheduleRequest& req) {
                            "/" + std::to_string(req.a2av_send_displs.size()) + "/" +
                            std::to_string(req.a2av_recv_displs.size()));
   const A2avTables t{req, n};
-  const size_t total = std::accumulate(req.a2av_counts.begin(), req.a2av_counts.end(), size_t{0});
-  const int K = static_cast<int>(CompressedPieces(req, total / n));
+  // The most pieces of any block this rank sends or receives (rank r's row and column).
+  int K = 1;
+  for (int r : RanksToBuild(req))
+    for (int q = 0; q < p; ++q)
+      K = std::max({K, static_cast<int>(CompressedPieces(req, t.count(r, q))),
+                    static_cast<int>(CompressedPieces(req, t.count(q, r)))});
   sched.window = 2 * p * K;
   for (int r : RanksToBuild(req)) {
     RankSchedule& rs = sched.ranks[r];
@@ -82,25 +95,25 @@ StatusOr<Schedule> BuildAllToAllvCompressed(const ScheduleRequest& req) {
     }
     std::vector<std::vector<Region>> enc(K), recv(K);
     size_t at = 0;
-    for (int k = 0; k < K; ++k) LayOutPiece(t, req.codec, r, K, k, &enc[k], &recv[k], &at);
+    for (int k = 0; k < K; ++k) LayOutPiece(t, req.codec, r, k, &enc[k], &recv[k], &at);
     rs.scratch_count = at;
     for (int k = 0; k <= K; ++k) {
       if (k < K) {  // phases 1-2 of piece k
         for (int q = 0; q < p; ++q) {
-          const Piece piece = PieceOf(t.count(r, q), K, k);
+          const Piece piece = PieceOf(req, t.count(r, q), k);
           if (piece.size > 0)
             rs.steps.push_back(EncodeStep(In(t.sdispl(r, q) + piece.offset, piece.size), enc[k][q],
                                           static_cast<uint32_t>(k * p + q)));
         }
         for (int j = 1; j < p; ++j) {
           const int to = (r + j) % p, from = (r - j + p) % p;
-          if (PieceOf(t.count(r, to), K, k).size > 0) rs.steps.push_back(SendStep(to, enc[k][to]));
-          if (PieceOf(t.count(from, r), K, k).size > 0) rs.steps.push_back(RecvStep(from, recv[k][from]));
+          if (PieceOf(req, t.count(r, to), k).size > 0) rs.steps.push_back(SendStep(to, enc[k][to]));
+          if (PieceOf(req, t.count(from, r), k).size > 0) rs.steps.push_back(RecvStep(from, recv[k][from]));
         }
       }
       if (k >= 1)  // phase 3 of piece k-1
         for (int q = 0; q < p; ++q) {
-          const Piece piece = PieceOf(t.count(q, r), K, k - 1);
+          const Piece piece = PieceOf(req, t.count(q, r), k - 1);
           if (piece.size > 0)
             rs.steps.push_back(DecodeStep(recv[k - 1][q], Out(t.rdispl(r, q) + piece.offset, piece.size)));
         }

@@ -384,10 +384,11 @@ std::string UsageText() {
          "         --compress-after N (the first N steps uncompressed)\n"
          "         --onebit-adam (1-bit Adam: after the --compress-after warm-up, freeze Adam's\n"
          "           variance and all-reduce momenta with --compress, default 1bit)\n"
-         "         --compress-dispatch fp8|SPEC (EP token dispatch)\n"
+         "         --compress-dispatch fp8|SPEC (EP token dispatch; the combine then goes bf16)\n"
          "  ops:   --log-every --val-every --val-batches --data DIR --checkpoint-dir DIR\n"
          "         --checkpoint-every N --resume --stop-after N --loss-file F --plot F.png --quiet\n"
-         "         --digest (every rank prints a hash of its parameters at the end)\n"
+         "         --digest (every rank prints a hash of its parameters and, with EP, its\n"
+         "         expert-exchange bytes at the end)\n"
          "  fault: --elastic (survive a lost rank: shrink, re-split the batch, continue; DP only)\n"
          "         --kill-rank R[,R...] --kill-step S (test hook: the ranks kill themselves at S)\n"
          "  launch N ranks with: weftrun -n N moe_train ...\n";

@@ -91,7 +91,7 @@ struct TrainConfig {
   // EP token dispatch codec (e.g. "fp8"; empty = float32): the rows sent to the experts.
   std::string compress_dispatch;
   bool quiet = false;
-  bool digest = false;    // every rank prints a hash of its parameters at the end (tests)
+  bool digest = false;    // every rank prints a hash of its parameters (+ EP traffic) at the end
   // --elastic: a lost rank does not end the job; the survivors shrink the communicator,
   // re-split the same global batch and continue from the failed step (elastic.h). Data
   // parallelism (with or without --zero1) only.

@@ -13,7 +13,9 @@
 #        into uneven shards, weftReduceScatterV / weftAllGatherV), alone and   rel. diff <= 1e-5
 #        with --balance measured and a slow rank, vs 1 rank (measured: ~4e-7)
 # resume 20 steps straight vs 10 steps + checkpoint + resume for 10        bitwise (both routers)
-# compress --compress int8 / fp8 / 1bit on 2 ranks (and int8 with ZeRO-1, fp8 EP dispatch):
+# compress --compress int8 / fp8 / 1bit on 2 ranks (and int8 with ZeRO-1, fp8 EP dispatch on
+#        EP=2 and EP=4: its dispatch travels fp8, its combine bf16, per the traffic report
+#        and weft's metrics):
 #        losses finite and decreasing, every rank's parameters identical   digests equal
 #        after the last step; resume with compression (residuals saved)    bitwise
 # onebit --onebit-adam --compress-after 10 on 2 ranks: steps 0-9 are the   bitwise
@@ -111,6 +113,38 @@ same_digest() {  # output-file label ranks
     echo "$2: ranks' parameters differ (or digests missing):"; grep "params digest" "$1"; return 1
   fi
   echo "$2: $3 ranks hold identical parameters ok"
+}
+
+# --compress-dispatch fp8: each rank's traffic report (--digest) shows the forward dispatch in
+# fp8 (wire about 1/4 of float32 plus one scale per block), the forward combine in bf16 (wire
+# exactly half) and the backward exchanges in float32; and weft's own record of its calls
+# (WEFT_METRICS_FILE) holds the dispatches and combines as compressed all-to-allv and exactly
+# the backward ones as plain float32 all-to-allv.
+fp8_dispatch_bf16_combine() {  # output-file metrics-prefix ranks
+  local r plain packed
+  for r in $(seq 0 $(($3 - 1))); do
+    plain=$(grep '"collective":"alltoallv","bytes":[0-9]*,"dtype":"float32"' "$2.$r" |
+            grep -vc '"algorithm":"compressed"' || true)
+    packed=$(grep '"collective":"alltoallv","bytes":[0-9]*,"dtype":"float32"' "$2.$r" |
+             grep -c '"algorithm":"compressed"' || true)
+    grep "expert exchange rank $r:" "$1" | awk -v plain="$plain" -v packed="$packed" -v r="$r" '
+      { for (i = 1; i <= NF; i++) if ($i == "calls") {
+          kind = $(i - 2); codec[kind] = $(i - 1); calls[kind] = $(i + 1)
+          f32[kind] = $(i + 3); wire[kind] = $(i + 5) } }
+      END {
+        ok = codec["dispatch"] == "fp8e4m3" && calls["dispatch"] > 0 &&
+             wire["dispatch"] < 0.3 * f32["dispatch"] &&
+             codec["combine"] == "bf16" && calls["combine"] > 0 && 2 * wire["combine"] == f32["combine"] &&
+             codec["backward"] == "float32" && wire["backward"] == f32["backward"] &&
+             calls["backward"] == plain && calls["dispatch"] + calls["combine"] == packed
+        printf "rank %d: dispatch %s %d -> %d bytes, combine %s %d -> %d, backward %s x%d; " \
+               "weft recorded %d compressed and %d plain float32 all-to-allv: %s\n", r,
+               codec["dispatch"], f32["dispatch"], wire["dispatch"], codec["combine"],
+               f32["combine"], wire["combine"], codec["backward"], calls["backward"], packed,
+               plain, ok ? "fp8 dispatch + bf16 combine ok" : "NOT the fp8 dispatch / bf16 combine"
+        exit !ok
+      }' || return 1
+  done
 }
 
 # The train lines of steps [first, last] (a step redone after a recovery: its last value).
@@ -248,10 +282,19 @@ case "$mode" in
     same_digest "$work/zero.out" "--compress int8 --zero1" 2
     # EP with fp8 token dispatch (and compressed dense gradients): the 2 ranks hold different
     # experts, so only the dense digests must match.
-    train 2 "$work/ep" --ep 2 --compress-dispatch fp8 --compress int8 --digest >"$work/ep.out"
+    WEFT_METRICS_FILE="$work/ep.metrics.%r" \
+      train 2 "$work/ep" --ep 2 --compress-dispatch fp8 --compress int8 --digest >"$work/ep.out"
     decreasing "$work/ep" "--ep 2 --compress-dispatch fp8 --compress int8"
+    fp8_dispatch_bf16_combine "$work/ep.out" "$work/ep.metrics" 2
     sed -i 's/ experts [0-9a-f]*$//' "$work/ep.out"
     same_digest "$work/ep.out" "--ep 2 --compress-dispatch fp8 (dense parameters)" 2
+    # EP=4: the compressed all-to-all(v) among 4 ranks with uneven counts, both ways.
+    WEFT_METRICS_FILE="$work/ep4.metrics.%r" \
+      train 4 "$work/ep4" --ep 4 --compress-dispatch fp8 --digest >"$work/ep4.out"
+    decreasing "$work/ep4" "--ep 4 --compress-dispatch fp8"
+    fp8_dispatch_bf16_combine "$work/ep4.out" "$work/ep4.metrics" 4
+    sed -i 's/ experts [0-9a-f]*$//' "$work/ep4.out"
+    same_digest "$work/ep4.out" "--ep 4 --compress-dispatch fp8 (dense parameters)" 4
     # The residuals are part of the checkpoint, so a resumed compressed run is the straight one.
     train 2 "$work/straight" --compress 1bit
     train 2 "$work/resumed" --compress 1bit --checkpoint-dir "$work/ckpt" --stop-after 10

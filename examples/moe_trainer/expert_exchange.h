@@ -5,6 +5,7 @@
 #define MOE_TRAINER_EXPERT_EXCHANGE_H_
 
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "status.h"
@@ -30,6 +31,18 @@ class ExpertExchange {
                               float* recv, const std::vector<size_t>& recv_rows, int width) {
     return ExchangeRows(send, send_rows, recv, recv_rows, width);
   }
+  // The forward combine of expert outputs back to their tokens (same contract). With
+  // --compress-dispatch it travels in bf16, as DeepEP's and DeepSeek-V3's combine: the token
+  // rows then sum the rounded outputs; the output gradient passes back through it as through
+  // an identity. The backward exchanges (ExchangeRows) stay float32.
+  virtual Status CombineRows(const float* send, const std::vector<size_t>& send_rows,
+                             float* recv, const std::vector<size_t>& recv_rows, int width) {
+    return ExchangeRows(send, send_rows, recv, recv_rows, width);
+  }
+  // What this rank has sent so far, one line per kind of traffic (dispatch, combine, backward):
+  // calls, the rows' float32 bytes and the bytes on the wire to other ranks. Empty for a group
+  // of one. Printed by --digest, so tests can see which exchanges travelled compressed.
+  virtual std::string TrafficReport() const { return std::string(); }
 };
 
 class LocalExpertExchange : public ExpertExchange {

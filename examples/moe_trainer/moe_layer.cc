@@ -109,8 +109,8 @@ Status MoeForward(const ModelConfig& m, const MoeWeights& w, const float* xn, in
   });
   // Combine: outputs come back in dispatch order.
   a->send_y.resize(a->send_x.size());
-  MOE_RETURN_IF_ERROR(exchange->ExchangeRows(a->recv_y.data(), RowsPerRank(a->recv_counts, ranks),
-                                             a->send_y.data(), RowsPerRank(a->send_counts, ranks), C));
+  MOE_RETURN_IF_ERROR(exchange->CombineRows(a->recv_y.data(), RowsPerRank(a->recv_counts, ranks),
+                                            a->send_y.data(), RowsPerRank(a->send_counts, ranks), C));
   const int Fs = w.shared_hidden;
   const HeldRows held = RowsHeld(tp, N);
   if (Fs > 0) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -48,7 +49,8 @@ class CommTimer {
 
 }  // namespace
 
-// Dispatch and combine over the EP communicator with weftAllToAllv.
+// Dispatch and combine over the EP communicator with weftAllToAllv; with --compress-dispatch
+// the forward dispatch (its codec) and combine (bf16) go through weftAllToAllvCompressed.
 class WeftExpertExchange : public ExpertExchange {
  public:
   WeftExpertExchange(Parallel* parallel, weftComm_t comm, int size, int rank)
@@ -66,8 +68,50 @@ class WeftExpertExchange : public ExpertExchange {
     return Status();
   }
 
+  // The backward exchanges: float32.
   Status ExchangeRows(const float* send, const std::vector<size_t>& send_rows, float* recv,
                       const std::vector<size_t>& recv_rows, int width) override {
+    return MoveRows(kBackward, send, send_rows, recv, recv_rows, width);
+  }
+  Status DispatchRows(const float* send, const std::vector<size_t>& send_rows, float* recv,
+                      const std::vector<size_t>& recv_rows, int width) override {
+    return MoveRows(kDispatch, send, send_rows, recv, recv_rows, width);
+  }
+  Status CombineRows(const float* send, const std::vector<size_t>& send_rows, float* recv,
+                     const std::vector<size_t>& recv_rows, int width) override {
+    return MoveRows(kCombine, send, send_rows, recv, recv_rows, width);
+  }
+
+  std::string TrafficReport() const override {
+    static const char* const kNames[] = {"dispatch", "combine", "backward"};
+    std::string line;
+    for (int t = 0; t < kTrafficKinds; ++t) {
+      const Traffic& k = traffic_[t];
+      char part[160];
+      std::snprintf(part, sizeof(part), "%s%s %s calls %llu float32 %llu wire %llu",
+                    t ? " | " : "", kNames[t], k.codec, static_cast<unsigned long long>(k.calls),
+                    static_cast<unsigned long long>(k.float_bytes),
+                    static_cast<unsigned long long>(k.wire_bytes));
+      line += part;
+    }
+    return line;
+  }
+
+ private:
+  enum Kind { kDispatch, kCombine, kBackward, kTrafficKinds };
+  struct Traffic {
+    const char* codec = "float32";
+    unsigned long long calls = 0, float_bytes = 0, wire_bytes = 0;
+  };
+
+  // The codec a kind of traffic travels with: null = float32 (weftAllToAllv).
+  const weftCompression* SpecFor(Kind kind) const {
+    if (!parallel_->compress_dispatch_ || kind == kBackward) return nullptr;
+    return kind == kDispatch ? &parallel_->dispatch_spec_ : &parallel_->combine_spec_;
+  }
+
+  Status MoveRows(Kind kind, const float* send, const std::vector<size_t>& send_rows, float* recv,
+                  const std::vector<size_t>& recv_rows, int width) {
     std::vector<size_t> send_counts(size_), send_displs(size_), recv_counts(size_),
         recv_displs(size_);
     size_t s = 0, r = 0;
@@ -75,16 +119,17 @@ class WeftExpertExchange : public ExpertExchange {
       send_counts[p] = send_rows[p] * width, send_displs[p] = s, s += send_counts[p];
       recv_counts[p] = recv_rows[p] * width, recv_displs[p] = r, r += recv_counts[p];
     }
+    const weftCompression* spec = SpecFor(kind);
+    Count(kind, spec, send_counts);
     static float dummy;  // weft wants valid pointers even for empty buffers
     CommTimer timer(&parallel_->comm_seconds_);
-    if (compressed_) {
-      compressed_ = false;
+    if (spec != nullptr)
       return parallel_->Check(
           weftAllToAllvCompressed(s ? send : &dummy, send_counts.data(), send_displs.data(),
                                   r ? recv : &dummy, recv_counts.data(), recv_displs.data(),
-                                  weftFloat32, &parallel_->dispatch_spec_, comm_, nullptr),
-          comm_, "compressed token dispatch (weftAllToAllvCompressed)");
-    }
+                                  weftFloat32, spec, comm_, nullptr),
+          comm_, kind == kDispatch ? "compressed token dispatch (weftAllToAllvCompressed)"
+                                   : "compressed expert combine (weftAllToAllvCompressed)");
     return parallel_->Check(
         weftAllToAllv(s ? send : &dummy, send_counts.data(), send_displs.data(),
                       r ? recv : &dummy, recv_counts.data(), recv_displs.data(), weftFloat32,
@@ -92,17 +137,26 @@ class WeftExpertExchange : public ExpertExchange {
         comm_, "expert rows (weftAllToAllv)");
   }
 
-  Status DispatchRows(const float* send, const std::vector<size_t>& send_rows, float* recv,
-                      const std::vector<size_t>& recv_rows, int width) override {
-    compressed_ = parallel_->compress_dispatch_;
-    return ExchangeRows(send, send_rows, recv, recv_rows, width);
+  // Adds one call to the traffic report: the blocks bound for other ranks, in float32 and as
+  // the codec encodes them (weftCompressedSize is exact: each block is encoded on its own).
+  void Count(Kind kind, const weftCompression* spec, const std::vector<size_t>& send_counts) {
+    Traffic& t = traffic_[kind];
+    t.codec = spec ? weftCodecName(spec->codec) : "float32";
+    ++t.calls;
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_ || send_counts[p] == 0) continue;
+      size_t wire = send_counts[p] * sizeof(float);
+      if (spec != nullptr && weftCompressedSize(spec, send_counts[p], &wire) != weftSuccess)
+        wire = 0;  // cannot happen for a validated spec; a report of 0 would show it
+      t.float_bytes += send_counts[p] * sizeof(float);
+      t.wire_bytes += wire;
+    }
   }
 
- private:
   Parallel* parallel_;
   weftComm_t comm_;
   int size_, rank_;
-  bool compressed_ = false;  // the next ExchangeRows is a dispatch that travels compressed
+  Traffic traffic_[kTrafficKinds];
 };
 
 // Sums and gathers over the tensor-parallel communicator (inside a layer: blocking).
@@ -191,6 +245,9 @@ Status Parallel::Finish() {
       weftCompressionParse(config_.compress_dispatch.c_str(), &dispatch_spec_) != weftSuccess)
     return Status::Error("--compress-dispatch " + config_.compress_dispatch + ": " +
                          weftGetLastError(nullptr));
+  // The combine that goes with a compressed dispatch travels in bf16 (DeepEP's pairing).
+  if (compress_dispatch_ && weftCompressionDefault(weftCodecBf16, &combine_spec_) != weftSuccess)
+    return Status::Error(std::string("bf16 combine: ") + weftGetLastError(nullptr));
   MOE_RETURN_IF_ERROR(SplitGroups());
   MOE_RETURN_IF_ERROR(ApplyStepTimeout());
   if (data_size_ > 1)

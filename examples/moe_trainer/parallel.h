@@ -161,7 +161,7 @@ class Parallel {
   std::unique_ptr<ExpertExchange> exchange_;
   bool compress_ = false, compress_dispatch_ = false;
   int step_ = 0;
-  weftCompression grad_spec_{}, dispatch_spec_{};
+  weftCompression grad_spec_{}, dispatch_spec_{}, combine_spec_{};  // combine: bf16
   std::vector<std::vector<float>> residuals_;
   std::unique_ptr<BucketWorker> world_worker_, expert_worker_;  // compressed + overlap only
   double comm_seconds_ = 0.0;

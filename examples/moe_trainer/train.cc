@@ -338,6 +338,9 @@ Status Run::Main(int argc, char** argv) {
     std::printf("params digest rank %d: dense %016llx experts %016llx\n", parallel_->world_rank(),
                 static_cast<unsigned long long>(Digest(p.dense)),
                 static_cast<unsigned long long>(Digest(p.expert)));
+    const std::string traffic = parallel_->exchange()->TrafficReport();
+    if (!traffic.empty())
+      std::printf("expert exchange rank %d: %s\n", parallel_->world_rank(), traffic.c_str());
     std::fflush(stdout);
   }
   if (Leader() && !config_.plot_png.empty()) {
