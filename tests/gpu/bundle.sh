@@ -38,5 +38,6 @@ ldd "$DEST/bin/weft-perf" "$DEST/libweft.so.0" | awk '/=> \// {print $3}' | sort
     cp -L "$so" "$DEST/lib/"
   done
 # Never committed: the carried folder is rebuilt from a build each time.
-grep -qx "/$DEST/" .git/info/exclude 2>/dev/null || echo "/$DEST/" >> .git/info/exclude
+EXCLUDE=$(git rev-parse --git-path info/exclude)  # .git is a file in a worktree
+grep -qx "/$DEST/" "$EXCLUDE" 2>/dev/null || echo "/$DEST/" >> "$EXCLUDE"
 du -sh "$DEST"
