@@ -4,6 +4,8 @@
 // stochastic rounding's bias, Hadamard rotation, and spec validation.
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -23,13 +25,7 @@ namespace {
 
 weftCompression Spec(weftCodec_t codec, uint32_t block = 128, uint32_t flags = 0,
                      float ratio = 0.01f) {
-  weftCompression s;
-  weftCompressionDefault(codec, &s);
-  s.block = block;
-  s.flags = flags;
-  s.ratio = ratio;
-  s.seed = 1234;
-  return s;
+  return weft_test::CodecSpec(codec, block, flags, ratio, 1234);
 }
 
 // Encodes into a buffer with guard bytes after EncodedBytes, checks the guard, decodes.

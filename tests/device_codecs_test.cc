@@ -97,13 +97,7 @@ std::vector<uint8_t> Bytes(const std::vector<T>& v) {
 }
 
 weftCompression Spec(weftCodec_t codec, uint32_t block, uint32_t flags, float ratio = 0.01f) {
-  weftCompression s;
-  weftCompressionDefault(codec, &s);
-  s.block = block;
-  s.flags = flags;
-  s.ratio = ratio;
-  s.seed = 0x5EED;
-  return s;
+  return weft_test::CodecSpec(codec, block, flags, ratio, 0x5EED);
 }
 
 std::string Describe(const weftCompression& s) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "weft/weft.h"
+#include "weft/weft_compress.h"
 
 namespace weft_test {
 
@@ -184,5 +185,17 @@ int FreeLoopbackPort();
 // for every size of `collective`; returns its path (under /tmp, unique per process and name).
 std::string WriteTuningFile(const std::string& collective, const std::string& algorithm,
                             size_t chunk_bytes);
+
+// A codec spec for tests: weftCompressionDefault's, with these fields.
+inline weftCompression CodecSpec(weftCodec_t codec, uint32_t block, uint32_t flags, float ratio,
+                                 uint64_t seed) {
+  weftCompression s;
+  weftCompressionDefault(codec, &s);
+  s.block = block;
+  s.flags = flags;
+  s.ratio = ratio;
+  s.seed = seed;
+  return s;
+}
 
 }  // namespace weft_test
