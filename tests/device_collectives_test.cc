@@ -509,21 +509,7 @@ void OnRanks(int nranks, const std::vector<std::pair<std::string, std::string>>&
              const std::vector<int>& must_pass) {
   auto all_env = env;
   all_env.push_back({"WEFT_DEVICE", weft_test::SuiteDevice("emulated:4")});
-  const weft_test::LaunchOutcome o = weft_test::ForkRanks(
-      nranks,
-      [&](int rank) {
-        weftComm_t comm = nullptr;
-        weftStream_t stream = nullptr;
-        int devices = 1;
-        weftDeviceGetCount(&devices);
-        if (weftCommInitFromEnv(&comm) != weftSuccess ||
-            weftDeviceStreamCreate(&stream, rank % std::max(devices, 1)) != weftSuccess)
-          return std::fprintf(stderr, "%s\n", Err("setup").c_str()), 1;
-        const std::string e = body(rank, comm, stream);
-        if (!e.empty()) return std::fprintf(stderr, "%s\n", e.c_str()), 1;
-        return 0;
-      },
-      all_env, 120);
+  const weft_test::LaunchOutcome o = weft_test::ForkDeviceRanks(nranks, all_env, body);
   for (int r : must_pass)
     EXPECT_TRUE(weft_test::ExitedZero(o.status[r])) << "rank " << r << ":\n" << o.output[r];
 }

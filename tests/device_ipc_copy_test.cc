@@ -202,33 +202,25 @@ std::vector<std::string> RunOverIpc(const std::string& algo, const std::string& 
       {"WEFT_DEVICE", weft_test::SuiteDevice("emulated:2")}, {"WEFT_EMULATED_DELAY_US", "30"},
       {"WEFT_DEBUG", "INFO"}, {"WEFT_IPC_COPY", mode},
       {"WEFT_ALGO", "allreduce:" + algo + ";allgather:direct"}};
-  const weft_test::LaunchOutcome o = weft_test::ForkRanks(
-      nranks,
-      [&](int rank) {
-        weftComm_t comm = nullptr;
-        weftStream_t stream = nullptr;
+  const weft_test::LaunchOutcome o = weft_test::ForkDeviceRanks(
+      nranks, env, [&](int rank, weftComm_t comm, weftStream_t stream) -> std::string {
         int devices = 1;
         weftDeviceGetCount(&devices);
-        const int device = rank % std::max(devices, 1);  // one GPU (CUDA, a lent machine): shared
-        std::string e;
-        if (weftCommInitFromEnv(&comm) != weftSuccess) e = Err("init");
-        if (e.empty() && weftDeviceStreamCreate(&stream, device) != weftSuccess) e = Err("stream");
-        if (!e.empty()) return std::fprintf(stderr, "rank %d: %s\n", rank, e.c_str()), 1;
+        const int device = rank % std::max(devices, 1);  // ForkDeviceRanks' stream's GPU
         size_t calls = 0;
         for (size_t count : counts)
           for (bool allgather : {false, true}) {
-            e = RunCall(comm, stream, rank, device, nranks, allgather, count);
-            if (!e.empty()) return std::fprintf(stderr, "rank %d: %s\n", rank, e.c_str()), 1;
+            const std::string e = RunCall(comm, stream, rank, device, nranks, allgather, count);
+            if (!e.empty()) return e;
             ++calls;
           }
         const size_t ipc_calls = weft::IpcCallCount(comm);
         weftDeviceStreamDestroy(stream);
         weftCommDestroy(comm);
         if (ipc_calls != calls)
-          return std::fprintf(stderr, "%zu of %zu calls went through ipc\n", ipc_calls, calls), 1;
-        return 0;
-      },
-      env, 120);
+          return std::to_string(ipc_calls) + " of " + std::to_string(calls) + " calls went through ipc";
+        return "";
+      });
   for (int r = 0; r < nranks; ++r)
     EXPECT_TRUE(weft_test::ExitedZero(o.status[r])) << "rank " << r << ":\n" << o.output[r];
   return o.output;

@@ -7,11 +7,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "test_util.h"
+#include "weft/weft.h"
+#include "weft/weft_device.h"
 
 namespace weft_test {
 
@@ -67,6 +73,30 @@ inline std::string SuiteDevice(const std::string& emulated) {
 inline std::string InChild(const std::vector<std::pair<std::string, std::string>>& env,
                            const std::function<std::string()>& fn) {
   return RunInChild(env, fn).message;
+}
+
+// Forks `nranks` processes (ForkRanks) that each join the job (weftCommInitFromEnv), create a
+// stream on GPU rank % devices (fewer GPUs than ranks, as on a lent machine: they share) and
+// run body(rank, comm, stream); a non-empty result fails that rank and goes to its stderr.
+// The body owns comm and stream (a test whose peer died may not want to destroy them).
+inline LaunchOutcome ForkDeviceRanks(
+    int nranks, const std::vector<std::pair<std::string, std::string>>& env,
+    const std::function<std::string(int, weftComm_t, weftStream_t)>& body, double timeout_s = 120) {
+  return ForkRanks(
+      nranks,
+      [&](int rank) {
+        weftComm_t comm = nullptr;
+        weftStream_t stream = nullptr;
+        int devices = 1;
+        weftDeviceGetCount(&devices);
+        if (weftCommInitFromEnv(&comm) != weftSuccess ||
+            weftDeviceStreamCreate(&stream, rank % std::max(devices, 1)) != weftSuccess)
+          return std::fprintf(stderr, "rank %d: setup: %s\n", rank, weftGetLastError(nullptr)), 1;
+        const std::string e = body(rank, comm, stream);
+        if (!e.empty()) return std::fprintf(stderr, "rank %d: %s\n", rank, e.c_str()), 1;
+        return 0;
+      },
+      env, timeout_s);
 }
 
 }  // namespace weft_test
