@@ -289,17 +289,30 @@ Status ExchangeVCounts(weftComm* comm, const CollectiveCall& call, uint64_t seq,
   return OkStatus();
 }
 
-// Builds `plan`'s algorithm for `req` (this rank's scope) and checks it has every rank's entry.
-StatusOr<std::shared_ptr<const Schedule>> BuildChecked(weftComm* comm, const Plan& plan,
-                                                       const ScheduleRequest& req) {
-  StatusOr<Schedule> built = BuildSchedule(*plan.algorithm, req);
-  if (!built.ok()) return built.status().WithContext(plan.what);
+// Builds `algorithm` for `req` (this rank's scope) and checks it has every rank's entry; a
+// failed build names `what` when given.
+StatusOr<std::shared_ptr<const Schedule>> BuildChecked(weftComm* comm, const AlgorithmInfo& algorithm,
+                                                       const ScheduleRequest& req,
+                                                       const std::string* what) {
+  StatusOr<Schedule> built = BuildSchedule(algorithm, req);
+  if (!built.ok()) return what != nullptr ? built.status().WithContext(*what) : built.status();
   if (static_cast<int>(built->ranks.size()) != comm->nranks)
-    return InternalError("algorithm " + plan.algorithm->name + " built a schedule for " +
+    return InternalError("algorithm " + algorithm.name + " built a schedule for " +
                          std::to_string(built->ranks.size()) + " ranks, not " +
                          std::to_string(comm->nranks));
   AddRootAgreementToken(req.collective, comm->rank, comm->nranks, &built->ranks[comm->rank]);
   return std::make_shared<const Schedule>(std::move(built.value()));
+}
+
+// The schedules of shapes that vary per call (all-to-allv tables, v-collectives, compressed
+// codecs), by CacheKey: a bounded cache of recent ones.
+std::shared_ptr<const Schedule> CachedSchedule(const weftComm* comm, const std::string& key) {
+  auto it = comm->schedule_cache.find(key);
+  return it == comm->schedule_cache.end() ? nullptr : it->second;
+}
+void RememberSchedule(weftComm* comm, const std::string& key, std::shared_ptr<const Schedule> sched) {
+  if (comm->schedule_cache.size() > 64) comm->schedule_cache.clear();  // bounds memory
+  comm->schedule_cache[key] = std::move(sched);
 }
 
 }  // namespace
@@ -307,19 +320,10 @@ StatusOr<std::shared_ptr<const Schedule>> BuildChecked(weftComm* comm, const Pla
 StatusOr<std::shared_ptr<const Schedule>> PlanSchedule(weftComm* comm, const AlgorithmInfo& algorithm,
                                                        const ScheduleRequest& req) {
   const std::string key = CacheKey(req, algorithm.name);
-  auto it = comm->schedule_cache.find(key);
-  if (it != comm->schedule_cache.end()) return it->second;
-  StatusOr<Schedule> built = BuildSchedule(algorithm, req);
-  if (!built.ok()) return built.status();
-  if (static_cast<int>(built->ranks.size()) != comm->nranks)
-    return InternalError("algorithm " + algorithm.name + " built a schedule for " +
-                         std::to_string(built->ranks.size()) + " ranks, not " +
-                         std::to_string(comm->nranks));
-  auto sched = std::make_shared<const Schedule>(std::move(built.value()));
-  // Shapes that vary per call (all-to-allv tables, compressed codecs): a bounded cache.
-  if (comm->schedule_cache.size() > 64) comm->schedule_cache.clear();
-  comm->schedule_cache[key] = sched;
-  return sched;
+  if (std::shared_ptr<const Schedule> cached = CachedSchedule(comm, key)) return cached;
+  StatusOr<std::shared_ptr<const Schedule>> built = BuildChecked(comm, algorithm, req, nullptr);
+  if (built.ok()) RememberSchedule(comm, key, *built);
+  return built;
 }
 
 namespace {
@@ -342,19 +346,18 @@ Status BuildPlan(weftComm* comm, const CollectiveCall& call, ScheduleRequest* re
   // ranks' would be O(p^2)); the selector above evaluated candidates with every rank's.
   req->scope = PlanScope::ForRank(comm->rank);
   std::string skey = cacheable ? "" : CacheKey(*req, plan->algorithm->name);
-  auto sit = cacheable ? comm->schedule_cache.end() : comm->schedule_cache.find(skey);
-  if (sit != comm->schedule_cache.end()) {
-    plan->schedule = sit->second;
-    return OkStatus();
+  if (!cacheable) {
+    plan->schedule = CachedSchedule(comm, skey);
+    if (plan->schedule != nullptr) return OkStatus();
   }
   // Single-round direct schedules: one per window half (see ScheduleRequest::window_half).
   if (cacheable) plan->holds_window = AskSingleRound(*plan->algorithm, req, elem);
-  StatusOr<std::shared_ptr<const Schedule>> built = BuildChecked(comm, *plan, *req);
+  StatusOr<std::shared_ptr<const Schedule>> built = BuildChecked(comm, *plan->algorithm, *req, &plan->what);
   if (!built.ok()) return built.status();
   plan->schedule = *built;
   if (plan->holds_window) {
     req->window_half = 1;
-    built = BuildChecked(comm, *plan, *req);
+    built = BuildChecked(comm, *plan->algorithm, *req, &plan->what);
     if (!built.ok()) return built.status();
     plan->other_half = *built;
   }
@@ -371,11 +374,7 @@ Status BuildPlan(weftComm* comm, const CollectiveCall& call, ScheduleRequest* re
             plan->algorithm->name.c_str(),
             plan->zero_copy ? " zero-copy (registered buffers read in place, no staging)" : "",
             req->chunk.chunk_elems, req->chunk.channels);
-  if (!cacheable) {
-    // alltoallv and v-collective shapes vary per call: keep a bounded cache of recent ones.
-    if (comm->schedule_cache.size() > 64) comm->schedule_cache.clear();
-    comm->schedule_cache[skey] = plan->schedule;
-  }
+  if (!cacheable) RememberSchedule(comm, skey, plan->schedule);
   return OkStatus();
 }
 
