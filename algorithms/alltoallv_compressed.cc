@@ -16,7 +16,9 @@
 // issued before the decodes of piece k-1; a block with fewer pieces is done earlier.
 // Piece 0 keeps the unpipelined streams (q); piece k's are k p + q.
 // Out-of-place only (as the plain all-to-allv). No error feedback: tokens are not accumulated.
-// Scratch (elements), per piece: enc[q] per destination, recv[q] per source but r.
+// Scratch (elements), per piece: enc[q] per destination, recv[q] per source but r. The call's
+// values may be float32 or bf16 (ScheduleRequest::elem_bytes): the encoded regions count
+// elements of that size, the steps are the same.
 #include "algorithms/compressed.h"
 
 #include <algorithm>
@@ -50,19 +52,22 @@ Piece PieceOf(const ScheduleRequest& req, size_t count, int k) {
 }
 
 // Rank r's regions of piece k: enc[q] (to q) and recv[q] (from q; own: enc[r]).
-void LayOutPiece(const A2avTables& t, const weftCompression& spec, int r, int k,
+void LayOutPiece(const A2avTables& t, int r, int k,
                  std::vector<Region>* enc, std::vector<Region>* recv, size_t* at) {
   const int p = static_cast<int>(t.n);
+  auto encoded = [&t](size_t m) {
+    return m > 0 ? EncodedElements(t.req.codec, m, t.req.elem_bytes) : 0;
+  };
   enc->assign(p, Region{});
   recv->assign(p, Region{});
   for (int q = 0; q < p; ++q) {
     const size_t m = PieceOf(t.req, t.count(r, q), k).size;
-    (*enc)[q] = Tmp(*at, m > 0 ? EncodedElements(spec, m) : 0);
+    (*enc)[q] = Tmp(*at, encoded(m));
     *at += (*enc)[q].count;
   }
   for (int q = 0; q < p; ++q) {
     const size_t m = PieceOf(t.req, t.count(q, r), k).size;
-    (*recv)[q] = q == r ? (*enc)[r] : Tmp(*at, m > 0 ? EncodedElements(spec, m) : 0);
+    (*recv)[q] = q == r ? (*enc)[r] : Tmp(*at, encoded(m));
     if (q != r) *at += (*recv)[q].count;
   }
 }
@@ -79,6 +84,9 @@ StatusOr<Schedule> BuildAllToAllvCompressed(const ScheduleRequest& req) {
                            " counts and displacements, got " + std::to_string(req.a2av_counts.size()) +
                            "/" + std::to_string(req.a2av_send_displs.size()) + "/" +
                            std::to_string(req.a2av_recv_displs.size()));
+  if (req.elem_bytes != 2 && req.elem_bytes != 4)
+    return InvalidArgument("alltoallv:compressed runs on float32 or bf16 values, not elements of " +
+                           std::to_string(req.elem_bytes) + " bytes (ScheduleRequest::elem_bytes)");
   const A2avTables t{req, n};
   // The most pieces of any block this rank sends or receives (rank r's row and column).
   int K = 1;
@@ -95,7 +103,7 @@ StatusOr<Schedule> BuildAllToAllvCompressed(const ScheduleRequest& req) {
     }
     std::vector<std::vector<Region>> enc(K), recv(K);
     size_t at = 0;
-    for (int k = 0; k < K; ++k) LayOutPiece(t, req.codec, r, k, &enc[k], &recv[k], &at);
+    for (int k = 0; k < K; ++k) LayOutPiece(t, r, k, &enc[k], &recv[k], &at);
     rs.scratch_count = at;
     for (int k = 0; k <= K; ++k) {
       if (k < K) {  // phases 1-2 of piece k

@@ -15,8 +15,8 @@ bool Applies(const ScheduleRequest& req, Collective c) {
 
 }  // namespace
 
-size_t EncodedElements(const weftCompression& spec, size_t values) {
-  return (codec::EncodedBytes(spec, values) + sizeof(float) - 1) / sizeof(float);
+size_t EncodedElements(const weftCompression& spec, size_t values, size_t elem_bytes) {
+  return (codec::EncodedBytes(spec, values) + elem_bytes - 1) / elem_bytes;
 }
 
 size_t CompressedPieces(const ScheduleRequest& request, size_t elements) {

@@ -18,10 +18,11 @@
 
 namespace weft {
 
-// Elements (float32, 4 bytes) of an encoded region holding the encoding of `values` values:
-// the codec's exact encoded size, rounded up to whole elements (schedule.h says why regions
-// count elements).
-size_t EncodedElements(const weftCompression& spec, size_t values);
+// Elements (float32, 4 bytes; or `elem_bytes` each, ScheduleRequest::elem_bytes) of an
+// encoded region holding the encoding of `values` values: the codec's exact encoded size,
+// rounded up to whole elements (schedule.h says why regions count elements).
+size_t EncodedElements(const weftCompression& spec, size_t values,
+                       size_t elem_bytes = sizeof(float));
 
 // Whether `request` carries a usable codec (a compressed generator applies).
 bool HasUsableCodec(const ScheduleRequest& request);

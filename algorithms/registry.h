@@ -78,6 +78,11 @@ struct ScheduleRequest {
   // transport sets its own window (WEFT_IPC_WINDOW_BYTES): fewer, larger rounds per call, each
   // of which costs a few stream operations and a signal round trip on the GPU.
   size_t direct_scratch_elems = 0;
+  // The bytes of one element of the call (added last like the fields above). Only the
+  // compressed all-to-all(v) reads it, and only it may run on bf16 values (2): its encoded
+  // regions count elements of this size (schedule.h). Every other schedule is float32 (4) or
+  // does not size regions by bytes.
+  size_t elem_bytes = sizeof(float);
 };
 
 struct AlgorithmInfo {

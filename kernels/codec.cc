@@ -48,8 +48,10 @@ Rotation PrepareRotation(const weftCompression& spec) {
   return {block.data(), signs.data()};
 }
 
-void EncodeBlocks(const weftCompression& spec, const float* src, size_t count, uint8_t* dst,
-                  uint64_t stream) {
+// Encodes blocks [first_block, end_block) of an encoding of count values into dst (the whole
+// encoding: scales first, then each block's codes); src[0] is value first_block x block.
+void EncodeBlockRange(const weftCompression& spec, const float* src, size_t count,
+                      size_t first_block, size_t end_block, uint8_t* dst, uint64_t stream) {
   const CodecKernels& k = ActiveCodecKernels();
   const EncodeBlockFn encode = k.encode_block[spec.codec];
   const size_t block = spec.block, blocks = BlockCount(count, block);
@@ -60,8 +62,8 @@ void EncodeBlocks(const weftCompression& spec, const float* src, size_t count, u
   options.key = StochasticKey(spec.seed, stream);
   const Rotation rotation = PrepareRotation(spec);
   float* rotated = rotation.block;
-  for (size_t b = 0; b < blocks; ++b) {
-    const float* values = src + b * block;
+  for (size_t b = first_block; b < end_block; ++b) {
+    const float* values = src + (b - first_block) * block;
     size_t n = std::min(block, count - b * block);
     if (rotated != nullptr) {
       k.rotate_forward(values, n, block, rotation.signs, rotated);
@@ -72,6 +74,11 @@ void EncodeBlocks(const weftCompression& spec, const float* src, size_t count, u
     const float scale = encode(values, n, payload + b * stride, options);
     std::memcpy(dst + 4 * b, &scale, 4);
   }
+}
+
+void EncodeBlocks(const weftCompression& spec, const float* src, size_t count, uint8_t* dst,
+                  uint64_t stream) {
+  EncodeBlockRange(spec, src, count, 0, BlockCount(count, spec.block), dst, stream);
 }
 
 // Decodes blocks [first_block, end_block) of an encoding of count values into dst (dst[0] is
@@ -153,6 +160,102 @@ void DecodeRange(const weftCompression& spec, const uint8_t* src, size_t count, 
   }
   const size_t block = spec.block;
   DecodeBlockRange(spec, src, count, first / block, BlockCount(first + n, block), dst);
+}
+
+namespace {
+
+// bf16 values run a tile at a time: 16 KiB of float32 stays in L1 between the widening that
+// writes it and the codec that reads it (as DroppedIntoResidual's runs).
+constexpr size_t kTileValues = 4096;
+
+// The calling thread's float32 tile (grows only; top-k's encode needs the whole count).
+float* FloatTile(size_t count) {
+  thread_local std::vector<float> tile;
+  if (tile.size() < count) tile.resize(count);
+  return tile.data();
+}
+
+// Values of one tile: a whole number of blocks for the block codecs (each block is encoded
+// from its own values only), kTileValues for the casts.
+size_t TileValues(const weftCompression& spec) {
+  if (!IsBlockCodec(spec.codec)) return kTileValues;
+  const size_t block = spec.block;
+  return std::max(block, kTileValues / block * block);
+}
+
+#pragma GCC push_options
+#pragma GCC optimize("O3")  // vectorized, as the other loops over every value
+// The bf16 codec on a bf16 value: the value itself, as the float32 path (widen, then
+// FloatToBfloat16) gives it: exact, but a NaN comes out quieted.
+void CopyBf16QuietingNans(const uint16_t* __restrict src, size_t n, uint16_t* __restrict dst) {
+  for (size_t i = 0; i < n; ++i) {
+    const uint16_t x = src[i];
+    dst[i] = (x & 0x7FFFu) > 0x7F80u ? static_cast<uint16_t>(x | 0x0040u) : x;
+  }
+}
+#pragma GCC pop_options
+
+// Top-k into bf16: zeros but for the kept positions (DecodeTopK's rule, corrupt indices
+// ignored), each kept value narrowed by the bf16 cast.
+void DecodeTopKToBf16(const weftCompression& spec, const uint8_t* src, size_t count,
+                      uint16_t* dst) {
+  const CastToFn narrow = ActiveCodecKernels().to_cast[weftCodecBf16];
+  const size_t k = TopKCount(spec.ratio, count);
+  std::memset(dst, 0, count * sizeof(uint16_t));
+  for (size_t j = 0; j < k; ++j) {
+    uint32_t index;
+    float value;
+    std::memcpy(&index, src + 4 * j, 4);
+    std::memcpy(&value, src + 4 * k + 4 * j, 4);
+    if (index < count) narrow(&value, 1, dst + index);
+  }
+}
+
+}  // namespace
+
+void EncodeValues(const weftCompression& spec, weftDataType_t type, const void* src,
+                  size_t count, uint8_t* dst, uint64_t stream) {
+  if (type == weftFloat32) return Encode(spec, static_cast<const float*>(src), count, dst, stream);
+  if (count == 0) return;
+  const auto* in = static_cast<const uint16_t*>(src);
+  if (spec.codec == weftCodecBf16)
+    return CopyBf16QuietingNans(in, count, reinterpret_cast<uint16_t*>(dst));
+  const CodecKernels& k = ActiveCodecKernels();
+  const CastFromFn widen = k.from_cast[weftCodecBf16];
+  if (spec.codec == weftCodecTopK) {  // the selection reads every value: widened whole
+    float* values = FloatTile(count);
+    widen(in, count, values);
+    return EncodeTopK(values, count, TopKCount(spec.ratio, count), dst);
+  }
+  const size_t tile = TileValues(spec);
+  float* values = FloatTile(tile);
+  for (size_t first = 0; first < count; first += tile) {
+    const size_t n = std::min(tile, count - first);
+    widen(in + first, n, values);
+    if (k.to_cast[spec.codec] != nullptr)
+      k.to_cast[spec.codec](values, n, reinterpret_cast<uint16_t*>(dst) + first);
+    else
+      EncodeBlockRange(spec, values, count, first / spec.block,
+                       BlockCount(first + n, spec.block), dst, stream);
+  }
+}
+
+void DecodeValues(const weftCompression& spec, const uint8_t* src, size_t count,
+                  weftDataType_t type, void* dst) {
+  if (type == weftFloat32) return Decode(spec, src, count, static_cast<float*>(dst));
+  if (count == 0) return;
+  auto* out = static_cast<uint16_t*>(dst);
+  if (spec.codec == weftCodecBf16)
+    return CopyBf16QuietingNans(reinterpret_cast<const uint16_t*>(src), count, out);
+  if (spec.codec == weftCodecTopK) return DecodeTopKToBf16(spec, src, count, out);
+  const CastToFn narrow = ActiveCodecKernels().to_cast[weftCodecBf16];
+  const size_t tile = TileValues(spec);
+  float* values = FloatTile(tile);
+  for (size_t first = 0; first < count; first += tile) {
+    const size_t n = std::min(tile, count - first);
+    DecodeRange(spec, src, count, first, n, values);
+    narrow(values, n, out + first);
+  }
 }
 
 void DecodeWithDropped(const weftCompression& spec, const uint8_t* encoded, size_t count,

@@ -31,6 +31,19 @@ void Encode(const weftCompression& spec, const float* src, size_t count, uint8_t
 // Decodes count values from src (as written by Encode with the same spec) into dst.
 void Decode(const weftCompression& spec, const uint8_t* src, size_t count, float* dst);
 
+// Encode and Decode on values of `type`, weftFloat32 or weftBfloat16 (the compressed
+// all-to-all(v) runs on the caller's bf16 tokens with these). bf16 values never go through a
+// float32 copy of the whole buffer: block codecs widen one block at a time, casts a
+// cache-sized tile (the bf16 codec copies), top-k's decode scatters its k values; top-k's
+// encode alone widens the whole input first (its selection needs every value). The bits are
+// exactly those of Encode on the widened values (bf16 -> float32 is exact) and of Decode
+// followed by the bf16 cast (nearest even; NaN stays NaN, quieted): kernels/codec_test proves
+// it for every codec.
+void EncodeValues(const weftCompression& spec, weftDataType_t type, const void* src,
+                  size_t count, uint8_t* dst, uint64_t stream);
+void DecodeValues(const weftCompression& spec, const uint8_t* src, size_t count,
+                  weftDataType_t type, void* dst);
+
 // Values [first, first + n) of an encoding of count values decode on their own, into dst[0..n),
 // when first is a multiple of DecodeRangeAlignment(spec) (the block for block codecs, 1 for
 // casts) and first + n is count or also a multiple; the bits are those Decode writes there.

@@ -33,6 +33,14 @@ Status CheckHost(const MemRef& m, size_t bytes, const char* what, bool exact) {
   return OkStatus();
 }
 
+// The codecs read and write float32 or bf16 values (codec::EncodeValues / DecodeValues).
+Status CheckValueType(weftDataType_t values, const char* what) {
+  if (values == weftFloat32 || values == weftBfloat16) return OkStatus();
+  return InvalidArgument(std::string("cpu kernel backend: ") + what + " values of datatype " +
+                         DataTypeName(values) + " (" + std::to_string(static_cast<int>(values)) +
+                         "): the codecs take weftFloat32 or weftBfloat16 values");
+}
+
 // Decoded values of a decode-reduce, reused by the thread (grows only).
 thread_local std::vector<float> t_decoded;
 
@@ -43,24 +51,26 @@ constexpr size_t kDecodeReduceChunk = 4096;
 }  // namespace
 
 Status CpuEncode(const MemRef& dst, const MemRef& src, size_t count, const weftCompression& spec,
-                 uint64_t stream, size_t* encoded_bytes) {
+                 uint64_t stream, size_t* encoded_bytes, weftDataType_t values) {
   WEFT_RETURN_IF_ERROR(CheckSpec(spec));
+  WEFT_RETURN_IF_ERROR(CheckValueType(values, "encode"));
   const size_t bytes = codec::EncodedBytes(spec, count);
-  WEFT_RETURN_IF_ERROR(CheckHost(src, count * sizeof(float), "encode src", false));
+  WEFT_RETURN_IF_ERROR(CheckHost(src, count * TypeSize(values), "encode src", false));
   WEFT_RETURN_IF_ERROR(CheckHost(dst, bytes, "encode dst", false));
   if (count > 0)
-    codec::Encode(spec, static_cast<const float*>(src.ptr), count,
-                  static_cast<uint8_t*>(dst.ptr), stream);
+    codec::EncodeValues(spec, values, src.ptr, count, static_cast<uint8_t*>(dst.ptr), stream);
   *encoded_bytes = bytes;
   return OkStatus();
 }
 
-Status CpuDecode(const MemRef& dst, const MemRef& src, size_t count, const weftCompression& spec) {
+Status CpuDecode(const MemRef& dst, const MemRef& src, size_t count, const weftCompression& spec,
+                 weftDataType_t values) {
   WEFT_RETURN_IF_ERROR(CheckSpec(spec));
+  WEFT_RETURN_IF_ERROR(CheckValueType(values, "decode"));
   WEFT_RETURN_IF_ERROR(CheckHost(src, codec::EncodedBytes(spec, count), "decode src", true));
-  WEFT_RETURN_IF_ERROR(CheckHost(dst, count * sizeof(float), "decode dst", false));
+  WEFT_RETURN_IF_ERROR(CheckHost(dst, count * TypeSize(values), "decode dst", false));
   if (count > 0)
-    codec::Decode(spec, static_cast<const uint8_t*>(src.ptr), count, static_cast<float*>(dst.ptr));
+    codec::DecodeValues(spec, static_cast<const uint8_t*>(src.ptr), count, values, dst.ptr);
   return OkStatus();
 }
 

@@ -13,14 +13,14 @@
 
 namespace weft {
 
-Status KernelBackend::Encode(const MemRef&, const MemRef&, size_t, const weftCompression& spec,
-                             uint64_t, size_t*, KernelRequest*) {
+Status KernelBackend::Encode(const MemRef&, const MemRef&, size_t, weftDataType_t,
+                             const weftCompression& spec, uint64_t, size_t*, KernelRequest*) {
   return InvalidUsage(std::string(name()) + " kernel backend: encode with codec " +
                       codec::CodecName(spec.codec) + " is not implemented");
 }
 
-Status KernelBackend::Decode(const MemRef&, const MemRef&, size_t, const weftCompression& spec,
-                             KernelRequest*) {
+Status KernelBackend::Decode(const MemRef&, const MemRef&, size_t, weftDataType_t,
+                             const weftCompression& spec, KernelRequest*) {
   return InvalidUsage(std::string(name()) + " kernel backend: decode with codec " +
                       codec::CodecName(spec.codec) + " is not implemented");
 }
@@ -152,15 +152,16 @@ class CpuBackend final : public KernelBackend {
   void Release(const MemRef& mem) override { delete[] static_cast<unsigned char*>(mem.ptr); }
 
   // The codec hooks (kernels/codec_backend.cc).
-  Status Encode(const MemRef& dst, const MemRef& src, size_t count, const weftCompression& spec,
-                uint64_t stream, size_t* encoded_bytes, KernelRequest* req) override {
-    WEFT_RETURN_IF_ERROR(CpuEncode(dst, src, count, spec, stream, encoded_bytes));
+  Status Encode(const MemRef& dst, const MemRef& src, size_t count, weftDataType_t dtype,
+                const weftCompression& spec, uint64_t stream, size_t* encoded_bytes,
+                KernelRequest* req) override {
+    WEFT_RETURN_IF_ERROR(CpuEncode(dst, src, count, spec, stream, encoded_bytes, dtype));
     req->Complete();
     return OkStatus();
   }
-  Status Decode(const MemRef& dst, const MemRef& src, size_t count, const weftCompression& spec,
-                KernelRequest* req) override {
-    WEFT_RETURN_IF_ERROR(CpuDecode(dst, src, count, spec));
+  Status Decode(const MemRef& dst, const MemRef& src, size_t count, weftDataType_t dtype,
+                const weftCompression& spec, KernelRequest* req) override {
+    WEFT_RETURN_IF_ERROR(CpuDecode(dst, src, count, spec, dtype));
     req->Complete();
     return OkStatus();
   }

@@ -52,16 +52,19 @@ class KernelBackend {
   // type is a copy.
   virtual Status Cast(const MemRef& dst, weftDataType_t dst_type, const MemRef& src,
                       weftDataType_t src_type, size_t count, KernelRequest* req) = 0;
-  // Compression hooks, float32 values (kernels/codec.h semantics): encode `count` values of
-  // src with `spec` into dst (at least codec::EncodedBytes(spec, count) bytes), drawing
+  // Compression hooks (kernels/codec.h semantics): encode `count` values of src, of type
+  // `dtype`, with `spec` into dst (at least codec::EncodedBytes(spec, count) bytes), drawing
   // stochastic rounding from `stream`, and report the bytes written in *encoded_bytes; decode
   // `count` values from src, whose `bytes` must be exactly the encoded size (a shorter or
-  // longer encoding is a mismatched codec or a corrupt message); decode_reduce sets
-  // dst = dst (op) decode(src). The base class refuses them (a backend without codecs).
-  virtual Status Encode(const MemRef& dst, const MemRef& src, size_t count,
+  // longer encoding is a mismatched codec or a corrupt message), into dst of type `dtype`;
+  // decode_reduce sets dst = dst (op) decode(src), float32. The CPU backend's encode and
+  // decode take float32 or bf16 values (codec::EncodeValues / DecodeValues); a backend that
+  // takes float32 only refuses another dtype by name. The base class refuses them all (a
+  // backend without codecs).
+  virtual Status Encode(const MemRef& dst, const MemRef& src, size_t count, weftDataType_t dtype,
                         const weftCompression& spec, uint64_t stream, size_t* encoded_bytes,
                         KernelRequest* req);
-  virtual Status Decode(const MemRef& dst, const MemRef& src, size_t count,
+  virtual Status Decode(const MemRef& dst, const MemRef& src, size_t count, weftDataType_t dtype,
                         const weftCompression& spec, KernelRequest* req);
   virtual Status DecodeReduce(const MemRef& dst, const MemRef& src, size_t count,
                               const weftCompression& spec, weftRedOp_t op, KernelRequest* req);

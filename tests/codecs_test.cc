@@ -18,6 +18,7 @@
 #include "kernels/codec.h"
 #include "kernels/codec_ref.h"
 #include "kernels/codec_table.h"
+#include "kernels/half.h"
 #include "weft/weft_compress.h"
 
 namespace weft::codec {
@@ -355,6 +356,73 @@ TEST(CodecFeedback, DroppedIntoResidualEqualsDecodeWithDropped) {
 }
 
 // ---- sizes ----
+
+// EncodeValues / DecodeValues on bf16 values against the float32 path on the widened values
+// (and its output narrowed by the bf16 cast), bit for bit: every codec, stochastic rounding
+// and rotation, block sizes that do and do not divide the tile, odd counts with partial last
+// blocks and tiles, NaN (signalling and quiet), infinities, subnormals and zeros. float32
+// values go through Encode / Decode unchanged.
+std::vector<uint16_t> Bf16Inputs(size_t count, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  std::vector<uint16_t> x(count);
+  for (uint16_t& v : x) v = FloatToBfloat16(normal(rng));
+  const uint16_t specials[] = {0x7F81, 0xFFC0, 0x7F80, 0xFF80, 0x0001, 0x8000, 0x0000, 0x7F7F};
+  for (size_t i = 0; i < count && i < 8; ++i) x[(i * 997 + 5) % count] = specials[i];
+  return x;
+}
+
+void ExpectBf16PathEqualsFloat32Path(const weftCompression& spec, size_t count) {
+  const std::string what = std::string(CodecName(spec.codec)) + " block=" +
+                           std::to_string(spec.block) + " flags=" + std::to_string(spec.flags) +
+                           " count=" + std::to_string(count);
+  ASSERT_EQ(ValidateSpec(spec), "") << what;
+  const std::vector<uint16_t> x = Bf16Inputs(count, static_cast<uint32_t>(count) + spec.codec);
+  std::vector<float> widened(count);
+  for (size_t i = 0; i < count; ++i) widened[i] = Bfloat16ToFloat(x[i]);
+  const size_t bytes = EncodedBytes(spec, count);
+  std::vector<uint8_t> want(bytes + 16, 0xA5), got(bytes + 16, 0xA5);
+  Encode(spec, widened.data(), count, want.data(), 77);
+  EncodeValues(spec, weftBfloat16, x.data(), count, got.data(), 77);
+  ASSERT_EQ(want, got) << what << ": encodings differ (or bytes past EncodedBytes written)";
+  std::vector<float> decoded(count);
+  Decode(spec, want.data(), count, decoded.data());
+  std::vector<uint16_t> narrowed(count + 8, 0x1234), out(count + 8, 0x1234);
+  for (size_t i = 0; i < count; ++i) narrowed[i] = FloatToBfloat16(decoded[i]);
+  DecodeValues(spec, want.data(), count, weftBfloat16, out.data());
+  ASSERT_EQ(narrowed, out) << what << ": decoded bf16 differs (or values past count written)";
+  std::vector<uint8_t> as_float(bytes + 16, 0xA5);
+  EncodeValues(spec, weftFloat32, widened.data(), count, as_float.data(), 77);
+  ASSERT_EQ(want, as_float) << what << ": float32 values through EncodeValues";
+}
+
+TEST(CodecValues, Bf16EqualsTheFloat32PathBitwise) {
+  const weftCodec_t codecs[] = {weftCodecBf16,  weftCodecFp16, weftCodecFp8E4M3, weftCodecFp8E5M2,
+                                weftCodecInt8,  weftCodecInt4, weftCodecSign1,   weftCodecTopK};
+  for (weftCodec_t c : codecs)
+    for (size_t count : {size_t{0}, size_t{1}, size_t{127}, size_t{129}, size_t{4097}, size_t{10007}}) {
+      ExpectBf16PathEqualsFloat32Path(Spec(c), count);
+      if (!IsBlockCodec(c)) continue;
+      if (c == weftCodecInt8 || c == weftCodecInt4)
+        ExpectBf16PathEqualsFloat32Path(Spec(c, 128, WEFT_COMPRESS_STOCHASTIC), count);
+      ExpectBf16PathEqualsFloat32Path(Spec(c, 64, WEFT_COMPRESS_HADAMARD), count);
+      ExpectBf16PathEqualsFloat32Path(Spec(c, 1000), count);  // tiles of 4000 values
+    }
+}
+
+TEST(CodecValues, TopKDecodeIntoBf16IgnoresCorruptIndices) {
+  const weftCompression spec = Spec(weftCodecTopK, 128, 0, 0.5f);
+  const size_t count = 4, k = TopKCount(spec.ratio, count);
+  ASSERT_EQ(k, 2u);
+  std::vector<uint8_t> enc(EncodedBytes(spec, count));
+  const uint32_t index[2] = {1, 99};  // 99: past count
+  const float value[2] = {3.0f, 5.0f};
+  std::memcpy(enc.data(), index, 8);
+  std::memcpy(enc.data() + 8, value, 8);
+  std::vector<uint16_t> out(count, 0xFFFF);
+  DecodeValues(spec, enc.data(), count, weftBfloat16, out.data());
+  EXPECT_EQ(out, (std::vector<uint16_t>{0, FloatToBfloat16(3.0f), 0, 0}));
+}
 
 TEST(CodecSizes, PureFunctionOfSpecAndCount) {
   EXPECT_EQ(EncodedBytes(Spec(weftCodecBf16), 1000), 2000u);

@@ -11,6 +11,7 @@
 
 #include "algorithms/compressed.h"
 #include "check/checker.h"
+#include "kernels/codec.h"
 #include "weft/weft_compress.h"
 
 namespace weft {
@@ -257,18 +258,42 @@ ScheduleRequest AllToAllvRequest(int p, const std::vector<size_t>& counts, const
   return r;
 }
 
+// float32 (4-byte elements) and bf16 (2-byte: ScheduleRequest::elem_bytes) tokens alike.
 TEST(CompressedAllToAllvScheduleProof, UnevenAndEmptyBlocks) {
   const AlgorithmInfo* a = FindCompressedAlgorithm(Collective::kAllToAllv);
   ASSERT_NE(a, nullptr);
-  for (weftCodec_t c : {weftCodecFp8E4M3, weftCodecFp8E5M2, weftCodecInt8, weftCodecBf16})
-    for (int p = 1; p <= 6; ++p) {
-      std::vector<size_t> counts(p * p);
-      for (int i = 0; i < p * p; ++i) counts[i] = (i * 37 + 11) % 5 == 0 ? 0 : (i * 53) % 300 + 1;
-      const ScheduleRequest r = AllToAllvRequest(p, counts, Spec(c));
-      ASSERT_TRUE(a->applicable(r));
-      const Status st = ProveAlgorithm(*a, r);
-      ASSERT_TRUE(st.ok()) << weftCodecName(c) << " p=" << p << ": " << st.message();
-    }
+  for (size_t elem_bytes : {4, 2})
+    for (weftCodec_t c : {weftCodecFp8E4M3, weftCodecFp8E5M2, weftCodecInt8, weftCodecBf16, weftCodecTopK})
+      for (int p = 1; p <= 6; ++p) {
+        std::vector<size_t> counts(p * p);
+        for (int i = 0; i < p * p; ++i) counts[i] = (i * 37 + 11) % 5 == 0 ? 0 : (i * 53) % 300 + 1;
+        ScheduleRequest r = AllToAllvRequest(p, counts, Spec(c));
+        r.elem_bytes = elem_bytes;
+        ASSERT_TRUE(a->applicable(r));
+        const Status st = ProveAlgorithm(*a, r);
+        ASSERT_TRUE(st.ok()) << weftCodecName(c) << " p=" << p << " elem_bytes=" << elem_bytes
+                             << ": " << st.message();
+      }
+}
+
+// On bf16 tokens the encoded regions count 2-byte elements: each holds its block's exact
+// encoded size in as few of them as fit; other element sizes are refused by name.
+TEST(CompressedAllToAllvScheduleProof, EncodedRegionsCountTheCallsElements) {
+  const AlgorithmInfo* a = FindCompressedAlgorithm(Collective::kAllToAllv);
+  ScheduleRequest r = AllToAllvRequest(2, {0, 301, 0, 0}, Spec(weftCodecFp8E4M3));
+  for (size_t elem_bytes : {4, 2}) {
+    r.elem_bytes = elem_bytes;
+    StatusOr<Schedule> s = BuildSchedule(*a, r);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    const size_t bytes = codec::EncodedBytes(r.codec, 301);  // 3 scales + 301 codes
+    ASSERT_EQ(s->ranks[0].steps[0].op, StepOp::kEncode);
+    EXPECT_EQ(s->ranks[0].steps[0].dst.count, (bytes + elem_bytes - 1) / elem_bytes);
+  }
+  r.elem_bytes = 3;
+  StatusOr<Schedule> s = BuildSchedule(*a, r);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("not elements of 3 bytes"), std::string::npos)
+      << s.status().message();
 }
 
 // Pipelined pieces: every block cut into the same pieces, several in flight; blocks smaller

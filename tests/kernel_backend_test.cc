@@ -85,12 +85,28 @@ TEST(CpuKernelBackend, BadOperandsNameTheArgumentAndWriteNothing) {
   size_t n = 0;
   weftCompression spec;
   ASSERT_EQ(weftCompressionDefault(weftCodecInt8, &spec), weftSuccess);
-  st = k.Encode(MemRef::Host(dst.data(), 8), MemRef::Host(a.data(), 32), 8, spec, 0, &n, &req);
+  st = k.Encode(MemRef::Host(dst.data(), 8), MemRef::Host(a.data(), 32), 8, weftFloat32, spec, 0,
+                &n, &req);
   EXPECT_NE(st.message().find("encode dst holds 8 bytes, the codec needs 12"), std::string::npos)
       << st.message();
-  st = k.Decode(MemRef::Host(dst.data(), 32), MemRef::Host(a.data(), 11), 8, spec, &req);
+  st = k.Decode(MemRef::Host(dst.data(), 32), MemRef::Host(a.data(), 11), 8, weftFloat32, spec,
+                &req);
   EXPECT_NE(st.message().find("decode src holds 11 bytes, the codec encodes to exactly 12"),
             std::string::npos) << st.message();
+  // the codecs take float32 or bf16 values: float16 is refused by name; bf16 operands are
+  // sized in 2-byte elements.
+  st = k.Encode(MemRef::Host(dst.data(), 32), MemRef::Host(a.data(), 32), 8, weftFloat16, spec,
+                0, &n, &req);
+  EXPECT_NE(st.message().find("encode values of datatype float16"), std::string::npos)
+      << st.message();
+  st = k.Decode(MemRef::Host(dst.data(), 32), MemRef::Host(a.data(), 12), 8, weftFloat16, spec,
+                &req);
+  EXPECT_NE(st.message().find("decode values of datatype float16"), std::string::npos)
+      << st.message();
+  st = k.Encode(MemRef::Host(dst.data(), 32), MemRef::Host(a.data(), 15), 8, weftBfloat16, spec,
+                0, &n, &req);
+  EXPECT_NE(st.message().find("encode src holds 15 bytes, the codec needs 16"), std::string::npos)
+      << st.message();
   EXPECT_EQ(dst[0], 7.0f);
 }
 
@@ -109,7 +125,7 @@ TEST(CpuKernelBackend, CodecHooksMatchTheCodec) {
   KernelRequest req;
   size_t reported = 0;
   ASSERT_TRUE(k.Encode(MemRef::Host(got.data(), got.size()), MemRef::Host(x.data(), x.size() * 4),
-                       x.size(), spec, 5, &reported, &req).ok());
+                       x.size(), weftFloat32, spec, 5, &reported, &req).ok());
   EXPECT_TRUE(req.done);
   EXPECT_EQ(reported, bytes);
   EXPECT_EQ(0, std::memcmp(got.data(), want.data(), bytes));
@@ -117,7 +133,7 @@ TEST(CpuKernelBackend, CodecHooksMatchTheCodec) {
   ASSERT_EQ(weftDecode(&spec, want.data(), x.size(), ref.data()), weftSuccess);
   KernelRequest d, dr;
   ASSERT_TRUE(k.Decode(MemRef::Host(out.data(), out.size() * 4), MemRef::Host(got.data(), bytes),
-                       x.size(), spec, &d).ok());
+                       x.size(), weftFloat32, spec, &d).ok());
   ASSERT_TRUE(k.DecodeReduce(MemRef::Host(acc.data(), acc.size() * 4),
                              MemRef::Host(got.data(), bytes), x.size(), spec, weftSum, &dr).ok());
   EXPECT_TRUE(d.done && dr.done);
@@ -125,6 +141,18 @@ TEST(CpuKernelBackend, CodecHooksMatchTheCodec) {
     EXPECT_EQ(out[i], ref[i]) << i;
     EXPECT_EQ(acc[i], 1.5f + ref[i]) << i;
   }
+  // bf16 values (x is exact in bf16): the same encoding, and the decoded values rounded to bf16.
+  std::vector<uint16_t> x16(x.size()), out16(x.size());
+  for (size_t i = 0; i < x.size(); ++i) x16[i] = FloatToBfloat16(x[i]);
+  std::vector<uint8_t> got16(bytes);
+  KernelRequest e16, d16;
+  ASSERT_TRUE(k.Encode(MemRef::Host(got16.data(), bytes), MemRef::Host(x16.data(), x16.size() * 2),
+                       x.size(), weftBfloat16, spec, 5, &reported, &e16).ok());
+  EXPECT_EQ(got16, want);
+  ASSERT_TRUE(k.Decode(MemRef::Host(out16.data(), out16.size() * 2), MemRef::Host(got.data(), bytes),
+                       x.size(), weftBfloat16, spec, &d16).ok());
+  EXPECT_TRUE(e16.done && d16.done);
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(out16[i], FloatToBfloat16(ref[i])) << i;
 }
 
 }  // namespace

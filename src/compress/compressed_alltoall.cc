@@ -6,7 +6,10 @@
 //
 // Runs as the compressed all-to-all(v) schedule (algorithms/alltoallv_compressed.cc), proved by
 // the checker, through the executor: the same encodings (stream rank << 32 | destination) and
-// decodes as the composition over weftAllToAllv it replaced, so the same bits.
+// decodes as the composition over weftAllToAllv it replaced, so the same bits. float32 and bf16
+// tokens run the schedule on the caller's buffers as they are: the encodes read bf16 values
+// and the decodes write them (codec::EncodeValues / DecodeValues), with no float32 copy of
+// either buffer, and the bits of the float32 call on the widened tokens, rounded to bf16.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -30,14 +33,14 @@ struct Layout {
 };
 
 // The plain all-to-allv's table checks (NULL tables, counts and displacements whose sums
-// overflow), with float32's size: the call stages through float32 scratch of the extents.
-Status CheckLayout(const Layout& l, int nranks, size_t* send_extent, size_t* recv_extent) {
+// overflow), with the elements' size.
+Status CheckLayout(const Layout& l, int nranks, size_t elem, size_t* send_extent,
+                   size_t* recv_extent) {
   if (!l.sendcounts || !l.sdispls || !l.recvcounts || !l.rdispls)
     return InvalidArgument(std::string(!l.sendcounts ? "sendcounts" : !l.sdispls ? "sdispls"
                                        : !l.recvcounts ? "recvcounts" : "rdispls") + " is NULL");
-  WEFT_RETURN_IF_ERROR(CheckBlockTable("send", l.sendcounts, l.sdispls, nranks, sizeof(float),
-                                       send_extent));
-  return CheckBlockTable("recv", l.recvcounts, l.rdispls, nranks, sizeof(float), recv_extent);
+  WEFT_RETURN_IF_ERROR(CheckBlockTable("send", l.sendcounts, l.sdispls, nranks, elem, send_extent));
+  return CheckBlockTable("recv", l.recvcounts, l.rdispls, nranks, elem, recv_extent);
 }
 
 // The request of this rank's plan: its send row and receive column of the count table (the
@@ -60,28 +63,15 @@ ScheduleRequest AllToAllvShape(const Layout& l, int nranks, int rank) {
 }
 
 // Runs the compressed all-to-all(v) schedule (algorithms/alltoallv_compressed.cc, proved by the
-// checker) on float32 views of the buffers: other datatypes are converted into scratch first
-// and back after.
+// checker) on the caller's buffers, float32 or bf16 values alike.
 Status AllToAllvCompressed(const void* sendbuff, const Layout& l, void* recvbuff,
                            weftDataType_t datatype, const weftCompression& spec, int nranks,
-                           int rank, size_t send_extent, size_t recv_extent, weftComm_t comm) {
+                           int rank, weftComm_t comm) {
   const AlgorithmInfo* algorithm = FindCompressedAlgorithm(Collective::kAllToAllv);
   if (algorithm == nullptr) return InternalError("no compressed all-to-allv schedule");
-  const bool as_is = datatype == weftFloat32;
-  float* in = as_is ? nullptr : ScratchFloats(0, send_extent);
-  if (!as_is) LoadWithResidual(sendbuff, datatype, send_extent, nullptr, in);
-  float* out = as_is ? static_cast<float*>(recvbuff) : ScratchFloats(1, recv_extent);
-  WEFT_RETURN_IF_ERROR(RunCompressedRequest(
-      comm, *algorithm, AllToAllvShape(l, nranks, rank), spec, weftSum,
-      as_is ? static_cast<const float*>(sendbuff) : in, out, &CompressedScheduleScratch(), nullptr));
-  if (!as_is) {
-    // Only the received blocks: the gaps between them are the caller's.
-    const size_t elem = ElementBytes(datatype);
-    for (int q = 0; q < nranks; ++q)
-      StoreAs(out + l.rdispls[q], l.recvcounts[q], datatype,
-              static_cast<uint8_t*>(recvbuff) + l.rdispls[q] * elem);
-  }
-  return OkStatus();
+  return RunCompressedRequestOn(comm, *algorithm, AllToAllvShape(l, nranks, rank), spec, weftSum,
+                                datatype, sendbuff, recvbuff, &CompressedScheduleScratch(),
+                                nullptr);
 }
 
 Status RunAllToAllv(const void* sendbuff, const Layout& l, void* recvbuff, weftDataType_t datatype,
@@ -90,22 +80,23 @@ Status RunAllToAllv(const void* sendbuff, const Layout& l, void* recvbuff, weftD
   if (comm == nullptr) return InvalidArgument("comm is NULL");
   WEFT_RETURN_IF_ERROR(CommShape(comm, &nranks, &rank));
   size_t send_extent = 0, recv_extent = 0;
-  WEFT_RETURN_IF_ERROR(CheckLayout(l, nranks, &send_extent, &recv_extent));
+  const size_t elem = ElementBytes(datatype);  // a datatype it does not take fails below
+  WEFT_RETURN_IF_ERROR(CheckLayout(l, nranks, elem, &send_extent, &recv_extent));
   WEFT_RETURN_IF_ERROR(CheckCompressedCall(comm, datatype, false, weftSum, spec, sendbuff,
                                            send_extent, recvbuff, recv_extent));
   // A queued call outlives the caller's count tables (weftAllToAllCompressed's are its own
   // locals): it keeps copies.
   auto copy = [nranks](const size_t* t) { return std::vector<size_t>(t, t + nranks); };
-  // The receive buffer is read too: the copy back must keep what the call leaves alone (gaps).
-  const size_t elem = ElementBytes(datatype);
+  // The receive buffer is read too: a staged call's copy back must keep what the call leaves
+  // alone (the gaps between blocks).
   const std::vector<WorkExtent> extents{{sendbuff, send_extent * elem, true, false},
                                         {recvbuff, recv_extent * elem, true, true}};
   return RunCompressedCall(comm, stream, "weftAllToAllvCompressed", extents,
                            [=, spec = *spec, sc = copy(l.sendcounts), sd = copy(l.sdispls),
                             rc = copy(l.recvcounts), rd = copy(l.rdispls)](const StagingMap& at) {
     const Layout own{sc.data(), sd.data(), rc.data(), rd.data()};
-    return AllToAllvCompressed(at(sendbuff), own, at(recvbuff), datatype, spec, nranks, rank, send_extent,
-                               recv_extent, comm);
+    return AllToAllvCompressed(at(sendbuff), own, at(recvbuff), datatype, spec, nranks, rank,
+                               comm);
   });
 }
 

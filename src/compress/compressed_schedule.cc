@@ -13,6 +13,7 @@
 #include "core/comm.h"
 #include "exec/executor.h"
 #include "kernels/codec.h"
+#include "kernels/dtype.h"
 #include "transports/transport.h"
 
 namespace weft::compress {
@@ -21,13 +22,13 @@ namespace {
 // The call's descriptor for message tags: ranks whose calls differ (count, codec) fail as
 // mismatched instead of exchanging encodings of different shapes.
 uint32_t DescriptorHash(Collective collective, size_t count, const weftCompression& spec,
-                        weftRedOp_t op) {
+                        weftDataType_t dtype, weftRedOp_t op) {
   uint64_t h = 0x9E3779B97F4A7C15ull ^ count;
   for (uint64_t v : {static_cast<uint64_t>(spec.codec), static_cast<uint64_t>(spec.block),
                      static_cast<uint64_t>(spec.flags), spec.seed}) {
     h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
   }
-  return MixCallType(static_cast<uint32_t>(h ^ (h >> 32)), collective, weftFloat32, op);
+  return MixCallType(static_cast<uint32_t>(h ^ (h >> 32)), collective, dtype, op);
 }
 
 // The count every rank passes the same (all-to-allv: each rank's own counts differ, so none).
@@ -45,12 +46,12 @@ size_t RecordedElements(const ScheduleRequest& req, int rank) {
 }
 
 Status Execute(weftComm_t comm, const RankSchedule& rs, int window, const weftCompression& spec,
-               weftRedOp_t op, uint64_t tag, const float* in, float* out,
+               weftDataType_t dtype, weftRedOp_t op, uint64_t tag, const void* in, void* out,
                ScratchBuffer* scratch, const char* what) {
   ExecExtras extras;
   extras.codec = &spec;
   extras.scratch = scratch;
-  return ExecuteOnComm(comm, rs, window, weftFloat32, op, tag, in, out, what, extras);
+  return ExecuteOnComm(comm, rs, window, dtype, op, tag, in, out, what, extras);
 }
 
 }  // namespace
@@ -67,20 +68,29 @@ Status RunCompressedRequest(weftComm_t comm, const AlgorithmInfo& algorithm,
                             const ScheduleRequest& shape, const weftCompression& spec,
                             weftRedOp_t op, const float* in, float* out,
                             ScratchBuffer* scratch, RankSchedule* rank_schedule) {
+  return RunCompressedRequestOn(comm, algorithm, shape, spec, op, weftFloat32, in, out, scratch,
+                                rank_schedule);
+}
+
+Status RunCompressedRequestOn(weftComm_t comm, const AlgorithmInfo& algorithm,
+                              const ScheduleRequest& shape, const weftCompression& spec,
+                              weftRedOp_t op, weftDataType_t dtype, const void* in, void* out,
+                              ScratchBuffer* scratch, RankSchedule* rank_schedule) {
   const Collective collective = shape.collective;
-  // The call as the recorder and the metrics show it: float32 values, this rank's elements.
+  // The call as the recorder and the metrics show it: its values, this rank's elements.
   ScheduleRequest req = shape;
   req.nranks = comm->nranks;
   req.codec = spec;
   req.scope = PlanScope::ForRank(comm->rank);
+  req.elem_bytes = TypeSize(dtype);
   if (req.chunk.chunk_elems == 0) req.chunk.chunk_elems = CompressionChunkElems();
   CollectiveCall view;
   view.collective = collective;
   view.count = RecordedElements(req, comm->rank);
-  view.dtype = weftFloat32;
+  view.dtype = dtype;
   view.op = op;
   CallScope scope;
-  WEFT_RETURN_IF_ERROR(BeginCall(comm, view, view.count * sizeof(float), &scope));
+  WEFT_RETURN_IF_ERROR(BeginCall(comm, view, view.count * req.elem_bytes, &scope));
   StatusOr<std::shared_ptr<const Schedule>> sched = PlanSchedule(comm, algorithm, req);
   if (!sched.ok()) return EndCall(comm, view, scope, sched.status());
   const std::string what = std::string(CollectiveName(collective)) + " " + algorithm.name;
@@ -88,9 +98,10 @@ Status RunCompressedRequest(weftComm_t comm, const AlgorithmInfo& algorithm,
   comm->last_algorithm = &algorithm.name;
   if (scope.entry != nullptr) scope.entry->algorithm = &algorithm.name;
   const RankSchedule& rs = (*sched)->ranks[comm->rank];
-  const uint64_t tag = MakeCallTag(DescriptorHash(collective, HashedCount(shape), spec, op), scope.seq);
+  const uint64_t tag =
+      MakeCallTag(DescriptorHash(collective, HashedCount(shape), spec, dtype, op), scope.seq);
   if (comm->direct != nullptr) comm->direct->PublishCurrentCall(tag);  // peers' plan check
-  Status st = Execute(comm, rs, (*sched)->window, spec, op, tag, in, out, scratch, what.c_str());
+  Status st = Execute(comm, rs, (*sched)->window, spec, dtype, op, tag, in, out, scratch, what.c_str());
   if (st.ok() && rank_schedule != nullptr) *rank_schedule = rs;
   return EndCall(comm, view, scope, std::move(st));
 }

@@ -40,6 +40,13 @@ Status RunCompressedRequest(weftComm_t comm, const AlgorithmInfo& algorithm,
                             const ScheduleRequest& shape, const weftCompression& spec,
                             weftRedOp_t op, const float* in, float* out,
                             ScratchBuffer* scratch, RankSchedule* rank_schedule);
+// The same on values of `dtype`: float32, or bf16 for a schedule whose codec steps are encodes
+// and decodes only (the all-to-all(v); a decode-reduce sums float32). shape.elem_bytes is set
+// here from dtype, so the schedule's encoded regions fit the executor's elements.
+Status RunCompressedRequestOn(weftComm_t comm, const AlgorithmInfo& algorithm,
+                              const ScheduleRequest& shape, const weftCompression& spec,
+                              weftRedOp_t op, weftDataType_t dtype, const void* in, void* out,
+                              ScratchBuffer* scratch, RankSchedule* rank_schedule);
 
 // The predicted time of the compressed `collective` schedule of `count` (every rank's steps)
 // on `fabric`, its codec steps at the codec's measured speed (MeasuredCodecSpeed,

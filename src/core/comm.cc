@@ -53,7 +53,8 @@ std::string CacheKey(const ScheduleRequest& r, const std::string& algo) {
   if (r.codec.codec != weftCodecNone) {  // compressed schedules (PlanSchedule)
     k += "/codec" + std::to_string(r.codec.codec) + "." + std::to_string(r.codec.block) + "." +
          std::to_string(r.codec.flags) + "." + std::to_string(r.codec.seed) + "." +
-         std::to_string(r.codec.ratio) + "/m" + std::to_string(r.all_ranks_mappable) +
+         std::to_string(r.codec.ratio) + "/e" + std::to_string(r.elem_bytes) + "/m" +
+         std::to_string(r.all_ranks_mappable) +
          std::to_string(r.groups_mappable) + std::to_string(r.out_of_place);
     for (const std::vector<int>& g : r.groups) {
       k += "|";

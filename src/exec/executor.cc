@@ -458,13 +458,17 @@ EncodedRegion* Runner::EncodedAt(const Region& r) {
   return nullptr;
 }
 
-// Codec steps (float32 values): the encode notes the size it wrote, decodes read exactly the
-// encoding their region holds (what an encode wrote or a receive delivered).
+// Codec steps: the encode notes the size it wrote, decodes read exactly the encoding their
+// region holds (what an encode wrote or a receive delivered). Encodes and decodes run on the
+// call's values, float32 or bf16 (the backend refuses what it cannot take, by name); a
+// decode-reduce sums in float32, so its schedule must be a float32 one.
 Status Runner::IssueCodec(size_t index) {
   const Step& s = sched_.steps[index];
-  if (ctx_.codec == nullptr || ctx_.dtype != weftFloat32)
-    return InvalidArgument(Describe(s, index) + ": codec steps need the call's codec and float32 "
-                           "values (ExecContext::codec, dtype " + std::to_string(ctx_.dtype) + ")");
+  const weftDataType_t dt = ctx_.dtype;
+  if (ctx_.codec == nullptr || (s.op == StepOp::kDecodeReduce && dt != weftFloat32))
+    return InvalidArgument(Describe(s, index) + ": codec steps need the call's codec, and a "
+                           "decode_reduce float32 values (ExecContext::codec, dtype " +
+                           std::to_string(dt) + ")");
   const weftCompression& spec = *ctx_.codec;
   if (s.op == StepOp::kEncode) {
     EncodedRegion* e = EncodedAt(s.dst);  // found by Prepare (FindEncodedRegions)
@@ -472,7 +476,7 @@ Status Runner::IssueCodec(size_t index) {
     e->holds = true;
     const uint64_t stream = static_cast<uint64_t>(ctx_.rank) << 32 | s.codec_stream;
     return RunKernel(index, [&](KernelRequest* r) {
-      return kb_.Encode(Ref(s.dst), Ref(s.src), s.src.count, spec, stream, &e->bytes, r);
+      return kb_.Encode(Ref(s.dst), Ref(s.src), s.src.count, dt, spec, stream, &e->bytes, r);
     });
   }
   EncodedRegion* e = EncodedAt(s.src);
@@ -483,7 +487,7 @@ Status Runner::IssueCodec(size_t index) {
   encoded.bytes = e->bytes;
   if (s.op == StepOp::kDecode)
     return RunKernel(index, [&](KernelRequest* r) {
-      return kb_.Decode(Ref(s.dst), encoded, s.dst.count, spec, r);
+      return kb_.Decode(Ref(s.dst), encoded, s.dst.count, dt, spec, r);
     });
   return RunKernel(index, [&](KernelRequest* r) {
     return kb_.DecodeReduce(Ref(s.dst), encoded, s.dst.count, spec, ctx_.op, r);
