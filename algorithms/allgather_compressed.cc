@@ -10,7 +10,8 @@
 // pipeline: the encode and sends of piece k are issued before the decodes of piece k-1. Piece
 // 0 keeps the unpipelined stream (0); piece k's is k.
 // Wire bytes per rank: (p-1) encoded blocks, as a ring allgather of the encoded block.
-// Scratch (elements), per piece: gathered[p], one encoded block piece each.
+// Scratch (elements), per piece: gathered[p], one encoded block piece each. The values may be
+// float32 or bf16 (ScheduleRequest::elem_bytes): the encoded regions count elements of that size.
 #include "algorithms/compressed.h"
 
 #include <algorithm>
@@ -34,7 +35,7 @@ StatusOr<Schedule> BuildAllGatherCompressed(const ScheduleRequest& req) {
     size_t at = 0;
     for (int k = 0; k < K; ++k)
       for (int q = 0; q < p; ++q) {
-        const size_t enc_elems = EncodedElements(req.codec, PartSize(n, K, k));
+        const size_t enc_elems = EncodedElements(req.codec, PartSize(n, K, k), req.elem_bytes);
         gathered[k].push_back(Tmp(at, enc_elems));
         at += enc_elems;
       }

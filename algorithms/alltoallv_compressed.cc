@@ -84,9 +84,6 @@ StatusOr<Schedule> BuildAllToAllvCompressed(const ScheduleRequest& req) {
                            " counts and displacements, got " + std::to_string(req.a2av_counts.size()) +
                            "/" + std::to_string(req.a2av_send_displs.size()) + "/" +
                            std::to_string(req.a2av_recv_displs.size()));
-  if (req.elem_bytes != 2 && req.elem_bytes != 4)
-    return InvalidArgument("alltoallv:compressed runs on float32 or bf16 values, not elements of " +
-                           std::to_string(req.elem_bytes) + " bytes (ScheduleRequest::elem_bytes)");
   const A2avTables t{req, n};
   // The most pieces of any block this rank sends or receives (rank r's row and column).
   int K = 1;

@@ -38,6 +38,10 @@ StatusOr<Schedule> NewCompressedSchedule(const ScheduleRequest& request, const c
   if (!HasUsableCodec(request))
     return InvalidArgument(std::string(generator) + " needs a codec (ScheduleRequest::codec): " +
                            codec::ValidateSpec(request.codec));
+  // Encoded regions count the call's elements (ScheduleRequest::elem_bytes).
+  if (request.elem_bytes != 2 && request.elem_bytes != 4)
+    return InvalidArgument(std::string(generator) + " runs on float32 or bf16 values, not elements of " +
+                           std::to_string(request.elem_bytes) + " bytes (ScheduleRequest::elem_bytes)");
   Schedule sched = NewSchedule(request, "compressed");
   sched.window = 2 * request.nranks;  // every exchange and gather message of a rank may be in flight
   return sched;

@@ -79,9 +79,9 @@ struct ScheduleRequest {
   // of which costs a few stream operations and a signal round trip on the GPU.
   size_t direct_scratch_elems = 0;
   // The bytes of one element of the call (added last like the fields above). Only the
-  // compressed all-to-all(v) reads it, and only it may run on bf16 values (2): its encoded
-  // regions count elements of this size (schedule.h). Every other schedule is float32 (4) or
-  // does not size regions by bytes.
+  // compressed all-to-all(v) and allgather read it, and only they may run on bf16 values (2):
+  // their encoded regions count elements of this size (schedule.h). Every other schedule is
+  // float32 (4; the compressed generators refuse other sizes) or does not size regions by bytes.
   size_t elem_bytes = sizeof(float);
 };
 

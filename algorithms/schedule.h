@@ -34,7 +34,8 @@
 // Codec steps (compressed collectives): kEncode writes dst = encode(src) with the call's codec
 // (ExecContext::codec), kDecode dst = decode(src), kDecodeReduce dst = dst (op) decode(src).
 // An encoded region is a Scratch region like any other, counted in elements of the call's
-// element type (float32: codec steps run only on float32 schedules): ceil(EncodedBytes / 4)
+// element type (float32; bf16 for the all-to-all(v) and allgather, whose codec steps are
+// encodes and decodes only: ScheduleRequest::elem_bytes): ceil(EncodedBytes / element size)
 // elements, enough for the codec's exact encoded size (kernels/codec.h). Counting elements
 // keeps one unit for the hazard rule, the matching rule (equal element counts) and the
 // checker's symbolic memory; the bytes beyond the encoding (at most 3) are never sent: the

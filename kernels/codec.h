@@ -33,11 +33,11 @@ void Decode(const weftCompression& spec, const uint8_t* src, size_t count, float
 
 // Encode and Decode on values of `type`, weftFloat32 or weftBfloat16 (the compressed
 // all-to-all(v) runs on the caller's bf16 tokens with these). bf16 values never go through a
-// float32 copy of the whole buffer: block codecs widen one block at a time, casts a
-// cache-sized tile (the bf16 codec copies), top-k's decode scatters its k values; top-k's
+// float32 copy of the whole buffer: block codecs and casts widen or narrow a cache-sized tile
+// at a time (whole blocks), the bf16 codec copies, top-k's decode scatters its k values; top-k's
 // encode alone widens the whole input first (its selection needs every value). The bits are
 // exactly those of Encode on the widened values (bf16 -> float32 is exact) and of Decode
-// followed by the bf16 cast (nearest even; NaN stays NaN, quieted): kernels/codec_test proves
+// followed by the bf16 cast (nearest even; NaN stays NaN, quieted): tests/codecs_test.cc proves
 // it for every codec.
 void EncodeValues(const weftCompression& spec, weftDataType_t type, const void* src,
                   size_t count, uint8_t* dst, uint64_t stream);

@@ -578,6 +578,44 @@ TEST(CompressedAllGather, IdenticalEverywhereAndWithinBound) {
   for (weftCodec_t c : {weftCodecInt8, weftCodecFp8E5M2, weftCodecSign1, weftCodecTopK}) CheckAllGather(c);
 }
 
+// bf16 values without a residual run the schedule on the bf16 buffers (no float32 staging):
+// the float32 call's bits on the widened values, rounded to bf16, in place too; float32 and
+// bf16 calls alternate on one communicator (their schedules' encoded regions differ).
+TEST(CompressedAllGather, Bf16EqualsTheFloat32CallRounded) {
+  const int n = 3;
+  const size_t count = 301;
+  for (weftCodec_t c : {weftCodecInt8, weftCodecFp8E4M3, weftCodecBf16, weftCodecTopK})
+    for (bool in_place : {false, true}) {
+      const weftCompression spec = Spec(c, 0, 0.1f);
+      std::vector<std::vector<float>> out32(n);
+      std::vector<std::vector<uint16_t>> out16(n);
+      const std::string failure = RunRanks(n, [&](weftComm_t comm, int rank) -> std::string {
+        const std::vector<float> values = Contribution(rank, count, weftBfloat16, 3);
+        std::vector<uint16_t> in16(count);
+        for (size_t i = 0; i < count; ++i) in16[i] = weft::FloatToBfloat16(values[i]);
+        out32[rank].assign(count * n, 0.0f);
+        out16[rank].assign(count * n, 0);
+        if (in_place) {
+          std::copy(values.begin(), values.end(), out32[rank].begin() + rank * count);
+          std::copy(in16.begin(), in16.end(), out16[rank].begin() + rank * count);
+        }
+        const void* send32 = in_place ? out32[rank].data() + rank * count : values.data();
+        const void* send16 = in_place ? out16[rank].data() + rank * count : in16.data();
+        if (weftAllGatherCompressed(send32, out32[rank].data(), count, weftFloat32, &spec, nullptr,
+                                    comm, nullptr) != weftSuccess ||
+            weftAllGatherCompressed(send16, out16[rank].data(), count, weftBfloat16, &spec, nullptr,
+                                    comm, nullptr) != weftSuccess)
+          return weft::compress::LastCompressionError();
+        return "";
+      });
+      ASSERT_EQ(failure, "") << weftCodecName(c);
+      for (int r = 0; r < n; ++r)
+        for (size_t i = 0; i < count * n; ++i)
+          ASSERT_EQ(out16[r][i], weft::FloatToBfloat16(out32[r][i]))
+              << weftCodecName(c) << (in_place ? " in place" : "") << " rank " << r << " i=" << i;
+    }
+}
+
 
 // counts[p][q]: elements rank p sends to rank q (zeros and partial blocks included).
 void CheckFp8DispatchOfUnevenBlocks(const std::vector<std::vector<size_t>>& counts =

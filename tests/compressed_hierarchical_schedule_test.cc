@@ -277,7 +277,8 @@ TEST(CompressedAllToAllvScheduleProof, UnevenAndEmptyBlocks) {
 }
 
 // On bf16 tokens the encoded regions count 2-byte elements: each holds its block's exact
-// encoded size in as few of them as fit; other element sizes are refused by name.
+// encoded size in as few of them as fit; other element sizes are refused by name. The
+// allgather's schedule on bf16 values is proved too.
 TEST(CompressedAllToAllvScheduleProof, EncodedRegionsCountTheCallsElements) {
   const AlgorithmInfo* a = FindCompressedAlgorithm(Collective::kAllToAllv);
   ScheduleRequest r = AllToAllvRequest(2, {0, 301, 0, 0}, Spec(weftCodecFp8E4M3));
@@ -294,6 +295,18 @@ TEST(CompressedAllToAllvScheduleProof, EncodedRegionsCountTheCallsElements) {
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("not elements of 3 bytes"), std::string::npos)
       << s.status().message();
+  // The allgather on bf16 values, proved in and out of place, pipelined or not.
+  ScheduleRequest g;
+  g.collective = Collective::kAllGather;
+  g.nranks = 3;
+  g.count = 301;
+  g.codec = Spec(weftCodecFp8E4M3);
+  g.elem_bytes = 2;
+  for (size_t chunk : {size_t{0}, size_t{64}}) {
+    g.chunk.chunk_elems = chunk;
+    const Status st = ProveAlgorithm(*FindCompressedAlgorithm(Collective::kAllGather), g);
+    EXPECT_TRUE(st.ok()) << "chunk " << chunk << ": " << st.message();
+  }
 }
 
 // Pipelined pieces: every block cut into the same pieces, several in flight; blocks smaller

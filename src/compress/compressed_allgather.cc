@@ -3,7 +3,10 @@
 // so all ranks hold bitwise-identical results.
 //
 // Runs as the compressed schedule (algorithms/allgather_compressed.cc: encode/decode steps the
-// checker proves) through the executor; error feedback is read back from its encoding.
+// checker proves) through the executor; error feedback is read back from its encoding. bf16
+// values without a residual run the schedule on the caller's buffers (the encode reads bf16,
+// the decodes write it: codec::EncodeValues / DecodeValues); with a residual they are widened
+// into float32 first, since error feedback adds to and subtracts from float32 values.
 #include "compress/compress_common.h"
 #include "compress/compress_error.h"
 #include "compress/compressed_collectives.h"
@@ -29,6 +32,14 @@ Status RunAllGatherCompressed(const void* sendbuff, void* recvbuff, size_t sendc
     const void* send = at(sendbuff);
     void* recv = at(recvbuff);
     float* res = static_cast<float*>(at(residual));
+    if (res == nullptr) {
+      ScheduleRequest shape;
+      shape.collective = Collective::kAllGather;
+      shape.count = sendcount;
+      return RunCompressedRequestOn(comm, *FindCompressedAlgorithm(Collective::kAllGather), shape,
+                                    spec, weftSum, datatype, send, recv,
+                                    &CompressedScheduleScratch(), nullptr);
+    }
     const size_t total = sendcount * nranks;
     float* x = ScratchFloats(0, sendcount);
     LoadWithResidual(send, datatype, sendcount, res, x);
