@@ -200,15 +200,9 @@ void CopyBf16QuietingNans(const uint16_t* __restrict src, size_t n, uint16_t* __
 void DecodeTopKToBf16(const weftCompression& spec, const uint8_t* src, size_t count,
                       uint16_t* dst) {
   const CastToFn narrow = ActiveCodecKernels().to_cast[weftCodecBf16];
-  const size_t k = TopKCount(spec.ratio, count);
   std::memset(dst, 0, count * sizeof(uint16_t));
-  for (size_t j = 0; j < k; ++j) {
-    uint32_t index;
-    float value;
-    std::memcpy(&index, src + 4 * j, 4);
-    std::memcpy(&value, src + 4 * k + 4 * j, 4);
-    if (index < count) narrow(&value, 1, dst + index);
-  }
+  ForEachKept(src, count, TopKCount(spec.ratio, count),
+              [narrow, dst](uint32_t index, float value) { narrow(&value, 1, dst + index); });
 }
 
 }  // namespace

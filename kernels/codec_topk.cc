@@ -289,13 +289,7 @@ void EncodeTopK(const float* src, size_t count, size_t k, uint8_t* dst) {
 
 void DecodeTopK(const uint8_t* src, size_t count, size_t k, float* dst) {
   std::memset(dst, 0, count * sizeof(float));
-  for (size_t j = 0; j < k; ++j) {
-    uint32_t index;
-    float value;
-    std::memcpy(&index, src + 4 * j, 4);
-    std::memcpy(&value, src + 4 * k + 4 * j, 4);
-    if (index < count) dst[index] = value;  // a corrupt index is ignored, never written out of bounds
-  }
+  ForEachKept(src, count, k, [dst](uint32_t index, float value) { dst[index] = value; });
 }
 
 }  // namespace weft::codec

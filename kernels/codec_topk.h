@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace weft::codec {
 
@@ -11,5 +12,18 @@ namespace weft::codec {
 void EncodeTopK(const float* src, size_t count, size_t k, uint8_t* dst);
 // dst[0..count) = 0 except the kept positions.
 void DecodeTopK(const uint8_t* src, size_t count, size_t k, float* dst);
+
+// Calls keep(index, value) for each of the k kept pairs of an encoding whose index is below
+// count (a corrupt index is skipped: never written out of bounds), in the encoding's order.
+template <typename Keep>
+void ForEachKept(const uint8_t* src, size_t count, size_t k, Keep keep) {
+  for (size_t j = 0; j < k; ++j) {
+    uint32_t index;
+    float value;
+    std::memcpy(&index, src + 4 * j, 4);
+    std::memcpy(&value, src + 4 * k + 4 * j, 4);
+    if (index < count) keep(index, value);
+  }
+}
 
 }  // namespace weft::codec

@@ -617,6 +617,27 @@ TEST(CompressedAllGather, Bf16EqualsTheFloat32CallRounded) {
 }
 
 
+// One rank's all-to-allv tables for counts[p][q] (elements rank p sends to rank q): send
+// blocks back to back, received blocks `gap` elements apart (and after a first gap).
+struct RankTables {
+  std::vector<size_t> sc, sd, rc, rd;
+  size_t send_total = 0, recv_total = 0;
+};
+RankTables TablesOf(const std::vector<std::vector<size_t>>& counts, int rank, size_t gap) {
+  const int n = static_cast<int>(counts.size());
+  RankTables t;
+  t.recv_total = gap;
+  for (int q = 0; q < n; ++q) {
+    t.sc.push_back(counts[rank][q]);
+    t.sd.push_back(t.send_total);
+    t.send_total += counts[rank][q];
+    t.rc.push_back(counts[q][rank]);
+    t.rd.push_back(t.recv_total);
+    t.recv_total += counts[q][rank] + gap;
+  }
+  return t;
+}
+
 // counts[p][q]: elements rank p sends to rank q (zeros and partial blocks included).
 void CheckFp8DispatchOfUnevenBlocks(const std::vector<std::vector<size_t>>& counts =
                                         {{256, 0, 300}, {128, 129, 1}, {0, 384, 17}}) {
@@ -624,20 +645,11 @@ void CheckFp8DispatchOfUnevenBlocks(const std::vector<std::vector<size_t>>& coun
   const weftCompression spec = Spec(weftCodecFp8E4M3);
   std::vector<std::vector<float>> in(n), out(n);
   const std::string failure = RunRanks(n, [&](weftComm_t comm, int rank) -> std::string {
-    std::vector<size_t> sc(n), sd(n), rc(n), rd(n);
-    size_t st = 0, rt = 0;
-    for (int q = 0; q < n; ++q) {
-      sc[q] = counts[rank][q];
-      sd[q] = st;
-      st += sc[q];
-      rc[q] = counts[q][rank];
-      rd[q] = rt;
-      rt += rc[q];
-    }
-    in[rank] = Contribution(rank, st, weftFloat32);
-    out[rank].assign(rt, -1.0f);
-    if (weftAllToAllvCompressed(in[rank].data(), sc.data(), sd.data(), out[rank].data(), rc.data(),
-                                rd.data(), weftFloat32, &spec, comm, nullptr) != weftSuccess)
+    const RankTables t = TablesOf(counts, rank, 0);
+    in[rank] = Contribution(rank, t.send_total, weftFloat32);
+    out[rank].assign(t.recv_total, -1.0f);
+    if (weftAllToAllvCompressed(in[rank].data(), t.sc.data(), t.sd.data(), out[rank].data(),
+                                t.rc.data(), t.rd.data(), weftFloat32, &spec, comm, nullptr) != weftSuccess)
       return weft::compress::LastCompressionError();
     return "";
   });
@@ -786,16 +798,8 @@ std::string RunBf16AndFloat32AllToAllv(int n, const std::vector<std::vector<size
   std::vector<std::vector<uint16_t>> in16(n), out16(n);
   std::vector<std::vector<bool>> gap(n);
   const std::string failure = RunRanks(n, [&](weftComm_t comm, int rank) -> std::string {
-    std::vector<size_t> sc(n), sd(n), rc(n), rd(n);
-    size_t st = 0, rt = 1;  // a gap before the first received block
-    for (int q = 0; q < n; ++q) {
-      sc[q] = counts[rank][q];
-      sd[q] = st;
-      st += sc[q];
-      rc[q] = counts[q][rank];
-      rd[q] = rt;
-      rt += rc[q] + 1;  // and after each
-    }
+    const RankTables t = TablesOf(counts, rank, 1);  // a gap around every received block
+    const size_t st = t.send_total, rt = t.recv_total;
     const std::vector<float> values = Contribution(rank, st, weftFloat32, 5);
     std::vector<float> in32(st);
     for (size_t i = 0; i < st; ++i) {
@@ -805,19 +809,22 @@ std::string RunBf16AndFloat32AllToAllv(int n, const std::vector<std::vector<size
     out32[rank].assign(rt, -1.0f);
     out16[rank].assign(rt, 0xBEEF);
     gap[rank].assign(rt, true);
-    for (int q = 0; q < n; ++q) std::fill_n(gap[rank].begin() + rd[q], rc[q], false);
+    for (int q = 0; q < n; ++q) std::fill_n(gap[rank].begin() + t.rd[q], t.rc[q], false);
     // Alternating on one communicator: a bf16 call given the float32 call's schedule (a
     // schedule cache blind to the element size) fails, its encoded regions too small.
     for (int round = 0; round < 2; ++round) {
-      if (weftAllToAllvCompressed(in32.data(), sc.data(), sd.data(), out32[rank].data(), rc.data(),
-                                  rd.data(), weftFloat32, &spec, comm, nullptr) != weftSuccess ||
-          weftAllToAllvCompressed(in16[rank].data(), sc.data(), sd.data(), out16[rank].data(),
-                                  rc.data(), rd.data(), weftBfloat16, &spec, comm, nullptr) != weftSuccess)
+      if (weftAllToAllvCompressed(in32.data(), t.sc.data(), t.sd.data(), out32[rank].data(),
+                                  t.rc.data(), t.rd.data(), weftFloat32, &spec, comm,
+                                  nullptr) != weftSuccess ||
+          weftAllToAllvCompressed(in16[rank].data(), t.sc.data(), t.sd.data(), out16[rank].data(),
+                                  t.rc.data(), t.rd.data(), weftBfloat16, &spec, comm,
+                                  nullptr) != weftSuccess)
         return weft::compress::LastCompressionError();
     }
     std::vector<uint16_t> half(st);
-    if (weftAllToAllvCompressed(half.data(), sc.data(), sd.data(), half.data(), rc.data(),
-                                rd.data(), weftFloat16, &spec, comm, nullptr) != weftInvalidArgument ||
+    if (weftAllToAllvCompressed(half.data(), t.sc.data(), t.sd.data(), half.data(), t.rc.data(),
+                                t.rd.data(), weftFloat16, &spec, comm,
+                                nullptr) != weftInvalidArgument ||
         std::string(weft::compress::LastCompressionError()).find("datatype=6") == std::string::npos)
       return std::string("float16 not refused by name: ") + weft::compress::LastCompressionError();
     return "";
