@@ -48,8 +48,8 @@ Rotation PrepareRotation(const weftCompression& spec) {
   return {block.data(), signs.data()};
 }
 
-// Encodes blocks [first_block, end_block) of an encoding of count values into dst (the whole
-// encoding: scales first, then each block's codes); src[0] is value first_block x block.
+// Encodes blocks [first_block, end_block) of an encoding of count values into their places
+// in dst (src[0] is value first_block x block).
 void EncodeBlockRange(const weftCompression& spec, const float* src, size_t count,
                       size_t first_block, size_t end_block, uint8_t* dst, uint64_t stream) {
   const CodecKernels& k = ActiveCodecKernels();
@@ -74,11 +74,6 @@ void EncodeBlockRange(const weftCompression& spec, const float* src, size_t coun
     const float scale = encode(values, n, payload + b * stride, options);
     std::memcpy(dst + 4 * b, &scale, 4);
   }
-}
-
-void EncodeBlocks(const weftCompression& spec, const float* src, size_t count, uint8_t* dst,
-                  uint64_t stream) {
-  EncodeBlockRange(spec, src, count, 0, BlockCount(count, spec.block), dst, stream);
 }
 
 // Decodes blocks [first_block, end_block) of an encoding of count values into dst (dst[0] is
@@ -129,8 +124,22 @@ void Encode(const weftCompression& spec, const float* src, size_t count, uint8_t
   } else if (spec.codec == weftCodecTopK) {
     EncodeTopK(src, count, TopKCount(spec.ratio, count), dst);
   } else {
-    EncodeBlocks(spec, src, count, dst, stream);
+    EncodeBlockRange(spec, src, count, 0, BlockCount(count, spec.block), dst, stream);
   }
+}
+
+size_t EncodeRangeAlignment(const weftCompression& spec) { return DecodeRangeAlignment(spec); }
+
+void EncodeRange(const weftCompression& spec, const float* src, size_t count, size_t first,
+                 size_t n, uint8_t* dst, uint64_t stream) {
+  if (n == 0) return;
+  const CodecKernels& k = ActiveCodecKernels();
+  if (k.to_cast[spec.codec] != nullptr) {
+    k.to_cast[spec.codec](src, n, reinterpret_cast<uint16_t*>(dst) + first);
+    return;
+  }
+  const size_t block = spec.block;
+  EncodeBlockRange(spec, src, count, first / block, BlockCount(first + n, block), dst, stream);
 }
 
 void Decode(const weftCompression& spec, const uint8_t* src, size_t count, float* dst) {
@@ -214,8 +223,7 @@ void EncodeValues(const weftCompression& spec, weftDataType_t type, const void* 
   const auto* in = static_cast<const uint16_t*>(src);
   if (spec.codec == weftCodecBf16)
     return CopyBf16QuietingNans(in, count, reinterpret_cast<uint16_t*>(dst));
-  const CodecKernels& k = ActiveCodecKernels();
-  const CastFromFn widen = k.from_cast[weftCodecBf16];
+  const CastFromFn widen = ActiveCodecKernels().from_cast[weftCodecBf16];
   if (spec.codec == weftCodecTopK) {  // the selection reads every value: widened whole
     float* values = FloatTile(count);
     widen(in, count, values);
@@ -226,11 +234,7 @@ void EncodeValues(const weftCompression& spec, weftDataType_t type, const void* 
   for (size_t first = 0; first < count; first += tile) {
     const size_t n = std::min(tile, count - first);
     widen(in + first, n, values);
-    if (k.to_cast[spec.codec] != nullptr)
-      k.to_cast[spec.codec](values, n, reinterpret_cast<uint16_t*>(dst) + first);
-    else
-      EncodeBlockRange(spec, values, count, first / spec.block,
-                       BlockCount(first + n, spec.block), dst, stream);
+    EncodeRange(spec, values, count, first, n, dst, stream);
   }
 }
 

@@ -47,10 +47,11 @@ size_t RecordedElements(const ScheduleRequest& req, int rank) {
 
 Status Execute(weftComm_t comm, const RankSchedule& rs, int window, const weftCompression& spec,
                weftDataType_t dtype, weftRedOp_t op, uint64_t tag, const void* in, void* out,
-               ScratchBuffer* scratch, const char* what) {
+               ScratchBuffer* scratch, const char* what, bool keep_sources) {
   ExecExtras extras;
   extras.codec = &spec;
   extras.scratch = scratch;
+  extras.keep_codec_sources = keep_sources;
   return ExecuteOnComm(comm, rs, window, dtype, op, tag, in, out, what, extras);
 }
 
@@ -101,7 +102,9 @@ Status RunCompressedRequestOn(weftComm_t comm, const AlgorithmInfo& algorithm,
   const uint64_t tag =
       MakeCallTag(DescriptorHash(collective, HashedCount(shape), spec, dtype, op), scope.seq);
   if (comm->direct != nullptr) comm->direct->PublishCurrentCall(tag);  // peers' plan check
-  Status st = Execute(comm, rs, (*sched)->window, spec, dtype, op, tag, in, out, scratch, what.c_str());
+  // Error feedback (rank_schedule wanted) reads the encodes' sources after the call.
+  Status st = Execute(comm, rs, (*sched)->window, spec, dtype, op, tag, in, out, scratch,
+                      what.c_str(), rank_schedule != nullptr);
   if (st.ok() && rank_schedule != nullptr) *rank_schedule = rs;
   return EndCall(comm, view, scope, std::move(st));
 }
@@ -141,7 +144,7 @@ StatusOr<SimResult> SimulateCompressedRequest(const Fabric& fabric, const Algori
   if (req.chunk.chunk_elems == 0) req.chunk.chunk_elems = CompressionChunkElems();
   StatusOr<Schedule> sched = BuildSchedule(algorithm, req);
   if (!sched.ok()) return sched.status();
-  const CodecSpeed speed = MeasuredCodecSpeed(spec);
+  const CodecSpeed speed = CodecSpeedOn(spec, fabric.Compute(0));
   SimOptions options;
   options.encode_gbps = speed.encode_gbps;
   options.decode_gbps = speed.decode_gbps;

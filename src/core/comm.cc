@@ -109,6 +109,7 @@ Status ExecuteOnComm(weftComm* comm, const RankSchedule& rs, int window, weftDat
   ctx.scratch = extras.scratch != nullptr ? extras.scratch : &comm->heap_scratch;
   ctx.peer_buffers = extras.peer_buffers;
   ctx.codec = extras.codec;
+  ctx.keep_codec_sources = extras.keep_codec_sources;
   ctx.first_step = extras.first_step;
   ctx.what = what;
   ExecBuffers bufs;
@@ -349,7 +350,12 @@ Status BuildPlan(weftComm* comm, const CollectiveCall& call, ScheduleRequest* re
   std::string skey = cacheable ? "" : CacheKey(*req, plan->algorithm->name);
   if (!cacheable) {
     plan->schedule = CachedSchedule(comm, skey);
-    if (plan->schedule != nullptr) return OkStatus();
+    if (plan->schedule != nullptr) {
+      // A cached schedule still says whether it uses the window: the release before it
+      // depends on that (today's per-call shapes use none, a direct one would).
+      plan->uses_window = plan->schedule->ranks[comm->rank].direct_steps == 1;
+      return OkStatus();
+    }
   }
   // Single-round direct schedules: one per window half (see ScheduleRequest::window_half).
   if (cacheable) plan->holds_window = AskSingleRound(*plan->algorithm, req, elem);
