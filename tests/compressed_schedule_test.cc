@@ -24,6 +24,7 @@
 #include "compress/compression_pays.h"
 #include "kernels/codec.h"
 #include "sim/engine.h"
+#include "exec_test_util.h"
 #include "test_util.h"
 #include "topo/presets.h"
 #include "exec/executor.h"
@@ -451,15 +452,8 @@ Status SendOneEncoding(const weftCompression spec[2], size_t n, std::vector<floa
       std::vector<Transport*> peers(p, &t);
       std::vector<float> in = Contribution(r, n), unused(n);
       ScratchBuffer heap;
-      ExecContext ctx;
-      ctx.rank = r;
-      ctx.nranks = p;
-      ctx.tag = 7;
-      ctx.timeout_s = 5;
-      ctx.peer_transport = &peers;
-      ctx.scratch = &heap;
-      ctx.what = "compressed schedule test";
-      ctx.codec = &mine;
+      const ExecContext ctx =
+          weft_test::ThreadRankContext(r, p, &peers, &heap, &mine, "compressed schedule test");
       ExecBuffers b;
       b.input = in.data();
       b.output = r == p - 1 ? out->data() : unused.data();
