@@ -222,25 +222,55 @@ float Avx2EncodeFp8(const float* x, size_t n, uint8_t* p, const BlockOptions& o)
   return scale;
 }
 
+// ---- fp8 decode: each value rebuilt from its code's bits (no table, no gather) ----
+//
+// A code's magnitude m = c & 0x7F is an exponent and a mantissa laid out like a float's, only
+// narrower. Normal codes: m shifted so its mantissa meets a float's, plus (127 - bias) in the
+// exponent field, is the value's float bits (integer arithmetic, exact). Subnormal codes
+// (exponent field 0, so m is the mantissa): m * 2^(1 - bias - mantissa bits), the reference's
+// own conversion and multiply (m < 8: exact, the result a normal float). So no float subnormal
+// enters any operation before `* scale`, and the values do not depend on MXCSR's DAZ. (Shifting m
+// into a float's exponent/mantissa and multiplying by 2^(127 - bias) would be two instructions
+// fewer, but the subnormal codes would then be float subnormals, which DAZ reads as zero.) weft
+// never sets DAZ or FTZ; the final `* scale` is the reference's, so under FTZ both would flush
+// the same subnormal products. NaN codes (e4m3 S.1111.111, e5m2 S.11111.01-11) decode to the
+// reference's positive quiet NaN, e5m2 S.11111.00 to +-inf, both blended in from a compare.
 template <bool kE4m3>
-struct Fp8Table {  // value(code) for every code, from the reference conversion
-  float value[256];
-  Fp8Table() {
-    for (int c = 0; c < 256; ++c)
-      value[c] = kE4m3 ? E4m3ToFloat(static_cast<uint8_t>(c)) : E5m2ToFloat(static_cast<uint8_t>(c));
+__m256 VectorFp8Values(__m256i c) {  // c: 8 codes sign-extended to int32
+  constexpr int kMantBits = kE4m3 ? 3 : 2, kBias = kE4m3 ? 7 : 15;
+  const __m256i m = _mm256_and_si256(c, _mm256_set1_epi32(0x7F));
+  const __m256i normal = _mm256_add_epi32(_mm256_slli_epi32(m, 23 - kMantBits),
+                                          _mm256_set1_epi32((127 - kBias) << 23));
+  const __m256 subnormal =
+      _mm256_mul_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(Pow2(1 - kBias - kMantBits)));
+  const __m256i is_subnormal = _mm256_cmpgt_epi32(_mm256_set1_epi32(1 << kMantBits), m);
+  __m256 a = _mm256_blendv_ps(_mm256_castsi256_ps(normal), subnormal, _mm256_castsi256_ps(is_subnormal));
+  if (!kE4m3) {
+    const __m256i is_inf = _mm256_cmpeq_epi32(m, _mm256_set1_epi32(0x7C));
+    a = _mm256_blendv_ps(a, _mm256_set1_ps(Infinity()), _mm256_castsi256_ps(is_inf));
   }
-};
+  // The sign-extended code's bit 31 is the code's sign: ORed in, as the reference's negation.
+  a = _mm256_or_ps(a, _mm256_castsi256_ps(_mm256_and_si256(c, _mm256_set1_epi32(INT32_MIN))));
+  const __m256i is_nan = kE4m3 ? _mm256_cmpeq_epi32(m, _mm256_set1_epi32(0x7F))
+                               : _mm256_cmpgt_epi32(m, _mm256_set1_epi32(0x7C));
+  return _mm256_blendv_ps(a, _mm256_set1_ps(QuietNan()), _mm256_castsi256_ps(is_nan));
+}
 
 template <bool kE4m3>
 void Avx2DecodeFp8(const uint8_t* p, size_t n, float scale, float* out) {
-  static const Fp8Table<kE4m3> table;
   const __m256 s = _mm256_set1_ps(scale);
   size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256i codes = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + i)));
-    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_i32gather_ps(table.value, codes, 4), s));
+  for (; i + 16 <= n; i += 16) {
+    const __m128i codes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(VectorFp8Values<kE4m3>(_mm256_cvtepi8_epi32(codes)), s));
+    _mm256_storeu_ps(out + i + 8, _mm256_mul_ps(
+        VectorFp8Values<kE4m3>(_mm256_cvtepi8_epi32(_mm_srli_si128(codes, 8))), s));
   }
-  for (; i < n; ++i) out[i] = table.value[p[i]] * scale;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i codes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + i));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(VectorFp8Values<kE4m3>(_mm256_cvtepi8_epi32(codes)), s));
+  }
+  for (; i < n; ++i) out[i] = DecodeFp8Value<kE4m3>(p[i], scale);
 }
 
 // ---- sign1 ----
