@@ -77,11 +77,15 @@ __m256i VectorStochasticCodes(__m256 x, __m256 inv, __m256 qmax, uint32_t key, u
   return _mm256_cvttps_epi32(r);
 }
 
-// The codes of x[i .. i+7], deterministic or stochastic as the options say.
-__m256i Codes8(const float* x, size_t i, __m256 inv, __m256 qmax, const BlockOptions& o) {
+// The codes of x[i .. i+7], deterministic or stochastic. The choice is a template parameter so
+// that each encode loop inlines its own without a branch per vector: as one function taking
+// the options, GCC left it a call per 8 values.
+template <bool kStochastic>
+__attribute__((always_inline)) inline __m256i Codes8(const float* x, size_t i, __m256 inv,
+                                                     __m256 qmax, const BlockOptions& o) {
   const __m256 v = _mm256_loadu_ps(x + i);
-  return o.stochastic ? VectorStochasticCodes(v, inv, qmax, o.key, o.first_index + static_cast<uint32_t>(i))
-                      : VectorIntCodes(v, inv, qmax);
+  return kStochastic ? VectorStochasticCodes(v, inv, qmax, o.key, o.first_index + static_cast<uint32_t>(i))
+                     : VectorIntCodes(v, inv, qmax);
 }
 
 // 32 int32 lanes (each in [-128, 127] or [0, 255] for unsigned) -> 32 bytes in order.
@@ -103,16 +107,24 @@ void Store32Codes(uint8_t* p, size_t i, bool is_unsigned, Codes8Fn codes8) {
 
 // ---- int8 ----
 
+// Encodes the whole groups of 32 values; returns how many that was.
+template <bool kStochastic>
+size_t Int8Groups(const float* x, size_t n, __m256 inv, uint8_t* p, const BlockOptions& o) {
+  const __m256 qmax = _mm256_set1_ps(kInt8Max);
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32)
+    Store32Codes(p, i, false, [&](size_t j) { return Codes8<kStochastic>(x, j, inv, qmax, o); });
+  return i;
+}
+
 float Avx2EncodeInt8(const float* x, size_t n, uint8_t* p, const BlockOptions& o) {
   const float scale = BlockScale(VectorAbsMaxBits(x, n), kInt8Max);
   if (std::isnan(scale)) {
     std::memset(p, 0, n);
     return scale;
   }
-  const __m256 inv = _mm256_set1_ps(1.0f / scale), qmax = _mm256_set1_ps(kInt8Max);
-  size_t i = 0;
-  for (; i + 32 <= n; i += 32)
-    Store32Codes(p, i, false, [&](size_t j) { return Codes8(x, j, inv, qmax, o); });
+  const __m256 inv = _mm256_set1_ps(1.0f / scale);
+  size_t i = o.stochastic ? Int8Groups<true>(x, n, inv, p, o) : Int8Groups<false>(x, n, inv, p, o);
   for (; i < n; ++i)
     p[i] = static_cast<uint8_t>(IntCode(x[i] * (1.0f / scale), kInt8Max, o.stochastic, o.key,
                                         o.first_index + static_cast<uint32_t>(i)));
@@ -131,20 +143,15 @@ void Avx2DecodeInt8(const uint8_t* p, size_t n, float scale, float* out) {
 
 // ---- int4: 16 codes -> 8 bytes, element 2j in the low nibble ----
 
-float Avx2EncodeInt4(const float* x, size_t n, uint8_t* p, const BlockOptions& o) {
-  if (n % 2 != 0) return PortableEncodeInt4(x, n, p, o);
-  const float scale = BlockScale(VectorAbsMaxBits(x, n), kInt4Max);
-  if (std::isnan(scale)) {
-    std::memset(p, 0, (n + 1) / 2);
-    return scale;
-  }
-  const float inv_scalar = 1.0f / scale;
-  const __m256 inv = _mm256_set1_ps(inv_scalar), qmax = _mm256_set1_ps(kInt4Max);
+// Encodes the whole groups of 16 values (n even); returns how many that was.
+template <bool kStochastic>
+size_t Int4Groups(const float* x, size_t n, __m256 inv, uint8_t* p, const BlockOptions& o) {
+  const __m256 qmax = _mm256_set1_ps(kInt4Max);
   const __m128i low_nibble = _mm_set1_epi16(0x000F), high_nibble = _mm_set1_epi16(0x00F0);
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    const __m256i a = Codes8(x, i, inv, qmax, o);
-    const __m256i b = Codes8(x, i + 8, inv, qmax, o);
+    const __m256i a = Codes8<kStochastic>(x, i, inv, qmax, o);
+    const __m256i b = Codes8<kStochastic>(x, i + 8, inv, qmax, o);
     const __m256i words = _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xD8);  // 16 x int16
     // Two int16 codes per 32 bits -> bytes: pack to int8 pairs, then fold each pair.
     const __m128i bytes = _mm_packs_epi16(_mm256_castsi256_si128(words),
@@ -153,6 +160,19 @@ float Avx2EncodeInt4(const float* x, size_t n, uint8_t* p, const BlockOptions& o
                                         _mm_and_si128(_mm_srli_epi16(bytes, 4), high_nibble));
     _mm_storel_epi64(reinterpret_cast<__m128i*>(p + i / 2), _mm_packus_epi16(folded, folded));
   }
+  return i;
+}
+
+float Avx2EncodeInt4(const float* x, size_t n, uint8_t* p, const BlockOptions& o) {
+  if (n % 2 != 0) return PortableEncodeInt4(x, n, p, o);
+  const float scale = BlockScale(VectorAbsMaxBits(x, n), kInt4Max);
+  if (std::isnan(scale)) {
+    std::memset(p, 0, (n + 1) / 2);
+    return scale;
+  }
+  const float inv_scalar = 1.0f / scale;
+  const __m256 inv = _mm256_set1_ps(inv_scalar);
+  size_t i = o.stochastic ? Int4Groups<true>(x, n, inv, p, o) : Int4Groups<false>(x, n, inv, p, o);
   for (; i < n; i += 2) {
     const uint32_t index = o.first_index + static_cast<uint32_t>(i);
     const int q0 = IntCode(x[i] * inv_scalar, kInt4Max, o.stochastic, o.key, index);
