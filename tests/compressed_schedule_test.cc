@@ -529,7 +529,8 @@ TEST(CompressedScheduleSim, SendsEncodedBytesAndCostsTheCodec) {
                                                                count, spec);
   ASSERT_TRUE(m.ok()) << m.status().message();
   EXPECT_EQ(m->bytes_moved, want);
-  const compress::CodecSpeed speed = compress::MeasuredCodecSpeed(spec);
+  // The table's rates scaled to this fabric's core (compress::CodecSpeedOn).
+  const compress::CodecSpeed speed = compress::CodecSpeedOn(spec, (*fabric)->Compute(0));
   SimOptions measured;
   measured.encode_gbps = speed.encode_gbps;
   measured.decode_gbps = speed.decode_gbps;

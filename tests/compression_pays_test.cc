@@ -180,6 +180,42 @@ TEST(CompressionPays, PricesThePipelinedSchedule) {
   EXPECT_TRUE(pipelined.compress && whole.compress);
 }
 
+// The codecs run at memory speed, so the model scales their table by the core's DRAM copy
+// rate (what calibration measures): a core half as fast encodes half as fast, and a calibrated
+// fabric of a machine a quarter as fast predicts the compressed call (CPU-bound there) slower.
+TEST(CompressionPays, CodecSpeedFollowsTheCoresCopyRate) {
+  const weftCompression spec = Spec("int8");
+  weft::ComputeParams reference, half, unknown;
+  reference.dram_copy_gbps = weft::compress::kCodecTableDramCopyGbps;
+  half.dram_copy_gbps = reference.dram_copy_gbps / 2;
+  unknown.dram_copy_gbps = 0;
+  const weft::compress::CodecSpeed table = weft::compress::MeasuredCodecSpeed(spec);
+  const weft::compress::CodecSpeed at_ref = weft::compress::CodecSpeedOn(spec, reference);
+  const weft::compress::CodecSpeed at_half = weft::compress::CodecSpeedOn(spec, half);
+  EXPECT_DOUBLE_EQ(at_ref.encode_gbps, table.encode_gbps);
+  EXPECT_DOUBLE_EQ(at_half.encode_gbps, table.encode_gbps / 2);
+  EXPECT_DOUBLE_EQ(at_half.decode_gbps, table.decode_gbps / 2);
+  EXPECT_DOUBLE_EQ(at_half.encode_fixed_us, table.encode_fixed_us);  // a call's setup, not bytes
+  EXPECT_DOUBLE_EQ(weft::compress::CodecSpeedOn(spec, unknown).encode_gbps, table.encode_gbps);
+
+  const std::shared_ptr<const weft::Fabric> f = Preset("netns:2x2@2");
+  ASSERT_NE(f, nullptr);
+  weft::LinkTable slow_table = f->table();
+  weft::ComputeParams& cpu = slow_table.mutable_cpu();
+  cpu.dram_copy_gbps /= 4;
+  cpu.dram_reduce_gbps /= 4;
+  cpu.copy_gbps /= 4;
+  cpu.reduce_gbps /= 4;
+  std::vector<weft::HostInfo> hosts;
+  std::vector<weft::RankPlacement> ranks;
+  for (int h = 0; h < f->nhosts(); ++h) hosts.push_back(f->host(h));
+  for (int r = 0; r < f->nranks(); ++r) ranks.push_back(f->rank(r));
+  const weft::Fabric slow(std::move(hosts), std::move(ranks), slow_table, f->network(), "slow");
+  const CompressionDecision fast_d = Decide(*f, "int8", size_t{64} << 20);
+  const CompressionDecision slow_d = Decide(slow, "int8", size_t{64} << 20);
+  EXPECT_GT(slow_d.compressed_us, 1.2 * fast_d.compressed_us) << fast_d.why << "\n" << slow_d.why;
+}
+
 // Codec steps pay their call's fixed cost (compression_pays.cc: measured at one value): top-k's
 // encode sets up its selection for ~7 us however few values it keeps, three encodes lie on
 // each owner's path, so a 4 KiB call does not pay on the 2 Gbit/s link, while 64 MiB does.

@@ -130,7 +130,7 @@ StatusOr<SimResult> SimulateCompressedRequest(const Fabric& fabric, const Algori
   if (req.chunk.chunk_elems == 0) req.chunk.chunk_elems = CompressionChunkElems();
   StatusOr<Schedule> sched = BuildSchedule(algorithm, req);
   if (!sched.ok()) return sched.status();
-  const CodecSpeed speed = MeasuredCodecSpeed(spec);
+  const CodecSpeed speed = CodecSpeedOn(spec, fabric.Compute(0));
   SimOptions options;
   options.encode_gbps = speed.encode_gbps;
   options.decode_gbps = speed.decode_gbps;

@@ -158,8 +158,8 @@ double CompressedAllReduceAnalyticUs(const Fabric& fabric, const std::vector<std
   const double lane = count / pieces / L;             // values per lane and piece
   const double lane_bytes = lane * sizeof(float);
   const double sub_enc = static_cast<double>(codec::EncodedBytes(spec, static_cast<size_t>(std::ceil(lane / H))));
-  const CodecSpeed speed = MeasuredCodecSpeed(spec);
   const ComputeParams& c = fabric.Compute(0);
+  const CodecSpeed speed = CodecSpeedOn(spec, c);
   auto local = [&](double calls, double fixed_us, double bytes, double gbps) {
     return calls * (c.overhead_us + fixed_us) + bytes / (gbps * 1e3);
   };
@@ -257,29 +257,41 @@ std::map<Key, CompressionDecision> g_cache;
 }  // namespace
 
 CodecSpeed MeasuredCodecSpeed(const weftCompression& spec) {
-  // Rates: codec_bench, one core, 64 MiB (perf/RESULTS.md "### Compression").
+  // Rates (GB/s of float32 values): codec_bench on one core, 64 MiB, medians of 3, quiet
+  // (2026-11-28 04:36 UTC, perf/RESULTS.md "Issue 39, wave 3 session 6"), on a machine whose
+  // calibrated DRAM copy rate was kCodecTableDramCopyGbps (CodecSpeedOn scales from there).
   // Fixed costs (us per call): the CPU backend's CpuEncode / CpuDecode (kernels/
   // codec_backend.h: spec check, size checks, the codec) of ONE value in a loop, best of 5 x
   // 200000 calls, this 2-vCPU VM at load ~10 (2026-11-24): 0.02-0.04 us for every codec but
   // top-k, whose encode sets up its selection (a histogram of the values' top bits) for
   // 6.5-6.9 us however few values it keeps. The executor's own per-step cost is the fabric's
   // compute overhead, which the simulator charges every local step on top.
-  CodecSpeed s{10.0, 10.0};
+  CodecSpeed s{4.0, 4.0};
   switch (spec.codec) {
-    case weftCodecBf16:
-    case weftCodecFp16: s = {12.9, 11.0, 0.02, 0.03}; break;
-    case weftCodecFp8E4M3: s = {7.8, 8.8, 0.04, 0.03}; break;
-    case weftCodecFp8E5M2: s = {8.9, 9.7, 0.04, 0.03}; break;
-    case weftCodecInt8: s = {11.9, 12.5, 0.04, 0.03}; break;
-    case weftCodecInt4: s = {10.0, 13.8, 0.03, 0.02}; break;
-    case weftCodecSign1: s = {15.4, 13.5, 0.03, 0.02}; break;
-    case weftCodecTopK: s = {2.6, 20.0, 6.9, 0.05}; break;  // 25.7 ms / 3.3 ms for 1% of 64 MiB
+    case weftCodecBf16: s = {4.90, 5.05, 0.02, 0.03}; break;
+    case weftCodecFp16: s = {6.64, 6.62, 0.02, 0.03}; break;
+    case weftCodecFp8E4M3: s = {4.57, 4.22, 0.04, 0.03}; break;
+    case weftCodecFp8E5M2: s = {4.09, 3.85, 0.04, 0.03}; break;
+    case weftCodecInt8: s = {3.99, 5.91, 0.04, 0.03}; break;
+    case weftCodecInt4: s = {3.88, 6.03, 0.03, 0.02}; break;
+    case weftCodecSign1: s = {5.41, 5.87, 0.03, 0.02}; break;
+    case weftCodecTopK: s = {4.17, 10.1, 6.9, 0.05}; break;  // 16.1 ms / 6.6 ms for 1% of 64 MiB
     default: break;
   }
-  if (spec.flags & WEFT_COMPRESS_STOCHASTIC) s.encode_gbps = std::min(s.encode_gbps, 7.5);
+  if (spec.flags & WEFT_COMPRESS_STOCHASTIC) s.encode_gbps = std::min(s.encode_gbps, 3.79);
   if (spec.flags & WEFT_COMPRESS_HADAMARD) {
-    s.encode_gbps = std::min(s.encode_gbps, 4.6);
-    s.decode_gbps = std::min(s.decode_gbps, 3.7);
+    s.encode_gbps = std::min(s.encode_gbps, 1.92);
+    s.decode_gbps = std::min(s.decode_gbps, 2.52);
+  }
+  return s;
+}
+
+CodecSpeed CodecSpeedOn(const weftCompression& spec, const ComputeParams& cpu) {
+  CodecSpeed s = MeasuredCodecSpeed(spec);
+  if (cpu.dram_copy_gbps > 0) {
+    const double scale = cpu.dram_copy_gbps / kCodecTableDramCopyGbps;
+    s.encode_gbps *= scale;
+    s.decode_gbps *= scale;
   }
   return s;
 }

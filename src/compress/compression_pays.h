@@ -14,7 +14,8 @@
 //
 // Codec speeds are the one-core figures of codec_bench (perf/RESULTS.md "### Compression"),
 // fixed in a table so every rank decides the same way (a per-process measurement could differ
-// between ranks and split the job into compressing and non-compressing halves).
+// between ranks and split the job into compressing and non-compressing halves), and scaled by
+// the fabric's core rates (CodecSpeedOn), which calibration measures on rank 0 and shares.
 #pragma once
 
 #include <cstddef>
@@ -26,6 +27,7 @@
 
 namespace weft {
 class Fabric;
+struct ComputeParams;
 }
 
 namespace weft::compress {
@@ -52,6 +54,14 @@ struct CodecSpeed {
   double encode_fixed_us = 0.04, decode_fixed_us = 0.03;
 };
 CodecSpeed MeasuredCodecSpeed(const weftCompression& spec);
+// The codecs run at memory speed (a pass that reads 4 bytes and writes 0.1-2 per value, or the
+// reverse: codec_bench puts them at 1.2-2x memcpy), so on another core they scale with its
+// DRAM copy rate: the table's rates times cpu.dram_copy_gbps / kCodecTableDramCopyGbps (the
+// calibrated rate of the machine the table was measured on; `weftrun -n 4 weft-topo
+// --calibrate` in the same minutes). A preset's defaults describe the reference VM of
+// src/topo/link_table.cc; a calibrated fabric, the machine it measured. 0: the table as is.
+constexpr double kCodecTableDramCopyGbps = 8.55;
+CodecSpeed CodecSpeedOn(const weftCompression& spec, const ComputeParams& cpu);
 
 // For an allreduce of count elements of elem bytes (4: float32, 2: bf16) on `fabric` whose
 // ranks are grouped by host as host_groups. fabric may be null (thread communicators): with

@@ -348,7 +348,12 @@ Status BuildPlan(weftComm* comm, const CollectiveCall& call, ScheduleRequest* re
   std::string skey = cacheable ? "" : CacheKey(*req, plan->algorithm->name);
   if (!cacheable) {
     plan->schedule = CachedSchedule(comm, skey);
-    if (plan->schedule != nullptr) return OkStatus();
+    if (plan->schedule != nullptr) {
+      // A cached schedule still says whether it uses the window: the release before it
+      // depends on that (today's per-call shapes use none, a direct one would).
+      plan->uses_window = plan->schedule->ranks[comm->rank].direct_steps == 1;
+      return OkStatus();
+    }
   }
   // Single-round direct schedules: one per window half (see ScheduleRequest::window_half).
   if (cacheable) plan->holds_window = AskSingleRound(*plan->algorithm, req, elem);
