@@ -43,7 +43,8 @@ inline uint32_t VectorAbsMaxBits(const float* x, size_t n) {
   __m128i q = _mm_max_epu32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
   q = _mm_max_epu32(q, _mm_shuffle_epi32(q, _MM_SHUFFLE(1, 0, 3, 2)));
   q = _mm_max_epu32(q, _mm_shuffle_epi32(q, _MM_SHUFFLE(2, 3, 0, 1)));
-  const uint32_t lanes = static_cast<uint32_t>(_mm_cvtsi128_si32(q)), tail = AbsMaxBits(x + i, n - i);
+  const uint32_t lanes = static_cast<uint32_t>(_mm_cvtsi128_si32(q));
+  const uint32_t tail = AbsMaxBits(x + i, n - i);
   return lanes > tail ? lanes : tail;
 }
 
@@ -85,8 +86,8 @@ template <bool kStochastic>
 __attribute__((always_inline)) inline __m256i Codes8(const float* x, size_t i, __m256 inv,
                                                      __m256 qmax, const BlockOptions& o) {
   const __m256 v = _mm256_loadu_ps(x + i);
-  return kStochastic ? VectorStochasticCodes(v, inv, qmax, o.key, o.first_index + static_cast<uint32_t>(i))
-                     : VectorIntCodes(v, inv, qmax);
+  if (!kStochastic) return VectorIntCodes(v, inv, qmax);
+  return VectorStochasticCodes(v, inv, qmax, o.key, o.first_index + static_cast<uint32_t>(i));
 }
 
 // 32 int32 lanes (each in [-128, 127] or [0, 255] for unsigned) -> 32 bytes in order.
@@ -271,7 +272,8 @@ __m256 VectorFp8Values(__m256i c) {  // c: 8 codes sign-extended to int32
   const __m256 subnormal =
       _mm256_mul_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(Pow2(1 - kBias - kMantBits)));
   const __m256i is_subnormal = _mm256_cmpgt_epi32(_mm256_set1_epi32(1 << kMantBits), m);
-  __m256 a = _mm256_blendv_ps(_mm256_castsi256_ps(normal), subnormal, _mm256_castsi256_ps(is_subnormal));
+  __m256 a = _mm256_blendv_ps(_mm256_castsi256_ps(normal), subnormal,
+                              _mm256_castsi256_ps(is_subnormal));
   if (!kE4m3) {
     const __m256i is_inf = _mm256_cmpeq_epi32(m, _mm256_set1_epi32(0x7C));
     a = _mm256_blendv_ps(a, _mm256_set1_ps(Infinity()), _mm256_castsi256_ps(is_inf));
@@ -289,9 +291,10 @@ void Avx2DecodeFp8(const uint8_t* p, size_t n, float scale, float* out) {
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m128i codes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i));
-    _mm256_storeu_ps(out + i, _mm256_mul_ps(VectorFp8Values<kE4m3>(_mm256_cvtepi8_epi32(codes)), s));
-    _mm256_storeu_ps(out + i + 8, _mm256_mul_ps(
-        VectorFp8Values<kE4m3>(_mm256_cvtepi8_epi32(_mm_srli_si128(codes, 8))), s));
+    const __m256 low = VectorFp8Values<kE4m3>(_mm256_cvtepi8_epi32(codes));
+    const __m256 high = VectorFp8Values<kE4m3>(_mm256_cvtepi8_epi32(_mm_srli_si128(codes, 8)));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(low, s));
+    _mm256_storeu_ps(out + i + 8, _mm256_mul_ps(high, s));
   }
   for (; i + 8 <= n; i += 8) {
     const __m128i codes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + i));

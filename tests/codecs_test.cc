@@ -520,7 +520,8 @@ TEST(Fp8, TiesRoundToEvenAndLargeValuesSaturate) {
 // bit for bit: the 256 codes at every lane position (offsets 0..15) and with tails of every
 // length, for scales from subnormal to huge, signed zeros, infinities and NaNs.
 float DecodeRef(weftCodec_t c, uint8_t code, float scale) {
-  return c == weftCodecFp8E4M3 ? DecodeFp8Value<true>(code, scale) : DecodeFp8Value<false>(code, scale);
+  return c == weftCodecFp8E4M3 ? DecodeFp8Value<true>(code, scale)
+                               : DecodeFp8Value<false>(code, scale);
 }
 
 bool IsFp8NanCode(weftCodec_t c, uint8_t code) {
@@ -540,8 +541,9 @@ TEST(Fp8, EveryCodeDecodesBitwiseAsTheReference) {
     for (weftCodec_t c : {weftCodecFp8E4M3, weftCodecFp8E5M2}) {
       for (float scale : scales) {
         for (size_t offset = 0; offset < 16; ++offset) {
-          for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{9}, size_t{15}, size_t{17}, size_t{24},
-                           size_t{31}, size_t{33}, size_t{256}, codes.size() - offset}) {
+          const size_t all = codes.size() - offset;
+          for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{9}, size_t{15}, size_t{17},
+                           size_t{24}, size_t{31}, size_t{33}, size_t{256}, all}) {
             const uint8_t* p = codes.data() + offset;
             std::vector<float> out(n + 1, guard);
             table->decode_block[c](p, n, scale, out.data());
@@ -597,8 +599,9 @@ TEST(Fp8, EncodeMatchesTheReferenceOnEveryFloatPatternSweep) {
         ASSERT_EQ(ws, 1.0f);
         ASSERT_EQ(FloatBits(ws), FloatBits(gs)) << table->isa;
         for (size_t i = 0; i < n; ++i)
-          ASSERT_EQ(int{want[i]}, int{got[i]}) << table->isa << " " << CodecName(c) << " x=" << x[b + i]
-                                               << " bits=" << std::hex << FloatBits(x[b + i]);
+          ASSERT_EQ(int{want[i]}, int{got[i]}) << table->isa << " " << CodecName(c) << " x="
+                                               << x[b + i] << " bits=" << std::hex
+                                               << FloatBits(x[b + i]);
       }
     }
   }
