@@ -48,8 +48,10 @@ Rotation PrepareRotation(const weftCompression& spec) {
   return {block.data(), signs.data()};
 }
 
-void EncodeBlocks(const weftCompression& spec, const float* src, size_t count, uint8_t* dst,
-                  uint64_t stream) {
+// Encodes blocks [first_block, end_block) of an encoding of count values into their places
+// in dst (src[0] is value first_block x block).
+void EncodeBlockRange(const weftCompression& spec, const float* src, size_t count,
+                      size_t first_block, size_t end_block, uint8_t* dst, uint64_t stream) {
   const CodecKernels& k = ActiveCodecKernels();
   const EncodeBlockFn encode = k.encode_block[spec.codec];
   const size_t block = spec.block, blocks = BlockCount(count, block);
@@ -60,8 +62,8 @@ void EncodeBlocks(const weftCompression& spec, const float* src, size_t count, u
   options.key = StochasticKey(spec.seed, stream);
   const Rotation rotation = PrepareRotation(spec);
   float* rotated = rotation.block;
-  for (size_t b = 0; b < blocks; ++b) {
-    const float* values = src + b * block;
+  for (size_t b = first_block; b < end_block; ++b) {
+    const float* values = src + (b - first_block) * block;
     size_t n = std::min(block, count - b * block);
     if (rotated != nullptr) {
       k.rotate_forward(values, n, block, rotation.signs, rotated);
@@ -122,8 +124,22 @@ void Encode(const weftCompression& spec, const float* src, size_t count, uint8_t
   } else if (spec.codec == weftCodecTopK) {
     EncodeTopK(src, count, TopKCount(spec.ratio, count), dst);
   } else {
-    EncodeBlocks(spec, src, count, dst, stream);
+    EncodeBlockRange(spec, src, count, 0, BlockCount(count, spec.block), dst, stream);
   }
+}
+
+size_t EncodeRangeAlignment(const weftCompression& spec) { return DecodeRangeAlignment(spec); }
+
+void EncodeRange(const weftCompression& spec, const float* src, size_t count, size_t first,
+                 size_t n, uint8_t* dst, uint64_t stream) {
+  if (n == 0) return;
+  const CodecKernels& k = ActiveCodecKernels();
+  if (k.to_cast[spec.codec] != nullptr) {
+    k.to_cast[spec.codec](src, n, reinterpret_cast<uint16_t*>(dst) + first);
+    return;
+  }
+  const size_t block = spec.block;
+  EncodeBlockRange(spec, src, count, first / block, BlockCount(first + n, block), dst, stream);
 }
 
 void Decode(const weftCompression& spec, const uint8_t* src, size_t count, float* dst) {

@@ -39,6 +39,15 @@ size_t DecodeRangeAlignment(const weftCompression& spec);
 void DecodeRange(const weftCompression& spec, const uint8_t* src, size_t count, size_t first,
                  size_t n, float* dst);
 
+// The encoding's counterpart: values src[0..n), which are values [first, first + n) of count
+// values, encode on their own into their places in dst (an encoding of count values: scales
+// and codes), under the same alignment rule (EncodeRangeAlignment == DecodeRangeAlignment; 0:
+// top-k selects over the whole count, EncodeRange must not be called). Encoding every range of
+// a partition writes the bits Encode writes (stochastic rounding keys on the value's index).
+size_t EncodeRangeAlignment(const weftCompression& spec);
+void EncodeRange(const weftCompression& spec, const float* src, size_t count, size_t first,
+                 size_t n, uint8_t* dst, uint64_t stream);
+
 // Decodes into dst and, in the same pass over the data, stores dropped[i] = src_values[i] -
 // dst[i] (0 where dst[i] is not finite): what error feedback carries into the next call.
 void DecodeWithDropped(const weftCompression& spec, const uint8_t* encoded, size_t count,

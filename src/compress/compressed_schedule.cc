@@ -46,10 +46,11 @@ size_t RecordedElements(const ScheduleRequest& req, int rank) {
 
 Status Execute(weftComm_t comm, const RankSchedule& rs, int window, const weftCompression& spec,
                weftRedOp_t op, uint64_t tag, const float* in, float* out,
-               ScratchBuffer* scratch, const char* what) {
+               ScratchBuffer* scratch, const char* what, bool keep_sources) {
   ExecExtras extras;
   extras.codec = &spec;
   extras.scratch = scratch;
+  extras.keep_codec_sources = keep_sources;
   return ExecuteOnComm(comm, rs, window, weftFloat32, op, tag, in, out, what, extras);
 }
 
@@ -90,7 +91,9 @@ Status RunCompressedRequest(weftComm_t comm, const AlgorithmInfo& algorithm,
   const RankSchedule& rs = (*sched)->ranks[comm->rank];
   const uint64_t tag = MakeCallTag(DescriptorHash(collective, HashedCount(shape), spec, op), scope.seq);
   if (comm->direct != nullptr) comm->direct->PublishCurrentCall(tag);  // peers' plan check
-  Status st = Execute(comm, rs, (*sched)->window, spec, op, tag, in, out, scratch, what.c_str());
+  // Error feedback (rank_schedule wanted) reads the encodes' sources after the call.
+  Status st = Execute(comm, rs, (*sched)->window, spec, op, tag, in, out, scratch, what.c_str(),
+                      rank_schedule != nullptr);
   if (st.ok() && rank_schedule != nullptr) *rank_schedule = rs;
   return EndCall(comm, view, scope, std::move(st));
 }

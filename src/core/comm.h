@@ -222,6 +222,7 @@ Status EndCall(weftComm* comm, const CollectiveCall& call, const CallScope& scop
 struct ExecExtras {
   const std::vector<PeerUserBuffers>* peer_buffers = nullptr;  // zero-copy: peers' buffers
   const weftCompression* codec = nullptr;                        // codec steps' spec
+  bool keep_codec_sources = false;  // ExecContext::keep_codec_sources (error feedback)
   ScratchBuffer* scratch = nullptr;                              // default: the communicator's
   size_t first_step = 0;  // ExecContext::first_step: the tiny path ran the steps before it
 };

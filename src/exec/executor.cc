@@ -13,6 +13,9 @@
 
 #include "algorithms/step_table.h"
 #include "common/log.h"
+#include "common/settings.h"
+#include "exec/codec_chain.h"
+#include "kernels/codec_layout.h"
 #include "kernels/dtype.h"
 #include "kernels/reduce.h"
 
@@ -170,6 +173,15 @@ class Runner {
   Status IssueInOrder(size_t* next);
   StatusOr<bool> RetireCompleted();
   Status IssueCodec(size_t index);
+  // Codec chains (exec/codec_chain.h): found by Prepare when the CPU kernels run a compressed
+  // schedule; ChainAt(i) is the chain starting at step i, if any.
+  void FindChains();
+  const CodecChain* ChainAt(size_t index) const {
+    if (chain_at_.empty() || chain_at_[index] < 0) return nullptr;
+    return &chains_[static_cast<size_t>(chain_at_[index])];
+  }
+  bool ChainBlocked(const CodecChain& c) const;
+  Status RunChain(const CodecChain& c);
   // Compressed schedules: the encoded regions (Prepare), and the one `r` resolves to, if any.
   Status FindEncodedRegions();
   EncodedRegion* EncodedAt(const Region& r);
@@ -221,6 +233,8 @@ class Runner {
   std::vector<uint8_t>& direct_firsts_ = t_direct_firsts;
   bool direct_used_ = false;  // the schedule has direct steps (window, signals)  // kSignalled | kWaited per peer
   std::vector<EncodedRegion> encoded_;  // compressed schedules only (ctx_.codec set)
+  std::vector<CodecChain> chains_;
+  std::vector<int32_t> chain_at_;  // per step: its chain's index when one starts there, else -1
   // The call tag of the first signal to / wait on `peer` in this operation, else 0.
   uint64_t FirstTag(int peer, uint8_t which) {
     uint64_t tag = PeekFirstTag(peer, which);
@@ -291,6 +305,7 @@ Status Runner::Prepare() {
   }
   // Encoded regions resolve into the scratch just placed.
   if (ctx_.codec != nullptr) WEFT_RETURN_IF_ERROR(FindEncodedRegions());
+  if (ctx_.codec != nullptr) FindChains();
   // Refuse up front what the backend cannot touch (e.g. device buffers on the CPU backend):
   // failing at the first kernel would leave the peers half-way through the schedule.
   for (MemKind k : {bufs_.kind, scratch_kind_})
@@ -488,6 +503,71 @@ Status Runner::IssueCodec(size_t index) {
   return RunKernel(index, [&](KernelRequest* r) {
     return kb_.DecodeReduce(Ref(s.dst), encoded, s.dst.count, spec, ctx_.op, r);
   });
+}
+
+// Chains run on the CPU kernels only (they call the host codecs and reductions directly), on
+// float32 values; WEFT_FUSE_CODEC_STEPS=0 keeps the steps one by one.
+void Runner::FindChains() {
+  chains_.clear();
+  chain_at_.clear();
+  static const bool enabled = SettingFlagOr("WEFT_FUSE_CODEC_STEPS", true);
+  if (!enabled || ctx_.dtype != weftFloat32 || &kb_ != &CpuKernelBackend() ||
+      !codec::ValidateSpec(*ctx_.codec).empty())
+    return;
+  chains_ = FindCodecChains(sched_.steps, *ctx_.codec, ctx_.keep_codec_sources);
+  if (chains_.empty()) return;
+  chain_at_.assign(sched_.steps.size(), -1);
+  for (size_t i = 0; i < chains_.size(); ++i) chain_at_[chains_[i].first] = static_cast<int32_t>(i);
+}
+
+bool Runner::ChainBlocked(const CodecChain& c) const {
+  if (inflight_.empty()) return false;
+  for (size_t i = c.first; i <= c.last; ++i) {
+    const Access a = AccessOf(sched_.steps[i]);
+    for (const auto& f : inflight_)
+      if (Conflicts(a, f->access)) return true;
+  }
+  return false;
+}
+
+// The chain's steps with their memory resolved and checked as IssueCodec checks them, then
+// run tile by tile.
+Status Runner::RunChain(const CodecChain& c) {
+  const weftCompression& spec = *ctx_.codec;
+  thread_local std::vector<ChainStep> steps;
+  steps.clear();
+  for (size_t i = c.first; i <= c.last; ++i) {
+    const Step& s = sched_.steps[i];
+    ChainStep cs;
+    cs.op = s.op;
+    if (s.op == StepOp::kDecode || s.op == StepOp::kDecodeReduce) {
+      EncodedRegion* e = EncodedAt(s.src);
+      if (e == nullptr || !e->holds)
+        return InvalidArgument(Describe(s, i) + ": decodes " + std::to_string(s.src.count) +
+                               " elements that hold no encoding (nothing encoded or received them)");
+      const size_t want = codec::EncodedBytes(spec, s.dst.count);
+      if (e->bytes != want)
+        return InvalidArgument(Describe(s, i) + ": decode src holds " + std::to_string(e->bytes) +
+                               " bytes, the codec encodes to exactly " + std::to_string(want) +
+                               " (a mismatched codec spec or a truncated message)");
+      cs.src = Resolve(s.src);
+    } else if (s.op == StepOp::kEncode) {
+      EncodedRegion* e = EncodedAt(s.dst);
+      if (e == nullptr) return InternalError(Describe(s, i) + ": its dst is no encoded region");
+      e->holds = true;
+      e->bytes = codec::EncodedBytes(spec, s.src.count);
+      cs.encoded = Resolve(s.dst);
+      cs.offset = s.src.offset - c.acc.offset;
+      cs.count = s.src.count;
+      cs.stream = static_cast<uint64_t>(ctx_.rank) << 32 | s.codec_stream;
+    } else if (s.op != StepOp::kFinalize) {
+      cs.src = Resolve(s.src);
+    }
+    steps.push_back(cs);
+  }
+  RunCodecChain(steps, reinterpret_cast<float*>(Resolve(c.acc)), c.acc.count, c.acc_dead, spec,
+                ctx_.op, ctx_.nranks);
+  return OkStatus();
 }
 
 // Asynchronous steps are posted to their transport and retired when it completes them.
@@ -751,7 +831,10 @@ Status Runner::RunReady(size_t* next) {
   while (*next < n) {
     const Step& s = sched_.steps[*next];
     const StepSemantics& m = SemanticsOf(s.op);
-    if (!m.asynchronous) {
+    if (const CodecChain* c = ChainAt(*next)) {
+      WEFT_RETURN_IF_ERROR(RunChain(*c));
+      *next = c->last;
+    } else if (!m.asynchronous) {
       WEFT_RETURN_IF_ERROR(IssueLocal(*next));
     } else if (s.op == StepOp::kWait && direct_used_ && s.peer >= 0 &&
                s.peer < ctx_.nranks) {
@@ -777,6 +860,12 @@ Status Runner::IssueInOrder(size_t* next) {
     if (m.sends != StepOperand::kNone && !m.receives && !unforwarded_.empty() &&
         ForwardPending(s.peer, s.channel))
       break;
+    if (const CodecChain* c = ChainAt(*next)) {  // every step of it may run now, or none
+      if (ChainBlocked(*c)) break;
+      WEFT_RETURN_IF_ERROR(RunChain(*c));
+      *next = c->last + 1;
+      continue;
+    }
     // A local step issued with nothing in flight needs no hazard check and no slot: skip
     // resolving its memory (the tiny-message path issues most of its steps so).
     Access a;

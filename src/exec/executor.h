@@ -71,6 +71,9 @@ struct ExecContext {
   // The codec of encode/decode steps (compressed schedules, dtype float32); nullptr when the
   // schedule has none (a codec step then fails naming itself).
   const weftCompression* codec = nullptr;
+  // The caller reads the encodes' float32 sources after the call (error feedback): chains of
+  // codec steps (exec/codec_chain.h) then store every value they build.
+  bool keep_codec_sources = false;
   // Steps before this one already ran (the tiny-call path, exec/tiny_program.h, stopped at a
   // wait whose signal had not arrived): the executor continues from here, with nothing in
   // flight, knowing which peers those steps already signalled or waited on.

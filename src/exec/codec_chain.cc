@@ -1,0 +1,174 @@
+// Codec chains (see codec_chain.h).
+#include "exec/codec_chain.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "algorithms/step_table.h"
+#include "kernels/codec.h"
+#include "kernels/reduce.h"
+
+namespace weft {
+namespace {
+
+bool SameRegion(const Region& a, const Region& b) {
+  return a.buffer == b.buffer && a.offset == b.offset && a.count == b.count;
+}
+bool Inside(const Region& r, const Region& p) {
+  return r.buffer == p.buffer && r.offset >= p.offset && r.offset + r.count <= p.offset + p.count;
+}
+bool Touches(const Region& r, const Region& p) {
+  return r.count > 0 && p.count > 0 && r.buffer == p.buffer && r.offset < p.offset + p.count &&
+         p.offset < r.offset + r.count;
+}
+bool Opens(StepOp op) {
+  return op == StepOp::kCopy || op == StepOp::kReduce || op == StepOp::kDecode ||
+         op == StepOp::kDecodeReduce;
+}
+bool Continues(StepOp op) {
+  return op == StepOp::kReduce || op == StepOp::kDecodeReduce || op == StepOp::kFinalize;
+}
+bool Decodes(StepOp op) { return op == StepOp::kDecode || op == StepOp::kDecodeReduce; }
+
+// Whether a step after the chain reads or writes p on this rank.
+bool TouchedAfter(const std::vector<Step>& steps, size_t from, const Region& p) {
+  for (size_t i = from; i < steps.size(); ++i) {
+    const StepRegions g = LocalRegions(steps[i]);
+    for (const Region* r : {g.read[0], g.read[1], g.write})
+      if (r != nullptr && Touches(*r, p)) return true;
+  }
+  return false;
+}
+
+// Steps [first, end_lead) build P, [end_lead, end) encode parts of it: whether they may run as
+// a chain (the tiles of one step never read what a later step's earlier tiles wrote).
+bool Chainable(const std::vector<Step>& steps, size_t first, size_t end_lead, size_t end,
+               const Region& p, size_t align) {
+  bool decodes = false;
+  for (size_t i = first; i < end_lead; ++i) {
+    decodes = decodes || Decodes(steps[i].op);
+    if (steps[i].op != StepOp::kFinalize && Touches(steps[i].src, p)) return false;
+  }
+  std::vector<std::pair<size_t, size_t>> parts;  // [lo, hi) of each encode inside P
+  for (size_t e = end_lead; e < end; ++e) {
+    const Region& dst = steps[e].dst;
+    if (Touches(dst, p)) return false;
+    for (size_t i = first; i < e; ++i)
+      if (Touches(dst, steps[i].op == StepOp::kEncode ? steps[i].dst : steps[i].src)) return false;
+    const size_t lo = steps[e].src.offset - p.offset, hi = lo + steps[e].src.count;
+    // Tiles of P decode on their own only from aligned offsets (an encode's tiles start at
+    // its own first value).
+    if (decodes && (lo % align != 0 || (hi % align != 0 && hi != p.count))) return false;
+    parts.emplace_back(lo, hi);
+  }
+  std::sort(parts.begin(), parts.end());
+  for (size_t k = 1; k < parts.size(); ++k)
+    if (parts[k].first < parts[k - 1].second) return false;  // one encode per value
+  return true;
+}
+
+}  // namespace
+
+std::vector<CodecChain> FindCodecChains(const std::vector<Step>& steps,
+                                        const weftCompression& spec, bool keep_acc) {
+  std::vector<CodecChain> chains;
+  const size_t align = codec::EncodeRangeAlignment(spec);
+  if (align == 0) return chains;
+  for (size_t i = 0; i < steps.size();) {
+    const Step& s = steps[i];
+    if (!Opens(s.op) || s.dst.buffer != Buffer::kScratch || s.dst.count == 0) {
+      ++i;
+      continue;
+    }
+    const Region p = s.dst;
+    size_t lead = i + 1;
+    while (lead < steps.size() && Continues(steps[lead].op) && SameRegion(steps[lead].dst, p)) ++lead;
+    size_t end = lead;
+    while (end < steps.size() && steps[end].op == StepOp::kEncode && steps[end].src.count > 0 &&
+           Inside(steps[end].src, p))
+      ++end;
+    if (end > lead && Chainable(steps, i, lead, end, p, align)) {
+      CodecChain c;
+      c.first = i;
+      c.last = end - 1;
+      c.acc = p;
+      c.acc_dead = !keep_acc && !TouchedAfter(steps, end, p);
+      chains.push_back(c);
+      i = end;
+      continue;
+    }
+    i = lead;
+  }
+  return chains;
+}
+
+namespace {
+
+// 16 KiB of float32 per tile: it and a decoded tile stay in L1 between the steps.
+constexpr size_t kTileValues = 4096;
+
+// The leading steps on values [at, at + n) of P: from `cur` (what P holds there) into `tile`.
+void BuildTile(const std::vector<ChainStep>& steps, const float* cur, size_t at, size_t n,
+               size_t acc_count, const weftCompression& spec, weftRedOp_t op, int nranks,
+               float* tile, float* decoded) {
+  for (const ChainStep& s : steps) {
+    switch (s.op) {
+      case StepOp::kCopy:
+        std::memcpy(tile, static_cast<const float*>(s.src) + at, n * sizeof(float));
+        break;
+      case StepOp::kReduce:
+        kernels::Reduce(tile, cur, static_cast<const float*>(s.src) + at, n, weftFloat32, op);
+        break;
+      case StepOp::kDecode:
+        codec::DecodeRange(spec, static_cast<const uint8_t*>(s.src), acc_count, at, n, tile);
+        break;
+      case StepOp::kDecodeReduce:
+        codec::DecodeRange(spec, static_cast<const uint8_t*>(s.src), acc_count, at, n, decoded);
+        kernels::Reduce(tile, cur, decoded, n, weftFloat32, op);
+        break;
+      case StepOp::kFinalize:
+        if (cur != tile) std::memcpy(tile, cur, n * sizeof(float));
+        kernels::Finalize(tile, n, weftFloat32, op, nranks);
+        break;
+      default:  // encodes: the caller's
+        continue;
+    }
+    cur = tile;
+  }
+}
+
+}  // namespace
+
+void RunCodecChain(const std::vector<ChainStep>& steps, float* acc, size_t acc_count,
+                   bool acc_dead, const weftCompression& spec, weftRedOp_t op, int nranks) {
+  const size_t align = codec::EncodeRangeAlignment(spec);
+  const size_t tile_values = std::max(align, kTileValues / align * align);
+  thread_local std::vector<float> tile_buf, decoded_buf;
+  if (tile_buf.size() < tile_values) tile_buf.resize(tile_values);
+  if (decoded_buf.size() < tile_values) decoded_buf.resize(tile_values);
+  // Segments of P: each encode's values, and (when P is read later) the values between them.
+  std::vector<const ChainStep*> encodes;
+  for (const ChainStep& s : steps)
+    if (s.op == StepOp::kEncode) encodes.push_back(&s);
+  std::sort(encodes.begin(), encodes.end(),
+            [](const ChainStep* a, const ChainStep* b) { return a->offset < b->offset; });
+  auto run = [&](size_t lo, size_t hi, const ChainStep* encode) {
+    for (size_t at = lo; at < hi; at += tile_values) {
+      const size_t n = std::min(tile_values, hi - at);
+      float* tile = acc_dead ? tile_buf.data() : acc + at;  // written back: P is read later
+      BuildTile(steps, acc + at, at, n, acc_count, spec, op, nranks, tile, decoded_buf.data());
+      if (encode != nullptr)
+        codec::EncodeRange(spec, tile, encode->count, at - encode->offset, n, encode->encoded,
+                           encode->stream);
+    }
+  };
+  size_t at = 0;
+  for (const ChainStep* e : encodes) {
+    if (!acc_dead && at < e->offset) run(at, e->offset, nullptr);
+    run(e->offset, e->offset + e->count, e);
+    at = e->offset + e->count;
+  }
+  if (!acc_dead && at < acc_count) run(at, acc_count, nullptr);
+}
+
+}  // namespace weft

@@ -1,0 +1,61 @@
+// Codec chains: the executor's fusion of a compressed schedule's local work.
+//
+// A compressed schedule builds a float32 value and encodes it: the hierarchical allreduce's
+// owner adds its lane into the member's lane it received, then encodes each sub-slice of the
+// sum; the owner of a reduced slice decodes the first host's contribution, decode-reduces the
+// others', finalizes, then encodes the result. Run step by step, each step is a pass over
+// memory (the sum written, read back, written, read again), and on a machine whose cores wait
+// on DRAM those passes are the call's CPU time. Run as a chain, tile by tile (16 KiB of
+// float32: L1-resident), every step touches each tile while it is in the cache: the inputs and
+// encodings are read once, the encodings written once, and the float32 value is written back
+// only when something reads it later (or never, when it is dead).
+//
+// The chain computes exactly what the steps compute, element by element and in the same order
+// (the reductions, decodes and finalize are element-wise; EncodeRange/DecodeRange of aligned
+// ranges give the whole call's bits), so fused and step-by-step runs are bitwise identical
+// (tests/codec_chain_test.cc; WEFT_FUSE_CODEC_STEPS=0 runs the steps one by one).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "algorithms/schedule.h"
+#include "common/status.h"
+#include "weft/weft.h"
+#include "weft/weft_compress.h"
+
+namespace weft {
+
+struct CodecChain {
+  size_t first = 0, last = 0;  // steps [first, last] of the rank's schedule
+  Region acc;                  // float32 region the leading steps write and the encodes read
+  bool acc_dead = false;       // no step after `last` touches acc: its values need no store
+};
+
+// The chains of a rank's steps: a run that opens with a copy, reduce, decode or decode-reduce
+// into a Scratch region P, continues with reduces, decode-reduces and finalizes of exactly P,
+// and ends with encodes of parts of P (at least one of each kind), where every encode's
+// boundaries inside P lie on the codec's range alignment (so each tile of P decodes and
+// encodes on its own). Top-k (which selects over a whole encode) has none. `keep_acc`: P is
+// never dead (error feedback reads the encodes' sources after the call).
+std::vector<CodecChain> FindCodecChains(const std::vector<Step>& steps,
+                                        const weftCompression& spec, bool keep_acc);
+
+// One step of a chain with its memory resolved by the executor (float32 values; encodings as
+// bytes, their sizes already checked).
+struct ChainStep {
+  StepOp op = StepOp::kCopy;
+  const void* src = nullptr;  // copy/reduce: values aligned with acc; decodes: the encoding
+  uint8_t* encoded = nullptr;  // encode: where the encoding goes
+  size_t offset = 0;           // encode: its first value's offset in acc
+  size_t count = 0;            // encode: its values
+  uint64_t stream = 0;         // encode: stochastic-rounding stream
+};
+
+// Runs a chain over acc[0..acc_count) (see FindCodecChains; the steps in schedule order).
+// op/nranks: the call's reduction and the average's divisor. Host memory, CPU kernels.
+void RunCodecChain(const std::vector<ChainStep>& steps, float* acc, size_t acc_count,
+                   bool acc_dead, const weftCompression& spec, weftRedOp_t op, int nranks);
+
+}  // namespace weft

@@ -1,0 +1,222 @@
+// Codec chains (exec/codec_chain.h): the executor runs a compressed schedule's runs of local
+// codec work tile by tile, and the result must be the bits the steps give one by one. Each
+// test builds a one-rank schedule of such a run, checks that the executor finds it as a chain
+// (with or without the float32 value stored), runs it through ExecuteSchedule, and compares
+// the encodings (copied to the output) and any stored value with the steps' semantics computed
+// here on whole arrays with the codec and reduction kernels. The hierarchical allreduce's own
+// schedule has its phase-1 and phase-4 runs found as chains.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "algorithms/compressed.h"
+#include "algorithms/registry.h"
+#include "exec/codec_chain.h"
+#include "exec/executor.h"
+#include "exec/scratch.h"
+#include "kernels/codec.h"
+#include "kernels/reduce.h"
+#include "weft/weft_compress.h"
+
+namespace weft {
+namespace {
+
+weftCompression Spec(weftCodec_t codec, uint32_t block = 128, uint32_t flags = 0) {
+  weftCompression s;
+  weftCompressionDefault(codec, &s);
+  s.block = block;
+  s.flags = flags;
+  return s;
+}
+
+std::vector<weftCompression> Codecs() {
+  return {Spec(weftCodecInt8), Spec(weftCodecInt8, 64, WEFT_COMPRESS_STOCHASTIC),
+          Spec(weftCodecFp8E4M3), Spec(weftCodecFp8E5M2), Spec(weftCodecInt4),
+          Spec(weftCodecInt4, 128, WEFT_COMPRESS_HADAMARD), Spec(weftCodecSign1),
+          Spec(weftCodecBf16), Spec(weftCodecFp16)};
+}
+
+std::vector<float> Values(size_t n, int seed) {
+  std::vector<float> v(n);
+  uint32_t x = 2463534242u + static_cast<uint32_t>(seed) * 7919u;
+  for (size_t i = 0; i < n; ++i) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    v[i] = (static_cast<float>(x % 20001) - 10000.0f) / 977.0f;
+  }
+  return v;
+}
+
+// Runs one rank's steps on `in` through the executor; returns the output.
+std::vector<float> Run(const RankSchedule& rs, const weftCompression& spec, weftRedOp_t op,
+                       int nranks, const std::vector<float>& in) {
+  std::vector<float> out(rs.output_count, -7.0f);
+  std::vector<Transport*> peers(1, nullptr);
+  ScratchBuffer heap;
+  ExecContext ctx;
+  ctx.rank = 0;
+  ctx.nranks = nranks;  // the average's divisor (no step talks to another rank)
+  ctx.op = op;
+  ctx.tag = 1;
+  ctx.timeout_s = 5;
+  ctx.peer_transport = &peers;
+  ctx.scratch = &heap;
+  ctx.what = "codec chain test";
+  ctx.codec = &spec;
+  ExecBuffers b;
+  b.input = in.data();
+  b.output = out.data();
+  const Status st = ExecuteSchedule(rs, 4, ctx, b);
+  EXPECT_TRUE(st.ok()) << st.message();
+  return out;
+}
+
+std::vector<uint8_t> Encoded(const weftCompression& spec, const float* v, size_t n, uint64_t stream) {
+  std::vector<uint8_t> e(codec::EncodedBytes(spec, n));
+  codec::Encode(spec, v, n, e.data(), stream);
+  return e;
+}
+
+// The output holds encodings copied as float32 elements: their bytes.
+void ExpectBytes(const std::vector<float>& out, size_t at, const std::vector<uint8_t>& want,
+                 const std::string& what) {
+  ASSERT_LE(at * 4 + want.size(), out.size() * 4) << what;
+  EXPECT_EQ(0, std::memcmp(reinterpret_cast<const uint8_t*>(out.data()) + at * 4, want.data(),
+                           want.size()))
+      << what;
+}
+
+// Phase 1 of the hierarchical allreduce on a host of two: P holds the member's lane, the owner
+// adds its own lane, then encodes P's sub-slices (here cut at a value no block boundary
+// aligns with). `keep`: a later copy reads P, so the chain stores it.
+void HostReduceThenEncode(const weftCompression& spec, bool keep) {
+  const size_t n = 3001, h = 1437;
+  const std::string what = std::string(codec::CodecName(spec.codec)) + (keep ? " kept" : " dead");
+  std::vector<float> in = Values(2 * n, 1);
+  const Region p = Tmp(0, n);
+  const size_t e0 = EncodedElements(spec, h), e1 = EncodedElements(spec, n - h);
+  const Region enc0 = Tmp(n, e0), enc1 = Tmp(n + e0, e1);
+  RankSchedule rs;
+  rs.input_count = 2 * n;
+  rs.output_count = e0 + e1 + n;
+  rs.scratch_count = n + e0 + e1;
+  rs.steps = {CopyStep(In(n, n), p),  // the member's lane (received, in the real schedule)
+              CopyStep(In(0, 1), Out(e0 + e1, 1)),  // not part of a chain: P stays as copied
+              ReduceStep(In(0, n), p), EncodeStep(Region{p.buffer, 0, h}, enc0, 5),
+              EncodeStep(Region{p.buffer, h, n - h}, enc1, 6), CopyStep(enc0, Out(0, e0)),
+              CopyStep(enc1, Out(e0, e1))};
+  if (keep) rs.steps.push_back(CopyStep(p, Out(e0 + e1, n)));
+  const std::vector<CodecChain> chains = FindCodecChains(rs.steps, spec, false);
+  ASSERT_EQ(chains.size(), 1u) << what;
+  EXPECT_EQ(chains[0].first, 2u);
+  EXPECT_EQ(chains[0].last, 4u);
+  EXPECT_EQ(chains[0].acc_dead, !keep) << what;
+
+  std::vector<float> sum(n);
+  kernels::Reduce(sum.data(), in.data() + n, in.data(), n, weftFloat32, weftSum);
+  const std::vector<float> out = Run(rs, spec, weftSum, 2, in);
+  ExpectBytes(out, 0, Encoded(spec, sum.data(), h, 5), what + " enc0");
+  ExpectBytes(out, e0, Encoded(spec, sum.data() + h, n - h, 6), what + " enc1");
+  if (keep) EXPECT_EQ(0, std::memcmp(out.data() + e0 + e1, sum.data(), n * 4)) << what;
+}
+
+TEST(CodecChain, HostReduceThenEncodeIsBitwiseTheSteps) {
+  for (const weftCompression& spec : Codecs()) {
+    HostReduceThenEncode(spec, false);
+    HostReduceThenEncode(spec, true);
+  }
+}
+
+// Phase 4: decode the first host's contribution, decode-reduce the others', finalize, encode
+// the reduced slice once.
+void DecodeReduceThenEncode(const weftCompression& spec, weftRedOp_t op, bool keep) {
+  const size_t n = 2 * 4096 + 515;  // tiles of 4096 and a tail that is no whole block
+  const std::string what = std::string(codec::CodecName(spec.codec)) + (keep ? " kept" : " dead") +
+                           (op == weftAvg ? " avg" : " sum");
+  std::vector<float> in = Values(3 * n, 2);
+  const size_t e = EncodedElements(spec, n);
+  const Region c0 = Tmp(0, e), c1 = Tmp(e, e), c2 = Tmp(2 * e, e), p = Tmp(3 * e, n),
+               g = Tmp(3 * e + n, e);
+  RankSchedule rs;
+  rs.input_count = 3 * n;
+  rs.output_count = e + n;
+  rs.scratch_count = 4 * e + n;
+  rs.steps = {EncodeStep(In(0, n), c0, 1),     EncodeStep(In(n, n), c1, 2),
+              EncodeStep(In(2 * n, n), c2, 3), DecodeStep(c0, p),
+              DecodeReduceStep(c1, p),         DecodeReduceStep(c2, p),
+              FinalizeStep(p),                 EncodeStep(p, g, 9),
+              CopyStep(g, Out(0, e))};
+  if (keep) rs.steps.push_back(CopyStep(p, Out(e, n)));
+  const std::vector<CodecChain> chains = FindCodecChains(rs.steps, spec, false);
+  ASSERT_EQ(chains.size(), 1u) << what;
+  EXPECT_EQ(chains[0].first, 3u);
+  EXPECT_EQ(chains[0].last, 7u);
+  EXPECT_EQ(chains[0].acc_dead, !keep) << what;
+
+  std::vector<float> sum(n), d(n);
+  codec::Decode(spec, Encoded(spec, in.data(), n, 1).data(), n, sum.data());
+  for (int k = 1; k < 3; ++k) {
+    codec::Decode(spec, Encoded(spec, in.data() + k * n, n, 1 + k).data(), n, d.data());
+    kernels::Reduce(sum.data(), sum.data(), d.data(), n, weftFloat32, op);
+  }
+  if (op == weftAvg) kernels::Finalize(sum.data(), n, weftFloat32, op, 3);
+  const std::vector<float> out = Run(rs, spec, op, 3, in);
+  ExpectBytes(out, 0, Encoded(spec, sum.data(), n, 9), what + " reduced");
+  if (keep) EXPECT_EQ(0, std::memcmp(out.data() + e, sum.data(), n * 4)) << what;
+}
+
+TEST(CodecChain, DecodeReduceThenEncodeIsBitwiseTheSteps) {
+  for (const weftCompression& spec : Codecs())
+    for (weftRedOp_t op : {weftSum, weftAvg}) {
+      DecodeReduceThenEncode(spec, op, false);
+      DecodeReduceThenEncode(spec, op, true);
+    }
+}
+
+// What may not be a chain: top-k (it selects over a whole encode), an encode that a tile of a
+// decode would read after an earlier tile wrote it, encodes that decode runs cannot tile
+// (an unaligned boundary inside P), and runs whose value the caller keeps (error feedback).
+TEST(CodecChain, WhatIsNoChain) {
+  const size_t n = 1000;
+  const Region p = Tmp(0, n), c = Tmp(n, 300), g = Tmp(n + 300, 300);
+  const std::vector<Step> decode_then_encode = {DecodeStep(c, p), EncodeStep(p, g, 1)};
+  EXPECT_TRUE(FindCodecChains(decode_then_encode, Spec(weftCodecTopK), false).empty());
+  EXPECT_EQ(FindCodecChains(decode_then_encode, Spec(weftCodecInt8), false).size(), 1u);
+  const std::vector<Step> overwrites_its_source = {DecodeStep(c, p), EncodeStep(p, c, 1)};
+  EXPECT_TRUE(FindCodecChains(overwrites_its_source, Spec(weftCodecInt8), false).empty());
+  const std::vector<Step> unaligned = {DecodeStep(c, p), EncodeStep(Tmp(0, 500), g, 1),
+                                       EncodeStep(Tmp(500, 500), Tmp(n + 600, 300), 2)};
+  EXPECT_TRUE(FindCodecChains(unaligned, Spec(weftCodecInt8, 128), false).empty());
+  EXPECT_EQ(FindCodecChains(unaligned, Spec(weftCodecInt8, 100), false).size(), 1u);
+  const std::vector<CodecChain> kept = FindCodecChains(decode_then_encode, Spec(weftCodecInt8), true);
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_FALSE(kept[0].acc_dead);
+}
+
+// The hierarchical allreduce on 2 hosts x 2 ranks: per piece, every rank's host reduce and its
+// reduced slice run as chains whose sums nothing reads later.
+TEST(CodecChain, TheHierarchicalAllReduceRunsAsChains) {
+  const AlgorithmInfo* algorithm = FindCompressedAlgorithm(Collective::kAllReduce, "compressed_hierarchical");
+  ASSERT_NE(algorithm, nullptr);
+  ScheduleRequest req;
+  req.collective = Collective::kAllReduce;
+  req.nranks = 4;
+  req.count = size_t{1} << 20;
+  req.codec = Spec(weftCodecInt8);
+  req.groups = {{0, 1}, {2, 3}};
+  req.chunk.chunk_elems = req.count / 4;  // 4 pieces
+  StatusOr<Schedule> sched = BuildSchedule(*algorithm, req);
+  ASSERT_TRUE(sched.ok()) << sched.status().message();
+  for (int r = 0; r < 4; ++r) {
+    const std::vector<CodecChain> chains = FindCodecChains(sched->ranks[r].steps, req.codec, false);
+    EXPECT_EQ(chains.size(), 8u) << "rank " << r;  // 4 pieces x (host reduce, reduced slice)
+    for (const CodecChain& c : chains) EXPECT_TRUE(c.acc_dead) << "rank " << r << " step " << c.first;
+  }
+}
+
+}  // namespace
+}  // namespace weft
