@@ -31,7 +31,7 @@ namespace {
 
 // ---- shared vector pieces ----
 
-uint32_t VectorAbsMaxBits(const float* x, size_t n) {
+inline uint32_t VectorAbsMaxBits(const float* x, size_t n) {
   const __m256i magnitude = _mm256_set1_epi32(0x7FFFFFFF);
   __m256i m = _mm256_setzero_si256();
   size_t i = 0;
@@ -39,11 +39,13 @@ uint32_t VectorAbsMaxBits(const float* x, size_t n) {
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i));
     m = _mm256_max_epu32(m, _mm256_and_si256(v, magnitude));
   }
-  alignas(32) uint32_t lanes[8];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), m);
-  uint32_t result = AbsMaxBits(x + i, n - i);
-  for (uint32_t lane : lanes) result = lane > result ? lane : result;
-  return result;
+  // The 8 lanes' max in registers (a store and a scalar loop cost ~10% of a 128-value block).
+  __m128i q = _mm_max_epu32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
+  q = _mm_max_epu32(q, _mm_shuffle_epi32(q, _MM_SHUFFLE(1, 0, 3, 2)));
+  q = _mm_max_epu32(q, _mm_shuffle_epi32(q, _MM_SHUFFLE(2, 3, 0, 1)));
+  const uint32_t lanes = static_cast<uint32_t>(_mm_cvtsi128_si32(q));
+  const uint32_t tail = AbsMaxBits(x + i, n - i);
+  return lanes > tail ? lanes : tail;
 }
 
 // Round to nearest even, clamp to +-qmax, as IntCode (deterministic). min/max match the
@@ -77,11 +79,15 @@ __m256i VectorStochasticCodes(__m256 x, __m256 inv, __m256 qmax, uint32_t key, u
   return _mm256_cvttps_epi32(r);
 }
 
-// The codes of x[i .. i+7], deterministic or stochastic as the options say.
-__m256i Codes8(const float* x, size_t i, __m256 inv, __m256 qmax, const BlockOptions& o) {
+// The codes of x[i .. i+7], deterministic or stochastic. The choice is a template parameter so
+// that each encode loop inlines its own without a branch per vector: as one function taking
+// the options, GCC left it a call per 8 values.
+template <bool kStochastic>
+__attribute__((always_inline)) inline __m256i Codes8(const float* x, size_t i, __m256 inv,
+                                                     __m256 qmax, const BlockOptions& o) {
   const __m256 v = _mm256_loadu_ps(x + i);
-  return o.stochastic ? VectorStochasticCodes(v, inv, qmax, o.key, o.first_index + static_cast<uint32_t>(i))
-                      : VectorIntCodes(v, inv, qmax);
+  if (!kStochastic) return VectorIntCodes(v, inv, qmax);
+  return VectorStochasticCodes(v, inv, qmax, o.key, o.first_index + static_cast<uint32_t>(i));
 }
 
 // 32 int32 lanes (each in [-128, 127] or [0, 255] for unsigned) -> 32 bytes in order.
@@ -92,7 +98,26 @@ __m256i PackToBytes(__m256i a, __m256i b, __m256i c, __m256i d, bool is_unsigned
   return _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
+// The 32 byte codes of values i .. i+31; codes8(j) gives the int32 codes of values j .. j+7.
+// Four named results, not an array: GCC kept an array of __m256i on the stack, and its stores
+// and reloads were the hottest instructions of the fp8 encode in a perf profile.
+template <typename Codes8Fn>
+void Store32Codes(uint8_t* p, size_t i, bool is_unsigned, Codes8Fn codes8) {
+  const __m256i a = codes8(i), b = codes8(i + 8), c = codes8(i + 16), d = codes8(i + 24);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p + i), PackToBytes(a, b, c, d, is_unsigned));
+}
+
 // ---- int8 ----
+
+// Encodes the whole groups of 32 values; returns how many that was.
+template <bool kStochastic>
+size_t Int8Groups(const float* x, size_t n, __m256 inv, uint8_t* p, const BlockOptions& o) {
+  const __m256 qmax = _mm256_set1_ps(kInt8Max);
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32)
+    Store32Codes(p, i, false, [&](size_t j) { return Codes8<kStochastic>(x, j, inv, qmax, o); });
+  return i;
+}
 
 float Avx2EncodeInt8(const float* x, size_t n, uint8_t* p, const BlockOptions& o) {
   const float scale = BlockScale(VectorAbsMaxBits(x, n), kInt8Max);
@@ -100,13 +125,8 @@ float Avx2EncodeInt8(const float* x, size_t n, uint8_t* p, const BlockOptions& o
     std::memset(p, 0, n);
     return scale;
   }
-  const __m256 inv = _mm256_set1_ps(1.0f / scale), qmax = _mm256_set1_ps(kInt8Max);
-  size_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    __m256i q[4];
-    for (int j = 0; j < 4; ++j) q[j] = Codes8(x, i + 8 * j, inv, qmax, o);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p + i), PackToBytes(q[0], q[1], q[2], q[3], false));
-  }
+  const __m256 inv = _mm256_set1_ps(1.0f / scale);
+  size_t i = o.stochastic ? Int8Groups<true>(x, n, inv, p, o) : Int8Groups<false>(x, n, inv, p, o);
   for (; i < n; ++i)
     p[i] = static_cast<uint8_t>(IntCode(x[i] * (1.0f / scale), kInt8Max, o.stochastic, o.key,
                                         o.first_index + static_cast<uint32_t>(i)));
@@ -125,20 +145,15 @@ void Avx2DecodeInt8(const uint8_t* p, size_t n, float scale, float* out) {
 
 // ---- int4: 16 codes -> 8 bytes, element 2j in the low nibble ----
 
-float Avx2EncodeInt4(const float* x, size_t n, uint8_t* p, const BlockOptions& o) {
-  if (n % 2 != 0) return PortableEncodeInt4(x, n, p, o);
-  const float scale = BlockScale(VectorAbsMaxBits(x, n), kInt4Max);
-  if (std::isnan(scale)) {
-    std::memset(p, 0, (n + 1) / 2);
-    return scale;
-  }
-  const float inv_scalar = 1.0f / scale;
-  const __m256 inv = _mm256_set1_ps(inv_scalar), qmax = _mm256_set1_ps(kInt4Max);
+// Encodes the whole groups of 16 values (n even); returns how many that was.
+template <bool kStochastic>
+size_t Int4Groups(const float* x, size_t n, __m256 inv, uint8_t* p, const BlockOptions& o) {
+  const __m256 qmax = _mm256_set1_ps(kInt4Max);
   const __m128i low_nibble = _mm_set1_epi16(0x000F), high_nibble = _mm_set1_epi16(0x00F0);
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    const __m256i a = Codes8(x, i, inv, qmax, o);
-    const __m256i b = Codes8(x, i + 8, inv, qmax, o);
+    const __m256i a = Codes8<kStochastic>(x, i, inv, qmax, o);
+    const __m256i b = Codes8<kStochastic>(x, i + 8, inv, qmax, o);
     const __m256i words = _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xD8);  // 16 x int16
     // Two int16 codes per 32 bits -> bytes: pack to int8 pairs, then fold each pair.
     const __m128i bytes = _mm_packs_epi16(_mm256_castsi256_si128(words),
@@ -147,6 +162,19 @@ float Avx2EncodeInt4(const float* x, size_t n, uint8_t* p, const BlockOptions& o
                                         _mm_and_si128(_mm_srli_epi16(bytes, 4), high_nibble));
     _mm_storel_epi64(reinterpret_cast<__m128i*>(p + i / 2), _mm_packus_epi16(folded, folded));
   }
+  return i;
+}
+
+float Avx2EncodeInt4(const float* x, size_t n, uint8_t* p, const BlockOptions& o) {
+  if (n % 2 != 0) return PortableEncodeInt4(x, n, p, o);
+  const float scale = BlockScale(VectorAbsMaxBits(x, n), kInt4Max);
+  if (std::isnan(scale)) {
+    std::memset(p, 0, (n + 1) / 2);
+    return scale;
+  }
+  const float inv_scalar = 1.0f / scale;
+  const __m256 inv = _mm256_set1_ps(inv_scalar);
+  size_t i = o.stochastic ? Int4Groups<true>(x, n, inv, p, o) : Int4Groups<false>(x, n, inv, p, o);
   for (; i < n; i += 2) {
     const uint32_t index = o.first_index + static_cast<uint32_t>(i);
     const int q0 = IntCode(x[i] * inv_scalar, kInt4Max, o.stochastic, o.key, index);
@@ -180,19 +208,22 @@ __m256i VectorFp8Codes(__m256 v, __m256 max_value) {
   const __m256 sign_mask = _mm256_set1_ps(-0.0f);
   const __m256i sign = _mm256_srli_epi32(_mm256_castps_si256(_mm256_and_ps(v, sign_mask)), 24);
   const __m256 a = _mm256_min_ps(_mm256_andnot_ps(sign_mask, v), max_value);
-  // Subnormal path: round to multiples of the smallest step by a magic add.
+  // Subnormal path: round to multiples of the smallest step by a magic add. The sum stays in
+  // magic's binade, whose ulp is that step, so the sum's bits minus magic's bits are the
+  // reference's ((a + magic) - magic) * 2^(kMantBits - kMinNormalExp), exactly.
   const __m256 magic = _mm256_set1_ps(Pow2(23 + kMinNormalExp - kMantBits));
-  const __m256 rounded = _mm256_sub_ps(_mm256_add_ps(a, magic), magic);
-  const __m256i sub = _mm256_cvttps_epi32(
-      _mm256_mul_ps(rounded, _mm256_set1_ps(Pow2(kMantBits - kMinNormalExp))));
-  // Normal path: integer round-to-nearest-even of the float's mantissa.
+  const __m256i sub = _mm256_sub_epi32(_mm256_castps_si256(_mm256_add_ps(a, magic)),
+                                       _mm256_castps_si256(magic));
+  // Normal path: integer round-to-nearest-even of the float's mantissa. The re-bias is folded
+  // into the rounding constant: for a normal a the bits exceed (127 - kBias) << 23, so
+  // subtracting that multiple of 2^kDrop before the shift is the reference's subtraction after.
   constexpr int kDrop = 23 - kMantBits;
   const __m256i bits = _mm256_castps_si256(a);
   const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(bits, kDrop), _mm256_set1_epi32(1));
-  const __m256i biased = _mm256_add_epi32(
-      bits, _mm256_add_epi32(_mm256_set1_epi32((1 << (kDrop - 1)) - 1), lsb));
-  const __m256i normal = _mm256_sub_epi32(_mm256_srli_epi32(biased, kDrop),
-                                          _mm256_set1_epi32((127 - kBias) << kMantBits));
+  constexpr uint32_t kRoundAndRebias = (1u << (kDrop - 1)) - 1u - (uint32_t{127 - kBias} << 23);
+  const __m256i round_and_rebias = _mm256_set1_epi32(static_cast<int>(kRoundAndRebias));
+  const __m256i normal =
+      _mm256_srli_epi32(_mm256_add_epi32(bits, _mm256_add_epi32(round_and_rebias, lsb)), kDrop);
   const __m256 is_sub = _mm256_cmp_ps(a, _mm256_set1_ps(Pow2(kMinNormalExp)), _CMP_LT_OQ);
   const __m256i code = _mm256_castps_si256(_mm256_blendv_ps(
       _mm256_castsi256_ps(normal), _mm256_castsi256_ps(sub), is_sub));
@@ -210,37 +241,66 @@ float Avx2EncodeFp8(const float* x, size_t n, uint8_t* p, const BlockOptions& o)
   const float inv_scalar = 1.0f / scale;
   const __m256 inv = _mm256_set1_ps(inv_scalar), qmax = _mm256_set1_ps(qmax_scalar);
   size_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    __m256i q[4];
-    for (int j = 0; j < 4; ++j) {
-      const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i + 8 * j), inv);
-      q[j] = kE4m3 ? VectorFp8Codes<3, 7, -6>(v, qmax) : VectorFp8Codes<2, 15, -14>(v, qmax);
-    }
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p + i), PackToBytes(q[0], q[1], q[2], q[3], true));
-  }
+  for (; i + 32 <= n; i += 32)
+    Store32Codes(p, i, true, [&](size_t j) {
+      const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + j), inv);
+      return kE4m3 ? VectorFp8Codes<3, 7, -6>(v, qmax) : VectorFp8Codes<2, 15, -14>(v, qmax);
+    });
   for (; i < n; ++i) p[i] = kE4m3 ? FloatToE4m3(x[i] * inv_scalar) : FloatToE5m2(x[i] * inv_scalar);
   return scale;
 }
 
+// ---- fp8 decode: each value rebuilt from its code's bits (no table, no gather) ----
+//
+// A code's magnitude m = c & 0x7F is an exponent and a mantissa laid out like a float's, only
+// narrower. Normal codes: m shifted so its mantissa meets a float's, plus (127 - bias) in the
+// exponent field, is the value's float bits (integer arithmetic, exact). Subnormal codes
+// (exponent field 0, so m is the mantissa): m * 2^(1 - bias - mantissa bits), the reference's
+// own conversion and multiply (m < 8: exact, the result a normal float). So no float subnormal
+// enters any operation before `* scale`, and the values do not depend on MXCSR's DAZ. (Shifting m
+// into a float's exponent/mantissa and multiplying by 2^(127 - bias) would be two instructions
+// fewer, but the subnormal codes would then be float subnormals, which DAZ reads as zero.) weft
+// never sets DAZ or FTZ; the final `* scale` is the reference's, so under FTZ both would flush
+// the same subnormal products. NaN codes (e4m3 S.1111.111, e5m2 S.11111.01-11) decode to the
+// reference's positive quiet NaN, e5m2 S.11111.00 to +-inf, both blended in from a compare.
 template <bool kE4m3>
-struct Fp8Table {  // value(code) for every code, from the reference conversion
-  float value[256];
-  Fp8Table() {
-    for (int c = 0; c < 256; ++c)
-      value[c] = kE4m3 ? E4m3ToFloat(static_cast<uint8_t>(c)) : E5m2ToFloat(static_cast<uint8_t>(c));
+__m256 VectorFp8Values(__m256i c) {  // c: 8 codes sign-extended to int32
+  constexpr int kMantBits = kE4m3 ? 3 : 2, kBias = kE4m3 ? 7 : 15;
+  const __m256i m = _mm256_and_si256(c, _mm256_set1_epi32(0x7F));
+  const __m256i normal = _mm256_add_epi32(_mm256_slli_epi32(m, 23 - kMantBits),
+                                          _mm256_set1_epi32((127 - kBias) << 23));
+  const __m256 subnormal =
+      _mm256_mul_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(Pow2(1 - kBias - kMantBits)));
+  const __m256i is_subnormal = _mm256_cmpgt_epi32(_mm256_set1_epi32(1 << kMantBits), m);
+  __m256 a = _mm256_blendv_ps(_mm256_castsi256_ps(normal), subnormal,
+                              _mm256_castsi256_ps(is_subnormal));
+  if (!kE4m3) {
+    const __m256i is_inf = _mm256_cmpeq_epi32(m, _mm256_set1_epi32(0x7C));
+    a = _mm256_blendv_ps(a, _mm256_set1_ps(Infinity()), _mm256_castsi256_ps(is_inf));
   }
-};
+  // The sign-extended code's bit 31 is the code's sign: ORed in, as the reference's negation.
+  a = _mm256_or_ps(a, _mm256_castsi256_ps(_mm256_and_si256(c, _mm256_set1_epi32(INT32_MIN))));
+  const __m256i is_nan = kE4m3 ? _mm256_cmpeq_epi32(m, _mm256_set1_epi32(0x7F))
+                               : _mm256_cmpgt_epi32(m, _mm256_set1_epi32(0x7C));
+  return _mm256_blendv_ps(a, _mm256_set1_ps(QuietNan()), _mm256_castsi256_ps(is_nan));
+}
 
 template <bool kE4m3>
 void Avx2DecodeFp8(const uint8_t* p, size_t n, float scale, float* out) {
-  static const Fp8Table<kE4m3> table;
   const __m256 s = _mm256_set1_ps(scale);
   size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256i codes = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + i)));
-    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_i32gather_ps(table.value, codes, 4), s));
+  for (; i + 16 <= n; i += 16) {
+    const __m128i codes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i));
+    const __m256 low = VectorFp8Values<kE4m3>(_mm256_cvtepi8_epi32(codes));
+    const __m256 high = VectorFp8Values<kE4m3>(_mm256_cvtepi8_epi32(_mm_srli_si128(codes, 8)));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(low, s));
+    _mm256_storeu_ps(out + i + 8, _mm256_mul_ps(high, s));
   }
-  for (; i < n; ++i) out[i] = table.value[p[i]] * scale;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i codes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + i));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(VectorFp8Values<kE4m3>(_mm256_cvtepi8_epi32(codes)), s));
+  }
+  for (; i < n; ++i) out[i] = DecodeFp8Value<kE4m3>(p[i], scale);
 }
 
 // ---- sign1 ----

@@ -17,19 +17,17 @@
 #include "exec/codec_chain.h"
 #include "exec/executor.h"
 #include "exec/scratch.h"
+#include "exec_test_util.h"
 #include "kernels/codec.h"
 #include "kernels/reduce.h"
+#include "test_util.h"
 #include "weft/weft_compress.h"
 
 namespace weft {
 namespace {
 
 weftCompression Spec(weftCodec_t codec, uint32_t block = 128, uint32_t flags = 0) {
-  weftCompression s;
-  weftCompressionDefault(codec, &s);
-  s.block = block;
-  s.flags = flags;
-  return s;
+  return weft_test::CodecSpec(codec, block, flags, 0.01f, 0);
 }
 
 std::vector<weftCompression> Codecs() {
@@ -57,16 +55,9 @@ std::vector<float> Run(const RankSchedule& rs, const weftCompression& spec, weft
   std::vector<float> out(rs.output_count, -7.0f);
   std::vector<Transport*> peers(1, nullptr);
   ScratchBuffer heap;
-  ExecContext ctx;
-  ctx.rank = 0;
-  ctx.nranks = nranks;  // the average's divisor (no step talks to another rank)
+  // nranks: the average's divisor (no step talks to another rank)
+  ExecContext ctx = weft_test::ThreadRankContext(0, nranks, &peers, &heap, &spec, "codec chain test");
   ctx.op = op;
-  ctx.tag = 1;
-  ctx.timeout_s = 5;
-  ctx.peer_transport = &peers;
-  ctx.scratch = &heap;
-  ctx.what = "codec chain test";
-  ctx.codec = &spec;
   ExecBuffers b;
   b.input = in.data();
   b.output = out.data();

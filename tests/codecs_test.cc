@@ -15,6 +15,10 @@
 #include <string>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
+
 #include "kernels/codec.h"
 #include "kernels/codec_ref.h"
 #include "kernels/codec_table.h"
@@ -579,6 +583,120 @@ TEST(Fp8, TiesRoundToEvenAndLargeValuesSaturate) {
   EXPECT_EQ(FloatToE4m3(-1e9f), 0xFE);
   EXPECT_EQ(FloatToE5m2(1e9f), 0x7B);
 }
+
+// Every fp8 code through every table's decoder against the reference's value(code) * scale,
+// bit for bit: the 256 codes at every lane position (offsets 0..15) and with tails of every
+// length, for scales from subnormal to huge, signed zeros, infinities and NaNs.
+float DecodeRef(weftCodec_t c, uint8_t code, float scale) {
+  return c == weftCodecFp8E4M3 ? DecodeFp8Value<true>(code, scale)
+                               : DecodeFp8Value<false>(code, scale);
+}
+
+bool IsFp8NanCode(weftCodec_t c, uint8_t code) {
+  return c == weftCodecFp8E4M3 ? (code & 0x7F) == 0x7F : (code & 0x7F) > 0x7C;
+}
+
+TEST(Fp8, EveryCodeDecodesBitwiseAsTheReference) {
+  const float scales[] = {1.0f, -1.0f, 0.0f, -0.0f, 3.7f, 1.0f / 448, FLT_MIN, FLT_MIN / 8,
+                          FLT_TRUE_MIN, 1e-30f, 0x1p100f, FLT_MAX, -FLT_MAX, Infinity(),
+                          -Infinity(), QuietNan(), FloatFromBits(0xFFC00000u),
+                          FloatFromBits(0x7FC12345u)};
+  std::vector<uint8_t> codes(2 * 256 + 16);
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>(i * 97 + i / 256);
+  const float guard = FloatFromBits(0x7FBADBADu);
+  size_t checked = 0;
+  for (const CodecKernels* table : Tables()) {
+    for (weftCodec_t c : {weftCodecFp8E4M3, weftCodecFp8E5M2}) {
+      for (float scale : scales) {
+        for (size_t offset = 0; offset < 16; ++offset) {
+          const size_t all = codes.size() - offset;
+          for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{9}, size_t{15}, size_t{17},
+                           size_t{24}, size_t{31}, size_t{33}, size_t{256}, all}) {
+            const uint8_t* p = codes.data() + offset;
+            std::vector<float> out(n + 1, guard);
+            table->decode_block[c](p, n, scale, out.data());
+            ASSERT_EQ(FloatBits(out[n]), FloatBits(guard)) << table->isa << " wrote past n=" << n;
+            for (size_t i = 0; i < n; ++i, ++checked) {
+              const float want = DecodeRef(c, p[i], scale);
+              // NaN code times NaN scale: which NaN comes out is the compiler's operand order in
+              // the reference, so only the canonical NaN scale (the one encoders write) is exact.
+              if (IsFp8NanCode(c, p[i]) && std::isnan(scale) && FloatBits(scale) != 0x7FC00000u) {
+                ASSERT_TRUE(std::isnan(out[i])) << table->isa;
+                continue;
+              }
+              ASSERT_EQ(FloatBits(want), FloatBits(out[i]))
+                  << table->isa << " " << CodecName(c) << " code=" << int{p[i]} << " scale bits="
+                  << std::hex << FloatBits(scale) << std::dec << " n=" << n << " i=" << i;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 256u * 2 * 18);
+}
+
+// Every table's fp8 encoder against the reference on a sweep of float bit patterns (every
+// 61st of the magnitudes up to the codec's max, both signs, subnormals included) and on every
+// tie between adjacent codes and its neighbours one ulp away. Each block starts with +-max, so
+// the scale is exactly 1 and the codes are the conversion of the values themselves.
+TEST(Fp8, EncodeMatchesTheReferenceOnEveryFloatPatternSweep) {
+  for (weftCodec_t c : {weftCodecFp8E4M3, weftCodecFp8E5M2}) {
+    const float max = c == weftCodecFp8E4M3 ? kE4m3Max : kE5m2Max;
+    std::vector<float> values;
+    for (uint32_t bits = 0; bits <= FloatBits(max); bits += 61)
+      values.push_back(FloatFromBits(bits | ((bits / 61) % 2 ? 0x80000000u : 0u)));
+    for (int code = 0; code + 1 < (c == weftCodecFp8E4M3 ? 0x7E : 0x7B); ++code) {
+      const float lo = DecodeRef(c, static_cast<uint8_t>(code), 1.0f);
+      const float mid = lo + (DecodeRef(c, static_cast<uint8_t>(code + 1), 1.0f) - lo) / 2;
+      for (float v : {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, max)})
+        values.insert(values.end(), {v, -v});
+    }
+    const size_t block = 128;
+    std::vector<float> x;
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (x.size() % block == 0) x.push_back(x.size() % (2 * block) ? -max : max);
+      x.push_back(values[i]);
+    }
+    for (const CodecKernels* table : Tables()) {
+      std::vector<uint8_t> want(block), got(block);
+      for (size_t b = 0; b < x.size(); b += block) {
+        const size_t n = std::min(block, x.size() - b);
+        const float ws = RefEncode(c, x.data() + b, n, want.data(), BlockOptions{});
+        const float gs = table->encode_block[c](x.data() + b, n, got.data(), BlockOptions{});
+        ASSERT_EQ(ws, 1.0f);
+        ASSERT_EQ(FloatBits(ws), FloatBits(gs)) << table->isa;
+        for (size_t i = 0; i < n; ++i)
+          ASSERT_EQ(int{want[i]}, int{got[i]}) << table->isa << " " << CodecName(c) << " x="
+                                               << x[b + i] << " bits=" << std::hex
+                                               << FloatBits(x[b + i]);
+      }
+    }
+  }
+}
+
+#if defined(__x86_64__)
+// codec_avx2.cc's documented assumption: the fp8 values are rebuilt without float subnormals, so
+// with MXCSR's DAZ and FTZ set (weft never sets them) every code still decodes, at scale 1, to
+// the bits it has in the default environment.
+TEST(Fp8, DecodedValuesDoNotDependOnDenormalsAreZero) {
+  std::vector<uint8_t> codes(256 + 7);
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>(i);
+  for (const CodecKernels* table : Tables()) {
+    for (weftCodec_t c : {weftCodecFp8E4M3, weftCodecFp8E5M2}) {
+      std::vector<float> plain(codes.size()), flushed(codes.size());
+      table->decode_block[c](codes.data(), codes.size(), 1.0f, plain.data());
+      const unsigned saved = _mm_getcsr();
+      _mm_setcsr(saved | 0x8040u);  // FTZ (bit 15) | DAZ (bit 6)
+      table->decode_block[c](codes.data(), codes.size(), 1.0f, flushed.data());
+      _mm_setcsr(saved);
+      ASSERT_EQ(0, std::memcmp(plain.data(), flushed.data(), plain.size() * 4))
+          << table->isa << " " << CodecName(c);
+      EXPECT_EQ(plain[1], c == weftCodecFp8E4M3 ? 0x1p-9f : 0x1p-16f);  // a subnormal code
+    }
+  }
+}
+#endif
 
 // ---- stochastic rounding ----
 

@@ -24,6 +24,7 @@
 #include "compress/compression_pays.h"
 #include "kernels/codec.h"
 #include "sim/engine.h"
+#include "exec_test_util.h"
 #include "test_util.h"
 #include "topo/presets.h"
 #include "exec/executor.h"
@@ -451,15 +452,8 @@ Status SendOneEncoding(const weftCompression spec[2], size_t n, std::vector<floa
       std::vector<Transport*> peers(p, &t);
       std::vector<float> in = Contribution(r, n), unused(n);
       ScratchBuffer heap;
-      ExecContext ctx;
-      ctx.rank = r;
-      ctx.nranks = p;
-      ctx.tag = 7;
-      ctx.timeout_s = 5;
-      ctx.peer_transport = &peers;
-      ctx.scratch = &heap;
-      ctx.what = "compressed schedule test";
-      ctx.codec = &mine;
+      const ExecContext ctx =
+          weft_test::ThreadRankContext(r, p, &peers, &heap, &mine, "compressed schedule test");
       ExecBuffers b;
       b.input = in.data();
       b.output = r == p - 1 ? out->data() : unused.data();
@@ -536,7 +530,34 @@ TEST(CompressedScheduleSim, SendsEncodedBytesAndCostsTheCodec) {
   measured.decode_gbps = speed.decode_gbps;
   measured.encode_fixed_us = speed.encode_fixed_us;
   measured.decode_fixed_us = speed.decode_fixed_us;
+  measured.fused_codec = &spec;  // the executor's codec chains (WEFT_FUSE_CODEC_STEPS default)
   EXPECT_EQ(m->time_us, SimulateSchedule(s, **fabric, 4, measured)->time_us);
+}
+
+// The simulator prices the executor's codec chains (exec/codec_chain.h): on the 2 x 2 harness's
+// fabric, where the codecs and reductions run at DRAM speed, the hierarchical allreduce's
+// chained steps run at the cache rates, so the fused schedule is predicted faster; top-k has
+// no chains and is priced the same.
+TEST(CompressedScheduleSim, PricesCodecChainsAtTheCacheRate) {
+  auto fabric = MakePreset("netns:2x2@2", 0);
+  ASSERT_TRUE(fabric.ok()) << fabric.status().message();
+  const AlgorithmInfo* hier = FindCompressedAlgorithm(Collective::kAllReduce, "compressed_hierarchical");
+  ASSERT_NE(hier, nullptr);
+  for (const weftCompression& spec : {Spec(weftCodecInt8), Spec(weftCodecTopK)}) {
+    ScheduleRequest req = Request(4, size_t{16} << 20, spec);
+    req.groups = {{0, 1}, {2, 3}};
+    req.scope = PlanScope::AllRanks();
+    StatusOr<Schedule> s = BuildSchedule(*hier, req);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    SimOptions plain;
+    plain.encode_gbps = plain.decode_gbps = 4;
+    SimOptions fused = plain;
+    fused.fused_codec = &spec;
+    const double a = SimulateSchedule(*s, **fabric, 4, plain)->time_us;
+    const double b = SimulateSchedule(*s, **fabric, 4, fused)->time_us;
+    if (spec.codec == weftCodecTopK) EXPECT_EQ(a, b);
+    else EXPECT_LT(b, 0.97 * a) << "step by step " << a << " us, fused " << b << " us";
+  }
 }
 
 // Every codec step costs its call's fixed cost on top of its values: a schedule of a few values

@@ -89,8 +89,12 @@ TEST(CompressionPays, ClosedFormIsNearTheSimulation) {
         // weigh more: sign1 on netns:2x1@2 encodes 1 MiB into 32 KiB, which the bucket passes
         // at the line rate; the closed form charges it at 2 Gbit/s, ~150 us too much (1.40 of
         // the simulation, 1.48 since the engine's in-cache CPU rates rose to the measured
-        // ones and the simulation got 55 us faster, the gap unchanged).
-        const double tolerance = bytes < (size_t{16} << 20) ? 0.5 : 0.25;
+        // ones and the simulation got 55 us faster, 1.52 since codec chains made it another
+        // 47 us faster: the ~150 us gap unchanged).
+        // 16 MiB on the CPU-bound 10 Gbit/s pair: 1.16 step by step, 1.28 with codec chains
+        // (the engine charges an unchained reduction at the DRAM rate, the closed form always
+        // at the cache rate, so fusing gains the engine more).
+        const double tolerance = bytes < (size_t{16} << 20) ? 0.6 : bytes < (size_t{64} << 20) ? 0.3 : 0.25;
         EXPECT_NEAR(closed, sim->time_us, tolerance * sim->time_us) << c.preset << " " << codec << " " << bytes;
       }
   }

@@ -150,6 +150,9 @@ StatusOr<SimResult> SimulateCompressedRequest(const Fabric& fabric, const Algori
   options.decode_gbps = speed.decode_gbps;
   options.encode_fixed_us = speed.encode_fixed_us;
   options.decode_fixed_us = speed.decode_fixed_us;
+  // The executor runs codec chains fused unless WEFT_FUSE_CODEC_STEPS=0 (exec/codec_chain.h).
+  static const bool fused = SettingFlagOr("WEFT_FUSE_CODEC_STEPS", true);
+  if (fused) options.fused_codec = &req.codec;
   return SimulateSchedule(*sched, fabric, sizeof(float), options);
 }
 

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "algorithms/compressed.h"
+#include "common/settings.h"
 #include "compress/compressed_schedule.h"
 #include "kernels/codec.h"
 #include "topo/fabric.h"
@@ -140,6 +141,19 @@ Status PredictCompressed(const Fabric& fabric, const std::vector<std::vector<int
 
 }  // namespace
 
+namespace {
+
+// How much faster a codec chain's later steps run than the same steps over DRAM: the core's
+// cache copy rate over its DRAM copy rate (as sim/engine.cc); 1 without chains (top-k, or
+// WEFT_FUSE_CODEC_STEPS=0) or without a DRAM rate.
+double ChainSpeedup(const ComputeParams& c, const weftCompression& spec) {
+  static const bool fused = SettingFlagOr("WEFT_FUSE_CODEC_STEPS", true);
+  if (!fused || codec::EncodeRangeAlignment(spec) == 0 || c.dram_copy_gbps <= 0) return 1.0;
+  return std::max(1.0, c.copy_gbps / c.dram_copy_gbps);
+}
+
+}  // namespace
+
 double CompressedAllReduceAnalyticUs(const Fabric& fabric, const std::vector<std::vector<int>>& host_groups,
                                      bool hierarchical, const weftCompression& spec, size_t count) {
   std::vector<std::vector<int>> hosts;
@@ -180,11 +194,16 @@ double CompressedAllReduceAnalyticUs(const Fabric& fabric, const std::vector<std
     // 6. share: the owner forwards the H encodings of its lane to every other member.
     decode_stage += RoundTime(fabric, shm, from_owner, H * sub_enc);
   }
-  // 2 and 5: encode the lane's H sub-slices, then the reduced one.
-  encode_stage += local(H, speed.encode_fixed_us, lane_bytes, speed.encode_gbps);
-  reduce_stage += local(1, speed.encode_fixed_us, lane_bytes / H, speed.encode_gbps);
+  // 2 and 5: encode the lane's H sub-slices, then the reduced one. The executor's codec chains
+  // (exec/codec_chain.h) encode the host sum (hosts of several ranks) and the reduced slice
+  // from the cache, and decode-reduce all but the first contribution there (as the engine
+  // prices them).
+  const double chained = ChainSpeedup(c, spec);
+  encode_stage += local(H, speed.encode_fixed_us, lane_bytes, speed.encode_gbps * (L > 1 ? chained : 1.0));
+  reduce_stage += local(1, speed.encode_fixed_us, lane_bytes / H, speed.encode_gbps * chained);
   // 4: decode the H contributions and reduce them; 6: decode every lane of the host.
-  reduce_stage += local(H, speed.decode_fixed_us, lane_bytes, speed.decode_gbps) +
+  reduce_stage += local(1, speed.decode_fixed_us, lane_bytes / H, speed.decode_gbps) +
+                  local(H - 1, speed.decode_fixed_us, lane_bytes * (H - 1) / H, speed.decode_gbps * chained) +
                   local(H - 1, 0, lane_bytes * (H - 1) / H, c.reduce_gbps);
   decode_stage += local(double(L) * H, speed.decode_fixed_us, L * lane_bytes, speed.decode_gbps);
   const double host = encode_stage + reduce_stage + decode_stage;

@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "algorithms/step_table.h"
+#include "exec/codec_chain.h"
 #include "transports/shm/shm_transport.h"  // kShmSingleCopyMinBytesDefault
 
 namespace weft {
@@ -174,6 +175,8 @@ struct RankState {
   // order; and which steps have received (their forward may go).
   std::unordered_map<uint64_t, Fifo<int>> forwards;
   std::vector<char> received;
+  // Steps that run inside a codec chain after its first (SimOptions::fused_codec); empty: none.
+  std::vector<char> chained;
 };
 
 uint64_t StreamKey(int to, uint16_t channel) { return static_cast<uint64_t>(to) * 65536 + channel; }
@@ -224,6 +227,7 @@ class Engine {
       ranks_[r].received.assign(sched_.ranks[r].steps.size(), 0);
       ranks_[r].inflight_pos.assign(sched_.ranks[r].steps.size(), -1);
       if (indexed_) ranks_[r].regions = std::make_unique<InflightRegions>();
+      if (opt_.fused_codec != nullptr) MarkChains(r);
     }
     for (int r = 0; r < sched_.nranks; ++r) WEFT_RETURN_IF_ERROR(Issue(r, 0.0));
     while (!events_.empty()) {
@@ -460,11 +464,13 @@ class Engine {
     return std::max(1.0, std::min(opt_.overhead_multiplier, std::ceil(m)));
   }
 
-  double Compute(int r, double start, double bytes, bool reduce, bool staging = false) {
+  // `cached`: the operands are in the cache whatever the call's working set (a codec chain).
+  double Compute(int r, double start, double bytes, bool reduce, bool staging = false,
+                 bool cached = false) {
     const ComputeParams& c = fabric_.Compute(r);
     int res = fabric_.ComputeResource(r);
-    const double miss = Miss(r);
-    const double rate = CoreRate(r, reduce);
+    const double miss = cached ? 0.0 : Miss(r);
+    const double rate = cached ? (reduce ? c.reduce_gbps : c.copy_gbps) : CoreRate(r, reduce);
     const double begin = std::max(start, backlog_[res]);
     double dt = Shared(r, begin, bytes / (rate * 1e3));
     backlog_[res] = begin + dt;
@@ -544,7 +550,7 @@ class Engine {
         continue;
       }
       // Local step: runs on the rank's thread; issuing resumes when it is done.
-      double end = RunLocal(r, st, now);
+      double end = RunLocal(r, st, now, !rs.chained.empty() && rs.chained[idx] != 0);
       rs.busy_until = end;
       rs.done = std::max(rs.done, end);
       Push(end, r, -1);
@@ -626,7 +632,23 @@ class Engine {
 
   // A synchronous step's cost, from what its row of the step table says it does; returns when
   // the rank's thread is free again.
-  double RunLocal(int r, const Step& st, double now) {
+  // The executor's chains of rank r (exec/codec_chain.h), as it finds them (no feedback).
+  void MarkChains(int r) {
+    const std::vector<Step>& steps = sched_.ranks[r].steps;
+    for (const CodecChain& c : FindCodecChains(steps, *opt_.fused_codec, false)) {
+      if (ranks_[r].chained.empty()) ranks_[r].chained.assign(steps.size(), 0);
+      for (size_t i = c.first + 1; i <= c.last; ++i) ranks_[r].chained[i] = 1;
+    }
+  }
+
+  // A chained step's bytes are in the cache: the core's cache rate over its DRAM rate.
+  double CacheSpeedup(int r) const {
+    const ComputeParams& c = fabric_.Compute(r);
+    return c.dram_copy_gbps > 0 ? std::max(1.0, c.copy_gbps / c.dram_copy_gbps) : 1.0;
+  }
+
+  // `chained`: the step runs in a codec chain after its first (SimOptions::fused_codec).
+  double RunLocal(int r, const Step& st, double now, bool chained = false) {
     const StepSemantics& m = SemanticsOf(st.op);
     const double bytes = static_cast<double>(st.dst.count) * elem_;
     if (m.signals) {
@@ -645,7 +667,7 @@ class Engine {
       }
       return end;
     }
-    if (m.codec != StepCodec::kNone) return RunCodec(r, st, now);
+    if (m.codec != StepCodec::kNone) return RunCodec(r, st, now, chained);
     if (m.reads_remote) {
       // A direct read is a copy by this rank's thread; a direct reduce is one pass that loads
       // the peer's bytes as it reduces them: the transfer and the reduction overlap, and the
@@ -658,8 +680,8 @@ class Engine {
       return end;
     }
     switch (m.combine) {
-      case StepCombine::kCopyIn: return Compute(r, now, bytes, false);
-      case StepCombine::kReduceIn: return Compute(r, now, bytes, true);
+      case StepCombine::kCopyIn: return Compute(r, now, bytes, false, false, chained);
+      case StepCombine::kReduceIn: return Compute(r, now, bytes, true, false, chained);
       case StepCombine::kFinalizeIn: return now + fabric_.Compute(r).overhead_us;
       case StepCombine::kNothing: break;
     }
@@ -672,15 +694,15 @@ class Engine {
   // (SimOptions::encode_fixed_us / decode_fixed_us, measured at 1 value) and the rank's
   // per-step overhead. Without a speed, the copy rate. The encoded bytes then travel as
   // ordinary messages of the encoded region's size.
-  double RunCodec(int r, const Step& st, double now) {
+  double RunCodec(int r, const Step& st, double now, bool chained = false) {
     const StepSemantics& m = SemanticsOf(st.op);
     const bool encode = m.codec == StepCodec::kEncodeSrc;
     const double values = static_cast<double>(encode ? st.src.count : st.dst.count) * elem_;
-    const double gbps = encode ? opt_.encode_gbps : opt_.decode_gbps;
+    const double gbps = (encode ? opt_.encode_gbps : opt_.decode_gbps) * (chained ? CacheSpeedup(r) : 1.0);
     const double fixed_us = encode ? opt_.encode_fixed_us : opt_.decode_fixed_us;
     double end = now;
     if (gbps <= 0) {
-      end = Compute(r, now, values, false) + fixed_us;
+      end = Compute(r, now, values, false, false, chained) + fixed_us;
     } else {
       const int res = fabric_.ComputeResource(r);
       const double begin = std::max(now, backlog_[res]);
@@ -689,7 +711,7 @@ class Engine {
       busy_[res] += dt;
       end = backlog_[res];
     }
-    if (m.combine == StepCombine::kReduceIn) end = Compute(r, end, values, true);
+    if (m.combine == StepCombine::kReduceIn) end = Compute(r, end, values, true, false, chained);
     return end + fabric_.Compute(r).overhead_us;
   }
 

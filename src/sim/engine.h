@@ -55,6 +55,7 @@
 #include "algorithms/schedule.h"
 #include "common/status.h"
 #include "topo/fabric.h"
+#include "weft/weft_compress.h"
 
 namespace weft {
 
@@ -73,6 +74,11 @@ struct SimOptions {
   // per-step overhead.
   double encode_gbps = 0, decode_gbps = 0;
   double encode_fixed_us = 0, decode_fixed_us = 0;
+  // The codec of a compressed schedule, when its runs of local codec work run fused (the
+  // executor's chains, exec/codec_chain.h): a chain's steps after its first work on a tile in
+  // the cache, so they run at the core's cache rates (codecs: their rate x copy_gbps /
+  // dram_copy_gbps). nullptr: every step at its DRAM rate.
+  const weftCompression* fused_codec = nullptr;
 };
 
 struct SimResult {
