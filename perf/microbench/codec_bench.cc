@@ -10,7 +10,9 @@
 // DecodeReduce is the fused decode-and-add of a contribution into a float32 sum (the owner's
 // reduction); Feedback is error feedback's pass over an encoding (what it dropped, stored into
 // the residual): "fused" is codec::DroppedIntoResidual, "unfused" the decode to a buffer and
-// the subtraction after it that it replaced.
+// the subtraction after it that it replaced. DecodeAdd is codec::DecodeAddRange, the per-block
+// fused decode-and-add (kernels/codec_reduce.h) of the block codecs without rotation, against
+// DecodeReduce's tile path (decode 4096 values to a buffer, then kernels::Reduce).
 //
 //   codec_bench --benchmark_filter='64M|memcpy' --benchmark_repetitions=3
 #include <cstdint>
@@ -23,6 +25,7 @@
 #include "common/memref.h"
 #include "kernels/codec.h"
 #include "kernels/codec_backend.h"
+#include "kernels/codec_reduce.h"
 #include "weft/weft_compress.h"
 
 namespace {
@@ -103,6 +106,21 @@ void BM_DecodeReduce(benchmark::State& state, const char* codec) {
   Report(state, state.range(0));
 }
 
+void BM_DecodeAdd(benchmark::State& state, const char* codec) {
+  const weftCompression spec = Parse(codec);
+  const size_t count = static_cast<size_t>(state.range(0)) / 4;
+  const std::vector<float> in = GradientLike(count);
+  std::vector<uint8_t> encoded(weft::codec::EncodedBytes(spec, count), 0);
+  weft::codec::Encode(spec, in.data(), count, encoded.data(), 0);
+  std::vector<float> sum(count, 0.0f);
+  for (auto _ : state) {
+    if (!weft::codec::DecodeAddRange(spec, encoded.data(), count, 0, count, sum.data()))
+      state.SkipWithError("DecodeAddRange does not apply to this codec");
+    benchmark::DoNotOptimize(sum.data());
+  }
+  Report(state, state.range(0));
+}
+
 void BM_Feedback(benchmark::State& state, const char* codec, bool fused) {
   const weftCompression spec = Parse(codec);
   const size_t count = static_cast<size_t>(state.range(0)) / 4;
@@ -142,5 +160,10 @@ WEFT_CODEC(sign1, "sign1")
 WEFT_CODEC(topk_1pct, "topk:0.01")
 WEFT_CODEC(int8_stochastic, "int8:stochastic")
 WEFT_CODEC(int4_hadamard, "int4:hadamard")
+BENCHMARK_CAPTURE(BM_DecodeAdd, fp8e4m3, "fp8e4m3") WEFT_SIZES;
+BENCHMARK_CAPTURE(BM_DecodeAdd, fp8e5m2, "fp8e5m2") WEFT_SIZES;
+BENCHMARK_CAPTURE(BM_DecodeAdd, int8, "int8") WEFT_SIZES;
+BENCHMARK_CAPTURE(BM_DecodeAdd, int4, "int4") WEFT_SIZES;
+BENCHMARK_CAPTURE(BM_DecodeAdd, sign1, "sign1") WEFT_SIZES;
 
 }  // namespace
