@@ -116,10 +116,17 @@ __attribute__((always_inline)) inline void Put8(float* out, __m256 v) {
 }
 
 // The values the vector loop leaves (the reference's per-value decoder), written or added.
+// Inlined, not a (tail) call: GCC emits no vzeroupper before a tail call to a function that
+// uses no ymm register, so the upper halves came back dirty into the SSE-compiled caller
+// (codec_reduce.cc), whose every SSE instruction then paid the AVX-SSE transition (the fused
+// fp8 and int4 ran 3x slower than decode-then-reduce, even in cache).
 template <bool kAdd, float (*kValueAt)(const uint8_t*, size_t, float)>
-void DecodeTail(const uint8_t* p, size_t n, float scale, float* out) {
-  if (kAdd) return PortableDecodeAdd<kValueAt>(p, n, scale, out);
-  for (size_t i = 0; i < n; ++i) out[i] = kValueAt(p, i, scale);
+__attribute__((always_inline)) inline void DecodeTail(const uint8_t* p, size_t n, float scale,
+                                                      float* out) {
+  for (size_t i = 0; i < n; ++i) {
+    const float v = kValueAt(p, i, scale);
+    out[i] = kAdd ? out[i] + v : v;
+  }
 }
 
 // ---- int8 ----
