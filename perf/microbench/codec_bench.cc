@@ -90,33 +90,42 @@ void BM_Decode(benchmark::State& state, const char* codec) {
   Report(state, state.range(0));
 }
 
+// The encoding of the benchmark's size of gradient-like values, and a float32 sum to reduce it
+// into (DecodeReduce and DecodeAdd).
+struct Contribution {
+  weftCompression spec;
+  size_t count;
+  std::vector<uint8_t> encoded;
+  std::vector<float> sum;
+};
+Contribution EncodedContribution(benchmark::State& state, const char* codec) {
+  Contribution c{Parse(codec), static_cast<size_t>(state.range(0)) / 4, {}, {}};
+  const std::vector<float> in = GradientLike(c.count);
+  c.encoded.assign(weft::codec::EncodedBytes(c.spec, c.count), 0);
+  weft::codec::Encode(c.spec, in.data(), c.count, c.encoded.data(), 0);
+  c.sum.assign(c.count, 0.0f);
+  return c;
+}
+
 void BM_DecodeReduce(benchmark::State& state, const char* codec) {
-  const weftCompression spec = Parse(codec);
-  const size_t count = static_cast<size_t>(state.range(0)) / 4;
-  const std::vector<float> in = GradientLike(count);
-  std::vector<uint8_t> encoded(weft::codec::EncodedBytes(spec, count), 0);
-  weft::codec::Encode(spec, in.data(), count, encoded.data(), 0);
-  std::vector<float> sum(count, 0.0f);
-  const weft::MemRef dst = weft::MemRef::Host(sum.data(), count * 4);
-  const weft::MemRef src = weft::MemRef::Host(encoded.data(), encoded.size());
+  Contribution c = EncodedContribution(state, codec);
+  const weft::MemRef dst = weft::MemRef::Host(c.sum.data(), c.count * 4);
+  const weft::MemRef src = weft::MemRef::Host(c.encoded.data(), c.encoded.size());
   for (auto _ : state) {
-    if (!weft::CpuDecodeReduce(dst, src, count, spec, weftSum).ok()) state.SkipWithError("decode-reduce failed");
-    benchmark::DoNotOptimize(sum.data());
+    if (!weft::CpuDecodeReduce(dst, src, c.count, c.spec, weftSum).ok())
+      state.SkipWithError("decode-reduce failed");
+    benchmark::DoNotOptimize(c.sum.data());
   }
   Report(state, state.range(0));
 }
 
 void BM_DecodeAdd(benchmark::State& state, const char* codec) {
-  const weftCompression spec = Parse(codec);
-  const size_t count = static_cast<size_t>(state.range(0)) / 4;
-  const std::vector<float> in = GradientLike(count);
-  std::vector<uint8_t> encoded(weft::codec::EncodedBytes(spec, count), 0);
-  weft::codec::Encode(spec, in.data(), count, encoded.data(), 0);
-  std::vector<float> sum(count, 0.0f);
+  Contribution c = EncodedContribution(state, codec);
+  float* sum = c.sum.data();
   for (auto _ : state) {
-    if (!weft::codec::DecodeAddRange(spec, encoded.data(), count, 0, count, sum.data()))
+    if (!weft::codec::DecodeAddRange(c.spec, c.encoded.data(), c.count, 0, c.count, sum))
       state.SkipWithError("DecodeAddRange does not apply to this codec");
-    benchmark::DoNotOptimize(sum.data());
+    benchmark::DoNotOptimize(sum);
   }
   Report(state, state.range(0));
 }
