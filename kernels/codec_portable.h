@@ -35,6 +35,28 @@ inline float PortableEncodeSign(const float* x, size_t n, uint8_t* p, const Bloc
   return EncodeSignBlock(x, n, p);
 }
 
+// Value i of a block's codes, one signature for every block codec (the reference's decoders).
+inline float Int8At(const uint8_t* p, size_t i, float scale) {
+  return DecodeInt8Value(static_cast<int8_t>(p[i]), scale);
+}
+template <bool kE4m3>
+inline float Fp8At(const uint8_t* p, size_t i, float scale) {
+  return DecodeFp8Value<kE4m3>(p[i], scale);
+}
+// DecodeSignValue's value as a sign flip of scale's bits (what its negation is). Written as
+// `-scale`, GCC folds `acc + (-scale)` into `acc - scale`: the same number, but where both are
+// NaN the result is then acc's NaN, not the one kernels::Reduce's compiled `acc + v` returns
+// (IEEE leaves that choice to operand order; codec_reduce_test checks the bits).
+inline float SignAt(const uint8_t* p, size_t i, float scale) {
+  return FloatFromBits(FloatBits(scale) ^ (static_cast<uint32_t>((p[i / 8] >> (i % 8)) & 1u) << 31));
+}
+
+// acc[i] = acc[i] + (value i): the decode-and-add of a block (and the tails of the vector ones).
+template <float (*kValueAt)(const uint8_t*, size_t, float)>
+void PortableDecodeAdd(const uint8_t* p, size_t n, float scale, float* acc) {
+  for (size_t i = 0; i < n; ++i) acc[i] = acc[i] + kValueAt(p, i, scale);
+}
+
 inline void PortableToBf16(const float* s, size_t n, uint16_t* d) {
   for (size_t i = 0; i < n; ++i) d[i] = FloatToBfloat16(s[i]);
 }
@@ -65,6 +87,11 @@ inline CodecKernels MakePortableCodecKernels(const char* isa) {
   k.decode_block[weftCodecFp8E5M2] = &DecodeFp8Block<false>;
   k.encode_block[weftCodecSign1] = &PortableEncodeSign;
   k.decode_block[weftCodecSign1] = &DecodeSignBlock;
+  k.decode_add_block[weftCodecInt8] = &PortableDecodeAdd<&Int8At>;
+  k.decode_add_block[weftCodecInt4] = &PortableDecodeAdd<&DecodeInt4Value>;
+  k.decode_add_block[weftCodecFp8E4M3] = &PortableDecodeAdd<&Fp8At<true>>;
+  k.decode_add_block[weftCodecFp8E5M2] = &PortableDecodeAdd<&Fp8At<false>>;
+  k.decode_add_block[weftCodecSign1] = &PortableDecodeAdd<&SignAt>;
   k.rotate_forward = &RotateForward;
   k.rotate_inverse = &RotateInverse;
   return k;

@@ -23,6 +23,10 @@ struct BlockOptions {
 using EncodeBlockFn = float (*)(const float* x, size_t n, uint8_t* payload, const BlockOptions& o);
 // Decodes n values of one block.
 using DecodeBlockFn = void (*)(const uint8_t* payload, size_t n, float scale, float* out);
+// Adds the n decoded values of one block into acc: acc[i] = acc[i] + v[i], v[i] the exact float
+// DecodeBlockFn writes (a float32 sum's operand order, kernels::Reduce's), fused so that the
+// decoded block never goes through memory (kernels/codec_reduce.h).
+using DecodeAddBlockFn = void (*)(const uint8_t* payload, size_t n, float scale, float* acc);
 using CastToFn = void (*)(const float* src, size_t n, uint16_t* dst);
 // The Hadamard rotation of one block (codec_ref.h RotateForward / RotateInverse).
 using RotateForwardFn = void (*)(const float* x, size_t n, size_t b, const float* signs, float* y);
@@ -35,6 +39,7 @@ struct CodecKernels {
   CastFromFn from_cast[weftNumCodecs] = {};
   EncodeBlockFn encode_block[weftNumCodecs] = {};  // fp8 e4m3/e5m2, int8, int4, sign1
   DecodeBlockFn decode_block[weftNumCodecs] = {};
+  DecodeAddBlockFn decode_add_block[weftNumCodecs] = {};  // the block codecs, sum only
   RotateForwardFn rotate_forward = nullptr;
   RotateInverseFn rotate_inverse = nullptr;
 };

@@ -10,7 +10,9 @@
 // DecodeReduce is the fused decode-and-add of a contribution into a float32 sum (the owner's
 // reduction); Feedback is error feedback's pass over an encoding (what it dropped, stored into
 // the residual): "fused" is codec::DroppedIntoResidual, "unfused" the decode to a buffer and
-// the subtraction after it that it replaced.
+// the subtraction after it that it replaced. DecodeAdd is codec::DecodeAddRange, the per-block
+// fused decode-and-add (kernels/codec_reduce.h) of the block codecs without rotation, against
+// DecodeReduce's tile path (decode 4096 values to a buffer, then kernels::Reduce).
 //
 //   codec_bench --benchmark_filter='64M|memcpy' --benchmark_repetitions=3
 #include <cstdint>
@@ -23,6 +25,7 @@
 #include "common/memref.h"
 #include "kernels/codec.h"
 #include "kernels/codec_backend.h"
+#include "kernels/codec_reduce.h"
 #include "weft/weft_compress.h"
 
 namespace {
@@ -87,18 +90,42 @@ void BM_Decode(benchmark::State& state, const char* codec) {
   Report(state, state.range(0));
 }
 
+// The encoding of the benchmark's size of gradient-like values, and a float32 sum to reduce it
+// into (DecodeReduce and DecodeAdd).
+struct Contribution {
+  weftCompression spec;
+  size_t count;
+  std::vector<uint8_t> encoded;
+  std::vector<float> sum;
+};
+Contribution EncodedContribution(benchmark::State& state, const char* codec) {
+  Contribution c{Parse(codec), static_cast<size_t>(state.range(0)) / 4, {}, {}};
+  const std::vector<float> in = GradientLike(c.count);
+  c.encoded.assign(weft::codec::EncodedBytes(c.spec, c.count), 0);
+  weft::codec::Encode(c.spec, in.data(), c.count, c.encoded.data(), 0);
+  c.sum.assign(c.count, 0.0f);
+  return c;
+}
+
 void BM_DecodeReduce(benchmark::State& state, const char* codec) {
-  const weftCompression spec = Parse(codec);
-  const size_t count = static_cast<size_t>(state.range(0)) / 4;
-  const std::vector<float> in = GradientLike(count);
-  std::vector<uint8_t> encoded(weft::codec::EncodedBytes(spec, count), 0);
-  weft::codec::Encode(spec, in.data(), count, encoded.data(), 0);
-  std::vector<float> sum(count, 0.0f);
-  const weft::MemRef dst = weft::MemRef::Host(sum.data(), count * 4);
-  const weft::MemRef src = weft::MemRef::Host(encoded.data(), encoded.size());
+  Contribution c = EncodedContribution(state, codec);
+  const weft::MemRef dst = weft::MemRef::Host(c.sum.data(), c.count * 4);
+  const weft::MemRef src = weft::MemRef::Host(c.encoded.data(), c.encoded.size());
   for (auto _ : state) {
-    if (!weft::CpuDecodeReduce(dst, src, count, spec, weftSum).ok()) state.SkipWithError("decode-reduce failed");
-    benchmark::DoNotOptimize(sum.data());
+    if (!weft::CpuDecodeReduce(dst, src, c.count, c.spec, weftSum).ok())
+      state.SkipWithError("decode-reduce failed");
+    benchmark::DoNotOptimize(c.sum.data());
+  }
+  Report(state, state.range(0));
+}
+
+void BM_DecodeAdd(benchmark::State& state, const char* codec) {
+  Contribution c = EncodedContribution(state, codec);
+  float* sum = c.sum.data();
+  for (auto _ : state) {
+    if (!weft::codec::DecodeAddRange(c.spec, c.encoded.data(), c.count, 0, c.count, sum))
+      state.SkipWithError("DecodeAddRange does not apply to this codec");
+    benchmark::DoNotOptimize(sum);
   }
   Report(state, state.range(0));
 }
@@ -142,5 +169,10 @@ WEFT_CODEC(sign1, "sign1")
 WEFT_CODEC(topk_1pct, "topk:0.01")
 WEFT_CODEC(int8_stochastic, "int8:stochastic")
 WEFT_CODEC(int4_hadamard, "int4:hadamard")
+BENCHMARK_CAPTURE(BM_DecodeAdd, fp8e4m3, "fp8e4m3") WEFT_SIZES;
+BENCHMARK_CAPTURE(BM_DecodeAdd, fp8e5m2, "fp8e5m2") WEFT_SIZES;
+BENCHMARK_CAPTURE(BM_DecodeAdd, int8, "int8") WEFT_SIZES;
+BENCHMARK_CAPTURE(BM_DecodeAdd, int4, "int4") WEFT_SIZES;
+BENCHMARK_CAPTURE(BM_DecodeAdd, sign1, "sign1") WEFT_SIZES;
 
 }  // namespace

@@ -2,7 +2,8 @@
 # perf/netns/compress_pipe.sh — issue 39's figures: 64 MiB float32 allreduce on 2 namespace
 # hosts x R ranks at 2 Gbit/s, every codec (--compress, the pipelined schedules) beside weft
 # uncompressed, Gloo, the job-wide path (WEFT_COMPRESSION=int8 with error feedback, the
-# selector deciding), and int8 unpipelined (WEFT_COMPRESSION_CHUNK_BYTES=0); optionally the
+# selector deciding), int8 unpipelined (WEFT_COMPRESSION_CHUNK_BYTES=0), int8 and fp8 without
+# codec chains (WEFT_FUSE_CODEC_STEPS=0: the steps one by one); optionally the
 # same two int8 rows from a second build (BASE_BIN: the commit before). Modes alternate within
 # each of ROUNDS rounds, because the VM has fast and slow phases. Needs root.
 #
@@ -28,6 +29,8 @@ for k in $(seq "$ROUNDS"); do
     run "$c" -- "${NS[@]}" "$B/weft-perf" "${P[@]}" --compress "$c"
   done
   run "int8 unpipelined" WEFT_COMPRESSION_CHUNK_BYTES=0 "${NS[@]}" "$B/weft-perf" "${P[@]}" --compress int8
+  run "int8 step by step" WEFT_FUSE_CODEC_STEPS=0 "${NS[@]}" "$B/weft-perf" "${P[@]}" --compress int8
+  run "fp8 step by step" WEFT_FUSE_CODEC_STEPS=0 "${NS[@]}" "$B/weft-perf" "${P[@]}" --compress fp8e4m3
   run "WEFT_COMPRESSION=int8" WEFT_COMPRESSION=int8 "${NS[@]}" "$B/weft-perf" "${P[@]}"
   if [ -n "$BASE" ]; then
     run "base int8" -- "${NS[@]}" "$BASE/weft-perf" "${P[@]}" --compress int8

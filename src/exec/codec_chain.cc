@@ -6,6 +6,7 @@
 
 #include "algorithms/step_table.h"
 #include "kernels/codec.h"
+#include "kernels/codec_reduce.h"
 #include "kernels/reduce.h"
 
 namespace weft {
@@ -123,6 +124,14 @@ void BuildTile(const std::vector<ChainStep>& steps, const float* cur, size_t at,
         codec::DecodeRange(spec, static_cast<const uint8_t*>(s.src), acc_count, at, n, tile);
         break;
       case StepOp::kDecodeReduce:
+        // Sum (and avg, which divides at its finalize): decoded and added per block in
+        // registers (codec::DecodeAddRange), where the codec has such a kernel.
+        if (op == weftSum || op == weftAvg) {
+          if (cur != tile) std::memcpy(tile, cur, n * sizeof(float));
+          cur = tile;
+          if (codec::DecodeAddRange(spec, static_cast<const uint8_t*>(s.src), acc_count, at, n, tile))
+            break;
+        }
         codec::DecodeRange(spec, static_cast<const uint8_t*>(s.src), acc_count, at, n, decoded);
         kernels::Reduce(tile, cur, decoded, n, weftFloat32, op);
         break;
