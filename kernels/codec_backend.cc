@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/codec.h"
+#include "kernels/codec_reduce.h"
 #include "kernels/dtype.h"
 #include "kernels/reduce.h"
 
@@ -98,6 +99,11 @@ Status CpuDecodeReduce(const MemRef& dst, const MemRef& src, size_t count,
   if (t_decoded.size() < chunk) t_decoded.resize(chunk);
   const auto* encoded = static_cast<const uint8_t*>(src.ptr);
   float* out = static_cast<float*>(dst.ptr);
+  // Sum (avg divides at its finalize): decoded and added per block in registers where the
+  // codec has that kernel (kernels/codec_reduce.h), the same bits as the chunks below.
+  if ((op == weftSum || op == weftAvg) && count > 0 &&
+      codec::DecodeAddRange(spec, encoded, count, 0, count, out))
+    return OkStatus();
   for (size_t first = 0; first < count; first += chunk) {
     const size_t n = std::min(chunk, count - first);
     codec::DecodeRange(spec, encoded, count, first, n, t_decoded.data());
