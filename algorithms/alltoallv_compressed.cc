@@ -9,7 +9,7 @@
 //   2 exchange: step k = 1..p-1: send enc[(r+k) % p], receive the block of (r-k) % p into
 //               recv[(r-k) % p] (sizes follow from the counts: both sides know them).
 //   3 decode:   output block of q = decode(recv[q]) (own block: decode(enc[r])).
-// Pipelined: every block is cut into pieces (CompressedPieces over the block's own count,
+// Pipelined: every block is cut into pieces (BlockPieces over the block's own count,
 // which its sender and receiver both know: a rank's request holds only its row and column of
 // the table, so a rule over the whole table cut blocks differently on different ranks and
 // failed with uneven counts), in a software pipeline: the encodes and exchange of piece k are
@@ -38,15 +38,27 @@ struct A2avTables {
   size_t rdispl(int dst, int src) const { return req.a2av_recv_displs[dst * n + src]; }
 };
 
-// Piece k of a block of `count` elements, cut into as many pieces as CompressedPieces gives
-// for the block's own count: its sender and its receiver both know that count (each rank's
-// request holds only its row and column of the table), so they cut it alike. Pieces past the
-// block's last are empty.
+// How many pieces a block of `count` elements is cut into. A block's piece is one message to
+// one peer and one encode and decode, with no reduction behind it, so pieces pay from a much
+// smaller size than the allreduce's (CompressedPieces' automatic 8 MiB): 512K elements (2 MiB
+// of float32) each, at most 16 per block. Measured on the namespace harness, MoE dispatch of
+// fp8 tokens (perf/RESULTS.md, session 6): 2, 4 and 8 MiB pieces ran alike at 2x2, and against
+// the allreduce's rule (1-2 pieces per block there) fp8 went 91 -> 74 ms at 2x2, 39 -> 31 ms at
+// 2x1, 201 -> 161 ms at 2x4: the link bound. WEFT_COMPRESSION_CHUNK_BYTES still sets it.
+size_t BlockPieces(const ScheduleRequest& req, size_t count) {
+  constexpr size_t kMinPieceElems = size_t{512} << 10, kMaxPieces = 16;
+  if (req.chunk.chunk_elems > 0) return CompressedPieces(req, count);
+  return std::clamp<size_t>(count / kMinPieceElems, 1, kMaxPieces);
+}
+
+// Piece k of a block of `count` elements, cut into BlockPieces for the block's own count: its
+// sender and its receiver both know that count (each rank's request holds only its row and
+// column of the table), so they cut it alike. Pieces past the block's last are empty.
 struct Piece {
   size_t offset, size;
 };
 Piece PieceOf(const ScheduleRequest& req, size_t count, int k) {
-  const int K = static_cast<int>(CompressedPieces(req, count));
+  const int K = static_cast<int>(BlockPieces(req, count));
   if (k >= K) return {count, 0};
   return {PartOffset(count, K, k), PartSize(count, K, k)};
 }
@@ -89,8 +101,8 @@ StatusOr<Schedule> BuildAllToAllvCompressed(const ScheduleRequest& req) {
   int K = 1;
   for (int r : RanksToBuild(req))
     for (int q = 0; q < p; ++q)
-      K = std::max({K, static_cast<int>(CompressedPieces(req, t.count(r, q))),
-                    static_cast<int>(CompressedPieces(req, t.count(q, r)))});
+      K = std::max({K, static_cast<int>(BlockPieces(req, t.count(r, q))),
+                    static_cast<int>(BlockPieces(req, t.count(q, r)))});
   sched.window = 2 * p * K;
   for (int r : RanksToBuild(req)) {
     RankSchedule& rs = sched.ranks[r];
