@@ -51,6 +51,11 @@ constexpr size_t kDecodeReduceChunk = 4096;
 
 }  // namespace
 
+Status CheckDecodeSrc(const MemRef& src, size_t count, const weftCompression& spec) {
+  WEFT_RETURN_IF_ERROR(CheckSpec(spec));
+  return CheckHost(src, codec::EncodedBytes(spec, count), "decode src", true);
+}
+
 Status CpuEncode(const MemRef& dst, const MemRef& src, size_t count, const weftCompression& spec,
                  uint64_t stream, size_t* encoded_bytes, weftDataType_t values) {
   WEFT_RETURN_IF_ERROR(CheckSpec(spec));
@@ -66,9 +71,8 @@ Status CpuEncode(const MemRef& dst, const MemRef& src, size_t count, const weftC
 
 Status CpuDecode(const MemRef& dst, const MemRef& src, size_t count, const weftCompression& spec,
                  weftDataType_t values) {
-  WEFT_RETURN_IF_ERROR(CheckSpec(spec));
   WEFT_RETURN_IF_ERROR(CheckValueType(values, "decode"));
-  WEFT_RETURN_IF_ERROR(CheckHost(src, codec::EncodedBytes(spec, count), "decode src", true));
+  WEFT_RETURN_IF_ERROR(CheckDecodeSrc(src, count, spec));
   WEFT_RETURN_IF_ERROR(CheckHost(dst, count * TypeSize(values), "decode dst", false));
   if (count > 0)
     codec::DecodeValues(spec, static_cast<const uint8_t*>(src.ptr), count, values, dst.ptr);
@@ -89,25 +93,19 @@ Status CpuDecodeReduce(const MemRef& dst, const MemRef& src, size_t count,
     if (count > 0) kernels::Reduce(dst.ptr, dst.ptr, t_decoded.data(), count, weftFloat32, op);
     return OkStatus();
   }
-  // Fused: decode a cache-sized chunk, reduce it into dst, next chunk; the same bits as
+  // Fused: a cache-sized chunk decoded and reduced into dst at a time (per block in registers
+  // for sum/avg where the codec has the kernel: codec::DecodeReduceRange); the same bits as
   // decoding everything first (the reduction is element-wise), one pass over dst instead of
   // a decoded copy of count written and read back.
-  WEFT_RETURN_IF_ERROR(CheckSpec(spec));
-  WEFT_RETURN_IF_ERROR(CheckHost(src, codec::EncodedBytes(spec, count), "decode src", true));
+  WEFT_RETURN_IF_ERROR(CheckDecodeSrc(src, count, spec));
   WEFT_RETURN_IF_ERROR(CheckHost(dst, count * sizeof(float), "decode_reduce dst", false));
   const size_t chunk = std::max(align, kDecodeReduceChunk / align * align);
   if (t_decoded.size() < chunk) t_decoded.resize(chunk);
   const auto* encoded = static_cast<const uint8_t*>(src.ptr);
   float* out = static_cast<float*>(dst.ptr);
-  // Sum (avg divides at its finalize): decoded and added per block in registers where the
-  // codec has that kernel (kernels/codec_reduce.h), the same bits as the chunks below.
-  if ((op == weftSum || op == weftAvg) && count > 0 &&
-      codec::DecodeAddRange(spec, encoded, count, 0, count, out))
-    return OkStatus();
   for (size_t first = 0; first < count; first += chunk) {
     const size_t n = std::min(chunk, count - first);
-    codec::DecodeRange(spec, encoded, count, first, n, t_decoded.data());
-    kernels::Reduce(out + first, out + first, t_decoded.data(), n, weftFloat32, op);
+    codec::DecodeReduceRange(spec, encoded, count, first, n, op, out + first, t_decoded.data());
   }
   return OkStatus();
 }

@@ -20,6 +20,9 @@ Status CpuEncode(const MemRef& dst, const MemRef& src, size_t count, const weftC
                  uint64_t stream, size_t* encoded_bytes, weftDataType_t values = weftFloat32);
 // dst[0..count) = decode(src); src.bytes must be the exact encoded size of count values.
 // `values` is dst's type, as CpuEncode's.
+// The spec is valid and src is host memory holding exactly the encoding of count values (the
+// decodes' check; the executor's codec chains, which call the codecs directly, make it too).
+Status CheckDecodeSrc(const MemRef& src, size_t count, const weftCompression& spec);
 Status CpuDecode(const MemRef& dst, const MemRef& src, size_t count, const weftCompression& spec,
                  weftDataType_t values = weftFloat32);
 // dst[0..count) = dst (op) decode(src), reduced in float32 by kernels/reduce.h (op sum or avg:

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/codec.h"
 #include "kernels/codec_layout.h"
+#include "kernels/reduce.h"
 
 namespace weft::codec {
 
@@ -31,6 +33,13 @@ bool DecodeAddRangeWith(const CodecKernels& kernels, const weftCompression& spec
 bool DecodeAddRange(const weftCompression& spec, const uint8_t* src, size_t count, size_t first,
                     size_t n, float* acc) {
   return DecodeAddRangeWith(ActiveCodecKernels(), spec, src, count, first, n, acc);
+}
+
+void DecodeReduceRange(const weftCompression& spec, const uint8_t* src, size_t count,
+                       size_t first, size_t n, weftRedOp_t op, float* acc, float* decoded) {
+  if ((op == weftSum || op == weftAvg) && DecodeAddRange(spec, src, count, first, n, acc)) return;
+  DecodeRange(spec, src, count, first, n, decoded);
+  kernels::Reduce(acc, acc, decoded, n, weftFloat32, op);
 }
 
 }  // namespace weft::codec

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/codec_table.h"
+#include "weft/weft.h"
 #include "weft/weft_compress.h"
 
 namespace weft::codec {
@@ -20,6 +21,13 @@ namespace weft::codec {
 // the caller falls back to DecodeRange + kernels::Reduce. Sum only: another op never calls it.
 bool DecodeAddRange(const weftCompression& spec, const uint8_t* src, size_t count, size_t first,
                     size_t n, float* acc);
+
+// acc[0 .. n) = acc (op) values [first, first + n) of the encoding (as DecodeRange's rule):
+// sum and avg (whose division is its finalize's) through DecodeAddRange where it applies,
+// else decoded into `decoded` (room for n values) and reduced by kernels::Reduce in float32.
+// What the CPU backend's decode-reduce and the executor's codec chains both run.
+void DecodeReduceRange(const weftCompression& spec, const uint8_t* src, size_t count,
+                       size_t first, size_t n, weftRedOp_t op, float* acc, float* decoded);
 
 // The same with a given kernel table (tests compare the generic and AVX2 tables through it).
 bool DecodeAddRangeWith(const CodecKernels& kernels, const weftCompression& spec,

@@ -11,6 +11,7 @@
 #include "common/settings.h"
 #include "core/call_check.h"
 #include "core/comm.h"
+#include "exec/codec_chain.h"
 #include "exec/executor.h"
 #include "kernels/codec.h"
 #include "kernels/dtype.h"
@@ -151,8 +152,7 @@ StatusOr<SimResult> SimulateCompressedRequest(const Fabric& fabric, const Algori
   options.encode_fixed_us = speed.encode_fixed_us;
   options.decode_fixed_us = speed.decode_fixed_us;
   // The executor runs codec chains fused unless WEFT_FUSE_CODEC_STEPS=0 (exec/codec_chain.h).
-  static const bool fused = SettingFlagOr("WEFT_FUSE_CODEC_STEPS", true);
-  if (fused) options.fused_codec = &req.codec;
+  if (CodecChainsEnabled()) options.fused_codec = &req.codec;
   return SimulateSchedule(*sched, fabric, sizeof(float), options);
 }
 

@@ -11,8 +11,8 @@
 #include <tuple>
 
 #include "algorithms/compressed.h"
-#include "common/settings.h"
 #include "compress/compressed_schedule.h"
+#include "exec/codec_chain.h"
 #include "kernels/codec.h"
 #include "topo/fabric.h"
 #include "tune/analytic_model.h"
@@ -143,13 +143,11 @@ Status PredictCompressed(const Fabric& fabric, const std::vector<std::vector<int
 
 namespace {
 
-// How much faster a codec chain's later steps run than the same steps over DRAM: the core's
-// cache copy rate over its DRAM copy rate (as sim/engine.cc); 1 without chains (top-k, or
-// WEFT_FUSE_CODEC_STEPS=0) or without a DRAM rate.
+// How much faster a codec chain's later steps run than the same steps over DRAM (as the
+// engine prices them); 1 without chains (top-k, or WEFT_FUSE_CODEC_STEPS=0).
 double ChainSpeedup(const ComputeParams& c, const weftCompression& spec) {
-  static const bool fused = SettingFlagOr("WEFT_FUSE_CODEC_STEPS", true);
-  if (!fused || codec::EncodeRangeAlignment(spec) == 0 || c.dram_copy_gbps <= 0) return 1.0;
-  return std::max(1.0, c.copy_gbps / c.dram_copy_gbps);
+  if (!CodecChainsEnabled() || codec::EncodeRangeAlignment(spec) == 0) return 1.0;
+  return CodecChainSpeedup(c);
 }
 
 }  // namespace

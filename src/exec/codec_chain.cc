@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "algorithms/step_table.h"
+#include "common/settings.h"
 #include "kernels/codec.h"
 #include "kernels/codec_reduce.h"
 #include "kernels/reduce.h"
@@ -70,6 +71,15 @@ bool Chainable(const std::vector<Step>& steps, size_t first, size_t end_lead, si
 
 }  // namespace
 
+bool CodecChainsEnabled() {
+  static const bool enabled = SettingFlagOr("WEFT_FUSE_CODEC_STEPS", true);
+  return enabled;
+}
+
+double CodecChainSpeedup(const ComputeParams& core) {
+  return core.dram_copy_gbps > 0 ? std::max(1.0, core.copy_gbps / core.dram_copy_gbps) : 1.0;
+}
+
 std::vector<CodecChain> FindCodecChains(const std::vector<Step>& steps,
                                         const weftCompression& spec, bool keep_acc) {
   std::vector<CodecChain> chains;
@@ -124,16 +134,9 @@ void BuildTile(const std::vector<ChainStep>& steps, const float* cur, size_t at,
         codec::DecodeRange(spec, static_cast<const uint8_t*>(s.src), acc_count, at, n, tile);
         break;
       case StepOp::kDecodeReduce:
-        // Sum (and avg, which divides at its finalize): decoded and added per block in
-        // registers (codec::DecodeAddRange), where the codec has such a kernel.
-        if (op == weftSum || op == weftAvg) {
-          if (cur != tile) std::memcpy(tile, cur, n * sizeof(float));
-          cur = tile;
-          if (codec::DecodeAddRange(spec, static_cast<const uint8_t*>(s.src), acc_count, at, n, tile))
-            break;
-        }
-        codec::DecodeRange(spec, static_cast<const uint8_t*>(s.src), acc_count, at, n, decoded);
-        kernels::Reduce(tile, cur, decoded, n, weftFloat32, op);
+        if (cur != tile) std::memcpy(tile, cur, n * sizeof(float));
+        codec::DecodeReduceRange(spec, static_cast<const uint8_t*>(s.src), acc_count, at, n, op,
+                                 tile, decoded);
         break;
       case StepOp::kFinalize:
         if (cur != tile) std::memcpy(tile, cur, n * sizeof(float));

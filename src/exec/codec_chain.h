@@ -22,6 +22,7 @@
 
 #include "algorithms/schedule.h"
 #include "common/status.h"
+#include "topo/link_table.h"
 #include "weft/weft.h"
 #include "weft/weft_compress.h"
 
@@ -41,6 +42,14 @@ struct CodecChain {
 // never dead (error feedback reads the encodes' sources after the call).
 std::vector<CodecChain> FindCodecChains(const std::vector<Step>& steps,
                                         const weftCompression& spec, bool keep_acc);
+
+// Whether the executor runs chains (WEFT_FUSE_CODEC_STEPS, default on; read once): the
+// executor, the simulator's pricing and the closed form all ask this.
+bool CodecChainsEnabled();
+
+// How much faster a chain's steps after its first run than the same steps over DRAM: the
+// core's cache copy rate over its DRAM copy rate, at least 1 (1 without a DRAM rate).
+double CodecChainSpeedup(const ComputeParams& core);
 
 // One step of a chain with its memory resolved by the executor (float32 values; encodings as
 // bytes, their sizes already checked).

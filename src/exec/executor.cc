@@ -13,8 +13,8 @@
 
 #include "algorithms/step_table.h"
 #include "common/log.h"
-#include "common/settings.h"
 #include "exec/codec_chain.h"
+#include "kernels/codec_backend.h"
 #include "kernels/codec_layout.h"
 #include "kernels/dtype.h"
 #include "kernels/reduce.h"
@@ -173,6 +173,7 @@ class Runner {
   Status IssueInOrder(size_t* next);
   StatusOr<bool> RetireCompleted();
   Status IssueCodec(size_t index);
+  StatusOr<MemRef> HeldEncoding(const Step& s, size_t index);
   // Codec chains (exec/codec_chain.h): found by Prepare when the CPU kernels run a compressed
   // schedule; ChainAt(i) is the chain starting at step i, if any.
   void FindChains();
@@ -494,12 +495,9 @@ Status Runner::IssueCodec(size_t index) {
       return kb_.Encode(Ref(s.dst), Ref(s.src), s.src.count, dt, spec, stream, &e->bytes, r);
     });
   }
-  EncodedRegion* e = EncodedAt(s.src);
-  if (e == nullptr || !e->holds)
-    return InvalidArgument(Describe(s, index) + ": decodes " + std::to_string(s.src.count) +
-                           " elements that hold no encoding (nothing encoded or received them)");
-  MemRef encoded = Ref(s.src);  // the encoding itself, not the whole region
-  encoded.bytes = e->bytes;
+  StatusOr<MemRef> held = HeldEncoding(s, index);
+  if (!held.ok()) return held.status();
+  const MemRef encoded = *held;
   if (s.op == StepOp::kDecode)
     return RunKernel(index, [&](KernelRequest* r) {
       return kb_.Decode(Ref(s.dst), encoded, s.dst.count, dt, spec, r);
@@ -509,13 +507,24 @@ Status Runner::IssueCodec(size_t index) {
   });
 }
 
+// The encoding a decode step reads (what an encode wrote or a receive delivered there), as
+// memory of exactly its size.
+StatusOr<MemRef> Runner::HeldEncoding(const Step& s, size_t index) {
+  EncodedRegion* e = EncodedAt(s.src);
+  if (e == nullptr || !e->holds)
+    return InvalidArgument(Describe(s, index) + ": decodes " + std::to_string(s.src.count) +
+                           " elements that hold no encoding (nothing encoded or received them)");
+  MemRef encoded = Ref(s.src);  // the encoding itself, not the whole region
+  encoded.bytes = e->bytes;
+  return encoded;
+}
+
 // Chains run on the CPU kernels only (they call the host codecs and reductions directly), on
 // float32 values; WEFT_FUSE_CODEC_STEPS=0 keeps the steps one by one.
 void Runner::FindChains() {
   chains_.clear();
   chain_at_.clear();
-  static const bool enabled = SettingFlagOr("WEFT_FUSE_CODEC_STEPS", true);
-  if (!enabled || ctx_.dtype != weftFloat32 || &kb_ != &CpuKernelBackend() ||
+  if (!CodecChainsEnabled() || ctx_.dtype != weftFloat32 || &kb_ != &CpuKernelBackend() ||
       !codec::ValidateSpec(*ctx_.codec).empty())
     return;
   chains_ = FindCodecChains(sched_.steps, *ctx_.codec, ctx_.keep_codec_sources);
@@ -545,16 +554,11 @@ Status Runner::RunChain(const CodecChain& c) {
     ChainStep cs;
     cs.op = s.op;
     if (s.op == StepOp::kDecode || s.op == StepOp::kDecodeReduce) {
-      EncodedRegion* e = EncodedAt(s.src);
-      if (e == nullptr || !e->holds)
-        return InvalidArgument(Describe(s, i) + ": decodes " + std::to_string(s.src.count) +
-                               " elements that hold no encoding (nothing encoded or received them)");
-      const size_t want = codec::EncodedBytes(spec, s.dst.count);
-      if (e->bytes != want)
-        return InvalidArgument(Describe(s, i) + ": decode src holds " + std::to_string(e->bytes) +
-                               " bytes, the codec encodes to exactly " + std::to_string(want) +
-                               " (a mismatched codec spec or a truncated message)");
-      cs.src = Resolve(s.src);
+      StatusOr<MemRef> held = HeldEncoding(s, i);
+      if (!held.ok()) return held.status();
+      Status st = CheckDecodeSrc(*held, s.dst.count, spec);  // as the backend's decodes check
+      if (!st.ok()) return st.WithContext(Describe(s, i));
+      cs.src = held->ptr;
     } else if (s.op == StepOp::kEncode) {
       EncodedRegion* e = EncodedAt(s.dst);
       if (e == nullptr) return InternalError(Describe(s, i) + ": its dst is no encoded region");

@@ -641,12 +641,6 @@ class Engine {
     }
   }
 
-  // A chained step's bytes are in the cache: the core's cache rate over its DRAM rate.
-  double CacheSpeedup(int r) const {
-    const ComputeParams& c = fabric_.Compute(r);
-    return c.dram_copy_gbps > 0 ? std::max(1.0, c.copy_gbps / c.dram_copy_gbps) : 1.0;
-  }
-
   // `chained`: the step runs in a codec chain after its first (SimOptions::fused_codec).
   double RunLocal(int r, const Step& st, double now, bool chained = false) {
     const StepSemantics& m = SemanticsOf(st.op);
@@ -698,7 +692,7 @@ class Engine {
     const StepSemantics& m = SemanticsOf(st.op);
     const bool encode = m.codec == StepCodec::kEncodeSrc;
     const double values = static_cast<double>(encode ? st.src.count : st.dst.count) * elem_;
-    const double gbps = (encode ? opt_.encode_gbps : opt_.decode_gbps) * (chained ? CacheSpeedup(r) : 1.0);
+    const double gbps = (encode ? opt_.encode_gbps : opt_.decode_gbps) * (chained ? CodecChainSpeedup(fabric_.Compute(r)) : 1.0);
     const double fixed_us = encode ? opt_.encode_fixed_us : opt_.decode_fixed_us;
     double end = now;
     if (gbps <= 0) {
