@@ -635,6 +635,28 @@ TEST(TcpTransportTest, AbortNoteNamesTheFailedRankToOtherPeers) {
   });
 }
 
+// CI flake (reliability_mismatch RootEveryBroadcastAlgorithm4 over tcp): the rank that saw a
+// mismatch aborted while its streams to the higher ranks were still connecting, or had none,
+// so no note went out and those ranks, waiting on its data, timed out. Here rank 0 never posts
+// to rank 1 (the lower rank of a pair connects) and aborts: rank 1 must hear of it now.
+TEST(TcpTransportTest, AbortNoteReachesAPeerThisRankNeverConnectedTo) {
+  RunThreads(3, LoopbackOptions(1), [&](int r, Rank& rank) {
+    uint32_t x = 0;
+    TransportRequest q;
+    const int from = r == 0 ? 2 : 0;
+    ASSERT_TRUE(rank.tcp->PostRecv(from, 0, 1, &x, 4, &q).ok());
+    EXPECT_TRUE(rank.bootstrap->Barrier().ok());
+    if (r == 0) {
+      rank.tcp->Abort(InvalidUsage("test: this rank saw the calls differ"));
+      return;
+    }
+    Status st = WaitAll(rank.tcp.get(), {&q}, 10);
+    EXPECT_EQ(st.code(), weftRemoteError) << "rank " << r << ": " << st.message();
+    EXPECT_NE(st.message().find("rank 0"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("calls differ"), std::string::npos) << st.message();
+  });
+}
+
 // A peer that finished and closed with nothing pending is not an error; asking it for more is.
 TEST(TcpTransportTest, NormalShutdownIsNotAnError) {
   BootstrapId id = StartRoot();

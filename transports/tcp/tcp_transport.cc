@@ -758,9 +758,42 @@ void TcpTransport::SendAbortNotes(const Status& why) {
                               reinterpret_cast<uint8_t*>(&note[0]));
   note += reason;
   const AbortClock::time_point deadline = AbortClock::now() + std::chrono::milliseconds(200);
+  ConnectForNotes(origin, deadline);
   for (Peer& p : peers_) {
     if (p.rank == rank_ || p.rank == origin || !p.error.ok()) continue;
     (void)SendNote(p, note, /*finish_partial=*/true, deadline);
+  }
+}
+
+// A note needs a stream, and the lower rank of a pair makes it. A stream still connecting
+// (this rank posted to p just before failing: on a loaded host the SYN exchange has not
+// finished) or none at all (p waits for data this rank never got to send) would carry no
+// note, and p would wait for its timeout: its half-open handshake just closes. So before the
+// notes go, every higher peer gets a stream and the connects finish, within the notes' bound.
+void TcpTransport::ConnectForNotes(int origin, AbortClock::time_point deadline) {
+  for (Peer& p : peers_) {
+    if (p.rank <= rank_ || p.rank == origin || !p.error.ok() || p.connect_started) continue;
+    (void)StartConnect(p);  // a failure fails p: it gets no note, as a dead peer needs none
+  }
+  std::vector<pollfd> fds;
+  std::vector<std::pair<Peer*, Stream*>> owners;
+  while (true) {
+    fds.clear();
+    owners.clear();
+    for (Peer& p : peers_) {
+      if (p.rank == rank_ || !p.error.ok()) continue;
+      for (Stream& s : p.streams)
+        if (s.state == StreamState::kConnecting) {
+          fds.push_back({s.sock.fd(), POLLOUT, 0});
+          owners.push_back({&p, &s});
+        }
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - AbortClock::now()).count();
+    if (fds.empty() || left <= 0) return;
+    if (poll(fds.data(), fds.size(), static_cast<int>(std::min<long long>(left, 10))) < 0 && errno != EINTR)
+      return;
+    for (size_t i = 0; i < fds.size(); ++i)
+      if (fds[i].revents != 0 && owners[i].first->error.ok()) (void)OnConnectDone(*owners[i].first, *owners[i].second);
   }
 }
 
@@ -768,11 +801,18 @@ bool TcpTransport::SendNote(Peer& p, const std::string& note, bool finish_partia
                             AbortClock::time_point deadline) {
   // One note per peer, on its first usable stream (a stream whose handshake is out).
   for (Stream& st : p.streams) {
-    if (st.state != StreamState::kReady || !st.prefix.empty()) continue;
+    if (st.state != StreamState::kReady) continue;
+    // The hello goes first. Aborting, this rank writes it here; a transport that lives on
+    // leaves it to WriteStream, which owns the stream's order.
+    if (!st.prefix.empty() && !finish_partial) continue;
     const bool partial = !st.sendq.empty() && st.sendq.front().done > 0;
     // Without finishing it (the transport lives on), a half-sent message rules the stream out.
     if (partial && !finish_partial) continue;
     const int fd = st.sock.fd();
+    if (!st.prefix.empty()) {
+      if (!WriteBefore(fd, st.prefix.data(), st.prefix.size(), deadline, discard_)) return false;
+      st.prefix.clear();
+    }
     bool boundary = true;
     if (partial) {
       SendOp& op = st.sendq.front();

@@ -187,6 +187,8 @@ class TcpTransport : public Transport {
   void OnAbortNote(Peer& p, Stream& s);
   // Abort: tells every connected peer which rank failed and why (best effort, never blocks).
   void SendAbortNotes(const Status& why);
+  // Abort: gives every higher peer (not `origin`) a connected stream for its note, by `deadline`.
+  void ConnectForNotes(int origin, std::chrono::steady_clock::time_point deadline);
   // Writes a whole note (header + text) to p on its first stream that is at a message
   // boundary; false if none is or the write did not finish before `deadline`.
   bool SendNote(Peer& p, const std::string& note, bool finish_partial,
