@@ -59,6 +59,7 @@ StatusOr<Schedule> BuildAllToAllvCompressed(const ScheduleRequest& request);
 struct EncodedSpan {
   size_t offset;
   bool reduced;
+  size_t count;  // the encode's src count: the span is [offset, offset + count)
 };
 // The spans of rank's encode steps, in their order in the hierarchical schedule.
 std::vector<EncodedSpan> AllReduceHierarchicalEncodedSpans(const ScheduleRequest& request,
@@ -74,7 +75,7 @@ struct CompressedEmitter {
   void Push(const Step& s) { steps->push_back(s); }
   void Encode(Region src, Region dst, uint32_t stream, size_t offset, bool reduced) {
     steps->push_back(EncodeStep(src, dst, stream));
-    if (spans != nullptr) spans->push_back({offset, reduced});
+    if (spans != nullptr) spans->push_back({offset, reduced, src.count});
   }
 };
 

@@ -333,15 +333,23 @@ void DroppedIntoResidual(const weftCompression& spec, const uint8_t* encoded, si
   const size_t align = DecodeRangeAlignment(spec);
   if (align == 0)
     return TopKDroppedIntoResidual(spec, encoded, count, values, mode, weight, residual);
+  DroppedIntoResidualRange(spec, encoded, count, 0, count, values, mode, weight, residual);
+}
+
+void DroppedIntoResidualRange(const weftCompression& spec, const uint8_t* encoded, size_t count,
+                              size_t first, size_t n, const float* values, Feedback mode,
+                              float weight, float* residual) {
+  const size_t align = DecodeRangeAlignment(spec);
+  if (n == 0 || align == 0) return;  // top-k: only whole (DroppedIntoResidual)
   // 16 KiB of decoded values at a time stay in L1 between the decode and the subtraction.
   constexpr size_t kRunValues = 4096;
   const size_t run = std::max(align, kRunValues / align * align);
   thread_local std::vector<float> decoded;
   if (decoded.size() < run) decoded.resize(run);
-  for (size_t first = 0; first < count; first += run) {
-    const size_t n = std::min(run, count - first);
-    DecodeRange(spec, encoded, count, first, n, decoded.data());
-    ApplyDropped(values + first, decoded.data(), n, mode, weight, residual + first);
+  for (size_t done = 0; done < n; done += run) {
+    const size_t m = std::min(run, n - done);
+    DecodeRange(spec, encoded, count, first + done, m, decoded.data());
+    ApplyDropped(values + done, decoded.data(), m, mode, weight, residual + done);
   }
 }
 

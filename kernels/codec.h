@@ -75,6 +75,12 @@ void DecodeWithDropped(const weftCompression& spec, const uint8_t* encoded, size
 enum class Feedback { kStore, kAdd };
 void DroppedIntoResidual(const weftCompression& spec, const uint8_t* encoded, size_t count,
                          const float* values, Feedback mode, float weight, float* residual);
+// The same over values [first, first + n) of the encoding of count values, under
+// DecodeRange's alignment rule (not top-k): values and residual point at value `first`.
+// Every range of a partition gives DroppedIntoResidual's bits.
+void DroppedIntoResidualRange(const weftCompression& spec, const uint8_t* encoded, size_t count,
+                              size_t first, size_t n, const float* values, Feedback mode,
+                              float weight, float* residual);
 // Name of the kernel table in use ("avx2" or "generic").
 const char* ActiveCodecIsa();
 

@@ -49,15 +49,17 @@ std::vector<float> Values(size_t n, int seed) {
   return v;
 }
 
-// Runs one rank's steps on `in` through the executor; returns the output.
+// Runs one rank's steps on `in` through the executor, with error feedback when `feedback`
+// has a residual; returns the output.
 std::vector<float> Run(const RankSchedule& rs, const weftCompression& spec, weftRedOp_t op,
-                       int nranks, const std::vector<float>& in) {
+                       int nranks, const std::vector<float>& in, const CodecFeedback& feedback = {}) {
   std::vector<float> out(rs.output_count, -7.0f);
   std::vector<Transport*> peers(1, nullptr);
   ScratchBuffer heap;
   // nranks: the average's divisor (no step talks to another rank)
   ExecContext ctx = weft_test::ThreadRankContext(0, nranks, &peers, &heap, &spec, "codec chain test");
   ctx.op = op;
+  ctx.feedback = feedback;
   ExecBuffers b;
   b.input = in.data();
   b.output = out.data();
@@ -81,9 +83,28 @@ void ExpectBytes(const std::vector<float>& out, size_t at, const std::vector<uin
       << what;
 }
 
+// What error feedback leaves in a residual that started at `start` everywhere: for each
+// encode k of `values_of[k]` (n_k values at spans[k].offset, stream streams[k]), the whole-array
+// DroppedIntoResidual of its encoding, stored or added as the span says.
+std::vector<float> ExpectedResidual(const weftCompression& spec, size_t size, float start,
+                                    const std::vector<EncodedSpan>& spans,
+                                    const std::vector<const float*>& values_of,
+                                    const std::vector<uint64_t>& streams, float weight) {
+  std::vector<float> r(size, start);
+  for (size_t k = 0; k < spans.size(); ++k) {
+    const std::vector<uint8_t> e = Encoded(spec, values_of[k], spans[k].count, streams[k]);
+    codec::DroppedIntoResidual(spec, e.data(), spans[k].count, values_of[k],
+                               spans[k].reduced ? codec::Feedback::kAdd : codec::Feedback::kStore,
+                               weight, r.data() + spans[k].offset);
+  }
+  return r;
+}
+
 // Phase 1 of the hierarchical allreduce on a host of two: P holds the member's lane, the owner
 // adds its own lane, then encodes P's sub-slices (here cut at a value no block boundary
-// aligns with). `keep`: a later copy reads P, so the chain stores it.
+// aligns with). `keep`: a later copy reads P, so the chain stores it. Then the same with
+// error feedback: the chain puts what each encode drops into the residual tile by tile, and
+// that is the whole-array DroppedIntoResidual's bits.
 void HostReduceThenEncode(const weftCompression& spec, bool keep) {
   const size_t n = 3001, h = 1437;
   const std::string what = std::string(codec::CodecName(spec.codec)) + (keep ? " kept" : " dead");
@@ -113,6 +134,18 @@ void HostReduceThenEncode(const weftCompression& spec, bool keep) {
   ExpectBytes(out, 0, Encoded(spec, sum.data(), h, 5), what + " enc0");
   ExpectBytes(out, e0, Encoded(spec, sum.data() + h, n - h, 6), what + " enc1");
   if (keep) EXPECT_EQ(0, std::memcmp(out.data() + e0 + e1, sum.data(), n * 4)) << what;
+
+  const std::vector<EncodedSpan> spans = {{0, false, h}, {h, false, n - h}};
+  std::vector<float> residual(n, 3.0f);  // stale: the stores overwrite it
+  CodecFeedback fb;
+  fb.residual = residual.data();
+  fb.spans = &spans;
+  const std::vector<float> fed = Run(rs, spec, weftSum, 2, in, fb);
+  ExpectBytes(fed, 0, Encoded(spec, sum.data(), h, 5), what + " enc0 with feedback");
+  ExpectBytes(fed, e0, Encoded(spec, sum.data() + h, n - h, 6), what + " enc1 with feedback");
+  const std::vector<float> want =
+      ExpectedResidual(spec, n, 3.0f, spans, {sum.data(), sum.data() + h}, {5, 6}, 1.0f);
+  EXPECT_EQ(0, std::memcmp(residual.data(), want.data(), n * 4)) << what << " residual";
 }
 
 TEST(CodecChain, HostReduceThenEncodeIsBitwiseTheSteps) {
@@ -158,6 +191,43 @@ void DecodeReduceThenEncode(const weftCompression& spec, weftRedOp_t op, bool ke
   const std::vector<float> out = Run(rs, spec, op, 3, in);
   ExpectBytes(out, 0, Encoded(spec, sum.data(), n, 9), what + " reduced");
   if (keep) EXPECT_EQ(0, std::memcmp(out.data() + e, sum.data(), n * 4)) << what;
+
+  // Feedback: the three input encodes run one by one (stored), the reduced one in the chain
+  // (added, weighted) over the first of them.
+  const std::vector<EncodedSpan> spans = {{0, false, n}, {n, false, n}, {2 * n, false, n}, {0, true, n}};
+  std::vector<float> residual(3 * n, -1.0f);
+  CodecFeedback fb;
+  fb.residual = residual.data();
+  fb.spans = &spans;
+  fb.reduced_weight = 3.0f;
+  const std::vector<float> fed = Run(rs, spec, op, 3, in, fb);
+  ExpectBytes(fed, 0, Encoded(spec, sum.data(), n, 9), what + " reduced with feedback");
+  const std::vector<float> want = ExpectedResidual(
+      spec, 3 * n, -1.0f, spans, {in.data(), in.data() + n, in.data() + 2 * n, sum.data()}, {1, 2, 3, 9}, 3.0f);
+  EXPECT_EQ(0, std::memcmp(residual.data(), want.data(), 3 * n * 4)) << what << " residual";
+}
+
+// Feedback spans that do not match the schedule's encodes are refused, naming both counts.
+TEST(CodecChain, FeedbackSpansMustMatchTheEncodes) {
+  const weftCompression spec = Spec(weftCodecInt8);
+  RankSchedule rs;
+  rs.input_count = 256;
+  rs.output_count = 256;
+  rs.scratch_count = EncodedElements(spec, 256);
+  rs.steps = {EncodeStep(In(0, 256), Tmp(0, EncodedElements(spec, 256)), 1)};
+  std::vector<float> in(256, 1.0f), out(256), residual(256);
+  const std::vector<EncodedSpan> spans;  // none for one encode
+  std::vector<Transport*> peers(1, nullptr);
+  ScratchBuffer heap;
+  ExecContext ctx = weft_test::ThreadRankContext(0, 1, &peers, &heap, &spec, "codec chain test");
+  ctx.feedback.residual = residual.data();
+  ctx.feedback.spans = &spans;
+  ExecBuffers b;
+  b.input = in.data();
+  b.output = out.data();
+  const Status st = ExecuteSchedule(rs, 4, ctx, b);
+  EXPECT_EQ(st.code(), weftInternalError) << st.message();
+  EXPECT_NE(st.message().find("0 spans for 1 encode steps"), std::string::npos) << st.message();
 }
 
 TEST(CodecChain, DecodeReduceThenEncodeIsBitwiseTheSteps) {

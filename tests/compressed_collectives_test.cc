@@ -461,15 +461,26 @@ TEST(HierarchicalCompressedAllReduce, HalvesTheBytesAcrossHosts) {
 }
 
 // Error feedback keeps exactly what was dropped: after one call, result + the sum of every
-// rank's residual equals the exact sum (up to float32 rounding), in both placements.
-void CheckResidualsHoldWhatWasDropped(uint32_t flags, size_t count) {
+// rank's residual equals the exact sum of the inputs and the residuals the call started with
+// (up to float32 rounding), in both placements. A residual that starts nonzero everywhere
+// checks that each rank takes all of its own: zeroed where another rank keeps the feedback,
+// overwritten where this one does (hierarchical_allreduce.cc, TakeResidual's stored ranges).
+void CheckResidualsHoldWhatWasDropped(uint32_t flags, size_t count, const char* hosts = "2,2",
+                                      bool nonzero_start = false) {
   const int n = 4;
-  std::vector<std::vector<float>> in(n), out(n), residual(n);
-  for (int q = 0; q < n; ++q) in[q] = Contribution(q, count, weftFloat32, 3);
+  std::vector<std::vector<float>> in(n), out(n), residual(n), start(n);
+  for (int q = 0; q < n; ++q) {
+    in[q] = Contribution(q, count, weftFloat32, 3);
+    start[q].assign(count, 0.0f);
+    if (nonzero_start) {
+      start[q] = Contribution(q + 5, count, weftFloat32, 3);
+      for (float& v : start[q]) v *= 0.01f;
+    }
+  }
   const weftCompression spec = Spec(weftCodecInt4, flags);
-  const std::string failure = RunRanksOnHosts("2,2", n, [&](weftComm_t comm, int rank) -> std::string {
+  const std::string failure = RunRanksOnHosts(hosts, n, [&](weftComm_t comm, int rank) -> std::string {
     out[rank].assign(count, 0.0f);
-    residual[rank].assign(count, 0.0f);
+    residual[rank] = start[rank];
     return weftAllReduceCompressed(in[rank].data(), out[rank].data(), count, weftFloat32, weftSum,
                                    &spec, residual[rank].data(), comm, nullptr) == weftSuccess
                ? "" : weft::compress::LastCompressionError();
@@ -479,7 +490,7 @@ void CheckResidualsHoldWhatWasDropped(uint32_t flags, size_t count) {
   for (size_t i = 0; i < count; ++i) {
     double exact = 0, kept = out[0][i], magnitude = 0;
     for (int q = 0; q < n; ++q) {
-      exact += in[q][i];
+      exact += static_cast<double>(in[q][i]) + start[q][i];
       kept += residual[q][i];
       magnitude += std::fabs(in[q][i]) + std::fabs(residual[q][i]);
       dropped += std::fabs(residual[q][i]);
@@ -492,6 +503,15 @@ void CheckResidualsHoldWhatWasDropped(uint32_t flags, size_t count) {
 TEST(HierarchicalCompressedAllReduce, ResidualsHoldWhatWasDropped) {
   for (const uint32_t flags : {0u, static_cast<uint32_t>(WEFT_COMPRESS_FLAT)})
     CheckResidualsHoldWhatWasDropped(flags, 1003);
+}
+
+TEST(HierarchicalCompressedAllReduce, ResidualsThatStartNonzeroAreTakenWhole) {
+  for (const char* hosts : {"2,2", "3,1"})
+    for (const uint32_t flags : {0u, static_cast<uint32_t>(WEFT_COMPRESS_FLAT)}) {
+      SCOPED_TRACE(hosts);
+      CheckResidualsHoldWhatWasDropped(flags, 1003, hosts, /*nonzero_start=*/true);
+      CheckResidualsHoldWhatWasDropped(flags, 70001, hosts, /*nonzero_start=*/true);
+    }
 }
 
 // Calls of 16 MiB and more are cut into pieces that the host and the slow tier work on at once

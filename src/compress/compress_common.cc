@@ -87,11 +87,34 @@ void AddResidualInPlace(const float* __restrict residual, size_t n, float* __res
   for (size_t i = 0; i < n; ++i) out[i] += residual[i];
 }
 
+// Residual blocks of 1 KiB: one test and, where it holds a nonzero, one clear each.
+constexpr size_t kClearBlock = 256;
+
+// Whether residual[0, n) holds any nonzero bit (-0.0 counts: it is cleared to +0.0 too).
+bool AnyNonzero(const float* __restrict residual, size_t n) {
+  uint32_t any = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, residual + i, sizeof(bits));
+    any |= bits;
+  }
+  return any != 0;
+}
+
+// out = values + residual, then residual = 0 where it was not already.
 void AddAndZeroResidual(const float* __restrict values, float* __restrict residual, size_t n,
                         float* __restrict out) {
-  for (size_t i = 0; i < n; ++i) {
-    out[i] = values[i] + residual[i];
-    residual[i] = 0.0f;
+  for (size_t i = 0; i < n; i += kClearBlock) {
+    const size_t m = std::min(kClearBlock, n - i);
+    for (size_t j = 0; j < m; ++j) out[i + j] = values[i + j] + residual[i + j];
+    if (AnyNonzero(residual + i, m)) std::memset(residual + i, 0, m * sizeof(float));
+  }
+}
+
+void ZeroResidual(float* __restrict residual, size_t n) {
+  for (size_t i = 0; i < n; i += kClearBlock) {
+    const size_t m = std::min(kClearBlock, n - i);
+    if (AnyNonzero(residual + i, m)) std::memset(residual + i, 0, m * sizeof(float));
   }
 }
 
@@ -112,13 +135,24 @@ void LoadWithResidual(const void* in, weftDataType_t datatype, size_t count,
 }
 
 void TakeResidual(const void* in, weftDataType_t datatype, size_t count, float* residual,
-                  float* out) {
-  if (datatype != weftFloat32 || in == out) {
-    LoadWithResidual(in, datatype, count, residual, out);
-    std::memset(residual, 0, count * sizeof(float));
-    return;
+                  float* out, const std::vector<ElementRange>& stored) {
+  const bool fused = datatype == weftFloat32 && in != out;
+  if (!fused) LoadWithResidual(in, datatype, count, residual, out);
+  const float* values = static_cast<const float*>(in);
+  // The gaps between the stored ranges are taken (added and zeroed), the ranges only added.
+  size_t at = 0;
+  for (size_t k = 0; k <= stored.size(); ++k) {
+    const size_t gap_end = k < stored.size() ? std::min(stored[k].begin, count) : count;
+    if (gap_end > at) {
+      if (fused) AddAndZeroResidual(values + at, residual + at, gap_end - at, out + at);
+      else ZeroResidual(residual + at, gap_end - at);
+    }
+    if (k == stored.size()) break;
+    at = std::max(at, gap_end);
+    const size_t kept_end = std::min(stored[k].end, count);
+    if (fused && kept_end > at) AddResidual(values + at, residual + at, kept_end - at, out + at);
+    at = std::max(at, kept_end);
   }
-  AddAndZeroResidual(static_cast<const float*>(in), residual, count, out);
 }
 
 void StoreAs(const float* values, size_t count, weftDataType_t datatype, void* out) {

@@ -51,11 +51,19 @@ Status FromResult(weftResult_t result, const char* what, weftComm_t comm);
 // out[i] = float(in[i]) + (residual ? residual[i] : 0), in being float32 or bf16.
 void LoadWithResidual(const void* in, weftDataType_t datatype, size_t count,
                       const float* residual, float* out);
+// Elements [begin, end) of a call's count.
+struct ElementRange {
+  size_t begin, end;
+};
 // The same with a residual that this call takes over: out[i] = float(in[i]) + residual[i], then
-// residual[i] = 0, in one pass over float32 data (the call then stores into residual what its
-// encodings drop).
+// residual[i] = 0 outside `stored` (sorted, disjoint ranges the call's feedback overwrites on
+// success: compressed_schedule.h StoredRanges), in one pass over float32 data. The zeroing
+// writes only 1 KiB blocks that hold a nonzero: in the steady state the residual outside this
+// rank's spans is zero already, and the pass then only reads it (no write-back of 4 bytes an
+// element). On a failed call the stored ranges keep their residual, which the call's result,
+// never delivered, did not consume.
 void TakeResidual(const void* in, weftDataType_t datatype, size_t count, float* residual,
-                  float* out);
+                  float* out, const std::vector<ElementRange>& stored);
 // out[i] = values[i] as datatype (bf16: rounded to nearest even).
 void StoreAs(const float* values, size_t count, weftDataType_t datatype, void* out);
 size_t ElementBytes(weftDataType_t datatype);

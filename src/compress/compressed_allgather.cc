@@ -44,13 +44,11 @@ Status RunAllGatherCompressed(const void* sendbuff, void* recvbuff, size_t sendc
     float* x = ScratchFloats(0, sendcount);
     LoadWithResidual(send, datatype, sendcount, res, x);
     float* result = datatype == weftFloat32 ? static_cast<float*>(recv) : ScratchFloats(1, total);
-    ScratchBuffer& scratch = CompressedScheduleScratch();
-    RankSchedule ran;
+    ResidualFeedback feedback;
+    feedback.residual = res;
     WEFT_RETURN_IF_ERROR(RunCompressedSchedule(comm, Collective::kAllGather, sendcount, spec,
-                                               weftSum, x, result, &scratch,
-                                               res ? &ran : nullptr));
-    if (res != nullptr)
-      AddDroppedToResidual(spec, ran, FlatEncodedSpans(ran, 0), x, ScratchBytes(scratch), 1.0f, res);
+                                               weftSum, x, result, &CompressedScheduleScratch(),
+                                               &feedback));
     StoreAs(result, total, datatype, recv);
     return OkStatus();
   });

@@ -126,10 +126,10 @@ void DecodeGathered(const weftCompression& spec, const uint8_t* gathered, size_t
 
 // The flat placement runs the compressed schedule (algorithms/allreduce_compressed.cc, proved
 // by the checker) through the executor: the same phases as FlatAllReduceToEncoded above, with
-// the same encodings, reductions and streams, so the same bits. Error feedback stays outside
-// the schedule: it is this rank's own state, not a contribution, and needs no message; it is
-// read back from the schedule's encodings (AddDroppedToResidual), one decode pass, as
-// EncodeWithFeedback costs here.
+// the same encodings, reductions and streams, so the same bits. Error feedback is no step of
+// the schedule: it is this rank's own state, not a contribution, and needs no message; the
+// executor computes it from each encoding as the encode runs (ResidualFeedback), as
+// EncodeWithFeedback does here.
 Status FlatAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t count,
                                weftDataType_t datatype, weftRedOp_t op,
                                const weftCompression& spec, float* residual, weftComm_t comm) {
@@ -141,20 +141,23 @@ Status FlatAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t coun
   if (!as_is) LoadWithResidual(sendbuff, datatype, count, residual, x);
   const float* in = as_is ? static_cast<const float*>(sendbuff) : x;
   float* result = datatype == weftFloat32 ? static_cast<float*>(recvbuff) : ScratchFloats(1, count);
-  ScratchBuffer& scratch = CompressedScheduleScratch();
   ScheduleRequest shape;  // the request the schedule and its encodes' spans are built from
   shape.collective = Collective::kAllReduce;
   shape.nranks = nranks;
   shape.count = count;
   shape.codec = spec;
   shape.chunk.chunk_elems = CompressionChunkElems();
-  RankSchedule ran;
+  // Every rank encodes all of its values once, first: the feedback stores over the whole
+  // residual, so it is read into x but needs no zeroing.
+  const std::vector<EncodedSpan> spans =
+      residual != nullptr ? AllReduceFlatEncodedSpans(shape, rank) : std::vector<EncodedSpan>();
+  ResidualFeedback feedback;
+  feedback.residual = residual;
+  feedback.reduced_weight = op == weftAvg ? static_cast<float>(nranks) : 1.0f;
+  feedback.spans = &spans;
   WEFT_RETURN_IF_ERROR(RunCompressedRequest(comm, *FindCompressedAlgorithm(Collective::kAllReduce, "compressed"),
-                                            shape, spec, op, in, result, &scratch,
-                                            residual ? &ran : nullptr));
-  if (residual != nullptr)
-    AddDroppedToResidual(spec, ran, AllReduceFlatEncodedSpans(shape, rank), in, ScratchBytes(scratch),
-                         op == weftAvg ? static_cast<float>(nranks) : 1.0f, residual);
+                                            shape, spec, op, in, result, &CompressedScheduleScratch(),
+                                            &feedback));
   StoreAs(result, count, datatype, recvbuff);
   return OkStatus();
 }

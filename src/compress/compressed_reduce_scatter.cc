@@ -35,12 +35,10 @@ Status RunReduceScatterCompressed(const void* sendbuff, void* recvbuff, size_t r
     float* x = ScratchFloats(0, total);
     LoadWithResidual(at(sendbuff), datatype, total, res, x);
     float* result = datatype == weftFloat32 ? static_cast<float*>(recv) : ScratchFloats(1, recvcount);
-    ScratchBuffer& scratch = CompressedScheduleScratch();
-    RankSchedule ran;
+    ResidualFeedback feedback;
+    feedback.residual = res;
     WEFT_RETURN_IF_ERROR(RunCompressedSchedule(comm, Collective::kReduceScatter, recvcount, spec,
-                                               op, x, result, &scratch, res ? &ran : nullptr));
-    if (res != nullptr)
-      AddDroppedToResidual(spec, ran, FlatEncodedSpans(ran, 0), x, ScratchBytes(scratch), 1.0f, res);
+                                               op, x, result, &CompressedScheduleScratch(), &feedback));
     StoreAs(result, recvcount, datatype, recv);
     return OkStatus();
   });

@@ -48,11 +48,11 @@ size_t RecordedElements(const ScheduleRequest& req, int rank) {
 
 Status Execute(weftComm_t comm, const RankSchedule& rs, int window, const weftCompression& spec,
                weftDataType_t dtype, weftRedOp_t op, uint64_t tag, const void* in, void* out,
-               ScratchBuffer* scratch, const char* what, bool keep_sources) {
+               ScratchBuffer* scratch, const char* what, const CodecFeedback& feedback) {
   ExecExtras extras;
   extras.codec = &spec;
   extras.scratch = scratch;
-  extras.keep_codec_sources = keep_sources;
+  extras.feedback = feedback;
   return ExecuteOnComm(comm, rs, window, dtype, op, tag, in, out, what, extras);
 }
 
@@ -69,15 +69,15 @@ size_t CompressionChunkElems() {
 Status RunCompressedRequest(weftComm_t comm, const AlgorithmInfo& algorithm,
                             const ScheduleRequest& shape, const weftCompression& spec,
                             weftRedOp_t op, const float* in, float* out,
-                            ScratchBuffer* scratch, RankSchedule* rank_schedule) {
+                            ScratchBuffer* scratch, const ResidualFeedback* feedback) {
   return RunCompressedRequestOn(comm, algorithm, shape, spec, op, weftFloat32, in, out, scratch,
-                                rank_schedule);
+                                feedback);
 }
 
 Status RunCompressedRequestOn(weftComm_t comm, const AlgorithmInfo& algorithm,
                               const ScheduleRequest& shape, const weftCompression& spec,
                               weftRedOp_t op, weftDataType_t dtype, const void* in, void* out,
-                              ScratchBuffer* scratch, RankSchedule* rank_schedule) {
+                              ScratchBuffer* scratch, const ResidualFeedback* feedback) {
   const Collective collective = shape.collective;
   // The call as the recorder and the metrics show it: its values, this rank's elements.
   ScheduleRequest req = shape;
@@ -103,24 +103,30 @@ Status RunCompressedRequestOn(weftComm_t comm, const AlgorithmInfo& algorithm,
   const uint64_t tag =
       MakeCallTag(DescriptorHash(collective, HashedCount(shape), spec, dtype, op), scope.seq);
   if (comm->direct != nullptr) comm->direct->PublishCurrentCall(tag);  // peers' plan check
-  // Error feedback (rank_schedule wanted) reads the encodes' sources after the call.
+  std::vector<EncodedSpan> flat_spans;
+  CodecFeedback fb;
+  if (feedback != nullptr && feedback->residual != nullptr) {
+    if (feedback->spans == nullptr) flat_spans = FlatEncodedSpans(rs, feedback->reduced_offset);
+    fb.residual = feedback->residual;
+    fb.spans = feedback->spans != nullptr ? feedback->spans : &flat_spans;
+    fb.reduced_weight = feedback->reduced_weight;
+  }
   Status st = Execute(comm, rs, (*sched)->window, spec, dtype, op, tag, in, out, scratch,
-                      what.c_str(), rank_schedule != nullptr);
-  if (st.ok() && rank_schedule != nullptr) *rank_schedule = rs;
+                      what.c_str(), fb);
   return EndCall(comm, view, scope, std::move(st));
 }
 
 Status RunCompressedSchedule(weftComm_t comm, Collective collective, size_t count,
                              const weftCompression& spec, weftRedOp_t op, const float* in,
                              float* out, ScratchBuffer* scratch,
-                             RankSchedule* rank_schedule) {
+                             const ResidualFeedback* feedback) {
   const AlgorithmInfo* algorithm = FindCompressedAlgorithm(collective);
   if (algorithm == nullptr)
     return InternalError(std::string("no compressed schedule for ") + CollectiveName(collective));
   ScheduleRequest shape;
   shape.collective = collective;
   shape.count = count;
-  return RunCompressedRequest(comm, *algorithm, shape, spec, op, in, out, scratch, rank_schedule);
+  return RunCompressedRequest(comm, *algorithm, shape, spec, op, in, out, scratch, feedback);
 }
 
 StatusOr<SimResult> SimulateCompressedSchedule(const Fabric& fabric, Collective collective,
@@ -161,36 +167,29 @@ ScratchBuffer& CompressedScheduleScratch() {
   return scratch;
 }
 
+std::vector<ElementRange> StoredRanges(const std::vector<EncodedSpan>& spans) {
+  std::vector<ElementRange> ranges;
+  for (const EncodedSpan& s : spans)
+    if (!s.reduced && s.count > 0) ranges.push_back({s.offset, s.offset + s.count});
+  std::sort(ranges.begin(), ranges.end(),
+            [](const ElementRange& a, const ElementRange& b) { return a.begin < b.begin; });
+  std::vector<ElementRange> merged;
+  for (const ElementRange& r : ranges) {
+    if (!merged.empty() && r.begin <= merged.back().end) merged.back().end = std::max(merged.back().end, r.end);
+    else merged.push_back(r);
+  }
+  return merged;
+}
+
 std::vector<EncodedSpan> FlatEncodedSpans(const RankSchedule& steps, size_t reduced_offset) {
   std::vector<EncodedSpan> spans;
   for (const Step& s : steps.steps) {
     if (s.op != StepOp::kEncode) continue;
-    if (s.src.buffer == Buffer::kInput) spans.push_back({s.src.offset, false});
-    else spans.push_back({reduced_offset, true});
+    if (s.src.buffer == Buffer::kInput) spans.push_back({s.src.offset, false, s.src.count});
+    else spans.push_back({reduced_offset, true, s.src.count});
   }
   return spans;
 }
 
-void AddDroppedToResidual(const weftCompression& spec, const RankSchedule& steps,
-                          const std::vector<EncodedSpan>& spans, const float* in,
-                          const unsigned char* scratch, float reduced_weight, float* residual) {
-  size_t k = 0;
-  for (const Step& s : steps.steps) {
-    if (s.op != StepOp::kEncode) continue;
-    if (k >= spans.size()) return;  // the spans describe another schedule: add nothing more
-    const EncodedSpan span = spans[k++];
-    const size_t n = s.src.count;
-    if (n == 0) continue;
-    const float* values = s.src.buffer == Buffer::kInput
-                              ? in + s.src.offset
-                              : reinterpret_cast<const float*>(scratch) + s.src.offset;
-    const uint8_t* encoded = scratch + s.dst.offset * sizeof(float);
-    // A contribution or partial sum: the first (only) encoding of these elements, stored; the
-    // reduced result: added, weighted.
-    codec::DroppedIntoResidual(spec, encoded, n, values,
-                               span.reduced ? codec::Feedback::kAdd : codec::Feedback::kStore,
-                               reduced_weight, residual + span.offset);
-  }
-}
 
 }  // namespace weft::compress

@@ -10,6 +10,7 @@
 #include "algorithms/registry.h"
 #include "algorithms/schedule.h"
 #include "common/status.h"
+#include "compress/compress_common.h"
 #include "exec/scratch.h"
 #include "sim/engine.h"
 #include "topo/fabric.h"
@@ -18,14 +19,28 @@
 
 namespace weft::compress {
 
+// Error feedback of a compressed call: the executor puts what each of this rank's encodes
+// drops into `residual` as the encode runs (exec/executor.h CodecFeedback: stored for a
+// contribution or partial sum, added times reduced_weight for the reduced result). Elements
+// no encode covers are left as they are: the caller zeroes them where this rank keeps nothing
+// of them (TakeResidual with StoredRanges).
+struct ResidualFeedback {
+  float* residual = nullptr;    // over the call's count of values
+  float reduced_weight = 1.0f;  // nranks for avg, since the next call divides it again
+  // Where each encode's values lie in the count, in step order; null: FlatEncodedSpans of the
+  // steps that run, the reduced slice at reduced_offset.
+  const std::vector<EncodedSpan>* spans = nullptr;
+  size_t reduced_offset = 0;
+};
+
 // Builds the compressed `collective` schedule of this rank for `count` (ScheduleRequest
 // count) and runs it on float32 `in` / `out` with the codec `spec`. `scratch` receives the
-// schedule's scratch (grown as needed, valid until the next call with it). `rank_schedule`
-// (if not null) receives the steps that ran, to read back their encodings.
+// schedule's scratch (grown as needed, valid until the next call with it). `feedback`: null,
+// or error feedback into its residual.
 Status RunCompressedSchedule(weftComm_t comm, Collective collective, size_t count,
                              const weftCompression& spec, weftRedOp_t op, const float* in,
                              float* out, ScratchBuffer* scratch,
-                             RankSchedule* rank_schedule);
+                             const ResidualFeedback* feedback);
 
 // WEFT_COMPRESSION_CHUNK_BYTES as the ChunkPolicy::chunk_elems (float32 values) of compressed
 // schedules (CompressedPieces in algorithms/compressed.h): unset or "auto": 0, the pieces'
@@ -39,14 +54,14 @@ size_t CompressionChunkElems();
 Status RunCompressedRequest(weftComm_t comm, const AlgorithmInfo& algorithm,
                             const ScheduleRequest& shape, const weftCompression& spec,
                             weftRedOp_t op, const float* in, float* out,
-                            ScratchBuffer* scratch, RankSchedule* rank_schedule);
+                            ScratchBuffer* scratch, const ResidualFeedback* feedback);
 // The same on values of `dtype`: float32, or bf16 for a schedule whose codec steps are encodes
 // and decodes only (the all-to-all(v); a decode-reduce sums float32). shape.elem_bytes is set
 // here from dtype, so the schedule's encoded regions fit the executor's elements.
 Status RunCompressedRequestOn(weftComm_t comm, const AlgorithmInfo& algorithm,
                               const ScheduleRequest& shape, const weftCompression& spec,
                               weftRedOp_t op, weftDataType_t dtype, const void* in, void* out,
-                              ScratchBuffer* scratch, RankSchedule* rank_schedule);
+                              ScratchBuffer* scratch, const ResidualFeedback* feedback);
 
 // The predicted time of the compressed `collective` schedule of `count` (every rank's steps)
 // on `fabric`, its codec steps at the codec's measured speed (MeasuredCodecSpeed,
@@ -68,17 +83,11 @@ inline const unsigned char* ScratchBytes(const ScratchBuffer& s) {
   return static_cast<const unsigned char*>(s.held().ptr);
 }
 
-// Error feedback from the encodings a compressed schedule left in `scratch`: for encode step k
-// of `steps` (in order) and spans[k] (algorithms/compressed.h: where in the call's count its
-// values lie), what the encoding dropped (values - decode(encoding), 0 where not finite) goes
-// into residual at the span's offset: stored for a contribution or partial sum (each element
-// is encoded so at most once per call, and first), added times `reduced_weight` for the
-// reduced result (nranks for avg, since the next call divides it again). The values are read
-// from `in` (encodes of the input) or from `scratch`. Elements no span covers are left as
-// they are: the caller zeroes them where this rank keeps nothing of them.
-void AddDroppedToResidual(const weftCompression& spec, const RankSchedule& steps,
-                          const std::vector<EncodedSpan>& spans, const float* in,
-                          const unsigned char* scratch, float reduced_weight, float* residual);
+
+// The element ranges error feedback stores into (the spans that are not reduced):
+// sorted, disjoint, merged where they touch. Whatever the residual held there is overwritten
+// by a successful call, so taking the residual need not zero it there.
+std::vector<ElementRange> StoredRanges(const std::vector<EncodedSpan>& spans);
 
 // The spans of a flat compressed schedule's encodes (allreduce, reduce-scatter, allgather):
 // an encode of the input covers its own elements of the input; an encode of scratch is the

@@ -3,12 +3,14 @@
 // allreduce_compressed_hierarchical.cc: the checker proves it for even and uneven hosts)
 // through the executor, with the communicator's host groups as the request's groups.
 //
-// Error feedback: the residual is added to this rank's input and zeroed before the call; the
-// call then keeps in it what each of this rank's encodings dropped (AddDroppedToResidual): of
-// the host's float32 sum of each sub-slice it sends across (this rank owns that lane of its
-// host, so the next call's host sum carries it again), and of each reduced sub-slice it
-// re-encodes (times nranks for avg, since the next call divides it again). Every dropped
-// value is kept by exactly one rank of the job.
+// Error feedback: the residual is added to this rank's input before the call and zeroed
+// outside the lanes this rank owns; the call then keeps in it what each of this rank's
+// encodings dropped, computed by the executor as each encode runs (ResidualFeedback; inside a
+// codec chain, tile by tile in the cache): stored for the host's float32 sum of each
+// sub-slice it sends across (this rank owns that lane of its host, so the next call's host
+// sum carries it again; this overwrites the lanes' old residual), added for each reduced
+// sub-slice it re-encodes (times nranks for avg, since the next call divides it again). Every
+// dropped value is kept by exactly one rank of the job.
 //
 // Against the composition this replaced (weftReduceScatter inside the host, the flat compressed
 // allreduce across, weftAllGather of encodings inside, in up to 4 pipelined pieces of >= 8 MiB):
@@ -63,21 +65,23 @@ Status HierarchicalAllReduceCompressed(const void* sendbuff, void* recvbuff, siz
                                        weftComm_t comm) {
   // float32 without feedback: the schedule reads the caller's buffer (no copy of count).
   const bool as_is = datatype == weftFloat32 && residual == nullptr;
+  const ScheduleRequest shape = HierarchicalShape(comm, count, spec);
+  // This rank encodes (and so keeps the residual of) only the lanes it owns: elsewhere the
+  // residual it adds in is zeroed; in its lanes the call's feedback overwrites it.
+  const std::vector<EncodedSpan> spans =
+      residual != nullptr ? AllReduceHierarchicalEncodedSpans(shape, comm->rank) : std::vector<EncodedSpan>();
   float* x = as_is ? nullptr : ScratchFloats(kInputSlot, count);
-  if (!as_is && residual != nullptr) TakeResidual(sendbuff, datatype, count, residual, x);
+  if (!as_is && residual != nullptr) TakeResidual(sendbuff, datatype, count, residual, x, StoredRanges(spans));
   else if (!as_is) LoadWithResidual(sendbuff, datatype, count, nullptr, x);
   const float* in = as_is ? static_cast<const float*>(sendbuff) : x;
   float* result =
       datatype == weftFloat32 ? static_cast<float*>(recvbuff) : ScratchFloats(kResultSlot, count);
-  const ScheduleRequest shape = HierarchicalShape(comm, count, spec);
-  ScratchBuffer& scratch = CompressedScheduleScratch();
-  RankSchedule ran;
+  ResidualFeedback feedback;
+  feedback.residual = residual;
+  feedback.reduced_weight = op == weftAvg ? static_cast<float>(comm->nranks) : 1.0f;
+  feedback.spans = &spans;
   WEFT_RETURN_IF_ERROR(RunCompressedRequest(comm, HierarchicalAlgorithm(), shape, spec, op, in,
-                                            result, &scratch, residual ? &ran : nullptr));
-  if (residual != nullptr)
-    AddDroppedToResidual(spec, ran, AllReduceHierarchicalEncodedSpans(shape, comm->rank), in,
-                         ScratchBytes(scratch), op == weftAvg ? static_cast<float>(comm->nranks) : 1.0f,
-                         residual);
+                                            result, &CompressedScheduleScratch(), &feedback));
   StoreAs(result, count, datatype, recvbuff);
   return OkStatus();
 }

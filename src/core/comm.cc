@@ -109,7 +109,7 @@ Status ExecuteOnComm(weftComm* comm, const RankSchedule& rs, int window, weftDat
   ctx.scratch = extras.scratch != nullptr ? extras.scratch : &comm->heap_scratch;
   ctx.peer_buffers = extras.peer_buffers;
   ctx.codec = extras.codec;
-  ctx.keep_codec_sources = extras.keep_codec_sources;
+  ctx.feedback = extras.feedback;
   ctx.first_step = extras.first_step;
   ctx.what = what;
   ExecBuffers bufs;

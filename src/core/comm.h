@@ -23,6 +23,7 @@
 #include "common/status.h"
 #include "core/flight_recorder.h"
 #include "core/registered_memory.h"
+#include "exec/executor.h"
 #include "exec/scratch.h"
 #include "exec/tiny_program.h"
 #include "transports/transport.h"
@@ -222,7 +223,7 @@ Status EndCall(weftComm* comm, const CollectiveCall& call, const CallScope& scop
 struct ExecExtras {
   const std::vector<PeerUserBuffers>* peer_buffers = nullptr;  // zero-copy: peers' buffers
   const weftCompression* codec = nullptr;                        // codec steps' spec
-  bool keep_codec_sources = false;  // ExecContext::keep_codec_sources (error feedback)
+  CodecFeedback feedback;  // ExecContext::feedback (error feedback of the encode steps)
   ScratchBuffer* scratch = nullptr;                              // default: the communicator's
   size_t first_step = 0;  // ExecContext::first_step: the tiny path ran the steps before it
 };

@@ -169,9 +169,13 @@ void RunCodecChain(const std::vector<ChainStep>& steps, float* acc, size_t acc_c
       const size_t n = std::min(tile_values, hi - at);
       float* tile = acc_dead ? tile_buf.data() : acc + at;  // written back: P is read later
       BuildTile(steps, acc + at, at, n, acc_count, spec, op, nranks, tile, decoded_buf.data());
-      if (encode != nullptr)
-        codec::EncodeRange(spec, tile, encode->count, at - encode->offset, n, encode->encoded,
-                           encode->stream);
+      if (encode == nullptr) continue;
+      const size_t first = at - encode->offset;
+      codec::EncodeRange(spec, tile, encode->count, first, n, encode->encoded, encode->stream);
+      if (encode->residual != nullptr)  // the tile and its codes are still in L1
+        codec::DroppedIntoResidualRange(spec, encode->encoded, encode->count, first, n, tile,
+                                        encode->feedback, encode->feedback_weight,
+                                        encode->residual + first);
     }
   };
   size_t at = 0;

@@ -22,6 +22,7 @@
 
 #include "algorithms/schedule.h"
 #include "common/status.h"
+#include "kernels/codec.h"
 #include "topo/link_table.h"
 #include "weft/weft.h"
 #include "weft/weft_compress.h"
@@ -39,7 +40,8 @@ struct CodecChain {
 // and ends with encodes of parts of P (at least one of each kind), where every encode's
 // boundaries inside P lie on the codec's range alignment (so each tile of P decodes and
 // encodes on its own). Top-k (which selects over a whole encode) has none. `keep_acc`: P is
-// never dead (error feedback reads the encodes' sources after the call).
+// never dead (for a caller that reads it after the call; error feedback needs no such thing:
+// the chain feeds back each tile as it encodes it, ChainStep::residual).
 std::vector<CodecChain> FindCodecChains(const std::vector<Step>& steps,
                                         const weftCompression& spec, bool keep_acc);
 
@@ -60,6 +62,11 @@ struct ChainStep {
   size_t offset = 0;           // encode: its first value's offset in acc
   size_t count = 0;            // encode: its values
   uint64_t stream = 0;         // encode: stochastic-rounding stream
+  // encode with error feedback (exec/executor.h CodecFeedback): the residual of its first
+  // value, and how what the encoding drops goes there, tile by tile (codec::DroppedIntoResidual).
+  float* residual = nullptr;
+  codec::Feedback feedback = codec::Feedback::kStore;
+  float feedback_weight = 1.0f;
 };
 
 // Runs a chain over acc[0..acc_count) (see FindCodecChains; the steps in schedule order).

@@ -183,6 +183,14 @@ class Runner {
   }
   bool ChainBlocked(const CodecChain& c) const;
   Status RunChain(const CodecChain& c);
+  // Error feedback (ExecContext::feedback): each encode step's span, checked by Prepare, and
+  // the feedback of an encode that ran on its own.
+  Status FindFeedbackSpans();
+  const EncodedSpan* FeedbackSpan(size_t index) const {
+    if (feedback_at_.empty() || feedback_at_[index] < 0) return nullptr;
+    return &(*ctx_.feedback.spans)[static_cast<size_t>(feedback_at_[index])];
+  }
+  void FeedBack(size_t index);
   // Compressed schedules: the encoded regions (Prepare), and the one `r` resolves to, if any.
   Status FindEncodedRegions();
   EncodedRegion* EncodedAt(const Region& r);
@@ -236,6 +244,7 @@ class Runner {
   std::vector<EncodedRegion> encoded_;  // compressed schedules only (ctx_.codec set)
   std::vector<CodecChain> chains_;
   std::vector<int32_t> chain_at_;  // per step: its chain's index when one starts there, else -1
+  std::vector<int32_t> feedback_at_;  // per step: an encode's index in ctx_.feedback.spans, else -1
   // The call tag of the first signal to / wait on `peer` in this operation, else 0.
   uint64_t FirstTag(int peer, uint8_t which) {
     uint64_t tag = PeekFirstTag(peer, which);
@@ -307,6 +316,7 @@ Status Runner::Prepare() {
   // Encoded regions resolve into the scratch just placed.
   if (ctx_.codec != nullptr) WEFT_RETURN_IF_ERROR(FindEncodedRegions());
   if (ctx_.codec != nullptr) FindChains();
+  WEFT_RETURN_IF_ERROR(FindFeedbackSpans());
   // Refuse up front what the backend cannot touch (e.g. device buffers on the CPU backend):
   // failing at the first kernel would leave the peers half-way through the schedule.
   for (MemKind k : {bufs_.kind, scratch_kind_})
@@ -491,9 +501,11 @@ Status Runner::IssueCodec(size_t index) {
     if (e == nullptr) return InternalError(Describe(s, index) + ": its dst is no encoded region");
     e->holds = true;
     const uint64_t stream = static_cast<uint64_t>(ctx_.rank) << 32 | s.codec_stream;
-    return RunKernel(index, [&](KernelRequest* r) {
+    WEFT_RETURN_IF_ERROR(RunKernel(index, [&](KernelRequest* r) {
       return kb_.Encode(Ref(s.dst), Ref(s.src), s.src.count, dt, spec, stream, &e->bytes, r);
-    });
+    }));
+    FeedBack(index);  // the CPU kernels completed the encode at issue (FindFeedbackSpans)
+    return OkStatus();
   }
   StatusOr<MemRef> held = HeldEncoding(s, index);
   if (!held.ok()) return held.status();
@@ -527,10 +539,41 @@ void Runner::FindChains() {
   if (!CodecChainsEnabled() || ctx_.dtype != weftFloat32 || &kb_ != &CpuKernelBackend() ||
       !codec::ValidateSpec(*ctx_.codec).empty())
     return;
-  chains_ = FindCodecChains(sched_.steps, *ctx_.codec, ctx_.keep_codec_sources);
+  // Error feedback runs inside the chains (RunChain): their sums stay dead where no step reads them.
+  chains_ = FindCodecChains(sched_.steps, *ctx_.codec, /*keep_acc=*/false);
   if (chains_.empty()) return;
   chain_at_.assign(sched_.steps.size(), -1);
   for (size_t i = 0; i < chains_.size(); ++i) chain_at_[chains_[i].first] = static_cast<int32_t>(i);
+}
+
+// Feedback runs where the encodes do, on the CPU kernels at issue (so it follows the encode at
+// once, in program order: a reduced result's add after its elements' store), on float32.
+Status Runner::FindFeedbackSpans() {
+  feedback_at_.clear();
+  if (!ctx_.feedback.on()) return OkStatus();
+  if (ctx_.feedback.spans == nullptr || ctx_.codec == nullptr || ctx_.dtype != weftFloat32 ||
+      !kernels_at_issue_)
+    return InvalidArgument(std::string(ctx_.what) + ": error feedback needs the call's codec and "
+                           "spans, float32 values and the CPU kernels (the " + kb_.name() + " backend ran)");
+  feedback_at_.assign(sched_.steps.size(), -1);
+  size_t k = 0;
+  for (size_t i = 0; i < sched_.steps.size(); ++i)
+    if (sched_.steps[i].op == StepOp::kEncode) feedback_at_[i] = static_cast<int32_t>(k++);
+  if (k != ctx_.feedback.spans->size())
+    return InternalError(std::string(ctx_.what) + ": error feedback got " +
+                         std::to_string(ctx_.feedback.spans->size()) + " spans for " +
+                         std::to_string(k) + " encode steps");
+  return OkStatus();
+}
+
+void Runner::FeedBack(size_t index) {
+  const EncodedSpan* span = FeedbackSpan(index);
+  if (span == nullptr) return;
+  const Step& s = sched_.steps[index];
+  codec::DroppedIntoResidual(*ctx_.codec, Resolve(s.dst), s.src.count,
+                             reinterpret_cast<const float*>(Resolve(s.src)),
+                             span->reduced ? codec::Feedback::kAdd : codec::Feedback::kStore,
+                             ctx_.feedback.reduced_weight, ctx_.feedback.residual + span->offset);
 }
 
 bool Runner::ChainBlocked(const CodecChain& c) const {
@@ -568,6 +611,11 @@ Status Runner::RunChain(const CodecChain& c) {
       cs.offset = s.src.offset - c.acc.offset;
       cs.count = s.src.count;
       cs.stream = static_cast<uint64_t>(ctx_.rank) << 32 | s.codec_stream;
+      if (const EncodedSpan* span = FeedbackSpan(i)) {
+        cs.residual = ctx_.feedback.residual + span->offset;
+        cs.feedback = span->reduced ? codec::Feedback::kAdd : codec::Feedback::kStore;
+        cs.feedback_weight = ctx_.feedback.reduced_weight;
+      }
     } else if (s.op != StepOp::kFinalize) {
       cs.src = Resolve(s.src);
     }

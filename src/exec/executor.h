@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/compressed.h"
 #include "algorithms/schedule.h"
 #include "common/memref.h"
 #include "common/status.h"
@@ -47,6 +48,21 @@ struct PeerUserBuffers {
   MemRef output;
 };
 
+// Error feedback of a compressed call, run by the executor: what each encode step drops
+// (values - decode(encoding), 0 where not finite: codec::DroppedIntoResidual) goes into the
+// caller's residual as the encode runs, while its values are still in the cache — inside a
+// codec chain, tile by tile, so the chain's float32 sum need not be stored for it. spans[k]
+// says where encode step k's values lie in the call's count: a contribution or partial sum is
+// stored there (each element is encoded so once per call, and first), a reduced result added
+// times reduced_weight (nranks for avg: the next call divides it again). Float32 values on
+// the CPU kernels only. Elements no span covers are left as they are.
+struct CodecFeedback {
+  float* residual = nullptr;
+  const std::vector<EncodedSpan>* spans = nullptr;
+  float reduced_weight = 1.0f;
+  bool on() const { return residual != nullptr; }
+};
+
 struct ExecContext {
   int rank = 0;
   int nranks = 1;
@@ -71,9 +87,8 @@ struct ExecContext {
   // The codec of encode/decode steps (compressed schedules, dtype float32); nullptr when the
   // schedule has none (a codec step then fails naming itself).
   const weftCompression* codec = nullptr;
-  // The caller reads the encodes' float32 sources after the call (error feedback): chains of
-  // codec steps (exec/codec_chain.h) then store every value they build.
-  bool keep_codec_sources = false;
+  // Error feedback for the encode steps (off: residual null).
+  CodecFeedback feedback;
   // Steps before this one already ran (the tiny-call path, exec/tiny_program.h, stopped at a
   // wait whose signal had not arrived): the executor continues from here, with nothing in
   // flight, knowing which peers those steps already signalled or waited on.
