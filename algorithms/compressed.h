@@ -56,6 +56,11 @@ StatusOr<Schedule> BuildAllToAllvCompressed(const ScheduleRequest& request);
 // elements [offset, offset + its src count) of the call's count, either a partial sum of
 // contributions (reduced = false: what it drops is this rank's to send again) or the reduced
 // result (reduced = true: weighted by nranks for avg, as the next call divides it again).
+// Elements [begin, end) of a call's count.
+struct ElementRange {
+  size_t begin, end;
+};
+
 struct EncodedSpan {
   size_t offset;
   bool reduced;

@@ -238,6 +238,90 @@ TEST(CodecChain, DecodeReduceThenEncodeIsBitwiseTheSteps) {
     }
 }
 
+// Error feedback's steady state on a host of two: the owner's lane reads as input + residual
+// (ExecBuffers::addend), which the host-reduce chain adds tile by tile, building nothing into
+// the patch; the encodings are those of member + (input + residual), and the feedback then
+// overwrites the residual it read.
+TEST(CodecChain, ChainsAddThePatchedInputsAddend) {
+  for (const weftCompression& spec : Codecs()) {
+    const std::string what = codec::CodecName(spec.codec);
+    const size_t n = 3001, h = 1437;
+    std::vector<float> in = Values(2 * n, 3), residual = Values(n, 4);
+    for (float& r : residual) r *= 0.01f;
+    const std::vector<float> start = residual;
+    const Region p = Tmp(0, n);
+    const size_t e0 = EncodedElements(spec, h), e1 = EncodedElements(spec, n - h);
+    const Region enc0 = Tmp(n, e0), enc1 = Tmp(n + e0, e1);
+    RankSchedule rs;
+    rs.input_count = 2 * n;
+    rs.output_count = e0 + e1;
+    rs.scratch_count = n + e0 + e1;
+    rs.steps = {CopyStep(In(n, n), p), ReduceStep(In(0, n), p), EncodeStep(Region{p.buffer, 0, h}, enc0, 5),
+                EncodeStep(Region{p.buffer, h, n - h}, enc1, 6), CopyStep(enc0, Out(0, e0)),
+                CopyStep(enc1, Out(e0, e1))};
+    ASSERT_EQ(FindCodecChains(rs.steps, spec, false).size(), 1u) << what;
+    std::vector<float> x(n), sum(n);
+    for (size_t i = 0; i < n; ++i) x[i] = in[i] + start[i];
+    kernels::Reduce(sum.data(), in.data() + n, x.data(), n, weftFloat32, weftSum);
+
+    std::vector<float> out(rs.output_count, -7.0f), patch(2 * n, -9.0f);
+    std::vector<Transport*> peers(1, nullptr);
+    ScratchBuffer heap;
+    ExecContext ctx = weft_test::ThreadRankContext(0, 2, &peers, &heap, &spec, "codec chain test");
+    const std::vector<EncodedSpan> spans = {{0, false, h}, {h, false, n - h}};
+    ctx.feedback.residual = residual.data();
+    ctx.feedback.spans = &spans;
+    const std::vector<ElementRange> lane = {{0, n}};
+    ExecBuffers b;
+    b.input = in.data();
+    b.output = out.data();
+    b.patch = patch.data();
+    b.addend = residual.data();
+    b.patched = &lane;
+    const Status st = ExecuteSchedule(rs, 4, ctx, b);
+    ASSERT_TRUE(st.ok()) << st.message();
+    ExpectBytes(out, 0, Encoded(spec, sum.data(), h, 5), what + " enc0");
+    ExpectBytes(out, e0, Encoded(spec, sum.data() + h, n - h, 6), what + " enc1");
+    EXPECT_EQ(patch[0], -9.0f) << what << ": the chain built the patch instead of adding in its tiles";
+    const std::vector<float> want =
+        ExpectedResidual(spec, n, 0.0f, spans, {sum.data(), sum.data() + h}, {5, 6}, 1.0f);
+    EXPECT_EQ(0, std::memcmp(residual.data(), want.data(), n * 4)) << what << " residual";
+  }
+}
+
+// An input patch (ExecBuffers::patch): input regions inside a patched range read as input +
+// addend (built into the patch for steps outside chains), the others as the input; a region
+// that straddles a range's edge is refused before any step runs.
+TEST(CodecChain, InputPatchReadsItsRangesAndRefusesStraddlingRegions) {
+  RankSchedule rs;
+  rs.input_count = 512;
+  rs.output_count = 512;
+  rs.steps = {CopyStep(In(0, 256), Out(0, 256)), CopyStep(In(256, 256), Out(256, 256))};
+  std::vector<float> in(512, 1.0f), addend(512, 0.5f), patch(512, 0.0f), out(512, 0.0f);
+  std::vector<Transport*> peers(1, nullptr);
+  ScratchBuffer heap;
+  const weftCompression spec = Spec(weftCodecInt8);
+  ExecContext ctx = weft_test::ThreadRankContext(0, 1, &peers, &heap, &spec, "codec chain test");
+  ExecBuffers b;
+  b.input = in.data();
+  b.output = out.data();
+  b.patch = patch.data();
+  b.addend = addend.data();
+  const std::vector<ElementRange> second = {{256, 512}};
+  b.patched = &second;
+  Status st = ExecuteSchedule(rs, 4, ctx, b);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(out[0], 1.0f);
+  EXPECT_EQ(out[255], 1.0f);
+  EXPECT_EQ(out[256], 1.5f);
+  EXPECT_EQ(out[511], 1.5f);
+  const std::vector<ElementRange> straddles = {{100, 300}};
+  b.patched = &straddles;
+  st = ExecuteSchedule(rs, 4, ctx, b);
+  EXPECT_EQ(st.code(), weftInternalError) << st.message();
+  EXPECT_NE(st.message().find("straddle the patched range [100, 300)"), std::string::npos) << st.message();
+}
+
 // What may not be a chain: top-k (it selects over a whole encode), an encode that a tile of a
 // decode would read after an earlier tile wrote it, encodes that decode runs cannot tile
 // (an unaligned boundary inside P), and runs whose value the caller keeps (error feedback).

@@ -134,26 +134,52 @@ void LoadWithResidual(const void* in, weftDataType_t datatype, size_t count,
   if (residual != nullptr) AddResidualInPlace(residual, count, out);
 }
 
+namespace {
+
+// Calls fn(begin, end, inside) over [0, count) cut at the sorted, disjoint `ranges`: the gaps
+// (inside false) and the ranges (inside true), in order, each non-empty.
+template <typename Fn>
+void ForGapsAndRanges(size_t count, const std::vector<ElementRange>& ranges, Fn fn) {
+  size_t at = 0;
+  for (size_t k = 0; k <= ranges.size(); ++k) {
+    const size_t gap_end = k < ranges.size() ? std::min(ranges[k].begin, count) : count;
+    if (gap_end > at) fn(at, gap_end, false);
+    if (k == ranges.size()) return;
+    at = std::max(at, gap_end);
+    const size_t end = std::min(ranges[k].end, count);
+    if (end > at) fn(at, end, true);
+    at = std::max(at, end);
+  }
+}
+
+}  // namespace
+
 void TakeResidual(const void* in, weftDataType_t datatype, size_t count, float* residual,
                   float* out, const std::vector<ElementRange>& stored) {
   const bool fused = datatype == weftFloat32 && in != out;
   if (!fused) LoadWithResidual(in, datatype, count, residual, out);
   const float* values = static_cast<const float*>(in);
   // The gaps between the stored ranges are taken (added and zeroed), the ranges only added.
-  size_t at = 0;
-  for (size_t k = 0; k <= stored.size(); ++k) {
-    const size_t gap_end = k < stored.size() ? std::min(stored[k].begin, count) : count;
-    if (gap_end > at) {
-      if (fused) AddAndZeroResidual(values + at, residual + at, gap_end - at, out + at);
-      else ZeroResidual(residual + at, gap_end - at);
+  ForGapsAndRanges(count, stored, [&](size_t lo, size_t hi, bool inside) {
+    if (!fused) {
+      if (!inside) ZeroResidual(residual + lo, hi - lo);
+    } else if (inside) {
+      AddResidual(values + lo, residual + lo, hi - lo, out + lo);
+    } else {
+      AddAndZeroResidual(values + lo, residual + lo, hi - lo, out + lo);
     }
-    if (k == stored.size()) break;
-    at = std::max(at, gap_end);
-    const size_t kept_end = std::min(stored[k].end, count);
-    if (fused && kept_end > at) AddResidual(values + at, residual + at, kept_end - at, out + at);
-    at = std::max(at, kept_end);
-  }
+  });
 }
+
+bool ResidualZeroOutside(const float* residual, size_t count, const std::vector<ElementRange>& ranges) {
+  bool zero = true;
+  ForGapsAndRanges(count, ranges, [&](size_t lo, size_t hi, bool inside) {
+    for (size_t i = lo; zero && !inside && i < hi; i += kClearBlock)
+      zero = !AnyNonzero(residual + i, std::min(kClearBlock, hi - i));
+  });
+  return zero;
+}
+
 
 void StoreAs(const float* values, size_t count, weftDataType_t datatype, void* out) {
   if (datatype == weftBfloat16) {

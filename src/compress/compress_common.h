@@ -14,6 +14,7 @@
 #include <functional>
 #include <vector>
 
+#include "algorithms/compressed.h"  // ElementRange
 #include "common/status.h"
 #include "core/device_calls.h"  // WorkExtent, StagingMap: device buffers run staged
 #include "weft/weft_compress.h"
@@ -51,10 +52,6 @@ Status FromResult(weftResult_t result, const char* what, weftComm_t comm);
 // out[i] = float(in[i]) + (residual ? residual[i] : 0), in being float32 or bf16.
 void LoadWithResidual(const void* in, weftDataType_t datatype, size_t count,
                       const float* residual, float* out);
-// Elements [begin, end) of a call's count.
-struct ElementRange {
-  size_t begin, end;
-};
 // The same with a residual that this call takes over: out[i] = float(in[i]) + residual[i], then
 // residual[i] = 0 outside `stored` (sorted, disjoint ranges the call's feedback overwrites on
 // success: compressed_schedule.h StoredRanges), in one pass over float32 data. The zeroing
@@ -64,6 +61,9 @@ struct ElementRange {
 // never delivered, did not consume.
 void TakeResidual(const void* in, weftDataType_t datatype, size_t count, float* residual,
                   float* out, const std::vector<ElementRange>& stored);
+// Whether every bit of residual[0, count) outside `ranges` (sorted, disjoint) is zero: a
+// read-only pass over those elements, stopping at the first nonzero block.
+bool ResidualZeroOutside(const float* residual, size_t count, const std::vector<ElementRange>& ranges);
 // out[i] = values[i] as datatype (bf16: rounded to nearest even).
 void StoreAs(const float* values, size_t count, weftDataType_t datatype, void* out);
 size_t ElementBytes(weftDataType_t datatype);

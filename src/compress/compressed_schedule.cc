@@ -48,11 +48,17 @@ size_t RecordedElements(const ScheduleRequest& req, int rank) {
 
 Status Execute(weftComm_t comm, const RankSchedule& rs, int window, const weftCompression& spec,
                weftDataType_t dtype, weftRedOp_t op, uint64_t tag, const void* in, void* out,
-               ScratchBuffer* scratch, const char* what, const CodecFeedback& feedback) {
+               ScratchBuffer* scratch, const char* what, const CodecFeedback& feedback,
+               const ResidualFeedback* request) {
   ExecExtras extras;
   extras.codec = &spec;
   extras.scratch = scratch;
   extras.feedback = feedback;
+  if (request != nullptr) {
+    extras.input_patch = request->patch;
+    extras.input_addend = request->residual;
+    extras.input_patched = request->patched;
+  }
   return ExecuteOnComm(comm, rs, window, dtype, op, tag, in, out, what, extras);
 }
 
@@ -112,7 +118,7 @@ Status RunCompressedRequestOn(weftComm_t comm, const AlgorithmInfo& algorithm,
     fb.reduced_weight = feedback->reduced_weight;
   }
   Status st = Execute(comm, rs, (*sched)->window, spec, dtype, op, tag, in, out, scratch,
-                      what.c_str(), fb);
+                      what.c_str(), fb, feedback);
   return EndCall(comm, view, scope, std::move(st));
 }
 

@@ -31,6 +31,11 @@ struct ResidualFeedback {
   // steps that run, the reduced slice at reduced_offset.
   const std::vector<EncodedSpan>* spans = nullptr;
   size_t reduced_offset = 0;
+  // The input's elements in `patched` read as input + residual (ExecBuffers::patch, addend):
+  // where this rank's residual is not known to be zero. `patch`: space for the executor to
+  // build them in, as large as the input.
+  float* patch = nullptr;
+  const std::vector<ElementRange>* patched = nullptr;
 };
 
 // Builds the compressed `collective` schedule of this rank for `count` (ScheduleRequest

@@ -67,19 +67,31 @@ Status HierarchicalAllReduceCompressed(const void* sendbuff, void* recvbuff, siz
   const bool as_is = datatype == weftFloat32 && residual == nullptr;
   const ScheduleRequest shape = HierarchicalShape(comm, count, spec);
   // This rank encodes (and so keeps the residual of) only the lanes it owns: elsewhere the
-  // residual it adds in is zeroed; in its lanes the call's feedback overwrites it.
+  // residual it adds in is zeroed; in its lanes the call's feedback overwrites it. In the
+  // steady state the residual outside its lanes is zero already (the last call zeroed it and
+  // wrote only the lanes): then only the lanes read as input + residual, which the codec
+  // chains add tile by tile (ResidualFeedback::patch), and the schedule reads the rest of the
+  // input where it is, so the call reads the residual once and writes none of it but what
+  // its feedback stores.
   const std::vector<EncodedSpan> spans =
       residual != nullptr ? AllReduceHierarchicalEncodedSpans(shape, comm->rank) : std::vector<EncodedSpan>();
+  const std::vector<ElementRange> lanes = StoredRanges(spans);
   float* x = as_is ? nullptr : ScratchFloats(kInputSlot, count);
-  if (!as_is && residual != nullptr) TakeResidual(sendbuff, datatype, count, residual, x, StoredRanges(spans));
-  else if (!as_is) LoadWithResidual(sendbuff, datatype, count, nullptr, x);
-  const float* in = as_is ? static_cast<const float*>(sendbuff) : x;
+  const bool lanes_only = residual != nullptr && datatype == weftFloat32 &&
+                          ResidualZeroOutside(residual, count, lanes);
+  if (residual != nullptr && !lanes_only) TakeResidual(sendbuff, datatype, count, residual, x, lanes);
+  else if (residual == nullptr && !as_is) LoadWithResidual(sendbuff, datatype, count, nullptr, x);
+  const float* in = as_is || lanes_only ? static_cast<const float*>(sendbuff) : x;
   float* result =
       datatype == weftFloat32 ? static_cast<float*>(recvbuff) : ScratchFloats(kResultSlot, count);
   ResidualFeedback feedback;
   feedback.residual = residual;
   feedback.reduced_weight = op == weftAvg ? static_cast<float>(comm->nranks) : 1.0f;
   feedback.spans = &spans;
+  if (lanes_only) {
+    feedback.patch = x;
+    feedback.patched = &lanes;
+  }
   WEFT_RETURN_IF_ERROR(RunCompressedRequest(comm, HierarchicalAlgorithm(), shape, spec, op, in,
                                             result, &CompressedScheduleScratch(), &feedback));
   StoreAs(result, count, datatype, recvbuff);

@@ -115,6 +115,9 @@ Status ExecuteOnComm(weftComm* comm, const RankSchedule& rs, int window, weftDat
   ExecBuffers bufs;
   bufs.input = in;
   bufs.output = out;
+  bufs.patch = extras.input_patch;
+  bufs.addend = extras.input_addend;
+  bufs.patched = extras.input_patched;
   Status st = ExecuteSchedule(rs, window, ctx, bufs);
   return st.ok() ? st : FailedOnComm(comm, st);
 }

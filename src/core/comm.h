@@ -224,6 +224,9 @@ struct ExecExtras {
   const std::vector<PeerUserBuffers>* peer_buffers = nullptr;  // zero-copy: peers' buffers
   const weftCompression* codec = nullptr;                        // codec steps' spec
   CodecFeedback feedback;  // ExecContext::feedback (error feedback of the encode steps)
+  float* input_patch = nullptr;                              // ExecBuffers::patch
+  const float* input_addend = nullptr;                       // ExecBuffers::addend
+  const std::vector<ElementRange>* input_patched = nullptr;  // ExecBuffers::patched
   ScratchBuffer* scratch = nullptr;                              // default: the communicator's
   size_t first_step = 0;  // ExecContext::first_step: the tiny path ran the steps before it
 };

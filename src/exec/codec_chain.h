@@ -58,6 +58,7 @@ double CodecChainSpeedup(const ComputeParams& core);
 struct ChainStep {
   StepOp op = StepOp::kCopy;
   const void* src = nullptr;  // copy/reduce: values aligned with acc; decodes: the encoding
+  const float* addend = nullptr;  // copy/reduce: src reads as src + addend (ExecBuffers::addend)
   uint8_t* encoded = nullptr;  // encode: where the encoding goes
   size_t offset = 0;           // encode: its first value's offset in acc
   size_t count = 0;            // encode: its values

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -135,12 +136,33 @@ class Runner {
   unsigned char* Resolve(const Region& r) const {
     unsigned char* base = nullptr;
     switch (r.buffer) {
-      case Buffer::kInput: base = static_cast<unsigned char*>(const_cast<void*>(bufs_.input)); break;
+      case Buffer::kInput: base = static_cast<unsigned char*>(const_cast<void*>(InputBase(r))); break;
       case Buffer::kOutput: base = static_cast<unsigned char*>(bufs_.output); break;
       case Buffer::kScratch: base = scratch_; break;
     }
     return base + r.offset * elem_;
   }
+  // ExecBuffers::patched: the range r lies in, else -1.
+  int PatchedRange(const Region& r) const {
+    if (bufs_.patched == nullptr || bufs_.patched->empty()) return -1;
+    const std::vector<ElementRange>& p = *bufs_.patched;
+    auto it = std::upper_bound(p.begin(), p.end(), r.offset,
+                               [](size_t at, const ElementRange& e) { return at < e.begin; });
+    if (it == p.begin() || r.offset >= std::prev(it)->end) return -1;
+    return static_cast<int>(std::prev(it) - p.begin());
+  }
+  // The input, or the patch where r lies in a range built there (ExecBuffers::patch).
+  const void* InputBase(const Region& r) const {
+    const int k = PatchedRange(r);
+    return k >= 0 && patch_built_[static_cast<size_t>(k)] ? bufs_.patch : bufs_.input;
+  }
+  // What a chain adds to its input source r (a patched range left to the chains), else null.
+  const float* ChainAddend(const Region& r) const {
+    if (r.buffer != Buffer::kInput) return nullptr;
+    const int k = PatchedRange(r);
+    return k >= 0 && !patch_built_[static_cast<size_t>(k)] ? bufs_.addend + r.offset : nullptr;
+  }
+  Status PrepareInputPatch();
   // The region as the kernel backend sees it: its kind is its buffer's.
   MemRef Ref(const Region& r) const {
     MemKind kind = r.buffer == Buffer::kScratch ? scratch_kind_ : bufs_.kind;
@@ -245,6 +267,7 @@ class Runner {
   std::vector<CodecChain> chains_;
   std::vector<int32_t> chain_at_;  // per step: its chain's index when one starts there, else -1
   std::vector<int32_t> feedback_at_;  // per step: an encode's index in ctx_.feedback.spans, else -1
+  std::vector<uint8_t> patch_built_;  // per patched range: input + addend built into the patch
   // The call tag of the first signal to / wait on `peer` in this operation, else 0.
   uint64_t FirstTag(int peer, uint8_t which) {
     uint64_t tag = PeekFirstTag(peer, which);
@@ -317,6 +340,7 @@ Status Runner::Prepare() {
   if (ctx_.codec != nullptr) WEFT_RETURN_IF_ERROR(FindEncodedRegions());
   if (ctx_.codec != nullptr) FindChains();
   WEFT_RETURN_IF_ERROR(FindFeedbackSpans());
+  WEFT_RETURN_IF_ERROR(PrepareInputPatch());
   // Refuse up front what the backend cannot touch (e.g. device buffers on the CPU backend):
   // failing at the first kernel would leave the peers half-way through the schedule.
   for (MemKind k : {bufs_.kind, scratch_kind_})
@@ -546,6 +570,45 @@ void Runner::FindChains() {
   for (size_t i = 0; i < chains_.size(); ++i) chain_at_[chains_[i].first] = static_cast<int32_t>(i);
 }
 
+// Every input region must resolve whole: inside one patched range or outside all of them. A
+// range that a step outside the chains reads is built now, before any step runs (so no step
+// has changed the addend yet: error feedback stores into it later in the call); the others
+// are left to the chains, which add the addend tile by tile.
+Status Runner::PrepareInputPatch() {
+  patch_built_.clear();
+  if (bufs_.patched == nullptr || bufs_.patched->empty()) return OkStatus();
+  if (bufs_.patch == nullptr || bufs_.addend == nullptr || bufs_.kind != MemKind::kHost ||
+      ctx_.dtype != weftFloat32)
+    return InvalidArgument(std::string(ctx_.what) + ": an input patch needs host float32 buffers, its addend and its space");
+  const std::vector<ElementRange>& p = *bufs_.patched;
+  patch_built_.assign(p.size(), 0);
+  std::vector<uint8_t> in_chain(sched_.steps.size(), 0);
+  for (const CodecChain& c : chains_)
+    for (size_t i = c.first; i <= c.last; ++i) in_chain[i] = 1;
+  for (size_t i = 0; i < sched_.steps.size(); ++i) {
+    const StepRegions g = LocalRegions(sched_.steps[i]);
+    for (const Region* r : {g.read[0], g.read[1], g.write}) {
+      if (r == nullptr || r->buffer != Buffer::kInput || r->count == 0) continue;
+      for (size_t k = 0; k < p.size(); ++k) {
+        const ElementRange& e = p[k];
+        const bool overlaps = r->offset < e.end && e.begin < r->offset + r->count;
+        const bool inside = e.begin <= r->offset && r->offset + r->count <= e.end;
+        if (overlaps && !inside)
+          return InternalError(Describe(sched_.steps[i], i) + ": input elements [" +
+                               std::to_string(r->offset) + ", " + std::to_string(r->offset + r->count) +
+                               ") straddle the patched range [" + std::to_string(e.begin) + ", " +
+                               std::to_string(e.end) + ")");
+        if (inside && !in_chain[i]) patch_built_[k] = 1;
+      }
+    }
+  }
+  const float* in = static_cast<const float*>(bufs_.input);
+  for (size_t k = 0; k < p.size(); ++k)
+    if (patch_built_[k])
+      for (size_t j = p[k].begin; j < p[k].end; ++j) bufs_.patch[j] = in[j] + bufs_.addend[j];
+  return OkStatus();
+}
+
 // Feedback runs where the encodes do, on the CPU kernels at issue (so it follows the encode at
 // once, in program order: a reduced result's add after its elements' store), on float32.
 Status Runner::FindFeedbackSpans() {
@@ -618,6 +681,7 @@ Status Runner::RunChain(const CodecChain& c) {
       }
     } else if (s.op != StepOp::kFinalize) {
       cs.src = Resolve(s.src);
+      cs.addend = ChainAddend(s.src);
     }
     steps.push_back(cs);
   }

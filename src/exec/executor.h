@@ -36,6 +36,15 @@ namespace weft {
 struct ExecBuffers {
   const void* input = nullptr;
   void* output = nullptr;
+  // Input elements that read as input + addend (float32, host memory): error feedback's lanes,
+  // where this rank's residual is not known to be zero, while the rest of the input is read
+  // as it is. `patched`: sorted, disjoint element ranges; each input region of the schedule
+  // lies inside one or outside all (the executor refuses the schedule otherwise). A codec
+  // chain adds the addend in its tiles; for a range that other steps read, the executor first
+  // builds input + addend into `patch` (as large as the input) and those steps read it there.
+  float* patch = nullptr;
+  const float* addend = nullptr;
+  const std::vector<ElementRange>* patched = nullptr;
   MemKind kind = MemKind::kHost;  // of both buffers
   int device = -1;                // for kCudaDevice
 };
