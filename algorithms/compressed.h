@@ -52,15 +52,15 @@ StatusOr<Schedule> BuildAllReduceCompressedHierarchical(const ScheduleRequest& r
 // (MoE token dispatch, e.g. fp8); request.a2av_* as for the plain all-to-allv.
 StatusOr<Schedule> BuildAllToAllvCompressed(const ScheduleRequest& request);
 
-// What an encode step of a compressed allreduce schedule encodes, for error feedback: the
-// elements [offset, offset + its src count) of the call's count, either a partial sum of
-// contributions (reduced = false: what it drops is this rank's to send again) or the reduced
-// result (reduced = true: weighted by nranks for avg, as the next call divides it again).
 // Elements [begin, end) of a call's count.
 struct ElementRange {
   size_t begin, end;
 };
 
+// What an encode step of a compressed allreduce schedule encodes, for error feedback: the
+// elements [offset, offset + count) of the call's count, either a partial sum of
+// contributions (reduced = false: what it drops is this rank's to send again) or the reduced
+// result (reduced = true: weighted by nranks for avg, as the next call divides it again).
 struct EncodedSpan {
   size_t offset;
   bool reduced;

@@ -180,7 +180,6 @@ bool ResidualZeroOutside(const float* residual, size_t count, const std::vector<
   return zero;
 }
 
-
 void StoreAs(const float* values, size_t count, weftDataType_t datatype, void* out) {
   if (datatype == weftBfloat16) {
     codec::ActiveCodecKernels().to_cast[weftCodecBf16](values, count, static_cast<uint16_t*>(out));

@@ -48,16 +48,18 @@ size_t RecordedElements(const ScheduleRequest& req, int rank) {
 
 Status Execute(weftComm_t comm, const RankSchedule& rs, int window, const weftCompression& spec,
                weftDataType_t dtype, weftRedOp_t op, uint64_t tag, const void* in, void* out,
-               ScratchBuffer* scratch, const char* what, const CodecFeedback& feedback,
-               const ResidualFeedback* request) {
+               ScratchBuffer* scratch, const char* what, const ResidualFeedback* feedback,
+               const std::vector<EncodedSpan>* spans) {
   ExecExtras extras;
   extras.codec = &spec;
   extras.scratch = scratch;
-  extras.feedback = feedback;
-  if (request != nullptr) {
-    extras.input_patch = request->patch;
-    extras.input_addend = request->residual;
-    extras.input_patched = request->patched;
+  if (feedback != nullptr && feedback->residual != nullptr) {
+    extras.feedback.residual = feedback->residual;
+    extras.feedback.spans = spans;
+    extras.feedback.reduced_weight = feedback->reduced_weight;
+    extras.input_patch = feedback->patch;
+    extras.input_addend = feedback->residual;
+    extras.input_patched = feedback->patched;
   }
   return ExecuteOnComm(comm, rs, window, dtype, op, tag, in, out, what, extras);
 }
@@ -109,16 +111,14 @@ Status RunCompressedRequestOn(weftComm_t comm, const AlgorithmInfo& algorithm,
   const uint64_t tag =
       MakeCallTag(DescriptorHash(collective, HashedCount(shape), spec, dtype, op), scope.seq);
   if (comm->direct != nullptr) comm->direct->PublishCurrentCall(tag);  // peers' plan check
+  // Error feedback's spans: the caller's, else those of the flat schedule's encodes.
   std::vector<EncodedSpan> flat_spans;
-  CodecFeedback fb;
-  if (feedback != nullptr && feedback->residual != nullptr) {
-    if (feedback->spans == nullptr) flat_spans = FlatEncodedSpans(rs, feedback->reduced_offset);
-    fb.residual = feedback->residual;
-    fb.spans = feedback->spans != nullptr ? feedback->spans : &flat_spans;
-    fb.reduced_weight = feedback->reduced_weight;
-  }
+  if (feedback != nullptr && feedback->residual != nullptr && feedback->spans == nullptr)
+    flat_spans = FlatEncodedSpans(rs, feedback->reduced_offset);
+  const std::vector<EncodedSpan>* spans =
+      feedback != nullptr && feedback->spans != nullptr ? feedback->spans : &flat_spans;
   Status st = Execute(comm, rs, (*sched)->window, spec, dtype, op, tag, in, out, scratch,
-                      what.c_str(), fb, feedback);
+                      what.c_str(), feedback, spans);
   return EndCall(comm, view, scope, std::move(st));
 }
 

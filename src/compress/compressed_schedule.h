@@ -82,12 +82,8 @@ StatusOr<SimResult> SimulateCompressedRequest(const Fabric& fabric, const Algori
                                               const weftCompression& spec);
 
 // The calling thread's scratch for compressed schedules (host memory from the CPU kernel
-// backend; grows only; thread-per-rank tests keep one per rank), and its bytes.
+// backend; grows only; thread-per-rank tests keep one per rank).
 ScratchBuffer& CompressedScheduleScratch();
-inline const unsigned char* ScratchBytes(const ScratchBuffer& s) {
-  return static_cast<const unsigned char*>(s.held().ptr);
-}
-
 
 // The element ranges error feedback stores into (the spans that are not reduced):
 // sorted, disjoint, merged where they touch. Whatever the residual held there is overwritten

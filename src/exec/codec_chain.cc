@@ -118,11 +118,6 @@ namespace {
 // 16 KiB of float32 per tile: it and a decoded tile stay in L1 between the steps.
 constexpr size_t kTileValues = 4096;
 
-// out = a + b, the float32 sum error feedback's input takes (compress_common's AddResidual).
-void AddInto(float* __restrict out, const float* __restrict a, const float* __restrict b, size_t n) {
-  for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
-}
-
 // The leading steps on values [at, at + n) of P: from `cur` (what P holds there) into `tile`.
 void BuildTile(const std::vector<ChainStep>& steps, const float* cur, size_t at, size_t n,
                size_t acc_count, const weftCompression& spec, weftRedOp_t op, int nranks,
@@ -130,12 +125,16 @@ void BuildTile(const std::vector<ChainStep>& steps, const float* cur, size_t at,
   for (const ChainStep& s : steps) {
     switch (s.op) {
       case StepOp::kCopy:
-        if (s.addend != nullptr) AddInto(tile, static_cast<const float*>(s.src) + at, s.addend + at, n);
+        // With an addend the source reads as src + addend (the float32 sum error feedback's
+        // input takes), else as it is.
+        if (s.addend != nullptr)
+          kernels::Reduce(tile, static_cast<const float*>(s.src) + at, s.addend + at, n, weftFloat32, weftSum);
         else std::memcpy(tile, static_cast<const float*>(s.src) + at, n * sizeof(float));
         break;
       case StepOp::kReduce:
         if (s.addend != nullptr) {  // the source as it would have been built: src + addend
-          AddInto(decoded, static_cast<const float*>(s.src) + at, s.addend + at, n);
+          kernels::Reduce(decoded, static_cast<const float*>(s.src) + at, s.addend + at, n,
+                          weftFloat32, weftSum);
           kernels::Reduce(tile, cur, decoded, n, weftFloat32, op);
         } else {
           kernels::Reduce(tile, cur, static_cast<const float*>(s.src) + at, n, weftFloat32, op);

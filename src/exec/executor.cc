@@ -605,7 +605,8 @@ Status Runner::PrepareInputPatch() {
   const float* in = static_cast<const float*>(bufs_.input);
   for (size_t k = 0; k < p.size(); ++k)
     if (patch_built_[k])
-      for (size_t j = p[k].begin; j < p[k].end; ++j) bufs_.patch[j] = in[j] + bufs_.addend[j];
+      kernels::Reduce(bufs_.patch + p[k].begin, in + p[k].begin, bufs_.addend + p[k].begin,
+                      p[k].end - p[k].begin, weftFloat32, weftSum);
   return OkStatus();
 }
 
