@@ -87,6 +87,16 @@ TEST(Calibrate, TwoProcessesWriteALoadableCalibratedTopologyFile) {
   }
   EXPECT_NE(cpu.copy_gbps, LinkTable::Defaults().cpu().copy_gbps);
   EXPECT_NE(o.output[0].find("cpu kernels (rank 0): copy"), std::string::npos) << o.output[0];
+  // Every core copying at once (the machine's memory bus): at least one core's DRAM rate and
+  // at most one per core; measured only where the host has two cores or more.
+  if (f.host(0).cores >= 2) {
+    EXPECT_GE(cpu.dram_all_cores_gbps, cpu.dram_copy_gbps);
+    EXPECT_LE(cpu.dram_all_cores_gbps, std::min(f.host(0).cores, 16) * cpu.dram_copy_gbps * 1.0001);
+    EXPECT_GE(f.MachineMemoryResource(0), 0);
+    EXPECT_NE(o.output[0].find("every core copying at once"), std::string::npos) << o.output[0];
+  } else {
+    EXPECT_EQ(cpu.dram_all_cores_gbps, 0.0);
+  }
   // ...and the cache a call can use, which the file carries on the host record.
   EXPECT_NE(o.output[0].find("cache a call can use"), std::string::npos) << o.output[0];
   if (f.LlcBytes(0) > 0) {

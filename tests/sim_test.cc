@@ -599,5 +599,39 @@ TEST(SimTerms, FourRanksOnTwoCoresTakeLongerThanOnFour) {
   EXPECT_NEAR(alone->time_us, one, 0.05 * one + 1);
 }
 
+// Cores that stream from DRAM at once share the machine's memory bus (ComputeParams::
+// dram_all_cores_gbps, engine.h): with a bus of 1.2x one core's DRAM copy rate, two ranks
+// reducing DRAM-resident data at once each take 2 / 1.2 of the time one takes alone; a rank
+// alone is not slowed, and without the figure (presets) nothing changes.
+TEST(SimTerms, CoresStreamingAtOnceShareTheMachinesMemory) {
+  const auto base = Llc32M();
+  LinkTable shared_table = base->table();
+  shared_table.mutable_cpu().dram_all_cores_gbps = 1.2 * shared_table.cpu().dram_copy_gbps;
+  std::vector<HostInfo> hosts{base->host(0)};
+  hosts[0].cores = 2;
+  std::vector<RankPlacement> ranks{base->rank(0), base->rank(1)};
+  const Fabric own(hosts, ranks, base->table(), NetworkConfig(), "own");
+  const Fabric bus(hosts, ranks, shared_table, NetworkConfig(), "bus");
+  ASSERT_LT(own.MachineMemoryResource(0), 0);
+  ASSERT_GE(bus.MachineMemoryResource(0), 0);
+  EXPECT_EQ(bus.MachineMemoryResource(0), bus.MachineMemoryResource(1));
+  EXPECT_NE(own.Digest(), bus.Digest());
+  const size_t count = size_t{16} << 20;  // 64 MiB per rank: DRAM-resident
+  auto both_own = SimulateSchedule(LocalReduces(2, count), own, 4, SimOptions());
+  auto both_bus = SimulateSchedule(LocalReduces(2, count), bus, 4, SimOptions());
+  Schedule one_rank = LocalReduces(2, count);
+  one_rank.ranks[1].steps.clear();
+  auto alone_bus = SimulateSchedule(one_rank, bus, 4, SimOptions());
+  ASSERT_TRUE(both_own.ok() && both_bus.ok() && alone_bus.ok());
+  ASSERT_TRUE(both_own->dram_resident);
+  EXPECT_NEAR(alone_bus->time_us, both_own->time_us, 1e-6 * both_own->time_us);
+  const double miss = both_own->dram_fraction;
+  const ComputeParams& c = base->table().cpu();
+  // Each rank's DRAM share, as copy bytes, on a bus of 1.2 x the core's DRAM copy rate.
+  const double demand_us = miss * count * 4.0 / (c.dram_reduce_gbps * 1e3) / 1.2;
+  EXPECT_NEAR(both_bus->time_us, std::max(both_own->time_us, 2 * demand_us), 0.02 * both_own->time_us);
+  EXPECT_GT(both_bus->time_us, 1.3 * both_own->time_us);
+}
+
 }  // namespace
 }  // namespace weft

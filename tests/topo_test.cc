@@ -264,6 +264,35 @@ TEST(LinkTable, TokenBucketBurstReachesPortsAndSurvivesAFile) {
   EXPECT_NE(st.message().find("burst_bytes=-5"), std::string::npos) << st.message();
 }
 
+// The machine's memory bus (ComputeParams::dram_all_cores_gbps, calibration): a topology file
+// keeps it, the namespaces of one box share one bus, a table without it has none (and its
+// records do not mention it, so older files and digests stay as they were), and a negative
+// figure is refused by name.
+TEST(LinkTable, AllCoresMemoryRateSurvivesAFileAndIsOneBusPerMachine) {
+  auto f = MakePreset("netns:2x2@2");
+  ASSERT_TRUE(f.ok());
+  EXPECT_LT(f.value()->MachineMemoryResource(0), 0);
+  std::vector<Record> records = f.value()->ToRecords();
+  for (const Record& r : records) EXPECT_EQ(r.ToLine().find("dram_all_cores_gbps"), std::string::npos);
+  for (Record& r : records)
+    if (r.kind == "compute" && r.Get("kind") == "cpu") r.Set("dram_all_cores_gbps", 12.5);
+  auto bus = FabricFromRecords(records, "saved");
+  ASSERT_TRUE(bus.ok()) << bus.status().message();
+  EXPECT_DOUBLE_EQ(bus.value()->table().cpu().dram_all_cores_gbps, 12.5);
+  const int res = bus.value()->MachineMemoryResource(0);
+  ASSERT_GE(res, 0);
+  EXPECT_DOUBLE_EQ(bus.value()->resource(res).gbps, 12.5);
+  for (int r = 1; r < 4; ++r) EXPECT_EQ(bus.value()->MachineMemoryResource(r), res) << "rank " << r;
+  auto again = FabricFromRecords(bus.value()->ToRecords(), "saved again");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again.value()->Digest(), bus.value()->Digest());
+  EXPECT_NE(bus.value()->Digest(), f.value()->Digest());
+  LinkTable t = LinkTable::Defaults();
+  Status st = t.Apply(ParseRecords("compute kind=cpu dram_all_cores_gbps=-3\n", "o").value());
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("dram_all_cores_gbps=-3"), std::string::npos) << st.message();
+}
+
 // Namespaces of one machine share its cores: 2 hosts x 2 ranks on a 2-core box deal the 4
 // ranks to 2 cores; 2 x 1 fits.
 TEST(Fabric, RanksOutnumberingTheMachinesCoresShareThem) {

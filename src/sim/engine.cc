@@ -393,6 +393,24 @@ class Engine {
   static constexpr double kSharedCoreHandoffUs = 1.5;
   double Handoff(int r) const { return fabric_.CoreMates(r).size() > 1 ? kSharedCoreHandoffUs : 0.0; }
 
+  // The machine's memory bus (Fabric::MachineMemoryResource), shared by its cores: a CPU step
+  // whose DRAM share would take `dram_us` alone at rank r's DRAM copy rate moves what a copy
+  // moves in that time, booked on the bus from `begin`; returns when the bus has served it (0:
+  // no bus). Alone, the bus (every core's rate together) serves a step sooner than its core
+  // does, so only work that overlaps on several cores waits for it.
+  double MachineMemory(int r, double begin, double dram_us) {
+    const int bus = fabric_.MachineMemoryResource(r);
+    const double gbps = fabric_.Compute(r).dram_copy_gbps;
+    if (bus < 0 || dram_us <= 0 || gbps <= 0) return 0;
+    return Occupy(bus, begin, dram_us * gbps * 1e3);
+  }
+  // The DRAM share of a copy (or reduction) of `bytes` by rank r, us at its core's DRAM rate.
+  double DramShareUs(int r, double bytes, bool reduce) const {
+    const ComputeParams& c = fabric_.Compute(r);
+    const double gbps = reduce ? c.dram_reduce_gbps : c.dram_copy_gbps;
+    return gbps > 0 ? Miss(r) * bytes / (gbps * 1e3) : 0.0;
+  }
+
   // Oversubscription (Fabric::CoreMates): `dt` us of CPU work rank r starts at `t` on a core
   // it shares. The kernel time-slices the busy ranks (idle ones wait in the kernel or yield),
   // i.e. processor sharing: while a mate still has work pending, both run at half speed, so
@@ -449,7 +467,10 @@ class Engine {
     // one core's rate however many channels carry them: 2 channels measured no faster than 1
     // for 2-rank rings at 128 KiB-4 MiB (perf/RESULTS.md), while a model without this
     // charge chose them. The ring's copy in holds the sender's core as well.
-    if (copies && MemoryLink(route.type) && !fabric_.IsGpu(b)) done = std::max(done, OccupyCore(b, start, xfer));
+    if (copies && MemoryLink(route.type) && !fabric_.IsGpu(b)) {
+      done = std::max(done, OccupyCore(b, start, xfer));
+      if (dram_msg) done = std::max(done, MachineMemory(b, start, DramShareUs(b, bytes, false)));
+    }
     if (ring_path) done = std::max(done, OccupyCore(a, start, bytes / (CoreRate(a, false) * 1e3)));
     return done + route.latency_us;
   }
@@ -476,6 +497,7 @@ class Engine {
     backlog_[res] = begin + dt;
     busy_[res] += dt;
     double end = backlog_[res];
+    if (!cached) end = std::max(end, MachineMemory(r, begin, DramShareUs(r, bytes, reduce)));
     // Recv-reduce staging: the message landed in a staging buffer, and reducing it re-reads
     // it and writes the DRAM-resident result: an extra pass over the memory bus, shared with
     // the host's other ranks. (Plain local steps of direct algorithms work next to a
@@ -704,6 +726,9 @@ class Engine {
       backlog_[res] = begin + dt;
       busy_[res] += dt;
       end = backlog_[res];
+      // The codec speeds are DRAM figures (codec_bench at 64 MiB); a chain's later steps work
+      // in the cache.
+      if (!chained) end = std::max(end, MachineMemory(r, begin, Miss(r) * values / (gbps * 1e3)));
     }
     if (m.combine == StepCombine::kReduceIn) end = Compute(r, end, values, true, false, chained);
     return end + fabric_.Compute(r).overhead_us;

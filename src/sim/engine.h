@@ -45,6 +45,11 @@
 // Shared cores (Fabric::CoreMates: a machine with more CPU ranks than cores): a rank's CPU
 // work, its receive copies included, is stretched by its overlap with each busy mate's
 // pending work (processor sharing).
+// Shared memory (Fabric::MachineMemoryResource: calibration measured every core copying at
+// once, ComputeParams::dram_all_cores_gbps): the DRAM share of a CPU rank's copies, reductions,
+// codec steps outside chains and receive copies is also booked on its machine's memory bus,
+// as the bytes a copy would move in that share's time, so cores that stream at once slow
+// each other as they do (2-vCPU VM: 1.24x with both copying).
 // The model is deterministic (ties broken by event order), so every rank predicts the same.
 #pragma once
 

@@ -5,6 +5,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -327,6 +328,47 @@ int64_t MeasureCacheBytes(int64_t llc, double dram_copy_gbps, const CalibrateOpt
   return FitCacheBytes(points, dram_copy_gbps, std::min<int64_t>(llc, 2 * static_cast<int64_t>(top)));
 }
 
+// Wall time of `threads` threads released together, each copying its own src[t] to dst[t]
+// (`bytes` each): from the first start to the last end, us.
+double ConcurrentCopyUs(int threads, std::vector<std::vector<char>>& dst,
+                        const std::vector<std::vector<char>>& src, size_t bytes) {
+  std::atomic<int> ready{0};
+  std::vector<double> begin(threads), end(threads);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      ready.fetch_add(1);
+      while (ready.load() < threads) std::this_thread::yield();
+      begin[t] = NowUs();
+      kernels::Copy(dst[t].data(), src[t].data(), bytes);
+      end[t] = NowUs();
+    });
+  for (std::thread& th : pool) th.join();
+  return *std::max_element(end.begin(), end.end()) - *std::min_element(begin.begin(), begin.end());
+}
+
+// How much more the machine's memory moves with every core copying beyond the LLC at once
+// than with one (ComputeParams::dram_all_cores_gbps = this x the core's DRAM copy rate): one
+// thread per core (at most kMaxMemoryThreads), each copying its own buffers of `bytes`, against
+// one of them alone, alternating `reps` times (this VM's memory has fast and slow phases, so
+// the two are compared within one), best of each, after an untimed pass that faults the pages
+// in. Between 1 (one core saturates the bus) and the thread count; 0 with fewer than two
+// cores.
+constexpr int kMaxMemoryThreads = 16;
+double AllCoresCopyGain(int cores, size_t bytes, int reps) {
+  const int threads = std::min(cores, kMaxMemoryThreads);
+  if (threads < 2 || bytes == 0) return 0;
+  std::vector<std::vector<char>> dst(threads, std::vector<char>(bytes, 1)), src(threads, std::vector<char>(bytes, 2));
+  ConcurrentCopyUs(threads, dst, src, bytes);
+  double one = 1e300, all = 1e300;
+  for (int rep = 0; rep < reps; ++rep) {
+    one = std::min(one, ConcurrentCopyUs(1, dst, src, bytes));
+    all = std::min(all, ConcurrentCopyUs(threads, dst, src, bytes));
+  }
+  const double gain = threads * one / std::max(all, 1e-3);
+  return std::max(1.0, std::min(static_cast<double>(threads), gain));
+}
+
 // weft's own copy and float32 sum kernels beyond the LLC (3 buffers of one LLC, at most
 // max_probe_bytes), then the cache a call can use (MeasureCacheBytes), then the kernels
 // inside it (3 buffers of a sixth of it, at most LLC/8): what local steps run at.
@@ -346,6 +388,12 @@ ComputeMeasurement MeasureCompute(const Fabric& fabric, int rank, const Calibrat
     *reduce = BestRate(bytes, [&] { sum(dst.data(), a.data(), b.data(), bytes / 4); }, reps);
   };
   rates(dram, 3, &c.dram_copy_gbps, &c.dram_reduce_gbps);
+  // Each thread copies what the single core did up to 2 threads, less beyond (2 dram / T, at
+  // least a quarter of it): the threads' buffers together stay beyond the LLC.
+  const int cores = fabric.host(fabric.rank(rank).host).cores;
+  const size_t threads = static_cast<size_t>(std::max(1, std::min(cores, kMaxMemoryThreads)));
+  const size_t per_thread = std::min(dram, std::max(dram / 4, 2 * dram / threads)) & ~static_cast<size_t>(63);
+  c.dram_all_cores_gbps = AllCoresCopyGain(cores, per_thread, 5) * c.dram_copy_gbps;
   if (llc > 0) c.cache_bytes = MeasureCacheBytes(llc, c.dram_copy_gbps, opt);
   int64_t cache = c.cache_bytes > 0 ? c.cache_bytes : (llc > 0 ? llc : int64_t{8} << 20);
   size_t cached = std::max<size_t>(64u << 10, static_cast<size_t>(cache) / 6);
@@ -359,17 +407,17 @@ ComputeMeasurement MeasureCompute(const Fabric& fabric, int rank, const Calibrat
 // allgather that then hands everyone its figures.
 Status CalibrateCompute(const Fabric& fabric, const CalibrationPeers& peers, const CalibrateOptions& opt,
                         ComputeMeasurement* out) {
-  constexpr int kFields = 6;
-  double mine[kFields] = {0, 0, 0, 0, 0, 0};
+  constexpr int kFields = 7;
+  double mine[kFields] = {0, 0, 0, 0, 0, 0, 0};
   if (peers.rank == 0 && !fabric.IsGpu(0)) {
     ComputeMeasurement c = MeasureCompute(fabric, 0, opt);
     double v[kFields] = {c.copy_gbps, c.reduce_gbps, c.dram_copy_gbps, c.dram_reduce_gbps,
-                         static_cast<double>(c.cache_bytes), c.seconds};
+                         static_cast<double>(c.cache_bytes), c.seconds, c.dram_all_cores_gbps};
     std::copy(v, v + kFields, mine);
   }
   std::vector<double> all(static_cast<size_t>(kFields) * peers.nranks);
   WEFT_RETURN_IF_ERROR_CTX(peers.allgather(mine, sizeof(mine), all.data()), "sharing compute calibration");
-  *out = ComputeMeasurement{all[0], all[1], all[2], all[3], static_cast<int64_t>(all[4]), all[5]};
+  *out = ComputeMeasurement{all[0], all[1], all[2], all[3], static_cast<int64_t>(all[4]), all[5], all[6]};
   return OkStatus();
 }
 
@@ -452,7 +500,8 @@ StatusOr<std::shared_ptr<const Fabric>> ApplyCalibration(const Fabric& fabric,
                                                          const std::vector<TierMeasurement>& tiers,
                                                          const ComputeMeasurement& compute) {
   LinkTable table = fabric.table();
-  const double rates[4] = {compute.copy_gbps, compute.reduce_gbps, compute.dram_copy_gbps, compute.dram_reduce_gbps};
+  const double rates[5] = {compute.copy_gbps, compute.reduce_gbps, compute.dram_copy_gbps, compute.dram_reduce_gbps,
+                           compute.dram_all_cores_gbps};
   for (double r : rates)
     if (!(r >= 0) || !std::isfinite(r))
       return InvalidArgument("calibration of the CPU kernels: measured rate " + std::to_string(r) +
@@ -462,6 +511,7 @@ StatusOr<std::shared_ptr<const Fabric>> ApplyCalibration(const Fabric& fabric,
   if (compute.reduce_gbps > 0) cpu.reduce_gbps = compute.reduce_gbps;
   if (compute.dram_copy_gbps > 0) cpu.dram_copy_gbps = compute.dram_copy_gbps;
   if (compute.dram_reduce_gbps > 0) cpu.dram_reduce_gbps = compute.dram_reduce_gbps;
+  if (compute.dram_all_cores_gbps > 0) cpu.dram_all_cores_gbps = compute.dram_all_cores_gbps;
   std::vector<HostInfo> hosts;
   std::vector<RankPlacement> ranks;
   if (compute.cache_bytes < 0)
@@ -519,7 +569,9 @@ std::string CalibrationResult::Describe() const {
   if (compute.copy_gbps > 0)
     o << "cpu kernels (rank 0): copy " << compute.copy_gbps << " GB/s, float sum " << compute.reduce_gbps
       << " GB/s (beyond the LLC: " << compute.dram_copy_gbps << ", " << compute.dram_reduce_gbps << " GB/s), "
-      << "cache a call can use " << compute.cache_bytes / 1024 << " KiB, " << compute.seconds * 1e3 << " ms\n";
+      << "cache a call can use " << compute.cache_bytes / 1024 << " KiB";
+  if (compute.dram_all_cores_gbps > 0) o << ", every core copying at once " << compute.dram_all_cores_gbps << " GB/s";
+  if (compute.copy_gbps > 0) o << ", " << compute.seconds * 1e3 << " ms\n";
   o << "calibration took " << seconds * 1e3 << " ms\n";
   return o.str();
 }

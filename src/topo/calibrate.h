@@ -22,9 +22,11 @@
 //     rate (2 x (target_ms + one S/4 probe) more);
 //   - same-host memory tiers are probed twice: inside the last-level cache and beyond it
 //     (the fabric's two figures, flow_gbps and dram_flow_gbps).
-// First, rank 0 times weft's copy and float sum kernels beyond the LLC, the cache a call can
-// use (FitCacheBytes over copies of LLC/16 to 2x LLC working sets) and the kernels inside
-// it (the CPU compute rates the cost model charges local steps with).
+// First, rank 0 times weft's copy and float sum kernels beyond the LLC, how much more the
+// machine's memory moves with one copy thread per core than with one (its cores share the
+// bus: ComputeParams::dram_all_cores_gbps), the cache a call can use (FitCacheBytes over
+// copies of LLC/16 to 2x LLC working sets) and the kernels inside it (the CPU compute rates
+// the cost model charges local steps with).
 // Rank a's figures reach every rank by one allgather, so every rank builds the same fabric
 // (same digest, same decisions).
 //
@@ -90,6 +92,9 @@ struct ComputeMeasurement {
   // 0 = not measured. See FitCacheBytes.
   int64_t cache_bytes = 0;
   double seconds = 0;
+  // Every core of the machine copying beyond the LLC at once, GB/s summed (ComputeParams::
+  // dram_all_cores_gbps); 0 = not measured (one core).
+  double dram_all_cores_gbps = 0;
 };
 
 // The cache a call can use, fitted to the cost model's blend (sim/engine.h) from copy rates

@@ -52,11 +52,19 @@ bool Fabric::AnyCoreShared() const {
 void Fabric::BuildComputeResources() {
   compute_res_.assign(ranks_.size(), -1);
   core_mates_.assign(ranks_.size(), {});
+  machine_mem_.assign(ranks_.size(), -1);
   std::map<std::string, std::vector<int>> machine_ranks;  // hostname|boot_id -> CPU ranks
   for (size_t r = 0; r < ranks_.size(); ++r)
     if (ranks_[r].gpu < 0) machine_ranks[MachineOf(ranks_[r].host)].push_back(static_cast<int>(r));
   for (const auto& kv : machine_ranks) {
     const std::vector<int>& rs = kv.second;
+    // The machine's memory bus, shared by its ranks' cores (engine.h): only where it is
+    // measured and two ranks can contend for it.
+    if (table_.cpu().dram_all_cores_gbps > 0 && rs.size() > 1) {
+      const int bus = AddResource("h" + std::to_string(ranks_[rs[0]].host) + ".machine.dram",
+                                  table_.cpu().dram_all_cores_gbps);
+      for (int r : rs) machine_mem_[r] = bus;
+    }
     const size_t cores = static_cast<size_t>(std::max(1, hosts_[ranks_[rs[0]].host].cores));
     if (rs.size() <= cores) continue;
     for (size_t i = 0; i < rs.size(); ++i)

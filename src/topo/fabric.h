@@ -117,6 +117,10 @@ class Fabric {
   // Ranks waiting for messages yield their core (src/core backoff), so only busy mates slow r.
   const std::vector<int>& CoreMates(int r) const { return core_mates_[r]; }
   bool CoreShared(int r) const { return !core_mates_[r].empty(); }
+  // The memory bus rank r's machine shares among its cores (capacity
+  // ComputeParams::dram_all_cores_gbps), -1 for GPU ranks, for a machine with one CPU rank,
+  // and when the table has no such figure.
+  int MachineMemoryResource(int r) const { return machine_mem_[r]; }
   // Whether any rank shares its core (some machine runs more CPU ranks than it has cores).
   bool AnyCoreShared() const;
   // The memory bus a CPU rank's local traffic uses (its NUMA node's); -1 for GPU ranks.
@@ -177,6 +181,7 @@ class Fabric {
   std::vector<int> leaf_up_, leaf_down_;               // [leaf]
   std::vector<int> compute_res_;                       // [rank]
   std::vector<std::vector<int>> core_mates_;           // [rank] (empty: own core)
+  std::vector<int> machine_mem_;                       // [rank] -> resource shared per machine
   std::vector<int64_t> llc_bytes_;                     // [host]
 };
 

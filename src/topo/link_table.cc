@@ -149,6 +149,10 @@ Status LinkTable::Apply(const std::vector<Record>& records) {
       WEFT_ASSIGN_OR_RETURN(c->overhead_us, r.GetDouble("overhead_us", c->overhead_us));
       WEFT_ASSIGN_OR_RETURN(c->dram_reduce_gbps, r.GetDouble("dram_reduce_gbps", c->dram_reduce_gbps));
       WEFT_ASSIGN_OR_RETURN(c->dram_copy_gbps, r.GetDouble("dram_copy_gbps", c->dram_copy_gbps));
+      WEFT_ASSIGN_OR_RETURN(c->dram_all_cores_gbps, r.GetDouble("dram_all_cores_gbps", c->dram_all_cores_gbps));
+      if (!(c->dram_all_cores_gbps >= 0))
+        return InvalidArgument("compute record kind=" + kind + ": dram_all_cores_gbps=" +
+                               r.Get("dram_all_cores_gbps") + " must be >= 0 (0 = not measured)");
       if (c->reduce_gbps <= 0 || c->copy_gbps <= 0 || c->overhead_us < 0 || c->dram_reduce_gbps < 0 ||
           c->dram_copy_gbps < 0)
         return InvalidArgument("compute record kind=" + kind + ": rates must be > 0");
@@ -177,6 +181,8 @@ std::vector<Record> LinkTable::ToRecords() const {
     r.Set("kind", std::string(g ? "gpu" : "cpu"));
     r.Set("reduce_gbps", c.reduce_gbps).Set("copy_gbps", c.copy_gbps).Set("overhead_us", c.overhead_us);
     r.Set("dram_reduce_gbps", c.dram_reduce_gbps).Set("dram_copy_gbps", c.dram_copy_gbps);
+    // Only when measured: files and digests from before it stay as they were.
+    if (c.dram_all_cores_gbps > 0) r.Set("dram_all_cores_gbps", c.dram_all_cores_gbps);
     out.push_back(r);
   }
   return out;

@@ -60,6 +60,13 @@ struct ComputeParams {
   // as above (GPU: HBM has no such cliff at collective sizes).
   double dram_reduce_gbps = 0;
   double dram_copy_gbps = 0;
+  // The machine's memory with every core copying beyond the LLC at once, GB/s of destination
+  // summed over the cores (calibration: one copy thread per core). Cores share the memory
+  // bus, so two that stream at once each run below dram_copy_gbps (this project's 2-vCPU VM:
+  // 9.1 GB/s alone, 7.3 each with both copying, `membound 67108864 1` / `... 2`); the engine
+  // books the DRAM share of every CPU step on the machine's bus of this capacity. 0 = not
+  // measured: no shared limit (the presets).
+  double dram_all_cores_gbps = 0;
 };
 
 class LinkTable {
