@@ -1064,6 +1064,44 @@ TEST(JobWideCompression, SettingsAndTheHookFunction) {
   unsetenv("WEFT_COMPRESSION_MIN_BYTES");
 }
 
+// WEFT_COMPRESSION's residuals are weft's own, so the hierarchical allreduce knows they are
+// zero outside its lanes (zero everywhere when new, and as the last call left them) and never
+// reads them to check (KnownResidual); a caller's residual is checked every call. Both give
+// the same bits call after call on 2,2 and 3,1 hosts (the feedback of each call feeds the next).
+TEST(JobWideCompression, OwnResidualsAreNotCheckedAndGiveTheCallersBits) {
+  weft::compress::JobWideSettings s;
+  s.enabled = true;
+  s.always = true;
+  s.spec = Spec(weftCodecInt4);
+  s.min_bytes = 0;
+  const size_t count = 70001;
+  for (const char* hosts : {"2,2", "3,1"}) {
+    SCOPED_TRACE(hosts);
+    const std::string failure = RunRanksOnHosts(hosts, 4, [&](weftComm_t comm, int rank) -> std::string {
+      std::vector<float> own(count), theirs(count), residual(count, 0.0f);
+      for (int call = 0; call < 3; ++call) {
+        const std::vector<float> in = Contribution(rank + 7 * call, count, weftFloat32, 3);
+        const size_t before = weft::compress::ResidualZeroChecksOnThisThread();
+        weft::Status st;
+        if (!weft::compress::MaybeRunJobWideCompression(s, in.data(), own.data(), count, weftFloat32,
+                                                        weftSum, comm, nullptr, &st) || !st.ok())
+          return "job-wide call " + std::to_string(call) + ": " + st.message();
+        const size_t job_wide_checks = weft::compress::ResidualZeroChecksOnThisThread() - before;
+        if (weftAllReduceCompressed(in.data(), theirs.data(), count, weftFloat32, weftSum, &s.spec,
+                                    residual.data(), comm, nullptr) != weftSuccess)
+          return weft::compress::LastCompressionError();
+        const size_t caller_checks = weft::compress::ResidualZeroChecksOnThisThread() - before - job_wide_checks;
+        if (job_wide_checks != 0) return "call " + std::to_string(call) + ": weft's own residual read to check it";
+        if (caller_checks != 1) return "call " + std::to_string(call) + ": the caller's residual not checked";
+        if (std::memcmp(own.data(), theirs.data(), count * sizeof(float)) != 0)
+          return "call " + std::to_string(call) + ": the job-wide result differs from the caller-residual one";
+      }
+      return "";
+    });
+    EXPECT_EQ(failure, "");
+  }
+}
+
 // WEFT_COMPRESSION on the public weftAllReduce, launched by tests/job_wide_pipeline.cmake with
 // WEFT_COMPRESSION=int8:always (the setting is read once per process): the call is checked
 // first, as any weftAllReduce (a bad one fails naming weftAllReduce and its argument, not the

@@ -168,12 +168,14 @@ namespace {
 // unless the spec asks for the flat form.
 Status AllReduceCompressed(const void* sendbuff, void* recvbuff, size_t count,
                            weftDataType_t datatype, weftRedOp_t op, const weftCompression& spec,
-                           float* residual, weftComm_t comm) {
+                           float* residual, weftComm_t comm, KnownResidual* known) {
   int nranks = 0, rank = 0;
   WEFT_RETURN_IF_ERROR(CommShape(comm, &nranks, &rank));  // a live communicator first
   if ((spec.flags & WEFT_COMPRESS_FLAT) == 0 && HierarchicalPlacementApplies(comm))
     return HierarchicalAllReduceCompressed(sendbuff, recvbuff, count, datatype, op, spec,
-                                           residual, comm);
+                                           residual, comm, known);
+  // The flat placement reads the whole residual and leaves it nonzero anywhere.
+  if (known != nullptr) known->zero_outside = KnownResidual::kUnknown;
   return FlatAllReduceCompressed(sendbuff, recvbuff, count, datatype, op, spec, residual, comm);
 }
 
@@ -182,7 +184,7 @@ Status AllReduceCompressed(const void* sendbuff, void* recvbuff, size_t count,
 Status RunAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t count,
                               weftDataType_t datatype, weftRedOp_t op,
                               const weftCompression* spec, float* residual, weftComm_t comm,
-                              weftStream_t stream) {
+                              weftStream_t stream, KnownResidual* known) {
   WEFT_RETURN_IF_ERROR(CheckCompressedCall(comm, datatype, true, op, spec, sendbuff, count,
                                            recvbuff, count));
   if (count == 0) return OkStatus();
@@ -193,7 +195,7 @@ Status RunAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t count
   return RunCompressedCall(comm, stream, "weftAllReduceCompressed", extents,
                            [=, spec = *spec](const StagingMap& at) {
                              return AllReduceCompressed(at(sendbuff), at(recvbuff), count, datatype, op, spec,
-                                                        static_cast<float*>(at(residual)), comm);
+                                                        static_cast<float*>(at(residual)), comm, known);
                            });
 }
 

@@ -14,10 +14,22 @@
 
 namespace weft::compress {
 
+// What a residual only weft writes is known to hold (WEFT_COMPRESSION's, job_wide_compression.h):
+// the hierarchical allreduce then skips its read-only check that the residual is zero outside
+// the lanes this rank keeps (ResidualZeroOutside), the steady state after a first call of the
+// same shape. A caller's own residual (weftAllReduceCompressed) is checked every call: the
+// caller may have written it.
+struct KnownResidual {
+  static constexpr uint64_t kUnknown = 0, kZeroEverywhere = ~uint64_t{0};
+  // kUnknown; kZeroEverywhere (a new residual); else zero outside the stored ranges of this
+  // digest (LanesDigest), which the last call left.
+  uint64_t zero_outside = kUnknown;
+};
+
 Status RunAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t count,
                               weftDataType_t datatype, weftRedOp_t op,
                               const weftCompression* spec, float* residual, weftComm_t comm,
-                              weftStream_t stream);
+                              weftStream_t stream, KnownResidual* known = nullptr);
 Status RunReduceScatterCompressed(const void* sendbuff, void* recvbuff, size_t recvcount,
                                   weftDataType_t datatype, weftRedOp_t op,
                                   const weftCompression* spec, float* residual, weftComm_t comm,
@@ -43,7 +55,10 @@ void DecodeGathered(const weftCompression& spec, const uint8_t* gathered, size_t
 Status HierarchicalAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t count,
                                        weftDataType_t datatype, weftRedOp_t op,
                                        const weftCompression& spec, float* residual,
-                                       weftComm_t comm);
+                                       weftComm_t comm, KnownResidual* known = nullptr);
+// How many times this thread's hierarchical allreduces read a residual to check that it is
+// zero outside their lanes (tests: a known residual is not read again).
+size_t ResidualZeroChecksOnThisThread();
 
 // The same for the placement weftAllReduceCompressed takes on comm, split into bytes sent to
 // ranks of this rank's host and to ranks of other hosts. Hierarchical: each lane in float32 to

@@ -57,12 +57,34 @@ ScheduleRequest HierarchicalShape(weftComm_t comm, size_t count, const weftCompr
   return shape;
 }
 
+thread_local size_t t_residual_zero_checks = 0;
+
+// The stored ranges' digest (KnownResidual::zero_outside): never kUnknown nor kZeroEverywhere.
+uint64_t LanesDigest(const std::vector<ElementRange>& lanes) {
+  uint64_t h = 1469598103934665603ull;
+  for (const ElementRange& r : lanes)
+    for (const uint64_t v : {static_cast<uint64_t>(r.begin), static_cast<uint64_t>(r.end)}) h = (h ^ v) * 1099511628211ull;
+  return h == KnownResidual::kUnknown || h == KnownResidual::kZeroEverywhere ? 1 : h;
+}
+
+// Whether the residual is zero outside `lanes`: known (a residual only weft writes), or read.
+bool ZeroOutsideLanes(const float* residual, size_t count, const std::vector<ElementRange>& lanes,
+                      uint64_t digest, const KnownResidual* known) {
+  if (known != nullptr &&
+      (known->zero_outside == KnownResidual::kZeroEverywhere || known->zero_outside == digest))
+    return true;
+  ++t_residual_zero_checks;
+  return ResidualZeroOutside(residual, count, lanes);
+}
+
 }  // namespace
+
+size_t ResidualZeroChecksOnThisThread() { return t_residual_zero_checks; }
 
 Status HierarchicalAllReduceCompressed(const void* sendbuff, void* recvbuff, size_t count,
                                        weftDataType_t datatype, weftRedOp_t op,
                                        const weftCompression& spec, float* residual,
-                                       weftComm_t comm) {
+                                       weftComm_t comm, KnownResidual* known) {
   // float32 without feedback: the schedule reads the caller's buffer (no copy of count).
   const bool as_is = datatype == weftFloat32 && residual == nullptr;
   const ScheduleRequest shape = HierarchicalShape(comm, count, spec);
@@ -77,8 +99,12 @@ Status HierarchicalAllReduceCompressed(const void* sendbuff, void* recvbuff, siz
       residual != nullptr ? AllReduceHierarchicalEncodedSpans(shape, comm->rank) : std::vector<EncodedSpan>();
   const std::vector<ElementRange> lanes = StoredRanges(spans);
   float* x = as_is ? nullptr : ScratchFloats(kInputSlot, count);
+  const uint64_t digest = LanesDigest(lanes);
   const bool lanes_only = residual != nullptr && datatype == weftFloat32 &&
-                          ResidualZeroOutside(residual, count, lanes);
+                          ZeroOutsideLanes(residual, count, lanes, digest, known);
+  // Until the call is through, what the residual holds is not known (a failed call may have
+  // stored some lanes' feedback and not others: still zero outside them, but not proved so).
+  if (known != nullptr) known->zero_outside = KnownResidual::kUnknown;
   if (residual != nullptr && !lanes_only) TakeResidual(sendbuff, datatype, count, residual, x, lanes);
   else if (residual == nullptr && !as_is) LoadWithResidual(sendbuff, datatype, count, nullptr, x);
   const float* in = as_is || lanes_only ? static_cast<const float*>(sendbuff) : x;
@@ -94,6 +120,9 @@ Status HierarchicalAllReduceCompressed(const void* sendbuff, void* recvbuff, siz
   }
   WEFT_RETURN_IF_ERROR(RunCompressedRequest(comm, HierarchicalAlgorithm(), shape, spec, op, in,
                                             result, &CompressedScheduleScratch(), &feedback));
+  // Both ways the residual is now zero outside the lanes: TakeResidual zeroed it there, or it
+  // was already, and the feedback stores only inside them.
+  if (known != nullptr && residual != nullptr) known->zero_outside = digest;
   StoreAs(result, count, datatype, recvbuff);
   return OkStatus();
 }

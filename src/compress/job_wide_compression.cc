@@ -26,16 +26,24 @@ const JobWideSettings& Settings() {
   return settings;
 }
 
-// Residuals kept per (comm, recvbuff, count, datatype).
+// Residuals kept per (comm, recvbuff, count, datatype), with what weft knows they hold: only
+// weft writes them, so a new one is zero everywhere and, after a call, zero outside its lanes.
 using FeedbackKey = std::tuple<weftComm_t, void*, size_t, int>;
+struct Feedback {
+  std::vector<float> residual;
+  KnownResidual known;
+};
 std::mutex g_feedback_mu;
-std::map<FeedbackKey, std::vector<float>> g_feedback;
+std::map<FeedbackKey, Feedback> g_feedback;
 
-float* ResidualFor(weftComm_t comm, void* recvbuff, size_t count, weftDataType_t datatype) {
+Feedback* FeedbackFor(weftComm_t comm, void* recvbuff, size_t count, weftDataType_t datatype) {
   std::lock_guard<std::mutex> lock(g_feedback_mu);
-  std::vector<float>& r = g_feedback[FeedbackKey{comm, recvbuff, count, static_cast<int>(datatype)}];
-  if (r.size() != count) r.assign(count, 0.0f);
-  return r.data();  // stable: map nodes never move, and this entry is never resized again
+  Feedback& f = g_feedback[FeedbackKey{comm, recvbuff, count, static_cast<int>(datatype)}];
+  if (f.residual.size() != count) {
+    f.residual.assign(count, 0.0f);
+    f.known.zero_outside = KnownResidual::kZeroEverywhere;
+  }
+  return &f;  // stable: map nodes never move, and this entry is never resized again
 }
 
 // WEFT_DEBUG=INFO shows each size's decision once per communicator (at most kLoggedDecisions).
@@ -117,9 +125,10 @@ bool MaybeRunJobWideCompression(const JobWideSettings& s, const void* sendbuff,
   const size_t element = datatype == weftBfloat16 ? 2 : 4;
   if (count * element < s.min_bytes) return false;
   if (!CompressionPays(s, comm, count, element)) return false;
-  float* residual = s.feedback && recvbuff != nullptr ? ResidualFor(comm, recvbuff, count, datatype) : nullptr;
-  *result = RunAllReduceCompressed(sendbuff, recvbuff, count, datatype, op, &s.spec, residual,
-                                   comm, stream)
+  Feedback* feedback = s.feedback && recvbuff != nullptr ? FeedbackFor(comm, recvbuff, count, datatype) : nullptr;
+  *result = RunAllReduceCompressed(sendbuff, recvbuff, count, datatype, op, &s.spec,
+                                   feedback != nullptr ? feedback->residual.data() : nullptr, comm,
+                                   stream, feedback != nullptr ? &feedback->known : nullptr)
                 .WithContext("WEFT_COMPRESSION");
   return true;
 }
