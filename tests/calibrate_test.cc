@@ -97,6 +97,15 @@ TEST(Calibrate, TwoProcessesWriteALoadableCalibratedTopologyFile) {
   } else {
     EXPECT_EQ(cpu.dram_all_cores_gbps, 0.0);
   }
+  // Every codec's kernels, beyond the LLC and in the cache, which the file carries by name.
+  EXPECT_NE(o.output[0].find("codecs (rank 0, GB/s of float32"), std::string::npos) << o.output[0];
+  for (int k = weftCodecBf16; k <= weftCodecSign1; ++k) {
+    const ComputeParams::CodecRates& c = cpu.codecs[k];
+    for (double r : {c.encode_gbps, c.decode_gbps, c.encode_cache_gbps, c.decode_cache_gbps}) {
+      EXPECT_GT(r, 0.01) << weftCodecName(static_cast<weftCodec_t>(k));
+      EXPECT_LT(r, 1000.0) << weftCodecName(static_cast<weftCodec_t>(k));
+    }
+  }
   // ...and the cache a call can use, which the file carries on the host record.
   EXPECT_NE(o.output[0].find("cache a call can use"), std::string::npos) << o.output[0];
   if (f.LlcBytes(0) > 0) {

@@ -223,6 +223,55 @@ TEST(CompressionPays, CodecSpeedFollowsTheCoresCopyRate) {
   EXPECT_GT(slow_d.compressed_us, 1.2 * fast_d.compressed_us) << fast_d.why << "\n" << slow_d.why;
 }
 
+// A calibrated core's own codec rates (ComputeParams::codecs) replace the scaled table: the
+// DRAM rates for steps over the call's buffers, the cache rates for a chain's steps, the
+// table's flagged/plain ratio on top for stochastic rounding; a codec not measured keeps the
+// table. The prediction follows them: the same fabric whose int8 kernels measured a quarter
+// of the scaled table predicts a longer compressed call (the link-bound 2 Gbit/s call hides
+// faster ones), and so does one whose cache rates are a quarter of its DRAM ones.
+TEST(CompressionPays, ACalibratedCoresCodecRatesReplaceTheTable) {
+  const weftCompression int8 = Spec("int8"), stochastic = Spec("int8:stochastic"), int4 = Spec("int4");
+  const weft::compress::CodecSpeed table = weft::compress::MeasuredCodecSpeed(int8);
+  weft::ComputeParams cpu;
+  cpu.dram_copy_gbps = weft::compress::kCodecTableDramCopyGbps;
+  cpu.codecs[weftCodecInt8] = {4 * table.encode_gbps, 4 * table.decode_gbps, 20.0, 40.0};
+  const weft::compress::CodecSpeed measured = weft::compress::CodecSpeedOn(int8, cpu);
+  EXPECT_DOUBLE_EQ(measured.encode_gbps, 4 * table.encode_gbps);
+  EXPECT_DOUBLE_EQ(measured.decode_gbps, 4 * table.decode_gbps);
+  EXPECT_DOUBLE_EQ(measured.encode_chain_gbps, 20.0);
+  EXPECT_DOUBLE_EQ(measured.decode_chain_gbps, 40.0);
+  EXPECT_DOUBLE_EQ(measured.encode_fixed_us, table.encode_fixed_us);
+  const double flagged = weft::compress::MeasuredCodecSpeed(stochastic).encode_gbps / table.encode_gbps;
+  ASSERT_LT(flagged, 1.0);
+  EXPECT_DOUBLE_EQ(weft::compress::CodecSpeedOn(stochastic, cpu).encode_gbps, 4 * table.encode_gbps * flagged);
+  EXPECT_DOUBLE_EQ(weft::compress::CodecSpeedOn(int4, cpu).encode_gbps,
+                   weft::compress::MeasuredCodecSpeed(int4).encode_gbps);
+  EXPECT_DOUBLE_EQ(weft::compress::CodecSpeedOn(int4, cpu).encode_chain_gbps, 0) << "not measured";
+
+  const std::shared_ptr<const weft::Fabric> f = Preset("netns:2x2@2");
+  ASSERT_NE(f, nullptr);
+  auto with_rates = [&](const weft::ComputeParams::CodecRates& r, const char* name) {
+    weft::LinkTable t = f->table();
+    t.mutable_cpu().codecs[weftCodecInt8] = r;
+    std::vector<weft::HostInfo> hosts;
+    std::vector<weft::RankPlacement> ranks;
+    for (int h = 0; h < f->nhosts(); ++h) hosts.push_back(f->host(h));
+    for (int rk = 0; rk < f->nranks(); ++rk) ranks.push_back(f->rank(rk));
+    return weft::Fabric(std::move(hosts), std::move(ranks), t, f->network(), name);
+  };
+  const weft::compress::CodecSpeed scaled = weft::compress::CodecSpeedOn(int8, f->table().cpu());
+  const double e = scaled.encode_gbps, d = scaled.decode_gbps;
+  const weft::Fabric slow = with_rates({e / 4, d / 4, e, d}, "slow");
+  const weft::Fabric cold_chains = with_rates({e, d, e / 4, d / 4}, "cold chains");
+  const weft::Fabric same = with_rates({e, d, 4 * e, 4 * d}, "same");
+  const CompressionDecision table_d = Decide(*f, "int8", size_t{64} << 20);
+  const CompressionDecision slow_d = Decide(slow, "int8", size_t{64} << 20);
+  const CompressionDecision same_d = Decide(same, "int8", size_t{64} << 20);
+  const CompressionDecision cold_d = Decide(cold_chains, "int8", size_t{64} << 20);
+  EXPECT_GT(slow_d.compressed_us, 1.1 * table_d.compressed_us) << table_d.why << "\n" << slow_d.why;
+  EXPECT_GT(cold_d.compressed_us, 1.03 * same_d.compressed_us) << same_d.why << "\n" << cold_d.why;
+}
+
 // Codec steps pay their call's fixed cost (compression_pays.cc: measured at one value): top-k's
 // encode sets up its selection for ~7 us however few values it keeps, three encodes lie on
 // each owner's path, so a 4 KiB call does not pay on the 2 Gbit/s link, while 64 MiB does.

@@ -293,6 +293,38 @@ TEST(LinkTable, AllCoresMemoryRateSurvivesAFileAndIsOneBusPerMachine) {
   EXPECT_NE(st.message().find("dram_all_cores_gbps=-3"), std::string::npos) << st.message();
 }
 
+// Each codec's calibrated rates (ComputeParams::codecs): a topology file keeps them under
+// the codec's name, a table without them does not mention them (older files and digests stay
+// as they were), they change the digest, and a negative or unparsable one is refused by name.
+TEST(LinkTable, CodecRatesSurviveAFileUnderTheCodecsName) {
+  auto f = MakePreset("netns:2x2@2");
+  ASSERT_TRUE(f.ok());
+  std::vector<Record> records = f.value()->ToRecords();
+  for (const Record& r : records) EXPECT_EQ(r.ToLine().find("_encode_gbps"), std::string::npos);
+  for (Record& r : records)
+    if (r.kind == "compute" && r.Get("kind") == "cpu")
+      r.Set("int8_encode_gbps", 16.5).Set("int8_decode_gbps", 25.25).Set("topk_encode_cache_gbps", 4.5);
+  auto saved = FabricFromRecords(records, "saved");
+  ASSERT_TRUE(saved.ok()) << saved.status().message();
+  const ComputeParams& cpu = saved.value()->table().cpu();
+  EXPECT_DOUBLE_EQ(cpu.codecs[weftCodecInt8].encode_gbps, 16.5);
+  EXPECT_DOUBLE_EQ(cpu.codecs[weftCodecInt8].decode_gbps, 25.25);
+  EXPECT_DOUBLE_EQ(cpu.codecs[weftCodecInt8].encode_cache_gbps, 0);
+  EXPECT_DOUBLE_EQ(cpu.codecs[weftCodecTopK].encode_cache_gbps, 4.5);
+  EXPECT_DOUBLE_EQ(cpu.codecs[weftCodecSign1].encode_gbps, 0);
+  auto again = FabricFromRecords(saved.value()->ToRecords(), "saved again");
+  ASSERT_TRUE(again.ok());
+  EXPECT_DOUBLE_EQ(again.value()->table().cpu().codecs[weftCodecInt8].decode_gbps, 25.25);
+  EXPECT_EQ(again.value()->Digest(), saved.value()->Digest());
+  EXPECT_NE(saved.value()->Digest(), f.value()->Digest());
+  for (const char* bad : {"compute kind=cpu fp8e4m3_decode_gbps=-2\n", "compute kind=cpu sign1_encode_gbps=fast\n"}) {
+    LinkTable t = LinkTable::Defaults();
+    Status st = t.Apply(ParseRecords(bad, "o").value());
+    ASSERT_FALSE(st.ok()) << bad;
+    EXPECT_NE(st.message().find(std::string(bad).substr(17, 17)), std::string::npos) << st.message();
+  }
+}
+
 // Namespaces of one machine share its cores: 2 hosts x 2 ranks on a 2-core box deal the 4
 // ranks to 2 cores; 2 x 1 fits.
 TEST(Fabric, RanksOutnumberingTheMachinesCoresShareThem) {

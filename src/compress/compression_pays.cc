@@ -206,11 +206,14 @@ double CompressedAllReduceAnalyticUs(const Fabric& fabric, const std::vector<std
   // from the cache, and decode-reduce all but the first contribution there (as the engine
   // prices them).
   const double chained = ChainSpeedup(c, spec);
-  encode_stage += local(H, speed.encode_fixed_us, lane_bytes, speed.encode_gbps * (L > 1 ? chained : 1.0));
-  reduce_stage += local(1, speed.encode_fixed_us, lane_bytes / H, speed.encode_gbps * chained);
+  const bool chains = CodecChainsEnabled() && codec::EncodeRangeAlignment(spec) != 0;
+  const double encode_chain = chains && speed.encode_chain_gbps > 0 ? speed.encode_chain_gbps : speed.encode_gbps * chained;
+  const double decode_chain = chains && speed.decode_chain_gbps > 0 ? speed.decode_chain_gbps : speed.decode_gbps * chained;
+  encode_stage += local(H, speed.encode_fixed_us, lane_bytes, L > 1 ? encode_chain : speed.encode_gbps);
+  reduce_stage += local(1, speed.encode_fixed_us, lane_bytes / H, encode_chain);
   // 4: decode the H contributions and reduce them; 6: decode every lane of the host.
   reduce_stage += local(1, speed.decode_fixed_us, lane_bytes / H, speed.decode_gbps) +
-                  local(H - 1, speed.decode_fixed_us, lane_bytes * (H - 1) / H, speed.decode_gbps * chained) +
+                  local(H - 1, speed.decode_fixed_us, lane_bytes * (H - 1) / H, decode_chain) +
                   local(H - 1, 0, lane_bytes * (H - 1) / H, c.reduce_gbps);
   decode_stage += local(double(L) * H, speed.decode_fixed_us, L * lane_bytes, speed.decode_gbps);
   const double host = encode_stage + reduce_stage + decode_stage;
@@ -319,6 +322,20 @@ CodecSpeed MeasuredCodecSpeed(const weftCompression& spec) {
 
 CodecSpeed CodecSpeedOn(const weftCompression& spec, const ComputeParams& cpu) {
   CodecSpeed s = MeasuredCodecSpeed(spec);
+  const int k = static_cast<int>(spec.codec);
+  const ComputeParams::CodecRates* m = k > 0 && k < ComputeParams::kCodecSlots ? &cpu.codecs[k] : nullptr;
+  if (m != nullptr && m->encode_gbps > 0 && m->decode_gbps > 0) {
+    // Calibration timed the plain codec (no flags): the table's flagged/plain ratio on top.
+    weftCompression plain_spec = spec;
+    plain_spec.flags &= ~static_cast<uint32_t>(WEFT_COMPRESS_STOCHASTIC | WEFT_COMPRESS_HADAMARD);
+    const CodecSpeed plain = MeasuredCodecSpeed(plain_spec);
+    const double enc = s.encode_gbps / plain.encode_gbps, dec = s.decode_gbps / plain.decode_gbps;
+    s.encode_gbps = m->encode_gbps * enc;
+    s.decode_gbps = m->decode_gbps * dec;
+    s.encode_chain_gbps = m->encode_cache_gbps * enc;
+    s.decode_chain_gbps = m->decode_cache_gbps * dec;
+    return s;
+  }
   if (cpu.dram_copy_gbps > 0) {
     const double scale = cpu.dram_copy_gbps / kCodecTableDramCopyGbps;
     s.encode_gbps *= scale;

@@ -52,14 +52,20 @@ struct CompressionDecision {
 struct CodecSpeed {
   double encode_gbps, decode_gbps;
   double encode_fixed_us = 0.04, decode_fixed_us = 0.03;
+  // In a codec chain (cache-resident tiles): the codec's measured cache rates; 0 = the DRAM
+  // rate x CodecChainSpeedup (the core's cache over DRAM copy rate).
+  double encode_chain_gbps = 0, decode_chain_gbps = 0;
 };
 CodecSpeed MeasuredCodecSpeed(const weftCompression& spec);
-// The codecs run at memory speed (a pass that reads 4 bytes and writes 0.1-2 per value, or the
-// reverse: codec_bench puts them at 1.2-2x memcpy), so on another core they scale with its
-// DRAM copy rate: the table's rates times cpu.dram_copy_gbps / kCodecTableDramCopyGbps (the
-// calibrated rate of the machine the table was measured on; `weftrun -n 4 weft-topo
-// --calibrate` in the same minutes). A preset's defaults describe the reference VM of
-// src/topo/link_table.cc; a calibrated fabric, the machine it measured. 0: the table as is.
+// On a calibrated core (ComputeParams::codecs measured for spec's codec): its own rates, the
+// table's ratio of flagged to plain (stochastic rounding, Hadamard) applied to them. Else the
+// table: the codecs mostly run near memory speed (a pass that reads 4 bytes and writes 0.1-2
+// per value, or the reverse), so on another core they scale with its DRAM copy rate: the
+// table's rates times cpu.dram_copy_gbps / kCodecTableDramCopyGbps (the calibrated rate of
+// the machine the table was measured on; `weftrun -n 4 weft-topo --calibrate` in the same
+// minutes). A preset's defaults describe the reference VM of src/topo/link_table.cc. 0: the
+// table as is. The scaling misses codecs that wait on the core (this project's AMD VM: int8
+// 2.7x the scaled table, top-k 1.1x), hence calibration measures each codec.
 constexpr double kCodecTableDramCopyGbps = 8.55;
 CodecSpeed CodecSpeedOn(const weftCompression& spec, const ComputeParams& cpu);
 

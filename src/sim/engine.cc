@@ -714,7 +714,10 @@ class Engine {
     const StepSemantics& m = SemanticsOf(st.op);
     const bool encode = m.codec == StepCodec::kEncodeSrc;
     const double values = static_cast<double>(encode ? st.src.count : st.dst.count) * elem_;
-    const double gbps = (encode ? opt_.encode_gbps : opt_.decode_gbps) * (chained ? CodecChainSpeedup(fabric_.Compute(r)) : 1.0);
+    const double chain_gbps = encode ? opt_.encode_chain_gbps : opt_.decode_chain_gbps;
+    const double gbps = chained && chain_gbps > 0
+                            ? chain_gbps
+                            : (encode ? opt_.encode_gbps : opt_.decode_gbps) * (chained ? CodecChainSpeedup(fabric_.Compute(r)) : 1.0);
     const double fixed_us = encode ? opt_.encode_fixed_us : opt_.decode_fixed_us;
     double end = now;
     if (gbps <= 0) {
@@ -727,8 +730,12 @@ class Engine {
       busy_[res] += dt;
       end = backlog_[res];
       // The codec speeds are DRAM figures (codec_bench at 64 MiB); a chain's later steps work
-      // in the cache.
-      if (!chained) end = std::max(end, MachineMemory(r, begin, Miss(r) * values / (gbps * 1e3)));
+      // in the cache. On the bus the step moves what it reads and writes (values and
+      // encoding), booked as a copy of half that (a copy reads and writes its bytes), not
+      // for its whole time: a codec that waits on the core (top-k's selection, fp8's
+      // conversions) leaves the bus to the other cores meanwhile.
+      const double encoded = static_cast<double>(encode ? st.dst.count : st.src.count) * elem_;
+      if (!chained) end = std::max(end, MachineMemory(r, begin, DramShareUs(r, (values + encoded) / 2, false)));
     }
     if (m.combine == StepCombine::kReduceIn) end = Compute(r, end, values, true, false, chained);
     return end + fabric_.Compute(r).overhead_us;

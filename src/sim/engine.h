@@ -81,8 +81,10 @@ struct SimOptions {
   double encode_fixed_us = 0, decode_fixed_us = 0;
   // The codec of a compressed schedule, when its runs of local codec work run fused (the
   // executor's chains, exec/codec_chain.h): a chain's steps after its first work on a tile in
-  // the cache, so they run at the core's cache rates (codecs: their rate x copy_gbps /
-  // dram_copy_gbps). nullptr: every step at its DRAM rate.
+  // the cache, so they run at the core's cache rates: the codec's own (encode_chain_gbps /
+  // decode_chain_gbps, measured by calibration), else its DRAM rate x copy_gbps /
+  // dram_copy_gbps. nullptr: every step at its DRAM rate.
+  double encode_chain_gbps = 0, decode_chain_gbps = 0;
   const weftCompression* fused_codec = nullptr;
 };
 

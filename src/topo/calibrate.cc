@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "kernels/codec.h"
 #include "kernels/reduce.h"
 
 namespace weft {
@@ -399,6 +400,8 @@ ComputeMeasurement MeasureCompute(const Fabric& fabric, int rank, const Calibrat
   size_t cached = std::max<size_t>(64u << 10, static_cast<size_t>(cache) / 6);
   if (llc > 0) cached = std::min(cached, static_cast<size_t>(llc) / 8);
   rates(cached, 15, &c.copy_gbps, &c.reduce_gbps);
+  // Two LLCs of input: the encodings and decoded values add to a working set well beyond it.
+  c.codecs = MeasureCodecRates(2 * dram / sizeof(float));
   c.seconds = (NowUs() - t0) / 1e6;
   return c;
 }
@@ -407,21 +410,102 @@ ComputeMeasurement MeasureCompute(const Fabric& fabric, int rank, const Calibrat
 // allgather that then hands everyone its figures.
 Status CalibrateCompute(const Fabric& fabric, const CalibrationPeers& peers, const CalibrateOptions& opt,
                         ComputeMeasurement* out) {
-  constexpr int kFields = 7;
-  double mine[kFields] = {0, 0, 0, 0, 0, 0, 0};
+  constexpr int kScalars = 7, kPerCodec = 4;
+  constexpr int kFields = kScalars + kPerCodec * ComputeParams::kCodecSlots;
+  double mine[kFields] = {};
   if (peers.rank == 0 && !fabric.IsGpu(0)) {
     ComputeMeasurement c = MeasureCompute(fabric, 0, opt);
-    double v[kFields] = {c.copy_gbps, c.reduce_gbps, c.dram_copy_gbps, c.dram_reduce_gbps,
-                         static_cast<double>(c.cache_bytes), c.seconds, c.dram_all_cores_gbps};
-    std::copy(v, v + kFields, mine);
+    double v[kScalars] = {c.copy_gbps, c.reduce_gbps, c.dram_copy_gbps, c.dram_reduce_gbps,
+                          static_cast<double>(c.cache_bytes), c.seconds, c.dram_all_cores_gbps};
+    std::copy(v, v + kScalars, mine);
+    for (int k = 0; k < ComputeParams::kCodecSlots; ++k) {
+      const ComputeParams::CodecRates& r = c.codecs[k];
+      const double rates[kPerCodec] = {r.encode_gbps, r.decode_gbps, r.encode_cache_gbps, r.decode_cache_gbps};
+      std::copy(rates, rates + kPerCodec, mine + kScalars + kPerCodec * k);
+    }
   }
   std::vector<double> all(static_cast<size_t>(kFields) * peers.nranks);
   WEFT_RETURN_IF_ERROR_CTX(peers.allgather(mine, sizeof(mine), all.data()), "sharing compute calibration");
   *out = ComputeMeasurement{all[0], all[1], all[2], all[3], static_cast<int64_t>(all[4]), all[5], all[6]};
+  for (int k = 0; k < ComputeParams::kCodecSlots; ++k) {
+    const double* r = all.data() + kScalars + kPerCodec * k;
+    out->codecs[k] = {r[0], r[1], r[2], r[3]};
+  }
   return OkStatus();
 }
 
+using CodecRateTable = std::array<ComputeParams::CodecRates, ComputeParams::kCodecSlots>;
+
+// Measured codec rates into the table; a negative or non-finite one is refused by codec.
+Status ApplyCodecRates(const ComputeMeasurement& compute, ComputeParams* cpu) {
+  for (int k = 0; k < ComputeParams::kCodecSlots; ++k) {
+    const ComputeParams::CodecRates& r = compute.codecs[k];
+    for (double v : {r.encode_gbps, r.decode_gbps, r.encode_cache_gbps, r.decode_cache_gbps})
+      if (!(v >= 0) || !std::isfinite(v))
+        return InvalidArgument(std::string("calibration of the ") + weftCodecName(static_cast<weftCodec_t>(k)) +
+                               " codec: measured rate " + std::to_string(v) + " GB/s must be >= 0 (0 = not measured)");
+    if (r.encode_gbps > 0 && r.decode_gbps > 0) cpu->codecs[k] = r;
+  }
+  return OkStatus();
+}
+
+std::string DescribeCodecRates(const CodecRateTable& codecs) {
+  std::ostringstream o;
+  o.setf(std::ios::fixed);
+  o.precision(1);
+  for (int k = 0; k < ComputeParams::kCodecSlots; ++k) {
+    const ComputeParams::CodecRates& r = codecs[k];
+    if (!(r.encode_gbps > 0)) continue;
+    o << (o.tellp() > 0 ? ", " : "codecs (rank 0, GB/s of float32 encoded/decoded beyond the LLC | in cache): ")
+      << weftCodecName(static_cast<weftCodec_t>(k)) << " " << r.encode_gbps << "/" << r.decode_gbps << " | "
+      << r.encode_cache_gbps << "/" << r.decode_cache_gbps;
+  }
+  return o.str();
+}
+
+// Gradient-like values, codec_bench's shape (top-k's selection time depends on how many
+// values share their top bits): near-Gaussian as the sum of a xorshift's four 16-bit
+// uniforms (std::normal_distribution would cost more than the probe), one in 1000 a 100x
+// outlier.
+std::vector<float> ProbeValues(size_t count) {
+  std::vector<float> v(count);
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+  for (size_t i = 0; i < count; ++i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    const uint64_t sum = (x & 0xFFFF) + ((x >> 16) & 0xFFFF) + ((x >> 32) & 0xFFFF) + (x >> 48);
+    const float g = (static_cast<float>(sum) - 131070.0f) * (1.0f / 37837.0f);  // sd 1
+    v[i] = i % 1000 == 7 ? 100.0f * g : g;
+  }
+  return v;
+}
+
 }  // namespace
+
+CodecRateTable MeasureCodecRates(size_t dram_values) {
+  CodecRateTable out{};
+  constexpr size_t kCacheValues = 64u << 10;
+  const size_t n = std::max(dram_values, kCacheValues);
+  const std::vector<float> values = ProbeValues(n);
+  std::vector<float> decoded(n);
+  std::vector<uint8_t> encoded;
+  for (int k = weftCodecBf16; k < ComputeParams::kCodecSlots; ++k) {
+    weftCompression spec;
+    if (weftCompressionDefault(static_cast<weftCodec_t>(k), &spec) != weftSuccess) continue;
+    encoded.resize(std::max(encoded.size(), codec::EncodedBytes(spec, n)));
+    auto rate = [&](size_t count, int reps, bool encode) {
+      return BestRate(count * sizeof(float), [&] {
+        if (encode) codec::Encode(spec, values.data(), count, encoded.data(), 0);
+        else codec::Decode(spec, encoded.data(), count, decoded.data());
+      }, reps);
+    };
+    ComputeParams::CodecRates& r = out[k];
+    r.encode_gbps = rate(n, 2, true);  // the decode below reads this encoding
+    r.decode_gbps = rate(n, 2, false);
+    r.encode_cache_gbps = rate(kCacheValues, 9, true);
+    r.decode_cache_gbps = rate(kCacheValues, 9, false);
+  }
+  return out;
+}
 
 int64_t FitCacheBytes(const std::vector<std::pair<double, double>>& points, double dram_gbps, int64_t llc) {
   double cache_gbps = 0;
@@ -512,6 +596,7 @@ StatusOr<std::shared_ptr<const Fabric>> ApplyCalibration(const Fabric& fabric,
   if (compute.dram_copy_gbps > 0) cpu.dram_copy_gbps = compute.dram_copy_gbps;
   if (compute.dram_reduce_gbps > 0) cpu.dram_reduce_gbps = compute.dram_reduce_gbps;
   if (compute.dram_all_cores_gbps > 0) cpu.dram_all_cores_gbps = compute.dram_all_cores_gbps;
+  WEFT_RETURN_IF_ERROR(ApplyCodecRates(compute, &cpu));
   std::vector<HostInfo> hosts;
   std::vector<RankPlacement> ranks;
   if (compute.cache_bytes < 0)
@@ -572,6 +657,8 @@ std::string CalibrationResult::Describe() const {
       << "cache a call can use " << compute.cache_bytes / 1024 << " KiB";
   if (compute.dram_all_cores_gbps > 0) o << ", every core copying at once " << compute.dram_all_cores_gbps << " GB/s";
   if (compute.copy_gbps > 0) o << ", " << compute.seconds * 1e3 << " ms\n";
+  const std::string codecs = DescribeCodecRates(compute.codecs);
+  if (!codecs.empty()) o << codecs << "\n";
   o << "calibration took " << seconds * 1e3 << " ms\n";
   return o.str();
 }

@@ -4,7 +4,10 @@
 // fabrics that the lead validates against real runs. Datasheet figures are per direction.
 #include "topo/link_table.h"
 
+#include <cmath>
 #include <cstring>
+
+#include "kernels/codec_layout.h"
 
 namespace weft {
 
@@ -115,6 +118,39 @@ LinkTable LinkTable::Defaults() {
   return t;
 }
 
+namespace {
+
+// A compute record's codec rates: `<codec>_encode_gbps`, `<codec>_decode_cache_gbps`, ...
+// (int8_encode_gbps=16.5), each written only when measured.
+struct CodecRateField {
+  double ComputeParams::CodecRates::*rate;
+  const char* suffix;
+};
+constexpr CodecRateField kCodecRateFields[] = {
+    {&ComputeParams::CodecRates::encode_gbps, "_encode_gbps"},
+    {&ComputeParams::CodecRates::decode_gbps, "_decode_gbps"},
+    {&ComputeParams::CodecRates::encode_cache_gbps, "_encode_cache_gbps"},
+    {&ComputeParams::CodecRates::decode_cache_gbps, "_decode_cache_gbps"},
+};
+
+std::string CodecRateKey(int codec, const CodecRateField& f) {
+  return std::string(codec::CodecName(static_cast<weftCodec_t>(codec))) + f.suffix;
+}
+
+Status ApplyCodecRates(const Record& r, const std::string& kind, ComputeParams* c) {
+  for (int k = weftCodecBf16; k < ComputeParams::kCodecSlots; ++k)
+    for (const CodecRateField& f : kCodecRateFields) {
+      const std::string key = CodecRateKey(k, f);
+      WEFT_ASSIGN_OR_RETURN(c->codecs[k].*f.rate, r.GetDouble(key, c->codecs[k].*f.rate));
+      if (!(c->codecs[k].*f.rate >= 0) || !std::isfinite(c->codecs[k].*f.rate))
+        return InvalidArgument("compute record kind=" + kind + ": " + key + "=" + r.Get(key) +
+                               " must be >= 0 (0 = not measured)");
+    }
+  return OkStatus();
+}
+
+}  // namespace
+
 Status LinkTable::Apply(const std::vector<Record>& records) {
   for (const Record& r : records) {
     if (r.kind == "link") {
@@ -153,6 +189,7 @@ Status LinkTable::Apply(const std::vector<Record>& records) {
       if (!(c->dram_all_cores_gbps >= 0))
         return InvalidArgument("compute record kind=" + kind + ": dram_all_cores_gbps=" +
                                r.Get("dram_all_cores_gbps") + " must be >= 0 (0 = not measured)");
+      WEFT_RETURN_IF_ERROR(ApplyCodecRates(r, kind, c));
       if (c->reduce_gbps <= 0 || c->copy_gbps <= 0 || c->overhead_us < 0 || c->dram_reduce_gbps < 0 ||
           c->dram_copy_gbps < 0)
         return InvalidArgument("compute record kind=" + kind + ": rates must be > 0");
@@ -183,6 +220,9 @@ std::vector<Record> LinkTable::ToRecords() const {
     r.Set("dram_reduce_gbps", c.dram_reduce_gbps).Set("dram_copy_gbps", c.dram_copy_gbps);
     // Only when measured: files and digests from before it stay as they were.
     if (c.dram_all_cores_gbps > 0) r.Set("dram_all_cores_gbps", c.dram_all_cores_gbps);
+    for (int k = 0; k < ComputeParams::kCodecSlots; ++k)
+      for (const CodecRateField& f : kCodecRateFields)
+        if (c.codecs[k].*f.rate > 0) r.Set(CodecRateKey(k, f), c.codecs[k].*f.rate);
     out.push_back(r);
   }
   return out;

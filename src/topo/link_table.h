@@ -7,11 +7,13 @@
 // microseconds.
 #pragma once
 
+#include <array>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
 #include "topo/records.h"
+#include "weft/weft_compress.h"
 
 namespace weft {
 
@@ -67,6 +69,19 @@ struct ComputeParams {
   // books the DRAM share of every CPU step on the machine's bus of this capacity. 0 = not
   // measured: no shared limit (the presets).
   double dram_all_cores_gbps = 0;
+  // Each codec's own kernels on one core (calibration, topo/calibrate_codecs.h), GB/s of
+  // float32 values encoded / decoded: beyond the LLC (a codec step over a call's buffers) and
+  // in the cache (a codec chain's steps work on L1-resident tiles, exec/codec_chain.h).
+  // Indexed by weftCodec_t; 0 = not measured: the cost model scales its table of another
+  // machine's figures by dram_copy_gbps (compress/compression_pays.h), which holds for
+  // codecs that wait on memory but not for ones that wait on the core (this project's AMD
+  // VM runs int8 2.7x and top-k 1.1x faster than that table scaled).
+  struct CodecRates {
+    double encode_gbps = 0, decode_gbps = 0;
+    double encode_cache_gbps = 0, decode_cache_gbps = 0;
+  };
+  static constexpr int kCodecSlots = weftCodecSign1 + 1;
+  std::array<CodecRates, kCodecSlots> codecs{};
 };
 
 class LinkTable {

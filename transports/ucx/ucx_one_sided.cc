@@ -131,15 +131,15 @@ void UcxTransport::ReleaseMemory() {
 
 // ---- put / get ----
 
-Status UcxTransport::CheckOneSided(int peer, const void* req, const char* what) const {
+Status UcxTransport::CheckOneSided(int peer, const void* req, const char* what) {
   if (peer < 0 || peer >= nranks_ || peer == rank_)
     return InvalidArgument(std::string("ucx ") + what + ": peer=" + std::to_string(peer) +
                            " is not another rank of 0.." + std::to_string(nranks_ - 1) + " (this is rank " +
                            std::to_string(rank_) + ")");
   if (req == nullptr) return InvalidArgument(std::string("ucx ") + what + ": req is NULL");
   if (aborted_.load()) return abort_status_;
-  const Peer& p = peers_[peer];
-  if (!p.error.ok()) return p.error;
+  Peer& p = peers_[peer];
+  if (!p.error.ok()) return GonePeer(p);
   if (p.ep == nullptr) return RemoteError("ucx " + std::string(what) + ": no endpoint to " + PeerName(p));
   return OkStatus();
 }
@@ -311,7 +311,7 @@ Status UcxTransport::PostWait(int peer, TransportRequest* req, uint64_t expect_t
     ucp_tag_recv_info_t probe{};
     if (!p.closed ||
         ucp_tag_probe_nb(worker_, MakeTag(peer, kSignalChannel, 0), kMatchMask, 0, &probe) == nullptr)
-      return p.error;
+      return GonePeer(p);
   }
   Op* op = NewOp(peer, kSignalChannel, true, expect_tag, sizeof(uint64_t), req);
   op->kind = OpKind::kWait;

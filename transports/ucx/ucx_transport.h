@@ -209,7 +209,7 @@ class UcxTransport : public Transport {
   // The receive half of PostRecv/PostWait/notes, under mu_ (checks done by the caller).
   Status PostTaggedRecv(Op* op, void* buf, size_t bytes);
   // Checks a one-sided call's peer and request; under mu_: not aborted, peer not failed.
-  Status CheckOneSided(int peer, const void* req, const char* what) const;
+  Status CheckOneSided(int peer, const void* req, const char* what);
   Status PostRma(bool put, int peer, const MemRef& local, RemoteKey key, size_t offset,
                  TransportRequest* req);
   // Sends the signals of `p` whose flush is done, in order.
@@ -237,6 +237,8 @@ class UcxTransport : public Transport {
   bool Drive();
   void WaitForEvents(int timeout_us);
   void OnPeerError(Peer& p, ucs_status_t status);
+  // The error of a post to a peer whose endpoint failed or closed (under mu_).
+  Status GonePeer(Peer& p);
   void FailPeerRequests(Peer& p, const Status& st);
   void AbortLocked(const Status& why);
   void CloseEndpoints(bool force_all);
