@@ -603,15 +603,19 @@ TEST(SimTerms, FourRanksOnTwoCoresTakeLongerThanOnFour) {
 // dram_all_cores_gbps, engine.h): with a bus of 1.2x one core's DRAM copy rate, two ranks
 // reducing DRAM-resident data at once each take 2 / 1.2 of the time one takes alone; a rank
 // alone is not slowed, and without the figure (presets) nothing changes.
+// Two ranks on a 2-core machine of Llc32M's; `bus_share` > 0: its memory bus serves that many
+// times one core's DRAM copy rate (ComputeParams::dram_all_cores_gbps), 0: no bus.
+Fabric TwoCores(const Fabric& base, double bus_share, const std::string& name) {
+  LinkTable table = base.table();
+  table.mutable_cpu().dram_all_cores_gbps = bus_share * table.cpu().dram_copy_gbps;
+  std::vector<HostInfo> hosts{base.host(0)};
+  hosts[0].cores = 2;
+  return Fabric(hosts, {base.rank(0), base.rank(1)}, table, NetworkConfig(), name);
+}
+
 TEST(SimTerms, CoresStreamingAtOnceShareTheMachinesMemory) {
   const auto base = Llc32M();
-  LinkTable shared_table = base->table();
-  shared_table.mutable_cpu().dram_all_cores_gbps = 1.2 * shared_table.cpu().dram_copy_gbps;
-  std::vector<HostInfo> hosts{base->host(0)};
-  hosts[0].cores = 2;
-  std::vector<RankPlacement> ranks{base->rank(0), base->rank(1)};
-  const Fabric own(hosts, ranks, base->table(), NetworkConfig(), "own");
-  const Fabric bus(hosts, ranks, shared_table, NetworkConfig(), "bus");
+  const Fabric own = TwoCores(*base, 0, "own"), bus = TwoCores(*base, 1.2, "bus");
   ASSERT_LT(own.MachineMemoryResource(0), 0);
   ASSERT_GE(bus.MachineMemoryResource(0), 0);
   EXPECT_EQ(bus.MachineMemoryResource(0), bus.MachineMemoryResource(1));
@@ -639,11 +643,7 @@ TEST(SimTerms, CoresStreamingAtOnceShareTheMachinesMemory) {
 // one takes alone. (Booked for its time at the copy rate, as before, the two took 1.67x.)
 TEST(SimTerms, ACodecThatWaitsOnTheCoreLeavesTheBusToOthers) {
   const auto base = Llc32M();
-  LinkTable table = base->table();
-  table.mutable_cpu().dram_all_cores_gbps = 1.2 * table.cpu().dram_copy_gbps;
-  std::vector<HostInfo> hosts{base->host(0)};
-  hosts[0].cores = 2;
-  const Fabric bus(hosts, {base->rank(0), base->rank(1)}, table, NetworkConfig(), "bus");
+  const Fabric bus = TwoCores(*base, 1.2, "bus");
   ASSERT_GE(bus.MachineMemoryResource(0), 0);
   const size_t count = size_t{16} << 20;  // 64 MiB per rank: DRAM-resident
   Schedule both = Empty(2, "local_encodes");
@@ -655,7 +655,7 @@ TEST(SimTerms, ACodecThatWaitsOnTheCoreLeavesTheBusToOthers) {
   Schedule one = both;
   one.ranks[1].steps.clear();
   SimOptions o;
-  o.encode_gbps = 0.2 * table.cpu().dram_copy_gbps;
+  o.encode_gbps = 0.2 * bus.table().cpu().dram_copy_gbps;
   auto two_at_once = SimulateSchedule(both, bus, 4, o), alone = SimulateSchedule(one, bus, 4, o);
   ASSERT_TRUE(two_at_once.ok() && alone.ok());
   ASSERT_TRUE(alone->dram_resident);
