@@ -152,11 +152,17 @@ Status PredictCompressed(const Fabric& fabric, const std::vector<std::vector<int
 
 namespace {
 
-// How much faster a codec chain's later steps run than the same steps over DRAM (as the
-// engine prices them); 1 without chains (top-k, or WEFT_FUSE_CODEC_STEPS=0).
-double ChainSpeedup(const ComputeParams& c, const weftCompression& spec) {
-  if (!CodecChainsEnabled() || codec::EncodeRangeAlignment(spec) == 0) return 1.0;
-  return CodecChainSpeedup(c);
+// A codec chain's encode and decode rates, as the engine prices a chain's later steps: the
+// measured cache rates, else the DRAM rates x the core's cache over DRAM copy rate; the DRAM
+// rates without chains (top-k, or WEFT_FUSE_CODEC_STEPS=0).
+struct ChainRates {
+  double encode_gbps, decode_gbps;
+};
+ChainRates ChainRatesOf(const ComputeParams& c, const weftCompression& spec, const CodecSpeed& s) {
+  if (!CodecChainsEnabled() || codec::EncodeRangeAlignment(spec) == 0) return {s.encode_gbps, s.decode_gbps};
+  const double speedup = CodecChainSpeedup(c);
+  return {s.encode_chain_gbps > 0 ? s.encode_chain_gbps : s.encode_gbps * speedup,
+          s.decode_chain_gbps > 0 ? s.decode_chain_gbps : s.decode_gbps * speedup};
 }
 
 }  // namespace
@@ -205,15 +211,12 @@ double CompressedAllReduceAnalyticUs(const Fabric& fabric, const std::vector<std
   // (exec/codec_chain.h) encode the host sum (hosts of several ranks) and the reduced slice
   // from the cache, and decode-reduce all but the first contribution there (as the engine
   // prices them).
-  const double chained = ChainSpeedup(c, spec);
-  const bool chains = CodecChainsEnabled() && codec::EncodeRangeAlignment(spec) != 0;
-  const double encode_chain = chains && speed.encode_chain_gbps > 0 ? speed.encode_chain_gbps : speed.encode_gbps * chained;
-  const double decode_chain = chains && speed.decode_chain_gbps > 0 ? speed.decode_chain_gbps : speed.decode_gbps * chained;
-  encode_stage += local(H, speed.encode_fixed_us, lane_bytes, L > 1 ? encode_chain : speed.encode_gbps);
-  reduce_stage += local(1, speed.encode_fixed_us, lane_bytes / H, encode_chain);
+  const ChainRates chain = ChainRatesOf(c, spec, speed);
+  encode_stage += local(H, speed.encode_fixed_us, lane_bytes, L > 1 ? chain.encode_gbps : speed.encode_gbps);
+  reduce_stage += local(1, speed.encode_fixed_us, lane_bytes / H, chain.encode_gbps);
   // 4: decode the H contributions and reduce them; 6: decode every lane of the host.
   reduce_stage += local(1, speed.decode_fixed_us, lane_bytes / H, speed.decode_gbps) +
-                  local(H - 1, speed.decode_fixed_us, lane_bytes * (H - 1) / H, decode_chain) +
+                  local(H - 1, speed.decode_fixed_us, lane_bytes * (H - 1) / H, chain.decode_gbps) +
                   local(H - 1, 0, lane_bytes * (H - 1) / H, c.reduce_gbps);
   decode_stage += local(double(L) * H, speed.decode_fixed_us, L * lane_bytes, speed.decode_gbps);
   const double host = encode_stage + reduce_stage + decode_stage;

@@ -498,8 +498,6 @@ Status CalibrateCompute(const Fabric& fabric, const CalibrationPeers& peers, con
   return OkStatus();
 }
 
-using CodecRateTable = std::array<ComputeParams::CodecRates, ComputeParams::kCodecSlots>;
-
 // Measured codec rates into the table; a negative or non-finite one is refused by codec.
 Status ApplyCodecRates(const ComputeMeasurement& compute, ComputeParams* cpu) {
   for (int k = 0; k < ComputeParams::kCodecSlots; ++k) {

@@ -98,14 +98,14 @@ struct ComputeMeasurement {
   double dram_all_cores_gbps = 0;
   // Each codec's kernels on this core, beyond the LLC and in the cache (ComputeParams::
   // codecs, MeasureCodecRates); 0 = not measured.
-  std::array<ComputeParams::CodecRates, ComputeParams::kCodecSlots> codecs{};
+  CodecRateTable codecs{};
 };
 
 // Each codec's Encode and Decode (kernels/codec.h, the active kernel table) on this core over
 // gradient-like values: `dram_values` float32 values (a working set beyond the LLC), best of
 // 2, and 64 Ki values (256 KiB: L2-resident, the nearest a timed pass gets to a chain's L1
 // tiles), best of 9. Top-k at its default ratio (1%). About 0.2-0.8 s for 16 Mi values.
-std::array<ComputeParams::CodecRates, ComputeParams::kCodecSlots> MeasureCodecRates(size_t dram_values);
+CodecRateTable MeasureCodecRates(size_t dram_values);
 
 // The cache a call can use, fitted to the cost model's blend (sim/engine.h) from copy rates
 // over working sets: `points` = (working set bytes, GB/s), `dram_gbps` = the rate well

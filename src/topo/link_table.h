@@ -83,6 +83,7 @@ struct ComputeParams {
   static constexpr int kCodecSlots = weftCodecSign1 + 1;
   std::array<CodecRates, kCodecSlots> codecs{};
 };
+using CodecRateTable = std::array<ComputeParams::CodecRates, ComputeParams::kCodecSlots>;
 
 class LinkTable {
  public:
