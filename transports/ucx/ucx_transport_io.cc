@@ -318,7 +318,7 @@ void UcxTransport::OnPeerError(Peer& p, ucs_status_t status) {
 
 // A closed peer disconnected while we wanted nothing from it, which a shutdown does; a post
 // to it now means we still need it, so it is the rank that failed, as OnPeerError says of one
-// that leaves with requests pending. (Without this, a survivor whose next post found the
+// that leaves with requests pending (tcp's ClosedPeerError does the same). (Without this, a survivor whose next post found the
 // victim already closed failed its call naming the victim but weftCommFailedRanks listed no
 // one: ElasticKill/ucx_rank0 in a full ctest run on the 2-core VM, 2026-12-02.)
 Status UcxTransport::GonePeer(Peer& p) {
