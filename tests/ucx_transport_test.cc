@@ -171,8 +171,12 @@ int ChildEcho(Rank& rank) {
   if (!WaitAll(rank.ucx.get(), {&q}).ok()) return 4;
   if (!rank.ucx->PostSend(0, 1, 2, &v, 8, &s).ok()) return 5;
   if (!WaitAll(rank.ucx.get(), {&s}).ok()) return 6;
+  // Stay responsive (keepalive) until killed, for at most a minute. Progress returns at once
+  // when nothing is pending, so the pause is ours: without it this loop ended in microseconds
+  // and the child's exit raced rank 0's Progress before the kill (a CI failure, 2026-12-02).
   for (int i = 0; i < 600; ++i) {
-    (void)rank.ucx->Progress(100000);  // stay responsive (keepalive) until killed
+    (void)rank.ucx->Progress(0);
+    usleep(100000);
   }
   return 0;
 }
