@@ -599,6 +599,27 @@ TEST(SimTerms, FourRanksOnTwoCoresTakeLongerThanOnFour) {
   EXPECT_NEAR(alone->time_us, one, 0.05 * one + 1);
 }
 
+// Processor sharing moves both mates: a short step of rank 2 run inside rank 0's long one
+// delays rank 0's later work as much as it is itself stretched. Rank 0 reduces two blocks of
+// `big` one after the other, its core mate rank 2 one block of `big / 2` at the start: one
+// core does 2.5 blocks of work, so the last step ends at 2.5 blocks' time. (The engine used
+// to stretch only the step that came second: 2 blocks, a core giving 1.25 cores' work.)
+TEST(SimTerms, SharedCoreDelaysTheMateAsMuchAsItStretches) {
+  auto base = Preset("host:4");
+  Fabric two = WithCores(*base, 2, LinkTable::Defaults());
+  ASSERT_EQ(two.CoreMates(0), (std::vector<int>{0, 2}));
+  const size_t big = 1 << 18;
+  Schedule s = Empty(4, "mates");
+  for (int r = 0; r < 4; ++r) s.ranks[r].input_count = s.ranks[r].output_count = 2 * big;
+  s.ranks[0].steps.push_back(ReduceStep(In(0, big), Out(0, big)));
+  s.ranks[0].steps.push_back(ReduceStep(In(big, big), Out(big, big)));
+  s.ranks[2].steps.push_back(ReduceStep(In(0, big / 2), Out(0, big / 2)));
+  auto shared = SimulateSchedule(s, two, 4, SimOptions());
+  ASSERT_TRUE(shared.ok());
+  const double block = big * 4.0 / (two.table().cpu().reduce_gbps * 1e3);
+  EXPECT_NEAR(shared->time_us, 2.5 * block, 0.05 * block + 1);
+}
+
 // Cores that stream from DRAM at once share the machine's memory bus (ComputeParams::
 // dram_all_cores_gbps, engine.h): with a bus of 1.2x one core's DRAM copy rate, two ranks
 // reducing DRAM-resident data at once each take 2 / 1.2 of the time one takes alone; a rank
