@@ -115,6 +115,13 @@ TEST(CompressionPays, LargeFabricsUseTheClosedForm) {
   const CompressionDecision s = Decide(*small, "int8", size_t{16} << 20);
   EXPECT_FALSE(s.compressed_analytic) << s.why;
   EXPECT_NE(s.why.find("simulated"), std::string::npos) << s.why;
+  // The simulated call says how much CPU it costs each rank (the closed form does not): some,
+  // and no more than the call lasts (a rank's own work fits in its span on its own core).
+  EXPECT_GT(s.compressed_cpu_per_rank_us, 0) << s.why;
+  EXPECT_LE(s.compressed_cpu_per_rank_us, s.compressed_us) << s.why;
+  EXPECT_NE(s.why.find("cores busy"), std::string::npos) << s.why;
+  EXPECT_EQ(d.compressed_cpu_per_rank_us, 0) << d.why;
+  EXPECT_EQ(d.why.find("cores busy"), std::string::npos) << d.why;
 }
 
 TEST(CompressionPays, NotOnOneHost) {

@@ -618,6 +618,8 @@ TEST(SimTerms, SharedCoreDelaysTheMateAsMuchAsItStretches) {
   ASSERT_TRUE(shared.ok());
   const double block = big * 4.0 / (two.table().cpu().reduce_gbps * 1e3);
   EXPECT_NEAR(shared->time_us, 2.5 * block, 0.05 * block + 1);
+  // The CPU the call costs is the work, 2.5 blocks: sharing stretched the spans, not the cost.
+  EXPECT_NEAR(shared->cpu_busy_us, 2.5 * block, 0.05 * block + 1);
 }
 
 // Cores that stream from DRAM at once share the machine's memory bus (ComputeParams::

@@ -38,7 +38,7 @@ for c in "${CODECS[@]}"; do
         grep -o 'vs plain [a-z_]* [0-9.]* us' | awk '{print $4}')
   else
     p=$("$B/weft-topo" --topo-file "$TOPO" --explain allreduce 64M --compress "$c" 2>&1 |
-        grep -o 'simulated [a-z_]* [0-9.]* us vs' | awk '{print $3}')
+        grep -o 'simulated [a-z_]* [0-9.]* us' | awk '{print $3}')
   fi
   echo "$c ${p:-nan}" >> "$OUT/predicted.txt"
 done

@@ -55,16 +55,19 @@ bool Hierarchical(const std::vector<std::vector<int>>& groups, const weftCompres
 
 std::string Describe(const CompressionDecision& d, const weftCompression& spec, int per_host,
                      const std::string& verdict) {
-  char line[640];
+  char cpu[64] = "";
+  if (d.compressed_cpu_per_rank_us > 0)
+    std::snprintf(cpu, sizeof cpu, " (cores busy %.0f us per rank)", d.compressed_cpu_per_rank_us);
+  char line[704];
   std::snprintf(line, sizeof line,
                 "%s: %d host(s) x %d rank(s)%s, slow tier %.3g GB/s (link bound %.0f us): "
-                "%s %s %.0f us vs plain %s %.0f us -> %s",
+                "%s %s %.0f us%s vs plain %s %.0f us -> %s",
                 weftCodecName(spec.codec), d.hosts, per_host,
                 d.hosts < 2 ? " (one host)"
                             : d.ranks_per_host > 1 ? " (full precision inside hosts)" : " (flat)",
                 d.tier_gbps, d.link_bound_us,
                 d.compressed_analytic ? "closed form (too large to simulate)" : "simulated",
-                d.placement.c_str(), d.compressed_us,
+                d.placement.c_str(), d.compressed_us, cpu,
                 d.plain_algorithm.c_str(), d.plain_us, verdict.c_str());
   return line;
 }
@@ -145,6 +148,7 @@ Status PredictCompressed(const Fabric& fabric, const std::vector<std::vector<int
   StatusOr<SimResult> sim = SimulateCompressedRequest(fabric, *algorithm, shape, spec);
   if (!sim.ok()) return sim.status();
   d->compressed_us = sim->time_us;
+  d->compressed_cpu_per_rank_us = sim->cpu_busy_us / std::max(1, fabric.nranks());
   return OkStatus();
 }
 

@@ -43,6 +43,10 @@ struct CompressionDecision {
   // compressed_us is the closed form (CompressedAllReduceAnalyticUs), not a simulation: the
   // compressed schedule had more than kMaxSimulatedCompressedSteps steps.
   bool compressed_analytic = false;
+  // CPU time the simulated compressed call keeps the ranks' cores busy, per rank on average
+  // (SimResult::cpu_busy_us / ranks; 0 for the closed form): against a run's measured CPU time
+  // per call, this tells a misjudged kernel rate from a misjudged overlap.
+  double compressed_cpu_per_rank_us = 0;
   std::string plain_algorithm;             // the selector's pick for the plain call
   std::string why;  // one line: the figures and the verdict
 };

@@ -377,9 +377,8 @@ class Engine {
   double OccupyCore(int r, double start, double us) {
     int core = fabric_.ComputeResource(r);
     const double begin = std::max(start, backlog_[core]);
-    us = Shared(r, begin, us);
-    backlog_[core] = begin + us;
-    busy_[core] += us;
+    backlog_[core] = begin + Shared(r, begin, us);
+    busy_[core] += us;  // the CPU work itself; sharing stretches its span, not its cost
     return backlog_[core];
   }
 
@@ -502,9 +501,9 @@ class Engine {
     const double miss = cached ? 0.0 : Miss(r);
     const double rate = cached ? (reduce ? c.reduce_gbps : c.copy_gbps) : CoreRate(r, reduce);
     const double begin = std::max(start, backlog_[res]);
-    double dt = Shared(r, begin, bytes / (rate * 1e3));
-    backlog_[res] = begin + dt;
-    busy_[res] += dt;
+    const double work = bytes / (rate * 1e3);
+    backlog_[res] = begin + Shared(r, begin, work);
+    busy_[res] += work;
     double end = backlog_[res];
     if (!cached) end = std::max(end, MachineMemory(r, begin, DramShareUs(r, bytes, reduce)));
     // Recv-reduce staging: the message landed in a staging buffer, and reducing it re-reads
@@ -734,9 +733,9 @@ class Engine {
     } else {
       const int res = fabric_.ComputeResource(r);
       const double begin = std::max(now, backlog_[res]);
-      const double dt = Shared(r, begin, fixed_us + values / (gbps * 1e3));
-      backlog_[res] = begin + dt;
-      busy_[res] += dt;
+      const double work = fixed_us + values / (gbps * 1e3);
+      backlog_[res] = begin + Shared(r, begin, work);
+      busy_[res] += work;
       end = backlog_[res];
       // The codec speeds are DRAM figures (codec_bench at 64 MiB); a chain's later steps work
       // in the cache. On the bus the step moves what it reads and writes (values and

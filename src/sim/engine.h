@@ -94,7 +94,8 @@ struct SimResult {
   // back-to-back sequence). Equal to time_us on fabrics without token buckets.
   double isolated_us = 0;
   // CPU time the call keeps the ranks' cores busy (copies, reductions, codecs, kernel copies;
-  // summed over ranks): what competes with other processes on a shared machine.
+  // summed over ranks): what competes with other processes on a shared machine. The work
+  // itself: a core shared by several ranks stretches each one's span, not its cost.
   double cpu_busy_us = 0;
   std::vector<double> rank_done_us;   // per rank
   size_t steps = 0;
