@@ -15,26 +15,27 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 CORES=$(nproc)
 WRAP=$(mktemp /tmp/weft_cpu_wrap.XXXXXX.sh)
 trap 'rm -f "$WRAP"' EXIT
-printf '#!/bin/bash\nexec /usr/bin/time -f "cpu %%U %%S %%e" "$@"\n' > "$WRAP"
+printf '#!/bin/bash\nexec /usr/bin/time -f "cpu %%U %%S" "$@"\n' > "$WRAP"
 chmod +x "$WRAP"
-# Sum of the ranks' user + system seconds of one run of N calls, and rank 0's time (us).
+# Sum of the ranks' user and system seconds of one run of N calls, and rank 0's time (us).
 totals() {
   bash "$HERE/run.sh" --hosts 2 --ranks-per-host "$R" --rate 2gbit --timeout 300 -- "$WRAP" \
     "$B/weft-perf" -C allreduce -b 64M -e 64M -n "$2" -w 1 --compress "$1" 2>&1 |
-    awk '$2 == "cpu" { cpu += $3 + $4 } $1 == "[0]" && $2 == 67108864 { t = $7 } END { print cpu, t }'
+    awk '$2 == "cpu" { u += $3; s += $4 } $1 == "[0]" && $2 == 67108864 { t = $7 } END { print u, s, t }'
 }
 echo "# $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg), $CORES cores, 2 x $R ranks"
-echo "| codec | call (ms) | CPU per rank per call (ms) | compute floor on $CORES cores (ms) | model: cores busy per rank (ms) |"
+echo "| codec | call (ms) | CPU per rank per call (ms): user + sys | compute floor on $CORES cores (ms) | model: cores busy per rank (ms) |"
 echo "|---|---:|---:|---:|---:|"
 for c in int8 fp8e4m3 int4 sign1 topk:0.01; do
-  read -r c5 t5 < <(totals "$c" 5)
-  read -r c45 t45 < <(totals "$c" 45)
+  read -r u5 s5 t5 < <(totals "$c" 5)
+  read -r u45 s45 t45 < <(totals "$c" 45)
   model=""
   if [ -n "$TOPO" ]; then
     model=$("$B/weft-topo" --topo-file "$TOPO" --explain allreduce 64M --compress "$c" 2>&1 |
             grep -o 'cores busy [0-9]* us' | awk '{printf "%.1f", $3 / 1e3}')
   fi
-  awk -v c="$c" -v a="$c5" -v b="$c45" -v t="$t45" -v n="$((2 * R))" -v k="$CORES" -v m="$model" \
-    'BEGIN { cpu = (b - a) / 80 * 1e3; printf "| %s | %.1f | %.1f | %.1f | %s |\n", c, t / 1e3, cpu / n, cpu / k, m }'
+  awk -v c="$c" -v u="$u5" -v s="$s5" -v U="$u45" -v S="$s45" -v t="$t45" -v n="$((2 * R))" -v k="$CORES" -v m="$model" \
+    'BEGIN { user = (U - u) / 80 * 1e3; sys = (S - s) / 80 * 1e3; cpu = user + sys
+           printf "| %s | %.1f | %.1f = %.1f + %.1f | %.1f | %s |\n", c, t / 1e3, cpu / n, user / n, sys / n, cpu / k, m }'
 done
 echo "# end $(date -u +%T) load $(cut -d' ' -f1-3 /proc/loadavg)"
