@@ -2,14 +2,16 @@
 # perf/netns/compress_cpu.sh — the CPU a compressed 64 MiB float32 allreduce costs on 2
 # namespace hosts x R ranks at 2 Gbit/s: every codec run with -n 5 and -n 45 (80 more calls,
 # out of place and in place), each rank under /usr/bin/time; the difference over 80 is each
-# rank's user + system CPU time per call (the call's time: weft-perf's, rank 0 out of place). With every rank on one machine of
-# C cores, (sum of the ranks' CPU) / C is the call's compute floor on it: no schedule of
-# this work finishes sooner, however it overlaps the wire. Beside it, the model's figure
-# (weft-topo --explain on TOPO, when given: "cores busy ... per rank"). Needs root.
+# rank's user + system CPU time per call (the call's time: weft-perf's, rank 0 out of place).
+# With every rank on one machine of C cores, (sum of the ranks' CPU) / C is the call's compute
+# floor on it: no schedule of this work finishes sooner, however it overlaps the wire (the
+# CPU counted includes waiting, so for a call that waits it overstates the floor). Beside it,
+# the model's figure (weft-topo --explain on TOPO, when given: "cores busy ... per rank").
+# Needs root.
 #
 #   compress_cpu.sh BIN_DIR [R=2] [TOPO]
 set -u
-[ $# -ge 1 ] || { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 B="$1" R="${2:-2}" TOPO="${3:-}"
 HERE="$(cd "$(dirname "$0")" && pwd)"
 CORES=$(nproc)

@@ -371,14 +371,16 @@ class Engine {
     busy_[res] += us;
   }
 
-  // Occupies rank r's core for `us` from `start` (a copy its thread or its kernel does, which
-  // queues with its reductions and, on a shared core, with the other ranks'); returns when
-  // the core is free.
-  double OccupyCore(int r, double start, double us) {
+  // Occupies rank r's core for `us` of CPU work from `start` (a copy its thread or its kernel
+  // does, a reduction, a codec step: it queues with the rank's other work and, on a shared
+  // core, with the other ranks'); returns when the core is free, and in `begin` (when given)
+  // when the work started.
+  double OccupyCore(int r, double start, double us, double* begin = nullptr) {
     int core = fabric_.ComputeResource(r);
-    const double begin = std::max(start, backlog_[core]);
-    backlog_[core] = begin + Shared(r, begin, us);
+    const double from = std::max(start, backlog_[core]);
+    backlog_[core] = from + Shared(r, from, us);
     busy_[core] += us;  // the CPU work itself; sharing stretches its span, not its cost
+    if (begin != nullptr) *begin = from;
     return backlog_[core];
   }
 
@@ -497,14 +499,10 @@ class Engine {
   double Compute(int r, double start, double bytes, bool reduce, bool staging = false,
                  bool cached = false) {
     const ComputeParams& c = fabric_.Compute(r);
-    int res = fabric_.ComputeResource(r);
     const double miss = cached ? 0.0 : Miss(r);
     const double rate = cached ? (reduce ? c.reduce_gbps : c.copy_gbps) : CoreRate(r, reduce);
-    const double begin = std::max(start, backlog_[res]);
-    const double work = bytes / (rate * 1e3);
-    backlog_[res] = begin + Shared(r, begin, work);
-    busy_[res] += work;
-    double end = backlog_[res];
+    double begin = start;
+    double end = OccupyCore(r, start, bytes / (rate * 1e3), &begin);
     if (!cached) end = std::max(end, MachineMemory(r, begin, DramShareUs(r, bytes, reduce)));
     // Recv-reduce staging: the message landed in a staging buffer, and reducing it re-reads
     // it and writes the DRAM-resident result: an extra pass over the memory bus, shared with
@@ -731,12 +729,8 @@ class Engine {
     if (gbps <= 0) {
       end = Compute(r, now, values, false, false, chained) + fixed_us;
     } else {
-      const int res = fabric_.ComputeResource(r);
-      const double begin = std::max(now, backlog_[res]);
-      const double work = fixed_us + values / (gbps * 1e3);
-      backlog_[res] = begin + Shared(r, begin, work);
-      busy_[res] += work;
-      end = backlog_[res];
+      double begin = now;
+      end = OccupyCore(r, now, fixed_us + values / (gbps * 1e3), &begin);
       // The codec speeds are DRAM figures (codec_bench at 64 MiB); a chain's later steps work
       // in the cache. On the bus the step moves what it reads and writes (values and
       // encoding), booked as a copy of half that (a copy reads and writes its bytes), not
