@@ -14,6 +14,7 @@
 
 #include "algorithms/compressed.h"
 #include "algorithms/registry.h"
+#include "exec/chain_sink.h"
 #include "exec/codec_chain.h"
 #include "exec/executor.h"
 #include "exec/scratch.h"
@@ -361,6 +362,100 @@ TEST(CodecChain, TheHierarchicalAllReduceRunsAsChains) {
     EXPECT_EQ(chains.size(), 8u) << "rank " << r;  // 4 pieces x (host reduce, reduced slice)
     for (const CodecChain& c : chains) EXPECT_TRUE(c.acc_dead) << "rank " << r << " step " << c.first;
   }
+}
+
+}  // namespace
+}  // namespace weft
+
+// ---- ChainSink: a receive streamed into its chain (exec/chain_sink.h) ----
+
+namespace weft {
+namespace {
+
+// The owner's phase-1 chain of the hierarchical allreduce, resolved: acc (what arrived) +=
+// the input lane, then encodes of two parts of acc (with error feedback stored for the first).
+struct SinkCase {
+  std::vector<float> received, input, residual_whole, residual_streamed;
+  std::vector<std::vector<uint8_t>> whole, streamed;  // the encodings
+  std::vector<ChainStep> Steps(const weftCompression& spec, std::vector<std::vector<uint8_t>>* enc,
+                               std::vector<float>* residual, size_t cut) const {
+    const size_t n = received.size();
+    std::vector<ChainStep> steps(3);
+    steps[0].op = StepOp::kReduce;
+    steps[0].src = input.data();
+    const size_t parts[2][2] = {{0, cut}, {cut, n - cut}};
+    enc->assign(2, {});
+    for (int k = 0; k < 2; ++k) {
+      ChainStep& e = steps[1 + k];
+      e.op = StepOp::kEncode;
+      e.offset = parts[k][0];
+      e.count = parts[k][1];
+      (*enc)[k].assign(codec::EncodedBytes(spec, e.count), 0);
+      e.encoded = (*enc)[k].data();
+      e.stream = 77 + k;
+      if (k == 0) e.residual = residual->data();
+    }
+    return steps;
+  }
+};
+
+TEST(ChainSink, PiecesOfAnySizeGiveTheWholeChainsBits) {
+  const size_t n = 3 * 4096 * 4 + 1000;  // several bounce buffers' tiles and a short tail
+  for (const weftCompression& spec : Codecs()) {
+    const size_t align = codec::EncodeRangeAlignment(spec);
+    if (align == 0) continue;
+    const size_t cut = (n / 3) / align * align;
+    SinkCase c;
+    c.received = Values(n, 1);
+    c.input = Values(n, 2);
+    c.residual_whole.assign(n, 0.0f);
+    c.residual_streamed.assign(n, 0.0f);
+    // The chain as the executor runs it once the receive is whole.
+    std::vector<float> acc = c.received;
+    RunCodecChain(c.Steps(spec, &c.whole, &c.residual_whole, cut), acc.data(), n, true, spec,
+                  weftSum, 2);
+    // Streamed: the bytes of `received` in pieces of every awkward size, mid-element too.
+    std::vector<float> untouched(n, -3.0f);  // acc's memory: a dead acc is never written
+    ChainSink sink;
+    sink.Start(c.Steps(spec, &c.streamed, &c.residual_streamed, cut), untouched.data(), n, spec,
+               weftSum, 2);
+    const unsigned char* bytes = reinterpret_cast<const unsigned char*>(c.received.data());
+    const size_t total = n * sizeof(float), sizes[] = {1, 3, 4093, 65536, 7, 300000};
+    for (size_t at = 0, k = 0; at < total; ++k) {
+      size_t room = 0;
+      unsigned char* to = sink.Space(&room);
+      ASSERT_GT(room, 0u);
+      const size_t m = std::min({room, sizes[k % 6], total - at});
+      std::memcpy(to, bytes + at, m);
+      sink.Landed(m);
+      at += m;
+      ASSERT_EQ(sink.Finished(), at == total) << "all tiles ran before the last byte landed";
+    }
+    const std::string what = std::string(codec::CodecName(spec.codec)) + " block " + std::to_string(spec.block);
+    for (int k = 0; k < 2; ++k) EXPECT_EQ(c.streamed[k], c.whole[k]) << what << " encode " << k;
+    EXPECT_EQ(c.residual_streamed, c.residual_whole) << what;
+    EXPECT_EQ(untouched, std::vector<float>(n, -3.0f)) << what << ": the dead acc was written";
+  }
+}
+
+TEST(ChainSink, StreamsOnlyARecvIntoAChainThatReadsItAndDropsIt) {
+  const Region lane{Buffer::kScratch, 0, 8192}, in{Buffer::kInput, 0, 8192};
+  std::vector<Step> steps = {RecvStep(1, lane), ReduceStep(in, lane),
+                             EncodeStep(lane, Region{Buffer::kScratch, 8192, 2048}, 0)};
+  CodecChain c;
+  c.first = 1;
+  c.last = 2;
+  c.acc = lane;
+  c.acc_dead = true;
+  EXPECT_TRUE(StreamsIntoChain(steps, 0, c));
+  c.acc_dead = false;  // a later step reads the lane: it must be stored
+  EXPECT_FALSE(StreamsIntoChain(steps, 0, c));
+  c.acc_dead = true;
+  steps[1] = CopyStep(in, lane);  // the opener overwrites what arrived
+  EXPECT_FALSE(StreamsIntoChain(steps, 0, c));
+  steps[1] = ReduceStep(in, lane);
+  steps[0] = RecvStep(1, Region{Buffer::kScratch, 0, 4096});  // only part of the lane arrives
+  EXPECT_FALSE(StreamsIntoChain(steps, 0, c));
 }
 
 }  // namespace

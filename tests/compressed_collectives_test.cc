@@ -25,6 +25,7 @@
 #include "compress/compressed_collectives.h"
 #include "compress/compressed_schedule.h"
 #include "compress/job_wide_compression.h"
+#include "exec/chain_sink.h"
 #include "kernels/codec.h"
 #include "kernels/half.h"
 #include "test_util.h"
@@ -1214,6 +1215,8 @@ TEST(CompressedProcesses, DISABLED_HierarchicalWorker) {
   const char* algorithm = nullptr;
   ASSERT_EQ(weftCommGetLastAlgorithm(comm, &algorithm), weftSuccess);
   EXPECT_STREQ(algorithm, "compressed_hierarchical") << "the hierarchical placement was not taken";
+  // Each lane owner receives its member's lane over shm straight into its codec chain.
+  if (weft::StreamedChainsEnabled()) EXPECT_GT(weft::StreamedChainsStarted(), 0u) << "no receive streamed into a chain";
   const std::vector<std::vector<float>> sums = EncodedContributions(in, "2,2");  // run.sh: r = 2h + l
   const std::vector<double> max_abs = MaxAbs(sums);
   uint64_t checksum = 1469598103934665603ull;

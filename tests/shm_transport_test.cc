@@ -352,6 +352,81 @@ TEST_P(ShmSingleCopy, MixedSizesKeepFifoAcrossBothPaths) {
 }
 INSTANTIATE_TEST_SUITE_P(OnOff, ShmSingleCopy, ::testing::Bool());
 
+// A sink with little room (an odd number of bytes, so pieces end mid-element): it keeps what
+// lands, in order.
+class RecordingSink final : public RecvSink {
+ public:
+  explicit RecordingSink(size_t room) : space_(room) {}
+  unsigned char* Space(size_t* room) override {
+    *room = space_.size();
+    return space_.data();
+  }
+  void Landed(size_t bytes) override {
+    EXPECT_LE(bytes, space_.size());
+    got.insert(got.end(), space_.begin(), space_.begin() + static_cast<std::ptrdiff_t>(bytes));
+    ++pieces;
+  }
+  std::vector<unsigned char> got;
+  size_t pieces = 0;
+
+ private:
+  std::vector<unsigned char> space_;
+};
+
+// Receives into a sink (PostRecvToSink, which the executor streams into codec chains): the
+// ring, the single-copy read and the stash (channel 1 received first) all deliver every byte in
+// order in pieces of at most the sink's room; a size mismatch fails and hands the sink nothing.
+TEST_P(ShmSingleCopy, SinkReceivesEveryPathInPieces) {
+  const bool single_copy = GetParam();
+  ShmOptions o = TestOptions();
+  o.single_copy = single_copy;
+  o.single_copy_min_bytes = 4096;
+  const std::vector<size_t> sizes = {0, 100, 5000, 300000, 7, 70000};
+  RunThreads(2, o, [&](int r, ShmTransport& t) {
+    ASSERT_TRUE(t.TakesSinks());
+    if (r == 0) {
+      std::vector<std::vector<unsigned char>> bufs;
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        bufs.emplace_back(sizes[i]);
+        for (size_t k = 0; k < sizes[i]; ++k) bufs[i][k] = Pattern(0, static_cast<int>(i), k);
+      }
+      std::vector<TransportRequest> reqs(2 * sizes.size() + 1);
+      std::vector<TransportRequest*> all;
+      for (size_t i = 0; i < sizes.size(); ++i)
+        for (int ch = 0; ch < 2; ++ch) {
+          TransportRequest* q = &reqs[2 * i + ch];
+          ASSERT_TRUE(t.PostSend(1, ch, 100 + i, bufs[i].data(), sizes[i], q).ok());
+          all.push_back(q);
+        }
+      ASSERT_TRUE(t.PostSend(1, 2, 7, bufs[3].data(), 64, &reqs.back()).ok());
+      all.push_back(&reqs.back());
+      Status st = WaitAll(&t, all);
+      ASSERT_TRUE(st.ok()) << st.message();
+      return;
+    }
+    for (int ch : {1, 0})
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        RecordingSink sink(4099);
+        TransportRequest q;
+        ASSERT_TRUE(t.PostRecvToSink(0, ch, 100 + i, sizes[i], &sink, &q).ok());
+        Status st = WaitAll(&t, {&q});
+        ASSERT_TRUE(st.ok()) << "channel " << ch << " message " << i << ": " << st.message();
+        ASSERT_EQ(sink.got.size(), sizes[i]) << "channel " << ch << " message " << i;
+        for (size_t k = 0; k < sizes[i]; ++k)
+          ASSERT_EQ(sink.got[k], Pattern(0, static_cast<int>(i), k)) << "channel " << ch << " message " << i << " byte " << k;
+        EXPECT_GE(sink.pieces, sizes[i] / 4099) << "pieces larger than the room";
+      }
+    RecordingSink sink(64);
+    TransportRequest q;
+    ASSERT_TRUE(t.PostRecvToSink(0, 2, 7, 32, &sink, &q).ok());
+    Status st = WaitAll(&t, {&q});
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.message().find("32 bytes, got tag 7 and 64 bytes"), std::string::npos) << st.message();
+    EXPECT_TRUE(sink.got.empty()) << "a mismatched message reached the sink";
+    EXPECT_FALSE(t.PostRecvToSink(0, 2, 7, 32, nullptr, &q).ok()) << "a NULL sink was taken";
+  });
+}
+
 TEST(ShmTransport, TagAndSizeMismatchNamePeerAndBothSides) {
   RunThreads(2, TestOptions(), [&](int r, ShmTransport& t) {
     std::vector<unsigned char> b(64, 1);

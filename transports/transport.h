@@ -116,6 +116,19 @@ struct TransportRequest {
   }
 };
 
+// Where a receive posted with PostRecvToSink puts its bytes, piece by piece as they land, so
+// the receiver consumes them in its cache (a reduction and an encode tile by tile: exec/
+// chain_sink.h) instead of through a buffer in memory. The transport asks for room, writes
+// at most that many bytes there and reports how many; pieces end anywhere (mid-element too)
+// and arrive in order. Landed runs on the thread that drives Progress, under the transport's
+// lock: it must not call the transport.
+class RecvSink {
+ public:
+  virtual ~RecvSink() = default;
+  virtual unsigned char* Space(size_t* room) = 0;  // room > 0 on return
+  virtual void Landed(size_t bytes) = 0;
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -136,6 +149,14 @@ class Transport {
   virtual Status PostRecvUpTo(int peer, int channel, uint64_t tag, const MemRef& dst,
                               TransportRequest* req) {
     return InvalidUsage(std::string(name()) + " transport: receives of variable size are not supported");
+  }
+  // Starts receiving exactly `bytes` bytes from `peer` into `sink` (same ordering, tag and size
+  // matching as PostRecv; on a mismatch the sink gets nothing). Only where TakesSinks().
+  virtual bool TakesSinks() const { return false; }
+  virtual Status PostRecvToSink(int peer, int channel, uint64_t tag, size_t bytes, RecvSink* sink,
+                                TransportRequest* req) {
+    (void)peer, (void)channel, (void)tag, (void)bytes, (void)sink, (void)req;
+    return InvalidUsage(std::string(name()) + " transport: receives into a sink are not supported");
   }
   // The same on pageable host memory given as pointer and size (tools and tests; the executor
   // passes MemRefs). Derived transports bring these in with `using Transport::PostSend;` etc.

@@ -161,40 +161,59 @@ void BuildTile(const std::vector<ChainStep>& steps, const float* cur, size_t at,
 
 }  // namespace
 
-void RunCodecChain(const std::vector<ChainStep>& steps, float* acc, size_t acc_count,
-                   bool acc_dead, const weftCompression& spec, weftRedOp_t op, int nranks) {
+size_t CodecChainTileValues(const weftCompression& spec) {
   const size_t align = codec::EncodeRangeAlignment(spec);
-  const size_t tile_values = std::max(align, kTileValues / align * align);
-  thread_local std::vector<float> tile_buf, decoded_buf;
-  if (tile_buf.size() < tile_values) tile_buf.resize(tile_values);
-  if (decoded_buf.size() < tile_values) decoded_buf.resize(tile_values);
+  return std::max(align, kTileValues / align * align);
+}
+
+void PlanCodecChain(const std::vector<ChainStep>& steps, size_t acc_count, bool acc_dead,
+                    const weftCompression& spec, std::vector<ChainTile>* tiles) {
+  tiles->clear();
+  const size_t tile_values = CodecChainTileValues(spec);
   // Segments of P: each encode's values, and (when P is read later) the values between them.
   std::vector<const ChainStep*> encodes;
   for (const ChainStep& s : steps)
     if (s.op == StepOp::kEncode) encodes.push_back(&s);
   std::sort(encodes.begin(), encodes.end(),
             [](const ChainStep* a, const ChainStep* b) { return a->offset < b->offset; });
-  auto run = [&](size_t lo, size_t hi, const ChainStep* encode) {
-    for (size_t at = lo; at < hi; at += tile_values) {
-      const size_t n = std::min(tile_values, hi - at);
-      float* tile = acc_dead ? tile_buf.data() : acc + at;  // written back: P is read later
-      BuildTile(steps, acc + at, at, n, acc_count, spec, op, nranks, tile, decoded_buf.data());
-      if (encode == nullptr) continue;
-      const size_t first = at - encode->offset;
-      codec::EncodeRange(spec, tile, encode->count, first, n, encode->encoded, encode->stream);
-      if (encode->residual != nullptr)  // the tile and its codes are still in L1
-        codec::DroppedIntoResidualRange(spec, encode->encoded, encode->count, first, n, tile,
-                                        encode->feedback, encode->feedback_weight,
-                                        encode->residual + first);
-    }
+  auto cut = [&](size_t lo, size_t hi, const ChainStep* encode) {
+    for (size_t at = lo; at < hi; at += tile_values)
+      tiles->push_back(ChainTile{at, std::min(tile_values, hi - at), encode});
   };
   size_t at = 0;
   for (const ChainStep* e : encodes) {
-    if (!acc_dead && at < e->offset) run(at, e->offset, nullptr);
-    run(e->offset, e->offset + e->count, e);
+    if (!acc_dead && at < e->offset) cut(at, e->offset, nullptr);
+    cut(e->offset, e->offset + e->count, e);
     at = e->offset + e->count;
   }
-  if (!acc_dead && at < acc_count) run(at, acc_count, nullptr);
+  if (!acc_dead && at < acc_count) cut(at, acc_count, nullptr);
+}
+
+void RunCodecChainTile(const std::vector<ChainStep>& steps, const ChainTile& t, const float* cur,
+                       float* acc, size_t acc_count, bool acc_dead, const weftCompression& spec,
+                       weftRedOp_t op, int nranks) {
+  const size_t tile_values = CodecChainTileValues(spec);
+  thread_local std::vector<float> tile_buf, decoded_buf;
+  if (tile_buf.size() < tile_values) tile_buf.resize(tile_values);
+  if (decoded_buf.size() < tile_values) decoded_buf.resize(tile_values);
+  float* tile = acc_dead ? tile_buf.data() : acc + t.at;  // written back: P is read later
+  BuildTile(steps, cur, t.at, t.n, acc_count, spec, op, nranks, tile, decoded_buf.data());
+  const ChainStep* encode = t.encode;
+  if (encode == nullptr) return;
+  const size_t first = t.at - encode->offset;
+  codec::EncodeRange(spec, tile, encode->count, first, t.n, encode->encoded, encode->stream);
+  if (encode->residual != nullptr)  // the tile and its codes are still in L1
+    codec::DroppedIntoResidualRange(spec, encode->encoded, encode->count, first, t.n, tile,
+                                    encode->feedback, encode->feedback_weight,
+                                    encode->residual + first);
+}
+
+void RunCodecChain(const std::vector<ChainStep>& steps, float* acc, size_t acc_count,
+                   bool acc_dead, const weftCompression& spec, weftRedOp_t op, int nranks) {
+  thread_local std::vector<ChainTile> tiles;
+  PlanCodecChain(steps, acc_count, acc_dead, spec, &tiles);
+  for (const ChainTile& t : tiles)
+    RunCodecChainTile(steps, t, acc + t.at, acc, acc_count, acc_dead, spec, op, nranks);
 }
 
 }  // namespace weft

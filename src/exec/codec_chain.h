@@ -70,6 +70,22 @@ struct ChainStep {
   float feedback_weight = 1.0f;
 };
 
+// One tile of a chain: values [at, at + n) of acc, and the encode they belong to (nullptr:
+// values between encodes, built only where acc is read later).
+struct ChainTile {
+  size_t at = 0, n = 0;
+  const ChainStep* encode = nullptr;
+};
+// The values per tile (16 KiB of float32, whole codec blocks).
+size_t CodecChainTileValues(const weftCompression& spec);
+// A chain's tiles in order of acc (RunCodecChain runs them so).
+void PlanCodecChain(const std::vector<ChainStep>& steps, size_t acc_count, bool acc_dead,
+                    const weftCompression& spec, std::vector<ChainTile>* tiles);
+// Runs one tile, reading what acc holds at t.at from `cur`: acc + t.at itself, or where those
+// values landed from a peer (exec/chain_sink.h, which streams a receive into a chain).
+void RunCodecChainTile(const std::vector<ChainStep>& steps, const ChainTile& t, const float* cur,
+                       float* acc, size_t acc_count, bool acc_dead, const weftCompression& spec,
+                       weftRedOp_t op, int nranks);
 // Runs a chain over acc[0..acc_count) (see FindCodecChains; the steps in schedule order).
 // op/nranks: the call's reduction and the average's divisor. Host memory, CPU kernels.
 void RunCodecChain(const std::vector<ChainStep>& steps, float* acc, size_t acc_count,

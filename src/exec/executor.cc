@@ -14,6 +14,7 @@
 
 #include "algorithms/step_table.h"
 #include "common/log.h"
+#include "exec/chain_sink.h"
 #include "exec/codec_chain.h"
 #include "kernels/codec_backend.h"
 #include "kernels/codec_layout.h"
@@ -66,7 +67,21 @@ struct InFlight {
   bool reducing = false;    // kernel: it reduces what `req` received
   KernelRequest kreq;
   size_t* encoded_size = nullptr;  // a recv into an encoded region: where its size goes
+  // A receive streamed into the codec chain after it (exec/chain_sink.h): the chain's steps
+  // run as its pieces land, so the slot also holds their accesses until the receive is done.
+  bool streaming = false;
+  bool streams_feedback = false;  // the streamed chain reads or writes the residual
+  std::vector<Access> chain_access;
+  std::unique_ptr<ChainSink> sink;  // kept with the slot between operations
 };
+
+// Whether in-flight f holds memory that access a touches in a conflicting way.
+bool Blocks(const InFlight& f, const Access& a) {
+  if (Conflicts(a, f.access)) return true;
+  for (const Access& c : f.chain_access)
+    if (Conflicts(a, c)) return true;
+  return false;
+}
 
 // An encoded region of a compressed schedule (schedule.h: codec steps) and the size of the
 // encoding it holds now: set by the encode that wrote it or the receive that filled it, read
@@ -204,7 +219,17 @@ class Runner {
     return &chains_[static_cast<size_t>(chain_at_[index])];
   }
   bool ChainBlocked(const CodecChain& c) const;
+  Status ResolveChain(const CodecChain& c, std::vector<ChainStep>* steps);
   Status RunChain(const CodecChain& c);
+  // Receives streamed into their chains (FindChains): StreamedAt(i) is the chain step i's
+  // receive feeds, when that may stream. IssueStreamed: false when a hazard holds it back.
+  const CodecChain* StreamedAt(size_t index) const {
+    if (streamed_at_.empty() || streamed_at_[index] < 0) return nullptr;
+    return &chains_[static_cast<size_t>(streamed_at_[index])];
+  }
+  bool ChainFeedsBack(const CodecChain& c) const;
+  bool StreamedFeedbackInFlight() const;
+  StatusOr<bool> IssueStreamed(size_t index, const CodecChain& c);
   // Error feedback (ExecContext::feedback): each encode step's span, checked by Prepare, and
   // the feedback of an encode that ran on its own.
   Status FindFeedbackSpans();
@@ -266,6 +291,7 @@ class Runner {
   std::vector<EncodedRegion> encoded_;  // compressed schedules only (ctx_.codec set)
   std::vector<CodecChain> chains_;
   std::vector<int32_t> chain_at_;  // per step: its chain's index when one starts there, else -1
+  std::vector<int32_t> streamed_at_;  // per step: the chain its receive streams into, else -1
   std::vector<int32_t> feedback_at_;  // per step: an encode's index in ctx_.feedback.spans, else -1
   std::vector<uint8_t> patch_built_;  // per patched range: input + addend built into the patch
   // The call tag of the first signal to / wait on `peer` in this operation, else 0.
@@ -387,6 +413,8 @@ std::unique_ptr<InFlight> Runner::TakeSlot(size_t index, const Access& access) {
   f->access = access;
   f->is_wait = f->fused = f->received = f->forwarding = f->kernel = f->reducing = false;
   f->encoded_size = nullptr;
+  f->streaming = f->streams_feedback = false;
+  f->chain_access.clear();
   f->transport = nullptr;  // a pooled slot's transport may be another communicator's
   return f;
 }
@@ -568,6 +596,15 @@ void Runner::FindChains() {
   if (chains_.empty()) return;
   chain_at_.assign(sched_.steps.size(), -1);
   for (size_t i = 0; i < chains_.size(); ++i) chain_at_[chains_[i].first] = static_cast<int32_t>(i);
+  streamed_at_.clear();
+  if (!StreamedChainsEnabled() || bufs_.kind != MemKind::kHost) return;
+  for (size_t i = 0; i < chains_.size(); ++i) {
+    const CodecChain& c = chains_[i];
+    if (c.first == 0 || !StreamsIntoChain(sched_.steps, c.first - 1, c)) continue;
+    if (EncodedAt(sched_.steps[c.first - 1].dst) != nullptr) continue;
+    if (streamed_at_.empty()) streamed_at_.assign(sched_.steps.size(), -1);
+    streamed_at_[c.first - 1] = static_cast<int32_t>(i);
+  }
 }
 
 // Every input region must resolve whole: inside one patched range or outside all of them. A
@@ -642,10 +679,11 @@ void Runner::FeedBack(size_t index) {
 
 bool Runner::ChainBlocked(const CodecChain& c) const {
   if (inflight_.empty()) return false;
+  if (StreamedFeedbackInFlight() && ChainFeedsBack(c)) return true;
   for (size_t i = c.first; i <= c.last; ++i) {
     const Access a = AccessOf(sched_.steps[i]);
     for (const auto& f : inflight_)
-      if (Conflicts(a, f->access)) return true;
+      if (Blocks(*f, a)) return true;
   }
   return false;
 }
@@ -653,8 +691,16 @@ bool Runner::ChainBlocked(const CodecChain& c) const {
 // The chain's steps with their memory resolved and checked as IssueCodec checks them, then
 // run tile by tile.
 Status Runner::RunChain(const CodecChain& c) {
-  const weftCompression& spec = *ctx_.codec;
   thread_local std::vector<ChainStep> steps;
+  WEFT_RETURN_IF_ERROR(ResolveChain(c, &steps));
+  RunCodecChain(steps, reinterpret_cast<float*>(Resolve(c.acc)), c.acc.count, c.acc_dead,
+                *ctx_.codec, ctx_.op, ctx_.nranks);
+  return OkStatus();
+}
+
+Status Runner::ResolveChain(const CodecChain& c, std::vector<ChainStep>* out) {
+  const weftCompression& spec = *ctx_.codec;
+  std::vector<ChainStep>& steps = *out;
   steps.clear();
   for (size_t i = c.first; i <= c.last; ++i) {
     const Step& s = sched_.steps[i];
@@ -686,9 +732,56 @@ Status Runner::RunChain(const CodecChain& c) {
     }
     steps.push_back(cs);
   }
-  RunCodecChain(steps, reinterpret_cast<float*>(Resolve(c.acc)), c.acc.count, c.acc_dead, spec,
-                ctx_.op, ctx_.nranks);
   return OkStatus();
+}
+
+// Error feedback's residual is no schedule region, so the hazards do not order its users: a
+// chain or encode that reads or writes it waits while a streamed chain that does is in flight
+// (program order, as when every chain ran at issue).
+bool Runner::ChainFeedsBack(const CodecChain& c) const {
+  for (size_t i = c.first; i <= c.last; ++i) {
+    const Step& s = sched_.steps[i];
+    if (FeedbackSpan(i) != nullptr || (s.op != StepOp::kEncode && ChainAddend(s.src) != nullptr))
+      return true;
+  }
+  return false;
+}
+
+bool Runner::StreamedFeedbackInFlight() const {
+  for (const auto& f : inflight_)
+    if (f->streams_feedback) return true;
+  return false;
+}
+
+// Posts the receive at `index` into a sink that runs chain c (the next steps) as it lands.
+StatusOr<bool> Runner::IssueStreamed(size_t index, const CodecChain& c) {
+  const Step& s = sched_.steps[index];
+  thread_local std::vector<Access> accesses;
+  accesses.clear();
+  for (size_t i = index; i <= c.last; ++i) accesses.push_back(AccessOf(sched_.steps[i]));
+  for (const auto& f : inflight_)
+    for (const Access& a : accesses)
+      if (Blocks(*f, a)) return false;
+  const bool feeds_back = ChainFeedsBack(c);
+  if (feeds_back && StreamedFeedbackInFlight()) return false;
+  thread_local std::vector<ChainStep> steps;
+  WEFT_RETURN_IF_ERROR(ResolveChain(c, &steps));
+  std::unique_ptr<InFlight> f = TakeSlot(index, accesses[0]);
+  f->chain_access.assign(accesses.begin() + 1, accesses.end());
+  f->streaming = true;
+  f->streams_feedback = feeds_back;
+  if (f->sink == nullptr) f->sink = std::make_unique<ChainSink>();
+  f->sink->Start(steps, reinterpret_cast<float*>(Resolve(c.acc)), c.acc.count, *ctx_.codec,
+                 ctx_.op, ctx_.nranks);
+  Status st;
+  f->transport = TransportFor(s.peer, s, &st);
+  if (!st.ok()) return st;
+  NoteTransport(f->transport);
+  st = f->transport->PostRecvToSink(s.peer, s.channel, ctx_.tag, c.acc.count * elem_,
+                                    f->sink.get(), &f->req);
+  if (!st.ok()) return st.WithContext(Describe(s, index));
+  inflight_.push_back(std::move(f));
+  return true;
 }
 
 // Asynchronous steps are posted to their transport and retired when it completes them.
@@ -805,6 +898,9 @@ StatusOr<bool> Runner::Complete(InFlight& f) {
     return AfterReceive(f);
   }
   if (!f.req.status.ok()) return f.req.status.WithContext(Describe(s, f.index));
+  if (f.streaming && !f.sink->Finished())
+    return InternalError(Describe(s, f.index) + ": the receive streamed into a chain completed "
+                         "before every tile of the chain landed");
   if (f.encoded_size != nullptr) {  // the receive into an encoded region: note its size
     *f.encoded_size = f.req.bytes;
     EncodedAt(s.dst)->holds = true;
@@ -981,6 +1077,17 @@ Status Runner::IssueInOrder(size_t* next) {
     if (m.sends != StepOperand::kNone && !m.receives && !unforwarded_.empty() &&
         ForwardPending(s.peer, s.channel))
       break;
+    if (const CodecChain* c = StreamedAt(*next)) {
+      Status st;
+      Transport* t = TransportFor(s.peer, s, &st);
+      if (t != nullptr && t->TakesSinks()) {
+        StatusOr<bool> issued = IssueStreamed(*next, *c);
+        if (!issued.ok()) return issued.status();
+        if (!*issued) break;
+        *next = c->last + 1;
+        continue;
+      }
+    }
     if (const CodecChain* c = ChainAt(*next)) {  // every step of it may run now, or none
       if (ChainBlocked(*c)) break;
       WEFT_RETURN_IF_ERROR(RunChain(*c));
@@ -994,9 +1101,10 @@ Status Runner::IssueInOrder(size_t* next) {
       a = AccessOf(s);
       bool blocked = false;
       for (const auto& f : inflight_)
-        if (Conflicts(a, f->access)) { blocked = true; break; }
+        if (Blocks(*f, a)) { blocked = true; break; }
       if (blocked) break;
     }
+    if (FeedbackSpan(*next) != nullptr && StreamedFeedbackInFlight()) break;
     WEFT_RETURN_IF_ERROR(Issue(*next, m, a));
     ++*next;
   }

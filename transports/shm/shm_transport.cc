@@ -383,6 +383,16 @@ Status ShmTransport::PostRecv(int peer, int channel, uint64_t tag, const MemRef&
   return PostRecvOp(peer, channel, RecvOp{static_cast<unsigned char*>(dst.ptr), dst.bytes, tag, req, false});
 }
 
+Status ShmTransport::PostRecvToSink(int peer, int channel, uint64_t tag, size_t bytes,
+                                    RecvSink* sink, TransportRequest* req) {
+  if (sink == nullptr) return InvalidArgument("shm recv from rank " + std::to_string(peer) + ": sink is NULL");
+  WEFT_RETURN_IF_ERROR(CheckPostArgs("shm", "recv", rank_, nranks_, peer, channel, 0xffff,
+                                     MemRef::Host(static_cast<void*>(nullptr), 0), req, /*self_ok=*/true));
+  RecvOp op{nullptr, bytes, tag, req, false};
+  op.sink = sink;
+  return PostRecvOp(peer, channel, op);
+}
+
 Status ShmTransport::PostRecvUpTo(int peer, int channel, uint64_t tag, const MemRef& dst,
                                   TransportRequest* req) {
   WEFT_RETURN_IF_ERROR(CheckPostArgs("shm", "recv", rank_, nranks_, peer, channel, 0xffff, dst,
@@ -693,6 +703,20 @@ bool ShmTransport::ProgressSends(Peer& p) {
   return progressed;
 }
 
+namespace {
+// A stashed message handed to its sink-receive: in the pieces the sink has room for.
+void FeedSink(RecvSink* sink, const unsigned char* data, size_t bytes) {
+  for (size_t at = 0; at < bytes;) {
+    size_t room = 0;
+    unsigned char* to = sink->Space(&room);
+    const size_t n = std::min(room, bytes - at);
+    std::memcpy(to, data + at, n);
+    sink->Landed(n);
+    at += n;
+  }
+}
+}  // namespace
+
 void ShmTransport::MatchStash(Peer& p, uint16_t channel) {
   auto rit = p.recvs.find(channel);
   auto sit = p.stash.find(channel);
@@ -710,7 +734,8 @@ void ShmTransport::MatchStash(Peer& p, uint16_t channel) {
       continue;
     }
     r.req->bytes = s->data.size();
-    if (!s->data.empty()) std::memcpy(r.buf, s->data.data(), s->data.size());
+    if (r.sink != nullptr) FeedSink(r.sink, s->data.data(), s->data.size());
+    else if (!s->data.empty()) std::memcpy(r.buf, s->data.data(), s->data.size());
     Complete(r.req, OkStatus());
   }
   if (rq.empty()) p.recvs.erase(rit);
@@ -723,11 +748,17 @@ Status ShmTransport::ReadSingleCopy(Peer& p, Incoming& c) {
   const size_t piece = size_t{4} << 20;
   while (c.received < c.bytes) {
     size_t n = std::min(piece, c.bytes - c.received);
-    if (c.dst == nullptr) {  // discarding after a mismatch: nothing to read
+    if (c.dst == nullptr && c.sink == nullptr) {  // discarding after a mismatch: nothing to read
       c.received = c.bytes;
       break;
     }
-    struct iovec local_iov = {c.dst + c.received, n};
+    unsigned char* to = c.dst + c.received;
+    if (c.sink != nullptr) {  // into the sink's room (in cache), as much as fits
+      size_t room = 0;
+      to = c.sink->Space(&room);
+      n = std::min(n, room);
+    }
+    struct iovec local_iov = {to, n};
     struct iovec remote_iov = {reinterpret_cast<void*>(c.address + c.received), n};
     ssize_t got = process_vm_readv(p.header->pid, &local_iov, 1, &remote_iov, 1, 0);
     if (got <= 0)
@@ -736,6 +767,7 @@ Status ShmTransport::ReadSingleCopy(Peer& p, Incoming& c) {
                          ") failed: " + std::strerror(errno) +
                          " (the sender died, or set WEFT_SHM_CMA=0)");
     c.received += static_cast<size_t>(got);
+    if (c.sink != nullptr) c.sink->Landed(static_cast<size_t>(got));
   }
   return OkStatus();
 }
@@ -761,6 +793,7 @@ bool ShmTransport::AttachIncoming(Peer& p, const shm_wire::ShmMsg& h) {
       c.dst = nullptr;
     } else {
       c.dst = r.buf;
+      c.sink = r.sink;
       r.req->bytes = h.bytes;
     }
     return true;
@@ -822,8 +855,16 @@ bool ShmTransport::CopyFromRing(Peer& p) {
       avail = p.in_tail_seen - p.in_head;
       if (avail == 0) break;
     }
-    const size_t n = std::min({avail, c.bytes - c.received, ring - p.in_head % ring});
-    if (c.dst != nullptr) std::memcpy(c.dst + c.received, p.in_data + p.in_head % ring, n);
+    size_t n = std::min({avail, c.bytes - c.received, ring - p.in_head % ring});
+    if (c.sink != nullptr) {
+      size_t room = 0;
+      unsigned char* to = c.sink->Space(&room);
+      n = std::min(n, room);
+      std::memcpy(to, p.in_data + p.in_head % ring, n);
+      c.sink->Landed(n);
+    } else if (c.dst != nullptr) {
+      std::memcpy(c.dst + c.received, p.in_data + p.in_head % ring, n);
+    }
     p.in_head += n;
     c.received += n;
     p.in->head.store(p.in_head, std::memory_order_release);

@@ -140,6 +140,9 @@ class ShmTransport : public DirectTransport {
                   TransportRequest* req) override;
   Status PostRecv(int peer, int channel, uint64_t tag, const MemRef& dst,
                   TransportRequest* req) override;
+  bool TakesSinks() const override { return true; }
+  Status PostRecvToSink(int peer, int channel, uint64_t tag, size_t bytes, RecvSink* sink,
+                        TransportRequest* req) override;
   Status PostRecvUpTo(int peer, int channel, uint64_t tag, const MemRef& dst,
                       TransportRequest* req) override;
   Status Progress(int timeout_us) override;
@@ -205,6 +208,7 @@ class ShmTransport : public DirectTransport {
     uint64_t tag;
     TransportRequest* req;
     bool up_to = false;  // `bytes` is a maximum (PostRecvUpTo)
+    RecvSink* sink = nullptr;  // PostRecvToSink: the bytes go there, not to buf
     bool Fits(uint64_t got) const { return up_to ? got <= bytes : got == bytes; }
   };
   struct WaitOp {
@@ -221,7 +225,8 @@ class ShmTransport : public DirectTransport {
     uint16_t channel = 0;
     size_t bytes = 0;
     size_t received = 0;
-    unsigned char* dst = nullptr;  // nullptr: discard (after a tag/size mismatch)
+    unsigned char* dst = nullptr;  // nullptr (and no sink): discard (after a tag/size mismatch)
+    RecvSink* sink = nullptr;      // the recv's sink: the bytes go there piece by piece
     TransportRequest* req = nullptr;  // the recv, or nullptr for the stash
     Stashed* stash = nullptr;
     bool single_copy = false;  // payload read from the sender's memory at `address`
