@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "algorithms/step_table.h"
+#include "exec/chain_sink.h"
 #include "exec/codec_chain.h"
 #include "transports/shm/shm_transport.h"  // kShmSingleCopyMinBytesDefault
 
@@ -177,7 +178,11 @@ struct RankState {
   std::vector<char> received;
   // Steps that run inside a codec chain after its first (SimOptions::fused_codec); empty: none.
   std::vector<char> chained;
+  // Receives the executor streams into the chain after them (exec/chain_sink.h) when they
+  // come over shared memory (kStreamedRecv), and those chains' first steps (kStreamedOpener).
+  std::vector<char> streamed;
 };
+constexpr char kStreamedRecv = 1, kStreamedOpener = 2;
 
 uint64_t StreamKey(int to, uint16_t channel) { return static_cast<uint64_t>(to) * 65536 + channel; }
 
@@ -439,16 +444,20 @@ class Engine {
   // shared resources add their backlog on top.
   // `copies`: the receiver's (reader's) thread moves the bytes itself, holding its core (see
   // below); false for a direct reduce, whose reduction step charges the core.
-  double Transfer(int a, int b, uint32_t channel, double now, double bytes, bool direct = false, bool copies = true) {
+  // `into_cache`: the receiver streams the message into a chain (exec/chain_sink.h): its
+  // copy writes into the cache, so half of the DRAM traffic (the reads) remains.
+  double Transfer(int a, int b, uint32_t channel, double now, double bytes, bool direct = false,
+                  bool copies = true, bool into_cache = false) {
     Route route = fabric_.RouteOf(a, b, opt_.shm_enabled);
+    const double miss = Miss(b) * (into_cache ? 0.5 : 1.0);
     // A direct read is a load from mapped memory: no transport post/poll/complete path, only
     // the local step's own cost.
     if (direct) route.overhead_us = fabric_.Compute(b).overhead_us;
     // Two-sided shm message: the stream runs at the cache rate, blended with the DRAM path's
     // for the share of the working set beyond the cache. Direct reads come from the peer's
     // window (bounded scratch that stays cache-resident) and keep the cache figures.
-    const bool dram_msg = !direct && MemoryLink(route.type) && Miss(b) > 0;
-    if (dram_msg) route.flow_gbps = Blend(route.flow_gbps, fabric_.table().link(route.type).dram_flow_gbps, Miss(b));
+    const bool dram_msg = !direct && MemoryLink(route.type) && miss > 0;
+    if (dram_msg) route.flow_gbps = Blend(route.flow_gbps, fabric_.table().link(route.type).dram_flow_gbps, miss);
     // Below the transport's single-copy threshold a two-sided shm message goes through the
     // ring: the sender's thread copies into a slot while the receiver's copies the previous
     // one out, at the cores' copy rate inside the cache (no page pinning, cache-hot slots).
@@ -459,7 +468,7 @@ class Engine {
     const bool ring_path = cpu_pair && !direct && bytes / Multiplicity(bytes) < kShmSingleCopyMinBytes;
     if (ring_path)
       route.flow_gbps = Blend(std::min(fabric_.Compute(a).copy_gbps, fabric_.Compute(b).copy_gbps),
-                              fabric_.table().link(route.type).dram_flow_gbps, Miss(b));
+                              fabric_.table().link(route.type).dram_flow_gbps, miss);
     // A shaped route: the stream runs at the line rate, the ports' token buckets shape it.
     if (route.line_gbps > 0) route.flow_gbps = route.line_gbps;
     double& stream = streams_[Key(a, b, sched_.nranks, channel)];
@@ -479,7 +488,7 @@ class Engine {
     // charge chose them. The ring's copy in holds the sender's core as well.
     if (copies && MemoryLink(route.type) && !fabric_.IsGpu(b)) {
       done = std::max(done, OccupyCore(b, start, xfer));
-      if (dram_msg) done = std::max(done, MachineMemory(b, start, DramShareUs(b, bytes, false)));
+      if (dram_msg) done = std::max(done, MachineMemory(b, start, DramShareUs(b, bytes * (into_cache ? 0.5 : 1.0), false)));
     }
     if (ring_path) done = std::max(done, OccupyCore(a, start, bytes / (CoreRate(a, false) * 1e3)));
     return done + route.latency_us;
@@ -528,7 +537,10 @@ class Engine {
                              " elements but rank " + std::to_string(recv.rank) + " step " + std::to_string(recv.step) +
                              " receives " + std::to_string(rcount));
     double bytes = static_cast<double>(scount) * elem_;
-    double arrive = Transfer(send.rank, recv.rank, SendChannel(s), now, bytes);
+    const RankState& rr = ranks_[recv.rank];
+    const bool streamed = !rr.streamed.empty() && rr.streamed[recv.step] == kStreamedRecv &&
+                          StreamsOver(send.rank, recv.rank);
+    double arrive = Transfer(send.rank, recv.rank, SendChannel(s), now, bytes, false, true, streamed);
     ++messages_;
     bytes_ += bytes;
     Push(arrive, send.rank, send.step);
@@ -578,7 +590,8 @@ class Engine {
         continue;
       }
       // Local step: runs on the rank's thread; issuing resumes when it is done.
-      double end = RunLocal(r, st, now, !rs.chained.empty() && rs.chained[idx] != 0);
+      const bool opens_stream = !rs.streamed.empty() && rs.streamed[idx] == kStreamedOpener;
+      double end = RunLocal(r, st, now, !rs.chained.empty() && rs.chained[idx] != 0, opens_stream);
       rs.busy_until = end;
       rs.done = std::max(rs.done, end);
       Push(end, r, -1);
@@ -666,11 +679,25 @@ class Engine {
     for (const CodecChain& c : FindCodecChains(steps, *opt_.fused_codec, false)) {
       if (ranks_[r].chained.empty()) ranks_[r].chained.assign(steps.size(), 0);
       for (size_t i = c.first + 1; i <= c.last; ++i) ranks_[r].chained[i] = 1;
+      if (!StreamedChainsEnabled() || c.first == 0 || !StreamsIntoChain(steps, c.first - 1, c) ||
+          !StreamsOver(steps[c.first - 1].peer, r))
+        continue;
+      if (ranks_[r].streamed.empty()) ranks_[r].streamed.assign(steps.size(), 0);
+      ranks_[r].streamed[c.first - 1] = kStreamedRecv;
+      ranks_[r].streamed[c.first] = kStreamedOpener;
     }
   }
 
+  // The executor streams receives into chains on shm only (the transport that takes sinks).
+  bool StreamsOver(int from, int to) const {
+    if (from < 0 || from >= sched_.nranks || fabric_.IsGpu(from) || fabric_.IsGpu(to)) return false;
+    return MemoryLink(fabric_.RouteOf(from, to, opt_.shm_enabled).type);
+  }
+
   // `chained`: the step runs in a codec chain after its first (SimOptions::fused_codec).
-  double RunLocal(int r, const Step& st, double now, bool chained = false) {
+  // `streamed`: the first step of a chain whose receive streamed into it: what arrived is in
+  // the cache, so only its other operand (the input lane) comes from DRAM, a copy's traffic.
+  double RunLocal(int r, const Step& st, double now, bool chained = false, bool streamed = false) {
     const StepSemantics& m = SemanticsOf(st.op);
     const double bytes = static_cast<double>(st.dst.count) * elem_;
     if (m.signals) {
@@ -703,7 +730,7 @@ class Engine {
     }
     switch (m.combine) {
       case StepCombine::kCopyIn: return Compute(r, now, bytes, false, false, chained);
-      case StepCombine::kReduceIn: return Compute(r, now, bytes, true, false, chained);
+      case StepCombine::kReduceIn: return Compute(r, now, bytes, !streamed, false, chained);
       case StepCombine::kFinalizeIn: return now + fabric_.Compute(r).overhead_us;
       case StepCombine::kNothing: break;
     }
