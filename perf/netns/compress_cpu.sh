@@ -9,7 +9,7 @@
 # the model's figure (weft-topo --explain on TOPO, when given: "cores busy ... per rank").
 # Needs root.
 #
-#   compress_cpu.sh BIN_DIR [R=2] [TOPO]
+#   [CODECS="int8 sign1"] compress_cpu.sh BIN_DIR [R=2] [TOPO]
 set -u
 [ $# -ge 1 ] || { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 B="$1" R="${2:-2}" TOPO="${3:-}"
@@ -28,7 +28,7 @@ totals() {
 echo "# $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg), $CORES cores, 2 x $R ranks"
 echo "| codec | call (ms) | CPU per rank per call (ms): user + sys | compute floor on $CORES cores (ms) | model: cores busy per rank (ms) |"
 echo "|---|---:|---:|---:|---:|"
-for c in int8 fp8e4m3 int4 sign1 topk:0.01; do
+for c in ${CODECS:-int8 fp8e4m3 int4 sign1 topk:0.01}; do
   read -r u5 s5 t5 < <(totals "$c" 5)
   read -r u45 s45 t45 < <(totals "$c" 45)
   model=""

@@ -3,7 +3,8 @@
 # hosts x R ranks at 2 Gbit/s, every codec (--compress, the pipelined schedules) beside weft
 # uncompressed, Gloo, the job-wide path (WEFT_COMPRESSION=int8 with error feedback, the
 # selector deciding), int8 unpipelined (WEFT_COMPRESSION_CHUNK_BYTES=0), int8 and fp8 without
-# codec chains (WEFT_FUSE_CODEC_STEPS=0: the steps one by one); optionally the
+# codec chains (WEFT_FUSE_CODEC_STEPS=0: the steps one by one), sign1 and int4 with the
+# received lane stored before its chain runs (WEFT_STREAM_RECV_CHAINS=0); optionally the
 # same two int8 rows from a second build (BASE_BIN: the commit before). Modes alternate within
 # each of ROUNDS rounds, because the VM has fast and slow phases. Needs root. RATE (default
 # 2gbit) sets the links' rate: RATE=100gbit leaves the CPU's share (the floor of the compute).
@@ -32,6 +33,8 @@ for k in $(seq "$ROUNDS"); do
   run "int8 unpipelined" WEFT_COMPRESSION_CHUNK_BYTES=0 "${NS[@]}" "$B/weft-perf" "${P[@]}" --compress int8
   run "int8 step by step" WEFT_FUSE_CODEC_STEPS=0 "${NS[@]}" "$B/weft-perf" "${P[@]}" --compress int8
   run "fp8 step by step" WEFT_FUSE_CODEC_STEPS=0 "${NS[@]}" "$B/weft-perf" "${P[@]}" --compress fp8e4m3
+  run "sign1 unstreamed" WEFT_STREAM_RECV_CHAINS=0 "${NS[@]}" "$B/weft-perf" "${P[@]}" --compress sign1
+  run "int4 unstreamed" WEFT_STREAM_RECV_CHAINS=0 "${NS[@]}" "$B/weft-perf" "${P[@]}" --compress int4
   run "WEFT_COMPRESSION=int8" WEFT_COMPRESSION=int8 "${NS[@]}" "$B/weft-perf" "${P[@]}"
   if [ -n "$BASE" ]; then
     run "base int8" -- "${NS[@]}" "$BASE/weft-perf" "${P[@]}" --compress int8
