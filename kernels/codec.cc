@@ -128,6 +128,12 @@ void Encode(const weftCompression& spec, const float* src, size_t count, uint8_t
   }
 }
 
+bool EncodeOfSum(const weftCompression& spec, const float* a, const float* b, size_t count,
+                 uint8_t* dst) {
+  if (spec.codec != weftCodecTopK || count == 0) return false;
+  return EncodeTopKOfSum(a, b, count, TopKCount(spec.ratio, count), dst);
+}
+
 size_t EncodeRangeAlignment(const weftCompression& spec) { return DecodeRangeAlignment(spec); }
 
 void EncodeRange(const weftCompression& spec, const float* src, size_t count, size_t first,

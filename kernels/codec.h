@@ -28,6 +28,12 @@ constexpr size_t kMaxEncodedBytesPerValue = 8;
 // without WEFT_COMPRESS_STOCHASTIC). top-k needs count < 2^32.
 void Encode(const weftCompression& spec, const float* src, size_t count, uint8_t* dst,
             uint64_t stream);
+// Encode of the float32 sums a[i] + b[i] without storing them, where the codec selects over
+// its whole input (top-k: one pass reads a and b; a block codec's chain tiles instead):
+// false, nothing written, for another codec or where top-k's sampled selection does not
+// apply, and the caller encodes the stored sums.
+bool EncodeOfSum(const weftCompression& spec, const float* a, const float* b, size_t count,
+                 uint8_t* dst);
 // Decodes count values from src (as written by Encode with the same spec) into dst.
 void Decode(const weftCompression& spec, const uint8_t* src, size_t count, float* dst);
 

@@ -12,8 +12,8 @@
 //           the keys at or above it. Reads 1/64 of the lines or fewer.
 //   pass 2: every index with key > t, in index order, with its rank and bits (1-2% of the
 //           values for a top-1% of varied values), and the first k indices with key == t
-//           (inputs of few distinct values tie there), so the pass runs at the speed of
-//           reading the input.
+//           (inputs of few distinct values tie there; once it has k it looks above only), so
+//           the pass runs at the speed of reading the input.
 //   At least k above: the k-th largest of their ranks (nth_element on a copy) splits them.
 //   Fewer: all of them, then the lowest-index ties. Fewer than k at or above t (an input that
 //   fools the spacing), or more than 4k + 4096 above it: the radix path below.
@@ -23,6 +23,8 @@
 //   2: histogram of the low 16 key bits of the keys in bin T: the exact threshold key;
 //   3: in index order, every key above the threshold, and the first keys equal to it.
 //   No candidate list and no sort, whatever the ties (mostly zeros, few distinct values).
+// The values may be the sums of two arrays, added as they are read (EncodeTopKOfSum: a codec
+// chain's reduce and encode in one pass); the sampled path then reads each input once.
 // The radix path costs ~2x the sampled one at 64 MiB of varied values (codec_bench: 21.6 ms
 // against 9.6 for top-1%): the histogram's increments serialize when most values share a few
 // bins.
@@ -46,12 +48,36 @@ constexpr size_t kBins = size_t{1} << 15;
 constexpr size_t kSampledMin = size_t{1} << 16;
 constexpr size_t kSamples = size_t{1} << 14;
 
-inline uint32_t Bits(const float* src, size_t i) {
-  uint32_t bits;
-  std::memcpy(&bits, &src[i], 4);
-  return bits;
-}
-inline uint32_t Key(const float* src, size_t i) { return Bits(src, i) & 0x7FFFFFFFu; }
+// Where the values come from: one array, or the float32 sums of two, computed as they are read
+// and never stored (a + b as kernels::Reduce adds them: the same IEEE sums, so the same bits).
+struct OneArray {
+  const float* x;
+  uint32_t Bits(size_t i) const {
+    uint32_t bits;
+    std::memcpy(&bits, &x[i], 4);
+    return bits;
+  }
+#if defined(__SSE2__)
+  __m128i Load4(size_t i) const { return _mm_castps_si128(_mm_loadu_ps(x + i)); }
+#endif
+};
+struct SumOfTwo {
+  const float *a, *b;
+  uint32_t Bits(size_t i) const {
+    const float v = a[i] + b[i];
+    uint32_t bits;
+    std::memcpy(&bits, &v, 4);
+    return bits;
+  }
+#if defined(__SSE2__)
+  __m128i Load4(size_t i) const {
+    return _mm_castps_si128(_mm_add_ps(_mm_loadu_ps(a + i), _mm_loadu_ps(b + i)));
+  }
+#endif
+};
+
+template <typename Values>
+inline uint32_t Key(const Values& v, size_t i) { return v.Bits(i) & 0x7FFFFFFFu; }
 inline uint64_t RankOf(uint32_t key, size_t index) {
   return (uint64_t{key} << 32) | (0xFFFFFFFFu - static_cast<uint32_t>(index));
 }
@@ -60,7 +86,8 @@ inline uint32_t IndexOf(uint64_t rank) { return 0xFFFFFFFFu - static_cast<uint32
 // ---- sampled path ----
 
 // The key threshold of pass 1; false when sampling would not narrow much (k near count).
-bool SampleThreshold(const float* src, size_t count, size_t k, uint32_t* threshold) {
+template <typename Values>
+bool SampleThreshold(const Values& src, size_t count, size_t k, uint32_t* threshold) {
   const double expected = static_cast<double>(kSamples) * static_cast<double>(k) / count;
   const double j = std::ceil(expected + 4 * std::sqrt(expected) + 16);
   if (j >= kSamples / 4) return false;
@@ -87,10 +114,13 @@ struct Candidates {
 // Scans the keys: above(i) for every key > threshold, and equal(i, mask) for the keys ==
 // threshold of each group of up to 64 (bit j of mask: key i + j), so that a caller with
 // enough ties skips a group without visiting its bits. Each callback sees its indices in
-// index order, but not interleaved with the other's. Stops early (returning false) once a
-// callback returns false.
-template <typename Above, typename Equal>
-bool Scan(const float* src, size_t count, uint32_t threshold, Above above, Equal equal) {
+// index order, but not interleaved with the other's. Stops early (returning false) once
+// above returns false; once equal returns false (it has the ties it needs) the rest of the
+// scan looks for keys above only: an input of few distinct values, where a fifth of the keys
+// may tie, then runs at the speed of reading it.
+template <typename Values, typename Above, typename Equal>
+bool Scan(const Values& src, size_t count, uint32_t threshold, Above above, Equal equal) {
+  bool ties = true;
   size_t i = 0;
 #if defined(__SSE2__)
   // 64 keys per test, four at a time: most groups hold no hit when the threshold is high, so
@@ -101,17 +131,18 @@ bool Scan(const float* src, size_t count, uint32_t threshold, Above above, Equal
   auto mask_of = [&](size_t at, auto compare) {
     uint64_t m = 0;
     for (int q = 0; q < 16; ++q) {
-      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + at + 4 * q));
-      const __m128i hit = compare(_mm_and_si128(v, magnitude));
+      const __m128i hit = compare(_mm_and_si128(src.Load4(at + 4 * q), magnitude));
       m |= static_cast<uint64_t>(_mm_movemask_ps(_mm_castsi128_ps(hit))) << (4 * q);
     }
     return m;
   };
   for (; i + 64 <= count; i += 64) {
-    // >= first (one compare): most groups have no hit; the few that do are in L1 for == .
-    const uint64_t ge = mask_of(i, [&](__m128i key) { return _mm_cmpgt_epi32(key, below); });
+    // >= first (one compare; > once the ties are in): most groups have no hit; the few that
+    // do are in L1 for == .
+    const __m128i low = ties ? below : t;
+    const uint64_t ge = mask_of(i, [&](__m128i key) { return _mm_cmpgt_epi32(key, low); });
     if (ge == 0) continue;
-    const uint64_t eq = mask_of(i, [&](__m128i key) { return _mm_cmpeq_epi32(key, t); });
+    const uint64_t eq = ties ? mask_of(i, [&](__m128i key) { return _mm_cmpeq_epi32(key, t); }) : 0;
     const uint64_t gt = ge & ~eq;
     for (uint64_t m = gt | eq; m != 0; m &= m - 1) {
       const size_t j = static_cast<size_t>(__builtin_ctzll(m));
@@ -119,7 +150,7 @@ bool Scan(const float* src, size_t count, uint32_t threshold, Above above, Equal
         if (!above(i + j)) return false;
       } else {
         // The first tie of the group hands over all of them; the loop then clears bit j.
-        if (!equal(i + j, eq >> j)) return false;
+        ties = equal(i + j, eq >> j);
         m = (m & ~(eq >> j << j)) | (uint64_t{1} << j);
       }
     }
@@ -128,7 +159,7 @@ bool Scan(const float* src, size_t count, uint32_t threshold, Above above, Equal
   for (; i < count; ++i) {
     const uint32_t key = Key(src, i);
     if (key > threshold && !above(i)) return false;
-    if (key == threshold && !equal(i, 1)) return false;
+    if (ties && key == threshold) ties = equal(i, 1);
   }
   return true;
 }
@@ -144,7 +175,8 @@ size_t TakeTies(size_t i, uint64_t mask, size_t taken, size_t limit, Take take) 
 }
 
 // False when more than `cap` keys lie above the threshold (the radix path copes better).
-bool Collect(const float* src, size_t count, uint32_t threshold, size_t k, size_t cap,
+template <typename Values>
+bool Collect(const Values& src, size_t count, uint32_t threshold, size_t k, size_t cap,
              Candidates* c) {
   c->above = c->tied = 0;
   c->ties.resize(k);
@@ -154,15 +186,16 @@ bool Collect(const float* src, size_t count, uint32_t threshold, size_t k, size_
       c->ranks.resize(std::min(cap, 2 * c->above + 1024));
       c->bits.resize(c->ranks.size());
     }
-    c->ranks[c->above] = RankOf(Key(src, at), at);  // stores through raw indices: push_back's
-    c->bits[c->above] = Bits(src, at);              // checks cost as much as the pass
+    const uint32_t bits = src.Bits(at);
+    c->ranks[c->above] = RankOf(bits & 0x7FFFFFFFu, at);  // stores through raw indices: push_back's
+    c->bits[c->above] = bits;                             // checks cost as much as the pass
     ++c->above;
     return true;
   };
   auto equal = [&](size_t i, uint64_t mask) {
     size_t taken = c->tied;
     c->tied += TakeTies(i, mask, c->tied, k, [&](size_t at) { c->ties[taken++] = static_cast<uint32_t>(at); });
-    return true;
+    return c->tied < k;  // no more than k ties can ever be kept
   };
   return Scan(src, count, threshold, above, equal);
 }
@@ -174,19 +207,20 @@ inline void Emit(uint8_t* dst, size_t k, size_t j, uint32_t index, uint32_t bits
 }
 
 // Writes the encoding of the kept indices a and b (each ascending, together k).
-template <typename A, typename B>
-void EmitMerged(const float* src, size_t k, const A& a, const B& b, uint8_t* dst) {
+template <typename Values, typename A, typename B>
+void EmitMerged(const Values& src, size_t k, const A& a, const B& b, uint8_t* dst) {
   size_t i = 0, j = 0;
   for (size_t out = 0; out < k; ++out) {
     const bool from_a = j == b.size() || (i < a.size() && a[i] < b[j]);
     const uint32_t index = static_cast<uint32_t>(from_a ? a[i++] : b[j++]);
-    Emit(dst, k, out, index, Bits(src, index));
+    Emit(dst, k, out, index, src.Bits(index));
   }
 }
 
 // False (nothing written) when the sample misjudged: fewer than k keys at or above its
 // threshold, or more than 4k + 4096 above it.
-bool EncodeSampled(const float* src, size_t count, size_t k, uint8_t* dst) {
+template <typename Values>
+bool EncodeSampled(const Values& src, size_t count, size_t k, uint8_t* dst) {
   uint32_t threshold = 0;
   if (!SampleThreshold(src, count, k, &threshold)) return false;
   thread_local Candidates c;
@@ -217,7 +251,7 @@ bool EncodeSampled(const float* src, size_t count, size_t k, uint8_t* dst) {
 // Counts of (key >> shift) & (bins - 1), over every key or (only_bin >= 0) over the keys in
 // that top bin. Four interleaved tables: a run of equal keys (zeros, few distinct values)
 // would otherwise serialize every increment on one counter.
-std::vector<uint32_t> Histogram(const float* src, size_t count, int shift, size_t bins,
+std::vector<uint32_t> Histogram(const OneArray& src, size_t count, int shift, size_t bins,
                                 int64_t only_bin) {
   std::vector<uint32_t> tables(4 * bins, 0);
   auto add = [&](size_t i) {
@@ -255,7 +289,7 @@ uint32_t FindThreshold(const std::vector<uint32_t>& histogram, size_t need, size
   return 0;
 }
 
-void EncodeRadix(const float* src, size_t count, size_t k, uint8_t* dst) {
+void EncodeRadix(const OneArray& src, size_t count, size_t k, uint8_t* dst) {
   size_t above_bin = 0, above_low = 0;
   const uint32_t bin = FindThreshold(Histogram(src, count, kBinShift, kBins, -1), k, &above_bin);
   const uint32_t low =
@@ -275,7 +309,7 @@ void EncodeRadix(const float* src, size_t count, size_t k, uint8_t* dst) {
        [&](size_t i, uint64_t mask) {
          TakeTies(i, mask, equal.size(), equal_wanted,
                   [&](size_t at) { equal.push_back(static_cast<uint32_t>(at)); });
-         return true;
+         return equal.size() < equal_wanted;
        });
   EmitMerged(src, k, above, equal, dst);
 }
@@ -283,8 +317,13 @@ void EncodeRadix(const float* src, size_t count, size_t k, uint8_t* dst) {
 }  // namespace
 
 void EncodeTopK(const float* src, size_t count, size_t k, uint8_t* dst) {
-  if (count >= kSampledMin && EncodeSampled(src, count, k, dst)) return;
-  EncodeRadix(src, count, k, dst);
+  const OneArray values{src};
+  if (count >= kSampledMin && EncodeSampled(values, count, k, dst)) return;
+  EncodeRadix(values, count, k, dst);
+}
+
+bool EncodeTopKOfSum(const float* a, const float* b, size_t count, size_t k, uint8_t* dst) {
+  return count >= kSampledMin && EncodeSampled(SumOfTwo{a, b}, count, k, dst);
 }
 
 void DecodeTopK(const uint8_t* src, size_t count, size_t k, float* dst) {

@@ -10,6 +10,11 @@ namespace weft::codec {
 
 // Writes 8*k bytes. count < 2^32, 1 <= k <= count.
 void EncodeTopK(const float* src, size_t count, size_t k, uint8_t* dst);
+// EncodeTopK of the float32 sums a[i] + b[i] (kernels::Reduce's), which are never stored: one
+// pass reads both inputs, where storing the sums and encoding them reads three and writes one.
+// Runs the sampled selection only: false (nothing written) where it does not apply (count
+// below its minimum) or misjudged, and the caller stores the sums and calls EncodeTopK.
+bool EncodeTopKOfSum(const float* a, const float* b, size_t count, size_t k, uint8_t* dst);
 // dst[0..count) = 0 except the kept positions.
 void DecodeTopK(const uint8_t* src, size_t count, size_t k, float* dst);
 

@@ -279,6 +279,55 @@ TEST(CodecTopK, LargeInputsSelectExactlyTheDefinition) {
   }
 }
 
+// EncodeOfSum (a codec chain's reduce and top-k encode in one pass) writes exactly what Encode
+// writes for the stored float32 sums, or reports that it does not apply and writes nothing.
+TEST(CodecTopK, EncodeOfSumIsTheEncodeOfTheStoredSums) {
+  const size_t n = (size_t{1} << 17) + 5;
+  std::vector<bool> sampled(n, false);
+  for (size_t s = 0; s < 16384; ++s) sampled[s * n / 16384] = true;
+  std::mt19937 rng(23);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  struct Case {
+    std::string name;
+    std::vector<float> a, b;
+    bool fused;  // whether the one-pass path must apply (else it may)
+  };
+  std::vector<Case> cases;
+  std::vector<float> a(n), b(n);
+  for (size_t i = 0; i < n; ++i) a[i] = normal(rng), b[i] = normal(rng) * (i % 911 == 3 ? 50.0f : 1.0f);
+  cases.push_back({"gaussian sums with outliers", a, b, true});
+  std::vector<float> few_a(n), few_b(n);
+  for (size_t i = 0; i < n; ++i) few_a[i] = static_cast<float>(i % 3), few_b[i] = i % 2 ? 0.0f : -3.0f;
+  cases.push_back({"sums of few distinct values (ties at the threshold)", few_a, few_b, true});
+  for (size_t i = 0; i < n; ++i) b[i] = sampled[i] ? 1000.0f + i : normal(rng);
+  cases.push_back({"large exactly where sampled (the sample misjudges)", a, b, false});
+  std::vector<float> bad = a;
+  for (size_t i = 0; i < n; i += 1231) bad[i] = i % 2 ? NAN : INFINITY;
+  cases.push_back({"NaN and inf in one operand", bad, a, false});
+  for (float ratio : {0.001f, 0.01f, 0.05f}) {
+    const weftCompression spec = Spec(weftCodecTopK, 128, 0, ratio);
+    for (const Case& c : cases) {
+      std::vector<float> sum(n);
+      for (size_t i = 0; i < n; ++i) sum[i] = c.a[i] + c.b[i];
+      std::vector<uint8_t> want(EncodedBytes(spec, n)), got(want.size(), 0xAB);
+      Encode(spec, sum.data(), n, want.data(), 0);
+      const bool fused = EncodeOfSum(spec, c.a.data(), c.b.data(), n, got.data());
+      if (c.fused) EXPECT_TRUE(fused) << c.name << ", ratio " << ratio;
+      if (fused) {
+        EXPECT_TRUE(got == want) << c.name << ", ratio " << ratio;
+      } else {
+        EXPECT_TRUE(std::all_of(got.begin(), got.end(), [](uint8_t x) { return x == 0xAB; }))
+            << c.name << ": wrote although it did not apply";
+      }
+    }
+  }
+  // Another codec, or an input below the sampled path's size: not applied, nothing written.
+  std::vector<uint8_t> out(8 * 64, 0xAB);
+  EXPECT_FALSE(EncodeOfSum(Spec(weftCodecInt8), a.data(), b.data(), n, out.data()));
+  EXPECT_FALSE(EncodeOfSum(Spec(weftCodecTopK, 128, 0, 0.01f), a.data(), b.data(), 4096, out.data()));
+  EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](uint8_t x) { return x == 0xAB; }));
+}
+
 // ---- NaN and inf ----
 
 TEST(CodecNonFinite, BlockCodecsPoisonTheBlockOnly) {

@@ -536,8 +536,9 @@ TEST(CompressedScheduleSim, SendsEncodedBytesAndCostsTheCodec) {
 
 // The simulator prices the executor's codec chains (exec/codec_chain.h): on the 2 x 2 harness's
 // fabric, where the codecs and reductions run at DRAM speed, the hierarchical allreduce's
-// chained steps run at the cache rates, so the fused schedule is predicted faster; top-k has
-// no chains and is priced the same.
+// chained steps run at the cache rates, so the fused schedule is predicted faster; top-k's one
+// chain per piece (the host of two's reduce and encodes in one pass, its sum never written)
+// saves less, but saves.
 TEST(CompressedScheduleSim, PricesCodecChainsAtTheCacheRate) {
   auto fabric = MakePreset("netns:2x2@2", 0);
   ASSERT_TRUE(fabric.ok()) << fabric.status().message();
@@ -555,8 +556,8 @@ TEST(CompressedScheduleSim, PricesCodecChainsAtTheCacheRate) {
     fused.fused_codec = &spec;
     const double a = SimulateSchedule(*s, **fabric, 4, plain)->time_us;
     const double b = SimulateSchedule(*s, **fabric, 4, fused)->time_us;
-    if (spec.codec == weftCodecTopK) EXPECT_EQ(a, b);
-    else EXPECT_LT(b, 0.97 * a) << "step by step " << a << " us, fused " << b << " us";
+    EXPECT_LT(b, (spec.codec == weftCodecTopK ? 1.0 : 0.97) * a)
+        << weftCodecName(spec.codec) << ": step by step " << a << " us, fused " << b << " us";
   }
 }
 

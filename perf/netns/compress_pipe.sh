@@ -2,8 +2,8 @@
 # perf/netns/compress_pipe.sh — issue 39's figures: 64 MiB float32 allreduce on 2 namespace
 # hosts x R ranks at 2 Gbit/s, every codec (--compress, the pipelined schedules) beside weft
 # uncompressed, Gloo, the job-wide path (WEFT_COMPRESSION=int8 with error feedback, the
-# selector deciding), int8 unpipelined (WEFT_COMPRESSION_CHUNK_BYTES=0), int8 and fp8 without
-# codec chains (WEFT_FUSE_CODEC_STEPS=0: the steps one by one), sign1 and int4 with the
+# selector deciding), int8 unpipelined (WEFT_COMPRESSION_CHUNK_BYTES=0), int8, fp8 and top-k
+# without codec chains (WEFT_FUSE_CODEC_STEPS=0: the steps one by one), sign1 and int4 with the
 # received lane stored before its chain runs (WEFT_STREAM_RECV_CHAINS=0); optionally the
 # same two int8 rows from a second build (BASE_BIN: the commit before). Modes alternate within
 # each of ROUNDS rounds, because the VM has fast and slow phases. Needs root. RATE (default
@@ -33,6 +33,7 @@ for k in $(seq "$ROUNDS"); do
   run "int8 unpipelined" WEFT_COMPRESSION_CHUNK_BYTES=0 "${NS[@]}" "$B/weft-perf" "${P[@]}" --compress int8
   run "int8 step by step" WEFT_FUSE_CODEC_STEPS=0 "${NS[@]}" "$B/weft-perf" "${P[@]}" --compress int8
   run "fp8 step by step" WEFT_FUSE_CODEC_STEPS=0 "${NS[@]}" "$B/weft-perf" "${P[@]}" --compress fp8e4m3
+  run "topk step by step" WEFT_FUSE_CODEC_STEPS=0 "${NS[@]}" "$B/weft-perf" "${P[@]}" --compress topk:0.01
   run "sign1 unstreamed" WEFT_STREAM_RECV_CHAINS=0 "${NS[@]}" "$B/weft-perf" "${P[@]}" --compress sign1
   run "int4 unstreamed" WEFT_STREAM_RECV_CHAINS=0 "${NS[@]}" "$B/weft-perf" "${P[@]}" --compress int4
   run "WEFT_COMPRESSION=int8" WEFT_COMPRESSION=int8 "${NS[@]}" "$B/weft-perf" "${P[@]}"

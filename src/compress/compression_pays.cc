@@ -158,15 +158,26 @@ namespace {
 
 // A codec chain's encode and decode rates, as the engine prices a chain's later steps: the
 // measured cache rates, else the DRAM rates x the core's cache over DRAM copy rate; the DRAM
-// rates without chains (top-k, or WEFT_FUSE_CODEC_STEPS=0).
+// rates without chains (WEFT_FUSE_CODEC_STEPS=0), and for top-k, whose decodes are never in a
+// chain and whose encodes are only in a host of two's (OnePassTopK).
 struct ChainRates {
   double encode_gbps, decode_gbps;
 };
-ChainRates ChainRatesOf(const ComputeParams& c, const weftCompression& spec, const CodecSpeed& s) {
-  if (!CodecChainsEnabled() || codec::EncodeRangeAlignment(spec) == 0) return {s.encode_gbps, s.decode_gbps};
+ChainRates CacheRatesOf(const ComputeParams& c, const CodecSpeed& s) {
   const double speedup = CodecChainSpeedup(c);
   return {s.encode_chain_gbps > 0 ? s.encode_chain_gbps : s.encode_gbps * speedup,
           s.decode_chain_gbps > 0 ? s.decode_chain_gbps : s.decode_gbps * speedup};
+}
+ChainRates ChainRatesOf(const ComputeParams& c, const weftCompression& spec, const CodecSpeed& s) {
+  if (!CodecChainsEnabled() || codec::EncodeRangeAlignment(spec) == 0) return {s.encode_gbps, s.decode_gbps};
+  return CacheRatesOf(c, s);
+}
+
+// Top-k's untiled chain (exec/codec_chain.h): on a host of two the owner's chain is one
+// reduce and the encodes, which read both lanes in one pass and write no sum (the engine's
+// kOnePassOpener): the reduce costs a copy's traffic, and the encodes' own work the cache rate.
+bool OnePassTopK(const weftCompression& spec, int ranks_per_host) {
+  return ranks_per_host == 2 && spec.codec == weftCodecTopK && CodecChainsEnabled();
 }
 
 }  // namespace
@@ -207,7 +218,8 @@ double CompressedAllReduceAnalyticUs(const Fabric& fabric, const std::vector<std
             to_owner.push_back({m, owner(h, l)});
             from_owner.push_back({owner(h, l), m});
           }
-    encode_stage += RoundTime(fabric, shm, to_owner, lane_bytes) + local(L - 1, 0, (L - 1) * lane_bytes, c.reduce_gbps);
+    encode_stage += RoundTime(fabric, shm, to_owner, lane_bytes) +
+                    local(L - 1, 0, (L - 1) * lane_bytes, OnePassTopK(spec, L) ? c.copy_gbps : c.reduce_gbps);
     // 6. share: the owner forwards the H encodings of its lane to every other member.
     decode_stage += RoundTime(fabric, shm, from_owner, H * sub_enc);
   }
@@ -216,7 +228,9 @@ double CompressedAllReduceAnalyticUs(const Fabric& fabric, const std::vector<std
   // from the cache, and decode-reduce all but the first contribution there (as the engine
   // prices them).
   const ChainRates chain = ChainRatesOf(c, spec, speed);
-  encode_stage += local(H, speed.encode_fixed_us, lane_bytes, L > 1 ? chain.encode_gbps : speed.encode_gbps);
+  const double host_encode_gbps =
+      OnePassTopK(spec, L) ? CacheRatesOf(c, speed).encode_gbps : L > 1 ? chain.encode_gbps : speed.encode_gbps;
+  encode_stage += local(H, speed.encode_fixed_us, lane_bytes, host_encode_gbps);
   reduce_stage += local(1, speed.encode_fixed_us, lane_bytes / H, chain.encode_gbps);
   // 4: decode the H contributions and reduce them; 6: decode every lane of the host.
   reduce_stage += local(1, speed.decode_fixed_us, lane_bytes / H, speed.decode_gbps) +

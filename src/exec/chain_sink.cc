@@ -48,7 +48,7 @@ bool StreamedChainsEnabled() {
 uint64_t StreamedChainsStarted() { return g_started.load(std::memory_order_relaxed); }
 
 bool StreamsIntoChain(const std::vector<Step>& steps, size_t recv, const CodecChain& c) {
-  if (recv + 1 != c.first || c.first >= steps.size() || !c.acc_dead) return false;
+  if (recv + 1 != c.first || c.first >= steps.size() || !c.acc_dead || !c.tiled) return false;
   const Step& r = steps[recv];
   const StepOp opener = steps[c.first].op;
   // The opener must read P as it is (a reduce or decode-reduce into P): a copy or decode

@@ -84,7 +84,8 @@ std::vector<CodecChain> FindCodecChains(const std::vector<Step>& steps,
                                         const weftCompression& spec, bool keep_acc) {
   std::vector<CodecChain> chains;
   const size_t align = codec::EncodeRangeAlignment(spec);
-  if (align == 0) return chains;
+  const bool whole = spec.codec == weftCodecTopK;  // encodes run whole (FindCodecChains' note)
+  if (align == 0 && !whole) return chains;
   for (size_t i = 0; i < steps.size();) {
     const Step& s = steps[i];
     if (!Opens(s.op) || s.dst.buffer != Buffer::kScratch || s.dst.count == 0) {
@@ -98,15 +99,20 @@ std::vector<CodecChain> FindCodecChains(const std::vector<Step>& steps,
     while (end < steps.size() && steps[end].op == StepOp::kEncode && steps[end].src.count > 0 &&
            Inside(steps[end].src, p))
       ++end;
-    if (end > lead && Chainable(steps, i, lead, end, p, align)) {
+    // Top-k's one form: a single copy or reduce opens P (no decode, so no alignment applies).
+    const bool one_pass = lead == i + 1 && (s.op == StepOp::kCopy || s.op == StepOp::kReduce);
+    if (end > lead && (!whole || one_pass) && Chainable(steps, i, lead, end, p, align)) {
       CodecChain c;
       c.first = i;
       c.last = end - 1;
       c.acc = p;
       c.acc_dead = !keep_acc && !TouchedAfter(steps, end, p);
-      chains.push_back(c);
-      i = end;
-      continue;
+      c.tiled = !whole;
+      if (c.tiled || c.acc_dead) {
+        chains.push_back(c);
+        i = end;
+        continue;
+      }
     }
     i = lead;
   }
@@ -162,7 +168,7 @@ void BuildTile(const std::vector<ChainStep>& steps, const float* cur, size_t at,
 }  // namespace
 
 size_t CodecChainTileValues(const weftCompression& spec) {
-  const size_t align = codec::EncodeRangeAlignment(spec);
+  const size_t align = std::max<size_t>(1, codec::EncodeRangeAlignment(spec));
   return std::max(align, kTileValues / align * align);
 }
 
@@ -208,8 +214,50 @@ void RunCodecChainTile(const std::vector<ChainStep>& steps, const ChainTile& t, 
                                     encode->residual + first);
 }
 
+namespace {
+
+// A chain of whole encodes (top-k): steps[0] builds P (a copy or reduce), the rest encode
+// parts of it. Each encode reads its values' inputs once, the sums added as they are read;
+// where that does not apply (a reduction other than sum, three operands, error feedback,
+// the selection's sampling misjudged) its part of P is built as the step would build it and
+// encoded from there.
+void RunWholeEncodes(const std::vector<ChainStep>& steps, float* acc, size_t acc_count,
+                     const weftCompression& spec, weftRedOp_t op, int nranks) {
+  const ChainStep& open = steps.front();
+  thread_local std::vector<float> addend_sum;
+  for (size_t e = 1; e < steps.size(); ++e) {
+    const ChainStep& s = steps[e];
+    const float* src = static_cast<const float*>(open.src) + s.offset;
+    const float* addend = open.addend != nullptr ? open.addend + s.offset : nullptr;
+    float* part = acc + s.offset;
+    const float* values = part;  // where the encode reads its values
+    const bool copy = open.op == StepOp::kCopy;
+    if (copy && addend == nullptr) {
+      values = src;  // P would be a copy of src: encode src itself
+    } else if (s.residual == nullptr &&
+               ((copy && codec::EncodeOfSum(spec, src, addend, s.count, s.encoded)) ||
+                (!copy && op == weftSum && addend == nullptr &&
+                 codec::EncodeOfSum(spec, part, src, s.count, s.encoded)))) {
+      continue;
+    } else {
+      if (!copy && addend != nullptr && addend_sum.size() < s.count) addend_sum.resize(s.count);
+      BuildTile({open}, part, s.offset, s.count, acc_count, spec, op, nranks, part, addend_sum.data());
+    }
+    codec::Encode(spec, values, s.count, s.encoded, s.stream);
+    if (s.residual != nullptr)
+      codec::DroppedIntoResidual(spec, s.encoded, s.count, values, s.feedback, s.feedback_weight,
+                                 s.residual);
+  }
+}
+
+}  // namespace
+
 void RunCodecChain(const std::vector<ChainStep>& steps, float* acc, size_t acc_count,
                    bool acc_dead, const weftCompression& spec, weftRedOp_t op, int nranks) {
+  if (codec::EncodeRangeAlignment(spec) == 0) {  // FindCodecChains' untiled form
+    RunWholeEncodes(steps, acc, acc_count, spec, op, nranks);
+    return;
+  }
   thread_local std::vector<ChainTile> tiles;
   PlanCodecChain(steps, acc_count, acc_dead, spec, &tiles);
   for (const ChainTile& t : tiles)

@@ -33,15 +33,21 @@ struct CodecChain {
   size_t first = 0, last = 0;  // steps [first, last] of the rank's schedule
   Region acc;                  // float32 region the leading steps write and the encodes read
   bool acc_dead = false;       // no step after `last` touches acc: its values need no store
+  // Tile by tile (block codecs), or each encode whole (top-k, whose selection reads all of an
+  // encode's values: RunCodecChain passes its inputs once per encode instead).
+  bool tiled = true;
 };
 
 // The chains of a rank's steps: a run that opens with a copy, reduce, decode or decode-reduce
 // into a Scratch region P, continues with reduces, decode-reduces and finalizes of exactly P,
 // and ends with encodes of parts of P (at least one of each kind), where every encode's
 // boundaries inside P lie on the codec's range alignment (so each tile of P decodes and
-// encodes on its own). Top-k (which selects over a whole encode) has none. `keep_acc`: P is
-// never dead (for a caller that reads it after the call; error feedback needs no such thing:
-// the chain feeds back each tile as it encodes it, ChainStep::residual).
+// encodes on its own). Top-k selects over a whole encode, so its chains are the one form
+// that needs no tiles (tiled = false): a single copy or reduce opens P, nothing continues it,
+// the encodes follow and P is dead after them; each encode then reads its inputs in one pass
+// (codec::EncodeOfSum) and P is never written. `keep_acc`: P is never dead (for a caller
+// that reads it after the call; error feedback needs no such thing: the chain feeds back
+// each tile as it encodes it, ChainStep::residual).
 std::vector<CodecChain> FindCodecChains(const std::vector<Step>& steps,
                                         const weftCompression& spec, bool keep_acc);
 

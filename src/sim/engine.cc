@@ -179,10 +179,13 @@ struct RankState {
   // Steps that run inside a codec chain after its first (SimOptions::fused_codec); empty: none.
   std::vector<char> chained;
   // Receives the executor streams into the chain after them (exec/chain_sink.h) when they
-  // come over shared memory (kStreamedRecv), and those chains' first steps (kStreamedOpener).
+  // come over shared memory (kStreamedRecv), and those chains' first steps (kStreamedOpener);
+  // the first steps of untiled chains (top-k: each encode reads the opener's operands as it
+  // selects, and the sum is never written; kOnePassOpener). Either opener costs a copy's
+  // traffic: one operand read from DRAM and one written, or two read and none written.
   std::vector<char> streamed;
 };
-constexpr char kStreamedRecv = 1, kStreamedOpener = 2;
+constexpr char kStreamedRecv = 1, kStreamedOpener = 2, kOnePassOpener = 3;
 
 uint64_t StreamKey(int to, uint16_t channel) { return static_cast<uint64_t>(to) * 65536 + channel; }
 
@@ -590,8 +593,9 @@ class Engine {
         continue;
       }
       // Local step: runs on the rank's thread; issuing resumes when it is done.
-      const bool opens_stream = !rs.streamed.empty() && rs.streamed[idx] == kStreamedOpener;
-      double end = RunLocal(r, st, now, !rs.chained.empty() && rs.chained[idx] != 0, opens_stream);
+      const bool copy_traffic = !rs.streamed.empty() &&
+                                (rs.streamed[idx] == kStreamedOpener || rs.streamed[idx] == kOnePassOpener);
+      double end = RunLocal(r, st, now, !rs.chained.empty() && rs.chained[idx] != 0, copy_traffic);
       rs.busy_until = end;
       rs.done = std::max(rs.done, end);
       Push(end, r, -1);
@@ -679,6 +683,11 @@ class Engine {
     for (const CodecChain& c : FindCodecChains(steps, *opt_.fused_codec, false)) {
       if (ranks_[r].chained.empty()) ranks_[r].chained.assign(steps.size(), 0);
       for (size_t i = c.first + 1; i <= c.last; ++i) ranks_[r].chained[i] = 1;
+      if (!c.tiled) {
+        if (ranks_[r].streamed.empty()) ranks_[r].streamed.assign(steps.size(), 0);
+        ranks_[r].streamed[c.first] = kOnePassOpener;
+        continue;
+      }
       if (!StreamedChainsEnabled() || c.first == 0 || !StreamsIntoChain(steps, c.first - 1, c) ||
           !StreamsOver(steps[c.first - 1].peer, r))
         continue;
@@ -695,9 +704,10 @@ class Engine {
   }
 
   // `chained`: the step runs in a codec chain after its first (SimOptions::fused_codec).
-  // `streamed`: the first step of a chain whose receive streamed into it: what arrived is in
-  // the cache, so only its other operand (the input lane) comes from DRAM, a copy's traffic.
-  double RunLocal(int r, const Step& st, double now, bool chained = false, bool streamed = false) {
+  // `copy_traffic`: the first step of a chain whose receive streamed into it (what arrived is
+  // in the cache, so only its other operand, the input lane, comes from DRAM) or of an
+  // untiled chain (both operands read, the sum never written): a copy's traffic.
+  double RunLocal(int r, const Step& st, double now, bool chained = false, bool copy_traffic = false) {
     const StepSemantics& m = SemanticsOf(st.op);
     const double bytes = static_cast<double>(st.dst.count) * elem_;
     if (m.signals) {
@@ -730,7 +740,7 @@ class Engine {
     }
     switch (m.combine) {
       case StepCombine::kCopyIn: return Compute(r, now, bytes, false, false, chained);
-      case StepCombine::kReduceIn: return Compute(r, now, bytes, !streamed, false, chained);
+      case StepCombine::kReduceIn: return Compute(r, now, bytes, !copy_traffic, false, chained);
       case StepCombine::kFinalizeIn: return now + fabric_.Compute(r).overhead_us;
       case StepCombine::kNothing: break;
     }
