@@ -7,6 +7,7 @@
 
 #include "kernels/codec.h"
 #include "kernels/codec_reduce.h"
+#include "kernels/codec_topk.h"
 #include "kernels/dtype.h"
 #include "kernels/reduce.h"
 
@@ -85,7 +86,14 @@ Status CpuDecodeReduce(const MemRef& dst, const MemRef& src, size_t count,
     return InvalidArgument("cpu kernel backend: op " + std::to_string(static_cast<int>(op)) +
                            " is not a valid weftRedOp_t");
   const size_t align = codec::DecodeRangeAlignment(spec);
-  if (align == 0) {  // top-k decodes only whole: into a buffer of count, then reduced
+  if (align == 0) {  // top-k decodes only whole: added in one pass (sum, avg), else into a
+                     // buffer of count, then reduced
+    WEFT_RETURN_IF_ERROR(CheckDecodeSrc(src, count, spec));
+    WEFT_RETURN_IF_ERROR(CheckHost(dst, count * sizeof(float), "decode_reduce dst", false));
+    if ((op == weftSum || op == weftAvg) &&
+        codec::DecodeAddTopK(static_cast<const uint8_t*>(src.ptr), count,
+                             codec::TopKCount(spec.ratio, count), static_cast<float*>(dst.ptr)))
+      return OkStatus();
     if (t_decoded.size() < count) t_decoded.resize(count);
     WEFT_RETURN_IF_ERROR(CpuDecode(MemRef::Host(t_decoded.data(), count * sizeof(float)), src,
                                    count, spec));

@@ -36,6 +36,8 @@
 #include <functional>
 #include <vector>
 
+#include "kernels/reduce.h"
+
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -329,6 +331,33 @@ bool EncodeTopKOfSum(const float* a, const float* b, size_t count, size_t k, uin
 void DecodeTopK(const uint8_t* src, size_t count, size_t k, float* dst) {
   std::memset(dst, 0, count * sizeof(float));
   ForEachKept(src, count, k, [dst](uint32_t index, float value) { dst[index] = value; });
+}
+
+bool DecodeAddTopK(const uint8_t* src, size_t count, size_t k, float* acc) {
+  uint64_t next = 0;  // the lowest index the next kept pair may have
+  for (size_t j = 0; j < k; ++j) {
+    uint32_t index;
+    std::memcpy(&index, src + 4 * j, 4);
+    if (index < next || index >= count) return false;
+    next = uint64_t{index} + 1;
+  }
+  // A tile at a time: DecodeTopK's zeros and kept values in an L1-resident tile, added by the
+  // reduction's own kernel, so the bits are its bits by construction.
+  constexpr size_t kTile = 4096;
+  thread_local std::vector<float> tile(kTile);
+  size_t j = 0;
+  for (size_t at = 0; at < count; at += kTile) {
+    const size_t n = std::min(kTile, count - at);
+    std::memset(tile.data(), 0, n * sizeof(float));
+    for (; j < k; ++j) {
+      uint32_t index;
+      std::memcpy(&index, src + 4 * j, 4);
+      if (index >= at + n) break;
+      std::memcpy(&tile[index - at], src + 4 * k + 4 * j, 4);
+    }
+    kernels::Reduce(acc + at, acc + at, tile.data(), n, weftFloat32, weftSum);
+  }
+  return true;
 }
 
 }  // namespace weft::codec

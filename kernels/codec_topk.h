@@ -17,6 +17,13 @@ void EncodeTopK(const float* src, size_t count, size_t k, uint8_t* dst);
 bool EncodeTopKOfSum(const float* a, const float* b, size_t count, size_t k, uint8_t* dst);
 // dst[0..count) = 0 except the kept positions.
 void DecodeTopK(const uint8_t* src, size_t count, size_t k, float* dst);
+// acc[i] = acc[i] + (the kept value at i, else +0.0f), in one pass over acc: the bits of
+// DecodeTopK then kernels::Reduce (sum; its x + 0.0f turns -0.0 into +0.0 and quiets a
+// signalling NaN), the decoded values built a cache-sized tile at a time instead of a zeroed
+// array of count written and read back.
+// False, acc untouched, where the kept indices are not strictly ascending below count (an
+// encoding EncodeTopK did not write: DecodeTopK's rule, the last write wins, applies).
+bool DecodeAddTopK(const uint8_t* src, size_t count, size_t k, float* acc);
 
 // Calls keep(index, value) for each of the k kept pairs of an encoding whose index is below
 // count (a corrupt index is skipped: never written out of bounds), in the encoding's order.

@@ -382,6 +382,31 @@ TEST(CodecChain, TheHierarchicalAllReduceRunsAsChains) {
   }
 }
 
+// Top-k on hosts of two: per piece, every rank's host reduce (one reduce of the received lane,
+// then the encodes) is an untiled chain; its reduced slices (decodes) are no chain.
+TEST(CodecChain, TopKHierarchicalAllReduceRunsItsHostReduceAsAChain) {
+  const AlgorithmInfo* algorithm = FindCompressedAlgorithm(Collective::kAllReduce, "compressed_hierarchical");
+  ASSERT_NE(algorithm, nullptr);
+  ScheduleRequest req;
+  req.collective = Collective::kAllReduce;
+  req.nranks = 4;
+  req.count = size_t{1} << 20;
+  req.codec = Spec(weftCodecTopK);
+  req.groups = {{0, 1}, {2, 3}};
+  req.chunk.chunk_elems = req.count / 4;  // 4 pieces
+  StatusOr<Schedule> sched = BuildSchedule(*algorithm, req);
+  ASSERT_TRUE(sched.ok()) << sched.status().message();
+  for (int r = 0; r < 4; ++r) {
+    const std::vector<Step>& steps = sched->ranks[r].steps;
+    const std::vector<CodecChain> chains = FindCodecChains(steps, req.codec, false);
+    EXPECT_EQ(chains.size(), 4u) << "rank " << r;
+    for (const CodecChain& c : chains) {
+      EXPECT_FALSE(c.tiled);
+      EXPECT_EQ(steps[c.first].op, StepOp::kReduce) << "rank " << r << " step " << c.first;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace weft
 

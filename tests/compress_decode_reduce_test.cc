@@ -12,6 +12,7 @@
 
 #include "kernels/codec.h"
 #include "kernels/codec_backend.h"
+#include "kernels/codec_topk.h"
 #include "kernels/reduce.h"
 #include "weft/weft_compress.h"
 
@@ -81,6 +82,56 @@ TEST(CpuDecodeReduce, SameBitsAsDecodingFirst) {
         EXPECT_EQ(std::memcmp(want.data(), got.data(), count * sizeof(float)), 0)
             << text << " op " << op << " count " << count;
       }
+}
+
+// Top-k's sum adds its kept values in one pass over acc (codec::DecodeAddTopK): the bits of
+// decoding into zeros first and adding, where acc holds -0.0 (+0.0 after the add), NaNs
+// (signalling ones come back quiet) and infinities; an encoding whose indices repeat, fall
+// or run past count is declined and decoded first (the last write wins).
+TEST(CpuDecodeReduce, TopKAddsInOnePassWithTheBitsOfDecodingFirst) {
+  const weftCompression spec = Spec("topk:0.05");
+  const size_t count = 3 * 4096 + 1, k = codec::TopKCount(spec.ratio, count);
+  const std::vector<float> x = Values(count, 4);
+  std::vector<float> acc = Values(count, 5);
+  uint32_t snan_bits = 0x7FA00001u;
+  float snan;
+  std::memcpy(&snan, &snan_bits, 4);
+  for (size_t i = 0; i < count; i += 97) acc[i] = -0.0f;
+  acc[5] = snan;
+  acc[6] = NAN;
+  acc[7] = -INFINITY;
+  std::vector<uint8_t> valid(codec::EncodedBytes(spec, count));
+  codec::Encode(spec, x.data(), count, valid.data(), 0);
+  auto with_index = [&](size_t j, uint32_t index) {
+    std::vector<uint8_t> e = valid;
+    std::memcpy(e.data() + 4 * j, &index, 4);
+    return e;
+  };
+  uint32_t first_kept;
+  std::memcpy(&first_kept, valid.data(), 4);
+  const std::vector<std::pair<std::string, std::vector<uint8_t>>> encodings = {
+      {"valid", valid},
+      {"a repeated index", with_index(1, first_kept)},
+      {"a falling index", with_index(k - 1, 0)},
+      {"an index past count", with_index(k / 2, static_cast<uint32_t>(count))}};
+  for (const auto& [name, enc] : encodings) {
+    std::vector<float> scratch = acc;
+    EXPECT_EQ(codec::DecodeAddTopK(enc.data(), count, k, scratch.data()), name == "valid") << name;
+    for (weftRedOp_t op : {weftSum, weftAvg}) {
+      std::vector<float> decoded(count), want = acc, got = acc;
+      codec::Decode(spec, enc.data(), count, decoded.data());
+      kernels::Reduce(want.data(), want.data(), decoded.data(), count, weftFloat32, op);
+      const Status st = CpuDecodeReduce(MemRef::Host(got.data(), count * sizeof(float)),
+                                        MemRef::Host(enc.data(), enc.size()), count, spec, op);
+      ASSERT_TRUE(st.ok()) << name << ": " << st.message();
+      EXPECT_EQ(std::memcmp(want.data(), got.data(), count * sizeof(float)), 0) << name << " op " << op;
+    }
+  }
+  uint32_t after;
+  std::vector<float> sum = acc;
+  ASSERT_TRUE(codec::DecodeAddTopK(valid.data(), count, k, sum.data()));
+  std::memcpy(&after, &sum[97], 4);
+  EXPECT_NE(after, 0x80000000u) << "-0.0 + 0.0 is +0.0";
 }
 
 TEST(CpuDecodeReduce, ATruncatedEncodingIsRefused) {
