@@ -361,22 +361,28 @@ TEST(CodecChain, WhatIsNoChain) {
   EXPECT_FALSE(kept[0].acc_dead);
 }
 
-// The hierarchical allreduce on 2 hosts x 2 ranks: per piece, every rank's host reduce and its
-// reduced slice run as chains whose sums nothing reads later.
-TEST(CodecChain, TheHierarchicalAllReduceRunsAsChains) {
+// The hierarchical allreduce of 2^20 values in 4 pieces on 2 hosts x 2 ranks.
+StatusOr<Schedule> HierarchicalOn2x2(const weftCompression& spec) {
   const AlgorithmInfo* algorithm = FindCompressedAlgorithm(Collective::kAllReduce, "compressed_hierarchical");
-  ASSERT_NE(algorithm, nullptr);
+  if (algorithm == nullptr) return InvalidArgument("no compressed_hierarchical allreduce");
   ScheduleRequest req;
   req.collective = Collective::kAllReduce;
   req.nranks = 4;
   req.count = size_t{1} << 20;
-  req.codec = Spec(weftCodecInt8);
+  req.codec = spec;
   req.groups = {{0, 1}, {2, 3}};
   req.chunk.chunk_elems = req.count / 4;  // 4 pieces
-  StatusOr<Schedule> sched = BuildSchedule(*algorithm, req);
+  return BuildSchedule(*algorithm, req);
+}
+
+// Per piece, every rank's host reduce and its reduced slice run as chains whose sums nothing
+// reads later.
+TEST(CodecChain, TheHierarchicalAllReduceRunsAsChains) {
+  const weftCompression spec = Spec(weftCodecInt8);
+  StatusOr<Schedule> sched = HierarchicalOn2x2(spec);
   ASSERT_TRUE(sched.ok()) << sched.status().message();
   for (int r = 0; r < 4; ++r) {
-    const std::vector<CodecChain> chains = FindCodecChains(sched->ranks[r].steps, req.codec, false);
+    const std::vector<CodecChain> chains = FindCodecChains(sched->ranks[r].steps, spec, false);
     EXPECT_EQ(chains.size(), 8u) << "rank " << r;  // 4 pieces x (host reduce, reduced slice)
     for (const CodecChain& c : chains) EXPECT_TRUE(c.acc_dead) << "rank " << r << " step " << c.first;
   }
@@ -385,20 +391,12 @@ TEST(CodecChain, TheHierarchicalAllReduceRunsAsChains) {
 // Top-k on hosts of two: per piece, every rank's host reduce (one reduce of the received lane,
 // then the encodes) is an untiled chain; its reduced slices (decodes) are no chain.
 TEST(CodecChain, TopKHierarchicalAllReduceRunsItsHostReduceAsAChain) {
-  const AlgorithmInfo* algorithm = FindCompressedAlgorithm(Collective::kAllReduce, "compressed_hierarchical");
-  ASSERT_NE(algorithm, nullptr);
-  ScheduleRequest req;
-  req.collective = Collective::kAllReduce;
-  req.nranks = 4;
-  req.count = size_t{1} << 20;
-  req.codec = Spec(weftCodecTopK);
-  req.groups = {{0, 1}, {2, 3}};
-  req.chunk.chunk_elems = req.count / 4;  // 4 pieces
-  StatusOr<Schedule> sched = BuildSchedule(*algorithm, req);
+  const weftCompression spec = Spec(weftCodecTopK);
+  StatusOr<Schedule> sched = HierarchicalOn2x2(spec);
   ASSERT_TRUE(sched.ok()) << sched.status().message();
   for (int r = 0; r < 4; ++r) {
     const std::vector<Step>& steps = sched->ranks[r].steps;
-    const std::vector<CodecChain> chains = FindCodecChains(steps, req.codec, false);
+    const std::vector<CodecChain> chains = FindCodecChains(steps, spec, false);
     EXPECT_EQ(chains.size(), 4u) << "rank " << r;
     for (const CodecChain& c : chains) {
       EXPECT_FALSE(c.tiled);

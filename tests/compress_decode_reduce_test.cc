@@ -65,6 +65,20 @@ TEST(CodecDecodeRange, AlignedRangesDecodeToTheSameBits) {
   }
 }
 
+// CpuDecodeReduce of `enc` (count = acc's size) into acc leaves the bits of decoding it first
+// and reducing the decoded values into acc.
+void ExpectBitsOfDecodingFirst(const weftCompression& spec, const std::vector<uint8_t>& enc,
+                               const std::vector<float>& acc, weftRedOp_t op, const std::string& what) {
+  const size_t count = acc.size();
+  std::vector<float> decoded(count), want = acc, got = acc;
+  codec::Decode(spec, enc.data(), count, decoded.data());
+  kernels::Reduce(want.data(), want.data(), decoded.data(), count, weftFloat32, op);
+  const Status st = CpuDecodeReduce(MemRef::Host(got.data(), count * sizeof(float)),
+                                    MemRef::Host(enc.data(), enc.size()), count, spec, op);
+  ASSERT_TRUE(st.ok()) << what << ": " << st.message();
+  EXPECT_EQ(std::memcmp(want.data(), got.data(), count * sizeof(float)), 0) << what << " op " << op;
+}
+
 TEST(CpuDecodeReduce, SameBitsAsDecodingFirst) {
   for (const char* text : kCodecs)
     for (weftRedOp_t op : {weftSum, weftMax})
@@ -73,14 +87,7 @@ TEST(CpuDecodeReduce, SameBitsAsDecodingFirst) {
         const std::vector<float> x = Values(count, 2), acc = Values(count, 3);
         std::vector<uint8_t> enc(codec::EncodedBytes(spec, count));
         codec::Encode(spec, x.data(), count, enc.data(), 0);
-        std::vector<float> decoded(count), want = acc, got = acc;
-        codec::Decode(spec, enc.data(), count, decoded.data());
-        kernels::Reduce(want.data(), want.data(), decoded.data(), count, weftFloat32, op);
-        const Status st = CpuDecodeReduce(MemRef::Host(got.data(), count * sizeof(float)),
-                                          MemRef::Host(enc.data(), enc.size()), count, spec, op);
-        ASSERT_TRUE(st.ok()) << text << ": " << st.message();
-        EXPECT_EQ(std::memcmp(want.data(), got.data(), count * sizeof(float)), 0)
-            << text << " op " << op << " count " << count;
+        ExpectBitsOfDecodingFirst(spec, enc, acc, op, std::string(text) + " count " + std::to_string(count));
       }
 }
 
@@ -117,15 +124,7 @@ TEST(CpuDecodeReduce, TopKAddsInOnePassWithTheBitsOfDecodingFirst) {
   for (const auto& [name, enc] : encodings) {
     std::vector<float> scratch = acc;
     EXPECT_EQ(codec::DecodeAddTopK(enc.data(), count, k, scratch.data()), name == "valid") << name;
-    for (weftRedOp_t op : {weftSum, weftAvg}) {
-      std::vector<float> decoded(count), want = acc, got = acc;
-      codec::Decode(spec, enc.data(), count, decoded.data());
-      kernels::Reduce(want.data(), want.data(), decoded.data(), count, weftFloat32, op);
-      const Status st = CpuDecodeReduce(MemRef::Host(got.data(), count * sizeof(float)),
-                                        MemRef::Host(enc.data(), enc.size()), count, spec, op);
-      ASSERT_TRUE(st.ok()) << name << ": " << st.message();
-      EXPECT_EQ(std::memcmp(want.data(), got.data(), count * sizeof(float)), 0) << name << " op " << op;
-    }
+    for (weftRedOp_t op : {weftSum, weftAvg}) ExpectBitsOfDecodingFirst(spec, enc, acc, op, name);
   }
   uint32_t after;
   std::vector<float> sum = acc;
