@@ -7,9 +7,10 @@
 // ties go to the lower index. Both paths compute exactly that set (deterministic).
 //
 // Sampled path (count >= kSampledMin, k a small fraction of count):
-//   pass 1: kSamples keys at evenly spaced positions; the threshold t is the sample key whose
-//           rank among the samples puts, in expectation, k plus four standard deviations of
-//           the keys at or above it. Reads 1/64 of the lines or fewer.
+//   pass 1: kSamples keys, in runs of kSampleRun consecutive ones at evenly spaced positions
+//           (so they share cache lines); the threshold t is the sample key whose rank among
+//           the samples puts, in expectation, k plus four standard deviations of the keys at
+//           or above it. Reads 1/256 of the lines or fewer.
 //   pass 2: every index with key > t, in index order, with its rank and bits (1-2% of the
 //           values for a top-1% of varied values), and the first k indices with key == t
 //           (inputs of few distinct values tie there; once it has k it looks above only), so
@@ -49,6 +50,10 @@ constexpr int kBinShift = 16;
 constexpr size_t kBins = size_t{1} << 15;
 constexpr size_t kSampledMin = size_t{1} << 16;
 constexpr size_t kSamples = size_t{1} << 14;
+// Samples come in runs of consecutive values at kSamples / kSampleRun evenly spaced positions:
+// where the input is still in DRAM (a codec chain's one pass reads an operand nothing has
+// touched yet), scattered samples cost a cache line each; runs share lines.
+constexpr size_t kSampleRun = 8;
 
 // Where the values come from: one array, or the float32 sums of two, computed as they are read
 // and never stored (a + b as kernels::Reduce adds them: the same IEEE sums, so the same bits).
@@ -94,7 +99,9 @@ bool SampleThreshold(const Values& src, size_t count, size_t k, uint32_t* thresh
   const double j = std::ceil(expected + 4 * std::sqrt(expected) + 16);
   if (j >= kSamples / 4) return false;
   std::vector<uint32_t> keys(kSamples);
-  for (size_t s = 0; s < kSamples; ++s) keys[s] = Key(src, s * count / kSamples);
+  constexpr size_t kRuns = kSamples / kSampleRun;  // count >= kSampledMin: runs never overlap
+  for (size_t r = 0; r < kRuns; ++r)
+    for (size_t q = 0; q < kSampleRun; ++q) keys[r * kSampleRun + q] = Key(src, r * count / kRuns + q);
   const auto nth = keys.begin() + static_cast<ptrdiff_t>(j) - 1;
   std::nth_element(keys.begin(), nth, keys.end(), std::greater<uint32_t>());
   *threshold = *nth;

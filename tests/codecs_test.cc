@@ -247,7 +247,8 @@ std::vector<uint8_t> TopKByDefinition(const std::vector<float>& x, size_t k) {
 TEST(CodecTopK, LargeInputsSelectExactlyTheDefinition) {
   const size_t n = (size_t{1} << 17) + 5;
   std::vector<bool> sampled(n, false);  // where the encoder samples (codec_topk.cc, kSamples)
-  for (size_t s = 0; s < 16384; ++s) sampled[s * n / 16384] = true;
+  for (size_t r = 0; r < 2048; ++r)  // runs of 8 at 2048 evenly spaced positions
+    for (size_t q = 0; q < 8; ++q) sampled[r * n / 2048 + q] = true;
   std::mt19937 rng(11);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<std::pair<std::string, std::vector<float>>> inputs;
@@ -259,7 +260,8 @@ TEST(CodecTopK, LargeInputsSelectExactlyTheDefinition) {
   inputs.push_back({"ascending", x});
   for (size_t i = 0; i < n; ++i) x[i] = sampled[i] ? 1000.0f + i : normal(rng);
   inputs.push_back({"large exactly where sampled (too few candidates: the radix path)", x});
-  for (size_t i = 0; i < n; ++i) x[i] = i > 0 && sampled[i - 1] ? 1000.0f + i : normal(rng) * 1e-3f;
+  for (size_t i = 0; i < n; ++i)
+    x[i] = !sampled[i] && i > 0 && sampled[i - 1] ? 1000.0f + i : normal(rng) * 1e-3f;
   inputs.push_back({"large just after where sampled (the sample sees none)", x});
   for (size_t i = 0; i < n; ++i) x[i] = static_cast<float>(i % 3) - (i % 2 ? 0.0f : 3.0f);
   inputs.push_back({"few distinct values (ties at the threshold)", x});
@@ -284,13 +286,15 @@ TEST(CodecTopK, LargeInputsSelectExactlyTheDefinition) {
 TEST(CodecTopK, EncodeOfSumIsTheEncodeOfTheStoredSums) {
   const size_t n = (size_t{1} << 17) + 5;
   std::vector<bool> sampled(n, false);
-  for (size_t s = 0; s < 16384; ++s) sampled[s * n / 16384] = true;
+  for (size_t r = 0; r < 2048; ++r)  // runs of 8 at 2048 evenly spaced positions
+    for (size_t q = 0; q < 8; ++q) sampled[r * n / 2048 + q] = true;
   std::mt19937 rng(23);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   struct Case {
     std::string name;
     std::vector<float> a, b;
     bool fused;  // whether the one-pass path must apply (else it may)
+    bool declines = false;  // whether it must not (the sample misjudges: the test knows where it samples)
   };
   std::vector<Case> cases;
   std::vector<float> a(n), b(n);
@@ -300,7 +304,7 @@ TEST(CodecTopK, EncodeOfSumIsTheEncodeOfTheStoredSums) {
   for (size_t i = 0; i < n; ++i) few_a[i] = static_cast<float>(i % 3), few_b[i] = i % 2 ? 0.0f : -3.0f;
   cases.push_back({"sums of few distinct values (ties at the threshold)", few_a, few_b, true});
   for (size_t i = 0; i < n; ++i) b[i] = sampled[i] ? 1000.0f + i : normal(rng);
-  cases.push_back({"large exactly where sampled (the sample misjudges)", a, b, false});
+  cases.push_back({"large exactly where sampled (the sample misjudges)", a, b, false, true});
   std::vector<float> bad = a;
   for (size_t i = 0; i < n; i += 1231) bad[i] = i % 2 ? NAN : INFINITY;
   cases.push_back({"NaN and inf in one operand", bad, a, false});
@@ -313,6 +317,7 @@ TEST(CodecTopK, EncodeOfSumIsTheEncodeOfTheStoredSums) {
       Encode(spec, sum.data(), n, want.data(), 0);
       const bool fused = EncodeOfSum(spec, c.a.data(), c.b.data(), n, got.data());
       if (c.fused) EXPECT_TRUE(fused) << c.name << ", ratio " << ratio;
+      if (c.declines) EXPECT_FALSE(fused) << c.name << ", ratio " << ratio;
       if (fused) {
         EXPECT_TRUE(got == want) << c.name << ", ratio " << ratio;
       } else {
