@@ -86,31 +86,27 @@ Status CpuDecodeReduce(const MemRef& dst, const MemRef& src, size_t count,
     return InvalidArgument("cpu kernel backend: op " + std::to_string(static_cast<int>(op)) +
                            " is not a valid weftRedOp_t");
   const size_t align = codec::DecodeRangeAlignment(spec);
-  if (align == 0) {  // top-k decodes only whole: added in one pass (sum, avg), else into a
-                     // buffer of count, then reduced
-    WEFT_RETURN_IF_ERROR(CheckDecodeSrc(src, count, spec));
-    WEFT_RETURN_IF_ERROR(CheckHost(dst, count * sizeof(float), "decode_reduce dst", false));
+  WEFT_RETURN_IF_ERROR(CheckDecodeSrc(src, count, spec));
+  WEFT_RETURN_IF_ERROR(CheckHost(dst, count * sizeof(float), "decode_reduce dst", false));
+  const auto* encoded = static_cast<const uint8_t*>(src.ptr);
+  float* out = static_cast<float*>(dst.ptr);
+  if (align == 0) {  // top-k decodes only whole: its kept values added in one pass (sum, avg),
+                     // else decoded into a buffer of count, then reduced
     if ((op == weftSum || op == weftAvg) &&
-        codec::DecodeAddTopK(static_cast<const uint8_t*>(src.ptr), count,
-                             codec::TopKCount(spec.ratio, count), static_cast<float*>(dst.ptr)))
+        codec::DecodeAddTopK(encoded, count, codec::TopKCount(spec.ratio, count), out))
       return OkStatus();
+    if (count == 0) return OkStatus();
     if (t_decoded.size() < count) t_decoded.resize(count);
-    WEFT_RETURN_IF_ERROR(CpuDecode(MemRef::Host(t_decoded.data(), count * sizeof(float)), src,
-                                   count, spec));
-    WEFT_RETURN_IF_ERROR(CheckHost(dst, count * sizeof(float), "decode_reduce dst", false));
-    if (count > 0) kernels::Reduce(dst.ptr, dst.ptr, t_decoded.data(), count, weftFloat32, op);
+    codec::Decode(spec, encoded, count, t_decoded.data());
+    kernels::Reduce(out, out, t_decoded.data(), count, weftFloat32, op);
     return OkStatus();
   }
   // Fused: a cache-sized chunk decoded and reduced into dst at a time (per block in registers
   // for sum/avg where the codec has the kernel: codec::DecodeReduceRange); the same bits as
   // decoding everything first (the reduction is element-wise), one pass over dst instead of
   // a decoded copy of count written and read back.
-  WEFT_RETURN_IF_ERROR(CheckDecodeSrc(src, count, spec));
-  WEFT_RETURN_IF_ERROR(CheckHost(dst, count * sizeof(float), "decode_reduce dst", false));
   const size_t chunk = std::max(align, kDecodeReduceChunk / align * align);
   if (t_decoded.size() < chunk) t_decoded.resize(chunk);
-  const auto* encoded = static_cast<const uint8_t*>(src.ptr);
-  float* out = static_cast<float*>(dst.ptr);
   for (size_t first = 0; first < count; first += chunk) {
     const size_t n = std::min(chunk, count - first);
     codec::DecodeReduceRange(spec, encoded, count, first, n, op, out + first, t_decoded.data());

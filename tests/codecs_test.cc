@@ -242,13 +242,20 @@ std::vector<uint8_t> TopKByDefinition(const std::vector<float>& x, size_t k) {
   return out;
 }
 
+// Where top-k's sampled selection reads its samples in n values (codec_topk.cc, kSamples:
+// runs of 8 consecutive values at 2048 evenly spaced positions).
+std::vector<bool> SampledBySelection(size_t n) {
+  std::vector<bool> sampled(n, false);
+  for (size_t r = 0; r < 2048; ++r)
+    for (size_t q = 0; q < 8; ++q) sampled[r * n / 2048 + q] = true;
+  return sampled;
+}
+
 // Inputs large enough for the sampled threshold (codec_topk.cc), including ones built to fool
 // its evenly spaced samples in both directions; the encoding must be the definition's, bitwise.
 TEST(CodecTopK, LargeInputsSelectExactlyTheDefinition) {
   const size_t n = (size_t{1} << 17) + 5;
-  std::vector<bool> sampled(n, false);  // where the encoder samples (codec_topk.cc, kSamples)
-  for (size_t r = 0; r < 2048; ++r)  // runs of 8 at 2048 evenly spaced positions
-    for (size_t q = 0; q < 8; ++q) sampled[r * n / 2048 + q] = true;
+  const std::vector<bool> sampled = SampledBySelection(n);
   std::mt19937 rng(11);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<std::pair<std::string, std::vector<float>>> inputs;
@@ -285,9 +292,7 @@ TEST(CodecTopK, LargeInputsSelectExactlyTheDefinition) {
 // writes for the stored float32 sums, or reports that it does not apply and writes nothing.
 TEST(CodecTopK, EncodeOfSumIsTheEncodeOfTheStoredSums) {
   const size_t n = (size_t{1} << 17) + 5;
-  std::vector<bool> sampled(n, false);
-  for (size_t r = 0; r < 2048; ++r)  // runs of 8 at 2048 evenly spaced positions
-    for (size_t q = 0; q < 8; ++q) sampled[r * n / 2048 + q] = true;
+  const std::vector<bool> sampled = SampledBySelection(n);
   std::mt19937 rng(23);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   struct Case {

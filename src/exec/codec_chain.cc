@@ -84,8 +84,7 @@ std::vector<CodecChain> FindCodecChains(const std::vector<Step>& steps,
                                         const weftCompression& spec, bool keep_acc) {
   std::vector<CodecChain> chains;
   const size_t align = codec::EncodeRangeAlignment(spec);
-  const bool whole = spec.codec == weftCodecTopK;  // encodes run whole (FindCodecChains' note)
-  if (align == 0 && !whole) return chains;
+  const bool whole = align == 0;  // top-k: its encodes run whole (FindCodecChains' note)
   for (size_t i = 0; i < steps.size();) {
     const Step& s = steps[i];
     if (!Opens(s.op) || s.dst.buffer != Buffer::kScratch || s.dst.count == 0) {
@@ -168,7 +167,7 @@ void BuildTile(const std::vector<ChainStep>& steps, const float* cur, size_t at,
 }  // namespace
 
 size_t CodecChainTileValues(const weftCompression& spec) {
-  const size_t align = std::max<size_t>(1, codec::EncodeRangeAlignment(spec));
+  const size_t align = codec::EncodeRangeAlignment(spec);
   return std::max(align, kTileValues / align * align);
 }
 
@@ -230,14 +229,18 @@ void RunWholeEncodes(const std::vector<ChainStep>& steps, float* acc, size_t acc
     const float* src = static_cast<const float*>(open.src) + s.offset;
     const float* addend = open.addend != nullptr ? open.addend + s.offset : nullptr;
     float* part = acc + s.offset;
-    const float* values = part;  // where the encode reads its values
     const bool copy = open.op == StepOp::kCopy;
+    // The one pass over the two operands P's part would be the sum of: src + addend (a copy
+    // with an addend) or part + src (a sum's reduce); false where it does not apply.
+    auto encoded_in_one_pass = [&] {
+      if (s.residual != nullptr) return false;
+      if (copy) return codec::EncodeOfSum(spec, src, addend, s.count, s.encoded);
+      return op == weftSum && addend == nullptr && codec::EncodeOfSum(spec, part, src, s.count, s.encoded);
+    };
+    const float* values = part;  // where the encode reads its values
     if (copy && addend == nullptr) {
       values = src;  // P would be a copy of src: encode src itself
-    } else if (s.residual == nullptr &&
-               ((copy && codec::EncodeOfSum(spec, src, addend, s.count, s.encoded)) ||
-                (!copy && op == weftSum && addend == nullptr &&
-                 codec::EncodeOfSum(spec, part, src, s.count, s.encoded)))) {
+    } else if (encoded_in_one_pass()) {
       continue;
     } else {
       if (!copy && addend != nullptr && addend_sum.size() < s.count) addend_sum.resize(s.count);
