@@ -36,6 +36,15 @@
 extern "C" {
 #endif
 
+/* What the timed calls carry. The check always runs on exact small integers; a compressed
+ * call's time depends on its values (top-k's selection passes runs of equal values at read
+ * speed, so small integers flatter it), so --compress times gradient-like values by default. */
+typedef enum {
+  PERF_VALUES_AUTO = 0, /* normal with --compress on a floating type, else exact */
+  PERF_VALUES_EXACT,    /* the check's small integers (or zeros with -c 0), as before */
+  PERF_VALUES_NORMAL    /* near-Gaussian per rank, sd 1, one in 1000 a 100x outlier */
+} perf_values_t;
+
 typedef enum {
   PERF_ALLREDUCE = 0,
   PERF_ALLGATHER,
@@ -89,6 +98,7 @@ typedef struct {
   double tolerance;       /* set by a compressing backend: allowed |result - exact| (0 = exact) */
   char command[2048];     /* the command line, recorded in --json/--csv */
   int batches;            /* --batches B: median of B timed batches (0/1 = nccl-tests' mean) */
+  perf_values_t values;   /* --values: what the timed calls carry (the check is always exact) */
 } perf_options_t;
 
 struct perf_backend;
@@ -293,6 +303,68 @@ static double perf_load(perf_dtype_t t, const void* buf, size_t i) {
   }
 }
 
+/* Float to IEEE half bits, rounding to nearest even (inputs well inside half's range). */
+static uint16_t perf_float_to_half(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
+  int e = (int)((x >> 23) & 0xff) - 127 + 15;
+  if (e >= 31) return (uint16_t)(sign | 0x7c00);
+  if (e <= 0) { /* half's subnormals: |f| in units of 2^-24 */
+    double a = (f < 0 ? -(double)f : (double)f) * 16777216.0;
+    return (uint16_t)(sign | (uint16_t)(a + 0.5));
+  }
+  uint32_t m = x & 0x7fffff, h = ((uint32_t)e << 10) | (m >> 13), rest = m & 0x1fff;
+  if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) ++h; /* a carry steps the exponent */
+  return (uint16_t)(sign | h);
+}
+
+static uint64_t perf_mix64(uint64_t z) { /* splitmix64's finalizer */
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* Gradient-like value of rank r at element j, calibration's probe shape (topo/calibrate.cc):
+ * near-Gaussian, sd 1, as the sum of four 16-bit uniforms; one in 1000, at hashed positions
+ * (periodic ones would alias with top-k's evenly spaced samples), a 100x outlier. */
+static float perf_normal_input(int r, size_t j) {
+  uint64_t x = perf_mix64(((uint64_t)(r + 1) << 40) ^ (uint64_t)j);
+  uint64_t sum = (x & 0xffff) + ((x >> 16) & 0xffff) + ((x >> 32) & 0xffff) + (x >> 48);
+  float g = ((float)sum - 131070.0f) * (1.0f / 37837.0f);
+  return perf_mix64(x) % 1000 == 0 ? 100.0f * g : g;
+}
+
+static int perf_is_floating(perf_dtype_t t) {
+  return t == PERF_HALF || t == PERF_FLOAT || t == PERF_DOUBLE || t == PERF_BF16;
+}
+
+/* The values the timed calls carry (PERF_VALUES_AUTO resolved). */
+static perf_values_t perf_timed_values(const perf_options_t* o) {
+  if (o->values != PERF_VALUES_AUTO) return o->values;
+  return o->compress && perf_is_floating(o->dtype) ? PERF_VALUES_NORMAL : PERF_VALUES_EXACT;
+}
+
+/* Fills `elems` gradient-like values of this rank at `buf` (host memory, a floating type). */
+static void perf_fill_normal(perf_dtype_t t, int rank, void* buf, size_t elems) {
+  for (size_t j = 0; j < elems; ++j) {
+    float f = perf_normal_input(rank, j);
+    switch (t) {
+      case PERF_FLOAT: ((float*)buf)[j] = f; break;
+      case PERF_DOUBLE: ((double*)buf)[j] = f; break;
+      case PERF_HALF: ((uint16_t*)buf)[j] = perf_float_to_half(f); break;
+      case PERF_BF16: {
+        uint32_t bits;
+        memcpy(&bits, &f, 4);
+        bits += 0x7fff + ((bits >> 16) & 1); /* round to nearest even (finite values) */
+        ((uint16_t*)buf)[j] = (uint16_t)(bits >> 16);
+        break;
+      }
+      default: break;
+    }
+  }
+}
+
 /* Fills this rank's input: `elems` elements at `buf` (host memory). */
 static void perf_fill(const perf_options_t* o, int rank, int n, void* buf, size_t elems) {
   for (size_t j = 0; j < elems; ++j)
@@ -398,6 +470,11 @@ static void perf_usage(const char* prog, FILE* f) {
           "                          fp16 fp8 fp8e5m2 int8 int4 sign1 topk[:RATIO], options\n"
           "                          ':block=N,hadamard,stochastic'. #wrong then counts values\n"
           "                          outside the codec's stated error bound\n"
+          "  --values exact|normal   what the timed calls carry: the check's small integers, or\n"
+          "                          gradient-like values (near-Gaussian per rank, 1 in 1000 a\n"
+          "                          100x outlier; floating types). Default: normal with\n"
+          "                          --compress (a codec's time depends on its values), else\n"
+          "                          exact. The check always runs on the exact integers\n"
           "measurement:\n"
           "  -n,--iters N            timed iterations per size and placement (default 20)\n"
           "  -w,--warmup_iters N     untimed iterations first (default 5)\n"
@@ -455,7 +532,7 @@ static int perf_parse_options(int argc, char** argv, perf_options_t* o) {
       {"csv", required_argument, 0, 3},          {"label", required_argument, 0, 4},
       {"time-budget", required_argument, 0, 5},  {"help", no_argument, 0, 'h'},
       {"compress", required_argument, 0, 6},     {"batches", required_argument, 0, 7},
-      {0, 0, 0, 0}};
+      {"values", required_argument, 0, 8},       {0, 0, 0, 0}};
   optind = 1;
   int c, v;
   while ((c = getopt_long(argc, argv, "b:e:f:i:n:w:c:d:o:r:t:C:h", longopts, NULL)) != -1) {
@@ -497,6 +574,14 @@ static int perf_parse_options(int argc, char** argv, perf_options_t* o) {
       case 5: o->time_budget = atof(optarg); break;
       case 6: o->compress = optarg; break;
       case 7: o->batches = atoi(optarg); break;
+      case 8:
+        if (!strcmp(optarg, "exact")) o->values = PERF_VALUES_EXACT;
+        else if (!strcmp(optarg, "normal")) o->values = PERF_VALUES_NORMAL;
+        else {
+          fprintf(stderr, "%s: --values %s: expected exact or normal\n", argv[0], optarg);
+          return -1;
+        }
+        break;
       case 'h': perf_usage(argv[0], stdout); return 1;
       default: perf_usage(argv[0], stderr); return -1;
     }
@@ -511,6 +596,11 @@ static int perf_parse_options(int argc, char** argv, perf_options_t* o) {
             "%s: bad sizes or counts: -b %zu -e %zu -f %g -i %zu -n %d -w %d -t %d\n", argv[0],
             o->minbytes, o->maxbytes, o->stepfactor, o->stepbytes, o->iters, o->warmup,
             o->threads);
+    return -1;
+  }
+  if (o->values == PERF_VALUES_NORMAL && !perf_is_floating(o->dtype)) {
+    fprintf(stderr, "%s: --values normal: needs a floating datatype (-d %s is not)\n", argv[0],
+            perf_type_names[o->dtype]);
     return -1;
   }
   return 0;
@@ -604,6 +694,8 @@ static int perf_write_files(const perf_options_t* o, const perf_backend_t* b,
     perf_json_string(f, o->command);
     fprintf(f, ",\n  \"compress\": ");
     perf_json_string(f, o->compress ? o->compress : "");
+    fprintf(f, ",\n  \"values\": \"%s\"",
+            perf_timed_values(o) == PERF_VALUES_NORMAL ? "normal" : "exact");
     fprintf(f, ",\n  \"rows\": [");
     for (int i = 0; i < nrows; ++i) {
       const perf_row_t* r = &rows[i];
@@ -764,6 +856,13 @@ static int perf_measure(perf_backend_t* b, const perf_options_t* o, perf_buffers
     if (b->allreduce_sum_int64(b, &wrong)) return -1;
     res->wrong = wrong;
   }
+  if (perf_timed_values(o) == PERF_VALUES_NORMAL) {
+    /* The timed calls' values replace the check's (an in-place call has overwritten them). */
+    perf_fill_normal(o->dtype, rank, bufs->host, send_elems);
+    if (perf_copy_in(b, (char*)(inplace ? bufs->recv : bufs->send) + in_offset * ts, bufs->host,
+                     send_elems * ts))
+      return -1;
+  }
   int iters = o->iters;
   for (int i = 0; i < o->warmup; ++i)
     if (perf_call(b, o, sendp, recvp, count, 0)) return -1;
@@ -832,6 +931,8 @@ static int perf_run(perf_backend_t* b, const perf_options_t* o) {
     else if (o->tolerance > 0) /* the backend's own reason (weft: WEFT_COMPRESSION) */
       fprintf(out, "# Lossy calls possible (job-wide compression): #wrong counts values more than "
                    "%g from the exact result\n", o->tolerance);
+    if (perf_timed_values(o) == PERF_VALUES_NORMAL)
+      fprintf(out, "# Timed on gradient-like values (--values normal); checked on exact integers\n");
     fprintf(out, "#\n");
     fprintf(out, "# %10s  %12s  %8s  %6s  %6s           out-of-place                       "
                  "in-place          \n", "", "", "", "", "");

@@ -24,7 +24,7 @@ grep -E 'cpu kernels|network' "$OUT/calibration.txt" | head -3 >&2
 : > "$OUT/measured.txt"
 for k in $(seq "$ROUNDS"); do
   for c in "${CODECS[@]}"; do
-    args=(-C allreduce -b 64M -e 64M -n 3 -w 1)
+    args=(-C allreduce -b 64M -e 64M -n 3 -w 1 --values normal)  # calibration's value shape
     [ "$c" = none ] || args+=(--compress "$c")
     t=$("${NS[@]}" "$B/weft-perf" "${args[@]}" 2>&1 | grep -E '^\[0\] +67108864' | awk '{print $7}')
     echo "$c ${t:-nan}" >> "$OUT/measured.txt"
