@@ -274,6 +274,12 @@ TEST(CodecTopK, LargeInputsSelectExactlyTheDefinition) {
   inputs.push_back({"few distinct values (ties at the threshold)", x});
   for (size_t i = 0; i < n; ++i) x[i] = sampled[i] ? 1000.0f + i : static_cast<float>((i * 7) % 5);
   inputs.push_back({"ties at the threshold behind a fooled sample (radix path)", x});
+  // The k-th kept among 1.2% of equal values above the threshold: one key, ranks by index.
+  for (size_t i = 0; i < n; ++i) x[i] = (i * 2654435761u) % 1000 < 12 ? 7.0f : 0.5f * normal(rng);
+  inputs.push_back({"an equal 1.2% above the rest", x});
+  // Magnitudes over 120 octaves: the candidates' keys span most of the float range.
+  for (size_t i = 0; i < n; ++i) x[i] = std::ldexp(normal(rng), static_cast<int>((i * 37) % 120) - 60);
+  inputs.push_back({"magnitudes over 120 octaves", x});
   std::vector<float> nonfinite(n, 0.0f);
   for (size_t i = 0; i < n; i += 997) nonfinite[i] = i % 2 ? NAN : -INFINITY;
   inputs.push_back({"zeros with NaN and inf", nonfinite});
