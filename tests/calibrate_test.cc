@@ -219,6 +219,23 @@ TEST(Calibrate, MeasuredBurstReachesTheNicPorts) {
   EXPECT_NE(bad.status().message().find("network"), std::string::npos) << bad.status().message();
 }
 
+// A measured network stack's CPU lands on the network entry; a negative one is refused
+// naming the tier.
+TEST(Calibrate, MeasuredStackCpuReachesTheNetworkLink) {
+  auto f = MakePreset("netns:2x2");
+  ASSERT_TRUE(f.ok());
+  TierMeasurement net = NetworkTier(/*oneway_us=*/12, /*gbps=*/0.239);
+  net.stack_cpu_gbps = 3.5;
+  auto cal = ApplyCalibration(*f.value(), {net});
+  ASSERT_TRUE(cal.ok()) << cal.status().message();
+  EXPECT_DOUBLE_EQ(cal.value()->table().link(LinkType::kNetwork).stack_cpu_gbps, 3.5);
+  net.stack_cpu_gbps = -1;
+  auto bad = ApplyCalibration(*f.value(), {net});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("network"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("stack CPU"), std::string::npos) << bad.status().message();
+}
+
 // The cache a call can use, fitted to the engine's blend from (working set, copy rate) points.
 TEST(Calibrate, CacheFitFindsWhereCopiesSlowDown) {
   const int64_t llc = int64_t{32} << 20;

@@ -12,7 +12,9 @@
 #include "algorithms/schedule.h"
 #include "exec/chain_sink.h"
 #include "sim/engine.h"
+#include "topo/fabric.h"
 #include "topo/presets.h"
+#include "topo/records.h"
 #include "tune/cost_model.h"
 
 namespace weft {
@@ -555,6 +557,31 @@ TEST(SimTerms, MessageUnderTheBurstLeavesAtLineRate) {
   auto plain = Preset("netns:2x1");
   EXPECT_EQ(plain->RouteOf(0, 1, true).line_gbps, 0.0);
   for (int i = 0; i < plain->num_resources(); ++i) EXPECT_EQ(plain->resource(i).burst_bytes, 0.0);
+}
+
+// The network stack's CPU (LinkParams::stack_cpu_gbps): a message across hosts holds the
+// sender's and the receiver's cores for bytes / rate each, and a stack slower than the link
+// makes the message CPU-bound.
+TEST(SimTerms, NetworkStackHoldsBothEndsCores) {
+  auto plain = Preset("netns:2x1@2");
+  auto with_stack = [&](double gbps) {
+    std::vector<Record> records = plain->ToRecords();
+    for (Record& r : records)
+      if (r.kind == "link" && r.Get("type") == "network") r.Set("stack_cpu_gbps", gbps);
+    return FabricFromRecords(records, "stack").value();
+  };
+  const size_t count = size_t{1} << 20;  // 4 MiB: 16.8 ms at the 0.25 GB/s port
+  const double bytes = count * 4.0;
+  auto base = SimulateSchedule(IdleThenSend(0, count), *plain, 4, SimOptions());
+  ASSERT_TRUE(base.ok()) << base.status().message();
+  auto charged = SimulateSchedule(IdleThenSend(0, count), *with_stack(2.0), 4, SimOptions());
+  ASSERT_TRUE(charged.ok()) << charged.status().message();
+  EXPECT_NEAR(charged->cpu_busy_us - base->cpu_busy_us, 2 * bytes / 2e3, 0.01 * bytes / 2e3);
+  EXPECT_NEAR(charged->time_us, base->time_us, 0.01 * base->time_us) << "the wire still bounds it";
+  auto slow = SimulateSchedule(IdleThenSend(0, count), *with_stack(0.05), 4, SimOptions());
+  ASSERT_TRUE(slow.ok());
+  EXPECT_GE(slow->time_us, bytes / 0.05e3);
+  EXPECT_GT(slow->time_us, 2 * base->time_us);
 }
 
 // Every rank reduces `count` floats locally, independently.

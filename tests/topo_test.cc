@@ -293,6 +293,31 @@ TEST(LinkTable, AllCoresMemoryRateSurvivesAFileAndIsOneBusPerMachine) {
   EXPECT_NE(st.message().find("dram_all_cores_gbps=-3"), std::string::npos) << st.message();
 }
 
+// The network stack's CPU (LinkParams::stack_cpu_gbps, calibration): a topology file keeps it
+// and it changes the digest, a table without it does not mention it (older files and digests
+// stay as they were), and a negative figure is refused by name.
+TEST(LinkTable, StackCpuRateSurvivesAFile) {
+  auto f = MakePreset("netns:2x2@2");
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f.value()->table().link(LinkType::kNetwork).stack_cpu_gbps, 0.0);
+  std::vector<Record> records = f.value()->ToRecords();
+  for (const Record& r : records) EXPECT_EQ(r.ToLine().find("stack_cpu_gbps"), std::string::npos);
+  for (Record& r : records)
+    if (r.kind == "link" && r.Get("type") == "network") r.Set("stack_cpu_gbps", 3.5);
+  auto stack = FabricFromRecords(records, "saved");
+  ASSERT_TRUE(stack.ok()) << stack.status().message();
+  EXPECT_DOUBLE_EQ(stack.value()->table().link(LinkType::kNetwork).stack_cpu_gbps, 3.5);
+  auto again = FabricFromRecords(stack.value()->ToRecords(), "saved again");
+  ASSERT_TRUE(again.ok());
+  EXPECT_DOUBLE_EQ(again.value()->table().link(LinkType::kNetwork).stack_cpu_gbps, 3.5);
+  EXPECT_EQ(again.value()->Digest(), stack.value()->Digest());
+  EXPECT_NE(stack.value()->Digest(), f.value()->Digest());
+  LinkTable t = LinkTable::Defaults();
+  Status st = t.Apply(ParseRecords("link type=network bw_gbps=1 stack_cpu_gbps=-2\n", "o").value());
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("stack_cpu_gbps=-2"), std::string::npos) << st.message();
+}
+
 // Each codec's calibrated rates (ComputeParams::codecs): a topology file keeps them under
 // the codec's name, a table without them does not mention them (older files and digests stay
 // as they were), they change the digest, and a negative or unparsable one is refused by name.

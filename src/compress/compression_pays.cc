@@ -237,6 +237,11 @@ double CompressedAllReduceAnalyticUs(const Fabric& fabric, const std::vector<std
                   local(H - 1, speed.decode_fixed_us, lane_bytes * (H - 1) / H, chain.decode_gbps) +
                   local(H - 1, 0, lane_bytes * (H - 1) / H, c.reduce_gbps);
   decode_stage += local(double(L) * H, speed.decode_fixed_us, L * lane_bytes, speed.decode_gbps);
+  // 3 and 5 on the cores: the network stack (LinkParams::stack_cpu_gbps) holds the sender's
+  // and the receiver's core for each sub-slice encoding; an owner sends and receives H-1 of
+  // them in each round (the engine charges the same).
+  const double stack_gbps = fabric.table().link(LinkType::kNetwork).stack_cpu_gbps;
+  if (H > 1 && stack_gbps > 0) reduce_stage += 4.0 * (H - 1) * sub_enc / (stack_gbps * 1e3);
   const double host = encode_stage + reduce_stage + decode_stage;
   // 3 and 5: exchange and gather, H-1 messages each to distinct hosts, all in flight at once.
   double round = 0;

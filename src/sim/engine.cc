@@ -494,6 +494,15 @@ class Engine {
       if (dram_msg) done = std::max(done, MachineMemory(b, start, DramShareUs(b, bytes * (into_cache ? 0.5 : 1.0), false)));
     }
     if (ring_path) done = std::max(done, OccupyCore(a, start, bytes / (CoreRate(a, false) * 1e3)));
+    // A route through a software stack (TCP: LinkParams::stack_cpu_gbps) holds both ends'
+    // cores: the sender's as the stack takes the bytes, the receiver's as it hands them over.
+    // On a host whose ranks outnumber its cores that is CPU the other ranks' codec work waits
+    // for (2x2 harness: 0.7 ms per MB sent and received per rank, by the gap between the
+    // model's CPU and /usr/bin/time's as the codecs' wire bytes vary).
+    const double stack_gbps = fabric_.table().link(route.type).stack_cpu_gbps;
+    if (stack_gbps > 0 && !MemoryLink(route.type))
+      for (int end : {a, b})
+        if (!fabric_.IsGpu(end)) done = std::max(done, OccupyCore(end, start, bytes / (stack_gbps * 1e3)));
     return done + route.latency_us;
   }
 

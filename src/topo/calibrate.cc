@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <ctime>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -26,12 +27,19 @@ double NowUs() {
   return std::chrono::duration<double, std::micro>(Clock::now().time_since_epoch()).count();
 }
 
+// This process's CPU time (every thread, user and system), us.
+double ProcessCpuUs() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) * 1e6 + static_cast<double>(t.tv_nsec) / 1e3;
+}
+
 // Every probe message carries this tag (a descriptor no collective hashes to is not
 // guaranteed, but calibration runs before any collective and drains all its messages).
 constexpr uint64_t kCalibrationTag = (0xCA1B0000ULL << 32) | 1;
 constexpr int kChannel = 0;
 
-enum : uint64_t { kPing = 1, kData = 2, kEnd = 3 };
+enum : uint64_t { kPing = 1, kData = 2, kEnd = 3, kStackCpu = 4 };
 struct Control {
   uint64_t cmd = 0;
   uint64_t bytes = 0;
@@ -56,8 +64,8 @@ class PairLink {
     return Wait(&req, "receiving");
   }
   // Control + payload posted together (the receiver needs the control to post the payload).
-  Status SendData(const void* buf, size_t bytes) {
-    Control c{kData, bytes};
+  Status SendData(const void* buf, size_t bytes, uint64_t cmd = kData) {
+    Control c{cmd, bytes};
     TransportRequest creq, dreq;
     WEFT_RETURN_IF_ERROR(t_->PostSend(peer_, kChannel, kCalibrationTag, &c, sizeof(c), &creq));
     WEFT_RETURN_IF_ERROR(t_->PostSend(peer_, kChannel, kCalibrationTag, buf, bytes, &dreq));
@@ -86,6 +94,12 @@ class PairLink {
     return answered[1] - answered[0];
   }
 
+ public:
+  // Quiet: waits block in the transport from the start (no spinning), so the process's CPU
+  // time over a transfer is the stack's and the waits' wake-ups, as in a call's wait
+  // (exec/executor.cc: one busy transport waits inside it).
+  void set_quiet(bool quiet) { quiet_ = quiet; }
+
  private:
   Status Wait(TransportRequest* req, const char* what) {
     double at = 0;
@@ -106,8 +120,9 @@ class PairLink {
         }
       if (left == 0) break;
       double waited = NowUs() - start;
-      if (waited > 20 && waited < 2000) sched_yield();
-      Status s = t_->Progress(waited < 2000 ? 0 : 200);
+      const bool spin = !quiet_ && waited < 2000;
+      if (spin && waited > 20) sched_yield();
+      Status s = t_->Progress(spin ? 0 : 200);
       if (!s.ok()) return s.WithContext(std::string("calibration ") + what + " peer " + std::to_string(peer_));
       if (waited > timeout_us_)
         return TimeoutError(std::string("calibration: ") + what + " peer " + std::to_string(peer_) + " (" +
@@ -122,6 +137,7 @@ class PairLink {
   Transport* t_;
   int peer_;
   double timeout_us_;
+  bool quiet_ = false;
 };
 
 // The passive side: answers pings and acknowledges data until told to stop.
@@ -136,12 +152,18 @@ Status Respond(PairLink& link, const CalibrateOptions& opt) {
       WEFT_RETURN_IF_ERROR(link.Send(&ack, sizeof(ack)));
       continue;
     }
-    if (c.cmd != kData || c.bytes > opt.max_probe_bytes)
+    if ((c.cmd != kData && c.cmd != kStackCpu) || c.bytes > opt.max_probe_bytes)
       return InternalError("calibration: unexpected probe header cmd=" + std::to_string(c.cmd) +
                            " bytes=" + std::to_string(c.bytes));
     if (buf.size() < c.bytes) buf.resize(c.bytes);  // value-initialized: pages touched once
+    // A stack probe is answered with the CPU time (ns) this end spent receiving it.
+    const bool cpu = c.cmd == kStackCpu;
+    link.set_quiet(cpu);
+    const double cpu0 = ProcessCpuUs();
     WEFT_RETURN_IF_ERROR(link.Recv(buf.data(), c.bytes));
-    WEFT_RETURN_IF_ERROR(link.Send(&ack, sizeof(ack)));
+    uint64_t answer = cpu ? static_cast<uint64_t>(std::max(0.0, ProcessCpuUs() - cpu0) * 1e3) : ack;
+    link.set_quiet(false);
+    WEFT_RETURN_IF_ERROR(link.Send(&answer, sizeof(answer)));
   }
 }
 
@@ -250,6 +272,32 @@ class Driver {
     return std::min(static_cast<double>(small_bytes_), saved_us * gbps * 1e3);
   }
 
+  // The CPU the link's software stack costs per byte (LinkParams::stack_cpu_gbps): `bytes`
+  // sent `reps` times with both ends waiting in the transport, each end's process CPU time
+  // over its side (the responder's comes back in its answer); the least of each side's (other
+  // load only adds to it). GB/s of payload per core, the mean of the two sides' rates.
+  StatusOr<double> StackCpuGbps(size_t bytes, int reps) {
+    if (buf_.size() < bytes) buf_.resize(bytes, 1);
+    double send_us = 1e300, recv_us = 1e300;
+    link_.set_quiet(true);
+    for (int i = 0; i < reps; ++i) {
+      uint64_t answer_ns = 0;
+      const double cpu0 = ProcessCpuUs();
+      Status sent = link_.SendData(buf_.data(), bytes, kStackCpu);
+      const double cpu1 = ProcessCpuUs();
+      if (sent.ok()) sent = link_.Recv(&answer_ns, sizeof(answer_ns));
+      if (!sent.ok()) {
+        link_.set_quiet(false);
+        return sent;
+      }
+      send_us = std::min(send_us, cpu1 - cpu0);
+      recv_us = std::min(recv_us, static_cast<double>(answer_ns) / 1e3);
+    }
+    link_.set_quiet(false);
+    const double per_side_us = std::max((send_us + recv_us) / 2, 1e-3);
+    return static_cast<double>(bytes) / (per_side_us * 1e3);
+  }
+
   double spread() const { return spread_; }
   // The fastest large probe of the last Rate, bytes over its whole time (GB/s).
   double fastest_big_gbps() const { return fastest_big_gbps_; }
@@ -301,6 +349,7 @@ Status DriveTier(const Fabric& fabric, PairLink& link, const CalibrateOptions& o
       WEFT_ASSIGN_OR_RETURN(double sustained, d.SustainedRate(big, 3));
       m->gbps = std::min(sustained, d.fastest_big_gbps());
       WEFT_ASSIGN_OR_RETURN(m->burst_bytes, d.Burst(m->gbps));
+      WEFT_ASSIGN_OR_RETURN(m->stack_cpu_gbps, d.StackCpuGbps(big, 3));
     }
     m->probe_bytes = static_cast<double>(big);
   }
@@ -338,13 +387,14 @@ Status RunTier(const Fabric& fabric, const CalibrationPeers& peers, const Calibr
 
 // Rank a's figures to every rank (so every rank applies the same numbers).
 Status ShareMeasurements(const CalibrationPeers& peers, std::vector<TierMeasurement>* tiers) {
-  constexpr int kFields = 7;
+  constexpr int kFields = 8;
   const size_t n = tiers->size();
   std::vector<double> mine(n * kFields, 0.0), all(n * kFields * peers.nranks);
   for (size_t i = 0; i < n; ++i) {
     const TierMeasurement& m = (*tiers)[i];
     if (m.a != peers.rank) continue;
-    double v[kFields] = {m.oneway_us, m.gbps, m.dram_gbps, m.probe_bytes, m.seconds, m.spread, m.burst_bytes};
+    double v[kFields] = {m.oneway_us, m.gbps, m.dram_gbps, m.probe_bytes, m.seconds, m.spread, m.burst_bytes,
+                         m.stack_cpu_gbps};
     std::copy(v, v + kFields, mine.begin() + i * kFields);
   }
   if (n == 0) return OkStatus();
@@ -360,6 +410,7 @@ Status ShareMeasurements(const CalibrationPeers& peers, std::vector<TierMeasurem
     m.seconds = v[4];
     m.spread = v[5];
     m.burst_bytes = v[6];
+    m.stack_cpu_gbps = v[7];
   }
   return OkStatus();
 }
@@ -671,11 +722,13 @@ StatusOr<std::shared_ptr<const Fabric>> ApplyCalibration(const Fabric& fabric,
     for (HostInfo& h : hosts) h.cache_bytes = compute.cache_bytes;
   for (const TierMeasurement& m : tiers) {
     if (!(m.gbps > 0) || !(m.oneway_us >= 0) || !(m.dram_gbps >= 0) || !std::isfinite(m.gbps) ||
-        !std::isfinite(m.oneway_us) || !(m.burst_bytes >= 0) || !std::isfinite(m.burst_bytes))
+        !std::isfinite(m.oneway_us) || !(m.burst_bytes >= 0) || !std::isfinite(m.burst_bytes) ||
+        !(m.stack_cpu_gbps >= 0) || !std::isfinite(m.stack_cpu_gbps))
       return InvalidArgument(std::string("calibration of tier ") + LinkTypeName(m.type) + ": measured " +
                              std::to_string(m.gbps) + " GB/s, " + std::to_string(m.oneway_us) +
-                             " us one way, burst " + std::to_string(m.burst_bytes) +
-                             " B: rates must be > 0, times and bursts >= 0");
+                             " us one way, burst " + std::to_string(m.burst_bytes) + " B, stack CPU " +
+                             std::to_string(m.stack_cpu_gbps) +
+                             " GB/s: rates must be > 0 (stack CPU >= 0), times and bursts >= 0");
     LinkParams& p = table.mutable_link(m.type);
     // The engine charges overhead + latency per message: the measured one-way time is both.
     p.latency_us = std::max(0.0, m.oneway_us - p.overhead_us);
@@ -692,6 +745,7 @@ StatusOr<std::shared_ptr<const Fabric>> ApplyCalibration(const Fabric& fabric,
       p.bw_gbps = m.gbps;
       // The hosts' NIC ports carry the bucket (fabric.cc reads the network entry's burst).
       p.burst_bytes = m.burst_bytes;
+      p.stack_cpu_gbps = m.stack_cpu_gbps;
       for (HostInfo& h : hosts)
         for (NicInfo& nic : h.nics) nic.gbps = m.gbps;
     }
@@ -710,6 +764,7 @@ std::string CalibrationResult::Describe() const {
       << m.gbps << " GB/s";
     if (m.dram_gbps > 0) o << " (beyond the LLC: " << m.dram_gbps << " GB/s)";
     if (m.burst_bytes > 0) o << ", token-bucket burst " << m.burst_bytes / 1e3 << " kB";
+    if (m.stack_cpu_gbps > 0) o << ", stack CPU " << m.stack_cpu_gbps << " GB/s per core and end";
     o << ", probes up to " << m.probe_bytes / (1 << 20) << " MiB (repeats within " << m.spread << "x), "
       << m.seconds * 1e3 << " ms\n";
   }

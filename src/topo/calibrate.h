@@ -77,6 +77,9 @@ struct TierMeasurement {
   // Network tiers: a token bucket's depth (bytes that leave at the line rate after a pause:
   // the S/4 probe after a target_ms pause vs right after an S one); 0 = none seen.
   double burst_bytes = 0;
+  // Network tiers: the CPU its software stack costs, GB/s of payload per core and end
+  // (LinkParams::stack_cpu_gbps; Driver::StackCpuGbps); 0 = not measured.
+  double stack_cpu_gbps = 0;
   double probe_bytes = 0;   // the large probe's size
   double seconds = 0;       // wall time this tier's probes took
   // Slowest / fastest repetition of the large probe: near 1 on a quiet machine; well above

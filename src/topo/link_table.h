@@ -48,6 +48,13 @@ struct LinkParams {
   // calibration (a probe after a pause is faster than one right after another) or set by a
   // preset that knows the shaping (netns:KxR@GBIT, as perf/netns/run.sh configures tbf).
   double burst_bytes = 0;
+  // CPU the link's software stack costs per byte: one core's rate, GB/s of payload, at which
+  // a sending rank's core pushes bytes through it, and at which a receiving rank's core takes
+  // them out (the kernel's TCP path: copies, checksums, segmentation, the veth and bridge hops
+  // of a namespace harness). The engine charges bytes / stack_cpu_gbps to each side's core
+  // (engine.h). Measured by calibration (the CPU time of both ends of a network probe); 0 =
+  // not charged (presets; links the CPU does not carry, such as a GPU's).
+  double stack_cpu_gbps = 0;
   // Set by calibration (topo/calibrate.h): the figures were measured end to end over the
   // transport the job uses, so routes take them as they are (a TCP network route does not
   // add the loopback stack's defaults on top). Records: `measured=1`.
