@@ -715,6 +715,62 @@ TEST(SimTerms, ACodecThatWaitsOnTheCoreLeavesTheBusToOthers) {
   EXPECT_NEAR(two_at_once->time_us, alone->time_us, 0.02 * alone->time_us);
 }
 
+// A machine whose ranks outnumber its cores has every core busy during a call, so a rank's
+// work beyond the cache runs at the per-core share of the bus measured with every core copying
+// (ComputeParams::dram_all_cores_gbps), even when its own mate is idle: 4 ranks of Llc32M's
+// host on 2 cores with a bus of 1.2x one core's DRAM copy rate run a lone DRAM-resident reduce
+// at 0.6x its DRAM rate, where 2 ranks on 2 cores run it at the full rate. A codec step is
+// slowed as far as its cache rate allows, no further.
+TEST(SimTerms, OversubscribedMachinesStreamAtTheirCoresShareOfTheBus) {
+  const auto base = Llc32M();
+  LinkTable table = base->table();
+  table.mutable_cpu().dram_all_cores_gbps = 1.2 * table.cpu().dram_copy_gbps;
+  std::vector<HostInfo> hosts{base->host(0)};
+  hosts[0].cores = 2;
+  std::vector<RankPlacement> four_ranks;
+  for (int r = 0; r < 4; ++r) four_ranks.push_back(base->rank(r % 2));
+  const Fabric four(hosts, four_ranks, table, NetworkConfig(), "four_on_two");
+  const Fabric two(hosts, {base->rank(0), base->rank(1)}, table, NetworkConfig(), "two_on_two");
+  ASSERT_TRUE(four.CoreShared(0));
+  ASSERT_FALSE(two.CoreShared(0));
+  const size_t count = size_t{16} << 20;  // 64 MiB: DRAM-resident
+  auto lone = [&](const Fabric& f, const SimOptions& o, bool encode) {
+    Schedule s = Empty(f.nranks(), "lone");
+    s.ranks[0].input_count = s.ranks[0].output_count = count;
+    if (encode) {
+      s.ranks[0].scratch_count = count / 4;
+      s.ranks[0].steps.push_back(EncodeStep(In(0, count), Tmp(0, count / 4), 0));
+    } else {
+      s.ranks[0].steps.push_back(ReduceStep(In(0, count), Out(0, count)));
+    }
+    return SimulateSchedule(s, f, 4, o);
+  };
+  auto on_four = lone(four, SimOptions(), false), on_two = lone(two, SimOptions(), false);
+  ASSERT_TRUE(on_four.ok() && on_two.ok()) << on_four.status().message() << on_two.status().message();
+  ASSERT_TRUE(on_two->dram_resident);
+  const ComputeParams& c = table.cpu();
+  const double miss = on_two->dram_fraction;
+  auto reduce_us = [&](double dram_gbps) {
+    return count * 4.0 / (1e3 / (miss / dram_gbps + (1 - miss) / c.reduce_gbps));
+  };
+  EXPECT_NEAR(on_two->time_us, reduce_us(c.dram_reduce_gbps), 0.02 * on_two->time_us);
+  EXPECT_NEAR(on_four->time_us, reduce_us(0.6 * c.dram_reduce_gbps), 0.02 * on_four->time_us);
+  // A codec step stretches its stalls on memory only: at 0.5x the DRAM copy rate beyond the
+  // cache and 1x in it, a value takes 1 unit of compute and 1 of stalls, so 1 + 1 / 0.6 at the
+  // bus share; without a cache rate above its DRAM one there are no stalls to tell apart.
+  SimOptions o;
+  o.encode_gbps = 0.5 * c.dram_copy_gbps;
+  o.encode_chain_gbps = 1.0 * c.dram_copy_gbps;
+  auto stalls = lone(four, o, true), alone = lone(two, o, true);
+  o.encode_chain_gbps = 0;
+  auto compute = lone(four, o, true);
+  ASSERT_TRUE(stalls.ok() && alone.ok() && compute.ok());
+  const double unit_us = count * 4.0 / (c.dram_copy_gbps * 1e3);
+  EXPECT_NEAR(alone->time_us, 2 * unit_us, 0.02 * alone->time_us);
+  EXPECT_NEAR(stalls->time_us, (1 + 1 / 0.6) * unit_us, 0.02 * stalls->time_us);
+  EXPECT_NEAR(compute->time_us, 2 * unit_us, 0.02 * compute->time_us);
+}
+
 }  // namespace
 }  // namespace weft
 

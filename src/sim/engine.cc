@@ -202,6 +202,28 @@ class Engine {
     window_ = o.window > 0 ? o.window : std::max(1, s.window);
     indexed_ = window_ > kIndexedWindow;
     ClassifyWorkingSet();
+    ClassifyCoRunning();
+  }
+
+  // A machine with more CPU ranks than cores (Fabric::CoreMates) has every core busy while a
+  // call runs, so its ranks' work beyond the cache streams beside another core's: at most the
+  // per-core share of the bus measured with every core copying at once (ComputeParams::
+  // dram_all_cores_gbps), not the rate one core reaches alone. 2x2 harness (2 cores, 22.4 GB/s
+  // all together against 17.8 alone, so 0.63x): the host reduce that opens a 1-bit chain,
+  // measured 2.95 ms per rank where the single-core rate said 1.9, and the CMA receive of the
+  // 32 MiB lane ~6.5 ms against 4.3 (perf record, 2026-12-05). 1 elsewhere.
+  void ClassifyCoRunning() {
+    corun_.assign(sched_.nranks, 1.0);
+    for (int r = 0; r < sched_.nranks && r < fabric_.nranks(); ++r) {
+      const ComputeParams& c = fabric_.Compute(r);
+      const int bus = fabric_.MachineMemoryResource(r);
+      const size_t mates = fabric_.CoreMates(r).size();
+      if (fabric_.IsGpu(r) || bus < 0 || mates < 2 || !(c.dram_copy_gbps > 0)) continue;
+      int machine_ranks = 0;
+      for (int q = 0; q < fabric_.nranks(); ++q) machine_ranks += fabric_.MachineMemoryResource(q) == bus;
+      const double cores = std::max(1.0, static_cast<double>(machine_ranks) / static_cast<double>(mates));
+      corun_[r] = std::min(1.0, c.dram_all_cores_gbps / cores / c.dram_copy_gbps);
+    }
   }
 
   bool Shaped() const {
@@ -338,7 +360,8 @@ class Engine {
   // Rank r's core rate for a copy or a reduction over this call's working set, GB/s.
   double CoreRate(int r, bool reduce) const {
     const ComputeParams& c = fabric_.Compute(r);
-    return reduce ? Blend(c.reduce_gbps, c.dram_reduce_gbps, Miss(r)) : Blend(c.copy_gbps, c.dram_copy_gbps, Miss(r));
+    return reduce ? Blend(c.reduce_gbps, c.dram_reduce_gbps * corun_[r], Miss(r))
+                  : Blend(c.copy_gbps, c.dram_copy_gbps * corun_[r], Miss(r));
   }
   static bool MemoryLink(LinkType t) {
     return t == LinkType::kSelf || t == LinkType::kSameNuma || t == LinkType::kCrossSocket;
@@ -767,9 +790,17 @@ class Engine {
     const bool encode = m.codec == StepCodec::kEncodeSrc;
     const double values = static_cast<double>(encode ? st.src.count : st.dst.count) * elem_;
     const double chain_gbps = encode ? opt_.encode_chain_gbps : opt_.decode_chain_gbps;
-    const double gbps = chained && chain_gbps > 0
-                            ? chain_gbps
-                            : (encode ? opt_.encode_gbps : opt_.decode_gbps) * (chained ? CodecChainSpeedup(fabric_.Compute(r)) : 1.0);
+    double gbps = chained && chain_gbps > 0
+                      ? chain_gbps
+                      : (encode ? opt_.encode_gbps : opt_.decode_gbps) * (chained ? CodecChainSpeedup(fabric_.Compute(r)) : 1.0);
+    if (!chained && gbps > 0 && chain_gbps > gbps && corun_[r] < 1) {
+      // Beside another core's streaming (ClassifyCoRunning) the step's stalls on memory
+      // stretch, its compute does not: per value, the time in the cache (compute) plus what
+      // the DRAM rate adds to it (stalls) over the co-running share. 1-bit's decode (47 GB/s
+      // in the cache, 25 beyond it) then runs at 19, top-k's encode (14, 12.9) at 12.3.
+      const double stall = 1.0 / gbps - 1.0 / chain_gbps;
+      gbps = 1.0 / (1.0 / chain_gbps + stall / corun_[r]);
+    }
     const double fixed_us = encode ? opt_.encode_fixed_us : opt_.decode_fixed_us;
     double end = now;
     if (gbps <= 0) {
@@ -810,6 +841,7 @@ class Engine {
   std::vector<double> tokens_;     // shaped ports: bytes the token bucket holds (at backlog_)
   std::vector<double> cap_;        // resource capacity for this call (cache or DRAM rate)
   std::vector<double> miss_;       // [host] fraction of the working set beyond the cache
+  std::vector<double> corun_;      // [rank] DRAM rates' factor with every core busy (ClassifyCoRunning)
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
   std::unordered_map<uint64_t, Queue> queues_;
   std::unordered_map<uint64_t, SignalQueue> signals_;
