@@ -236,15 +236,6 @@ static int64_t perf_reduce_expected(perf_coll_t coll, perf_op_t op, perf_dtype_t
   return acc;
 }
 
-/* Small non-negative integers (< 2048) to IEEE half bits, exactly. */
-static uint16_t perf_int_to_half(int64_t v) {
-  if (v <= 0) return 0;
-  int e = 0;
-  while ((v >> (e + 1)) != 0) ++e;
-  uint32_t mant = (uint32_t)((v << (10 - e)) & 0x3ff);
-  return (uint16_t)(((uint32_t)(e + 15) << 10) | mant);
-}
-
 static double perf_half_to_double(uint16_t h) {
   int e = (h >> 10) & 0x1f, m = h & 0x3ff;
   double s = (h & 0x8000) ? -1.0 : 1.0, v;
@@ -260,6 +251,42 @@ static double perf_half_to_double(uint16_t h) {
   return s * v;
 }
 
+/* Float to IEEE half bits, rounding to nearest even (inputs well inside half's range). */
+static uint16_t perf_float_to_half(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
+  int e = (int)((x >> 23) & 0xff) - 127 + 15;
+  if (e >= 31) return (uint16_t)(sign | 0x7c00);
+  if (e <= 0) { /* half's subnormals: |f| in units of 2^-24 */
+    double a = (f < 0 ? -(double)f : (double)f) * 16777216.0;
+    return (uint16_t)(sign | (uint16_t)(a + 0.5));
+  }
+  uint32_t m = x & 0x7fffff, h = ((uint32_t)e << 10) | (m >> 13), rest = m & 0x1fff;
+  if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) ++h; /* a carry steps the exponent */
+  return (uint16_t)(sign | h);
+}
+
+/* Float to bfloat16 bits, rounding to nearest even (finite values). */
+static uint16_t perf_float_to_bf16(float f) {
+  uint32_t bits;
+  memcpy(&bits, &f, 4);
+  bits += 0x7fff + ((bits >> 16) & 1);
+  return (uint16_t)(bits >> 16);
+}
+
+/* Stores f as element i of a floating buffer (the exact inputs' small integers convert
+ * exactly: fp16 to 2048, bf16 to 256). */
+static void perf_store_float(perf_dtype_t t, void* buf, size_t i, float f) {
+  switch (t) {
+    case PERF_HALF: ((uint16_t*)buf)[i] = perf_float_to_half(f); break;
+    case PERF_FLOAT: ((float*)buf)[i] = f; break;
+    case PERF_DOUBLE: ((double*)buf)[i] = f; break;
+    case PERF_BF16: ((uint16_t*)buf)[i] = perf_float_to_bf16(f); break;
+    default: break;
+  }
+}
+
 static void perf_store(perf_dtype_t t, void* buf, size_t i, int64_t v) {
   switch (t) {
     case PERF_INT8: ((int8_t*)buf)[i] = (int8_t)v; break;
@@ -268,16 +295,10 @@ static void perf_store(perf_dtype_t t, void* buf, size_t i, int64_t v) {
     case PERF_UINT32: ((uint32_t*)buf)[i] = (uint32_t)v; break;
     case PERF_INT64: ((int64_t*)buf)[i] = v; break;
     case PERF_UINT64: ((uint64_t*)buf)[i] = (uint64_t)v; break;
-    case PERF_HALF: ((uint16_t*)buf)[i] = perf_int_to_half(v); break;
-    case PERF_FLOAT: ((float*)buf)[i] = (float)v; break;
+    case PERF_HALF:
+    case PERF_FLOAT:
+    case PERF_BF16: perf_store_float(t, buf, i, (float)v); break;
     case PERF_DOUBLE: ((double*)buf)[i] = (double)v; break;
-    case PERF_BF16: {
-      float f = (float)v; /* small integers: the top 16 bits are exact */
-      uint32_t bits;
-      memcpy(&bits, &f, 4);
-      ((uint16_t*)buf)[i] = (uint16_t)(bits >> 16);
-      break;
-    }
     default: break;
   }
 }
@@ -301,22 +322,6 @@ static double perf_load(perf_dtype_t t, const void* buf, size_t i) {
     }
     default: return 0;
   }
-}
-
-/* Float to IEEE half bits, rounding to nearest even (inputs well inside half's range). */
-static uint16_t perf_float_to_half(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
-  int e = (int)((x >> 23) & 0xff) - 127 + 15;
-  if (e >= 31) return (uint16_t)(sign | 0x7c00);
-  if (e <= 0) { /* half's subnormals: |f| in units of 2^-24 */
-    double a = (f < 0 ? -(double)f : (double)f) * 16777216.0;
-    return (uint16_t)(sign | (uint16_t)(a + 0.5));
-  }
-  uint32_t m = x & 0x7fffff, h = ((uint32_t)e << 10) | (m >> 13), rest = m & 0x1fff;
-  if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) ++h; /* a carry steps the exponent */
-  return (uint16_t)(sign | h);
 }
 
 static uint64_t perf_mix64(uint64_t z) { /* splitmix64's finalizer */
@@ -347,22 +352,7 @@ static perf_values_t perf_timed_values(const perf_options_t* o) {
 
 /* Fills `elems` gradient-like values of this rank at `buf` (host memory, a floating type). */
 static void perf_fill_normal(perf_dtype_t t, int rank, void* buf, size_t elems) {
-  for (size_t j = 0; j < elems; ++j) {
-    float f = perf_normal_input(rank, j);
-    switch (t) {
-      case PERF_FLOAT: ((float*)buf)[j] = f; break;
-      case PERF_DOUBLE: ((double*)buf)[j] = f; break;
-      case PERF_HALF: ((uint16_t*)buf)[j] = perf_float_to_half(f); break;
-      case PERF_BF16: {
-        uint32_t bits;
-        memcpy(&bits, &f, 4);
-        bits += 0x7fff + ((bits >> 16) & 1); /* round to nearest even (finite values) */
-        ((uint16_t*)buf)[j] = (uint16_t)(bits >> 16);
-        break;
-      }
-      default: break;
-    }
-  }
+  for (size_t j = 0; j < elems; ++j) perf_store_float(t, buf, j, perf_normal_input(rank, j));
 }
 
 /* Fills this rank's input: `elems` elements at `buf` (host memory). */

@@ -78,6 +78,18 @@ TEST(PerfDriverValues, FloatToHalfRoundsToNearestEven) {
   }
 }
 
+// The exact check's inputs go through the same conversions: every integer up to each type's
+// exact maximum (perf_exact_max) is stored exactly.
+TEST(PerfDriverValues, ExactInputsStoreExactlyInTheHalfTypes) {
+  for (perf_dtype_t t : {PERF_HALF, PERF_BF16}) {
+    std::vector<uint16_t> buf(1);
+    for (int64_t v = 0; v <= perf_exact_max(t); ++v) {
+      perf_store(t, buf.data(), 0, v);
+      ASSERT_EQ(perf_load(t, buf.data(), 0), static_cast<double>(v)) << perf_type_names[t] << " " << v;
+    }
+  }
+}
+
 TEST(PerfDriverValues, FillWritesEachFloatingType) {
   constexpr size_t kN = 64;
   std::vector<double> d(kN);

@@ -217,11 +217,9 @@ class Engine {
     for (int r = 0; r < sched_.nranks && r < fabric_.nranks(); ++r) {
       const ComputeParams& c = fabric_.Compute(r);
       const int bus = fabric_.MachineMemoryResource(r);
-      const size_t mates = fabric_.CoreMates(r).size();
-      if (fabric_.IsGpu(r) || bus < 0 || mates < 2 || !(c.dram_copy_gbps > 0)) continue;
-      int machine_ranks = 0;
-      for (int q = 0; q < fabric_.nranks(); ++q) machine_ranks += fabric_.MachineMemoryResource(q) == bus;
-      const double cores = std::max(1.0, static_cast<double>(machine_ranks) / static_cast<double>(mates));
+      if (fabric_.IsGpu(r) || bus < 0 || fabric_.CoreMates(r).size() < 2 || !(c.dram_copy_gbps > 0)) continue;
+      // The cores the machine's ranks were dealt to (Fabric::BuildComputeResources).
+      const double cores = std::max(1, fabric_.host(fabric_.rank(r).host).cores);
       corun_[r] = std::min(1.0, c.dram_all_cores_gbps / cores / c.dram_copy_gbps);
     }
   }

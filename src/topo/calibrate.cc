@@ -7,10 +7,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <ctime>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -94,11 +94,17 @@ class PairLink {
     return answered[1] - answered[0];
   }
 
- public:
   // Quiet: waits block in the transport from the start (no spinning), so the process's CPU
   // time over a transfer is the stack's and the waits' wake-ups, as in a call's wait
-  // (exec/executor.cc: one busy transport waits inside it).
-  void set_quiet(bool quiet) { quiet_ = quiet; }
+  // (exec/executor.cc: one busy transport waits inside it). For the guard's lifetime.
+  class Quiet {
+   public:
+    Quiet(PairLink& link, bool quiet) : link_(link) { link_.quiet_ = quiet; }
+    ~Quiet() { link_.quiet_ = false; }
+
+   private:
+    PairLink& link_;
+  };
 
  private:
   Status Wait(TransportRequest* req, const char* what) {
@@ -158,11 +164,13 @@ Status Respond(PairLink& link, const CalibrateOptions& opt) {
     if (buf.size() < c.bytes) buf.resize(c.bytes);  // value-initialized: pages touched once
     // A stack probe is answered with the CPU time (ns) this end spent receiving it.
     const bool cpu = c.cmd == kStackCpu;
-    link.set_quiet(cpu);
-    const double cpu0 = ProcessCpuUs();
-    WEFT_RETURN_IF_ERROR(link.Recv(buf.data(), c.bytes));
-    uint64_t answer = cpu ? static_cast<uint64_t>(std::max(0.0, ProcessCpuUs() - cpu0) * 1e3) : ack;
-    link.set_quiet(false);
+    uint64_t answer = ack;
+    {
+      PairLink::Quiet quiet(link, cpu);
+      const double cpu0 = ProcessCpuUs();
+      WEFT_RETURN_IF_ERROR(link.Recv(buf.data(), c.bytes));
+      if (cpu) answer = static_cast<uint64_t>(std::max(0.0, ProcessCpuUs() - cpu0) * 1e3);
+    }
     WEFT_RETURN_IF_ERROR(link.Send(&answer, sizeof(answer)));
   }
 }
@@ -279,21 +287,15 @@ class Driver {
   StatusOr<double> StackCpuGbps(size_t bytes, int reps) {
     if (buf_.size() < bytes) buf_.resize(bytes, 1);
     double send_us = 1e300, recv_us = 1e300;
-    link_.set_quiet(true);
+    PairLink::Quiet quiet(link_, true);
     for (int i = 0; i < reps; ++i) {
       uint64_t answer_ns = 0;
       const double cpu0 = ProcessCpuUs();
-      Status sent = link_.SendData(buf_.data(), bytes, kStackCpu);
-      const double cpu1 = ProcessCpuUs();
-      if (sent.ok()) sent = link_.Recv(&answer_ns, sizeof(answer_ns));
-      if (!sent.ok()) {
-        link_.set_quiet(false);
-        return sent;
-      }
-      send_us = std::min(send_us, cpu1 - cpu0);
+      WEFT_RETURN_IF_ERROR(link_.SendData(buf_.data(), bytes, kStackCpu));
+      send_us = std::min(send_us, ProcessCpuUs() - cpu0);
+      WEFT_RETURN_IF_ERROR(link_.Recv(&answer_ns, sizeof(answer_ns)));
       recv_us = std::min(recv_us, static_cast<double>(answer_ns) / 1e3);
     }
-    link_.set_quiet(false);
     const double per_side_us = std::max((send_us + recv_us) / 2, 1e-3);
     return static_cast<double>(bytes) / (per_side_us * 1e3);
   }
