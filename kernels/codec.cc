@@ -14,6 +14,7 @@
 #include "kernels/codec_ref.h"
 #include "kernels/codec_table.h"
 #include "kernels/codec_topk.h"
+#include "kernels/reduce.h"
 #include "common/settings.h"
 
 namespace weft::codec {
@@ -77,11 +78,12 @@ void EncodeBlockRange(const weftCompression& spec, const float* src, size_t coun
 }
 
 // Decodes blocks [first_block, end_block) of an encoding of count values into dst (dst[0] is
-// value first_block x block).
+// value first_block x block), by the kernel given or the codec's plain one.
 void DecodeBlockRange(const weftCompression& spec, const uint8_t* src, size_t count,
-                      size_t first_block, size_t end_block, float* dst) {
+                      size_t first_block, size_t end_block, float* dst,
+                      DecodeBlockFn kernel = nullptr) {
   const CodecKernels& k = ActiveCodecKernels();
-  const DecodeBlockFn decode = k.decode_block[spec.codec];
+  const DecodeBlockFn decode = kernel != nullptr ? kernel : k.decode_block[spec.codec];
   const size_t block = spec.block, blocks = BlockCount(count, block);
   const size_t stride = PayloadBytes(spec.codec, block);
   const uint8_t* payload = src + 4 * blocks;
@@ -260,6 +262,24 @@ void DecodeValues(const weftCompression& spec, const uint8_t* src, size_t count,
     DecodeRange(spec, src, count, first, n, values);
     narrow(values, n, out + first);
   }
+}
+
+void DecodeValuesStreamed(const weftCompression& spec, const uint8_t* src, size_t count,
+                          weftDataType_t type, void* dst) {
+  if (type != weftFloat32 || count < kTileValues) return DecodeValues(spec, src, count, type, dst);
+  auto* out = static_cast<float*>(dst);
+  if (spec.codec == weftCodecTopK) {  // zeros and a few values: a tile built, then streamed
+    if (!DecodeTopKStreamed(src, count, TopKCount(spec.ratio, count), out))
+      Decode(spec, src, count, out);
+    return;
+  }
+  const DecodeBlockFn stream = ActiveCodecKernels().decode_stream_block[spec.codec];
+  // Every block's first value 16-byte aligned; a rotated block decodes into a scratch block.
+  if (stream == nullptr || Rotates(spec) || spec.block % 4 != 0 ||
+      reinterpret_cast<uintptr_t>(out) % 16 != 0)
+    return Decode(spec, src, count, out);
+  DecodeBlockRange(spec, src, count, 0, BlockCount(count, spec.block), out, stream);
+  kernels::StreamingFence();
 }
 
 void DecodeWithDropped(const weftCompression& spec, const uint8_t* encoded, size_t count,

@@ -2,6 +2,7 @@
 #include "kernels/codec_backend.h"
 
 #include <algorithm>
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -50,7 +51,11 @@ thread_local std::vector<float> t_decoded;
 // between the decode that writes it and the reduction that reads it.
 constexpr size_t kDecodeReduceChunk = 4096;
 
+std::atomic<uint64_t> g_streamed_decodes{0};
+
 }  // namespace
+
+uint64_t CpuStreamedDecodes() { return g_streamed_decodes.load(std::memory_order_relaxed); }
 
 Status CheckDecodeSrc(const MemRef& src, size_t count, const weftCompression& spec) {
   WEFT_RETURN_IF_ERROR(CheckSpec(spec));
@@ -75,8 +80,14 @@ Status CpuDecode(const MemRef& dst, const MemRef& src, size_t count, const weftC
   WEFT_RETURN_IF_ERROR(CheckValueType(values, "decode"));
   WEFT_RETURN_IF_ERROR(CheckDecodeSrc(src, count, spec));
   WEFT_RETURN_IF_ERROR(CheckHost(dst, count * TypeSize(values), "decode dst", false));
-  if (count > 0)
-    codec::DecodeValues(spec, static_cast<const uint8_t*>(src.ptr), count, values, dst.ptr);
+  if (count == 0) return OkStatus();
+  const auto* encoded = static_cast<const uint8_t*>(src.ptr);
+  if (dst.streaming) {  // a final write of a large output (exec/executor.cc DstRef)
+    g_streamed_decodes.fetch_add(1, std::memory_order_relaxed);
+    codec::DecodeValuesStreamed(spec, encoded, count, values, dst.ptr);
+  } else {
+    codec::DecodeValues(spec, encoded, count, values, dst.ptr);
+  }
   return OkStatus();
 }
 

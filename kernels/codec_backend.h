@@ -23,8 +23,12 @@ Status CpuEncode(const MemRef& dst, const MemRef& src, size_t count, const weftC
 // The spec is valid and src is host memory holding exactly the encoding of count values (the
 // decodes' check; the executor's codec chains, which call the codecs directly, make it too).
 Status CheckDecodeSrc(const MemRef& src, size_t count, const weftCompression& spec);
+// dst.streaming (a final write of a large output) decodes with streaming stores
+// (codec::DecodeValuesStreamed: the same bits).
 Status CpuDecode(const MemRef& dst, const MemRef& src, size_t count, const weftCompression& spec,
                  weftDataType_t values = weftFloat32);
+// Decodes this process ran with dst.streaming (tests check the path was taken).
+uint64_t CpuStreamedDecodes();
 // dst[0..count) = dst (op) decode(src), reduced in float32 by kernels/reduce.h (op sum or avg:
 // a sum; avg's division stays in Finalize).
 Status CpuDecodeReduce(const MemRef& dst, const MemRef& src, size_t count,

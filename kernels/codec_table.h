@@ -40,6 +40,9 @@ struct CodecKernels {
   EncodeBlockFn encode_block[weftNumCodecs] = {};  // fp8 e4m3/e5m2, int8, int4, sign1
   DecodeBlockFn decode_block[weftNumCodecs] = {};
   DecodeAddBlockFn decode_add_block[weftNumCodecs] = {};  // the block codecs, sum only
+  // The block codecs' decoders with streaming stores (dst 16-byte aligned; the caller fences):
+  // codec::DecodeValuesStreamed. nullptr: no such kernel, the plain one runs.
+  DecodeBlockFn decode_stream_block[weftNumCodecs] = {};
   RotateForwardFn rotate_forward = nullptr;
   RotateInverseFn rotate_inverse = nullptr;
 };

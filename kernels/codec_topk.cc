@@ -366,7 +366,10 @@ void DecodeTopK(const uint8_t* src, size_t count, size_t k, float* dst) {
   ForEachKept(src, count, k, [dst](uint32_t index, float value) { dst[index] = value; });
 }
 
-bool DecodeAddTopK(const uint8_t* src, size_t count, size_t k, float* acc) {
+namespace {
+
+// Whether the kept indices are strictly ascending below count, as EncodeTopK writes them.
+bool KeptAscending(const uint8_t* src, size_t count, size_t k) {
   uint64_t next = 0;  // the lowest index the next kept pair may have
   for (size_t j = 0; j < k; ++j) {
     uint32_t index;
@@ -374,22 +377,52 @@ bool DecodeAddTopK(const uint8_t* src, size_t count, size_t k, float* acc) {
     if (index < next || index >= count) return false;
     next = uint64_t{index} + 1;
   }
-  // A tile at a time: DecodeTopK's zeros and kept values in an L1-resident tile, added by the
-  // reduction's own kernel, so the bits are its bits by construction.
+  return true;
+}
+
+// DecodeTopK's values a tile at a time (16 KiB: L1-resident), for an encoding KeptAscending:
+// consume(at, n, tile) gets values [at, at + n). The thread's tile stays zero between tiles
+// (each tile's kept positions are zeroed again after use), so a tile costs its kept values,
+// not a clear of the whole tile.
+template <typename Consume>
+void ForEachDecodedTile(const uint8_t* src, size_t count, size_t k, Consume consume) {
   constexpr size_t kTile = 4096;
-  thread_local std::vector<float> tile(kTile);
+  thread_local std::vector<float> tile(kTile, 0.0f);
   size_t j = 0;
   for (size_t at = 0; at < count; at += kTile) {
-    const size_t n = std::min(kTile, count - at);
-    std::memset(tile.data(), 0, n * sizeof(float));
+    const size_t n = std::min(kTile, count - at), first = j;
     for (; j < k; ++j) {
       uint32_t index;
       std::memcpy(&index, src + 4 * j, 4);
       if (index >= at + n) break;
       std::memcpy(&tile[index - at], src + 4 * k + 4 * j, 4);
     }
-    kernels::Reduce(acc + at, acc + at, tile.data(), n, weftFloat32, weftSum);
+    consume(at, n, static_cast<const float*>(tile.data()));
+    for (size_t i = first; i < j; ++i) {
+      uint32_t index;
+      std::memcpy(&index, src + 4 * i, 4);
+      tile[index - at] = 0.0f;
+    }
   }
+}
+
+}  // namespace
+
+bool DecodeAddTopK(const uint8_t* src, size_t count, size_t k, float* acc) {
+  if (!KeptAscending(src, count, k)) return false;
+  // Added by the reduction's own kernel, so the bits are DecodeTopK then Reduce by construction.
+  ForEachDecodedTile(src, count, k, [acc](size_t at, size_t n, const float* tile) {
+    kernels::Reduce(acc + at, acc + at, tile, n, weftFloat32, weftSum);
+  });
+  return true;
+}
+
+bool DecodeTopKStreamed(const uint8_t* src, size_t count, size_t k, float* dst) {
+  if (!KeptAscending(src, count, k)) return false;
+  ForEachDecodedTile(src, count, k, [dst](size_t at, size_t n, const float* tile) {
+    kernels::CopyStreamingUnfenced(dst + at, tile, n * sizeof(float));
+  });
+  kernels::StreamingFence();
   return true;
 }
 

@@ -24,6 +24,9 @@ void DecodeTopK(const uint8_t* src, size_t count, size_t k, float* dst);
 // False, acc untouched, where the kept indices are not strictly ascending below count (an
 // encoding EncodeTopK did not write: DecodeTopK's rule, the last write wins, applies).
 bool DecodeAddTopK(const uint8_t* src, size_t count, size_t k, float* acc);
+// DecodeTopK's values written with streaming stores, a tile at a time (codec::
+// DecodeValuesStreamed), then a store fence. False, dst untouched, as DecodeAddTopK.
+bool DecodeTopKStreamed(const uint8_t* src, size_t count, size_t k, float* dst);
 
 // Calls keep(index, value) for each of the k kept pairs of an encoding whose index is below
 // count (a corrupt index is skipped: never written out of bounds), in the encoding's order.

@@ -91,7 +91,9 @@ size_t NonTemporalThreshold() {
 #if defined(__x86_64__)
 // Streaming stores skip the read-for-ownership of each destination line (a third of the
 // traffic of a plain copy) and do not evict useful data for a buffer that exceeds the cache.
-void CopyNonTemporal(void* dst, const void* src, size_t bytes) {
+// No fence: the callers fence once after their last piece (a fence per 1 KiB block measured
+// 4x slower than one per 64 MiB decode).
+void StreamUnfenced(void* dst, const void* src, size_t bytes) {
   auto* d = static_cast<uint8_t*>(dst);
   const auto* s = static_cast<const uint8_t*>(src);
   // Streaming stores need 16-byte aligned destinations: copy the head normally.
@@ -113,10 +115,14 @@ void CopyNonTemporal(void* dst, const void* src, size_t bytes) {
     d += 64;
     s += 64;
   }
+  std::memcpy(d, s, bytes % 64);
+}
+
+void CopyNonTemporal(void* dst, const void* src, size_t bytes) {
+  StreamUnfenced(dst, src, bytes);
   // Streaming stores are weakly ordered: fence so that a later flag store (e.g. a shared-memory
   // "ready" signal) cannot become visible before the data.
   _mm_sfence();
-  std::memcpy(d, s, bytes % 64);
 }
 #endif
 
@@ -129,6 +135,20 @@ void CopyStreaming(void* dst, const void* src, size_t bytes) {
   CopyNonTemporal(dst, src, bytes);
 #else
   std::memcpy(dst, src, bytes);
+#endif
+}
+
+void CopyStreamingUnfenced(void* dst, const void* src, size_t bytes) {
+#if defined(__x86_64__)
+  StreamUnfenced(dst, src, bytes);
+#else
+  std::memcpy(dst, src, bytes);
+#endif
+}
+
+void StreamingFence() {
+#if defined(__x86_64__)
+  _mm_sfence();
 #endif
 }
 

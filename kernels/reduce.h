@@ -58,6 +58,11 @@ size_t StreamingThreshold();
 // A copy with streaming stores whatever its size (x86-64; elsewhere memcpy), for a destination
 // that will not be read from the cache (MemRef::streaming). Ends with a store fence, as Copy.
 void CopyStreaming(void* dst, const void* src, size_t bytes);
+// CopyStreaming without its store fence, for a caller that streams many pieces (a decode, a
+// cache-sized tile at a time) and then calls StreamingFence once, before anything can signal
+// the data ready.
+void CopyStreamingUnfenced(void* dst, const void* src, size_t bytes);
+void StreamingFence();
 
 // A copy into memory that another core reads next (an shm window: a direct schedule's
 // publish; a slice of the shm transport's ring). Plain stores must first take each line back

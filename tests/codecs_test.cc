@@ -23,6 +23,7 @@
 #include "kernels/codec_ref.h"
 #include "kernels/codec_table.h"
 #include "kernels/half.h"
+#include "kernels/reduce.h"
 #include "weft/weft_compress.h"
 
 namespace weft::codec {
@@ -493,6 +494,67 @@ TEST(CodecValues, TopKDecodeIntoBf16IgnoresCorruptIndices) {
   EXPECT_EQ(out, (std::vector<uint16_t>{0, FloatToBfloat16(3.0f), 0, 0}));
 }
 
+// DecodeValuesStreamed against Decode at dst + shift floats (shift 0: 16-byte aligned, the
+// streaming kernels; else the plain fallback); nothing past count written.
+void ExpectStreamedDecodeIsTheDecode(const weftCompression& spec, size_t count) {
+  const std::string what = std::string(CodecName(spec.codec)) + " block=" +
+                           std::to_string(spec.block) + " flags=" + std::to_string(spec.flags) +
+                           " count=" + std::to_string(count);
+  std::vector<float> x(count);
+  std::mt19937 rng(static_cast<uint32_t>(count) + spec.codec);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (float& v : x) v = normal(rng);
+  std::vector<uint8_t> enc(EncodedBytes(spec, count) + 1);
+  Encode(spec, x.data(), count, enc.data(), 5);
+  std::vector<float> want(count);
+  Decode(spec, enc.data(), count, want.data());
+  for (size_t shift = 0; shift < 4; ++shift) {
+    std::vector<float> buf(count + 8, 7.0f);
+    const size_t lead = (4 - reinterpret_cast<uintptr_t>(buf.data()) % 16 / 4) % 4;
+    float* out = buf.data() + lead + shift;
+    DecodeValuesStreamed(spec, enc.data(), count, weftFloat32, out);
+    ASSERT_EQ(0, std::memcmp(want.data(), out, count * sizeof(float))) << what << " shift=" << shift;
+    for (float* p = out + count; p < buf.data() + buf.size(); ++p)
+      ASSERT_EQ(*p, 7.0f) << what << " shift=" << shift << ": written past count";
+  }
+}
+
+TEST(CodecValues, StreamedDecodeIsTheDecodeBitwise) {
+  const weftCodec_t codecs[] = {weftCodecBf16,  weftCodecFp16, weftCodecFp8E4M3, weftCodecFp8E5M2,
+                                weftCodecInt8,  weftCodecInt4, weftCodecSign1,   weftCodecTopK};
+  for (weftCodec_t c : codecs)
+    for (size_t count : {size_t{0}, size_t{100}, size_t{4095}, size_t{4096}, size_t{10007}, size_t{70001}}) {
+      ExpectStreamedDecodeIsTheDecode(Spec(c), count);
+      if (c == weftCodecTopK) ExpectStreamedDecodeIsTheDecode(Spec(c, 128, 0, 0.01f), count);
+      if (!IsBlockCodec(c)) continue;
+      ExpectStreamedDecodeIsTheDecode(Spec(c, 64, WEFT_COMPRESS_HADAMARD), count);
+      ExpectStreamedDecodeIsTheDecode(Spec(c, 1000), count);  // a tail of 8 past each 992
+      ExpectStreamedDecodeIsTheDecode(Spec(c, 130), count);   // blocks not 16-byte aligned
+      if (c == weftCodecInt8) ExpectStreamedDecodeIsTheDecode(Spec(c, 128, WEFT_COMPRESS_STOCHASTIC), count);
+    }
+}
+
+TEST(CodecValues, StreamedTopKDecodeOfCorruptIndicesIsTheDecode) {
+  const weftCompression spec = Spec(weftCodecTopK, 128, 0, 0.001f);
+  const size_t count = 9000, k = TopKCount(spec.ratio, count);
+  ASSERT_EQ(k, 9u);
+  for (const std::vector<uint32_t>& index :
+       {std::vector<uint32_t>{5, 9, 9, 100, 200, 300, 400, 500, 600},         // a repeat
+        std::vector<uint32_t>{5000, 9, 50, 100, 200, 300, 400, 500, 600},      // falling
+        std::vector<uint32_t>{5, 9, 50, 100, 200, 300, 400, 500, 99999}}) {    // past count
+    std::vector<uint8_t> enc(EncodedBytes(spec, count));
+    for (size_t j = 0; j < k; ++j) {
+      const float v = 1.0f + static_cast<float>(j);
+      std::memcpy(enc.data() + 4 * j, &index[j], 4);
+      std::memcpy(enc.data() + 4 * k + 4 * j, &v, 4);
+    }
+    std::vector<float> want(count, 3.0f), got(count, 3.0f);
+    Decode(spec, enc.data(), count, want.data());
+    DecodeValuesStreamed(spec, enc.data(), count, weftFloat32, got.data());
+    ASSERT_EQ(0, std::memcmp(want.data(), got.data(), count * sizeof(float))) << index[0] << " " << index[8];
+  }
+}
+
 TEST(CodecSizes, PureFunctionOfSpecAndCount) {
   EXPECT_EQ(EncodedBytes(Spec(weftCodecBf16), 1000), 2000u);
   EXPECT_EQ(EncodedBytes(Spec(weftCodecInt8), 1000), 8 * 4 + 1000u);
@@ -558,6 +620,13 @@ TEST(CodecKernelTables, BitwiseEqualToReference) {
             table->decode_block[c](got.data(), n, gs, gd.data());
             for (size_t i = 0; i < n; ++i)
               ASSERT_EQ(FloatBits(wd[i]), FloatBits(gd[i])) << table->isa << " " << CodecName(c) << " i=" << i;
+            if (table->decode_stream_block[c] == nullptr) continue;
+            std::vector<float> sd(n + 4, -1.0f);  // 16-byte aligned, as the kernel needs
+            float* at = sd.data() + (4 - reinterpret_cast<uintptr_t>(sd.data()) % 16 / 4) % 4;
+            table->decode_stream_block[c](got.data(), n, gs, at);
+            weft::kernels::StreamingFence();
+            for (size_t i = 0; i < n; ++i)
+              ASSERT_EQ(FloatBits(wd[i]), FloatBits(at[i])) << table->isa << " streamed " << CodecName(c) << " i=" << i;
           }
         }
       }

@@ -27,6 +27,7 @@
 #include "compress/job_wide_compression.h"
 #include "exec/chain_sink.h"
 #include "kernels/codec.h"
+#include "kernels/codec_backend.h"
 #include "kernels/half.h"
 #include "test_util.h"
 #include "weft/weft_compress.h"
@@ -396,6 +397,30 @@ TEST(HierarchicalCompressedAllReduce, BitsOfTheScheduleRebuiltWithTheCodec) {
       });
       EXPECT_EQ(failure, "") << weftCodecName(c) << " count " << count;
     }
+}
+
+// The final decodes into a large output stream (codec::DecodeValuesStreamed) and give the
+// same bits. Run by tests/job_wide_pipeline.cmake in a process whose WEFT_COPY_NT_THRESHOLD
+// (read once) makes this test's outputs large.
+TEST(HierarchicalCompressedAllReduce, DISABLED_StreamedFinalDecodesGiveTheSameBits) {
+  const size_t count = 100003;
+  for (weftCodec_t c : {weftCodecInt8, weftCodecFp8E4M3, weftCodecInt4}) {
+    const weftCompression spec = Spec(c);
+    std::vector<std::vector<float>> in(4);
+    for (int q = 0; q < 4; ++q) in[q] = Contribution(q, count, weftFloat32, 5);
+    const std::vector<float> want = HierarchicalReference(in, count, spec);
+    const uint64_t before = weft::CpuStreamedDecodes();
+    const std::string failure = RunRanksOnHosts("2,2", 4, [&](weftComm_t comm, int rank) -> std::string {
+      std::vector<float> out(count);
+      if (weftAllReduceCompressed(in[rank].data(), out.data(), count, weftFloat32, weftSum, &spec,
+                                  nullptr, comm, nullptr) != weftSuccess)
+        return weft::compress::LastCompressionError();
+      return std::memcmp(out.data(), want.data(), count * 4) == 0 ? "" : "other bits than the reference";
+    });
+    EXPECT_EQ(failure, "") << weftCodecName(c);
+    // Each rank decodes its own lane's and the other member's lane's encodings (2 hosts each).
+    EXPECT_GE(weft::CpuStreamedDecodes() - before, 16u) << weftCodecName(c);
+  }
 }
 
 // The placement is really hierarchical: two ranks of one host send x and -x + y, the other

@@ -78,7 +78,8 @@ void BM_Encode(benchmark::State& state, const char* codec) {
   state.counters["ratio"] = static_cast<double>(out.size() - 1) / static_cast<double>(count * 4);
 }
 
-void BM_Decode(benchmark::State& state, const char* codec) {
+// streamed: codec::DecodeValuesStreamed, a call's final decode into a large output.
+void BM_Decode(benchmark::State& state, const char* codec, bool streamed) {
   const weftCompression spec = Parse(codec);
   const size_t count = static_cast<size_t>(state.range(0)) / 4;
   const std::vector<float> in = GradientLike(count);
@@ -86,7 +87,8 @@ void BM_Decode(benchmark::State& state, const char* codec) {
   weft::codec::Encode(spec, in.data(), count, encoded.data(), 0);
   std::vector<float> out(count, 0.0f);
   for (auto _ : state) {
-    weft::codec::Decode(spec, encoded.data(), count, out.data());
+    if (streamed) weft::codec::DecodeValuesStreamed(spec, encoded.data(), count, weftFloat32, out.data());
+    else weft::codec::Decode(spec, encoded.data(), count, out.data());
     benchmark::DoNotOptimize(out.data());
   }
   Report(state, state.range(0));
@@ -183,7 +185,8 @@ void BM_ReduceEncode(benchmark::State& state, const char* codec, bool fused) {
 #define WEFT_SIZES ->Arg(kSmall)->Arg(kLarge)->Arg(kLarge)->Unit(benchmark::kMillisecond)
 #define WEFT_CODEC(name, text)                          \
   BENCHMARK_CAPTURE(BM_Encode, name, text) WEFT_SIZES; \
-  BENCHMARK_CAPTURE(BM_Decode, name, text) WEFT_SIZES;           \
+  BENCHMARK_CAPTURE(BM_Decode, name, text, false) WEFT_SIZES;    \
+  BENCHMARK_CAPTURE(BM_Decode, name##_streamed, text, true) WEFT_SIZES; \
   BENCHMARK_CAPTURE(BM_DecodeReduce, name, text) WEFT_SIZES;     \
   BENCHMARK_CAPTURE(BM_Feedback, name##_fused, text, true) WEFT_SIZES; \
   BENCHMARK_CAPTURE(BM_Feedback, name##_unfused, text, false) WEFT_SIZES;

@@ -564,7 +564,7 @@ Status Runner::IssueCodec(size_t index) {
   const MemRef encoded = *held;
   if (s.op == StepOp::kDecode)
     return RunKernel(index, [&](KernelRequest* r) {
-      return kb_.Decode(Ref(s.dst), encoded, s.dst.count, dt, spec, r);
+      return kb_.Decode(DstRef(index, s.dst), encoded, s.dst.count, dt, spec, r);
     });
   return RunKernel(index, [&](KernelRequest* r) {
     return kb_.DecodeReduce(Ref(s.dst), encoded, s.dst.count, spec, ctx_.op, r);
