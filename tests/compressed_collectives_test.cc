@@ -404,23 +404,24 @@ TEST(HierarchicalCompressedAllReduce, BitsOfTheScheduleRebuiltWithTheCodec) {
 // (read once) makes this test's outputs large.
 TEST(HierarchicalCompressedAllReduce, DISABLED_StreamedFinalDecodesGiveTheSameBits) {
   const size_t count = 100003;
-  for (weftCodec_t c : {weftCodecInt8, weftCodecFp8E4M3, weftCodecInt4}) {
-    const weftCompression spec = Spec(c);
-    std::vector<std::vector<float>> in(4);
-    for (int q = 0; q < 4; ++q) in[q] = Contribution(q, count, weftFloat32, 5);
-    const std::vector<float> want = HierarchicalReference(in, count, spec);
-    const uint64_t before = weft::CpuStreamedDecodes();
-    const std::string failure = RunRanksOnHosts("2,2", 4, [&](weftComm_t comm, int rank) -> std::string {
-      std::vector<float> out(count);
-      if (weftAllReduceCompressed(in[rank].data(), out.data(), count, weftFloat32, weftSum, &spec,
-                                  nullptr, comm, nullptr) != weftSuccess)
-        return weft::compress::LastCompressionError();
-      return std::memcmp(out.data(), want.data(), count * 4) == 0 ? "" : "other bits than the reference";
-    });
-    EXPECT_EQ(failure, "") << weftCodecName(c);
-    // Each rank decodes its own lane's and the other member's lane's encodings (2 hosts each).
-    EXPECT_GE(weft::CpuStreamedDecodes() - before, 16u) << weftCodecName(c);
-  }
+  for (weftCodec_t c : {weftCodecInt8, weftCodecFp8E4M3, weftCodecInt4})
+    for (bool in_place : {false, true}) {
+      const weftCompression spec = Spec(c);
+      std::vector<std::vector<float>> in(4);
+      for (int q = 0; q < 4; ++q) in[q] = Contribution(q, count, weftFloat32, 5);
+      const std::vector<float> want = HierarchicalReference(in, count, spec);
+      const uint64_t before = weft::CpuStreamedDecodes();
+      const std::string failure = RunRanksOnHosts("2,2", 4, [&](weftComm_t comm, int rank) -> std::string {
+        std::vector<float> out = in_place ? in[rank] : std::vector<float>(count);
+        if (weftAllReduceCompressed(in_place ? out.data() : in[rank].data(), out.data(), count,
+                                    weftFloat32, weftSum, &spec, nullptr, comm, nullptr) != weftSuccess)
+          return weft::compress::LastCompressionError();
+        return std::memcmp(out.data(), want.data(), count * 4) == 0 ? "" : "other bits than the reference";
+      });
+      EXPECT_EQ(failure, "") << weftCodecName(c) << " in place " << in_place;
+      // Each rank decodes its own lane's and the other member's lane's encodings (2 hosts each).
+      EXPECT_GE(weft::CpuStreamedDecodes() - before, 16u) << weftCodecName(c) << " in place " << in_place;
+    }
 }
 
 // The placement is really hierarchical: two ranks of one host send x and -x + y, the other

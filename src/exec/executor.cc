@@ -186,10 +186,10 @@ class Runner {
   }
   // The destination of step `index`, marked streaming when the output is large and this
   // step's write is final (RankSchedule::final_output_write: nothing later reads it back).
-  MemRef DstRef(size_t index, const Region& r) const {
+  MemRef DstRef(size_t index, const Region& r, bool decode = false) const {
     MemRef m = Ref(r);
-    m.streaming = output_streaming_ && index < sched_.final_output_write.size() &&
-                  sched_.final_output_write[index] != 0;
+    m.streaming = (decode ? decode_streaming_ : output_streaming_) &&
+                  index < sched_.final_output_write.size() && sched_.final_output_write[index] != 0;
     return m;
   }
   ByteRange RangeOf(const Region& r) const {
@@ -279,6 +279,10 @@ class Runner {
   // the cache's size): final writes into ours may stream (DstRef), since the rest of the call
   // would evict them anyway. Set by Prepare (direct schedules: every rank is on this host).
   bool output_streaming_ = false;
+  // The same for a decode's final write, in place too: a compressed schedule's final decodes
+  // follow its exchange across hosts, and the call's traffic since its first phase read the
+  // output (in place: the input) has evicted those lines.
+  bool decode_streaming_ = false;
   RunnerLists& lists_;  // the thread's (or, nested, our own): the three lists below
   std::vector<std::unique_ptr<InFlight>>& inflight_;
   std::vector<InFlight*>& unforwarded_;  // fused steps in flight, forward not posted, in order
@@ -348,7 +352,8 @@ Status Runner::Prepare() {
   // In place, the output's lines were read earlier in the call and are in the cache: plain
   // stores keep them there (streaming measured 20% slower for a 4-rank all-to-all in place).
   const size_t host_outputs = sched_.output_count * elem_ * (direct ? ctx_.nranks : 1);
-  output_streaming_ = bufs_.output != bufs_.input && host_outputs >= kernels::StreamingThreshold();
+  decode_streaming_ = host_outputs >= kernels::StreamingThreshold();
+  output_streaming_ = bufs_.output != bufs_.input && decode_streaming_;
   if (direct) {
     direct_used_ = true;
     direct_firsts_.assign(static_cast<size_t>(ctx_.nranks), 0);
@@ -564,7 +569,7 @@ Status Runner::IssueCodec(size_t index) {
   const MemRef encoded = *held;
   if (s.op == StepOp::kDecode)
     return RunKernel(index, [&](KernelRequest* r) {
-      return kb_.Decode(DstRef(index, s.dst), encoded, s.dst.count, dt, spec, r);
+      return kb_.Decode(DstRef(index, s.dst, /*decode=*/true), encoded, s.dst.count, dt, spec, r);
     });
   return RunKernel(index, [&](KernelRequest* r) {
     return kb_.DecodeReduce(Ref(s.dst), encoded, s.dst.count, spec, ctx_.op, r);
