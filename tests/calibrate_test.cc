@@ -236,6 +236,30 @@ TEST(Calibrate, MeasuredStackCpuReachesTheNetworkLink) {
   EXPECT_NE(bad.status().message().find("stack CPU"), std::string::npos) << bad.status().message();
 }
 
+// A memory tier's rate from DRAM into a sink lands on that tier's entry; a negative one is
+// refused naming the tier.
+TEST(Calibrate, MeasuredSinkRateReachesTheMemoryLink) {
+  auto f = MakePreset("netns:2x2");
+  ASSERT_TRUE(f.ok());
+  TierMeasurement shm;
+  shm.type = LinkType::kSameNuma;
+  shm.a = 0;
+  shm.b = 1;
+  shm.oneway_us = 0.3;
+  shm.gbps = 14;
+  shm.dram_gbps = 4.8;
+  shm.dram_sink_gbps = 5.1;
+  auto cal = ApplyCalibration(*f.value(), {shm});
+  ASSERT_TRUE(cal.ok()) << cal.status().message();
+  EXPECT_DOUBLE_EQ(cal.value()->table().link(LinkType::kSameNuma).dram_sink_flow_gbps, 5.1);
+  EXPECT_DOUBLE_EQ(cal.value()->table().link(LinkType::kSameNuma).dram_flow_gbps, 4.8);
+  shm.dram_sink_gbps = -1;
+  auto bad = ApplyCalibration(*f.value(), {shm});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("same_numa"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("into a sink"), std::string::npos) << bad.status().message();
+}
+
 // The cache a call can use, fitted to the engine's blend from (working set, copy rate) points.
 TEST(Calibrate, CacheFitFindsWhereCopiesSlowDown) {
   const int64_t llc = int64_t{32} << 20;

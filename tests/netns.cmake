@@ -67,11 +67,11 @@ if(TARGET device_collectives_test)
     FAIL_REGULAR_EXPRESSION "FAIL |\\[  FAILED  \\]")
 endif()
 # Calibration across the 2x2 namespaces: the network tier's rate and its stack's CPU
-# (LinkParams::stack_cpu_gbps: both ends' process CPU time over a probe) reach the saved
-# topology file. Skipped (77) like the above.
+# (LinkParams::stack_cpu_gbps: both ends' process CPU time over a probe), and the shm tier's
+# rate from DRAM into a sink (LinkParams::dram_sink_flow_gbps) reach the saved topology file. Skipped (77) like the above.
 if(TARGET weft-topo)
   add_test(NAME netns_2x2_calibrate
-    COMMAND bash -c "f=$(mktemp /tmp/weft_netns_cal.XXXXXX); out=$(bash \"$0\" --hosts 2 --ranks-per-host 2 --rate 2gbit --timeout 120 -- \"$1\" --calibrate --calibrate-ms 5 --save \"$f\" 2>&1); rc=$?; echo \"$out\"; g=$(grep -o 'stack_cpu_gbps=[0-9.e+-]*' \"$f\" | cut -d= -f2); rm -f \"$f\"; [ $rc -eq 0 ] || exit $rc; grep -q 'network (rank 0 -> 2)' <<<\"$out\" || { echo 'FAIL: no network tier'; exit 1; }; awk -v g=\"$g\" 'BEGIN { exit !(g > 0.05 && g < 1000) }' || { echo \"FAIL: stack_cpu_gbps '$g'\"; exit 1; }"
+    COMMAND bash -c "f=$(mktemp /tmp/weft_netns_cal.XXXXXX); out=$(bash \"$0\" --hosts 2 --ranks-per-host 2 --rate 2gbit --timeout 120 -- \"$1\" --calibrate --calibrate-ms 5 --save \"$f\" 2>&1); rc=$?; echo \"$out\"; g=$(grep -o 'stack_cpu_gbps=[0-9.e+-]*' \"$f\" | cut -d= -f2); k=$(grep '^link type=same_numa' \"$f\" | grep -o 'dram_sink_flow_gbps=[0-9.e+-]*' | cut -d= -f2); rm -f \"$f\"; [ $rc -eq 0 ] || exit $rc; grep -q 'network (rank 0 -> 2)' <<<\"$out\" || { echo 'FAIL: no network tier'; exit 1; }; awk -v g=\"$g\" 'BEGIN { exit !(g > 0.05 && g < 1000) }' || { echo \"FAIL: stack_cpu_gbps '$g'\"; exit 1; }; awk -v k=\"$k\" 'BEGIN { exit !(k > 0.1 && k < 1000) }' || { echo \"FAIL: dram_sink_flow_gbps '$k'\"; exit 1; }"
             ${CMAKE_SOURCE_DIR}/perf/netns/run.sh $<TARGET_FILE:weft-topo>)
   set_tests_properties(netns_2x2_calibrate PROPERTIES
     SKIP_RETURN_CODE 77 TIMEOUT 180 LABELS "netns;multiprocess"

@@ -817,5 +817,31 @@ TEST(SimTerms, AReceiveStreamedIntoItsChainSavesItsDramPasses) {
   }
 }
 
+// A measured rate into a sink (LinkParams::dram_sink_flow_gbps: the CMA copy's reads and page
+// pinning) prices the streamed receive of a DRAM-resident lane: it takes at least bytes / that
+// rate, and a slower one lengthens the lane owner's work by the difference.
+TEST(SimTerms, AStreamedReceiveFromDramRunsAtTheMeasuredSinkRate) {
+  if (!StreamedChainsEnabled()) GTEST_SKIP() << "WEFT_STREAM_RECV_CHAINS=0 in the environment";
+  const auto base = Llc32M();
+  auto with_sink = [&](double gbps) {
+    std::vector<Record> records = base->ToRecords();
+    for (Record& r : records)
+      if (r.kind == "link" && r.Get("type") == "same_numa") r.Set("dram_sink_flow_gbps", gbps);
+    return FabricFromRecords(records, "sink").value();
+  };
+  weftCompression spec{};
+  spec.codec = weftCodecSign1;
+  spec.block = 128;
+  SimOptions opt;
+  opt.fused_codec = &spec;
+  const size_t count = size_t{16} << 20;  // 64 MiB: DRAM-resident
+  const double bytes = count * 4.0;
+  auto fast = SimulateSchedule(LaneOwner(count, spec, false), *with_sink(8.0), 4, opt);
+  auto slow = SimulateSchedule(LaneOwner(count, spec, false), *with_sink(2.0), 4, opt);
+  ASSERT_TRUE(fast.ok() && slow.ok()) << fast.status().message() << slow.status().message();
+  EXPECT_GE(slow->time_us, bytes / 2e3);
+  EXPECT_GT(slow->time_us - fast->time_us, 0.8 * (bytes / 2e3 - bytes / 8e3));
+}
+
 }  // namespace
 }  // namespace weft

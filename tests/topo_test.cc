@@ -293,29 +293,39 @@ TEST(LinkTable, AllCoresMemoryRateSurvivesAFileAndIsOneBusPerMachine) {
   EXPECT_NE(st.message().find("dram_all_cores_gbps=-3"), std::string::npos) << st.message();
 }
 
-// The network stack's CPU (LinkParams::stack_cpu_gbps, calibration): a topology file keeps it
-// and it changes the digest, a table without it does not mention it (older files and digests
-// stay as they were), and a negative figure is refused by name.
-TEST(LinkTable, StackCpuRateSurvivesAFile) {
+// A calibrated link field that presets leave at 0 (`field` of the link record `type`): a
+// topology file keeps it and it changes the digest, a table without it does not mention it
+// (older files and digests stay as they were), and a negative figure is refused by name.
+void ExpectMeasuredLinkFieldSurvivesAFile(const std::string& type, const std::string& field,
+                                          double LinkParams::*member) {
   auto f = MakePreset("netns:2x2@2");
   ASSERT_TRUE(f.ok());
-  EXPECT_EQ(f.value()->table().link(LinkType::kNetwork).stack_cpu_gbps, 0.0);
+  LinkType lt;
+  ASSERT_TRUE(ParseLinkType(type, &lt));
+  EXPECT_EQ(f.value()->table().link(lt).*member, 0.0) << field;
   std::vector<Record> records = f.value()->ToRecords();
-  for (const Record& r : records) EXPECT_EQ(r.ToLine().find("stack_cpu_gbps"), std::string::npos);
+  for (const Record& r : records) EXPECT_EQ(r.ToLine().find(field), std::string::npos) << field;
   for (Record& r : records)
-    if (r.kind == "link" && r.Get("type") == "network") r.Set("stack_cpu_gbps", 3.5);
-  auto stack = FabricFromRecords(records, "saved");
-  ASSERT_TRUE(stack.ok()) << stack.status().message();
-  EXPECT_DOUBLE_EQ(stack.value()->table().link(LinkType::kNetwork).stack_cpu_gbps, 3.5);
-  auto again = FabricFromRecords(stack.value()->ToRecords(), "saved again");
+    if (r.kind == "link" && r.Get("type") == type) r.Set(field, 3.5);
+  auto measured = FabricFromRecords(records, "saved");
+  ASSERT_TRUE(measured.ok()) << measured.status().message();
+  EXPECT_DOUBLE_EQ(measured.value()->table().link(lt).*member, 3.5) << field;
+  auto again = FabricFromRecords(measured.value()->ToRecords(), "saved again");
   ASSERT_TRUE(again.ok());
-  EXPECT_DOUBLE_EQ(again.value()->table().link(LinkType::kNetwork).stack_cpu_gbps, 3.5);
-  EXPECT_EQ(again.value()->Digest(), stack.value()->Digest());
-  EXPECT_NE(stack.value()->Digest(), f.value()->Digest());
+  EXPECT_DOUBLE_EQ(again.value()->table().link(lt).*member, 3.5) << field;
+  EXPECT_EQ(again.value()->Digest(), measured.value()->Digest()) << field;
+  EXPECT_NE(measured.value()->Digest(), f.value()->Digest()) << field;
   LinkTable t = LinkTable::Defaults();
-  Status st = t.Apply(ParseRecords("link type=network bw_gbps=1 stack_cpu_gbps=-2\n", "o").value());
-  ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("stack_cpu_gbps=-2"), std::string::npos) << st.message();
+  Status st = t.Apply(ParseRecords("link type=" + type + " bw_gbps=1 " + field + "=-2\n", "o").value());
+  ASSERT_FALSE(st.ok()) << field;
+  EXPECT_NE(st.message().find(field + "=-2"), std::string::npos) << st.message();
+}
+
+// The network stack's CPU (LinkParams::stack_cpu_gbps) and a shm receive from DRAM into a
+// sink (LinkParams::dram_sink_flow_gbps), both from calibration.
+TEST(LinkTable, MeasuredLinkFieldsSurviveAFile) {
+  ExpectMeasuredLinkFieldSurvivesAFile("network", "stack_cpu_gbps", &LinkParams::stack_cpu_gbps);
+  ExpectMeasuredLinkFieldSurvivesAFile("same_numa", "dram_sink_flow_gbps", &LinkParams::dram_sink_flow_gbps);
 }
 
 // Each codec's calibrated rates (ComputeParams::codecs): a topology file keeps them under

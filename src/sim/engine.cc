@@ -469,11 +469,16 @@ class Engine {
   // `copies`: the receiver's (reader's) thread moves the bytes itself, holding its core (see
   // below); false for a direct reduce, whose reduction step charges the core.
   // `into_cache`: the receiver streams the message into a chain (exec/chain_sink.h): its
-  // copy writes into the cache, so half of the DRAM traffic (the reads) remains.
+  // copy writes into the cache, so half of the DRAM traffic (the reads) remains; the copy's
+  // rate from DRAM is the calibrated one into a sink (LinkParams::dram_sink_flow_gbps: its
+  // reads and page pinning keep it near the stored copy's), or without one the DRAM rate
+  // for half the share.
   double Transfer(int a, int b, uint32_t channel, double now, double bytes, bool direct = false,
                   bool copies = true, bool into_cache = false) {
     Route route = fabric_.RouteOf(a, b, opt_.shm_enabled);
-    const double miss = Miss(b) * (into_cache ? 0.5 : 1.0);
+    const LinkParams& link = fabric_.table().link(route.type);
+    const bool sink_rate = into_cache && link.dram_sink_flow_gbps > 0;
+    const double miss = Miss(b) * (into_cache && !sink_rate ? 0.5 : 1.0);
     // A direct read is a load from mapped memory: no transport post/poll/complete path, only
     // the local step's own cost.
     if (direct) route.overhead_us = fabric_.Compute(b).overhead_us;
@@ -481,7 +486,8 @@ class Engine {
     // for the share of the working set beyond the cache. Direct reads come from the peer's
     // window (bounded scratch that stays cache-resident) and keep the cache figures.
     const bool dram_msg = !direct && MemoryLink(route.type) && miss > 0;
-    if (dram_msg) route.flow_gbps = Blend(route.flow_gbps, fabric_.table().link(route.type).dram_flow_gbps, miss);
+    if (dram_msg)
+      route.flow_gbps = Blend(route.flow_gbps, sink_rate ? link.dram_sink_flow_gbps : link.dram_flow_gbps, miss);
     // Below the transport's single-copy threshold a two-sided shm message goes through the
     // ring: the sender's thread copies into a slot while the receiver's copies the previous
     // one out, at the cores' copy rate inside the cache (no page pinning, cache-hot slots).

@@ -74,6 +74,9 @@ struct TierMeasurement {
   double oneway_us = 0;     // small message, one way (latency + per-message overhead)
   double gbps = 0;          // one stream's rate, GB/s (cache-resident buffers for memory tiers)
   double dram_gbps = 0;     // memory tiers: one stream beyond the LLC; 0 = not measured
+  // Memory tiers whose transport takes sinks: the same source received into a cache-sized
+  // sink (LinkParams::dram_sink_flow_gbps); 0 = not measured.
+  double dram_sink_gbps = 0;
   // Network tiers: a token bucket's depth (bytes that leave at the line rate after a pause:
   // the S/4 probe after a target_ms pause vs right after an S one); 0 = none seen.
   double burst_bytes = 0;

@@ -166,6 +166,7 @@ Status LinkTable::Apply(const std::vector<Record>& records) {
       WEFT_ASSIGN_OR_RETURN(p.overhead_us, r.GetDouble("overhead_us", p.overhead_us));
       WEFT_ASSIGN_OR_RETURN(p.dram_bw_gbps, r.GetDouble("dram_bw_gbps", p.dram_bw_gbps));
       WEFT_ASSIGN_OR_RETURN(p.dram_flow_gbps, r.GetDouble("dram_flow_gbps", p.dram_flow_gbps));
+      WEFT_ASSIGN_OR_RETURN(p.dram_sink_flow_gbps, r.GetDouble("dram_sink_flow_gbps", p.dram_sink_flow_gbps));
       WEFT_ASSIGN_OR_RETURN(p.burst_bytes, r.GetDouble("burst_bytes", p.burst_bytes));
       WEFT_ASSIGN_OR_RETURN(p.stack_cpu_gbps, r.GetDouble("stack_cpu_gbps", p.stack_cpu_gbps));
       WEFT_ASSIGN_OR_RETURN(int64_t measured, r.GetInt("measured", p.measured ? 1 : 0));
@@ -177,6 +178,9 @@ Status LinkTable::Apply(const std::vector<Record>& records) {
           p.dram_flow_gbps < 0 || !(p.burst_bytes >= 0))
         return InvalidArgument("link record type=" + r.Get("type") +
                                ": bandwidths must be > 0, times and burst_bytes >= 0 (burst_bytes=" + r.Get("burst_bytes") + ")");
+      if (!(p.dram_sink_flow_gbps >= 0) || !std::isfinite(p.dram_sink_flow_gbps))
+        return InvalidArgument("link record type=" + r.Get("type") + ": dram_sink_flow_gbps=" +
+                               r.Get("dram_sink_flow_gbps") + " must be >= 0 (0 = not measured)");
       if (!(p.stack_cpu_gbps >= 0) || !std::isfinite(p.stack_cpu_gbps))
         return InvalidArgument("link record type=" + r.Get("type") + ": stack_cpu_gbps=" + r.Get("stack_cpu_gbps") +
                                " must be >= 0 (0 = the stack's CPU not charged)");
@@ -213,6 +217,7 @@ std::vector<Record> LinkTable::ToRecords() const {
     // Always written: 0 is a value (no DRAM tier), and dropping it would reload the default.
     r.Set("dram_bw_gbps", p.dram_bw_gbps).Set("dram_flow_gbps", p.dram_flow_gbps);
     if (p.burst_bytes > 0) r.Set("burst_bytes", p.burst_bytes);
+    if (p.dram_sink_flow_gbps > 0) r.Set("dram_sink_flow_gbps", p.dram_sink_flow_gbps);
     if (p.stack_cpu_gbps > 0) r.Set("stack_cpu_gbps", p.stack_cpu_gbps);
     if (p.measured) r.Set("measured", static_cast<int64_t>(1));
     out.push_back(r);

@@ -42,6 +42,11 @@ struct LinkParams {
   // rate from DRAM. 0 = no separate DRAM figure (links that do not go through host memory).
   double dram_bw_gbps = 0;
   double dram_flow_gbps = 0;
+  // A receive from DRAM streamed into a codec chain (exec/chain_sink.h): the copy writes into
+  // a cache-sized buffer but still reads the sender's memory and pins its pages (CMA), so it
+  // is not a cache-rate copy. Measured by calibration (a receive into a 256 KiB sink); 0 = not
+  // measured: the engine then halves the DRAM share of such a receive instead.
+  double dram_sink_flow_gbps = 0;
   // Network tiers shaped by a token bucket (tc tbf on a veth, a cloud NIC's burst credit):
   // the bucket's depth in bytes. A message the bucket covers leaves at the unshaped line
   // rate instead of bw_gbps (engine.h). 0 = no burst (every byte at bw_gbps). Measured by
