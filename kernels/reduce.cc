@@ -130,14 +130,6 @@ void CopyNonTemporal(void* dst, const void* src, size_t bytes) {
 
 size_t StreamingThreshold() { return NonTemporalThreshold(); }
 
-void CopyStreaming(void* dst, const void* src, size_t bytes) {
-#if defined(__x86_64__)
-  CopyNonTemporal(dst, src, bytes);
-#else
-  std::memcpy(dst, src, bytes);
-#endif
-}
-
 void CopyStreamingUnfenced(void* dst, const void* src, size_t bytes) {
 #if defined(__x86_64__)
   StreamUnfenced(dst, src, bytes);
@@ -150,6 +142,11 @@ void StreamingFence() {
 #if defined(__x86_64__)
   _mm_sfence();
 #endif
+}
+
+void CopyStreaming(void* dst, const void* src, size_t bytes) {
+  CopyStreamingUnfenced(dst, src, bytes);
+  StreamingFence();
 }
 
 void Copy(void* dst, const void* src, size_t bytes) {

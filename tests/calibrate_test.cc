@@ -37,15 +37,16 @@ std::string TempPath(const std::string& name) {
 }
 
 // A measured network tier between ranks 0 and 2 (hosts 0 and 1 of netns:2x2).
-TierMeasurement NetworkTier(double oneway_us, double gbps) {
-  TierMeasurement net;
-  net.type = LinkType::kNetwork;
-  net.a = 0;
-  net.b = 2;
-  net.oneway_us = oneway_us;
-  net.gbps = gbps;
-  return net;
+TierMeasurement Tier(LinkType type, int a, int b, double oneway_us, double gbps) {
+  TierMeasurement m;
+  m.type = type;
+  m.a = a;
+  m.b = b;
+  m.oneway_us = oneway_us;
+  m.gbps = gbps;
+  return m;
 }
+TierMeasurement NetworkTier(double oneway_us, double gbps) { return Tier(LinkType::kNetwork, 0, 2, oneway_us, gbps); }
 
 }  // namespace
 
@@ -241,12 +242,7 @@ TEST(Calibrate, MeasuredStackCpuReachesTheNetworkLink) {
 TEST(Calibrate, MeasuredSinkRateReachesTheMemoryLink) {
   auto f = MakePreset("netns:2x2");
   ASSERT_TRUE(f.ok());
-  TierMeasurement shm;
-  shm.type = LinkType::kSameNuma;
-  shm.a = 0;
-  shm.b = 1;
-  shm.oneway_us = 0.3;
-  shm.gbps = 14;
+  TierMeasurement shm = Tier(LinkType::kSameNuma, 0, 1, /*oneway_us=*/0.3, /*gbps=*/14);
   shm.dram_gbps = 4.8;
   shm.dram_sink_gbps = 5.1;
   auto cal = ApplyCalibration(*f.value(), {shm});
