@@ -50,12 +50,13 @@ void EncodeValues(const weftCompression& spec, weftDataType_t type, const void* 
 void DecodeValues(const weftCompression& spec, const uint8_t* src, size_t count,
                   weftDataType_t type, void* dst);
 // DecodeValues for a destination nothing reads soon (a call's final output beyond the cache:
-// MemRef::streaming). The same kernels build the values a cache-sized tile at a time and
-// streaming stores write the tiles out (x86-64), so no destination line is read before it is
-// written: a decode is all stores, and plain ones read each line first (64 MiB of sign1:
-// 3.3 ms plain, 2.5 streamed on one core). The bits are DecodeValues' by construction.
-// bf16 values, counts under a tile, and a top-k encoding whose indices are not strictly
-// ascending below count decode as DecodeValues.
+// MemRef::streaming), with streaming stores (x86-64), so no destination line is read before it
+// is written: a decode is all stores, and plain ones read each line first (64 MiB of sign1:
+// 3.3 ms plain, 2.5 streamed on one core). The block codecs' decoders store each block so
+// (CodecKernels::decode_stream_block); top-k builds a cache-sized tile and streams it. The bits
+// are DecodeValues'. bf16 values, counts under a tile, casts, rotated or 16-byte-unaligned
+// blocks, an unaligned dst, and a top-k encoding whose indices are not strictly ascending
+// below count decode as DecodeValues.
 void DecodeValuesStreamed(const weftCompression& spec, const uint8_t* src, size_t count,
                           weftDataType_t type, void* dst);
 

@@ -7,6 +7,7 @@
 // elsewhere this file compiles to a stub returning nullptr.
 //
 // Standard headers come before the target pragma (see reduce_avx2.cc for why).
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstddef>
@@ -31,6 +32,15 @@ namespace {
 
 // ---- shared vector pieces ----
 
+// The 8 unsigned lanes' maximum, in registers (a store and a scalar loop cost ~10% of a
+// 128-value block).
+inline uint32_t MaxLane(__m256i m) {
+  __m128i q = _mm_max_epu32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
+  q = _mm_max_epu32(q, _mm_shuffle_epi32(q, _MM_SHUFFLE(1, 0, 3, 2)));
+  q = _mm_max_epu32(q, _mm_shuffle_epi32(q, _MM_SHUFFLE(2, 3, 0, 1)));
+  return static_cast<uint32_t>(_mm_cvtsi128_si32(q));
+}
+
 inline uint32_t VectorAbsMaxBits(const float* x, size_t n) {
   const __m256i magnitude = _mm256_set1_epi32(0x7FFFFFFF);
   __m256i m = _mm256_setzero_si256();
@@ -39,11 +49,7 @@ inline uint32_t VectorAbsMaxBits(const float* x, size_t n) {
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i));
     m = _mm256_max_epu32(m, _mm256_and_si256(v, magnitude));
   }
-  // The 8 lanes' max in registers (a store and a scalar loop cost ~10% of a 128-value block).
-  __m128i q = _mm_max_epu32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
-  q = _mm_max_epu32(q, _mm_shuffle_epi32(q, _MM_SHUFFLE(1, 0, 3, 2)));
-  q = _mm_max_epu32(q, _mm_shuffle_epi32(q, _MM_SHUFFLE(2, 3, 0, 1)));
-  const uint32_t lanes = static_cast<uint32_t>(_mm_cvtsi128_si32(q));
+  const uint32_t lanes = MaxLane(m);
   const uint32_t tail = AbsMaxBits(x + i, n - i);
   return lanes > tail ? lanes : tail;
 }
@@ -360,11 +366,7 @@ float Avx2EncodeSign(const float* x, size_t n, uint8_t* p, const BlockOptions&) 
     low = _mm256_add_pd(low, _mm256_cvtps_pd(_mm256_castps256_ps128(a)));
     high = _mm256_add_pd(high, _mm256_cvtps_pd(_mm256_extractf128_ps(a, 1)));
   }
-  alignas(32) uint32_t lanes[8];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), top);
-  uint32_t most = AbsMaxBits(x + i, n - i);
-  for (uint32_t m : lanes) most = m > most ? m : most;
-  if (most >= kNonFiniteBits) {
+  if (std::max(MaxLane(top), AbsMaxBits(x + i, n - i)) >= kNonFiniteBits) {
     std::memset(p, 0, (n + 7) / 8);
     return NAN;
   }

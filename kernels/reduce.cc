@@ -117,13 +117,6 @@ void StreamUnfenced(void* dst, const void* src, size_t bytes) {
   }
   std::memcpy(d, s, bytes % 64);
 }
-
-void CopyNonTemporal(void* dst, const void* src, size_t bytes) {
-  StreamUnfenced(dst, src, bytes);
-  // Streaming stores are weakly ordered: fence so that a later flag store (e.g. a shared-memory
-  // "ready" signal) cannot become visible before the data.
-  _mm_sfence();
-}
 #endif
 
 }  // namespace
@@ -138,6 +131,8 @@ void CopyStreamingUnfenced(void* dst, const void* src, size_t bytes) {
 #endif
 }
 
+// Streaming stores are weakly ordered: fence so that a later flag store (e.g. a shared-memory
+// "ready" signal) cannot become visible before the data.
 void StreamingFence() {
 #if defined(__x86_64__)
   _mm_sfence();
@@ -153,7 +148,7 @@ void Copy(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
 #if defined(__x86_64__)
   if (bytes >= NonTemporalThreshold()) {
-    CopyNonTemporal(dst, src, bytes);
+    CopyStreaming(dst, src, bytes);
     return;
   }
 #endif
@@ -185,7 +180,7 @@ void CopyToShared(void* dst, const void* src, size_t bytes) {
   if (bytes >= kPublishTimedBytes && bytes < always_stream && always_stream != SIZE_MAX) {
     PublishState& st = t_publish;
     if (st.stream && ++st.since_probe < kProbeEvery) {
-      CopyNonTemporal(dst, src, bytes);
+      CopyStreaming(dst, src, bytes);
       return;
     }
     const auto t0 = std::chrono::steady_clock::now();

@@ -369,8 +369,8 @@ Status DriveTier(const Fabric& fabric, PairLink& link, const CalibrateOptions& o
     WEFT_RETURN_IF_ERROR(d.TimeData(dram).status());
     WEFT_ASSIGN_OR_RETURN(m->dram_gbps, d.Rate(dram, 2));
     // The same source into the cache, as a receive streamed into a chain lands (its copy's
-    // reads and page pinning remain: 4.9-5.2 GB/s co-running on the 2x2 harness, where
-    // halving the DRAM share's traffic priced it at 8 and the 1-bit call 3 ms short per rank).
+    // reads and page pinning remain: 4.5-5.0 GB/s on the 2x2 harness against 4.2-4.9 stored,
+    // where halving the DRAM share priced it at ~8 and the 1-bit call ~3 ms short per rank).
     if (link.TakesSinks()) {
       WEFT_ASSIGN_OR_RETURN(m->dram_sink_gbps, d.Rate(dram, 2, kDataIntoSink));
     }
