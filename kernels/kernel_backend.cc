@@ -5,6 +5,7 @@
 #include <new>
 #include <string>
 
+#include "common/huge_pages.h"
 #include "kernels/codec.h"
 #include "kernels/codec_backend.h"
 #include "kernels/dtype.h"
@@ -141,15 +142,15 @@ class CpuBackend final : public KernelBackend {
                              MemKindName(kind) + " memory (kind=" +
                              std::to_string(static_cast<int>(kind)) + ")");
     (void)device;
-    // Default-initialized: no fill, so growing a buffer does not fault in pages that a
-    // receive is about to overwrite (measured on large compressed calls).
-    void* p = bytes == 0 ? nullptr : new (std::nothrow) unsigned char[bytes];
+    // Not filled, so growing a buffer does not fault in pages that a receive is about to
+    // overwrite (measured on large compressed calls); large ones on huge pages (huge_pages.h).
+    void* p = AllocateHostBuffer(bytes);
     if (bytes != 0 && p == nullptr)
       return Status(weftSystemError, "cpu kernel backend: out of memory allocating " +
                                          std::to_string(bytes) + " bytes of scratch");
     return MemRef::Host(p, bytes);
   }
-  void Release(const MemRef& mem) override { delete[] static_cast<unsigned char*>(mem.ptr); }
+  void Release(const MemRef& mem) override { FreeHostBuffer(mem.ptr, mem.bytes); }
 
   // The codec hooks (kernels/codec_backend.cc).
   Status Encode(const MemRef& dst, const MemRef& src, size_t count, weftDataType_t dtype,

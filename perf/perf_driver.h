@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -99,6 +100,7 @@ typedef struct {
   char command[2048];     /* the command line, recorded in --json/--csv */
   int batches;            /* --batches B: median of B timed batches (0/1 = nccl-tests' mean) */
   perf_values_t values;   /* --values: what the timed calls carry (the check is always exact) */
+  int huge_pages;         /* --pages huge: host buffers on transparent huge pages */
 } perf_options_t;
 
 struct perf_backend;
@@ -465,6 +467,11 @@ static void perf_usage(const char* prog, FILE* f) {
           "                          100x outlier; floating types). Default: normal with\n"
           "                          --compress (a codec's time depends on its values), else\n"
           "                          exact. The check always runs on the exact integers\n"
+          "  --pages small|huge      host send/receive buffers on the allocator's pages (small,\n"
+          "                          the default, as nccl-tests and PyTorch) or 2 MiB aligned\n"
+          "                          and advised MADV_HUGEPAGE (huge: PyTorch's\n"
+          "                          THP_MEM_ALLOC_ENABLE=1, or any buffer on a THP=always host);\n"
+          "                          ignored for device and -R buffers\n"
           "measurement:\n"
           "  -n,--iters N            timed iterations per size and placement (default 20)\n"
           "  -w,--warmup_iters N     untimed iterations first (default 5)\n"
@@ -522,7 +529,8 @@ static int perf_parse_options(int argc, char** argv, perf_options_t* o) {
       {"csv", required_argument, 0, 3},          {"label", required_argument, 0, 4},
       {"time-budget", required_argument, 0, 5},  {"help", no_argument, 0, 'h'},
       {"compress", required_argument, 0, 6},     {"batches", required_argument, 0, 7},
-      {"values", required_argument, 0, 8},       {0, 0, 0, 0}};
+      {"values", required_argument, 0, 8},       {"pages", required_argument, 0, 9},
+      {0, 0, 0, 0}};
   optind = 1;
   int c, v;
   while ((c = getopt_long(argc, argv, "b:e:f:i:n:w:c:d:o:r:t:C:h", longopts, NULL)) != -1) {
@@ -569,6 +577,14 @@ static int perf_parse_options(int argc, char** argv, perf_options_t* o) {
         else if (!strcmp(optarg, "normal")) o->values = PERF_VALUES_NORMAL;
         else {
           fprintf(stderr, "%s: --values %s: expected exact or normal\n", argv[0], optarg);
+          return -1;
+        }
+        break;
+      case 9:
+        if (!strcmp(optarg, "small")) o->huge_pages = 0;
+        else if (!strcmp(optarg, "huge")) o->huge_pages = 1;
+        else {
+          fprintf(stderr, "%s: --pages %s: expected small or huge\n", argv[0], optarg);
           return -1;
         }
         break;
@@ -686,6 +702,7 @@ static int perf_write_files(const perf_options_t* o, const perf_backend_t* b,
     perf_json_string(f, o->compress ? o->compress : "");
     fprintf(f, ",\n  \"values\": \"%s\"",
             perf_timed_values(o) == PERF_VALUES_NORMAL ? "normal" : "exact");
+    fprintf(f, ",\n  \"pages\": \"%s\"", o->huge_pages ? "huge" : "small");
     fprintf(f, ",\n  \"rows\": [");
     for (int i = 0; i < nrows; ++i) {
       const perf_row_t* r = &rows[i];
@@ -736,9 +753,18 @@ typedef struct {
   size_t bytes;
 } perf_buffers_t;
 
-static void* perf_alloc(perf_backend_t* b, size_t bytes) {
+#define PERF_HUGE_PAGE ((size_t)2 << 20)
+/* Host buffers: malloc's (4 KiB pages unless the host's THP policy is "always"), or with
+ * --pages huge 2 MiB aligned and advised MADV_HUGEPAGE before their first touch (what PyTorch's
+ * CPU allocator does under THP_MEM_ALLOC_ENABLE=1, and any process gets under THP "always"). */
+static void* perf_alloc(perf_backend_t* b, size_t bytes, int huge) {
   if (bytes == 0) bytes = 1;
-  return b->alloc ? b->alloc(b, bytes) : malloc(bytes);
+  if (b->alloc) return b->alloc(b, bytes);
+  if (!huge) return malloc(bytes);
+  size_t rounded = (bytes + PERF_HUGE_PAGE - 1) / PERF_HUGE_PAGE * PERF_HUGE_PAGE;
+  void* p = aligned_alloc(PERF_HUGE_PAGE, rounded);
+  if (p) (void)madvise(p, rounded, MADV_HUGEPAGE); /* a hint: small pages still work */
+  return p;
 }
 static void perf_release(perf_backend_t* b, void* p) {
   if (!p) return;
@@ -939,8 +965,8 @@ static int perf_run(perf_backend_t* b, const perf_options_t* o) {
   perf_counts(o->coll, o->maxbytes, ts, n, &pmax, &smax, &rmax);
   perf_buffers_t bufs;
   bufs.bytes = (smax > rmax ? smax : rmax) * ts;
-  bufs.send = perf_alloc(b, bufs.bytes);
-  bufs.recv = perf_alloc(b, bufs.bytes);
+  bufs.send = perf_alloc(b, bufs.bytes, o->huge_pages);
+  bufs.recv = perf_alloc(b, bufs.bytes, o->huge_pages);
   bufs.host = malloc(bufs.bytes ? bufs.bytes : 1);
   if (!bufs.send || !bufs.recv || !bufs.host) {
     fprintf(stderr, "[%s rank %d] cannot allocate 3 x %zu bytes\n", b->name, rank, bufs.bytes);

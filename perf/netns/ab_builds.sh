@@ -19,7 +19,7 @@ trap 'rm -f "$OUT"' EXIT
 for k in $(seq "$ROUNDS"); do
   for b in new base; do
     B="$NEW"; [ "$b" = base ] && B="$BASE"
-    t=$("${NS[@]}" "$B/weft-perf" -C allreduce -b 64M -e 64M -n "$N" -w 1 --compress "$CODEC" ${V[@]+"${V[@]}"} 2>&1 |
+    t=$("${NS[@]}" "$B/weft-perf" -C allreduce -b 64M -e 64M -n "$N" -w 2 --compress "$CODEC" ${V[@]+"${V[@]}"} 2>&1 |
         grep -E '^\[0\] +67108864' | awk '{print $7, $11}')
     echo "round $k $b ${t:-failed}"
     for v in $t; do echo "$b $v" >> "$OUT"; done

@@ -10,7 +10,7 @@ set -u
 B="$1" R="${2:-2}" ROUNDS="${3:-2}"
 HERE="$(cd "$(dirname "$0")" && pwd)"
 NS=(bash "$HERE/run.sh" --hosts 2 --ranks-per-host "$R" --rate 2gbit --timeout 300 --)
-P=(-C allreduce -b 64M -e 64M -n 5 -w 1 -c 1)
+P=(-C allreduce -b 64M -e 64M -n 5 -w 2 -c 1)
 row() { grep -E '^\[0\] +67108864' | awk '{print $7" us", $9" GB/s", $(NF-1)}'; }
 for k in $(seq "$ROUNDS"); do
   echo "== round $k $(date -u +%T) load $(cut -d' ' -f1-3 /proc/loadavg)"

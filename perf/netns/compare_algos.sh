@@ -15,7 +15,7 @@ B="$1" R="$2" ROUNDS="$3" SIZE="$4"
 shift 4
 HERE="$(cd "$(dirname "$0")" && pwd)"
 NS=(bash "$HERE/run.sh" --hosts 2 --ranks-per-host "$R" --rate 2gbit --timeout 300 --)
-P=(-C allreduce -b "$SIZE" -e "$SIZE" -n 5 -w 1 -c 1)
+P=(-C allreduce -b "$SIZE" -e "$SIZE" -n 5 -w 2 -c 1)
 TUNE="$(mktemp)"
 trap 'rm -f "$TUNE"' EXIT
 row() { grep -E '^\[0\] +[0-9]+ ' | tail -1 | awk '{print $7" us (oop)", $11" us (ip)", $(NF-1)}'; }

@@ -22,7 +22,7 @@ chmod +x "$WRAP"
 # Sum of the ranks' user and system seconds of one run of N calls, and rank 0's time (us).
 totals() {
   bash "$HERE/run.sh" --hosts 2 --ranks-per-host "$R" --rate 2gbit --timeout 300 -- "$WRAP" \
-    "$B/weft-perf" -C allreduce -b 64M -e 64M -n "$2" -w 1 --compress "$1" 2>&1 |
+    "$B/weft-perf" -C allreduce -b 64M -e 64M -n "$2" -w 2 --compress "$1" 2>&1 |
     awk '$2 == "cpu" { u += $3; s += $4 } $1 == "[0]" && $2 == 67108864 { t = $7 } END { print u, s, t }'
 }
 echo "# $(date -u +%FT%TZ) load $(cut -d' ' -f1-3 /proc/loadavg), $CORES cores, 2 x $R ranks"

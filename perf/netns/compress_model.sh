@@ -45,7 +45,7 @@ TOPO="$OUT/2x$R.topo"
 for k in $(seq "$ROUNDS"); do
   if [ "$MODE" = median ]; then TOPO="$OUT/2x$R.round$k.topo"; calibrate "$TOPO"; fi
   for c in "${CODECS[@]}"; do
-    args=(-C allreduce -b 64M -e 64M -n 3 -w 1 --values normal)  # calibration's value shape
+    args=(-C allreduce -b 64M -e 64M -n 3 -w 2 --values normal)  # calibration's value shape
     [ "$c" = none ] || args+=(--compress "$c")
     t=$("${NS[@]}" "$B/weft-perf" "${args[@]}" 2>&1 | grep -E '^\[0\] +67108864' | awk '{print $7}')
     echo "$c ${t:-nan} $(predict "$TOPO" "$c")" >> "$OUT/pairs.txt"

@@ -9,16 +9,19 @@
 # each of ROUNDS rounds, because the VM has fast and slow phases. Needs root. RATE (default
 # 2gbit) sets the links' rate: RATE=100gbit leaves the CPU's share (the floor of the compute).
 # Every row times gradient-like values (weft-perf --values normal; VALUES=exact: the check's
-# small integers, as before 2026-12-05, which flatter top-k).
+# small integers, as before 2026-12-05, which flatter top-k). Two warmup calls: weft folds a
+# reused single-copy source into huge pages on its second use (src/common/huge_pages.h), so the
+# timed calls see the buffers as a training loop's reused buckets do. PAGES=huge gives every row
+# (Gloo's too) buffers on huge pages from the start (weft-perf --pages).
 #
-#   [RATE=2gbit] [VALUES=normal] compress_pipe.sh BIN_DIR [R=2] [ROUNDS=2] [BASE_BIN]
+#   [RATE=2gbit] [VALUES=normal] [PAGES=small] compress_pipe.sh BIN_DIR [R=2] [ROUNDS=2] [BASE_BIN]
 # Prints per mode rank 0's out-of-place / in-place time (us), the algorithm and the wire bytes.
 set -u
-[ $# -ge 1 ] || { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 B="$1" R="${2:-2}" ROUNDS="${3:-2}" BASE="${4:-}"
 HERE="$(cd "$(dirname "$0")" && pwd)"
 NS=(bash "$HERE/run.sh" --hosts 2 --ranks-per-host "$R" --rate "${RATE:-2gbit}" --timeout 300 --)
-P=(-C allreduce -b 64M -e 64M -n 3 -w 1 --values "${VALUES:-normal}")
+P=(-C allreduce -b 64M -e 64M -n 3 -w 2 --values "${VALUES:-normal}" --pages "${PAGES:-small}")
 row() { grep -E '^\[0\] +67108864' | awk '{printf "%8d %8d  %s %s\n", $7, $11, $(NF-1), $NF}'; }
 run() {  # label, env assignments..., -- program args...
   local label="$1"; shift

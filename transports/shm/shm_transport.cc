@@ -648,11 +648,11 @@ bool ShmTransport::ProgressSends(Peer& p) {
       h.channel = op.channel;
       h.tag = op.tag;
       h.bytes = op.bytes;
-      const bool single_copy = p.single_copy && op.bytes >= options_.single_copy_min_bytes &&
-                               op.bytes > 0;
+      const bool single_copy = p.single_copy && op.bytes >= options_.single_copy_min_bytes && op.bytes > 0;
       if (single_copy) {
         h.flags = shm_detail::kMsgSingleCopy;
         h.address = reinterpret_cast<uint64_t>(op.buf);
+        collapser_.BeforePeerPins(op.buf, op.bytes);  // the receiver pins them: huge is 3x faster
       }
       std::memcpy(p.out_data + pos % ring, &h, sizeof(h));
       p.out_tail = pos + kLine;

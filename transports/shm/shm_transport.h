@@ -85,6 +85,7 @@
 #include <vector>
 
 #include "common/backoff.h"
+#include "common/huge_pages.h"
 #include "common/status.h"
 #include "transports/shm/shm_options.h"
 #include "transports/shm/shm_segment.h"
@@ -331,6 +332,7 @@ class ShmTransport : public DirectTransport {
   void FailRequests(Peer& p, const Status& st);  // fail every pending request involving p
   std::string WindowName(const std::string& prefix, uint64_t gen) const;
 
+  HugePageCollapser collapser_;  // our single-copy sources, folded into huge pages on reuse
   int rank_ = 0;
   int nranks_ = 1;
   std::vector<int> local_ranks_;
