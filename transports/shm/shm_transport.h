@@ -31,7 +31,10 @@
 // the header with the payload's address, the receiver copies straight from the sender's buffer
 // into its own and acks through a counter; the send completes on the ack. Half the memory
 // traffic of the two-copy ring; FIFO order is kept because the header still goes through the
-// ring. WEFT_SHM_CMA=0 forces the ring for everything.
+// ring. WEFT_SHM_CMA=0 forces the ring for everything. The receiver pins the sender's pages
+// to copy them, at a third of the rate from 4 KiB pages as from 2 MiB ones, so the sender
+// folds a reused source into huge pages on its second use (HugePageCollapser,
+// common/huge_pages.h; WEFT_HUGE_PAGES=0 leaves the caller's memory as it is).
 //
 // One-sided: PrepareWindow/LocalWindow/PeerWindow map windows; Signal(p) increments a counter
 // in p's control segment (release), PostWait consumes one (acquire).
