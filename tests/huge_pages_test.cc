@@ -49,12 +49,13 @@ struct SmallPaged {
                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     const uintptr_t r = reinterpret_cast<uintptr_t>(raw);
     data = reinterpret_cast<unsigned char*>((r + kHugePageBytes - 1) & ~(kHugePageBytes - 1));
-    // Faulted in while THP is refused for the range, so the pages start small whatever the
-    // host's policy; then the refusal is lifted, as for any malloc'd buffer.
-    madvise(data, bytes, MADV_NOHUGEPAGE);
+    // Under THP "madvise" unadvised memory faults in 4 KiB pages and khugepaged leaves it
+    // alone. Under "always" the fault would take huge pages: refuse them for the fill, then
+    // lift the refusal (MADV_COLLAPSE honours it), as for any malloc'd buffer.
+    const bool always = ThpMode().find("[always]") != std::string::npos;
+    if (always) madvise(data, bytes, MADV_NOHUGEPAGE);
     for (size_t i = 0; i < bytes; ++i) data[i] = static_cast<unsigned char>(i * 7 + i / 4096);
-    madvise(data, bytes, MADV_HUGEPAGE);
-    madvise(data, bytes, MADV_NORMAL);
+    if (always) madvise(data, bytes, MADV_HUGEPAGE);
   }
   ~SmallPaged() { munmap(raw, bytes + kHugePageBytes); }
   bool Intact() const {

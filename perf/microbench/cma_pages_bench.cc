@@ -32,8 +32,8 @@ unsigned char* Buffer(Pages pages, void** raw) {
   auto* p = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(*raw) + h - 1) & ~(h - 1));
   madvise(p, kBytes, pages == kHuge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
   std::memset(p, 1, kBytes);
-  if (pages != kHuge) madvise(p, kBytes, MADV_HUGEPAGE);  // lifts the refusal, pages stay small
   if (pages == kCollapsed) {
+    madvise(p, kBytes, MADV_HUGEPAGE);  // lifts the refusal (MADV_COLLAPSE honours it)
     weft::HugePageCollapser c;
     c.BeforePeerPins(p, kBytes);
     c.BeforePeerPins(p, kBytes);
