@@ -108,6 +108,28 @@ TEST(HugePages, ASourceIsCollapsedOnItsSecondUseWithItsContents) {
   EXPECT_EQ(c.given_up_pages(), 0u);
 }
 
+TEST(HugePages, ALargeSourceIsFoldedOverSeveralUses) {
+  unsetenv("WEFT_HUGE_PAGES");
+  if (ThpMode().find("[never]") != std::string::npos)
+    GTEST_SKIP() << "transparent huge pages are off on this host ([never]): nothing to fold";
+  const size_t pages = HugePageCollapser::kMaxPagesPerUse + 4;
+  SmallPaged buf(pages);
+  HugePageCollapser c;
+  c.BeforePeerPins(buf.data, buf.bytes);
+  c.BeforePeerPins(buf.data, buf.bytes);
+  if (c.given_up_pages() > 0 && c.last_error() == EINVAL)
+    GTEST_SKIP() << "this kernel refuses MADV_COLLAPSE (before Linux 6.1?): nothing to fold";
+  // One use folds at most kMaxPagesPerUse pages (fewer if the kernel asked for a retry).
+  EXPECT_LE(c.collapsed_pages(), HugePageCollapser::kMaxPagesPerUse);
+  EXPECT_GT(c.collapsed_pages(), 0u);
+  for (int use = 0; use < 2 * HugePageCollapser::kMaxTries && c.collapsed_pages() < pages; ++use)
+    c.BeforePeerPins(buf.data, buf.bytes);
+  EXPECT_EQ(c.collapsed_pages(), pages) << c.given_up_pages() << " pages given up, last error "
+                                        << std::strerror(c.last_error());
+  EXPECT_EQ(AnonHugeBytesAt(buf.data), static_cast<long long>(buf.bytes));
+  EXPECT_TRUE(buf.Intact());
+}
+
 TEST(HugePages, MemoryThatCannotFoldIsGivenUpAndLeftAlone) {
   unsetenv("WEFT_HUGE_PAGES");
   // Memory the host may not touch (a PROT_NONE reservation, as the emulated GPU's device memory

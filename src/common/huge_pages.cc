@@ -65,7 +65,9 @@ void HugePageCollapser::BeforePeerPins(const void* p, size_t bytes) {
   if (bytes == 0 || !enabled_) return;
   const uintptr_t begin = reinterpret_cast<uintptr_t>(p) / kHugePageBytes;
   const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes - 1) / kHugePageBytes;
-  // Runs of pages seen once before go to the kernel in one call each.
+  // Runs of pages seen once before go to the kernel in one call each, at most kMaxPagesPerUse
+  // pages in all; the rest stay due for the next use.
+  size_t budget = kMaxPagesPerUse;
   uintptr_t run = 0;
   bool in_run = false;
   for (uintptr_t i = begin; i <= end; ++i) {
@@ -74,9 +76,10 @@ void HugePageCollapser::BeforePeerPins(const void* p, size_t bytes) {
     if (it == pages_.end()) {
       if (pages_.size() < kMaxPages) pages_.emplace(i, Page{});
     } else {
-      due = it->second.state == kSeenOnce;
+      due = it->second.state == kSeenOnce && budget > 0;
     }
     if (due && !in_run) run = i, in_run = true;
+    if (due) --budget;
     if (!due && in_run) Collapse(run, i - 1), in_run = false;
   }
   if (in_run) Collapse(run, end);

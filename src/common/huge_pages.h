@@ -38,8 +38,8 @@ bool HostBufferUsesHugePages(size_t bytes);
 // Folds host memory that same-host peers pin and copy (the shm transport's single-copy sends)
 // into huge pages, one 2 MiB page at a time and only on its second use: a buffer sent from
 // once pays nothing, a reused one (a gradient bucket, a benchmark's buffer) pays one copy of
-// itself (10-150 ms per 64 MiB here, in the call that sees it again) and then reads at the
-// huge-page rate for good. A page is tried at most kMaxTries times (a peer still pinning it
+// itself (20-300 ms per 64 MiB here, at most kMaxPagesPerUse pages in each use from the second
+// on) and then reads at the huge-page rate for good. A page is tried at most kMaxTries times (a peer still pinning it
 // makes the kernel refuse), and a page collapsed once is not looked at again: if the caller
 // frees it and gets fresh memory at that address, that memory stays as the kernel gives it.
 // Not thread-safe: one per transport, used by its owner thread.
@@ -47,6 +47,10 @@ class HugePageCollapser {
  public:
   HugePageCollapser();  // reads WEFT_HUGE_PAGES
   static constexpr int kMaxTries = 3;
+  // A fold stalls the sender (0.3-14 ms per page here, the slow end when the kernel must
+  // compact memory for the huge page): at most this many pages per use, so that a message's
+  // peers wait ~0.1 s at worst for it.
+  static constexpr size_t kMaxPagesPerUse = 8;
   // At most this many pages are remembered (256 GiB of memory); beyond it, new pages are not.
   static constexpr size_t kMaxPages = size_t{1} << 17;
 
