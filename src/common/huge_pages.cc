@@ -19,9 +19,10 @@ bool Enabled() {
   return on;
 }
 
-size_t MappedBytes(size_t bytes) {
-  // The request rounded up to whole huge pages, plus one to align the start.
-  return (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes + kHugePageBytes;
+// What a huge-page buffer of `bytes` keeps mapped: the request in whole huge pages. It is
+// mapped with one huge page more, to align its start, which AllocateHostBuffer gives back.
+size_t KeptBytes(size_t bytes) {
+  return (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
 }
 
 }  // namespace
@@ -31,13 +32,13 @@ bool HostBufferUsesHugePages(size_t bytes) { return bytes >= kHugePageBytes && E
 void* AllocateHostBuffer(size_t bytes) {
   if (bytes == 0) return nullptr;
   if (!HostBufferUsesHugePages(bytes)) return new (std::nothrow) unsigned char[bytes];
-  const size_t mapped = MappedBytes(bytes);
+  const size_t keep = KeptBytes(bytes);
+  const size_t mapped = keep + kHugePageBytes;
   void* m = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) return nullptr;
   // Keep the 2 MiB aligned middle; give back the unaligned head and whatever tail is left.
   const uintptr_t start = reinterpret_cast<uintptr_t>(m);
   const uintptr_t aligned = (start + kHugePageBytes - 1) & ~(uintptr_t{kHugePageBytes} - 1);
-  const size_t keep = mapped - kHugePageBytes;
   if (aligned > start) munmap(m, aligned - start);
   const uintptr_t end = start + mapped;
   if (end > aligned + keep) munmap(reinterpret_cast<void*>(aligned + keep), end - (aligned + keep));
@@ -52,7 +53,7 @@ void FreeHostBuffer(void* p, size_t bytes) {
     delete[] static_cast<unsigned char*>(p);
     return;
   }
-  munmap(p, MappedBytes(bytes) - kHugePageBytes);
+  munmap(p, KeptBytes(bytes));
 }
 
 #ifndef MADV_COLLAPSE

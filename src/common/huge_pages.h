@@ -1,17 +1,17 @@
 // Large host allocations backed by transparent huge pages where the kernel allows them.
 //
 // Why: on a host whose THP policy is "madvise" (Debian's and Ubuntu's default), anonymous
-// memory gets 4 KiB pages unless its owner asks. weft's large host buffers (a schedule's
-// scratch, a receive's landing lane) are read by peers with process_vm_readv, which pins the
-// pages one 4 KiB page at a time, and they are streamed through by the kernels, which miss the
-// TLB every 4 KiB. With 2 MiB pages both fall away: on the 2 hosts x 4 ranks namespace harness
-// (perf/RESULTS.md, issue 39) the same calls ran 25-30% faster under THP "always".
+// memory gets 4 KiB pages unless its owner asks. A same-host peer reads a large message with
+// process_vm_readv, which pins the sender's pages and copies each: from 4 KiB pages at 4.2-4.4
+// GB/s here, from 2 MiB pages at 11-13 (perf/microbench/cma_pages_bench.cc; the pinned side's
+// page size decides it, the reader's hardly matters). On the 2 hosts x 4 ranks namespace
+// harness the same calls ran 25-30% faster under THP "always" (perf/RESULTS.md, issue 39).
 //
-// The same holds for the *caller's* buffers, which weft does not allocate: a same-host peer
-// that reads a 4 KiB-paged send buffer with process_vm_readv moves ~5 GB/s here, against
-// ~16 GB/s from one on 2 MiB pages (the pinned side's page size decides it; the local side's
-// hardly matters). HugePageCollapser folds a reused source buffer into huge pages in place
-// (MADV_COLLAPSE, Linux 6.1+: the contents stay, only the mapping changes), once per 2 MiB page.
+// Most of those sources are the *caller's* buffers, which weft does not allocate:
+// HugePageCollapser folds a reused one into huge pages in place (MADV_COLLAPSE, Linux 6.1+:
+// the contents stay, only the mapping changes). weft's own large buffers (a schedule's
+// scratch, a receive's landing lane) are allocated on huge pages from the start; alone, that
+// measured no gain on the harness, but it costs nothing and spares them the fold.
 //
 // WEFT_HUGE_PAGES=0 turns both off (plain operator new, as before, and no collapse). Below
 // kHugePageBytes nothing changes: a huge page would waste most of itself.
@@ -38,10 +38,11 @@ bool HostBufferUsesHugePages(size_t bytes);
 // Folds host memory that same-host peers pin and copy (the shm transport's single-copy sends)
 // into huge pages, one 2 MiB page at a time and only on its second use: a buffer sent from
 // once pays nothing, a reused one (a gradient bucket, a benchmark's buffer) pays one copy of
-// itself (20-300 ms per 64 MiB here, at most kMaxPagesPerUse pages in each use from the second
-// on) and then reads at the huge-page rate for good. A page is tried at most kMaxTries times (a peer still pinning it
-// makes the kernel refuse), and a page collapsed once is not looked at again: if the caller
-// frees it and gets fresh memory at that address, that memory stays as the kernel gives it.
+// itself (20-300 ms per 64 MiB here, at most kMaxPagesPerUse pages in each use from the
+// second on) and then reads at the huge-page rate for good. A page is tried at most kMaxTries
+// times (a peer still pinning it makes the kernel refuse), and a page collapsed once is not
+// looked at again: if the caller frees it and gets fresh memory at that address, that memory
+// stays as the kernel gives it.
 // Not thread-safe: one per transport, used by its owner thread.
 class HugePageCollapser {
  public:

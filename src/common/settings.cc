@@ -68,7 +68,7 @@ const std::vector<SettingInfo>& Table() {
       {"WEFT_YIELD_US", K::kInt, "= spin (oversubscribed 1000)", "yield before sleeping", 0, 10000000},
       {"WEFT_TINY_PATH", K::kFlag, "1", "small direct calls run a compiled step list (0: the executor)"},
       {"WEFT_KERNEL_ISA", K::kChoice, "best", "reduction kernels", 0, 0, "generic|avx2"},
-      {"WEFT_HUGE_PAGES", K::kFlag, "1", "weft's own host buffers of 2 MiB and more ask for transparent huge pages"},
+      {"WEFT_HUGE_PAGES", K::kFlag, "1", "huge pages for host memory peers pin: weft's buffers of 2 MiB+, reused single-copy sources folded"},
       {"WEFT_COPY_NT_THRESHOLD", K::kBytes, "16M", "copies this large use streaming stores (0 = never)"},
       // Devices.
       {"WEFT_DEVICE", K::kText, "cuda if a GPU, else none", "device runtime: cuda, emulated[:N] or none"},
