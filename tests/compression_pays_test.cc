@@ -124,6 +124,28 @@ TEST(CompressionPays, LargeFabricsUseTheClosedForm) {
   EXPECT_EQ(d.why.find("cores busy"), std::string::npos) << d.why;
 }
 
+// Where a compressed call's CPU goes, by kind of work (weft-topo --explain): the kinds add up
+// to the total, and a CPU job across hosts pays for its receives, encodes and decodes.
+TEST(CompressionPays, CpuTimeByKindOfWork) {
+  const std::shared_ptr<const weft::Fabric> f = Preset("netns:2x2@2");
+  ASSERT_NE(f, nullptr);
+  const CompressionDecision d = Decide(*f, "int8", size_t{16} << 20);
+  ASSERT_FALSE(d.compressed_analytic) << d.why;
+  double sum = 0;
+  for (double us : d.compressed_cpu_work_us) sum += us;
+  EXPECT_NEAR(sum, d.compressed_cpu_per_rank_us, 1e-6 * sum) << d.why;
+  // (The preset's network stack costs no CPU: calibration measures that; sim_test books it.)
+  for (weft::CpuWork k : {weft::CpuWork::kReceiveCopy, weft::CpuWork::kEncode, weft::CpuWork::kDecode}) {
+    EXPECT_GT(d.compressed_cpu_work_us[static_cast<size_t>(k)], 0)
+        << weft::kCpuWorkNames[static_cast<size_t>(k)] << ": " << d.why;
+    EXPECT_NE(d.why.find(weft::kCpuWorkNames[static_cast<size_t>(k)]), std::string::npos) << d.why;
+  }
+  // On 2 hosts x 2 a rank encodes 3/4 of the count (its lane's host sum, its reduced slice)
+  // and decodes 3/2 of it (the two halves of its lane it reduces, then the whole output).
+  EXPECT_GT(d.compressed_cpu_work_us[static_cast<size_t>(weft::CpuWork::kDecode)],
+            d.compressed_cpu_work_us[static_cast<size_t>(weft::CpuWork::kEncode)]) << d.why;
+}
+
 TEST(CompressionPays, NotOnOneHost) {
   const std::shared_ptr<const weft::Fabric> f = Preset("host:4");
   ASSERT_NE(f, nullptr);

@@ -577,6 +577,9 @@ TEST(SimTerms, NetworkStackHoldsBothEndsCores) {
   auto charged = SimulateSchedule(IdleThenSend(0, count), *with_stack(2.0), 4, SimOptions());
   ASSERT_TRUE(charged.ok()) << charged.status().message();
   EXPECT_NEAR(charged->cpu_busy_us - base->cpu_busy_us, 2 * bytes / 2e3, 0.01 * bytes / 2e3);
+  const size_t stack = static_cast<size_t>(CpuWork::kStack);
+  EXPECT_NEAR(charged->cpu_work_us[stack] - base->cpu_work_us[stack], 2 * bytes / 2e3, 0.01 * bytes / 2e3)
+      << "booked as the network stack's";
   EXPECT_NEAR(charged->time_us, base->time_us, 0.01 * base->time_us) << "the wire still bounds it";
   auto slow = SimulateSchedule(IdleThenSend(0, count), *with_stack(0.05), 4, SimOptions());
   ASSERT_TRUE(slow.ok());

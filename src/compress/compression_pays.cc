@@ -55,10 +55,19 @@ bool Hierarchical(const std::vector<std::vector<int>>& groups, const weftCompres
 
 std::string Describe(const CompressionDecision& d, const weftCompression& spec, int per_host,
                      const std::string& verdict) {
-  char cpu[64] = "";
-  if (d.compressed_cpu_per_rank_us > 0)
-    std::snprintf(cpu, sizeof cpu, " (cores busy %.0f us per rank)", d.compressed_cpu_per_rank_us);
-  char line[704];
+  std::string cpu;
+  if (d.compressed_cpu_per_rank_us > 0) {
+    char part[96];
+    std::snprintf(part, sizeof part, " (cores busy %.0f us per rank:", d.compressed_cpu_per_rank_us);
+    cpu = part;
+    for (size_t k = 0; k < kCpuWorkKinds; ++k) {
+      if (!(d.compressed_cpu_work_us[k] >= 0.5)) continue;
+      std::snprintf(part, sizeof part, " %s %.0f,", kCpuWorkNames[k], d.compressed_cpu_work_us[k]);
+      cpu += part;
+    }
+    cpu.back() = ')';
+  }
+  char line[1024];
   std::snprintf(line, sizeof line,
                 "%s: %d host(s) x %d rank(s)%s, slow tier %.3g GB/s (link bound %.0f us): "
                 "%s %s %.0f us%s vs plain %s %.0f us -> %s",
@@ -67,7 +76,7 @@ std::string Describe(const CompressionDecision& d, const weftCompression& spec, 
                             : d.ranks_per_host > 1 ? " (full precision inside hosts)" : " (flat)",
                 d.tier_gbps, d.link_bound_us,
                 d.compressed_analytic ? "closed form (too large to simulate)" : "simulated",
-                d.placement.c_str(), d.compressed_us, cpu,
+                d.placement.c_str(), d.compressed_us, cpu.c_str(),
                 d.plain_algorithm.c_str(), d.plain_us, verdict.c_str());
   return line;
 }
@@ -149,6 +158,8 @@ Status PredictCompressed(const Fabric& fabric, const std::vector<std::vector<int
   if (!sim.ok()) return sim.status();
   d->compressed_us = sim->time_us;
   d->compressed_cpu_per_rank_us = sim->cpu_busy_us / std::max(1, fabric.nranks());
+  for (size_t k = 0; k < kCpuWorkKinds; ++k)
+    d->compressed_cpu_work_us[k] = sim->cpu_work_us[k] / std::max(1, fabric.nranks());
   return OkStatus();
 }
 

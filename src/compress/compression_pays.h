@@ -18,11 +18,13 @@
 // the fabric's core rates (CodecSpeedOn), which calibration measures on rank 0 and shares.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "sim/cpu_work.h"
 #include "weft/weft_compress.h"
 
 namespace weft {
@@ -47,6 +49,9 @@ struct CompressionDecision {
   // (SimResult::cpu_busy_us / ranks; 0 for the closed form): against a run's measured CPU time
   // per call, this tells a misjudged kernel rate from a misjudged overlap.
   double compressed_cpu_per_rank_us = 0;
+  // The same by kind of work (CpuWork: receive copies, network stack, copies, reductions,
+  // encodes, decodes), per rank on average: what to hold against a profile of one rank.
+  std::array<double, kCpuWorkKinds> compressed_cpu_work_us{};
   std::string plain_algorithm;             // the selector's pick for the plain call
   std::string why;  // one line: the figures and the verdict
 };

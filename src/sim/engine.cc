@@ -298,6 +298,7 @@ class Engine {
       counted[core] = 1;
       res.cpu_busy_us += busy_[core];
     }
+    res.cpu_work_us = work_;
     res.steps = steps_;
     res.dram_fraction = *std::max_element(miss_.begin(), miss_.end());
     res.dram_resident = res.dram_fraction > 0;
@@ -404,7 +405,8 @@ class Engine {
   // does, a reduction, a codec step: it queues with the rank's other work and, on a shared
   // core, with the other ranks'); returns when the core is free, and in `begin` (when given)
   // when the work started.
-  double OccupyCore(int r, double start, double us, double* begin = nullptr) {
+  double OccupyCore(int r, double start, double us, CpuWork kind, double* begin = nullptr) {
+    work_[static_cast<size_t>(kind)] += us;
     int core = fabric_.ComputeResource(r);
     const double from = std::max(start, backlog_[core]);
     backlog_[core] = from + Shared(r, from, us);
@@ -517,10 +519,10 @@ class Engine {
     // for 2-rank rings at 128 KiB-4 MiB (perf/RESULTS.md), while a model without this
     // charge chose them. The ring's copy in holds the sender's core as well.
     if (copies && MemoryLink(route.type) && !fabric_.IsGpu(b)) {
-      done = std::max(done, OccupyCore(b, start, xfer));
+      done = std::max(done, OccupyCore(b, start, xfer, CpuWork::kReceiveCopy));
       if (dram_msg) done = std::max(done, MachineMemory(b, start, DramShareUs(b, bytes * (into_cache ? 0.5 : 1.0), false)));
     }
-    if (ring_path) done = std::max(done, OccupyCore(a, start, bytes / (CoreRate(a, false) * 1e3)));
+    if (ring_path) done = std::max(done, OccupyCore(a, start, bytes / (CoreRate(a, false) * 1e3), CpuWork::kReceiveCopy));
     // A route through a software stack (TCP: LinkParams::stack_cpu_gbps) holds both ends'
     // cores: the sender's as the stack takes the bytes, the receiver's as it hands them over.
     // On a host whose ranks outnumber its cores that is CPU the other ranks' codec work waits
@@ -529,7 +531,7 @@ class Engine {
     const double stack_gbps = fabric_.table().link(route.type).stack_cpu_gbps;
     if (stack_gbps > 0 && !MemoryLink(route.type))
       for (int end : {a, b})
-        if (!fabric_.IsGpu(end)) done = std::max(done, OccupyCore(end, start, bytes / (stack_gbps * 1e3)));
+        if (!fabric_.IsGpu(end)) done = std::max(done, OccupyCore(end, start, bytes / (stack_gbps * 1e3), CpuWork::kStack));
     return done + route.latency_us;
   }
 
@@ -550,7 +552,7 @@ class Engine {
     const double miss = cached ? 0.0 : Miss(r);
     const double rate = cached ? (reduce ? c.reduce_gbps : c.copy_gbps) : CoreRate(r, reduce);
     double begin = start;
-    double end = OccupyCore(r, start, bytes / (rate * 1e3), &begin);
+    double end = OccupyCore(r, start, bytes / (rate * 1e3), reduce ? CpuWork::kReduce : CpuWork::kCopy, &begin);
     if (!cached) end = std::max(end, MachineMemory(r, begin, DramShareUs(r, bytes, reduce)));
     // Recv-reduce staging: the message landed in a staging buffer, and reducing it re-reads
     // it and writes the DRAM-resident result: an extra pass over the memory bus, shared with
@@ -811,7 +813,7 @@ class Engine {
       end = Compute(r, now, values, false, false, chained) + fixed_us;
     } else {
       double begin = now;
-      end = OccupyCore(r, now, fixed_us + values / (gbps * 1e3), &begin);
+      end = OccupyCore(r, now, fixed_us + values / (gbps * 1e3), encode ? CpuWork::kEncode : CpuWork::kDecode, &begin);
       // The codec speeds are DRAM figures (codec_bench at 64 MiB); a chain's later steps work
       // in the cache. On the bus the step moves what it reads and writes (values and
       // encoding), booked as a copy of half that (a copy reads and writes its bytes), not
@@ -845,6 +847,7 @@ class Engine {
   std::vector<double> tokens_;     // shaped ports: bytes the token bucket holds (at backlog_)
   std::vector<double> cap_;        // resource capacity for this call (cache or DRAM rate)
   std::vector<double> miss_;       // [host] fraction of the working set beyond the cache
+  std::array<double, kCpuWorkKinds> work_{};  // CPU us by kind, every rank (SimResult::cpu_work_us)
   std::vector<double> corun_;      // [rank] DRAM rates' factor with every core busy (ClassifyCoRunning)
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
   std::unordered_map<uint64_t, Queue> queues_;

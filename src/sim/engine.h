@@ -53,11 +53,13 @@
 // The model is deterministic (ties broken by event order), so every rank predicts the same.
 #pragma once
 
+#include <array>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "algorithms/schedule.h"
+#include "sim/cpu_work.h"
 #include "common/status.h"
 #include "topo/fabric.h"
 #include "weft/weft_compress.h"
@@ -97,6 +99,9 @@ struct SimResult {
   // summed over ranks): what competes with other processes on a shared machine. The work
   // itself: a core shared by several ranks stretches each one's span, not its cost.
   double cpu_busy_us = 0;
+  // cpu_busy_us by kind of work (CpuWork), summed over ranks: where the CPU goes, to hold
+  // against a profile of the measured call (weft-topo --explain for compressed calls).
+  std::array<double, kCpuWorkKinds> cpu_work_us{};
   std::vector<double> rank_done_us;   // per rank
   size_t steps = 0;
   bool dram_resident = false;         // some host's working set exceeded its cache (see above)
