@@ -7,14 +7,18 @@
 // schedule has its phase-1 and phase-4 runs found as chains.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "algorithms/compressed.h"
 #include "algorithms/registry.h"
 #include "exec/chain_sink.h"
+#include "exec/operand_sink.h"
 #include "exec/codec_chain.h"
 #include "exec/executor.h"
 #include "exec/scratch.h"
@@ -497,6 +501,208 @@ TEST(ChainSink, StreamsOnlyARecvIntoAChainThatReadsItAndDropsIt) {
   steps[1] = ReduceStep(in, lane);
   steps[0] = RecvStep(1, Region{Buffer::kScratch, 0, 4096});  // only part of the lane arrives
   EXPECT_FALSE(StreamsIntoChain(steps, 0, c));
+}
+
+}  // namespace
+}  // namespace weft
+
+// ---- OperandSink: receives streamed into a chain's operands (exec/operand_sink.h) ----
+
+namespace weft {
+namespace {
+
+// A host of four's phase-1 chain, resolved: acc = m0, += m1, += the input lane (this rank is
+// member 2), += m3, then encodes of two parts of acc (error feedback stored for the first).
+// m0, m1 and m3 arrive from the other members: the sink's sources 0, 1, 2.
+struct OperandCase {
+  size_t n = 6 * 16384 + 1000, cut = 0;  // 389 KiB: more than a source's buffer
+  std::vector<std::vector<float>> members;  // m0, m1, input, m3
+  std::vector<ChainStep> Steps(const weftCompression& spec, std::vector<std::vector<uint8_t>>* enc,
+                               std::vector<float>* residual) const {
+    std::vector<ChainStep> steps(6);
+    steps[0].op = StepOp::kCopy;
+    for (int m = 0; m < 4; ++m) {
+      if (m > 0) steps[m].op = StepOp::kReduce;
+      steps[m].src = members[m].data();
+    }
+    const size_t parts[2][2] = {{0, cut}, {cut, n - cut}};
+    enc->assign(2, {});
+    for (int k = 0; k < 2; ++k) {
+      ChainStep& e = steps[4 + k];
+      e.op = StepOp::kEncode;
+      e.offset = parts[k][0];
+      e.count = parts[k][1];
+      (*enc)[k].assign(codec::EncodedBytes(spec, e.count), 0);
+      e.encoded = (*enc)[k].data();
+      e.stream = 91 + k;
+      if (k == 0) e.residual = residual->data();
+    }
+    return steps;
+  }
+};
+
+// Feeds the sources in turns, each a piece of `sizes[k % 5]` bytes (mid-element too), skipping
+// a source that asks for later unless `force` (a transport that cannot wait); returns the
+// sink's encodings. The sources' memory (where spills go) starts as -7.
+struct Fed {
+  std::vector<std::vector<uint8_t>> enc;
+  std::vector<float> residual;
+  std::vector<std::vector<float>> memory;
+  std::vector<float> acc;
+};
+Fed FeedOperands(const OperandCase& c, const weftCompression& spec, int force_source) {
+  Fed f;
+  f.residual.assign(c.n, 0.0f);
+  f.memory.assign(3, std::vector<float>(c.n, -7.0f));
+  f.acc.assign(c.n, -3.0f);
+  const std::vector<ChainStep> steps = c.Steps(spec, &f.enc, &f.residual);
+  const size_t readers[3] = {0, 1, 3};
+  std::vector<OperandSink::Source> sources;
+  for (int s = 0; s < 3; ++s) sources.push_back({readers[s], f.memory[s].data()});
+  OperandSink sink;
+  sink.set_patience(std::chrono::hours(1));  // whatever the machine's load: no spill by time
+  sink.Start(steps, sources, f.acc.data(), c.n, /*acc_dead=*/true, spec, weftSum, 4);
+  const size_t total = c.n * sizeof(float), sizes[] = {3, 70001, 4093, 131072, 9};
+  std::vector<size_t> at(3, 0);
+  for (size_t turn = 0; !(at[0] == total && at[1] == total && at[2] == total); ++turn) {
+    const int s = static_cast<int>(turn % 3);
+    if (at[s] == total) continue;
+    // The forced source runs ahead; the others start only once it is done.
+    if (force_source >= 0 && s != force_source && at[force_source] < total) continue;
+    RecvSink* in = sink.source(static_cast<size_t>(s));
+    if (s != force_source && in->Later()) continue;
+    size_t room = 0;
+    unsigned char* to = in->Space(&room);
+    EXPECT_GT(room, 0u);
+    const size_t m = std::min({room, sizes[turn % 5], total - at[s]});
+    std::memcpy(to, reinterpret_cast<const unsigned char*>(c.members[readers[s]].data()) + at[s], m);
+    in->Landed(m);
+    at[s] += m;
+    EXPECT_EQ(sink.AllLanded(), sink.Finished());
+  }
+  EXPECT_TRUE(sink.Finished());
+  return f;
+}
+
+OperandCase MakeOperandCase(const weftCompression& spec) {
+  OperandCase c;
+  c.cut = (c.n / 3) / codec::EncodeRangeAlignment(spec) * codec::EncodeRangeAlignment(spec);
+  for (int m = 0; m < 4; ++m) c.members.push_back(Values(c.n, 10 + m));
+  return c;
+}
+
+// Whatever order and sizes the sources' pieces land in, the chain's encodings and residual are
+// the bits of the chain run on the whole lanes; in step, nothing spills and neither the
+// sources' memory nor the dead acc is written.
+TEST(OperandSink, SourcesInAnyOrderGiveTheWholeChainsBits) {
+  for (const weftCompression& spec : Codecs()) {
+    if (codec::EncodeRangeAlignment(spec) == 0) continue;
+    const OperandCase c = MakeOperandCase(spec);
+    std::vector<std::vector<uint8_t>> whole;
+    std::vector<float> residual(c.n, 0.0f), acc(c.n);
+    RunCodecChain(c.Steps(spec, &whole, &residual), acc.data(), c.n, true, spec, weftSum, 4);
+    const uint64_t spilled = OperandSourcesSpilled();
+    const Fed f = FeedOperands(c, spec, -1);
+    const std::string what = std::string(codec::CodecName(spec.codec)) + " block " + std::to_string(spec.block);
+    for (int k = 0; k < 2; ++k) EXPECT_EQ(f.enc[k], whole[k]) << what << " encode " << k;
+    EXPECT_EQ(f.residual, residual) << what;
+    EXPECT_EQ(OperandSourcesSpilled(), spilled) << what << ": sources in step spilled";
+    for (int s = 0; s < 3; ++s) EXPECT_EQ(f.memory[s], std::vector<float>(c.n, -7.0f)) << what << " source " << s;
+    EXPECT_EQ(f.acc, std::vector<float>(c.n, -3.0f)) << what << ": the dead acc was written";
+  }
+}
+
+// A source that cannot wait (a transport that already holds the bytes) spills: the rest of its
+// lane lands in its memory and the tiles read it there, with the same bits. A source that
+// runs ahead of lagging ones waits (Later) no longer than its patience, then spills.
+TEST(OperandSink, SourcesThatCannotWaitSpillAndKeepTheBits) {
+  const weftCompression spec = Spec(weftCodecInt8);
+  const OperandCase c = MakeOperandCase(spec);
+  std::vector<std::vector<uint8_t>> whole;
+  std::vector<float> residual(c.n, 0.0f), acc(c.n);
+  RunCodecChain(c.Steps(spec, &whole, &residual), acc.data(), c.n, true, spec, weftSum, 4);
+  const uint64_t spilled = OperandSourcesSpilled();
+  const Fed f = FeedOperands(c, spec, 1);
+  EXPECT_EQ(OperandSourcesSpilled(), spilled + 1) << "the source fed whole spills, the others not";
+  for (int k = 0; k < 2; ++k) EXPECT_EQ(f.enc[k], whole[k]) << "encode " << k;
+  EXPECT_EQ(f.residual, residual);
+  const std::vector<float>& m1 = c.members[1];
+  EXPECT_TRUE(std::equal(m1.end() - 1000, m1.end(), f.memory[1].end() - 1000)) << "the spill's tail is not in memory";
+  // The lagging case: source 0 fills its buffer, source 1 and 2 send nothing.
+  std::vector<std::vector<uint8_t>> enc;
+  std::vector<float> res(c.n, 0.0f), memory(c.n), acc2(c.n);
+  OperandSink sink;
+  const auto patience = std::chrono::milliseconds(5);
+  sink.set_patience(patience);
+  sink.Start(c.Steps(spec, &enc, &res), {{0, memory.data()}, {1, memory.data()}, {3, memory.data()}},
+             acc2.data(), c.n, true, spec, weftSum, 4);
+  RecvSink* in = sink.source(0);
+  size_t fed = 0;
+  while (!in->Later()) {
+    size_t room = 0;
+    unsigned char* to = in->Space(&room);
+    std::memcpy(to, reinterpret_cast<const unsigned char*>(c.members[0].data()) + fed, room);
+    in->Landed(room);
+    fed += room;
+    ASSERT_LE(fed, OperandSink::kSourceBytes) << "a lagging sink kept taking bytes";
+  }
+  EXPECT_GT(fed + OperandSink::kMinPiece, OperandSink::kSourceBytes);
+  const uint64_t before = OperandSourcesSpilled();
+  std::this_thread::sleep_for(patience + std::chrono::milliseconds(5));
+  EXPECT_FALSE(in->Later()) << "past its patience, it spills";
+  EXPECT_EQ(OperandSourcesSpilled(), before + 1);
+  size_t room = 0;
+  EXPECT_EQ(in->Space(&room), reinterpret_cast<unsigned char*>(memory.data()) + fed) << "spilled: the rest goes to memory";
+  EXPECT_EQ(room, c.n * sizeof(float) - fed);
+  EXPECT_TRUE(std::equal(c.members[0].begin(), c.members[0].begin() + static_cast<std::ptrdiff_t>(fed / sizeof(float)), memory.begin()))
+      << "what the source held went to memory";
+}
+
+// On hosts of four, each rank's host reduce (per piece: copy, three reduces, the encodes)
+// streams the three lanes the other members send; on hosts of two the received lane is the
+// chain's acc (ChainSink's case), and no operand streams.
+TEST(OperandSink, TheHostReduceOfHostsOfFourStreamsItsThreeLanes) {
+  const weftCompression spec = Spec(weftCodecInt8);
+  const AlgorithmInfo* algorithm = FindCompressedAlgorithm(Collective::kAllReduce, "compressed_hierarchical");
+  ASSERT_NE(algorithm, nullptr);
+  ScheduleRequest req;
+  req.collective = Collective::kAllReduce;
+  req.nranks = 8;
+  req.count = size_t{1} << 20;
+  req.codec = spec;
+  req.groups = {{0, 1, 2, 3}, {4, 5, 6, 7}};
+  req.chunk.chunk_elems = req.count / 4;  // 4 pieces
+  StatusOr<Schedule> sched = BuildSchedule(*algorithm, req);
+  ASSERT_TRUE(sched.ok()) << sched.status().message();
+  for (int r = 0; r < 8; ++r) {
+    const std::vector<Step>& steps = sched->ranks[r].steps;
+    size_t streamed = 0;
+    for (const CodecChain& c : FindCodecChains(steps, spec, false)) {
+      const std::vector<StreamedOperand> ops = StreamedOperands(steps, c);
+      if (steps[c.first].op != StepOp::kCopy) {  // the reduced slice: decodes, no receive
+        EXPECT_TRUE(ops.empty()) << "rank " << r << " step " << c.first;
+        continue;
+      }
+      ASSERT_EQ(ops.size(), 3u) << "rank " << r << " step " << c.first;
+      ++streamed;
+      std::vector<int> peers;
+      for (const StreamedOperand& o : ops) {
+        const Step& recv = steps[o.recv];
+        EXPECT_EQ(recv.peer / 4, r / 4) << "a lane from another host";
+        peers.push_back(recv.peer);
+        EXPECT_EQ(steps[c.first + o.reader].src.offset, recv.dst.offset) << "rank " << r;
+      }
+      std::sort(peers.begin(), peers.end());
+      EXPECT_EQ(std::unique(peers.begin(), peers.end()), peers.end()) << "rank " << r;
+      EXPECT_EQ(ops.back().recv + 1, c.first) << "the receives run up to the chain";
+    }
+    EXPECT_EQ(streamed, 4u) << "rank " << r << ": one host reduce per piece";
+  }
+  StatusOr<Schedule> two = HierarchicalOn2x2(spec);
+  ASSERT_TRUE(two.ok());
+  for (int r = 0; r < 4; ++r)
+    for (const CodecChain& c : FindCodecChains(two->ranks[r].steps, spec, false))
+      EXPECT_TRUE(StreamedOperands(two->ranks[r].steps, c).empty()) << "rank " << r;
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include "compress/compressed_schedule.h"
 #include "compress/job_wide_compression.h"
 #include "exec/chain_sink.h"
+#include "exec/operand_sink.h"
 #include "kernels/codec.h"
 #include "kernels/codec_backend.h"
 #include "kernels/half.h"
@@ -1223,16 +1224,17 @@ TEST(CompressedProcesses, DISABLED_Worker) {
   weftCommDestroy(comm);
 }
 
-// The worker of tests/netns_compress.cmake: 2 hosts x 2 ranks in network namespaces (shm
+// The workers of tests/netns_compress.cmake: 2 hosts x L ranks in network namespaces (shm
 // inside, TCP across). The compressed allreduce must take the hierarchical placement (its
-// schedule is the last algorithm the communicator ran), stay within int8's bound for host sums, give every rank the same bits
-// (compared through an allgather of checksums) and keep in the residuals what it dropped.
-TEST(CompressedProcesses, DISABLED_HierarchicalWorker) {
-  const size_t count = 100003;
+// schedule is the last algorithm the communicator ran), stream what the host reduce receives
+// (hosts of two: the lane into the chain; of three and more: the lanes into its operands),
+// stay within int8's bound for host sums, give every rank the same bits (compared through an
+// allgather of checksums) and keep in the residuals what it dropped.
+void HierarchicalWorker(size_t count) {
   WorkerRun w;
   ASSERT_NO_FATAL_FAILURE(RunWorker(count, &w));
-  ASSERT_EQ(w.n, 4) << "run as 2 hosts x 2 ranks (perf/netns/run.sh)";
-  const int n = w.n, rank = w.rank;
+  ASSERT_TRUE(w.n >= 4 && w.n % 2 == 0) << "run as 2 hosts x L ranks (perf/netns/run.sh)";
+  const int n = w.n, rank = w.rank, per_host = n / 2;
   const weftCompression& spec = w.spec;
   const std::vector<std::vector<float>>& in = w.in;
   const std::vector<float>& out = w.out;
@@ -1241,9 +1243,13 @@ TEST(CompressedProcesses, DISABLED_HierarchicalWorker) {
   const char* algorithm = nullptr;
   ASSERT_EQ(weftCommGetLastAlgorithm(comm, &algorithm), weftSuccess);
   EXPECT_STREQ(algorithm, "compressed_hierarchical") << "the hierarchical placement was not taken";
-  // Each lane owner receives its member's lane over shm straight into its codec chain.
-  if (weft::StreamedChainsEnabled()) EXPECT_GT(weft::StreamedChainsStarted(), 0u) << "no receive streamed into a chain";
-  const std::vector<std::vector<float>> sums = EncodedContributions(in, "2,2");  // run.sh: r = 2h + l
+  // Each lane owner receives its members' lanes over shm straight into its codec chain.
+  if (weft::StreamedChainsEnabled() && per_host == 2)
+    EXPECT_GT(weft::StreamedChainsStarted(), 0u) << "no receive streamed into a chain";
+  if (weft::StreamedChainsEnabled() && weft::OperandStreamsEnabled() && per_host > 2)
+    EXPECT_GT(weft::OperandStreamsStarted(), 0u) << "no receives streamed into a chain's operands";
+  const std::string groups = std::to_string(per_host) + "," + std::to_string(per_host);  // run.sh: r = L h + l
+  const std::vector<std::vector<float>> sums = EncodedContributions(in, groups.c_str());
   const std::vector<double> max_abs = MaxAbs(sums);
   uint64_t checksum = 1469598103934665603ull;
   for (size_t i = 0; i < count; ++i) {
@@ -1269,6 +1275,10 @@ TEST(CompressedProcesses, DISABLED_HierarchicalWorker) {
   weft::compress::ReleaseCommunicator(comm);
   weftCommDestroy(comm);
 }
+
+TEST(CompressedProcesses, DISABLED_HierarchicalWorker) { HierarchicalWorker(100003); }
+// Lanes of ~1 MiB: the single-copy path (the ring's below 256 KiB), two pieces.
+TEST(CompressedProcesses, DISABLED_HierarchicalWorkerLargeLanes) { HierarchicalWorker(800003); }
 
 std::string ChecksumLine(const std::string& output) {
   const size_t at = output.find("CHECKSUM ");

@@ -13,3 +13,16 @@ add_test(NAME netns_2x2_hierarchical_compressed_allreduce
 set_tests_properties(netns_2x2_hierarchical_compressed_allreduce PROPERTIES
   SKIP_RETURN_CODE 77 TIMEOUT 180 LABELS "netns;multiprocess"
   FAIL_REGULAR_EXPRESSION "\\[  FAILED  \\];PASSED  \\] 0 tests")
+
+# Issue 39: hosts of three. Each lane owner streams the two lanes its members send into its
+# host reduce's operands (exec/operand_sink.h), ~1 MiB each over shm's single-copy path; the
+# same checks as above (CompressedProcesses.DISABLED_HierarchicalWorkerLargeLanes).
+add_test(NAME netns_2x3_hierarchical_compressed_allreduce
+  COMMAND bash ${CMAKE_SOURCE_DIR}/perf/netns/run.sh --hosts 2 --ranks-per-host 3
+          --rate 2gbit --timeout 120 --
+          env WEFT_TIMEOUT=60 $<TARGET_FILE:compressed_collectives_test>
+          --gtest_filter=CompressedProcesses.DISABLED_HierarchicalWorkerLargeLanes
+          --gtest_also_run_disabled_tests)
+set_tests_properties(netns_2x3_hierarchical_compressed_allreduce PROPERTIES
+  SKIP_RETURN_CODE 77 TIMEOUT 180 LABELS "netns;multiprocess"
+  FAIL_REGULAR_EXPRESSION "\\[  FAILED  \\];PASSED  \\] 0 tests")

@@ -427,6 +427,56 @@ TEST_P(ShmSingleCopy, SinkReceivesEveryPathInPieces) {
   });
 }
 
+// A sink that asks for later (RecvSink::Later, a sink fed by several peers whose others lag)
+// gets no bytes while it asks, on the single-copy path and the ring's alike, and the whole
+// message in order once it stops asking.
+class LaterSink final : public RecvSink {
+ public:
+  unsigned char* Space(size_t* room) override {
+    EXPECT_FALSE(later) << "bytes offered while the sink asked for later";
+    *room = space_.size();
+    return space_.data();
+  }
+  void Landed(size_t bytes) override { got.insert(got.end(), space_.begin(), space_.begin() + static_cast<std::ptrdiff_t>(bytes)); }
+  bool Later() override { ++asked; return later; }
+  bool later = true;
+  int asked = 0;
+  std::vector<unsigned char> got;
+
+ private:
+  std::vector<unsigned char> space_ = std::vector<unsigned char>(4096);
+};
+
+TEST_P(ShmSingleCopy, SinkThatAsksForLaterGetsItsBytesOnceItStops) {
+  ShmOptions o = TestOptions();
+  o.single_copy = GetParam();
+  o.single_copy_min_bytes = 4096;
+  const size_t bytes = 100000;
+  RunThreads(2, o, [&](int r, ShmTransport& t) {
+    std::vector<unsigned char> b(bytes);
+    for (size_t k = 0; k < bytes; ++k) b[k] = Pattern(0, 1, k);
+    TransportRequest q;
+    if (r == 0) {
+      ASSERT_TRUE(t.PostSend(1, 0, 5, b.data(), bytes, &q).ok());
+      Status st = WaitAll(&t, {&q});
+      ASSERT_TRUE(st.ok()) << st.message();
+      return;
+    }
+    LaterSink sink;
+    ASSERT_TRUE(t.PostRecvToSink(0, 0, 5, bytes, &sink, &q).ok());
+    for (int i = 0; i < 2000 && sink.asked < 3; ++i) {
+      ASSERT_TRUE(t.Progress(200).ok());
+    }
+    EXPECT_GE(sink.asked, 3) << "the transport never asked the sink";
+    EXPECT_TRUE(sink.got.empty());
+    EXPECT_FALSE(q.done.load());
+    sink.later = false;
+    Status st = WaitAll(&t, {&q});
+    ASSERT_TRUE(st.ok()) << st.message();
+    EXPECT_EQ(sink.got, b);
+  });
+}
+
 TEST(ShmTransport, TagAndSizeMismatchNamePeerAndBothSides) {
   RunThreads(2, TestOptions(), [&](int r, ShmTransport& t) {
     std::vector<unsigned char> b(64, 1);

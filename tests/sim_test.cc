@@ -11,6 +11,7 @@
 #include "algorithms/compressed.h"
 #include "algorithms/schedule.h"
 #include "exec/chain_sink.h"
+#include "exec/operand_sink.h"
 #include "sim/engine.h"
 #include "topo/fabric.h"
 #include "topo/presets.h"
@@ -91,13 +92,15 @@ Schedule ExchangeReduce(size_t count) {
   return s;
 }
 
-// host:2 with 1 MiB L2s and a 32 MiB L3; `cache_bytes` as calibration sets it (0: not measured).
-std::unique_ptr<Fabric> Llc32M(int64_t cache_bytes = 0) {
-  auto base = Preset("host:2");
+// host:N (2 ranks unless told) with 1 MiB L2s and a 32 MiB L3; `cache_bytes` as calibration
+// sets it (0: not measured).
+std::unique_ptr<Fabric> Llc32M(int64_t cache_bytes = 0, int nranks = 2) {
+  auto base = Preset("host:" + std::to_string(nranks));
   std::vector<HostInfo> hosts{base->host(0)};
   hosts[0].caches = {{2, "unified", 1 << 20, 2}, {3, "unified", 32 << 20, 1}};
   hosts[0].cache_bytes = cache_bytes;
-  std::vector<RankPlacement> ranks{base->rank(0), base->rank(1)};
+  std::vector<RankPlacement> ranks;
+  for (int r = 0; r < nranks; ++r) ranks.push_back(base->rank(r));
   return std::make_unique<Fabric>(hosts, ranks, LinkTable::Defaults(), NetworkConfig(),
                                   cache_bytes > 0 ? "cache" + std::to_string(cache_bytes >> 20) + "m" : "llc32m");
 }
@@ -818,6 +821,46 @@ TEST(SimTerms, AReceiveStreamedIntoItsChainSavesItsDramPasses) {
       EXPECT_LT(streamed->time_us, 0.9 * split->time_us) << "DRAM-resident";
     }
   }
+}
+
+// A lane owner's phase 1 on a host of three: ranks 1 and 2 send their lanes, rank 0 sums
+// them with its input lane and encodes the sum. `split`: a tiny copy between the receives and
+// the chain, so they cannot stream into its operands (exec/operand_sink.h).
+Schedule OperandOwner(size_t count, const weftCompression& spec, bool split) {
+  Schedule s = Empty(3, split ? "operands_split" : "operands_streamed");
+  const size_t enc = EncodedElements(spec, count);
+  for (int r = 0; r < 3; ++r) s.ranks[r].input_count = s.ranks[r].output_count = count;
+  s.ranks[0].scratch_count = 3 * count + enc;
+  for (int r = 1; r < 3; ++r) s.ranks[r].steps.push_back(SendStep(0, In(0, count)));
+  std::vector<Step>& o = s.ranks[0].steps;
+  o.push_back(RecvStep(1, Tmp(0, count)));
+  o.push_back(RecvStep(2, Tmp(count, count)));
+  if (split) o.push_back(CopyStep(In(0, 1), Out(0, 1)));
+  o.push_back(CopyStep(Tmp(0, count), Tmp(2 * count, count)));
+  o.push_back(ReduceStep(In(0, count), Tmp(2 * count, count)));
+  o.push_back(ReduceStep(Tmp(count, count), Tmp(2 * count, count)));
+  o.push_back(EncodeStep(Tmp(2 * count, count), Tmp(3 * count, enc), 0));
+  return s;
+}
+
+// Receives streamed into a chain's operands land in the cache and the chain reads them there:
+// with the working set in DRAM the owner's work costs less than with the lanes stored first.
+TEST(SimTerms, ReceivesStreamedIntoAChainsOperandsSaveTheirDramPasses) {
+  if (!StreamedChainsEnabled() || !OperandStreamsEnabled())
+    GTEST_SKIP() << "WEFT_STREAM_RECV_CHAINS=0 or WEFT_STREAM_OPERANDS=0 in the environment";
+  const auto fabric = Llc32M(0, 3);
+  weftCompression spec{};
+  spec.codec = weftCodecSign1;
+  spec.block = 128;
+  SimOptions opt;
+  opt.fused_codec = &spec;
+  const size_t count = size_t{16} << 20;  // 64 MiB lanes: DRAM-resident
+  auto streamed = SimulateSchedule(OperandOwner(count, spec, false), *fabric, 4, opt);
+  auto split = SimulateSchedule(OperandOwner(count, spec, true), *fabric, 4, opt);
+  ASSERT_TRUE(streamed.ok() && split.ok()) << streamed.status().message() << split.status().message();
+  EXPECT_LT(streamed->time_us, 0.9 * split->time_us);
+  const size_t receive = static_cast<size_t>(CpuWork::kReceiveCopy);
+  EXPECT_LT(streamed->cpu_work_us[receive], split->cpu_work_us[receive]) << "the copies into the cache";
 }
 
 // A measured rate into a sink (LinkParams::dram_sink_flow_gbps: the CMA copy's reads and page

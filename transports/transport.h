@@ -127,6 +127,12 @@ class RecvSink {
   virtual ~RecvSink() = default;
   virtual unsigned char* Space(size_t* room) = 0;  // room > 0 on return
   virtual void Landed(size_t bytes) = 0;
+  // Whether the sink would rather take its next bytes in a later Progress: it has room only
+  // by putting them somewhere slower (a sink fed by several peers whose others lag behind,
+  // exec/operand_sink.h). A transport that can leave a message half read does so and comes
+  // back; one that cannot (bytes that already wait in its own memory) calls Space anyway,
+  // which always has room. The sink bounds how long it asks, so a message always finishes.
+  virtual bool Later() { return false; }
 };
 
 class Transport {

@@ -90,6 +90,7 @@ const std::vector<SettingInfo>& Table() {
       {"WEFT_COMPRESSION_CHUNK_BYTES", K::kBytes, "auto", "pipeline chunk of compressed collectives (0 = not pipelined)"},
       {"WEFT_FUSE_CODEC_STEPS", K::kFlag, "1", "run compressed schedules' reduce/decode/encode runs tile by tile (0: step by step)"},
       {"WEFT_STREAM_RECV_CHAINS", K::kFlag, "1", "feed a received lane into the codec chain that reduces and encodes it as it lands, in cache (0: receive it whole first)"},
+      {"WEFT_STREAM_OPERANDS", K::kFlag, "1", "feed the lanes a codec chain sums from several peers into it together as they land, in cache (0: receive them whole first)"},
   };
   return rows;
 }

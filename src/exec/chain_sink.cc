@@ -12,26 +12,6 @@
 namespace weft {
 namespace {
 
-// 256 KiB: 16 tiles, inside a core's L2 (512 KiB on the CI machines) beside the input lane's
-// tile and the encodings being written; a cross-memory read per 256 KiB costs ~1 us of
-// syscall against ~20 us of copy.
-constexpr size_t kBounceBytes = size_t{256} << 10;
-
-// Bounce buffers of this thread, reused across calls (a fresh 256 KiB is an mmap and 64 page
-// faults). A sink takes one at Start and gives it back when destroyed or restarted.
-thread_local std::vector<std::unique_ptr<float[]>> t_bounces;
-
-float* TakeBounce() {
-  if (t_bounces.empty()) return new float[kBounceBytes / sizeof(float)];
-  float* b = t_bounces.back().release();
-  t_bounces.pop_back();
-  return b;
-}
-
-void GiveBounce(float* b) {
-  if (b != nullptr) t_bounces.emplace_back(b);
-}
-
 std::atomic<uint64_t> g_started{0};
 
 bool SameRegion(const Region& a, const Region& b) {
@@ -39,6 +19,20 @@ bool SameRegion(const Region& a, const Region& b) {
 }
 
 }  // namespace
+
+// The pool of TakeSinkBuffer.
+thread_local std::vector<std::unique_ptr<float[]>> t_bounces;
+
+float* TakeSinkBuffer() {
+  if (t_bounces.empty()) return new float[kBounceBytes / sizeof(float)];
+  float* b = t_bounces.back().release();
+  t_bounces.pop_back();
+  return b;
+}
+
+void GiveSinkBuffer(float* b) {
+  if (b != nullptr) t_bounces.emplace_back(b);
+}
 
 bool StreamedChainsEnabled() {
   static const bool enabled = SettingFlagOr("WEFT_STREAM_RECV_CHAINS", true);
@@ -57,7 +51,7 @@ bool StreamsIntoChain(const std::vector<Step>& steps, size_t recv, const CodecCh
          (opener == StepOp::kReduce || opener == StepOp::kDecodeReduce);
 }
 
-ChainSink::~ChainSink() { GiveBounce(bounce_); }
+ChainSink::~ChainSink() { GiveSinkBuffer(bounce_); }
 
 void ChainSink::Start(const std::vector<ChainStep>& steps, float* acc, size_t acc_count,
                       const weftCompression& spec, weftRedOp_t op, int nranks) {
@@ -69,7 +63,7 @@ void ChainSink::Start(const std::vector<ChainStep>& steps, float* acc, size_t ac
   spec_ = &spec;
   op_ = op;
   nranks_ = nranks;
-  if (bounce_ == nullptr) bounce_ = TakeBounce();
+  if (bounce_ == nullptr) bounce_ = TakeSinkBuffer();
   base_ = filled_ = 0;
   g_started.fetch_add(1, std::memory_order_relaxed);
 }

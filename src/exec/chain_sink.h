@@ -27,6 +27,15 @@ namespace weft {
 // needs a transport that TakesSinks() and that this is on (StreamedChainsEnabled()).
 bool StreamsIntoChain(const std::vector<Step>& steps, size_t recv, const CodecChain& c);
 
+// 256 KiB: 16 tiles, inside a core's L2 (512 KiB on the CI machines) beside the input lane's
+// tile and the encodings being written; a cross-memory read per 256 KiB costs ~1 us of
+// syscall against ~20 us of copy.
+inline constexpr size_t kBounceBytes = size_t{256} << 10;
+// kBounceBytes of host memory from this thread's pool (a fresh one is an mmap and 64 page
+// faults), and back to it: the sinks take one at Start and give it back when destroyed.
+float* TakeSinkBuffer();
+void GiveSinkBuffer(float* b);
+
 // WEFT_STREAM_RECV_CHAINS (default on; read once).
 bool StreamedChainsEnabled();
 // Streamed receives started in this process (tests check the path was taken).

@@ -118,10 +118,40 @@ std::vector<CodecChain> FindCodecChains(const std::vector<Step>& steps,
   return chains;
 }
 
+std::vector<StreamedOperand> StreamedOperands(const std::vector<Step>& steps, const CodecChain& c) {
+  std::vector<StreamedOperand> out;
+  if (!c.tiled) return out;
+  std::vector<int> peers;
+  for (size_t j = c.first; j-- > 0;) {
+    const Step& r = steps[j];
+    if (r.op != StepOp::kRecv || r.dst.buffer != Buffer::kScratch || r.dst.count != c.acc.count ||
+        Touches(r.dst, c.acc) || std::find(peers.begin(), peers.end(), r.peer) != peers.end())
+      break;
+    size_t reader = 0, readers = 0;
+    bool touched = false;
+    for (size_t i = c.first; i <= c.last; ++i) {
+      const Step& s = steps[i];
+      if ((s.op == StepOp::kCopy || s.op == StepOp::kReduce) && SameRegion(s.src, r.dst)) {
+        reader = i;
+        ++readers;
+      } else if (Touches(s.src, r.dst) || Touches(s.dst, r.dst)) {
+        touched = true;
+      }
+    }
+    if (readers != 1 || touched || TouchedAfter(steps, c.last + 1, r.dst)) break;
+    peers.push_back(r.peer);
+    out.insert(out.begin(), StreamedOperand{j, reader - c.first});
+  }
+  return out;
+}
+
 namespace {
 
 // 16 KiB of float32 per tile: it and a decoded tile stay in L1 between the steps.
 constexpr size_t kTileValues = 4096;
+
+// Where a copy's or reduce's source holds value `at` of acc.
+const float* SrcAt(const ChainStep& s, size_t at) { return static_cast<const float*>(s.src) + (at - s.src_at); }
 
 // The leading steps on values [at, at + n) of P: from `cur` (what P holds there) into `tile`.
 void BuildTile(const std::vector<ChainStep>& steps, const float* cur, size_t at, size_t n,
@@ -133,16 +163,15 @@ void BuildTile(const std::vector<ChainStep>& steps, const float* cur, size_t at,
         // With an addend the source reads as src + addend (the float32 sum error feedback's
         // input takes), else as it is.
         if (s.addend != nullptr)
-          kernels::Reduce(tile, static_cast<const float*>(s.src) + at, s.addend + at, n, weftFloat32, weftSum);
-        else std::memcpy(tile, static_cast<const float*>(s.src) + at, n * sizeof(float));
+          kernels::Reduce(tile, SrcAt(s, at), s.addend + at, n, weftFloat32, weftSum);
+        else std::memcpy(tile, SrcAt(s, at), n * sizeof(float));
         break;
       case StepOp::kReduce:
         if (s.addend != nullptr) {  // the source as it would have been built: src + addend
-          kernels::Reduce(decoded, static_cast<const float*>(s.src) + at, s.addend + at, n,
-                          weftFloat32, weftSum);
+          kernels::Reduce(decoded, SrcAt(s, at), s.addend + at, n, weftFloat32, weftSum);
           kernels::Reduce(tile, cur, decoded, n, weftFloat32, op);
         } else {
-          kernels::Reduce(tile, cur, static_cast<const float*>(s.src) + at, n, weftFloat32, op);
+          kernels::Reduce(tile, cur, SrcAt(s, at), n, weftFloat32, op);
         }
         break;
       case StepOp::kDecode:

@@ -51,6 +51,18 @@ struct CodecChain {
 std::vector<CodecChain> FindCodecChains(const std::vector<Step>& steps,
                                         const weftCompression& spec, bool keep_acc);
 
+// A receive whose values only one copy or reduce of a chain reads, and nothing after: it may
+// land in the cache instead of memory (exec/operand_sink.h).
+struct StreamedOperand {
+  size_t recv = 0;    // the receive's step index
+  size_t reader = 0;  // the chain step that reads it, counted from c.first
+};
+// The receives right before tiled chain c (steps [c.first - k, c.first), in order, k >= 0 as
+// many as qualify) that feed its operands: each fills a scratch region of c.acc's size,
+// apart from acc, from a peer none of the others comes from, which exactly one copy or reduce
+// of the chain reads whole and no other step of the chain or after it touches.
+std::vector<StreamedOperand> StreamedOperands(const std::vector<Step>& steps, const CodecChain& c);
+
 // Whether the executor runs chains (WEFT_FUSE_CODEC_STEPS, default on; read once): the
 // executor, the simulator's pricing and the closed form all ask this.
 bool CodecChainsEnabled();
@@ -65,6 +77,9 @@ struct ChainStep {
   StepOp op = StepOp::kCopy;
   const void* src = nullptr;  // copy/reduce: values aligned with acc; decodes: the encoding
   const float* addend = nullptr;  // copy/reduce: src reads as src + addend (ExecBuffers::addend)
+  // copy/reduce: the value of acc that src[0] lines up with (0: src spans all of acc). A
+  // streamed operand (exec/operand_sink.h) points src at the part that has landed.
+  size_t src_at = 0;
   uint8_t* encoded = nullptr;  // encode: where the encoding goes
   size_t offset = 0;           // encode: its first value's offset in acc
   size_t count = 0;            // encode: its values

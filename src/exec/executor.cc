@@ -15,6 +15,7 @@
 #include "algorithms/step_table.h"
 #include "common/log.h"
 #include "exec/chain_sink.h"
+#include "exec/operand_sink.h"
 #include "exec/codec_chain.h"
 #include "kernels/codec_backend.h"
 #include "kernels/codec_layout.h"
@@ -73,6 +74,10 @@ struct InFlight {
   bool streams_feedback = false;  // the streamed chain reads or writes the residual
   std::vector<Access> chain_access;
   std::unique_ptr<ChainSink> sink;  // kept with the slot between operations
+  // A receive streamed into a chain's operand (exec/operand_sink.h): the sink its chain's
+  // receives share (each holds the chain's accesses until its own receive is done; the last
+  // to land runs the chain's last tiles).
+  std::shared_ptr<OperandSink> operands;
 };
 
 // Whether in-flight f holds memory that access a touches in a conflicting way.
@@ -230,6 +235,14 @@ class Runner {
   bool ChainFeedsBack(const CodecChain& c) const;
   bool StreamedFeedbackInFlight() const;
   StatusOr<bool> IssueStreamed(size_t index, const CodecChain& c);
+  // Receives streamed into a chain's operands (FindChains): OperandsAt(i) is the chain whose
+  // operand receives start at step i, when they may stream. IssueOperandStreams: false when
+  // a hazard or the window holds them back.
+  const CodecChain* OperandsAt(size_t index) const {
+    if (operands_at_.empty() || operands_at_[index] < 0) return nullptr;
+    return &chains_[static_cast<size_t>(operands_at_[index])];
+  }
+  StatusOr<bool> IssueOperandStreams(size_t index, const CodecChain& c, bool* posted);
   // Error feedback (ExecContext::feedback): each encode step's span, checked by Prepare, and
   // the feedback of an encode that ran on its own.
   Status FindFeedbackSpans();
@@ -296,6 +309,8 @@ class Runner {
   std::vector<CodecChain> chains_;
   std::vector<int32_t> chain_at_;  // per step: its chain's index when one starts there, else -1
   std::vector<int32_t> streamed_at_;  // per step: the chain its receive streams into, else -1
+  std::vector<int32_t> operands_at_;  // per step: the chain whose operand receives start here, else -1
+  std::vector<std::vector<StreamedOperand>> chain_operands_;  // per chain: its streamed operands
   std::vector<int32_t> feedback_at_;  // per step: an encode's index in ctx_.feedback.spans, else -1
   std::vector<uint8_t> patch_built_;  // per patched range: input + addend built into the patch
   // The call tag of the first signal to / wait on `peer` in this operation, else 0.
@@ -420,6 +435,7 @@ std::unique_ptr<InFlight> Runner::TakeSlot(size_t index, const Access& access) {
   f->encoded_size = nullptr;
   f->streaming = f->streams_feedback = false;
   f->chain_access.clear();
+  f->operands.reset();
   f->transport = nullptr;  // a pooled slot's transport may be another communicator's
   return f;
 }
@@ -602,6 +618,7 @@ void Runner::FindChains() {
   chain_at_.assign(sched_.steps.size(), -1);
   for (size_t i = 0; i < chains_.size(); ++i) chain_at_[chains_[i].first] = static_cast<int32_t>(i);
   streamed_at_.clear();
+  operands_at_.clear();
   if (!StreamedChainsEnabled() || bufs_.kind != MemKind::kHost) return;
   for (size_t i = 0; i < chains_.size(); ++i) {
     const CodecChain& c = chains_[i];
@@ -609,6 +626,18 @@ void Runner::FindChains() {
     if (EncodedAt(sched_.steps[c.first - 1].dst) != nullptr) continue;
     if (streamed_at_.empty()) streamed_at_.assign(sched_.steps.size(), -1);
     streamed_at_[c.first - 1] = static_cast<int32_t>(i);
+  }
+  if (!OperandStreamsEnabled()) return;
+  chain_operands_.assign(chains_.size(), {});
+  for (size_t i = 0; i < chains_.size(); ++i) {
+    const CodecChain& c = chains_[i];
+    if (!streamed_at_.empty() && c.first > 0 && streamed_at_[c.first - 1] >= 0) continue;
+    std::vector<StreamedOperand> ops = StreamedOperands(sched_.steps, c);
+    // All of them take window slots at once: a window too small for them runs them unstreamed.
+    if (ops.empty() || static_cast<int>(ops.size()) >= window_) continue;
+    if (operands_at_.empty()) operands_at_.assign(sched_.steps.size(), -1);
+    operands_at_[ops.front().recv] = static_cast<int32_t>(i);
+    chain_operands_[i] = std::move(ops);
   }
 }
 
@@ -789,6 +818,56 @@ StatusOr<bool> Runner::IssueStreamed(size_t index, const CodecChain& c) {
   return true;
 }
 
+// Posts the receives from `index` on into the operands of chain c (the steps after them),
+// which runs tile by tile as they land; *posted says so. Where a transport takes no sinks,
+// nothing is posted and the steps issue one by one as usual.
+StatusOr<bool> Runner::IssueOperandStreams(size_t index, const CodecChain& c, bool* posted) {
+  *posted = false;
+  const std::vector<StreamedOperand>& ops = chain_operands_[static_cast<size_t>(operands_at_[index])];
+  thread_local std::vector<Transport*> transports;
+  transports.clear();
+  for (const StreamedOperand& o : ops) {
+    Status st;
+    Transport* t = TransportFor(sched_.steps[o.recv].peer, sched_.steps[o.recv], &st);
+    if (t == nullptr || !t->TakesSinks()) return true;  // the caller issues them one by one
+    transports.push_back(t);
+  }
+  if (static_cast<int>(inflight_.size() - received_fused_ + ops.size()) > window_) return false;
+  thread_local std::vector<Access> accesses;
+  accesses.clear();
+  for (size_t i = index; i <= c.last; ++i) accesses.push_back(AccessOf(sched_.steps[i]));
+  for (const auto& f : inflight_)
+    for (const Access& a : accesses)
+      if (Blocks(*f, a)) return false;
+  const bool feeds_back = ChainFeedsBack(c);
+  if (feeds_back && StreamedFeedbackInFlight()) return false;
+  thread_local std::vector<ChainStep> steps;
+  WEFT_RETURN_IF_ERROR(ResolveChain(c, &steps));
+  thread_local std::vector<OperandSink::Source> sources;
+  sources.clear();
+  for (const StreamedOperand& o : ops)
+    sources.push_back({o.reader, reinterpret_cast<float*>(Resolve(sched_.steps[o.recv].dst))});
+  auto sink = std::make_shared<OperandSink>();
+  sink->Start(steps, sources, reinterpret_cast<float*>(Resolve(c.acc)), c.acc.count, c.acc_dead,
+              *ctx_.codec, ctx_.op, ctx_.nranks);
+  const size_t chain_from = ops.back().recv + 1 - index;  // the chain's accesses
+  for (size_t k = 0; k < ops.size(); ++k) {
+    const Step& s = sched_.steps[ops[k].recv];
+    std::unique_ptr<InFlight> f = TakeSlot(ops[k].recv, accesses[ops[k].recv - index]);
+    f->chain_access.assign(accesses.begin() + static_cast<std::ptrdiff_t>(chain_from), accesses.end());
+    f->streams_feedback = feeds_back;
+    f->operands = sink;
+    f->transport = transports[k];
+    NoteTransport(f->transport);
+    Status st = f->transport->PostRecvToSink(s.peer, s.channel, ctx_.tag, c.acc.count * elem_,
+                                             sink->source(k), &f->req);
+    if (!st.ok()) return st.WithContext(Describe(s, ops[k].recv));
+    inflight_.push_back(std::move(f));
+  }
+  *posted = true;
+  return true;
+}
+
 // Asynchronous steps are posted to their transport and retired when it completes them.
 Status Runner::PostAsync(InFlight& f) {
   const Step& s = *f.step;
@@ -906,6 +985,9 @@ StatusOr<bool> Runner::Complete(InFlight& f) {
   if (f.streaming && !f.sink->Finished())
     return InternalError(Describe(s, f.index) + ": the receive streamed into a chain completed "
                          "before every tile of the chain landed");
+  if (f.operands != nullptr && f.operands->AllLanded() && !f.operands->Finished())
+    return InternalError(Describe(s, f.index) + ": every receive streamed into a chain's operands "
+                         "landed, but not every tile of the chain ran");
   if (f.encoded_size != nullptr) {  // the receive into an encoded region: note its size
     *f.encoded_size = f.req.bytes;
     EncodedAt(s.dst)->holds = true;
@@ -1089,6 +1171,16 @@ Status Runner::IssueInOrder(size_t* next) {
         StatusOr<bool> issued = IssueStreamed(*next, *c);
         if (!issued.ok()) return issued.status();
         if (!*issued) break;
+        *next = c->last + 1;
+        continue;
+      }
+    }
+    if (const CodecChain* c = OperandsAt(*next)) {
+      bool posted = false;
+      StatusOr<bool> issued = IssueOperandStreams(*next, *c, &posted);
+      if (!issued.ok()) return issued.status();
+      if (!*issued) break;
+      if (posted) {  // else a transport takes no sinks: the steps issue one by one
         *next = c->last + 1;
         continue;
       }

@@ -13,6 +13,7 @@
 #include "algorithms/step_table.h"
 #include "exec/chain_sink.h"
 #include "exec/codec_chain.h"
+#include "exec/operand_sink.h"
 #include "transports/shm/shm_transport.h"  // kShmSingleCopyMinBytesDefault
 
 namespace weft {
@@ -726,13 +727,31 @@ class Engine {
         ranks_[r].streamed[c.first] = kOnePassOpener;
         continue;
       }
-      if (!StreamedChainsEnabled() || c.first == 0 || !StreamsIntoChain(steps, c.first - 1, c) ||
-          !StreamsOver(steps[c.first - 1].peer, r))
+      if (!StreamedChainsEnabled() || c.first == 0) continue;
+      if (StreamsIntoChain(steps, c.first - 1, c)) {
+        if (!StreamsOver(steps[c.first - 1].peer, r)) continue;
+        if (ranks_[r].streamed.empty()) ranks_[r].streamed.assign(steps.size(), 0);
+        ranks_[r].streamed[c.first - 1] = kStreamedRecv;
+        ranks_[r].streamed[c.first] = kStreamedOpener;
         continue;
-      if (ranks_[r].streamed.empty()) ranks_[r].streamed.assign(steps.size(), 0);
-      ranks_[r].streamed[c.first - 1] = kStreamedRecv;
-      ranks_[r].streamed[c.first] = kStreamedOpener;
+      }
+      MarkOperandStreams(r, c);
     }
+  }
+
+  // Receives the executor streams into chain c's operands (exec/operand_sink.h): each lands in
+  // the cache, and the chain's tiles read one operand from memory (the rank's own lane) and
+  // write nothing: a copy's traffic, which the opener carries.
+  void MarkOperandStreams(int r, const CodecChain& c) {
+    const std::vector<Step>& steps = sched_.ranks[r].steps;
+    if (!OperandStreamsEnabled()) return;
+    const std::vector<StreamedOperand> ops = StreamedOperands(steps, c);
+    if (ops.empty() || static_cast<int>(ops.size()) >= window_) return;
+    for (const StreamedOperand& o : ops)
+      if (!StreamsOver(steps[o.recv].peer, r)) return;
+    if (ranks_[r].streamed.empty()) ranks_[r].streamed.assign(steps.size(), 0);
+    for (const StreamedOperand& o : ops) ranks_[r].streamed[o.recv] = kStreamedRecv;
+    ranks_[r].streamed[c.first] = kStreamedOpener;
   }
 
   // The executor streams receives into chains on shm only (the transport that takes sinks).

@@ -747,6 +747,7 @@ Status ShmTransport::ReadSingleCopy(Peer& p, Incoming& c) {
   // a partial read (EFAULT past a bad page) reports which byte.
   const size_t piece = size_t{4} << 20;
   while (c.received < c.bytes) {
+    if (c.sink != nullptr && c.sink->Later()) break;  // the rest in a later Progress
     size_t n = std::min(piece, c.bytes - c.received);
     if (c.dst == nullptr && c.sink == nullptr) {  // discarding after a mismatch: nothing to read
       c.received = c.bytes;
@@ -856,6 +857,7 @@ bool ShmTransport::CopyFromRing(Peer& p) {
       if (avail == 0) break;
     }
     size_t n = std::min({avail, c.bytes - c.received, ring - p.in_head % ring});
+    if (c.sink != nullptr && c.sink->Later()) break;  // the rest in a later Progress
     if (c.sink != nullptr) {
       size_t room = 0;
       unsigned char* to = c.sink->Space(&room);
@@ -903,12 +905,13 @@ bool ShmTransport::ProgressRecvs(Peer& p) {
     }
     Incoming& c = p.cur;
     if (c.single_copy && c.received < c.bytes) {
+      const size_t before = c.received;
       Status st = ReadSingleCopy(p, c);
       if (!st.ok()) {
         FailPeer(p, st);
         return true;
       }
-      progressed = true;
+      if (c.received > before) progressed = true;  // a sink that asked for later read nothing
     }
     if (CopyFromRing(p)) progressed = true;
     if (c.received < c.bytes) break;
