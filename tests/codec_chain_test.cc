@@ -167,6 +167,38 @@ TEST(CodecChain, HostReduceThenEncodeIsBitwiseTheSteps) {
   }
 }
 
+// Phase 1 on a host of four: P = m0 + m1 + m2 + m3 (a copy, three reduces, in group order),
+// then its two sub-slices encoded. Every codec runs it as one chain: top-k's is `built` (P
+// built in tiles and stored, each encode whole after); the bits are the steps' one by one.
+TEST(CodecChain, HostOfFourReduceThenEncodeIsBitwiseTheSteps) {
+  const size_t n = (size_t{1} << 16) + 5, h = 30001;
+  for (const weftCompression& spec : Codecs()) {
+    const std::string what = codec::CodecName(spec.codec);
+    std::vector<float> in = Values(4 * n, 7);
+    const Region p = Tmp(0, n);
+    const size_t e0 = EncodedElements(spec, h), e1 = EncodedElements(spec, n - h);
+    const Region enc0 = Tmp(n, e0), enc1 = Tmp(n + e0, e1);
+    RankSchedule rs;
+    rs.input_count = 4 * n;
+    rs.output_count = e0 + e1;
+    rs.scratch_count = n + e0 + e1;
+    rs.steps = {CopyStep(In(0, n), p), ReduceStep(In(n, n), p), ReduceStep(In(2 * n, n), p),
+                ReduceStep(In(3 * n, n), p), EncodeStep(Region{p.buffer, 0, h}, enc0, 5),
+                EncodeStep(Region{p.buffer, h, n - h}, enc1, 6), CopyStep(enc0, Out(0, e0)),
+                CopyStep(enc1, Out(e0, e1))};
+    const std::vector<CodecChain> chains = FindCodecChains(rs.steps, spec, false);
+    ASSERT_EQ(chains.size(), 1u) << what;
+    EXPECT_EQ(chains[0].last, 5u) << what;
+    EXPECT_EQ(chains[0].built, spec.codec == weftCodecTopK) << what;
+    EXPECT_EQ(chains[0].acc_dead, spec.codec != weftCodecTopK) << what;
+    std::vector<float> sum(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(n));
+    for (int m = 1; m < 4; ++m) kernels::Reduce(sum.data(), sum.data(), in.data() + m * n, n, weftFloat32, weftSum);
+    const std::vector<float> out = weft::Run(rs, spec, weftSum, 4, in);
+    ExpectBytes(out, 0, Encoded(spec, sum.data(), h, 5), what + " enc0");
+    ExpectBytes(out, e0, Encoded(spec, sum.data() + h, n - h, 6), what + " enc1");
+  }
+}
+
 // Top-k: at this size the sum's encodes take the one pass that reads both inputs and stores
 // no sum (codec::EncodeOfSum); a max, error feedback and a short input build P and encode it.
 TEST(CodecChain, TopKHostReduceThenEncodeIsBitwiseTheSteps) {
@@ -586,7 +618,8 @@ Fed FeedOperands(const OperandCase& c, const weftCompression& spec, int force_so
 
 OperandCase MakeOperandCase(const weftCompression& spec) {
   OperandCase c;
-  c.cut = (c.n / 3) / codec::EncodeRangeAlignment(spec) * codec::EncodeRangeAlignment(spec);
+  const size_t align = std::max<size_t>(1, codec::EncodeRangeAlignment(spec));
+  c.cut = (c.n / 3) / align * align;
   for (int m = 0; m < 4; ++m) c.members.push_back(Values(c.n, 10 + m));
   return c;
 }
@@ -595,9 +628,9 @@ OperandCase MakeOperandCase(const weftCompression& spec) {
 // the bits of the chain run on the whole lanes; in step, nothing spills and neither the
 // sources' memory nor the dead acc is written.
 TEST(OperandSink, SourcesInAnyOrderGiveTheWholeChainsBits) {
-  for (const weftCompression& spec : Codecs()) {
-    if (codec::EncodeRangeAlignment(spec) == 0) continue;
+  for (const weftCompression& spec : Codecs()) {  // top-k's chain is built: P stored, encodes whole
     const OperandCase c = MakeOperandCase(spec);
+    const bool built = codec::EncodeRangeAlignment(spec) == 0;
     std::vector<std::vector<uint8_t>> whole;
     std::vector<float> residual(c.n, 0.0f), acc(c.n);
     RunCodecChain(c.Steps(spec, &whole, &residual), acc.data(), c.n, true, spec, weftSum, 4);
@@ -608,7 +641,8 @@ TEST(OperandSink, SourcesInAnyOrderGiveTheWholeChainsBits) {
     EXPECT_EQ(f.residual, residual) << what;
     EXPECT_EQ(OperandSourcesSpilled(), spilled) << what << ": sources in step spilled";
     for (int s = 0; s < 3; ++s) EXPECT_EQ(f.memory[s], std::vector<float>(c.n, -7.0f)) << what << " source " << s;
-    EXPECT_EQ(f.acc, std::vector<float>(c.n, -3.0f)) << what << ": the dead acc was written";
+    if (!built) EXPECT_EQ(f.acc, std::vector<float>(c.n, -3.0f)) << what << ": the dead acc was written";
+    if (built) EXPECT_EQ(f.acc, acc) << what << ": the built P";
   }
 }
 
@@ -659,10 +693,9 @@ TEST(OperandSink, SourcesThatCannotWaitSpillAndKeepTheBits) {
 }
 
 // On hosts of four, each rank's host reduce (per piece: copy, three reduces, the encodes)
-// streams the three lanes the other members send; on hosts of two the received lane is the
-// chain's acc (ChainSink's case), and no operand streams.
-TEST(OperandSink, TheHostReduceOfHostsOfFourStreamsItsThreeLanes) {
-  const weftCompression spec = Spec(weftCodecInt8);
+// streams the three lanes the other members send (top-k's built chain too); on hosts of two
+// the received lane is the chain's acc (ChainSink's case), and no operand streams.
+void HostsOfFourStreamThreeLanes(const weftCompression& spec) {
   const AlgorithmInfo* algorithm = FindCompressedAlgorithm(Collective::kAllReduce, "compressed_hierarchical");
   ASSERT_NE(algorithm, nullptr);
   ScheduleRequest req;
@@ -703,6 +736,10 @@ TEST(OperandSink, TheHostReduceOfHostsOfFourStreamsItsThreeLanes) {
   for (int r = 0; r < 4; ++r)
     for (const CodecChain& c : FindCodecChains(two->ranks[r].steps, spec, false))
       EXPECT_TRUE(StreamedOperands(two->ranks[r].steps, c).empty()) << "rank " << r;
+}
+
+TEST(OperandSink, TheHostReduceOfHostsOfFourStreamsItsThreeLanes) {
+  for (weftCodec_t codec : {weftCodecInt8, weftCodecTopK}) HostsOfFourStreamThreeLanes(Spec(codec));
 }
 
 }  // namespace

@@ -1180,7 +1180,8 @@ TEST(JobWideCompression, DISABLED_AfterTheArgumentChecks) {
 // The worker: one rank of a compressed int8 allreduce over processes; prints a checksum of
 // the result bits so the launcher can compare ranks. Runs only when launched below.
 // What both process workers start with: this rank joins the job (weftCommInitFromEnv) and runs
-// an int8 allreduce, with a residual, of every rank's Contribution.
+// an allreduce compressed with `codec` (int8 unless told), with a residual, of every rank's
+// Contribution.
 struct WorkerRun {
   weftComm_t comm = nullptr;
   int n = 0, rank = 0;
@@ -1189,11 +1190,11 @@ struct WorkerRun {
   std::vector<float> out, residual;
 };
 
-void RunWorker(size_t count, WorkerRun* w) {
+void RunWorker(size_t count, WorkerRun* w, weftCodec_t codec = weftCodecInt8) {
   ASSERT_EQ(weftCommInitFromEnv(&w->comm), weftSuccess) << weftGetLastError(nullptr);
   weftCommCount(w->comm, &w->n);
   weftCommUserRank(w->comm, &w->rank);
-  w->spec = Spec(weftCodecInt8);
+  w->spec = Spec(codec);
   w->in.resize(w->n);
   for (int q = 0; q < w->n; ++q) w->in[q] = Contribution(q, count, weftFloat32);
   w->out.assign(count, 0.0f);
@@ -1230,9 +1231,9 @@ TEST(CompressedProcesses, DISABLED_Worker) {
 // (hosts of two: the lane into the chain; of three and more: the lanes into its operands),
 // stay within int8's bound for host sums, give every rank the same bits (compared through an
 // allgather of checksums) and keep in the residuals what it dropped.
-void HierarchicalWorker(size_t count) {
+void HierarchicalWorker(size_t count, weftCodec_t codec = weftCodecInt8) {
   WorkerRun w;
-  ASSERT_NO_FATAL_FAILURE(RunWorker(count, &w));
+  ASSERT_NO_FATAL_FAILURE(RunWorker(count, &w, codec));
   ASSERT_TRUE(w.n >= 4 && w.n % 2 == 0) << "run as 2 hosts x L ranks (perf/netns/run.sh)";
   const int n = w.n, rank = w.rank, per_host = n / 2;
   const weftCompression& spec = w.spec;
@@ -1279,6 +1280,8 @@ void HierarchicalWorker(size_t count) {
 TEST(CompressedProcesses, DISABLED_HierarchicalWorker) { HierarchicalWorker(100003); }
 // Lanes of ~1 MiB: the single-copy path (the ring's below 256 KiB), two pieces.
 TEST(CompressedProcesses, DISABLED_HierarchicalWorkerLargeLanes) { HierarchicalWorker(800003); }
+// Top-k 1%: on hosts of 3+ its host reduce is a built chain (P in tiles, each encode whole).
+TEST(CompressedProcesses, DISABLED_HierarchicalWorkerLargeLanesTopK) { HierarchicalWorker(800003, weftCodecTopK); }
 
 std::string ChecksumLine(const std::string& output) {
   const size_t at = output.find("CHECKSUM ");

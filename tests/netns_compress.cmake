@@ -26,3 +26,14 @@ add_test(NAME netns_2x3_hierarchical_compressed_allreduce
 set_tests_properties(netns_2x3_hierarchical_compressed_allreduce PROPERTIES
   SKIP_RETURN_CODE 77 TIMEOUT 180 LABELS "netns;multiprocess"
   FAIL_REGULAR_EXPRESSION "\\[  FAILED  \\];PASSED  \\] 0 tests")
+# The same with top-k 1%, whose host reduce on hosts of three is a built chain (P built in
+# tiles from the streamed lanes, then each sub-slice encoded whole).
+add_test(NAME netns_2x3_hierarchical_topk_allreduce
+  COMMAND bash ${CMAKE_SOURCE_DIR}/perf/netns/run.sh --hosts 2 --ranks-per-host 3
+          --rate 2gbit --timeout 120 --
+          env WEFT_TIMEOUT=60 $<TARGET_FILE:compressed_collectives_test>
+          --gtest_filter=CompressedProcesses.DISABLED_HierarchicalWorkerLargeLanesTopK
+          --gtest_also_run_disabled_tests)
+set_tests_properties(netns_2x3_hierarchical_topk_allreduce PROPERTIES
+  SKIP_RETURN_CODE 77 TIMEOUT 180 LABELS "netns;multiprocess"
+  FAIL_REGULAR_EXPRESSION "\\[  FAILED  \\];PASSED  \\] 0 tests")

@@ -98,16 +98,21 @@ std::vector<CodecChain> FindCodecChains(const std::vector<Step>& steps,
     while (end < steps.size() && steps[end].op == StepOp::kEncode && steps[end].src.count > 0 &&
            Inside(steps[end].src, p))
       ++end;
-    // Top-k's one form: a single copy or reduce opens P (no decode, so no alignment applies).
+    // Top-k's forms: a single copy or reduce opens P (no decode, so no alignment applies), or
+    // several copies and reduces build it (built: P stored, each encode whole after).
     const bool one_pass = lead == i + 1 && (s.op == StepOp::kCopy || s.op == StepOp::kReduce);
-    if (end > lead && (!whole || one_pass) && Chainable(steps, i, lead, end, p, align)) {
+    bool builds = lead > i + 1;
+    for (size_t k = i; k < lead && builds; ++k)
+      builds = steps[k].op == StepOp::kCopy || steps[k].op == StepOp::kReduce;
+    if (end > lead && (!whole || one_pass || builds) && Chainable(steps, i, lead, end, p, align)) {
       CodecChain c;
       c.first = i;
       c.last = end - 1;
       c.acc = p;
-      c.acc_dead = !keep_acc && !TouchedAfter(steps, end, p);
+      c.built = whole && !one_pass;
+      c.acc_dead = !keep_acc && !c.built && !TouchedAfter(steps, end, p);
       c.tiled = !whole;
-      if (c.tiled || c.acc_dead) {
+      if (c.tiled || c.acc_dead || c.built) {
         chains.push_back(c);
         i = end;
         continue;
@@ -120,7 +125,7 @@ std::vector<CodecChain> FindCodecChains(const std::vector<Step>& steps,
 
 std::vector<StreamedOperand> StreamedOperands(const std::vector<Step>& steps, const CodecChain& c) {
   std::vector<StreamedOperand> out;
-  if (!c.tiled) return out;
+  if (!c.tiled && !c.built) return out;
   std::vector<int> peers;
   for (size_t j = c.first; j-- > 0;) {
     const Step& r = steps[j];
@@ -197,13 +202,36 @@ void BuildTile(const std::vector<ChainStep>& steps, const float* cur, size_t at,
 
 size_t CodecChainTileValues(const weftCompression& spec) {
   const size_t align = codec::EncodeRangeAlignment(spec);
+  if (align == 0) return kTileValues;  // a built chain's tiles: no encode cuts them
   return std::max(align, kTileValues / align * align);
+}
+
+bool BuiltChain(const std::vector<ChainStep>& steps, const weftCompression& spec) {
+  if (codec::EncodeRangeAlignment(spec) != 0) return false;
+  size_t leading = 0;
+  for (const ChainStep& s : steps) leading += s.op != StepOp::kEncode;
+  return leading > 1;
+}
+
+void EncodeBuiltChain(const std::vector<ChainStep>& steps, const float* acc, const weftCompression& spec) {
+  for (const ChainStep& s : steps) {
+    if (s.op != StepOp::kEncode) continue;
+    codec::Encode(spec, acc + s.offset, s.count, s.encoded, s.stream);
+    if (s.residual != nullptr)
+      codec::DroppedIntoResidual(spec, s.encoded, s.count, acc + s.offset, s.feedback, s.feedback_weight,
+                                 s.residual);
+  }
 }
 
 void PlanCodecChain(const std::vector<ChainStep>& steps, size_t acc_count, bool acc_dead,
                     const weftCompression& spec, std::vector<ChainTile>* tiles) {
   tiles->clear();
   const size_t tile_values = CodecChainTileValues(spec);
+  if (BuiltChain(steps, spec)) {  // all of P, built and stored; the encodes follow whole
+    for (size_t at = 0; at < acc_count; at += tile_values)
+      tiles->push_back(ChainTile{at, std::min(tile_values, acc_count - at), nullptr});
+    return;
+  }
   // Segments of P: each encode's values, and (when P is read later) the values between them.
   std::vector<const ChainStep*> encodes;
   for (const ChainStep& s : steps)
@@ -286,14 +314,17 @@ void RunWholeEncodes(const std::vector<ChainStep>& steps, float* acc, size_t acc
 
 void RunCodecChain(const std::vector<ChainStep>& steps, float* acc, size_t acc_count,
                    bool acc_dead, const weftCompression& spec, weftRedOp_t op, int nranks) {
-  if (codec::EncodeRangeAlignment(spec) == 0) {  // FindCodecChains' untiled form
+  if (codec::EncodeRangeAlignment(spec) == 0 && !BuiltChain(steps, spec)) {  // the one-pass form
     RunWholeEncodes(steps, acc, acc_count, spec, op, nranks);
     return;
   }
+  const bool built = BuiltChain(steps, spec);
+  if (built) acc_dead = false;  // the encodes read P whole
   thread_local std::vector<ChainTile> tiles;
   PlanCodecChain(steps, acc_count, acc_dead, spec, &tiles);
   for (const ChainTile& t : tiles)
     RunCodecChainTile(steps, t, acc + t.at, acc, acc_count, acc_dead, spec, op, nranks);
+  if (built) EncodeBuiltChain(steps, acc, spec);
 }
 
 }  // namespace weft

@@ -36,6 +36,10 @@ struct CodecChain {
   // Tile by tile (block codecs), or each encode whole (top-k, whose selection reads all of an
   // encode's values: RunCodecChain passes its inputs once per encode instead).
   bool tiled = true;
+  // Top-k's host reduce on a host of 3+ ranks (several copies and reduces build P): P is
+  // built tile by tile, every operand read once and P written once, then each encode runs
+  // whole on it (BuiltChain). Not tiled, and P is stored (acc_dead false).
+  bool built = false;
 };
 
 // The chains of a rank's steps: a run that opens with a copy, reduce, decode or decode-reduce
@@ -45,7 +49,8 @@ struct CodecChain {
 // encodes on its own). Top-k selects over a whole encode, so its chains are the one form
 // that needs no tiles (tiled = false): a single copy or reduce opens P, nothing continues it,
 // the encodes follow and P is dead after them; each encode then reads its inputs in one pass
-// (codec::EncodeOfSum) and P is never written. `keep_acc`: P is never dead (for a caller
+// (codec::EncodeOfSum) and P is never written. With several copies and reduces (no decodes)
+// before top-k's encodes, the chain is `built`: P built in tiles, the encodes whole after. `keep_acc`: P is never dead (for a caller
 // that reads it after the call; error feedback needs no such thing: the chain feeds back
 // each tile as it encodes it, ChainStep::residual).
 std::vector<CodecChain> FindCodecChains(const std::vector<Step>& steps,
@@ -91,6 +96,12 @@ struct ChainStep {
   float feedback_weight = 1.0f;
 };
 
+// Whether resolved chain steps are a built chain's (CodecChain::built): a codec that encodes
+// whole (top-k) after more than one step that builds P.
+bool BuiltChain(const std::vector<ChainStep>& steps, const weftCompression& spec);
+// A built chain's encodes, each whole on P (acc) once every tile of P is built.
+void EncodeBuiltChain(const std::vector<ChainStep>& steps, const float* acc, const weftCompression& spec);
+
 // One tile of a chain: values [at, at + n) of acc, and the encode they belong to (nullptr:
 // values between encodes, built only where acc is read later).
 struct ChainTile {
@@ -99,7 +110,8 @@ struct ChainTile {
 };
 // The values per tile (16 KiB of float32, whole codec blocks).
 size_t CodecChainTileValues(const weftCompression& spec);
-// A chain's tiles in order of acc (RunCodecChain runs them so).
+// A chain's tiles in order of acc (RunCodecChain runs them so); a built chain's cover all of
+// acc and encode nothing (EncodeBuiltChain follows them).
 void PlanCodecChain(const std::vector<ChainStep>& steps, size_t acc_count, bool acc_dead,
                     const weftCompression& spec, std::vector<ChainTile>* tiles);
 // Runs one tile, reading what acc holds at t.at from `cur`: acc + t.at itself, or where those

@@ -37,7 +37,8 @@ void OperandSink::Start(const std::vector<ChainStep>& steps, const std::vector<S
   next_ = 0;
   acc_ = acc;
   acc_count_ = acc_count;
-  acc_dead_ = acc_dead;
+  built_ = BuiltChain(steps_, spec);
+  acc_dead_ = acc_dead && !built_;  // a built chain's encodes read P whole
   spec_ = &spec;
   op_ = op;
   nranks_ = nranks;
@@ -137,6 +138,7 @@ void OperandSink::RunReadyTiles() {
     RunCodecChainTile(steps_, t, acc_ + t.at, acc_, acc_count_, acc_dead_, *spec_, op_, nranks_);
     ++next_;
   }
+  if (built_ && next_ == tiles_.size()) EncodeBuiltChain(steps_, acc_, *spec_);
 }
 
 }  // namespace weft

@@ -12,7 +12,8 @@
 // cache (a source), and the chain runs a tile as soon as every source has landed it: the lanes
 // are never stored. The chain's steps and tiles are the unstreamed chain's, only a streamed
 // operand is read from its source's buffer, so the result is bitwise the same
-// (tests/operand_sink_test.cc).
+// (tests/codec_chain_test.cc, OperandSink.*). Top-k's chain (CodecChain::built) streams the
+// same way into P, then encodes it whole after the last tile.
 //
 // The sources are separate peers whose senders run when the kernel lets them: when one lags
 // (its process is off the core), the others' buffers fill and their transport is asked to
@@ -101,6 +102,7 @@ class OperandSink {
   float* acc_ = nullptr;
   size_t acc_count_ = 0;
   bool acc_dead_ = false;
+  bool built_ = false;  // BuiltChain: the encodes run whole after the last tile
   const weftCompression* spec_ = nullptr;
   weftRedOp_t op_ = weftSum;
   int nranks_ = 1;

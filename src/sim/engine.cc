@@ -722,7 +722,7 @@ class Engine {
     for (const CodecChain& c : FindCodecChains(steps, *opt_.fused_codec, false)) {
       if (ranks_[r].chained.empty()) ranks_[r].chained.assign(steps.size(), 0);
       for (size_t i = c.first + 1; i <= c.last; ++i) ranks_[r].chained[i] = 1;
-      if (!c.tiled) {
+      if (!c.tiled && !c.built) {
         if (ranks_[r].streamed.empty()) ranks_[r].streamed.assign(steps.size(), 0);
         ranks_[r].streamed[c.first] = kOnePassOpener;
         continue;
