@@ -8,10 +8,9 @@
 
 #include <gtest/gtest.h>
 
-#include <arpa/inet.h>
+#include "test_util.h"
+
 #include <dirent.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -240,15 +239,9 @@ TEST(BootstrapTest, MissingRankIsNamedOnTimeout) {
 TEST(BootstrapTest, RootNeverThereTimesOut) {
   // A port bound but not listening refuses every connection and stays ours for the whole test
   // (a closed listener's port could be taken by a test running beside this one).
-  const int held = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(held, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(held, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0) << std::strerror(errno);
-  socklen_t len = sizeof sa;
-  ASSERT_EQ(getsockname(held, reinterpret_cast<sockaddr*>(&sa), &len), 0);
-  const int port = ntohs(sa.sin_port);
+  int port = 0;
+  const int held = weft_test::HoldRefusingLoopbackPort(&port);
+  ASSERT_GE(held, 0) << std::strerror(errno);
   BootstrapId id{net::SockAddr::Loopback(AF_INET, port), net::Secret::Random()};
   StatusOr<std::unique_ptr<Bootstrap>> bs = Bootstrap::Join(id, 0, 2, 0.5);
   ASSERT_FALSE(bs.ok());

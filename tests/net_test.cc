@@ -5,9 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -266,15 +266,9 @@ TEST(SocketTest, ConnectGivesUpWithTimeoutNamingAddress) {
   // test: a port merely closed again could be taken by a test running beside this one (ctest
   // -j), whose listener would then accept us (seen once: this test and HandshakeTest's both
   // failed).
-  const int held = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(held, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(held, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0) << std::strerror(errno);
-  socklen_t len = sizeof sa;
-  ASSERT_EQ(getsockname(held, reinterpret_cast<sockaddr*>(&sa), &len), 0);
-  const int port = ntohs(sa.sin_port);
+  int port = 0;
+  const int held = weft_test::HoldRefusingLoopbackPort(&port);
+  ASSERT_GE(held, 0) << std::strerror(errno);
   SockAddr addr = SockAddr::Loopback(AF_INET, port);
   StatusOr<Socket> c = Connect(addr, 0.3);
   ASSERT_FALSE(c.ok());

@@ -47,6 +47,22 @@ std::string RunRanks(int n, const std::function<std::string(weftComm_t, int)>& f
   return err;
 }
 
+int HoldRefusingLoopbackPort(int* port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof sa;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
+    close(fd);
+    return -1;
+  }
+  *port = ntohs(sa.sin_port);
+  return fd;
+}
+
 const std::vector<weftDataType_t>& AllTypes() {
   static const std::vector<weftDataType_t> t = {weftInt8,    weftUint8,   weftInt32, weftUint32,
                                                 weftInt64,   weftUint64,  weftFloat16,

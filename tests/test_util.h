@@ -19,6 +19,12 @@ std::string RunRanks(int n, const std::function<std::string(weftComm_t, int)>& f
 std::string RunOnComms(const std::vector<weftComm_t>& comms,
                        const std::function<std::string(weftComm_t, int)>& fn);
 
+// A loopback TCP port that refuses every connection and that no other test can take while
+// the returned socket is open (bound, never listening): for tests of connect timeouts. A
+// closed listener's port would do until a test running beside it (ctest -j) took it. Returns
+// the socket (close it at the end; -1 on failure) and sets *port.
+int HoldRefusingLoopbackPort(int* port);
+
 const std::vector<weftDataType_t>& AllTypes();
 const std::vector<weftRedOp_t>& AllOps();
 std::string TypeName(weftDataType_t t);

@@ -34,7 +34,7 @@ perf script -i "$OUT/rank0.data" -F time,ip,sym 2> /dev/null | python3 -c '
 import collections, re, sys
 call_us = float(sys.argv[1])
 # First-use and harness work: outside the steady state the model describes.
-setup = re.compile(r"perf_|copy_mc_enhanced|clear_page|collapse|exc_page_fault|do_anonymous_page|memset")
+setup = re.compile(r"perf_|copy_mc_enhanced|clear_page|collapse|exc_page_fault|do_anonymous_page")
 kinds = [("decodes", r"Decode"), ("encodes", r"Encode"),
          ("copies and reductions", r"ReduceLoop|memmove|memcpy|StreamUnfenced"),
          ("receive copies", r"^_copy_to_iter|copy_page_to_iter|process_vm|unpin_user|get_user_pages|gup_"),

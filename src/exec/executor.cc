@@ -235,6 +235,8 @@ class Runner {
   bool ChainFeedsBack(const CodecChain& c) const;
   bool StreamedFeedbackInFlight() const;
   StatusOr<bool> IssueStreamed(size_t index, const CodecChain& c);
+  StatusOr<bool> ReadyToStream(size_t index, const CodecChain& c, std::vector<Access>* accesses,
+                               std::vector<ChainStep>* steps, bool* feeds_back);
   // Receives streamed into a chain's operands (FindChains): OperandsAt(i) is the chain whose
   // operand receives start at step i, when they may stream. IssueOperandStreams: false when
   // a hazard or the window holds them back.
@@ -787,19 +789,30 @@ bool Runner::StreamedFeedbackInFlight() const {
   return false;
 }
 
+// Whether the receives from `index` on and chain c after them may issue now (no hazard with
+// what is in flight, no other streamed chain feeding back): then their accesses (steps index
+// to c.last), the chain's resolved steps and whether it feeds back.
+StatusOr<bool> Runner::ReadyToStream(size_t index, const CodecChain& c, std::vector<Access>* accesses,
+                                     std::vector<ChainStep>* steps, bool* feeds_back) {
+  accesses->clear();
+  for (size_t i = index; i <= c.last; ++i) accesses->push_back(AccessOf(sched_.steps[i]));
+  for (const auto& f : inflight_)
+    for (const Access& a : *accesses)
+      if (Blocks(*f, a)) return false;
+  *feeds_back = ChainFeedsBack(c);
+  if (*feeds_back && StreamedFeedbackInFlight()) return false;
+  WEFT_RETURN_IF_ERROR(ResolveChain(c, steps));
+  return true;
+}
+
 // Posts the receive at `index` into a sink that runs chain c (the next steps) as it lands.
 StatusOr<bool> Runner::IssueStreamed(size_t index, const CodecChain& c) {
   const Step& s = sched_.steps[index];
   thread_local std::vector<Access> accesses;
-  accesses.clear();
-  for (size_t i = index; i <= c.last; ++i) accesses.push_back(AccessOf(sched_.steps[i]));
-  for (const auto& f : inflight_)
-    for (const Access& a : accesses)
-      if (Blocks(*f, a)) return false;
-  const bool feeds_back = ChainFeedsBack(c);
-  if (feeds_back && StreamedFeedbackInFlight()) return false;
   thread_local std::vector<ChainStep> steps;
-  WEFT_RETURN_IF_ERROR(ResolveChain(c, &steps));
+  bool feeds_back = false;
+  StatusOr<bool> ready = ReadyToStream(index, c, &accesses, &steps, &feeds_back);
+  if (!ready.ok() || !*ready) return ready;
   std::unique_ptr<InFlight> f = TakeSlot(index, accesses[0]);
   f->chain_access.assign(accesses.begin() + 1, accesses.end());
   f->streaming = true;
@@ -834,15 +847,10 @@ StatusOr<bool> Runner::IssueOperandStreams(size_t index, const CodecChain& c, bo
   }
   if (static_cast<int>(inflight_.size() - received_fused_ + ops.size()) > window_) return false;
   thread_local std::vector<Access> accesses;
-  accesses.clear();
-  for (size_t i = index; i <= c.last; ++i) accesses.push_back(AccessOf(sched_.steps[i]));
-  for (const auto& f : inflight_)
-    for (const Access& a : accesses)
-      if (Blocks(*f, a)) return false;
-  const bool feeds_back = ChainFeedsBack(c);
-  if (feeds_back && StreamedFeedbackInFlight()) return false;
   thread_local std::vector<ChainStep> steps;
-  WEFT_RETURN_IF_ERROR(ResolveChain(c, &steps));
+  bool feeds_back = false;
+  StatusOr<bool> ready = ReadyToStream(index, c, &accesses, &steps, &feeds_back);
+  if (!ready.ok() || !*ready) return ready;
   thread_local std::vector<OperandSink::Source> sources;
   sources.clear();
   for (const StreamedOperand& o : ops)
