@@ -863,6 +863,30 @@ TEST(SimTerms, ReceivesStreamedIntoAChainsOperandsSaveTheirDramPasses) {
   EXPECT_LT(streamed->cpu_work_us[receive], split->cpu_work_us[receive]) << "the copies into the cache";
 }
 
+// Top-k's decode-reduce of a sum scatters its kept values into dst (SimOptions::
+// decode_reduce_density): it costs a fraction of a dense decode-reduce's CPU, which decodes
+// every value and reduces each.
+TEST(SimTerms, ASparseDecodeReduceTouchesItsKeptShare) {
+  const auto fabric = Llc32M();
+  const size_t count = size_t{4} << 20, enc = count / 8;
+  Schedule s = Empty(2, "decode_reduce");  // rank 1 idle
+  s.ranks[0].input_count = s.ranks[0].output_count = count;
+  s.ranks[0].scratch_count = enc;
+  s.ranks[0].steps.push_back(DecodeReduceStep(Tmp(0, enc), Out(0, count)));
+  SimOptions dense;
+  dense.decode_gbps = 10;
+  SimOptions sparse = dense;
+  sparse.decode_reduce_density = 0.01;
+  auto d = SimulateSchedule(s, *fabric, 4, dense);
+  auto p = SimulateSchedule(s, *fabric, 4, sparse);
+  ASSERT_TRUE(d.ok() && p.ok()) << d.status().message() << p.status().message();
+  const size_t decode = static_cast<size_t>(CpuWork::kDecode), reduce = static_cast<size_t>(CpuWork::kReduce);
+  EXPECT_NEAR(p->cpu_work_us[decode], 0.01 * d->cpu_work_us[decode], 0.001 * d->cpu_work_us[decode] + 1);
+  // The scatter touches at most one 16-value cache line per kept value: 16% of dst at 1%.
+  EXPECT_NEAR(p->cpu_work_us[reduce], 0.16 * d->cpu_work_us[reduce], 0.02 * d->cpu_work_us[reduce] + 1);
+  EXPECT_LT(p->time_us, 0.3 * d->time_us);
+}
+
 // A measured rate into a sink (LinkParams::dram_sink_flow_gbps: the CMA copy's reads and page
 // pinning) prices the streamed receive of a DRAM-resident lane: it takes at least bytes / that
 // rate, and a slower one lengthens the lane owner's work by the difference.

@@ -813,7 +813,13 @@ class Engine {
   double RunCodec(int r, const Step& st, double now, bool chained = false) {
     const StepSemantics& m = SemanticsOf(st.op);
     const bool encode = m.codec == StepCodec::kEncodeSrc;
-    const double values = static_cast<double>(encode ? st.src.count : st.dst.count) * elem_;
+    const bool reduces = m.combine == StepCombine::kReduceIn;
+    // A sparse decode-reduce (top-k) decodes its kept values only, and adds each into its cache
+    // line of dst: 16 float32 values a line, so at most 16x the kept share of dst is touched.
+    const double density = !encode && reduces ? std::clamp(opt_.decode_reduce_density, 0.0, 1.0) : 1.0;
+    const double lines = std::min(1.0, 16 * density);
+    const double dense = static_cast<double>(encode ? st.src.count : st.dst.count) * elem_;
+    const double values = dense * density;
     const double chain_gbps = encode ? opt_.encode_chain_gbps : opt_.decode_chain_gbps;
     double gbps = chained && chain_gbps > 0
                       ? chain_gbps
@@ -841,7 +847,7 @@ class Engine {
       const double encoded = static_cast<double>(encode ? st.dst.count : st.src.count) * elem_;
       if (!chained) end = std::max(end, MachineMemory(r, begin, DramShareUs(r, (values + encoded) / 2, false)));
     }
-    if (m.combine == StepCombine::kReduceIn) end = Compute(r, end, values, true, false, chained);
+    if (reduces) end = Compute(r, end, dense * lines, true, false, chained);
     return end + fabric_.Compute(r).overhead_us;
   }
 

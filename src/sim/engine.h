@@ -81,6 +81,10 @@ struct SimOptions {
   // per-step overhead.
   double encode_gbps = 0, decode_gbps = 0;
   double encode_fixed_us = 0, decode_fixed_us = 0;
+  // The share of a decode-reduce's values it touches: 1 for the block codecs; top-k's kept
+  // share (its ratio) for a sum, whose decode-add scatters the kept values into dst
+  // (kernels/codec_backend.cc) instead of decoding all of them and reducing every one.
+  double decode_reduce_density = 1.0;
   // The codec of a compressed schedule, when its runs of local codec work run fused (the
   // executor's chains, exec/codec_chain.h): a chain's steps after its first work on a tile in
   // the cache, so they run at the core's cache rates: the codec's own (encode_chain_gbps /
