@@ -449,6 +449,26 @@ TEST(CodecChain, TopKHierarchicalAllReduceRunsItsHostReduceAsAChain) {
 namespace weft {
 namespace {
 
+// Appends a chain's encodes of acc's two parts [0, cut) and [cut, n) into *enc (streams
+// stream and stream + 1), error feedback stored into *residual for the first.
+void AppendTwoEncodes(const weftCompression& spec, size_t n, size_t cut, uint64_t stream,
+                      std::vector<std::vector<uint8_t>>* enc, std::vector<float>* residual,
+                      std::vector<ChainStep>* steps) {
+  const size_t parts[2][2] = {{0, cut}, {cut, n - cut}};
+  enc->assign(2, {});
+  for (int k = 0; k < 2; ++k) {
+    ChainStep e;
+    e.op = StepOp::kEncode;
+    e.offset = parts[k][0];
+    e.count = parts[k][1];
+    (*enc)[k].assign(codec::EncodedBytes(spec, e.count), 0);
+    e.encoded = (*enc)[k].data();
+    e.stream = stream + k;
+    if (k == 0) e.residual = residual->data();
+    steps->push_back(e);
+  }
+}
+
 // The owner's phase-1 chain of the hierarchical allreduce, resolved: acc (what arrived) +=
 // the input lane, then encodes of two parts of acc (with error feedback stored for the first).
 struct SinkCase {
@@ -456,22 +476,10 @@ struct SinkCase {
   std::vector<std::vector<uint8_t>> whole, streamed;  // the encodings
   std::vector<ChainStep> Steps(const weftCompression& spec, std::vector<std::vector<uint8_t>>* enc,
                                std::vector<float>* residual, size_t cut) const {
-    const size_t n = received.size();
-    std::vector<ChainStep> steps(3);
+    std::vector<ChainStep> steps(1);
     steps[0].op = StepOp::kReduce;
     steps[0].src = input.data();
-    const size_t parts[2][2] = {{0, cut}, {cut, n - cut}};
-    enc->assign(2, {});
-    for (int k = 0; k < 2; ++k) {
-      ChainStep& e = steps[1 + k];
-      e.op = StepOp::kEncode;
-      e.offset = parts[k][0];
-      e.count = parts[k][1];
-      (*enc)[k].assign(codec::EncodedBytes(spec, e.count), 0);
-      e.encoded = (*enc)[k].data();
-      e.stream = 77 + k;
-      if (k == 0) e.residual = residual->data();
-    }
+    AppendTwoEncodes(spec, received.size(), cut, 77, enc, residual, &steps);
     return steps;
   }
 };
@@ -551,24 +559,13 @@ struct OperandCase {
   std::vector<std::vector<float>> members;  // m0, m1, input, m3
   std::vector<ChainStep> Steps(const weftCompression& spec, std::vector<std::vector<uint8_t>>* enc,
                                std::vector<float>* residual) const {
-    std::vector<ChainStep> steps(6);
+    std::vector<ChainStep> steps(4);
     steps[0].op = StepOp::kCopy;
     for (int m = 0; m < 4; ++m) {
       if (m > 0) steps[m].op = StepOp::kReduce;
       steps[m].src = members[m].data();
     }
-    const size_t parts[2][2] = {{0, cut}, {cut, n - cut}};
-    enc->assign(2, {});
-    for (int k = 0; k < 2; ++k) {
-      ChainStep& e = steps[4 + k];
-      e.op = StepOp::kEncode;
-      e.offset = parts[k][0];
-      e.count = parts[k][1];
-      (*enc)[k].assign(codec::EncodedBytes(spec, e.count), 0);
-      e.encoded = (*enc)[k].data();
-      e.stream = 91 + k;
-      if (k == 0) e.residual = residual->data();
-    }
+    AppendTwoEncodes(spec, n, cut, 91, enc, residual, &steps);
     return steps;
   }
 };

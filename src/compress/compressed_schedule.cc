@@ -164,7 +164,7 @@ StatusOr<SimResult> SimulateCompressedRequest(const Fabric& fabric, const Algori
   options.encode_fixed_us = speed.encode_fixed_us;
   options.decode_fixed_us = speed.decode_fixed_us;
   // Top-k's decode-reduce of a sum scatters its kept values (the call's reduction is a sum).
-  if (spec.codec == weftCodecTopK) options.decode_reduce_density = std::clamp(static_cast<double>(spec.ratio), 0.0, 1.0);
+  if (spec.codec == weftCodecTopK) options.decode_reduce_density = spec.ratio;  // the engine clamps it
   options.encode_chain_gbps = speed.encode_chain_gbps;
   options.decode_chain_gbps = speed.decode_chain_gbps;
   // The executor runs codec chains fused unless WEFT_FUSE_CODEC_STEPS=0 (exec/codec_chain.h).

@@ -314,11 +314,11 @@ void RunWholeEncodes(const std::vector<ChainStep>& steps, float* acc, size_t acc
 
 void RunCodecChain(const std::vector<ChainStep>& steps, float* acc, size_t acc_count,
                    bool acc_dead, const weftCompression& spec, weftRedOp_t op, int nranks) {
-  if (codec::EncodeRangeAlignment(spec) == 0 && !BuiltChain(steps, spec)) {  // the one-pass form
+  const bool built = BuiltChain(steps, spec);
+  if (codec::EncodeRangeAlignment(spec) == 0 && !built) {  // the one-pass form
     RunWholeEncodes(steps, acc, acc_count, spec, op, nranks);
     return;
   }
-  const bool built = BuiltChain(steps, spec);
   if (built) acc_dead = false;  // the encodes read P whole
   thread_local std::vector<ChainTile> tiles;
   PlanCodecChain(steps, acc_count, acc_dead, spec, &tiles);

@@ -629,14 +629,12 @@ void Runner::FindChains() {
     if (streamed_at_.empty()) streamed_at_.assign(sched_.steps.size(), -1);
     streamed_at_[c.first - 1] = static_cast<int32_t>(i);
   }
-  if (!OperandStreamsEnabled()) return;
   chain_operands_.assign(chains_.size(), {});
   for (size_t i = 0; i < chains_.size(); ++i) {
     const CodecChain& c = chains_[i];
     if (!streamed_at_.empty() && c.first > 0 && streamed_at_[c.first - 1] >= 0) continue;
-    std::vector<StreamedOperand> ops = StreamedOperands(sched_.steps, c);
-    // All of them take window slots at once: a window too small for them runs them unstreamed.
-    if (ops.empty() || static_cast<int>(ops.size()) >= window_) continue;
+    std::vector<StreamedOperand> ops = OperandStreamsFor(sched_.steps, c, window_);
+    if (ops.empty()) continue;
     if (operands_at_.empty()) operands_at_.assign(sched_.steps.size(), -1);
     operands_at_[ops.front().recv] = static_cast<int32_t>(i);
     chain_operands_[i] = std::move(ops);

@@ -22,6 +22,14 @@ bool OperandStreamsEnabled() {
   return enabled;
 }
 
+std::vector<StreamedOperand> OperandStreamsFor(const std::vector<Step>& steps, const CodecChain& c,
+                                               int window) {
+  if (!OperandStreamsEnabled()) return {};
+  std::vector<StreamedOperand> ops = StreamedOperands(steps, c);
+  if (static_cast<int>(ops.size()) >= window) ops.clear();  // they take window slots at once
+  return ops;
+}
+
 uint64_t OperandStreamsStarted() { return g_started.load(std::memory_order_relaxed); }
 uint64_t OperandSourcesSpilled() { return g_spilled.load(std::memory_order_relaxed); }
 
@@ -42,7 +50,7 @@ void OperandSink::Start(const std::vector<ChainStep>& steps, const std::vector<S
   spec_ = &spec;
   op_ = op;
   nranks_ = nranks;
-  spec_sources_ = sources;
+  sources_ = sources;
   // Keep the buffers of a sink restarted with as many sources (the executor's pooled slots).
   for (size_t i = sources.size(); i < inputs_.size(); ++i)
     GiveSinkBuffer(reinterpret_cast<float*>(inputs_[i].bounce));
@@ -71,7 +79,7 @@ unsigned char* OperandSink::Input::Space(size_t* room) {
   if (!spilled && filled == kSourceBytes) owner->Spill(*this);  // the transport cannot wait
   if (spilled) {
     *room = bytes - landed;
-    return reinterpret_cast<unsigned char*>(owner->spec_sources_[index].memory) + landed;
+    return reinterpret_cast<unsigned char*>(owner->sources_[index].memory) + landed;
   }
   *room = std::min(kSourceBytes - filled, bytes - landed);
   return bounce + filled;
@@ -102,7 +110,7 @@ bool OperandSink::Input::Later() {
 
 // From in.base on, the source's bytes go to (and are read from) the receive's own region.
 void OperandSink::Spill(Input& in) {
-  std::memcpy(reinterpret_cast<unsigned char*>(spec_sources_[in.index].memory) + in.base, in.bounce,
+  std::memcpy(reinterpret_cast<unsigned char*>(sources_[in.index].memory) + in.base, in.bounce,
               in.filled);
   in.spilled = true;
   in.filled = 0;
@@ -128,8 +136,8 @@ void OperandSink::RunReadyTiles() {
   for (const Input& in : inputs_) ready = std::min(ready, in.landed);
   if (next_ == tiles_.size() || (tiles_[next_].at + tiles_[next_].n) * sizeof(float) > ready) return;
   for (const Input& in : inputs_) {
-    ChainStep& s = steps_[spec_sources_[in.index].step];
-    s.src = in.spilled ? static_cast<const void*>(spec_sources_[in.index].memory) : in.bounce;
+    ChainStep& s = steps_[sources_[in.index].step];
+    s.src = in.spilled ? static_cast<const void*>(sources_[in.index].memory) : in.bounce;
     s.src_at = in.spilled ? 0 : in.base / sizeof(float);
   }
   while (next_ < tiles_.size()) {

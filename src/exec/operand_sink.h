@@ -38,6 +38,11 @@ namespace weft {
 // WEFT_STREAM_OPERANDS (default on; read once). The executor also needs streamed chains on
 // (StreamedChainsEnabled) and a transport that TakesSinks().
 bool OperandStreamsEnabled();
+// The receives the executor streams into chain c's operands (StreamedOperands), where it does:
+// with operand streams on and a window that holds all of them at once (the executor and the
+// simulator both ask this). Empty: the steps run one by one.
+std::vector<StreamedOperand> OperandStreamsFor(const std::vector<Step>& steps, const CodecChain& c,
+                                               int window);
 // Tests and logs: operand streams started, and sources that spilled, in this process.
 uint64_t OperandStreamsStarted();
 uint64_t OperandSourcesSpilled();
@@ -95,7 +100,7 @@ class OperandSink {
   void Compact(Input& in);
 
   std::vector<ChainStep> steps_;
-  std::vector<Source> spec_sources_;
+  std::vector<Source> sources_;
   std::vector<Input> inputs_;
   std::vector<ChainTile> tiles_;  // point into steps_
   size_t next_ = 0;               // the first tile not run

@@ -744,9 +744,8 @@ class Engine {
   // write nothing: a copy's traffic, which the opener carries.
   void MarkOperandStreams(int r, const CodecChain& c) {
     const std::vector<Step>& steps = sched_.ranks[r].steps;
-    if (!OperandStreamsEnabled()) return;
-    const std::vector<StreamedOperand> ops = StreamedOperands(steps, c);
-    if (ops.empty() || static_cast<int>(ops.size()) >= window_) return;
+    const std::vector<StreamedOperand> ops = OperandStreamsFor(steps, c, window_);
+    if (ops.empty()) return;
     for (const StreamedOperand& o : ops)
       if (!StreamsOver(steps[o.recv].peer, r)) return;
     if (ranks_[r].streamed.empty()) ranks_[r].streamed.assign(steps.size(), 0);
