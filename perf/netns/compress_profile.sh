@@ -35,9 +35,10 @@ import collections, re, sys
 call_us = float(sys.argv[1])
 # First-use and harness work: outside the steady state the model describes.
 setup = re.compile(r"perf_|copy_mc_enhanced|clear_page|collapse|exc_page_fault|do_anonymous_page")
-# Top-k's decode zero-fills its output (memset) and its encode selects (KthLargest and its
-# comparator, which perf names ">").
-kinds = [("decodes", r"Decode|memset"), ("encodes", r"Encode|KthLargest|^>$"),
+# Top-k decodes zero-fill the output (memset); its encode selects (KthLargest, nth_element
+# over the sample and over the candidates, named std::__introselect, and the comparator,
+# named ">").
+kinds = [("decodes", r"Decode|memset"), ("encodes", r"Encode|KthLargest|introselect|^>$"),
          ("copies and reductions", r"ReduceLoop|memmove|memcpy|StreamUnfenced"),
          ("receive copies", r"^_copy_to_iter|copy_page_to_iter|process_vm|unpin_user|get_user_pages|gup_"),
          ("network stack", r"tcp|_copy_from_iter|skb|sock|^ip_|^br_|dev_|net|nf_")]
