@@ -529,6 +529,7 @@ TEST(ShmTransport, PeersInOneCallWithDifferentPlansFailWithinALivenessPeriod) {
               std::string::npos) << st.message();
     EXPECT_FALSE(t.HasPending());
   });
+  std::atomic<int> timed_out{0};
   RunThreads(2, TestOptions(), [&](int r, ShmTransport& t) {
     unsigned char b[8];
     TransportRequest q;
@@ -536,6 +537,10 @@ TEST(ShmTransport, PeersInOneCallWithDifferentPlansFailWithinALivenessPeriod) {
     ASSERT_TRUE(t.PostRecv(1 - r, 0, 1, b, 8, &q).ok());  // never sent
     Status st = WaitAll(&t, {&q}, 0.5);
     EXPECT_EQ(st.code(), weftTimeout) << st.message();
+    // The abort reaches the peer: it must not end a wait the peer started late (a loaded
+    // machine can hold a thread back past the other's 0.5 s).
+    timed_out.fetch_add(1);
+    while (timed_out.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     t.Abort(InternalError("test over"));
   });
 }
