@@ -37,11 +37,12 @@ call_us = float(sys.argv[1])
 setup = re.compile(r"perf_|copy_mc_enhanced|clear_page|collapse|exc_page_fault|do_anonymous_page")
 # Top-k decodes zero-fill the output (memset); its encode selects (KthLargest, nth_element
 # over the sample and over the candidates, named std::__introselect, and the comparator,
-# named ">").
+# named ">"). A CMA read checks its right to the peer (ptrace_access, find_get_task_by_vpid);
+# softirq time on this harness is the veth and bridge receive path.
 kinds = [("decodes", r"Decode|memset"), ("encodes", r"Encode|KthLargest|introselect|^>$"),
          ("copies and reductions", r"ReduceLoop|memmove|memcpy|StreamUnfenced"),
-         ("receive copies", r"^_copy_to_iter|copy_page_to_iter|process_vm|unpin_user|get_user_pages|gup_"),
-         ("network stack", r"tcp|_copy_from_iter|skb|sock|^ip_|^br_|dev_|net|nf_")]
+         ("receive copies", r"^_copy_to_iter|copy_page_to_iter|process_vm|unpin_user|get_user_pages|gup_|ptrace_access|ptrace_may_access|find_get_task_by_vpid"),
+         ("network stack", r"tcp|_copy_from_iter|skb|sock|^ip_|^br_|dev_|net|nf_|softirq")]
 samples = []
 for line in sys.stdin:
     m = re.match(r"\s*([0-9.]+):\s+[0-9a-f]+\s+(.*)", line)
