@@ -88,6 +88,33 @@ void ExpectBytes(const std::vector<float>& out, size_t at, const std::vector<uin
       << what;
 }
 
+// The encoding half of the host reduce-then-encode schedules below: P at scratch [0, n), its
+// sub-slices [0, h) and [h, n) encoded (streams 5 and 6) into scratch after it, and both
+// encodings copied to the start of the output.
+struct EncodedHalves {
+  size_t n, h, e0, e1;
+  Region p;
+};
+EncodedHalves HalvesOf(const weftCompression& spec, size_t n, size_t h) {
+  return {n, h, EncodedElements(spec, h), EncodedElements(spec, n - h), Tmp(0, n)};
+}
+// rs's scratch (P, then the two encodings) and the steps that encode P's halves and copy them
+// out, after rs's steps so far.
+void AppendEncodedHalves(const EncodedHalves& x, RankSchedule* rs) {
+  const Region enc0 = Tmp(x.n, x.e0), enc1 = Tmp(x.n + x.e0, x.e1);
+  rs->scratch_count = x.n + x.e0 + x.e1;
+  for (const Step& s : {EncodeStep(Region{x.p.buffer, 0, x.h}, enc0, 5),
+                        EncodeStep(Region{x.p.buffer, x.h, x.n - x.h}, enc1, 6), CopyStep(enc0, Out(0, x.e0)),
+                        CopyStep(enc1, Out(x.e0, x.e1))})
+    rs->steps.push_back(s);
+}
+// The output's two encodings are those of sum's halves.
+void ExpectEncodedHalves(const std::vector<float>& out, const weftCompression& spec, const EncodedHalves& x,
+                         const float* sum, const std::string& what) {
+  ExpectBytes(out, 0, Encoded(spec, sum, x.h, 5), what + " enc0");
+  ExpectBytes(out, x.e0, Encoded(spec, sum + x.h, x.n - x.h, 6), what + " enc1");
+}
+
 // What error feedback leaves in a residual that started at `start` everywhere: for each
 // encode k of `values_of[k]` (n_k values at spans[k].offset, stream streams[k]), the whole-array
 // DroppedIntoResidual of its encoding, stored or added as the span says.
@@ -117,18 +144,16 @@ void HostReduceThenEncode(const weftCompression& spec, bool keep, weftRedOp_t op
   const std::string what = std::string(codec::CodecName(spec.codec)) + (keep ? " kept" : " dead") +
                            (op == weftSum ? "" : " max");
   std::vector<float> in = Values(2 * n, 1);
-  const Region p = Tmp(0, n);
-  const size_t e0 = EncodedElements(spec, h), e1 = EncodedElements(spec, n - h);
-  const Region enc0 = Tmp(n, e0), enc1 = Tmp(n + e0, e1);
+  const EncodedHalves x = HalvesOf(spec, n, h);
+  const Region p = x.p;
+  const size_t e0 = x.e0, e1 = x.e1;
   RankSchedule rs;
   rs.input_count = 2 * n;
   rs.output_count = e0 + e1 + n;
-  rs.scratch_count = n + e0 + e1;
   rs.steps = {CopyStep(In(n, n), p),  // the member's lane (received, in the real schedule)
               CopyStep(In(0, 1), Out(e0 + e1, 1)),  // not part of a chain: P stays as copied
-              ReduceStep(In(0, n), p), EncodeStep(Region{p.buffer, 0, h}, enc0, 5),
-              EncodeStep(Region{p.buffer, h, n - h}, enc1, 6), CopyStep(enc0, Out(0, e0)),
-              CopyStep(enc1, Out(e0, e1))};
+              ReduceStep(In(0, n), p)};
+  AppendEncodedHalves(x, &rs);
   if (keep) rs.steps.push_back(CopyStep(p, Out(e0 + e1, n)));
   const bool whole = spec.codec == weftCodecTopK;
   const std::vector<CodecChain> chains = FindCodecChains(rs.steps, spec, false);
@@ -143,8 +168,7 @@ void HostReduceThenEncode(const weftCompression& spec, bool keep, weftRedOp_t op
   std::vector<float> sum(n);
   kernels::Reduce(sum.data(), in.data() + n, in.data(), n, weftFloat32, op);
   const std::vector<float> out = Run(rs, spec, op, 2, in);
-  ExpectBytes(out, 0, Encoded(spec, sum.data(), h, 5), what + " enc0");
-  ExpectBytes(out, e0, Encoded(spec, sum.data() + h, n - h, 6), what + " enc1");
+  ExpectEncodedHalves(out, spec, x, sum.data(), what);
   if (keep) EXPECT_EQ(0, std::memcmp(out.data() + e0 + e1, sum.data(), n * 4)) << what;
 
   const std::vector<EncodedSpan> spans = {{0, false, h}, {h, false, n - h}};
@@ -153,8 +177,7 @@ void HostReduceThenEncode(const weftCompression& spec, bool keep, weftRedOp_t op
   fb.residual = residual.data();
   fb.spans = &spans;
   const std::vector<float> fed = Run(rs, spec, op, 2, in, fb);
-  ExpectBytes(fed, 0, Encoded(spec, sum.data(), h, 5), what + " enc0 with feedback");
-  ExpectBytes(fed, e0, Encoded(spec, sum.data() + h, n - h, 6), what + " enc1 with feedback");
+  ExpectEncodedHalves(fed, spec, x, sum.data(), what + " with feedback");
   const std::vector<float> want =
       ExpectedResidual(spec, n, 3.0f, spans, {sum.data(), sum.data() + h}, {5, 6}, 1.0f);
   EXPECT_EQ(0, std::memcmp(residual.data(), want.data(), n * 4)) << what << " residual";
@@ -175,17 +198,14 @@ TEST(CodecChain, HostOfFourReduceThenEncodeIsBitwiseTheSteps) {
   for (const weftCompression& spec : Codecs()) {
     const std::string what = codec::CodecName(spec.codec);
     std::vector<float> in = Values(4 * n, 7);
-    const Region p = Tmp(0, n);
-    const size_t e0 = EncodedElements(spec, h), e1 = EncodedElements(spec, n - h);
-    const Region enc0 = Tmp(n, e0), enc1 = Tmp(n + e0, e1);
+    const EncodedHalves x = HalvesOf(spec, n, h);
+    const Region p = x.p;
     RankSchedule rs;
     rs.input_count = 4 * n;
-    rs.output_count = e0 + e1;
-    rs.scratch_count = n + e0 + e1;
+    rs.output_count = x.e0 + x.e1;
     rs.steps = {CopyStep(In(0, n), p), ReduceStep(In(n, n), p), ReduceStep(In(2 * n, n), p),
-                ReduceStep(In(3 * n, n), p), EncodeStep(Region{p.buffer, 0, h}, enc0, 5),
-                EncodeStep(Region{p.buffer, h, n - h}, enc1, 6), CopyStep(enc0, Out(0, e0)),
-                CopyStep(enc1, Out(e0, e1))};
+                ReduceStep(In(3 * n, n), p)};
+    AppendEncodedHalves(x, &rs);
     const std::vector<CodecChain> chains = FindCodecChains(rs.steps, spec, false);
     ASSERT_EQ(chains.size(), 1u) << what;
     EXPECT_EQ(chains[0].last, 5u) << what;
@@ -193,9 +213,7 @@ TEST(CodecChain, HostOfFourReduceThenEncodeIsBitwiseTheSteps) {
     EXPECT_EQ(chains[0].acc_dead, spec.codec != weftCodecTopK) << what;
     std::vector<float> sum(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(n));
     for (int m = 1; m < 4; ++m) kernels::Reduce(sum.data(), sum.data(), in.data() + m * n, n, weftFloat32, weftSum);
-    const std::vector<float> out = weft::Run(rs, spec, weftSum, 4, in);
-    ExpectBytes(out, 0, Encoded(spec, sum.data(), h, 5), what + " enc0");
-    ExpectBytes(out, e0, Encoded(spec, sum.data() + h, n - h, 6), what + " enc1");
+    ExpectEncodedHalves(weft::Run(rs, spec, weftSum, 4, in), spec, x, sum.data(), what);
   }
 }
 
@@ -304,16 +322,12 @@ TEST(CodecChain, ChainsAddThePatchedInputsAddend) {
     std::vector<float> in = Values(2 * n, 3), residual = Values(n, 4);
     for (float& r : residual) r *= 0.01f;
     const std::vector<float> start = residual;
-    const Region p = Tmp(0, n);
-    const size_t e0 = EncodedElements(spec, h), e1 = EncodedElements(spec, n - h);
-    const Region enc0 = Tmp(n, e0), enc1 = Tmp(n + e0, e1);
+    const EncodedHalves halves = HalvesOf(spec, n, h);
     RankSchedule rs;
     rs.input_count = 2 * n;
-    rs.output_count = e0 + e1;
-    rs.scratch_count = n + e0 + e1;
-    rs.steps = {CopyStep(In(n, n), p), ReduceStep(In(0, n), p), EncodeStep(Region{p.buffer, 0, h}, enc0, 5),
-                EncodeStep(Region{p.buffer, h, n - h}, enc1, 6), CopyStep(enc0, Out(0, e0)),
-                CopyStep(enc1, Out(e0, e1))};
+    rs.output_count = halves.e0 + halves.e1;
+    rs.steps = {CopyStep(In(n, n), halves.p), ReduceStep(In(0, n), halves.p)};
+    AppendEncodedHalves(halves, &rs);
     ASSERT_EQ(FindCodecChains(rs.steps, spec, false).size(), 1u) << what;
     std::vector<float> x(n), sum(n);
     for (size_t i = 0; i < n; ++i) x[i] = in[i] + start[i];
@@ -335,8 +349,7 @@ TEST(CodecChain, ChainsAddThePatchedInputsAddend) {
     b.patched = &lane;
     const Status st = ExecuteSchedule(rs, 4, ctx, b);
     ASSERT_TRUE(st.ok()) << st.message();
-    ExpectBytes(out, 0, Encoded(spec, sum.data(), h, 5), what + " enc0");
-    ExpectBytes(out, e0, Encoded(spec, sum.data() + h, n - h, 6), what + " enc1");
+    ExpectEncodedHalves(out, spec, halves, sum.data(), what);
     EXPECT_EQ(patch[0], -9.0f) << what << ": the chain built the patch instead of adding in its tiles";
     const std::vector<float> want =
         ExpectedResidual(spec, n, 0.0f, spans, {sum.data(), sum.data() + h}, {5, 6}, 1.0f);
